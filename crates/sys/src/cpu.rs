@@ -1,0 +1,126 @@
+//! CPU placement and CPU-time accounting for threads and processes.
+
+use crate::{cvt, SysResult};
+use std::mem;
+use std::time::Duration;
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> SysResult<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only touch the local set.
+    let ret = unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    cvt(ret, || format!("sched_setaffinity(cpu {cpu})")).map(|_| ())
+}
+
+/// The CPUs the calling thread may run on (its affinity mask), ascending.
+pub fn allowed_cpus() -> SysResult<Vec<usize>> {
+    // SAFETY: the kernel writes at most size_of::<cpu_set_t>() bytes into the local set.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        let ret = libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set);
+        cvt(ret, || "sched_getaffinity".into())?;
+        set
+    };
+    // SAFETY: CPU_ISSET reads the local set within its bounds (CPU_SETSIZE).
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// The CPU the calling thread is running on right now.
+pub fn current_cpu() -> SysResult<usize> {
+    // SAFETY: sched_getcpu takes no arguments.
+    let c = cvt(unsafe { libc::sched_getcpu() }, || "sched_getcpu".into())?;
+    Ok(c as usize)
+}
+
+fn clock(id: libc::clockid_t, name: &str) -> SysResult<Duration> {
+    // SAFETY: the kernel writes a timespec into the zeroed local.
+    let ts = unsafe {
+        let mut ts: libc::timespec = mem::zeroed();
+        cvt(libc::clock_gettime(id, &mut ts), || format!("clock_gettime({name})"))?;
+        ts
+    };
+    Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// CPU time (user + system) consumed by the calling thread.
+pub fn thread_cpu_time() -> SysResult<Duration> {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID")
+}
+
+/// CPU time (user + system) consumed by the whole process, all threads.
+pub fn process_cpu_time() -> SysResult<Duration> {
+    clock(libc::CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID")
+}
+
+/// User and system CPU time of the process, separately (getrusage).
+pub fn process_rusage() -> SysResult<(Duration, Duration)> {
+    // SAFETY: the kernel fills the zeroed local rusage.
+    let ru = unsafe {
+        let mut ru: libc::rusage = mem::zeroed();
+        cvt(libc::getrusage(libc::RUSAGE_SELF, &mut ru), || "getrusage".into())?;
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Ok((tv(ru.ru_utime), tv(ru.ru_stime)))
+}
+
+/// Sets this thread's timer slack (PR_SET_TIMERSLACK) so short sleeps wake on time;
+/// the default 50 µs slack would distort an open-loop send schedule.
+pub fn set_timer_slack_ns(ns: u64) -> SysResult<()> {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer.
+    let ret = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    cvt(ret, || "prctl(PR_SET_TIMERSLACK)".into()).map(|_| ())
+}
+
+/// Number of clock ticks per second for /proc times (sysconf(_SC_CLK_TCK)).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf takes a plain integer.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// True when the process runs with effective uid 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pin_and_read_back() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        let c = *cpus.last().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(c).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), vec![c]);
+            assert_eq!(current_cpu().unwrap(), c);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn cpu_time_advances() {
+        let a = thread_cpu_time().unwrap();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_time().unwrap() > a);
+    }
+}

@@ -1,0 +1,103 @@
+//! The system-call layer of firehose: the only crate that uses `unsafe` and libc.
+//!
+//! Every syscall goes through [`cvt`], which turns a `-1` into an [`std::io::Error`]
+//! that names the call, so an error always says which kernel interface refused.
+//!
+//! Contract of the I/O backends (one file each): a backend moves a batch of datagrams
+//! between a socket and a [`mmsg::Batch`] — a fixed set of buffers owned by the caller,
+//! with one [`mmsg::Meta`] (length, peer) per slot. No allocation happens per packet.
+
+pub mod bpf;
+pub mod cpu;
+pub mod epoll;
+pub mod mmsg;
+pub mod sockaddr;
+pub mod socket;
+
+use std::io;
+
+/// An error from a named system call, carrying the OS errno.
+#[derive(Debug)]
+pub struct SysError {
+    /// The call or option that failed, e.g. `setsockopt(SO_REUSEPORT)`.
+    pub what: String,
+    /// The underlying OS error.
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for SysError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let errno = self.source.raw_os_error().map(errno_name).unwrap_or("?");
+        write!(f, "{}: {} ({})", self.what, self.source, errno)
+    }
+}
+
+impl std::error::Error for SysError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+impl SysError {
+    /// The errno of the failed call, if the OS gave one.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+}
+
+/// Result of a named system call.
+pub type SysResult<T> = Result<T, SysError>;
+
+/// Turns a libc return value into a result, naming the call on failure.
+pub fn cvt<T: IsMinusOne>(ret: T, what: impl FnOnce() -> String) -> SysResult<T> {
+    if ret.is_minus_one() {
+        Err(SysError {
+            what: what(),
+            source: io::Error::last_os_error(),
+        })
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Return types of libc calls that signal failure with -1.
+pub trait IsMinusOne {
+    /// True when the value is the error sentinel.
+    fn is_minus_one(&self) -> bool;
+}
+
+macro_rules! impl_minus_one {
+    ($($t:ty),*) => {$(impl IsMinusOne for $t { fn is_minus_one(&self) -> bool { *self == -1 } })*};
+}
+impl_minus_one!(i32, i64, isize);
+
+/// The symbolic name of an errno, for messages users can search for.
+pub fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENOPROTOOPT => "ENOPROTOOPT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EADDRINUSE => "EADDRINUSE",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EMSGSIZE => "EMSGSIZE",
+        libc::ENOBUFS => "ENOBUFS",
+        libc::E2BIG => "E2BIG",
+        libc::ERANGE => "ERANGE",
+        _ => "errno",
+    }
+}

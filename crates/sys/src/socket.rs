@@ -1,0 +1,419 @@
+//! A UDP socket with the options the seeds turn, each set and read back by name.
+//!
+//! Every setter is paired with a getter so callers can report what the kernel
+//! actually applied (it may round or clamp a value, or refuse it with an errno).
+
+use crate::sockaddr::RawAddr;
+use crate::{cvt, SysError, SysResult};
+use std::mem;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Socket option numbers that older libc releases may not carry.
+pub mod consts {
+    pub const SO_RXQ_OVFL: i32 = 40;
+    pub const SO_INCOMING_CPU: i32 = 49;
+    pub const SO_ATTACH_REUSEPORT_CBPF: i32 = 51;
+    pub const SO_ATTACH_REUSEPORT_EBPF: i32 = 52;
+    pub const SO_MEMINFO: i32 = 55;
+    pub const SO_PREFER_BUSY_POLL: i32 = 69;
+    pub const SO_BUSY_POLL_BUDGET: i32 = 70;
+    pub const IP_PMTUDISC_DONT: i32 = 0;
+    pub const IP_PMTUDISC_WANT: i32 = 1;
+    pub const IP_PMTUDISC_DO: i32 = 2;
+    pub const IP_PMTUDISC_PROBE: i32 = 3;
+    pub const IP_PMTUDISC_INTERFACE: i32 = 4;
+    pub const IP_PMTUDISC_OMIT: i32 = 5;
+    /// Index of the drop counter in the `SO_MEMINFO` array.
+    pub const SK_MEMINFO_DROPS: usize = 8;
+    pub const SK_MEMINFO_VARS: usize = 9;
+}
+use consts::*;
+
+/// Name of an IP_MTU_DISCOVER mode as the kernel headers spell it.
+pub fn pmtudisc_name(mode: i32) -> &'static str {
+    match mode {
+        IP_PMTUDISC_DONT => "dont",
+        IP_PMTUDISC_WANT => "want",
+        IP_PMTUDISC_DO => "do",
+        IP_PMTUDISC_PROBE => "probe",
+        IP_PMTUDISC_INTERFACE => "interface",
+        IP_PMTUDISC_OMIT => "omit",
+        _ => "unknown",
+    }
+}
+
+/// An owned UDP socket (IPv4 or IPv6).
+#[derive(Debug)]
+pub struct UdpSock {
+    fd: OwnedFd,
+    v6: bool,
+}
+
+impl AsRawFd for UdpSock {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl UdpSock {
+    /// Opens a UDP socket of the family that `addr` belongs to.
+    pub fn new_for(addr: &SocketAddr) -> SysResult<Self> {
+        let (family, v6) = match addr {
+            SocketAddr::V4(_) => (libc::AF_INET, false),
+            SocketAddr::V6(_) => (libc::AF_INET6, true),
+        };
+        // SAFETY: socket() takes no pointers; the returned fd is checked before use.
+        let fd = cvt(
+            unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
+            || "socket(SOCK_DGRAM)".into(),
+        )?;
+        // SAFETY: fd was just returned by socket() and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(UdpSock { fd, v6 })
+    }
+
+    /// True for an AF_INET6 socket.
+    pub fn is_v6(&self) -> bool {
+        self.v6
+    }
+
+    /// Sets an integer socket option.
+    pub fn set_int(&self, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
+        // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
+        let ret = unsafe {
+            libc::setsockopt(
+                self.as_raw_fd(),
+                level,
+                name,
+                &value as *const i32 as *const libc::c_void,
+                mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
+    }
+
+    /// Reads an integer socket option.
+    pub fn get_int(&self, level: i32, name: i32, label: &str) -> SysResult<i32> {
+        let mut value: i32 = 0;
+        let mut len = mem::size_of::<i32>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.as_raw_fd(),
+                level,
+                name,
+                &mut value as *mut i32 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        cvt(ret, || format!("getsockopt({label})"))?;
+        Ok(value)
+    }
+
+    /// SO_REUSEPORT on or off.
+    pub fn set_reuseport(&self, on: bool) -> SysResult<()> {
+        self.set_int(libc::SOL_SOCKET, libc::SO_REUSEPORT, on as i32, "SO_REUSEPORT")
+    }
+
+    /// Whether SO_REUSEPORT is set.
+    pub fn reuseport(&self) -> SysResult<bool> {
+        Ok(self.get_int(libc::SOL_SOCKET, libc::SO_REUSEPORT, "SO_REUSEPORT")? != 0)
+    }
+
+    /// Asks for a receive buffer; with `force` uses SO_RCVBUFFORCE (needs CAP_NET_ADMIN)
+    /// so the request may exceed net.core.rmem_max.
+    pub fn set_rcvbuf(&self, bytes: i32, force: bool) -> SysResult<()> {
+        if force {
+            self.set_int(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes, "SO_RCVBUFFORCE")
+        } else {
+            self.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, bytes, "SO_RCVBUF")
+        }
+    }
+
+    /// The receive buffer the kernel granted (it doubles requests for bookkeeping).
+    pub fn rcvbuf(&self) -> SysResult<i32> {
+        self.get_int(libc::SOL_SOCKET, libc::SO_RCVBUF, "SO_RCVBUF")
+    }
+
+    /// Asks for a send buffer; `force` as for [`Self::set_rcvbuf`].
+    pub fn set_sndbuf(&self, bytes: i32, force: bool) -> SysResult<()> {
+        if force {
+            self.set_int(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes, "SO_SNDBUFFORCE")
+        } else {
+            self.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, bytes, "SO_SNDBUF")
+        }
+    }
+
+    /// The send buffer the kernel granted.
+    pub fn sndbuf(&self) -> SysResult<i32> {
+        self.get_int(libc::SOL_SOCKET, libc::SO_SNDBUF, "SO_SNDBUF")
+    }
+
+    /// IP_MTU_DISCOVER (or IPV6_MTU_DISCOVER on an IPv6 socket).
+    pub fn set_mtu_discover(&self, mode: i32) -> SysResult<()> {
+        if self.v6 {
+            self.set_int(libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, mode, "IPV6_MTU_DISCOVER")
+        } else {
+            self.set_int(libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode, "IP_MTU_DISCOVER")
+        }
+    }
+
+    /// The path-MTU discovery mode in force.
+    pub fn mtu_discover(&self) -> SysResult<i32> {
+        if self.v6 {
+            self.get_int(libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, "IPV6_MTU_DISCOVER")
+        } else {
+            self.get_int(libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, "IP_MTU_DISCOVER")
+        }
+    }
+
+    /// SO_BUSY_POLL: microseconds to busy-poll the device queue on a blocking read.
+    pub fn set_busy_poll(&self, usec: i32) -> SysResult<()> {
+        self.set_int(libc::SOL_SOCKET, libc::SO_BUSY_POLL, usec, "SO_BUSY_POLL")
+    }
+
+    /// The SO_BUSY_POLL value in force.
+    pub fn busy_poll(&self) -> SysResult<i32> {
+        self.get_int(libc::SOL_SOCKET, libc::SO_BUSY_POLL, "SO_BUSY_POLL")
+    }
+
+    /// SO_PREFER_BUSY_POLL (kernel 5.11+).
+    pub fn set_prefer_busy_poll(&self, on: bool) -> SysResult<()> {
+        self.set_int(libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, on as i32, "SO_PREFER_BUSY_POLL")
+    }
+
+    /// Whether SO_PREFER_BUSY_POLL is set.
+    pub fn prefer_busy_poll(&self) -> SysResult<bool> {
+        Ok(self.get_int(libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL")? != 0)
+    }
+
+    /// SO_BUSY_POLL_BUDGET: packets per busy-poll round (kernel 5.11+; raising it above
+    /// the default needs CAP_NET_ADMIN).
+    pub fn set_busy_poll_budget(&self, budget: i32) -> SysResult<()> {
+        self.set_int(libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, budget, "SO_BUSY_POLL_BUDGET")
+    }
+
+    /// The busy-poll budget in force.
+    pub fn busy_poll_budget(&self) -> SysResult<i32> {
+        self.get_int(libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET")
+    }
+
+    /// SO_RXQ_OVFL: the kernel attaches the socket's cumulative drop count to each datagram.
+    pub fn set_rxq_ovfl(&self, on: bool) -> SysResult<()> {
+        self.set_int(libc::SOL_SOCKET, SO_RXQ_OVFL, on as i32, "SO_RXQ_OVFL")
+    }
+
+    /// Whether SO_RXQ_OVFL is set.
+    pub fn rxq_ovfl(&self) -> SysResult<bool> {
+        Ok(self.get_int(libc::SOL_SOCKET, SO_RXQ_OVFL, "SO_RXQ_OVFL")? != 0)
+    }
+
+    /// SO_INCOMING_CPU: the CPU that last processed this socket's packets in softirq.
+    pub fn incoming_cpu(&self) -> SysResult<i32> {
+        self.get_int(libc::SOL_SOCKET, SO_INCOMING_CPU, "SO_INCOMING_CPU")
+    }
+
+    /// IPV6_V6ONLY, so a `[::]` listener does or does not take IPv4 too.
+    pub fn set_v6only(&self, on: bool) -> SysResult<()> {
+        self.set_int(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, on as i32, "IPV6_V6ONLY")
+    }
+
+    /// The socket's drop counter (receive-queue overflows and filter drops), via SO_MEMINFO.
+    pub fn drops(&self) -> SysResult<u32> {
+        let mut info = [0u32; SK_MEMINFO_VARS];
+        let mut len = mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into the local array.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MEMINFO,
+                info.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        cvt(ret, || "getsockopt(SO_MEMINFO)".into())?;
+        Ok(info[SK_MEMINFO_DROPS])
+    }
+
+    /// Binds to a local address.
+    pub fn bind(&self, addr: &SocketAddr) -> SysResult<()> {
+        let raw = RawAddr::from_std(addr);
+        // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
+        let ret = unsafe { libc::bind(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
+        cvt(ret, || format!("bind({addr})")).map(|_| ())
+    }
+
+    /// Connects, so the kernel fixes the peer and plain send/recv can be used.
+    pub fn connect(&self, addr: &SocketAddr) -> SysResult<()> {
+        let raw = RawAddr::from_std(addr);
+        // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
+        let ret = unsafe { libc::connect(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
+        cvt(ret, || format!("connect({addr})")).map(|_| ())
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SysResult<SocketAddr> {
+        let mut raw = RawAddr::empty();
+        // SAFETY: the kernel writes at most raw.len bytes into raw.storage and updates len.
+        let ret = unsafe {
+            libc::getsockname(
+                self.as_raw_fd(),
+                &mut raw.storage as *mut _ as *mut libc::sockaddr,
+                &mut raw.len,
+            )
+        };
+        cvt(ret, || "getsockname".into())?;
+        raw.to_std().ok_or_else(|| SysError {
+            what: "getsockname: unexpected address family".into(),
+            source: std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
+        })
+    }
+
+    /// O_NONBLOCK on or off.
+    pub fn set_nonblocking(&self, on: bool) -> SysResult<()> {
+        let fd = self.as_raw_fd();
+        // SAFETY: fcntl on an fd we own, no pointers.
+        let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) }, || "fcntl(F_GETFL)".into())?;
+        let flags = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        // SAFETY: as above.
+        cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) }, || {
+            "fcntl(F_SETFL)".into()
+        })
+        .map(|_| ())
+    }
+
+    /// SO_RCVTIMEO: a blocking receive returns EAGAIN after this long, so a worker can
+    /// notice a shutdown request without a signal.
+    pub fn set_recv_timeout(&self, d: Duration) -> SysResult<()> {
+        let tv = libc::timeval {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_usec: d.subsec_micros() as libc::suseconds_t,
+        };
+        // SAFETY: the kernel reads a timeval from a live local.
+        let ret = unsafe {
+            libc::setsockopt(
+                self.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        cvt(ret, || "setsockopt(SO_RCVTIMEO)".into()).map(|_| ())
+    }
+
+    /// Attaches a classic BPF program to the reuseport group: the socket with index
+    /// `cpu % n` (in bind order) receives packets that the kernel processed on `cpu`.
+    /// This is the kernel selftest reuseport_bpf_cpu's program, plus a modulo so that
+    /// a CPU without a socket still maps to one.
+    pub fn attach_reuseport_cbpf_cpu(&self, n: u32) -> SysResult<()> {
+        let prog = crate::bpf::cbpf_cpu_mod(n);
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: the kernel copies `len` instructions from `filter`, which lives for the call.
+        let ret = unsafe {
+            libc::setsockopt(
+                self.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_ATTACH_REUSEPORT_CBPF,
+                &fprog as *const _ as *const libc::c_void,
+                mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        cvt(ret, || "setsockopt(SO_ATTACH_REUSEPORT_CBPF)".into()).map(|_| ())
+    }
+
+    /// Attaches a loaded eBPF socket-filter program to the reuseport group.
+    pub fn attach_reuseport_ebpf(&self, prog: &crate::bpf::Program) -> SysResult<()> {
+        self.set_int(
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_EBPF,
+            prog.as_raw_fd(),
+            "SO_ATTACH_REUSEPORT_EBPF",
+        )
+    }
+
+    /// Receives one datagram into `buf` (recvfrom). Returns length and sender.
+    pub fn recv_from(&self, buf: &mut [u8], flags: i32) -> SysResult<(usize, RawAddr)> {
+        let mut raw = RawAddr::empty();
+        // SAFETY: buf and raw.storage are live and writable for the lengths passed.
+        let n = unsafe {
+            libc::recvfrom(
+                self.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                flags,
+                &mut raw.storage as *mut _ as *mut libc::sockaddr,
+                &mut raw.len,
+            )
+        };
+        let n = cvt(n, || "recvfrom".into())?;
+        Ok((n as usize, raw))
+    }
+
+    /// Sends one datagram (sendto); `to` may be `None` on a connected socket.
+    pub fn send_to(&self, buf: &[u8], to: Option<&RawAddr>, flags: i32) -> SysResult<usize> {
+        let (ptr, len) = match to {
+            Some(a) => (a.as_ptr(), a.len()),
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: buf is readable for buf.len() bytes; ptr is null or a valid sockaddr of len bytes.
+        let n = unsafe {
+            libc::sendto(
+                self.as_raw_fd(),
+                buf.as_ptr() as *const libc::c_void,
+                buf.len(),
+                flags,
+                ptr,
+                len,
+            )
+        };
+        cvt(n, || "sendto".into()).map(|n| n as usize)
+    }
+}
+
+/// True when an error only means "nothing to read now" (EAGAIN/EWOULDBLOCK/EINTR).
+pub fn is_would_block(e: &SysError) -> bool {
+    matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_read_back() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let s = UdpSock::new_for(&addr).unwrap();
+        s.set_reuseport(true).unwrap();
+        assert!(s.reuseport().unwrap());
+        s.set_mtu_discover(IP_PMTUDISC_OMIT).unwrap();
+        assert_eq!(s.mtu_discover().unwrap(), IP_PMTUDISC_OMIT);
+        s.set_rcvbuf(65536, false).unwrap();
+        assert_eq!(s.rcvbuf().unwrap(), 131072, "kernel doubles the request");
+        s.set_rxq_ovfl(true).unwrap();
+        assert!(s.rxq_ovfl().unwrap());
+        s.bind(&addr).unwrap();
+        assert_ne!(s.local_addr().unwrap().port(), 0);
+        assert_eq!(s.drops().unwrap(), 0);
+    }
+
+    #[test]
+    fn error_names_the_option_and_errno() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let s = UdpSock::new_for(&addr).unwrap();
+        let e = s.set_int(libc::SOL_SOCKET, 9999, 1, "BOGUS").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("setsockopt(BOGUS=1)"), "{msg}");
+        assert!(msg.contains("ENOPROTOOPT"), "{msg}");
+    }
+}
