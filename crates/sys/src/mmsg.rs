@@ -28,6 +28,18 @@ pub struct Flushed {
     pub last_error: Option<i32>,
 }
 
+/// The sender of a received datagram, converted to a `SocketAddr` only on demand.
+pub struct PeerView<'a> {
+    storage: &'a libc::sockaddr_storage,
+}
+
+impl PeerView<'_> {
+    /// The sender's address; `None` for a family other than IPv4/IPv6.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        storage_to_std(self.storage)
+    }
+}
+
 /// A set of datagram buffers and the kernel headers that describe them.
 pub struct Batch {
     slot_size: usize,
@@ -154,6 +166,18 @@ impl Batch {
     pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         let s = self.slot_size;
         &mut self.bufs[i * s..(i + 1) * s]
+    }
+
+    /// Slot `i` for writing and its sender for reading, borrowed together (the address
+    /// lives in a separate array, so the borrows are disjoint).
+    pub fn slot_and_peer(&mut self, i: usize) -> (&mut [u8], PeerView<'_>) {
+        let s = self.slot_size;
+        (
+            &mut self.bufs[i * s..(i + 1) * s],
+            PeerView {
+                storage: &self.addrs[i],
+            },
+        )
     }
 
     /// The received bytes of slot `i`.

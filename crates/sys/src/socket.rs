@@ -31,6 +31,9 @@ pub mod consts {
 }
 use consts::*;
 
+/// Non-blocking receive flag, re-exported so callers need no libc.
+pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
+
 /// Name of an IP_MTU_DISCOVER mode as the kernel headers spell it.
 pub fn pmtudisc_name(mode: i32) -> &'static str {
     match mode {

@@ -1,0 +1,220 @@
+//! Server configuration: every application-side technique of the NTT talk as a switch,
+//! and the profiles that climb its ladder.
+
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// How many sockets the workers share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SocketMode {
+    /// One socket read by every worker (the talk's baseline; its lock is contended).
+    Shared,
+    /// One SO_REUSEPORT socket per worker.
+    Reuseport,
+}
+
+/// How the kernel picks a socket in the reuseport group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Steer {
+    /// By flow hash (the kernel default).
+    None,
+    /// By receiving CPU, with a classic BPF program (SO_ATTACH_REUSEPORT_CBPF).
+    Cpu,
+    /// By receiving CPU, with an eBPF program (SO_ATTACH_REUSEPORT_EBPF).
+    CpuEbpf,
+}
+
+/// Where worker threads run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pin {
+    /// Wherever the scheduler puts them.
+    None,
+    /// Worker i on the i-th allowed CPU.
+    Auto,
+    /// Worker i on the i-th CPU of the list.
+    List(Vec<usize>),
+}
+
+/// IP_MTU_DISCOVER choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PmtuDisc {
+    /// Leave the kernel's default (from net.ipv4.ip_no_pmtu_disc).
+    Default,
+    /// IP_PMTUDISC_DONT: never set DF.
+    Dont,
+    /// IP_PMTUDISC_OMIT: no DF and no per-packet IP ID bookkeeping (the talk's step).
+    Omit,
+}
+
+/// A named preset for one step of the ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    Naive,
+    Reuseport,
+    Steered,
+    Tuned,
+    Latency,
+}
+
+impl Profile {
+    /// All profiles in ladder order.
+    pub const ALL: [Profile; 5] = [
+        Profile::Naive,
+        Profile::Reuseport,
+        Profile::Steered,
+        Profile::Tuned,
+        Profile::Latency,
+    ];
+
+    /// The profile's name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Naive => "naive",
+            Profile::Reuseport => "reuseport",
+            Profile::Steered => "steered",
+            Profile::Tuned => "tuned",
+            Profile::Latency => "latency",
+        }
+    }
+
+    /// One line on what the profile turns on.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Profile::Naive => "one shared socket, N threads, recvfrom/sendto",
+            Profile::Reuseport => "SO_REUSEPORT socket per worker, recvfrom/sendto",
+            Profile::Steered => "reuseport + CPU steering (CBPF) + pinned workers",
+            Profile::Tuned => "steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_OMIT",
+            Profile::Latency => "steered + busy polling (50 us) + small batches",
+        }
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Profile::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown profile '{s}' (valid: naive, reuseport, steered, tuned, latency)"))
+    }
+}
+
+/// Everything `serve` needs to start.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub sockets: SocketMode,
+    pub steer: Steer,
+    pub pin: Pin,
+    /// Messages per recvmmsg/sendmmsg; 1 means recvfrom/sendto.
+    pub batch: usize,
+    /// SO_BUSY_POLL microseconds; `Some` also makes workers poll without sleeping.
+    pub busy_poll: Option<u32>,
+    pub pmtudisc: PmtuDisc,
+    pub rcvbuf: Option<usize>,
+    pub sndbuf: Option<usize>,
+}
+
+impl ServeConfig {
+    /// The preset of a profile for `workers` workers on `listen`.
+    pub fn profile(p: Profile, listen: SocketAddr, workers: usize) -> Self {
+        let base = ServeConfig {
+            listen,
+            workers,
+            sockets: SocketMode::Shared,
+            steer: Steer::None,
+            pin: Pin::None,
+            batch: 1,
+            busy_poll: None,
+            pmtudisc: PmtuDisc::Default,
+            rcvbuf: None,
+            sndbuf: None,
+        };
+        match p {
+            Profile::Naive => base,
+            Profile::Reuseport => ServeConfig {
+                sockets: SocketMode::Reuseport,
+                ..base
+            },
+            Profile::Steered => ServeConfig {
+                sockets: SocketMode::Reuseport,
+                steer: Steer::Cpu,
+                pin: Pin::Auto,
+                ..base
+            },
+            Profile::Tuned => ServeConfig {
+                sockets: SocketMode::Reuseport,
+                steer: Steer::Cpu,
+                pin: Pin::Auto,
+                batch: 64,
+                pmtudisc: PmtuDisc::Omit,
+                ..base
+            },
+            Profile::Latency => ServeConfig {
+                sockets: SocketMode::Reuseport,
+                steer: Steer::Cpu,
+                pin: Pin::Auto,
+                batch: 8,
+                busy_poll: Some(50),
+                pmtudisc: PmtuDisc::Omit,
+                ..base
+            },
+        }
+    }
+}
+
+/// Parses a CPU list such as `0-3,6,8-9` into CPU numbers, in the order given.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{x}' in CPU list '{s}' is not a CPU number"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("range '{part}' in CPU list '{s}' runs backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("CPU list '{s}' names no CPU"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("3").unwrap(), vec![3]);
+        assert!(parse_cpu_list("2-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn profiles_parse_by_name() {
+        for p in Profile::ALL {
+            assert_eq!(p.name().parse::<Profile>().unwrap(), p);
+        }
+        assert!("fast".parse::<Profile>().is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! Per-worker counters: written by one worker, read by anyone, never locked.
+
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One worker's counters, padded to their own cache lines so workers never share one.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct WorkerCounters {
+    pub packets_in: AtomicU64,
+    pub packets_out: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub batches: AtomicU64,
+    pub syscalls: AtomicU64,
+    pub recv_errors: AtomicU64,
+    pub send_errors: AtomicU64,
+    pub handler_errors: AtomicU64,
+    pub handler_drops: AtomicU64,
+    /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
+    pub rxq_ovfl: AtomicU64,
+}
+
+impl WorkerCounters {
+    /// Adds to a counter. Only the owning worker writes, so a relaxed add is exact.
+    #[inline]
+    pub fn add(&self, c: &AtomicU64, v: u64) {
+        if v != 0 {
+            c.fetch_add(v, Ordering::Relaxed);
+        }
+    }
+
+    /// A consistent-enough copy for reporting.
+    pub fn snapshot(&self, worker: usize, cpu: Option<usize>) -> WorkerStats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerStats {
+            worker,
+            cpu,
+            packets_in: g(&self.packets_in),
+            packets_out: g(&self.packets_out),
+            bytes_in: g(&self.bytes_in),
+            batches: g(&self.batches),
+            syscalls: g(&self.syscalls),
+            recv_errors: g(&self.recv_errors),
+            send_errors: g(&self.send_errors),
+            handler_errors: g(&self.handler_errors),
+            handler_drops: g(&self.handler_drops),
+            rxq_ovfl: g(&self.rxq_ovfl),
+        }
+    }
+}
+
+/// A snapshot of one worker's counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct WorkerStats {
+    pub worker: usize,
+    pub cpu: Option<usize>,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub bytes_in: u64,
+    pub batches: u64,
+    pub syscalls: u64,
+    pub recv_errors: u64,
+    pub send_errors: u64,
+    pub handler_errors: u64,
+    pub handler_drops: u64,
+    pub rxq_ovfl: u64,
+}
+
+impl WorkerStats {
+    /// Sums counters over workers (worker and cpu fields are left at their defaults).
+    pub fn total(all: &[WorkerStats]) -> WorkerStats {
+        let mut t = WorkerStats::default();
+        for w in all {
+            t.packets_in += w.packets_in;
+            t.packets_out += w.packets_out;
+            t.bytes_in += w.bytes_in;
+            t.batches += w.batches;
+            t.syscalls += w.syscalls;
+            t.recv_errors += w.recv_errors;
+            t.send_errors += w.send_errors;
+            t.handler_errors += w.handler_errors;
+            t.handler_drops += w.handler_drops;
+            t.rxq_ovfl = t.rxq_ovfl.max(w.rxq_ovfl);
+        }
+        t
+    }
+
+    /// Counter differences since `before` (for per-interval lines).
+    pub fn delta(&self, before: &WorkerStats) -> WorkerStats {
+        WorkerStats {
+            worker: self.worker,
+            cpu: self.cpu,
+            packets_in: self.packets_in - before.packets_in,
+            packets_out: self.packets_out - before.packets_out,
+            bytes_in: self.bytes_in - before.bytes_in,
+            batches: self.batches - before.batches,
+            syscalls: self.syscalls - before.syscalls,
+            recv_errors: self.recv_errors - before.recv_errors,
+            send_errors: self.send_errors - before.send_errors,
+            handler_errors: self.handler_errors - before.handler_errors,
+            handler_drops: self.handler_drops - before.handler_drops,
+            rxq_ovfl: self.rxq_ovfl,
+        }
+    }
+}
+
+/// Kernel-side counters of one socket.
+#[derive(Debug, Clone, Serialize)]
+pub struct SocketStats {
+    pub index: usize,
+    /// sk_drops from SO_MEMINFO: datagrams the kernel dropped for this socket.
+    pub kernel_drops: u64,
+    /// SO_INCOMING_CPU: the CPU whose softirq last queued a packet to this socket.
+    pub incoming_cpu: Option<i32>,
+}
