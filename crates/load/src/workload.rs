@@ -53,7 +53,9 @@ impl EchoWorkload {
             ));
         }
         if size > 65507 {
-            return Err(format!("--size {size} exceeds the largest UDP payload over IPv4 (65507)"));
+            return Err(format!(
+                "--size {size} exceeds the largest UDP payload over IPv4 (65507)"
+            ));
         }
         Ok(EchoWorkload { size })
     }

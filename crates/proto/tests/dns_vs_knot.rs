@@ -68,7 +68,7 @@ fn mix_case(name: &str, seed: usize) -> String {
     name.chars()
         .enumerate()
         .map(|(i, c)| {
-            if (i + seed) % 3 == 0 {
+            if (i + seed).is_multiple_of(3) {
                 c.to_ascii_uppercase()
             } else {
                 c
