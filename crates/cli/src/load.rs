@@ -21,6 +21,7 @@ pub enum LoadProto {
 
 /// Arguments of `firehose load`.
 #[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
 #[command(
     after_help = "Closed loop (default): each flow keeps --window requests outstanding.\n\
 Open loop (--rate): requests leave on a fixed schedule; latency is measured from the\n\
@@ -396,5 +397,7 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     }
     if r.client_bound {
         println!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
+    } else if r.client_saturated && r.server_cpu_util.is_none() {
+        println!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
     }
 }

@@ -42,6 +42,7 @@ enum PmtuArg {
 
 /// Arguments of `firehose serve`.
 #[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
 #[command(after_help = "Profiles (explicit flags override them):\n  \
   naive      one shared socket, N threads, recvfrom/sendto (the talk's baseline)\n  \
   reuseport  one SO_REUSEPORT socket per worker\n  \

@@ -77,7 +77,10 @@ pub struct LoadReport {
     pub server_cpu_us_per_txn: Option<f64>,
     /// Server CPU seconds per second of window (may exceed 1 with several workers).
     pub server_cpu_util: Option<f64>,
+    /// The busiest generator thread used (nearly) a whole CPU.
+    pub client_saturated: bool,
     /// The generator was saturated while the server was not: the result measures the client.
+    /// Needs the server's CPU (`--server-pid`); false when it is unknown.
     pub client_bound: bool,
     pub codes: BTreeMap<String, u64>,
     pub threads: Vec<ThreadSummary>,
@@ -169,11 +172,12 @@ pub fn summarize(
             0.0
         }
     });
-    // The server is saturated when its busiest possible share is used: one CPU per worker.
-    let server_saturated = match (server_cpu_util, server_workers) {
-        (Some(u), Some(w)) => u >= SATURATED * w as f64 * 0.95,
-        _ => false,
-    };
+    // The server is saturated when it uses (nearly) one CPU per worker; without a worker
+    // count, one CPU's worth is taken as saturated, which errs against calling a result
+    // client-bound.
+    let server_saturated =
+        server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
+    let client_saturated = client_cpu_util >= SATURATED;
     LoadReport {
         tps: if window_s > 0.0 {
             completed as f64 / window_s
@@ -195,7 +199,8 @@ pub fn summarize(
         client_syscalls_per_txn: per_txn(syscalls as f64),
         server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
         server_cpu_util,
-        client_bound: client_cpu_util >= SATURATED && !server_saturated,
+        client_saturated,
+        client_bound: client_saturated && server_saturated == Some(false),
         codes,
         threads,
         intervals,
