@@ -38,9 +38,10 @@ pub struct LoadArgs {
     /// Flows: each its own socket and source port.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     flows: usize,
-    /// Requests outstanding per flow (closed loop); in open loop, the most in flight per flow.
-    #[arg(long, default_value = "1", value_parser = parse_positive)]
-    window: usize,
+    /// Requests outstanding per flow (closed loop) [default: 1]; in open loop, the most in
+    /// flight per flow [default: no cap but the timeout's worth].
+    #[arg(long, value_parser = parse_positive)]
+    window: Option<usize>,
     /// Open loop at this many transactions/s across all flows (e.g. 50000, 50k).
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
@@ -158,7 +159,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
     let cfg = LoadConfig {
         target,
         flows: a.flows,
-        window: a.window,
+        window: a.window.unwrap_or(if a.rate.is_some() { 0 } else { 1 }),
         rate: a.rate,
         threads: a.threads,
         cpus: cpus.clone(),
@@ -182,7 +183,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         proto: "echo",
         mode: if a.rate.is_some() { "open" } else { "closed" },
         flows: a.flows,
-        window: a.window,
+        window: cfg.window,
         rate: a.rate,
         threads: a.threads,
         cpus,
@@ -222,14 +223,17 @@ fn drive<W: Workload + 'static>(
     })?;
     if !a.quiet {
         println!(
-            "firehose load: {} {}, {} flow(s) x window {}, {} thread(s){}, {}-byte requests{}",
+            "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}-byte requests{}",
             cfg.target,
             match cfg.rate {
                 Some(r) => format!("open loop at {} tps", thousands(r)),
                 None => "closed loop".into(),
             },
             cfg.flows,
-            cfg.window,
+            match cfg.window {
+                0 => "no window cap".to_string(),
+                w => format!("window {w}"),
+            },
             cfg.threads,
             cfg.cpus
                 .as_ref()

@@ -40,9 +40,14 @@ fn main() {
                     0
                 });
             }
-            // One line: clap's first line names the argument and what was wrong.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
+            // One line: clap's first paragraph names the argument and what was wrong.
+            let text = e.render().to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = first.join(" ");
             eprintln!(
                 "firehose: {} (see --help)",
                 first.trim_start_matches("error: ")

@@ -46,7 +46,8 @@ pub enum Length {
 pub struct LoadConfig {
     pub target: SocketAddr,
     pub flows: usize,
-    /// Outstanding requests per flow (closed loop); caps in-flight requests in open loop.
+    /// Outstanding requests per flow (closed loop); caps in-flight requests per flow in
+    /// open loop, where 0 means no cap beyond the timeout's worth.
     pub window: usize,
     /// Transactions per second across all flows; `None` is closed loop.
     pub rate: Option<f64>,
@@ -142,7 +143,7 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), LoadError> {
             cfg.flows, cfg.threads
         ));
     }
-    if cfg.window == 0 {
+    if cfg.window == 0 && cfg.rate.is_none() {
         return bad("--window must be at least 1".into());
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
@@ -264,7 +265,8 @@ struct ThreadPlan {
     send_count: Option<u64>,
     /// ns between sends, open loop.
     interval_ns: Option<f64>,
-    capacity: usize,
+    /// The most requests this thread may have outstanding.
+    in_flight: usize,
 }
 
 impl ThreadPlan {
@@ -280,7 +282,7 @@ impl ThreadPlan {
         };
         let interval_ns = cfg.rate.map(|r| 1e9 * cfg.threads as f64 / r);
         let timeout_ns = cfg.timeout.as_nanos() as u64;
-        let capacity = match interval_ns {
+        let in_flight = match interval_ns {
             None => flows_here * cfg.window,
             // Enough room for everything sent within one timeout, twice over.
             Some(iv) => ((timeout_ns as f64 / iv) * 2.0) as usize + flows_here * cfg.window,
@@ -295,7 +297,7 @@ impl ThreadPlan {
             send_until_ns,
             send_count,
             interval_ns,
-            capacity,
+            in_flight,
         }
     }
 }
@@ -352,12 +354,14 @@ impl<'a, W: Workload> Thread<'a, W> {
         } else {
             1usize << bits
         };
-        if plan.capacity > max_ids {
+        if plan.in_flight > max_ids {
             return Err(LoadError::Config(format!(
                 "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower --window/--flows/--timeout or add --threads",
-                plan.index, plan.capacity, max_ids
+                plan.index, plan.in_flight, max_ids
             )));
         }
+        // Spare slots delay reuse, so a late duplicate still finds its finished request.
+        let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
         // Spinning polls every flow itself; one flow in closed loop blocks in recvmmsg
         // (one syscall fewer per wake-up); everything else waits in epoll.
         let blocking_single = socks.len() == 1 && plan.interval_ns.is_none() && !plan.spin;
@@ -378,9 +382,9 @@ impl<'a, W: Workload> Thread<'a, W> {
         let hist = Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
             .map_err(|e| LoadError::Config(format!("histogram: {e}")))?;
         Ok(Thread {
-            table: Table::new(plan.capacity, bits >= 64),
+            table: Table::new(capacity, bits >= 64),
             rx: Batch::new(plan.batch, SLOT, false),
-            tx: Batch::new(plan.batch.max(plan.window.min(1024)), SLOT, false),
+            tx: Batch::new(plan.batch.max(plan.window.clamp(1, 1024)), SLOT, false),
             flows: socks
                 .into_iter()
                 .map(|sock| Flow {
@@ -489,7 +493,7 @@ impl<'a, W: Workload> Thread<'a, W> {
         match self.plan.interval_ns {
             None => {
                 for f in 0..self.flows.len() {
-                    let room = self.plan.window.saturating_sub(self.flows[f].outstanding);
+                    let room = self.room(f);
                     if room > 0 {
                         self.send_on(f, room, now, now);
                     }
@@ -508,9 +512,7 @@ impl<'a, W: Workload> Thread<'a, W> {
                     let f = self.next_flow;
                     self.next_flow = (self.next_flow + 1) % flows;
                     tried += 1;
-                    let room = (self.plan.window.saturating_sub(self.flows[f].outstanding) as u64)
-                        .min(self.plan.batch as u64)
-                        .min(left) as usize;
+                    let room = (self.room(f) as u64).min(self.plan.batch as u64).min(left) as usize;
                     if room == 0 {
                         continue;
                     }
@@ -529,6 +531,14 @@ impl<'a, W: Workload> Thread<'a, W> {
                 }
                 self.next_seq += due;
             }
+        }
+    }
+
+    /// How many more requests flow `f` may have outstanding.
+    fn room(&self, f: usize) -> usize {
+        match self.plan.window {
+            0 => usize::MAX,
+            w => w.saturating_sub(self.flows[f].outstanding),
         }
     }
 

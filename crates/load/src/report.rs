@@ -175,8 +175,7 @@ pub fn summarize(
     // The server is saturated when it uses (nearly) one CPU per worker; without a worker
     // count, one CPU's worth is taken as saturated, which errs against calling a result
     // client-bound.
-    let server_saturated =
-        server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
+    let server_saturated = server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
     let client_saturated = client_cpu_util >= SATURATED;
     LoadReport {
         tps: if window_s > 0.0 {
