@@ -223,6 +223,15 @@ impl Server {
             SocketMode::Reuseport => cfg.workers,
         };
         let reuseport = cfg.sockets == SocketMode::Reuseport;
+        if reuseport && cfg.listen.port() != 0 {
+            // A reuseport bind silently joins another process's group on the same port
+            // (same uid); probe with a plain bind first so "port in use" is an error.
+            let probe = UdpSock::new_for(&cfg.listen)?;
+            if probe.is_v6() {
+                probe.set_v6only(true)?;
+            }
+            probe.bind(&cfg.listen)?;
+        }
         let mut sockets = Vec::with_capacity(n_sockets);
         let mut listen = cfg.listen;
         for i in 0..n_sockets {
@@ -330,6 +339,11 @@ impl Server {
         self.local
     }
 
+    /// The server's sockets, in bind order, for reading options back independently.
+    pub fn sockets(&self) -> &[Arc<UdpSock>] {
+        &self.sockets
+    }
+
     /// The configuration as applied.
     pub fn applied(&self) -> &Applied {
         &self.applied
@@ -432,9 +446,10 @@ fn worker_loop<H: Handler>(
         if let Some(ovfl) = batch.rxq_ovfl(n - 1) {
             c.rxq_ovfl.store(ovfl as u64, Ordering::Relaxed);
         }
-        let f = batch.flush(sock, 0, one_by_one);
+        // Count the requests before replying, so whoever sees a reply also sees it counted.
         c.add(&c.packets_in, n as u64);
         c.add(&c.bytes_in, bytes_in);
+        let f = batch.flush(sock, 0, one_by_one);
         c.add(&c.packets_out, f.sent as u64);
         c.add(&c.send_errors, f.failed as u64);
         c.add(&c.syscalls, f.syscalls as u64);

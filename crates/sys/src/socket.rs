@@ -33,6 +33,8 @@ use consts::*;
 
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
+/// Errno of a send/receive on a connected UDP socket whose peer port is closed.
+pub const ECONNREFUSED: i32 = libc::ECONNREFUSED;
 
 /// Name of an IP_MTU_DISCOVER mode as the kernel headers spell it.
 pub fn pmtudisc_name(mode: i32) -> &'static str {
