@@ -1,14 +1,13 @@
 //! DNS queries from a dnsperf-style query file ("name TYPE" per line).
 //!
 //! Each line is rendered to wire form once; sending copies the bytes and patches the
-//! 16-bit message id. The question sent under each id is remembered, so an answer
+//! 16-bit message id (the wire format helpers are the responder's own, in
+//! `firehose_proto::dns::wire`). The question sent under each id is remembered, so an answer
 //! counts only if it echoes that question (names compared ignoring case).
 
 use crate::workload::Workload;
+use firehose_proto::dns::wire::{name_from_text, rcode_name, HEADER};
 use std::path::Path;
-
-/// Bytes of a DNS header.
-const HEADER: usize = 12;
 
 /// Record types accepted by mnemonic; any other is written `TYPEnnn` (RFC 3597).
 const TYPES: &[(&str, u16)] = &[
@@ -59,28 +58,6 @@ pub fn parse_type(s: &str) -> Option<u16> {
     up.strip_prefix("TYPE")?.parse().ok()
 }
 
-/// Appends a dotted name in wire form.
-fn encode_name(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
-    let t = text.strip_suffix('.').unwrap_or(text);
-    let start = out.len();
-    if !t.is_empty() {
-        for label in t.split('.') {
-            if label.is_empty() || label.len() > 63 {
-                return Err(format!(
-                    "name '{text}' has an empty label or one over 63 bytes"
-                ));
-            }
-            out.push(label.len() as u8);
-            out.extend_from_slice(label.as_bytes());
-        }
-    }
-    out.push(0);
-    if out.len() - start > 255 {
-        return Err(format!("name '{text}' is over 255 bytes in wire form"));
-    }
-    Ok(())
-}
-
 /// Queries read from a file, rendered to wire form.
 #[derive(Debug, Clone)]
 pub struct DnsWorkload {
@@ -120,7 +97,7 @@ impl DnsWorkload {
             })?;
             // id 0, no flags (an authoritative query: RD clear), one question.
             wire.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
-            encode_name(name, &mut wire).map_err(err)?;
+            name_from_text(name, &mut wire).map_err(err)?;
             wire.extend_from_slice(&t.to_be_bytes());
             wire.extend_from_slice(&1u16.to_be_bytes());
             if let Some(size) = edns {
@@ -227,16 +204,7 @@ impl Workload for DnsWorkload {
     }
 
     fn code_name(&self, code: u16) -> String {
-        match code {
-            0 => "NOERROR".into(),
-            1 => "FORMERR".into(),
-            2 => "SERVFAIL".into(),
-            3 => "NXDOMAIN".into(),
-            4 => "NOTIMP".into(),
-            5 => "REFUSED".into(),
-            9 => "NOTAUTH".into(),
-            n => format!("RCODE{n}"),
-        }
+        rcode_name(code)
     }
 }
 
@@ -294,7 +262,11 @@ mod tests {
         let e = DnsWorkload::parse("a.com\n", "q.txt", None).unwrap_err();
         assert!(e.to_string().starts_with("q.txt:1: expected"), "{e}");
         let e = DnsWorkload::parse("a..com A\n", "q.txt", None).unwrap_err();
-        assert!(e.to_string().starts_with("q.txt:1: name"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("q.txt:1: 'a..com' has an empty label"),
+            "{e}"
+        );
         assert!(DnsWorkload::parse("; nothing\n", "q.txt", None).is_err());
         assert_eq!(parse_type("aaaa"), Some(28));
     }
