@@ -61,6 +61,8 @@ const TYPES: &[RecordType] = &[
     RecordType::PTR,
     RecordType::CAA,
     RecordType::SSHFP,
+    RecordType::DS,
+    RecordType::ANY,
 ];
 
 /// Mixes the case of a name deterministically, to check case-insensitive matching.

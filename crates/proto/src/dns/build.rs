@@ -186,8 +186,9 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
                 let s = resolve_at(set, zi, zr, n, &owner, None);
                 node.other = push(set, render(&s, &name, wild));
             }
-            if let Some(first) = recs.first() {
-                let s = resolve_at(set, zi, zr, n, &owner, Some(first.rtype));
+            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too.
+            if let Some(first) = recs.iter().map(|r| r.rtype).min() {
+                let s = resolve_at(set, zi, zr, n, &owner, Some(first));
                 node.any = push(set, render(&s, &name, wild));
             }
         }
