@@ -192,6 +192,13 @@ fn negative_answers_carry_the_soa() {
     assert_eq!(nodata.response_code(), ResponseCode::NoError);
     assert!(nodata.answers().is_empty());
     assert_eq!(nodata.name_servers()[0].record_type(), RecordType::SOA);
+    // A name far deeper than any node: still NXDOMAIN with the SOA, and REFUSED outside.
+    let deep = "a.".repeat(100) + "example.com.";
+    let m = ask(a, &deep, RecordType::A, None);
+    assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    assert_eq!(m.name_servers()[0].record_type(), RecordType::SOA);
+    let m = ask(a, &("a.".repeat(100) + "example.org."), RecordType::A, None);
+    assert_eq!(m.response_code(), ResponseCode::Refused);
     // An empty non-terminal exists: NODATA, not NXDOMAIN.
     let ent = ask(a, "b.c.example.com.", RecordType::A, None);
     assert_eq!(ent.response_code(), ResponseCode::NoError);
@@ -313,6 +320,14 @@ fn edns_version_and_opcode_and_malformed_queries() {
     assert_eq!(r[3] & 0xF, 0);
     assert_eq!(r[r.len() - 11 + 5], 1, "extended rcode high bits");
     assert_eq!(r[r.len() - 11 + 6], 0, "we speak version 0");
+    // NOTIFY (4) carrying an SOA in the answer section -> NOTIMP with the question.
+    let mut q = common::query("example.com.", RecordType::SOA, None);
+    let qe = q.len();
+    q[2] = 4 << 3;
+    q[7] = 1;
+    q.extend_from_slice(&[0xC0, 12, 0, 6, 0, 1, 0, 0, 0, 0, 0, 0]);
+    let r = exchange(a, &q).unwrap();
+    assert_eq!((r.len(), r[3] & 0xF, r[5], r[7]), (qe, 4, 1, 0));
     // Opcode STATUS (2) -> NOTIMP.
     let mut q = common::query("example.com.", RecordType::A, None);
     q[2] |= 2 << 3;
@@ -341,7 +356,7 @@ fn edns_version_and_opcode_and_malformed_queries() {
     assert_eq!(get("dns_dropped_short"), Some(1));
     assert_eq!(get("dns_dropped_response"), Some(1));
     assert_eq!(get("dns_badvers"), Some(1));
-    assert_eq!(get("dns_notimp"), Some(1));
+    assert_eq!(get("dns_notimp"), Some(2));
     assert_eq!(get("dns_formerr"), Some(3));
 }
 

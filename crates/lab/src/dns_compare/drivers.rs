@@ -100,7 +100,17 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
     if let Some(r) = p.rate {
         match p.driver {
             Driver::Dnsperf => v.extend(["-Q".into(), r.to_string()]),
-            Driver::Firehose => v.extend(["--rate".into(), r.to_string()]),
+            Driver::Firehose => {
+                // In open loop the generator reserves ids for twice a timeout's worth of
+                // requests; DNS ids are 16 bits, so the timeout shrinks as the rate grows.
+                let ms = (30_000_000 / r.max(1)).clamp(1, 1000);
+                v.extend([
+                    "--rate".into(),
+                    r.to_string(),
+                    "--timeout".into(),
+                    format!("{ms}ms"),
+                ]);
+            }
         }
     }
     v
@@ -297,6 +307,6 @@ mod tests {
             ),
             "{l}"
         );
-        assert!(l.ends_with("--rate 50000"));
+        assert!(l.ends_with("--rate 50000 --timeout 600ms"), "{l}");
     }
 }

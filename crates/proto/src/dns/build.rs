@@ -63,6 +63,7 @@ pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
         set.apexes
             .insert(zd.apex.clone().into_boxed_slice(), zi as u32);
         let (zone, by_node) = index_zone(zd);
+        set.max_apex_labels = set.max_apex_labels.max(zone.apex_labels);
         set.zones.push(zone);
         groups.push(ZoneRecords { data: zd, by_node });
     }
@@ -127,6 +128,11 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
             .find(|&a| is_cut(a as usize));
     }
     let zone = Zone {
+        max_labels: node_name
+            .iter()
+            .map(|n| label_offsets(n).len() - 1)
+            .max()
+            .unwrap_or(0),
         apex_labels: label_offsets(&zd.apex).len() - 1,
         apex: zd.apex.clone().into_boxed_slice(),
         nodes,
@@ -285,7 +291,7 @@ fn find_name(set: &ZoneSet, zi: usize, wire: &[u8]) -> Option<Found> {
         return None;
     }
     let mut wild = [0u8; MAX_NAME + 2];
-    Some(set.find(&set.zones[zi], &nb, end, apex_at, &mut wild))
+    Some(set.find(&set.zones[zi], &nb, end, labels, apex_at, &mut wild))
 }
 
 /// The answer at node `n` for `qtype` (`None`: a type no zone holds), following

@@ -100,6 +100,8 @@ pub struct Zone {
     pub apex: Box<[u8]>,
     /// Labels in the apex, not counting the root.
     pub apex_labels: usize,
+    /// Labels in the deepest node: longer names need no lookup to be found missing.
+    pub max_labels: usize,
     pub nodes: NameMap<u32>,
     pub node: Vec<Node>,
     /// Name of each node (lower-case wire), for building.
@@ -135,6 +137,8 @@ pub enum Answer<'a> {
 pub struct ZoneSet {
     pub zones: Vec<Zone>,
     pub apexes: NameMap<u32>,
+    /// Labels in the deepest apex, so a long query name costs few lookups.
+    pub max_apex_labels: usize,
     pub templates: Vec<Template>,
 }
 
@@ -143,27 +147,32 @@ impl ZoneSet {
     /// label where that apex starts.
     #[inline]
     pub fn zone_for(&self, nb: &NameBuf, name_len: usize, labels: usize) -> Option<(u32, usize)> {
-        (0..=labels).find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
+        (labels.saturating_sub(self.max_apex_labels)..=labels)
+            .find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
     }
 
-    /// Finds `name` (in `nb`) in zone `z` whose apex starts at label `apex_at`.
-    /// `wild` is scratch space for building the wildcard name.
+    /// Finds `name` (in `nb`, `labels` labels) in zone `z` whose apex starts at label
+    /// `apex_at`. `wild` is scratch space for building the wildcard name.
     pub fn find(
         &self,
         z: &Zone,
         nb: &NameBuf,
         name_len: usize,
+        labels: usize,
         apex_at: usize,
         wild: &mut [u8; MAX_NAME + 2],
     ) -> Found {
-        if let Some(&n) = z.nodes.get(nb.suffix(0, name_len)) {
-            return match z.node[n as usize].cut {
-                Some(c) => Found::Referral(c),
-                None => Found::Exact(n),
-            };
+        if labels <= z.max_labels {
+            if let Some(&n) = z.nodes.get(nb.suffix(0, name_len)) {
+                return match z.node[n as usize].cut {
+                    Some(c) => Found::Referral(c),
+                    None => Found::Exact(n),
+                };
+            }
         }
         // The closest encloser: the longest existing ancestor (the apex always exists).
-        for i in 1..=apex_at {
+        // Suffixes deeper than the deepest node cannot exist, so they are not looked up.
+        for i in labels.saturating_sub(z.max_labels).max(1)..=apex_at {
             let Some(&n) = z.nodes.get(nb.suffix(i, name_len)) else {
                 continue;
             };
@@ -189,7 +198,7 @@ impl ZoneSet {
             return Answer::Refused;
         };
         let z = &self.zones[zi as usize];
-        let tid = match self.find(z, nb, q.name_len, apex_at, wild) {
+        let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
             Found::Exact(n) => z.node[n as usize].template_for(q.qtype),
             Found::Wildcard(n) => z.node[n as usize].template_for(q.qtype),
             Found::Referral(c) => {

@@ -102,9 +102,6 @@ impl DnsHandler {
     }
 
     fn answer(&mut self, buf: &mut [u8], q: &Query) -> Verdict {
-        if q.opcode != 0 {
-            return self.bare(buf, q, rcode::NOTIMP as u16, false, false);
-        }
         if q.edns.is_some_and(|e| e.version != 0) {
             return self.bare(buf, q, rcode::BADVERS, false, false);
         }
@@ -168,6 +165,12 @@ impl Handler for DnsHandler {
             Parsed::Drop(DropReason::Response) => {
                 self.stats.dropped_response += 1;
                 Verdict::Drop
+            }
+            Parsed::NotImp(question_end) => {
+                self.stats.rcode[rcode::NOTIMP as usize] += 1;
+                let qd = question_end.is_some() as u16;
+                self.header(buf, false, false, rcode::NOTIMP, [qd, 0, 0, 0]);
+                Verdict::Reply(question_end.unwrap_or(HEADER))
             }
             Parsed::FormErr(_) => {
                 // The question cannot be trusted: answer with the header alone.

@@ -106,8 +106,6 @@ pub struct Edns {
 /// A parsed query; its name sits lower-cased in the parser's scratch buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Query {
-    /// Opcode from the header (only 0, QUERY, is answered).
-    pub opcode: u8,
     /// Wire length of the question name.
     pub name_len: usize,
     /// Number of labels, not counting the root.
@@ -125,6 +123,8 @@ pub enum Parsed {
     Query(Query),
     Drop(DropReason),
     FormErr(FormErr),
+    /// An opcode other than QUERY; the offset past the question, if it is readable.
+    NotImp(Option<usize>),
 }
 
 /// Scratch space for one parsed name: lower-cased wire bytes and label offsets.
@@ -192,6 +192,15 @@ pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
         return Parsed::Drop(DropReason::Response);
     }
     let opcode = (msg[2] >> 3) & 0x0F;
+    if opcode != 0 {
+        // Other opcodes give their sections other meanings (NOTIFY, UPDATE): NOTIMP,
+        // echoing the question when there is a readable one.
+        let qe = match (get16(msg, 4), read_name(msg, HEADER, name)) {
+            (1, Ok((end, _))) if msg.len() >= end + 4 => Some(end + 4),
+            _ => None,
+        };
+        return Parsed::NotImp(qe);
+    }
     if get16(msg, 4) != 1 {
         return Parsed::FormErr(FormErr::QdCount);
     }
@@ -209,7 +218,6 @@ pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
     let qclass = get16(msg, end + 2);
     let question_end = end + 4;
     let mut q = Query {
-        opcode,
         name_len: end - HEADER,
         labels,
         qtype,
