@@ -74,6 +74,7 @@ pub struct DnsCompareOptions {
     pub syscalls: bool,
     /// Scratch directory for the zone, queries and configs.
     pub workdir: PathBuf,
+    /// UDP (and TCP, for knotd) port on 127.0.0.1; 0 picks a free one per server start.
     pub port: u16,
 }
 
@@ -94,7 +95,7 @@ impl Default for DnsCompareOptions {
             rate: None,
             syscalls: true,
             workdir: std::env::temp_dir().join(format!("fh-dns-compare-{}", std::process::id())),
-            port: 5353,
+            port: 0,
         }
     }
 }
@@ -426,11 +427,15 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
         .collect();
     for rep in 0..opts.repetitions {
         for (ci, &(kind, workers)) in configs.iter().enumerate() {
+            let port = match opts.port {
+                0 => peers::free_port()?,
+                p => p,
+            };
             let server = peers::start(&peers::ServerPlan {
                 kind,
                 workers,
                 cpus: &opts.server_cpus[..workers],
-                port: opts.port,
+                port,
                 zone: &zone,
                 apex: APEX,
                 firehose: &opts.firehose,
@@ -442,7 +447,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
                 let plan = drivers::DriverPlan {
                     driver,
                     cpus: &opts.client_cpus[..1],
-                    port: opts.port,
+                    port,
                     queries: &queries,
                     duration: opts.duration,
                     outstanding: opts.outstanding,

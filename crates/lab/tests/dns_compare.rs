@@ -60,7 +60,6 @@ fn short_comparison_gives_figures_for_every_row_and_cleans_up() {
         names: 200,
         queries: 1000,
         workdir: workdir.clone(),
-        port: 25353,
         ..DnsCompareOptions::default()
     };
     let report = run(&opts).expect("comparison runs");

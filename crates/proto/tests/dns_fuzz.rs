@@ -78,7 +78,7 @@ fn random_datagrams_never_break_the_handler() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut buf = vec![0u8; 65536];
     let (mut replies, mut drops) = (0u64, 0u64);
-    for _ in 0..200_000 {
+    for _ in 0..1_000_000 {
         let pick = rng.below(seeds.len());
         let req = mutate(&mut rng, &seeds[pick]);
         buf[..req.len()].copy_from_slice(&req);

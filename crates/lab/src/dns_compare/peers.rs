@@ -81,6 +81,25 @@ impl Drop for Proc {
     }
 }
 
+/// A port free for both UDP and TCP on 127.0.0.1 (knotd and nsd listen on both).
+pub fn free_port() -> Result<u16, DnsCompareError> {
+    for _ in 0..100 {
+        let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| {
+            DnsCompareError::Run(format!("cannot bind a UDP socket on 127.0.0.1: {e}"))
+        })?;
+        let port = udp
+            .local_addr()
+            .map_err(|e| DnsCompareError::Run(e.to_string()))?
+            .port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(DnsCompareError::Run(
+        "no port free for both UDP and TCP on 127.0.0.1".into(),
+    ))
+}
+
 /// A CPU list for taskset, e.g. "0,2".
 pub fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter()
