@@ -4,3 +4,7 @@
 //! lives at the edges ([`procfs::read`]), so most code here runs without root or a real NIC.
 
 pub mod procfs;
+pub mod doctor;
+pub mod fs;
+pub mod nic;
+pub mod text;
