@@ -2,6 +2,7 @@
 //! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`).
 
 mod args;
+mod doctor;
 mod load;
 mod serve;
 
@@ -22,6 +23,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Drive a UDP request/response server and measure it.
     Load(load::LoadArgs),
+    /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() {
@@ -58,6 +61,11 @@ fn main() {
     let res = match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(a),
+        Command::Doctor(a) => doctor::run(a).map(|code| {
+            if code != 0 {
+                std::process::exit(code)
+            }
+        }),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {

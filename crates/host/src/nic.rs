@@ -114,9 +114,10 @@ impl Nic for LiveNic {
     }
     fn set_feature(&self, iface: &str, f: Feature, on: bool) -> Result<(), NicError> {
         let e = self.eth()?;
-        Ok(match f {
+        match f {
             Feature::Gro => e.set_gro(iface, on)?,
             Feature::Gso => e.set_gso(iface, on)?,
-        })
+        }
+        Ok(())
     }
 }

@@ -183,10 +183,12 @@ pub fn parse_irqbalance_config(text: &str) -> IrqbalanceConfig {
                 cfg.args = value.to_string();
             }
             "IRQBALANCE_BANNED_CPUS" => {
-                cfg.banned_cpus.extend(parse_mask(value).unwrap_or_default());
+                cfg.banned_cpus
+                    .extend(parse_mask(value).unwrap_or_default());
             }
             "IRQBALANCE_BANNED_CPULIST" => {
-                cfg.banned_cpus.extend(parse_cpulist(value).unwrap_or_default());
+                cfg.banned_cpus
+                    .extend(parse_cpulist(value).unwrap_or_default());
             }
             _ => {}
         }
@@ -201,7 +203,10 @@ mod tests {
     #[test]
     fn cpulists() {
         let s = parse_cpulist("0-3,8,10-11\n").unwrap();
-        assert_eq!(s.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            s.iter().copied().collect::<Vec<_>>(),
+            [0, 1, 2, 3, 8, 10, 11]
+        );
         assert_eq!(format_cpulist(&s), "0-3,8,10-11");
         assert_eq!(parse_cpulist("").unwrap().len(), 0);
         assert_eq!(parse_cpulist("3-1"), None);
@@ -240,12 +245,18 @@ mod tests {
         assert_eq!(cmdline_value("ro quiet", "isolcpus"), None);
         assert_eq!(effective_uid("Name:\tx\nUid:\t1000\t0\t0\t0\n"), Some(0));
         assert_eq!(parse_numbers("1\t2\t3\n"), Some(vec![1, 2, 3]));
-        assert_eq!(audit_rule_count("## c\n-D\n-b 8192\n-a always,exit -S all\n-w /etc -p wa\n"), 2);
+        assert_eq!(
+            audit_rule_count("## c\n-D\n-b 8192\n-a always,exit -S all\n-w /etc -p wa\n"),
+            2
+        );
         let c = parse_irqbalance_config(
             "# x\nIRQBALANCE_ARGS=\"-h exact\"\nIRQBALANCE_BANNED_CPUS=0000000c\n",
         );
         assert_eq!(c.args, "-h exact");
         assert_eq!(c.banned_cpus, parse_cpulist("2-3").unwrap());
-        assert_eq!(parse_modules("nf_conntrack 1 2 - Live 0x0\nip_tables 3 0 - Live 0x0\n"), ["nf_conntrack", "ip_tables"]);
+        assert_eq!(
+            parse_modules("nf_conntrack 1 2 - Live 0x0\nip_tables 3 0 - Live 0x0\n"),
+            ["nf_conntrack", "ip_tables"]
+        );
     }
 }

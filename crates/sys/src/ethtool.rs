@@ -119,7 +119,13 @@ impl Ethtool {
             ..Default::default()
         };
         // SAFETY: c is a live ethtool_channels, the struct ETHTOOL_GCHANNELS fills.
-        unsafe { self.ioctl(iface, (&mut c as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS")? };
+        unsafe {
+            self.ioctl(
+                iface,
+                (&mut c as *mut EthtoolChannels).cast(),
+                "ETHTOOL_GCHANNELS",
+            )?
+        };
         Ok(Channels {
             max_rx: c.max_rx,
             max_tx: c.max_tx,

@@ -37,11 +37,17 @@ pub struct LiveActuator<'a> {
 }
 
 fn fs_err(e: crate::fs::FsError) -> ActError {
-    ActError { message: e.to_string(), errno: e.errno }
+    ActError {
+        message: e.to_string(),
+        errno: e.errno,
+    }
 }
 
 fn nic_err(e: crate::nic::NicError) -> ActError {
-    ActError { message: e.to_string(), errno: e.errno }
+    ActError {
+        message: e.to_string(),
+        errno: e.errno,
+    }
 }
 
 impl Actuator for LiveActuator<'_> {
@@ -62,7 +68,10 @@ impl Actuator for LiveActuator<'_> {
                 let out = std::process::Command::new("systemctl")
                     .args(["is-active", name])
                     .output()
-                    .map_err(|e| ActError { message: format!("systemctl is-active {name}: {e}"), errno: e.raw_os_error() })?;
+                    .map_err(|e| ActError {
+                        message: format!("systemctl is-active {name}: {e}"),
+                        errno: e.raw_os_error(),
+                    })?;
                 Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
             }
         }
@@ -71,25 +80,41 @@ impl Actuator for LiveActuator<'_> {
     fn write(&self, target: &Target, value: &str) -> Result<(), ActError> {
         match target {
             Target::File { path, .. } => self.fs.write(path, value).map_err(fs_err),
-            Target::Feature { iface, feature } => self.nic.set_feature(iface, *feature, value.trim() == "on").map_err(nic_err),
+            Target::Feature { iface, feature } => self
+                .nic
+                .set_feature(iface, *feature, value.trim() == "on")
+                .map_err(nic_err),
             Target::Rss { iface } => {
                 let table = value
                     .split_whitespace()
                     .map(|q| q.parse::<u32>())
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| ActError { message: format!("bad RSS table {value:?}"), errno: None })?;
+                    .map_err(|_| ActError {
+                        message: format!("bad RSS table {value:?}"),
+                        errno: None,
+                    })?;
                 self.nic.set_rss_table(iface, &table).map_err(nic_err)
             }
             Target::Service { name } => {
-                let verb = if value.trim() == "active" { "start" } else { "stop" };
+                let verb = if value.trim() == "active" {
+                    "start"
+                } else {
+                    "stop"
+                };
                 let st = std::process::Command::new("systemctl")
                     .args([verb, name])
                     .status()
-                    .map_err(|e| ActError { message: format!("systemctl {verb} {name}: {e}"), errno: e.raw_os_error() })?;
+                    .map_err(|e| ActError {
+                        message: format!("systemctl {verb} {name}: {e}"),
+                        errno: e.raw_os_error(),
+                    })?;
                 if st.success() {
                     Ok(())
                 } else {
-                    Err(ActError { message: format!("systemctl {verb} {name}: {st}"), errno: None })
+                    Err(ActError {
+                        message: format!("systemctl {verb} {name}: {st}"),
+                        errno: None,
+                    })
                 }
             }
         }
@@ -162,17 +187,21 @@ fn show(v: &str) -> String {
 /// The plan as it would run now: each step with its current value and whether it would be
 /// skipped. Changes nothing.
 pub fn dry_run(steps: &[Step], act: &dyn Actuator) -> Vec<Outcome> {
-    steps.iter().map(|s| preflight(s, act).unwrap_or_else(|o| o)).map(|mut o| {
-        if matches!(o.result, Verdict::Done(_)) {
-            o.result = Verdict::Done("would change".into());
-        }
-        o
-    }).collect()
+    steps
+        .iter()
+        .map(|s| preflight(s, act).0)
+        .map(|mut o| {
+            if matches!(o.result, Verdict::Done(_)) {
+                o.result = Verdict::Done("would change".into());
+            }
+            o
+        })
+        .collect()
 }
 
-/// Reads the current value and decides whether the step needs doing. Err carries the
-/// final outcome of a step that will not be carried out.
-fn preflight(s: &Step, act: &dyn Actuator) -> Result<Outcome, Outcome> {
+/// Reads the current value and decides whether the step needs doing: returns the outcome so
+/// far and, when the change is to be made, the exact old value to journal.
+fn preflight(s: &Step, act: &dyn Actuator) -> (Outcome, Option<String>) {
     let mut o = Outcome {
         check: s.check.to_string(),
         target: s.target.label(),
@@ -185,37 +214,40 @@ fn preflight(s: &Step, act: &dyn Actuator) -> Result<Outcome, Outcome> {
         Ok(v) => v,
         Err(e) => {
             o.result = Verdict::Failed(format!("cannot read: {e}"));
-            return Err(o);
+            return (o, None);
         }
     };
     o.old = Some(show(&old));
     if s.target.kind().same(&old, &s.value) {
         o.result = Verdict::Skipped("already set".into());
-        return Err(o);
+        return (o, None);
     }
     if s.raise_only && plan::would_lower(&old, &s.value) {
         o.result = Verdict::Skipped(format!("already higher ({}); never lowered", show(&old)));
-        return Err(o);
+        return (o, None);
     }
-    Ok(o)
+    (o, Some(old))
 }
 
 /// Carries out the steps in order: journal, change, read back. Stops at the first journal
 /// failure (no change is made that could not be undone).
-pub fn apply(steps: &[Step], act: &dyn Actuator, journal: &Journal, id: &Identity, now: u64) -> Result<Vec<Outcome>, JournalError> {
+pub fn apply(
+    steps: &[Step],
+    act: &dyn Actuator,
+    journal: &Journal,
+    id: &Identity,
+    now: u64,
+) -> Result<Vec<Outcome>, JournalError> {
     let existing = journal.entries()?;
     journal.check_identity(&existing, id)?;
     let mut seq = existing.iter().map(|e| e.seq).max().unwrap_or(0);
     let mut out = Vec::new();
     for s in steps {
-        let mut o = match preflight(s, act) {
-            Ok(o) => o,
-            Err(o) => {
-                out.push(o);
-                continue;
-            }
+        let (mut o, old) = preflight(s, act);
+        let Some(old) = old else {
+            out.push(o);
+            continue;
         };
-        let old = act.read(&s.target).unwrap_or_default();
         seq += 1;
         journal.append(&Entry {
             seq,
@@ -232,8 +264,12 @@ pub fn apply(steps: &[Step], act: &dyn Actuator, journal: &Journal, id: &Identit
             }
             Err(e) => Verdict::Failed(e.to_string()),
             Ok(()) => match act.read(&s.target) {
-                Ok(back) if s.target.kind().same(&back, &s.value) => Verdict::Done(format!("reads back {}", show(&back))),
-                Ok(back) => Verdict::Failed(format!("wrote {} but reads back {}", s.value, show(&back))),
+                Ok(back) if s.target.kind().same(&back, &s.value) => {
+                    Verdict::Done(format!("reads back {}", show(&back)))
+                }
+                Ok(back) => {
+                    Verdict::Failed(format!("wrote {} but reads back {}", s.value, show(&back)))
+                }
                 Err(e) => Verdict::Failed(format!("cannot read back: {e}")),
             },
         };
@@ -249,10 +285,16 @@ fn is_irq(t: &Target) -> bool {
 /// Restores the journal's old values, newest first. A value that no longer reads as what we
 /// set was changed by someone else: it is reported and left alone. The journal is retired
 /// (renamed `.reverted`) unless a restore failed, so a failed revert can be retried.
-pub fn revert(act: &dyn Actuator, journal: &Journal, id: &Identity) -> Result<Vec<Outcome>, JournalError> {
+pub fn revert(
+    act: &dyn Actuator,
+    journal: &Journal,
+    id: &Identity,
+) -> Result<Vec<Outcome>, JournalError> {
     let entries = journal.entries()?;
     if entries.is_empty() {
-        return Err(JournalError::Missing { path: journal.path().to_path_buf() });
+        return Err(JournalError::Missing {
+            path: journal.path().to_path_buf(),
+        });
     }
     journal.check_identity(&entries, id)?;
     let mut out = Vec::new();
@@ -278,14 +320,24 @@ pub fn revert(act: &dyn Actuator, journal: &Journal, id: &Identity) -> Result<Ve
         o.result = if cur == e.old {
             Verdict::Done("already at its old value".into())
         } else if !kind.same(&cur, &e.new) && !kind.same(&cur, &e.old) {
-            Verdict::Skipped(format!("changed by someone else since apply (now {}, doctor set {}); left as is", show(&cur), show(&e.new)))
+            Verdict::Skipped(format!(
+                "changed by someone else since apply (now {}, doctor set {}); left as is",
+                show(&cur),
+                show(&e.new)
+            ))
         } else {
             match act.write(&e.target, &e.old) {
                 Err(err) => Verdict::Failed(err.to_string()),
                 Ok(()) => match act.read(&e.target) {
                     Ok(back) if back == e.old => Verdict::Done("restored exactly".into()),
-                    Ok(back) if kind.same(&back, &e.old) => Verdict::Done(format!("restored (reads {})", show(&back))),
-                    Ok(back) => Verdict::Failed(format!("wrote {} but reads back {}", show(&e.old), show(&back))),
+                    Ok(back) if kind.same(&back, &e.old) => {
+                        Verdict::Done(format!("restored (reads {})", show(&back)))
+                    }
+                    Ok(back) => Verdict::Failed(format!(
+                        "wrote {} but reads back {}",
+                        show(&e.old),
+                        show(&back)
+                    )),
                     Err(err) => Verdict::Failed(format!("cannot read back: {err}")),
                 },
             }

@@ -235,7 +235,10 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
 
 fn take_sample(fs: &HostFs, d: Duration) -> Sample {
     let read_all = || -> BTreeMap<String, Text> {
-        SAMPLED.iter().map(|p| (p.to_string(), fs.read(p))).collect()
+        SAMPLED
+            .iter()
+            .map(|p| (p.to_string(), fs.read(p)))
+            .collect()
     };
     let start = std::time::Instant::now();
     let before = read_all();
@@ -258,9 +261,11 @@ fn take_sample(fs: &HostFs, d: Duration) -> Sample {
 /// Interrupt names that are not queues (virtio config, mlx async/event, admin queues).
 fn is_queue_irq(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    !["config", "async", "event", "-cmd", "ctrl", "admin", "-lsc", "-other"]
-        .iter()
-        .any(|w| n.contains(w))
+    ![
+        "config", "async", "event", "-cmd", "ctrl", "admin", "-lsc", "-other",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
 }
 
 fn gather_iface(fs: &HostFs, nic: &dyn Nic, name: &str, interrupts: &[text::IrqLine]) -> Iface {
@@ -357,7 +362,7 @@ fn gather_cpus(fs: &HostFs) -> Vec<Cpu> {
                     let d = format!("{base}/cpuidle/{s}");
                     let name = fs.value(&format!("{d}/name")).ok()?;
                     let latency = fs.number(&format!("{d}/latency")).ok()?;
-                    let disabled = fs.number(&format!("{d}/disable")).map_or(false, |v| v != 0);
+                    let disabled = fs.number(&format!("{d}/disable")).is_ok_and(|v| v != 0);
                     Some((s, name, latency, disabled))
                 })
                 .collect();

@@ -52,7 +52,12 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
         let mut steps = Vec::new();
         let targets = spread(&local, i.irqs.len());
         for (k, irq) in i.irqs.iter().enumerate() {
-            let Some(aff) = irq.affinity_list.as_ref().ok().and_then(|t| text::parse_cpulist(t)) else {
+            let Some(aff) = irq
+                .affinity_list
+                .as_ref()
+                .ok()
+                .and_then(|t| text::parse_cpulist(t))
+            else {
                 return row.na(format!("IRQ {}: cannot read smp_affinity_list", irq.irq));
             };
             let eff = irq
@@ -94,7 +99,10 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                     Step::set(
                         "irq-affinity",
                         Phase::IrqAffinity,
-                        Target::file(format!("/proc/irq/{}/smp_affinity_list", irq.irq), Kind::CpuList),
+                        Target::file(
+                            format!("/proc/irq/{}/smp_affinity_list", irq.irq),
+                            Kind::CpuList,
+                        ),
                         text::format_cpulist(&want),
                     )
                     .on(&i.name),
@@ -126,7 +134,8 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
 const WHY_IRQBALANCE: &str = "irqbalance rewrites IRQ affinity every 10 s, undoing manual placement; the NTT talk needed '-h exact' to honor hints";
 
 pub(super) fn irqbalance(facts: &Facts) -> Vec<Row> {
-    let row = Row::new("irqbalance", "host", WHY_IRQBALANCE).from("/proc/*/comm, /etc/default/irqbalance, /etc/sysconfig/irqbalance");
+    let row = Row::new("irqbalance", "host", WHY_IRQBALANCE)
+        .from("/proc/*/comm, /etc/default/irqbalance, /etc/sysconfig/irqbalance");
     let procs = match &facts.processes {
         Ok(p) => p,
         Err(e) => return vec![row.na(e.to_string())],
@@ -134,17 +143,25 @@ pub(super) fn irqbalance(facts: &Facts) -> Vec<Row> {
     let Some(p) = procs.iter().find(|p| p.comm == "irqbalance") else {
         return vec![row.status(Status::Ok, "not running")];
     };
-    let config: Vec<text::IrqbalanceConfig> = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"]
-        .iter()
-        .filter_map(|f| facts.file(f).ok())
-        .map(text::parse_irqbalance_config)
-        .collect();
+    let config: Vec<text::IrqbalanceConfig> =
+        ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"]
+            .iter()
+            .filter_map(|f| facts.file(f).ok())
+            .map(text::parse_irqbalance_config)
+            .collect();
     let args = format!(
         "{} {}",
         p.cmdline,
-        config.iter().map(|c| c.args.as_str()).collect::<Vec<_>>().join(" ")
+        config
+            .iter()
+            .map(|c| c.args.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
-    let banned: CpuSet = config.iter().flat_map(|c| c.banned_cpus.iter().copied()).collect();
+    let banned: CpuSet = config
+        .iter()
+        .flat_map(|c| c.banned_cpus.iter().copied())
+        .collect();
     let exact = args.contains("-h exact") || args.contains("--hintpolicy=exact");
     let oneshot = args.contains("--oneshot") || args.split_whitespace().any(|a| a == "-o");
     let mut value = format!("running (pid {}): {}", p.pid, args.trim());
@@ -181,18 +198,28 @@ pub(super) fn softirq_spread(facts: &Facts) -> Vec<Row> {
                 parse(match m.get("/proc/softirqs") {
                     Some(Ok(t)) => Ok(t.as_str()),
                     Some(Err(e)) => Err(e.clone()),
-                    None => Err(crate::fs::FsError { path: "/proc/softirqs".into(), errno: None, message: "not sampled".into() }),
+                    None => Err(crate::fs::FsError {
+                        path: "/proc/softirqs".into(),
+                        errno: None,
+                        message: "not sampled".into(),
+                    }),
                 })
             };
             match (get(&s.before), get(&s.after)) {
                 (Ok(a), Ok(b)) => (
-                    Ok(a.iter().zip(&b).map(|((c, x), (_, y))| (*c, y.saturating_sub(*x))).collect()),
+                    Ok(a.iter()
+                        .zip(&b)
+                        .map(|((c, x), (_, y))| (*c, y.saturating_sub(*x)))
+                        .collect()),
                     format!("over {:.1} s", s.seconds),
                 ),
                 (Err(e), _) | (_, Err(e)) => (Err(e), String::new()),
             }
         }
-        None => (parse(facts.file("/proc/softirqs")), "since boot".to_string()),
+        None => (
+            parse(facts.file("/proc/softirqs")),
+            "since boot".to_string(),
+        ),
     };
     let counts: Vec<(usize, u64)> = match counts {
         Ok(c) => c,
@@ -203,15 +230,30 @@ pub(super) fn softirq_spread(facts: &Facts) -> Vec<Row> {
         return vec![row.na("one CPU: nothing to spread")];
     }
     if total < 1000 {
-        return vec![row.na(format!("{total} NET_RX softirqs {window}: too little traffic to judge"))];
+        return vec![row.na(format!(
+            "{total} NET_RX softirqs {window}: too little traffic to judge"
+        ))];
     }
-    let mut shares: Vec<(usize, f64)> = counts.iter().map(|(c, n)| (*c, *n as f64 * 100.0 / total as f64)).collect();
+    let mut shares: Vec<(usize, f64)> = counts
+        .iter()
+        .map(|(c, n)| (*c, *n as f64 * 100.0 / total as f64))
+        .collect();
     shares.sort_by(|a, b| b.1.total_cmp(&a.1));
     let busy = shares.iter().filter(|(_, s)| *s >= 5.0).count();
-    let top: Vec<String> = shares.iter().take(4).map(|(c, s)| format!("cpu{c} {s:.0}%")).collect();
-    let value = format!("{total} NET_RX {window}: {} ({busy} of {} CPUs above 5%)", top.join(" "), counts.len());
+    let top: Vec<String> = shares
+        .iter()
+        .take(4)
+        .map(|(c, s)| format!("cpu{c} {s:.0}%"))
+        .collect();
+    let value = format!(
+        "{total} NET_RX {window}: {} ({busy} of {} CPUs above 5%)",
+        top.join(" "),
+        counts.len()
+    );
     if shares[0].1 > 50.0 && busy * 2 < counts.len() {
-        vec![row.status(Status::Warn, value).fix("spread queues: see the rps and irq-affinity rows")]
+        vec![row
+            .status(Status::Warn, value)
+            .fix("spread queues: see the rps and irq-affinity rows")]
     } else {
         vec![row.status(Status::Ok, value)]
     }
@@ -248,7 +290,9 @@ pub(super) fn rps(facts: &Facts) -> Vec<Row> {
         // Queues that receive: those in the RSS table, or only the first when the NIC has
         // no indirection table to spread with.
         let receiving: Vec<usize> = match &i.rss {
-            Ok(t) if !t.is_empty() => (0..i.rx.len()).filter(|q| t.contains(&(*q as u32))).collect(),
+            Ok(t) if !t.is_empty() => (0..i.rx.len())
+                .filter(|q| t.contains(&(*q as u32)))
+                .collect(),
             _ => vec![0],
         };
         let with_rps = sets.iter().filter(|s| !s.is_empty()).count();
@@ -269,7 +313,13 @@ pub(super) fn rps(facts: &Facts) -> Vec<Row> {
                 Step::set(
                     "rps",
                     Phase::Steering,
-                    Target::file(format!("/sys/class/net/{}/queues/{}/rps_cpus", i.name, i.rx[*q].name), Kind::Mask),
+                    Target::file(
+                        format!(
+                            "/sys/class/net/{}/queues/{}/rps_cpus",
+                            i.name, i.rx[*q].name
+                        ),
+                        Kind::Mask,
+                    ),
                     text::format_mask(&set),
                 )
                 .on(&i.name)
@@ -285,35 +335,48 @@ pub(super) fn xps(facts: &Facts) -> Vec<Row> {
     per_iface(facts, "xps", WHY_XPS, |i, row| {
         let row = row.from(format!("/sys/class/net/{}/queues/tx-*/xps_cpus", i.name));
         if i.tx.len() < 2 {
-            return row.status(Status::Ok, format!("{} tx queue: nothing to choose", i.tx.len()));
+            return row.status(
+                Status::Ok,
+                format!("{} tx queue: nothing to choose", i.tx.len()),
+            );
         }
         let sets = match masks(&i.tx) {
             Ok(s) => s,
             Err(e) => return row.na(e),
         };
         let unset = sets.iter().filter(|s| s.is_empty()).count();
-        let value = format!("{} of {} tx queues have an XPS mask", i.tx.len() - unset, i.tx.len());
+        let value = format!(
+            "{} of {} tx queues have an XPS mask",
+            i.tx.len() - unset,
+            i.tx.len()
+        );
         if unset == 0 {
             return row.status(Status::Ok, value);
         }
         let plan = spread(&facts.online(), i.tx.len());
-        let steps = i
-            .tx
-            .iter()
-            .zip(plan)
-            .zip(&sets)
-            .filter(|((_, want), have)| *have != want)
-            .map(|((q, want), _)| {
-                Step::set(
-                    "xps",
-                    Phase::Steering,
-                    Target::file(format!("/sys/class/net/{}/queues/{}/xps_cpus", i.name, q.name), Kind::Mask),
-                    text::format_mask(&want),
-                )
-                .on(&i.name)
-            })
-            .collect();
-        let status = if unset == i.tx.len() { Status::Bad } else { Status::Warn };
+        let steps =
+            i.tx.iter()
+                .zip(plan)
+                .zip(&sets)
+                .filter(|((_, want), have)| *have != want)
+                .map(|((q, want), _)| {
+                    Step::set(
+                        "xps",
+                        Phase::Steering,
+                        Target::file(
+                            format!("/sys/class/net/{}/queues/{}/xps_cpus", i.name, q.name),
+                            Kind::Mask,
+                        ),
+                        text::format_mask(&want),
+                    )
+                    .on(&i.name)
+                })
+                .collect();
+        let status = if unset == i.tx.len() {
+            Status::Bad
+        } else {
+            Status::Warn
+        };
         row.status(status, value).steps(steps)
     })
 }

@@ -24,8 +24,12 @@ impl Identity {
     /// Reads the current boot id and network namespace.
     pub fn read(fs: &HostFs) -> Self {
         Identity {
-            boot_id: fs.value("/proc/sys/kernel/random/boot_id").unwrap_or_else(|_| "unknown".into()),
-            netns: fs.link("/proc/self/ns/net").unwrap_or_else(|_| "unknown".into()),
+            boot_id: fs
+                .value("/proc/sys/kernel/random/boot_id")
+                .unwrap_or_else(|_| "unknown".into()),
+            netns: fs
+                .link("/proc/self/ns/net")
+                .unwrap_or_else(|_| "unknown".into()),
         }
     }
 }
@@ -48,13 +52,28 @@ pub struct Entry {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("journal {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("journal {path} line {line}: {what}")]
-    Corrupt { path: PathBuf, line: usize, what: String },
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        what: String,
+    },
     #[error("journal {path} was written in boot {theirs}, this is boot {ours}: the values it holds were reset by the reboot, so it is not replayed; remove it")]
-    OtherBoot { path: PathBuf, theirs: String, ours: String },
+    OtherBoot {
+        path: PathBuf,
+        theirs: String,
+        ours: String,
+    },
     #[error("journal {path} was written in network namespace {theirs}, this is {ours}: run the revert there")]
-    OtherNetns { path: PathBuf, theirs: String, ours: String },
+    OtherNetns {
+        path: PathBuf,
+        theirs: String,
+        ours: String,
+    },
     #[error("no journal at {path}: nothing to revert")]
     Missing { path: PathBuf },
 }
@@ -75,7 +94,10 @@ impl Journal {
     }
 
     fn io(&self, source: std::io::Error) -> JournalError {
-        JournalError::Io { path: self.path.clone(), source }
+        JournalError::Io {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// The entries in the order they were written; empty when there is no journal.

@@ -18,21 +18,34 @@ pub(super) fn netfilter(facts: &Facts) -> Vec<Row> {
     let nf: Vec<&String> = modules
         .iter()
         .filter(|m| {
-            m.starts_with("iptable_") || m.starts_with("ip6table_") || m.starts_with("nf_conntrack")
-                || *m == "ip_tables" || *m == "ip6_tables" || *m == "nf_tables"
+            m.starts_with("iptable_")
+                || m.starts_with("ip6table_")
+                || m.starts_with("nf_conntrack")
+                || *m == "ip_tables"
+                || *m == "ip6_tables"
+                || *m == "nf_tables"
         })
         .collect();
     let tables: Vec<&str> = facts
         .file("/proc/net/ip_tables_names")
         .map(|t| t.split_whitespace().collect())
         .unwrap_or_default();
-    let count = facts.file("/proc/sys/net/netfilter/nf_conntrack_count").ok().and_then(|t| t.trim().parse::<u64>().ok());
-    let max = facts.file("/proc/sys/net/netfilter/nf_conntrack_max").ok().and_then(|t| t.trim().parse::<u64>().ok());
+    let count = facts
+        .file("/proc/sys/net/netfilter/nf_conntrack_count")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok());
+    let max = facts
+        .file("/proc/sys/net/netfilter/nf_conntrack_max")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok());
     let mut parts = Vec::new();
     parts.push(if nf.is_empty() {
         "no netfilter modules loaded".to_string()
     } else {
-        format!("modules {}", nf.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","))
+        format!(
+            "modules {}",
+            nf.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+        )
     });
     if !tables.is_empty() {
         parts.push(format!("iptables tables {}", tables.join(",")));
@@ -40,16 +53,19 @@ pub(super) fn netfilter(facts: &Facts) -> Vec<Row> {
     if let (Some(c), Some(m)) = (count, max) {
         parts.push(format!("conntrack {c}/{m}"));
         if m > 0 && c * 10 >= m * 9 {
-            return vec![row
-                .status(Status::Bad, parts.join("; "))
-                .fix(format!("sysctl -w net.netfilter.nf_conntrack_max={}", m * 2))];
+            return vec![row.status(Status::Bad, parts.join("; ")).fix(format!(
+                "sysctl -w net.netfilter.nf_conntrack_max={}",
+                m * 2
+            ))];
         }
     }
     let value = parts.join("; ");
-    if count.is_some() {
+    if count.is_some_and(|c| c > 0) {
         row.status(Status::Warn, value).fix("exempt the UDP port: iptables -t raw -A PREROUTING -p udp --dport PORT -j NOTRACK (or modprobe -r nf_conntrack if unused)").into_vec()
     } else if !nf.is_empty() || !tables.is_empty() {
-        row.status(Status::Warn, value).fix("modprobe -r iptable_filter ip_tables (only if no rules are needed)").into_vec()
+        row.status(Status::Warn, value)
+            .fix("modprobe -r iptable_filter ip_tables (only if no rules are needed)")
+            .into_vec()
     } else {
         row.status(Status::Ok, value).into_vec()
     }
@@ -76,7 +92,10 @@ pub(super) fn rp_filter(facts: &Facts) -> Vec<Row> {
     let all = flag(facts.file("/proc/sys/net/ipv4/conf/all/rp_filter"));
     per_iface(facts, "rp-filter", WHY_RP, |i, row| {
         let row = row.from(format!("net.ipv4.conf.{{all,{}}}.rp_filter", i.name));
-        let (a, v) = match (all.clone(), flag(i.rp_filter.as_deref().map_err(Clone::clone))) {
+        let (a, v) = match (
+            all.clone(),
+            flag(i.rp_filter.as_deref().map_err(Clone::clone)),
+        ) {
             (Ok(a), Ok(v)) => (a, v),
             (Err(e), _) | (_, Err(e)) => return row.na(e),
         };
@@ -85,9 +104,20 @@ pub(super) fn rp_filter(facts: &Facts) -> Vec<Row> {
             return row.status(Status::Ok, value);
         }
         let mut steps = Vec::new();
-        for (cur, path) in [(a, conf("all", "rp_filter")), (v, conf(&i.name, "rp_filter"))] {
+        for (cur, path) in [
+            (a, conf("all", "rp_filter")),
+            (v, conf(&i.name, "rp_filter")),
+        ] {
             if cur != 0 {
-                steps.push(Step::set("rp-filter", Phase::Sysctl, Target::file(path, Kind::Text), "0").on(&i.name));
+                steps.push(
+                    Step::set(
+                        "rp-filter",
+                        Phase::Sysctl,
+                        Target::file(path, Kind::Text),
+                        "0",
+                    )
+                    .on(&i.name),
+                );
             }
         }
         row.status(Status::Warn, value).steps(steps)
@@ -100,7 +130,10 @@ pub(super) fn accept_local(facts: &Facts) -> Vec<Row> {
     let all = flag(facts.file("/proc/sys/net/ipv4/conf/all/accept_local"));
     per_iface(facts, "accept-local", WHY_LOCAL, |i, row| {
         let row = row.from(format!("net.ipv4.conf.{{all,{}}}.accept_local", i.name));
-        let (a, v) = match (all.clone(), flag(i.accept_local.as_deref().map_err(Clone::clone))) {
+        let (a, v) = match (
+            all.clone(),
+            flag(i.accept_local.as_deref().map_err(Clone::clone)),
+        ) {
             (Ok(a), Ok(v)) => (a, v),
             (Err(e), _) | (_, Err(e)) => return row.na(e),
         };
@@ -108,7 +141,13 @@ pub(super) fn accept_local(facts: &Facts) -> Vec<Row> {
         if a != 0 || v != 0 {
             return row.status(Status::Ok, value);
         }
-        let step = Step::set("accept-local", Phase::Sysctl, Target::file(conf(&i.name, "accept_local"), Kind::Text), "1").on(&i.name);
+        let step = Step::set(
+            "accept-local",
+            Phase::Sysctl,
+            Target::file(conf(&i.name, "accept_local"), Kind::Text),
+            "1",
+        )
+        .on(&i.name);
         row.status(Status::Warn, value).steps(vec![step])
     })
 }
@@ -116,13 +155,17 @@ pub(super) fn accept_local(facts: &Facts) -> Vec<Row> {
 const WHY_AUDIT: &str = "audit rules are evaluated on every syscall of the packet path (NTT talk: +6.7% tps with auditd off)";
 
 pub(super) fn auditd(facts: &Facts) -> Vec<Row> {
-    let row = Row::new("auditd", "host", WHY_AUDIT).from("/proc/*/comm, /etc/audit/audit.rules, /etc/audit/rules.d/*.rules");
+    let row = Row::new("auditd", "host", WHY_AUDIT)
+        .from("/proc/*/comm, /etc/audit/audit.rules, /etc/audit/rules.d/*.rules");
     let procs = match &facts.processes {
         Ok(p) => p,
         Err(e) => return vec![row.na(e.to_string())],
     };
     let running = procs.iter().find(|p| p.comm == "auditd");
-    let mut rules = facts.file("/etc/audit/audit.rules").map(text::audit_rule_count).unwrap_or(0);
+    let mut rules = facts
+        .file("/etc/audit/audit.rules")
+        .map(text::audit_rule_count)
+        .unwrap_or(0);
     rules += facts
         .audit_rules
         .iter()
@@ -130,22 +173,34 @@ pub(super) fn auditd(facts: &Facts) -> Vec<Row> {
         .map(|t| text::audit_rule_count(t))
         .sum::<usize>();
     match running {
-        None => vec![row.status(Status::Ok, format!("auditd not running ({rules} rules on disk)"))],
-        Some(p) if rules == 0 => vec![row.status(Status::Ok, format!("auditd running (pid {}) with no rules", p.pid))],
+        None => vec![row.status(
+            Status::Ok,
+            format!("auditd not running ({rules} rules on disk)"),
+        )],
+        Some(p) if rules == 0 => vec![row.status(
+            Status::Ok,
+            format!("auditd running (pid {}) with no rules", p.pid),
+        )],
         Some(p) => vec![row
-            .status(Status::Warn, format!("auditd running (pid {}) with {rules} rules", p.pid))
+            .status(
+                Status::Warn,
+                format!("auditd running (pid {}) with {rules} rules", p.pid),
+            )
             .fix("auditctl -D (drop rules) or systemctl disable --now auditd")],
     }
 }
 
-const WHY_SELINUX: &str = "SELinux enforcing adds a permission check per socket operation on the hot path";
+const WHY_SELINUX: &str =
+    "SELinux enforcing adds a permission check per socket operation on the hot path";
 
 pub(super) fn selinux(facts: &Facts) -> Vec<Row> {
     let row = Row::new("selinux", "host", WHY_SELINUX).from("/sys/fs/selinux/enforce");
     vec![match facts.file("/sys/fs/selinux/enforce") {
         Err(e) if e.is_absent() => row.na("SELinux not enabled (no /sys/fs/selinux/enforce)"),
         Err(e) => row.na(e.to_string()),
-        Ok(t) if t.trim() == "1" => row.status(Status::Warn, "enforcing").fix("setenforce 0 (only if policy allows)"),
+        Ok(t) if t.trim() == "1" => row
+            .status(Status::Warn, "enforcing")
+            .fix("setenforce 0 (only if policy allows)"),
         Ok(t) => row.status(Status::Ok, format!("permissive ({})", t.trim())),
     }]
 }

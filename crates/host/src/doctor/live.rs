@@ -22,7 +22,10 @@ fn window<'a>(facts: &'a Facts, path: &str) -> Result<Window<'a>, String> {
     };
     match &facts.sample {
         Some(s) => Ok(Window::Delta(get(&s.before)?, get(&s.after)?, s.seconds)),
-        None => facts.file(path).map(Window::Total).map_err(|e| e.to_string()),
+        None => facts
+            .file(path)
+            .map(Window::Total)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -35,14 +38,21 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
             (Ok(a), Ok(b)) => (
                 b.iter()
                     .map(|r| {
-                        let old = a.iter().find(|o| o.cpu == r.cpu).cloned().unwrap_or_default();
+                        let old = a
+                            .iter()
+                            .find(|o| o.cpu == r.cpu)
+                            .cloned()
+                            .unwrap_or_default();
                         softnet::SoftnetRow {
                             cpu: r.cpu,
                             processed: r.processed.wrapping_sub(old.processed) & 0xffff_ffff,
                             dropped: r.dropped.wrapping_sub(old.dropped) & 0xffff_ffff,
-                            time_squeeze: r.time_squeeze.wrapping_sub(old.time_squeeze) & 0xffff_ffff,
-                            received_rps: r.received_rps.wrapping_sub(old.received_rps) & 0xffff_ffff,
-                            flow_limit_count: r.flow_limit_count.wrapping_sub(old.flow_limit_count) & 0xffff_ffff,
+                            time_squeeze: r.time_squeeze.wrapping_sub(old.time_squeeze)
+                                & 0xffff_ffff,
+                            received_rps: r.received_rps.wrapping_sub(old.received_rps)
+                                & 0xffff_ffff,
+                            flow_limit_count: r.flow_limit_count.wrapping_sub(old.flow_limit_count)
+                                & 0xffff_ffff,
                             backlog_len: r.backlog_len,
                         }
                     })
@@ -58,11 +68,21 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
         Err(e) => return vec![row.na(e)],
     };
     let sum = |f: fn(&softnet::SoftnetRow) -> u64| rows.iter().map(f).sum::<u64>();
-    let (processed, dropped, squeeze, rps) = (sum(|r| r.processed), sum(|r| r.dropped), sum(|r| r.time_squeeze), sum(|r| r.received_rps));
+    let (processed, dropped, squeeze, rps) = (
+        sum(|r| r.processed),
+        sum(|r| r.dropped),
+        sum(|r| r.time_squeeze),
+        sum(|r| r.received_rps),
+    );
     let worst: Vec<String> = rows
         .iter()
         .filter(|r| r.dropped > 0 || r.time_squeeze > 0)
-        .map(|r| format!("cpu{} dropped {} squeezed {}", r.cpu, r.dropped, r.time_squeeze))
+        .map(|r| {
+            format!(
+                "cpu{} dropped {} squeezed {}",
+                r.cpu, r.dropped, r.time_squeeze
+            )
+        })
         .collect();
     let mut value = format!("{span}: processed {processed}, dropped {dropped}, time_squeeze {squeeze}, received_rps {rps}");
     if !worst.is_empty() {
@@ -71,9 +91,13 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
     let sampled = facts.sample.is_some();
     if dropped > 0 {
         let s = if sampled { Status::Bad } else { Status::Warn };
-        vec![row.status(s, value).fix("raise net.core.netdev_max_backlog (see the backlog row)")]
+        vec![row
+            .status(s, value)
+            .fix("raise net.core.netdev_max_backlog (see the backlog row)")]
     } else if squeeze > 0 {
-        vec![row.status(Status::Warn, value).fix("raise net.core.netdev_budget (see the budget row)")]
+        vec![row
+            .status(Status::Warn, value)
+            .fix("raise net.core.netdev_budget (see the budget row)")]
     } else {
         vec![row.status(Status::Ok, value)]
     }
@@ -114,8 +138,14 @@ pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
     if c.in_errors + c.rcvbuf_errors + c.sndbuf_errors + c.mem_errors == 0 {
         return vec![row.status(Status::Ok, value)];
     }
-    let s = if facts.sample.is_some() { Status::Bad } else { Status::Warn };
-    vec![row.status(s, value).fix("raise the socket buffers (rmem row) and check the port row for the socket that drops")]
+    let s = if facts.sample.is_some() {
+        Status::Bad
+    } else {
+        Status::Warn
+    };
+    vec![row.status(s, value).fix(
+        "raise the socket buffers (rmem row) and check the port row for the socket that drops",
+    )]
 }
 
 const WHY_PORT: &str = "per-socket drops show which worker of a reuseport group falls behind; an uneven group means the steering (hash or CBPF by CPU) does not match the queues";
@@ -135,11 +165,18 @@ fn sockets(udp: &Text, udp6: &Text, port: u16) -> Result<Vec<udp_sockets::UdpSoc
 
 pub(super) fn port(facts: &Facts) -> Vec<Row> {
     let Some(port) = facts.port else {
-        return vec![Row::new("port", "host", WHY_PORT).na("pass --port N to check the sockets of a server")];
+        return vec![Row::new("port", "host", WHY_PORT)
+            .from("/proc/net/udp, /proc/net/udp6")
+            .na("pass --port N to check the sockets of a server")];
     };
-    let row = Row::new("port", &format!("port {port}"), WHY_PORT).from("/proc/net/udp, /proc/net/udp6");
+    let row =
+        Row::new("port", &format!("port {port}"), WHY_PORT).from("/proc/net/udp, /proc/net/udp6");
     let files = |m: &BTreeMap<String, Text>| -> (Text, Text) {
-        let g = |p: &str| m.get(p).cloned().unwrap_or_else(|| facts.files.get(p).cloned().unwrap_or(Ok(String::new())));
+        let g = |p: &str| {
+            m.get(p)
+                .cloned()
+                .unwrap_or_else(|| facts.files.get(p).cloned().unwrap_or(Ok(String::new())))
+        };
         (g("/proc/net/udp"), g("/proc/net/udp6"))
     };
     let (now_udp, now_udp6) = match &facts.sample {
@@ -151,7 +188,9 @@ pub(super) fn port(facts: &Facts) -> Vec<Row> {
         Err(e) => return vec![row.na(e)],
     };
     if now.is_empty() {
-        return vec![row.status(Status::Warn, format!("no UDP socket bound to port {port}")).fix("start the server, or check --port")];
+        return vec![row
+            .status(Status::Warn, format!("no UDP socket bound to port {port}"))
+            .fix("start the server, or check --port")];
     }
     let before: Vec<udp_sockets::UdpSocketRow> = facts
         .sample
@@ -164,7 +203,10 @@ pub(super) fn port(facts: &Facts) -> Vec<Row> {
     let drops: Vec<u64> = now
         .iter()
         .map(|s| {
-            let old = before.iter().find(|b| b.inode == s.inode).map_or(0, |b| b.drops);
+            let old = before
+                .iter()
+                .find(|b| b.inode == s.inode)
+                .map_or(0, |b| b.drops);
             s.drops.saturating_sub(old)
         })
         .collect();
@@ -177,20 +219,43 @@ pub(super) fn port(facts: &Facts) -> Vec<Row> {
         .collect();
     let busy: Vec<usize> = now
         .iter()
-        .map(|s| polls.iter().filter(|p| p.iter().any(|r| r.inode == s.inode && r.rx_queue > 0)).count())
+        .map(|s| {
+            polls
+                .iter()
+                .filter(|p| p.iter().any(|r| r.inode == s.inode && r.rx_queue > 0))
+                .count()
+        })
         .collect();
-    let span = if facts.sample.is_some() { "in the sample" } else { "since each socket was created" };
+    let span = if facts.sample.is_some() {
+        "in the sample"
+    } else {
+        "since each socket was created"
+    };
     let per: Vec<String> = now
         .iter()
         .zip(&drops)
         .zip(&busy)
-        .map(|((s, d), b)| format!("{} inode {} drops {d} queued {b}/{}", s.local, s.inode, polls.len()))
+        .map(|((s, d), b)| {
+            format!(
+                "{} inode {} drops {d} queued {b}/{}",
+                s.local,
+                s.inode,
+                polls.len()
+            )
+        })
         .collect();
     let total: u64 = drops.iter().sum();
-    let mut value = format!("{} socket(s), drops {total} {span}: {}", now.len(), per.join("; "));
+    let mut value = format!(
+        "{} socket(s), drops {total} {span}: {}",
+        now.len(),
+        per.join("; ")
+    );
     let mut status = if total > 0 { Status::Bad } else { Status::Ok };
     if now.len() > 1 && !polls.is_empty() {
-        let (lo, hi) = (busy.iter().min().copied().unwrap_or(0), busy.iter().max().copied().unwrap_or(0));
+        let (lo, hi) = (
+            busy.iter().min().copied().unwrap_or(0),
+            busy.iter().max().copied().unwrap_or(0),
+        );
         let dropping = drops.iter().filter(|d| **d > 0).count();
         if hi * 2 >= polls.len() && lo == 0 || (dropping > 0 && dropping < now.len()) {
             value.push_str("; uneven: some sockets back up while others stay empty");
@@ -203,6 +268,6 @@ pub(super) fn port(facts: &Facts) -> Vec<Row> {
     if status == Status::Ok {
         vec![row]
     } else {
-        vec![row.fix("steer by CPU (firehose serve --steer cbpf) and raise rmem; see the rps/irq-affinity rows")]
+        vec![row.fix("steer by CPU (firehose serve --sockets reuseport --steer cpu) and raise rmem; see the rps/irq-affinity rows")]
     }
 }

@@ -116,18 +116,46 @@ pub type CheckFn = fn(&Facts) -> Vec<Row>;
 /// Every check, in the order rows are printed, with a one-line description.
 pub const CHECKS: &[(&str, &str, CheckFn)] = &[
     ("queues", "NIC queues vs CPUs (ethtool -l)", nic::queues),
-    ("rss-table", "RSS indirection table coverage (ethtool -x)", nic::rss_table),
-    ("udp-hash", "UDP 4-tuple RSS hash (ethtool -n rx-flow-hash udp4)", nic::udp_hash),
-    ("irq-affinity", "NIC queue IRQ affinity vs hint and NUMA-local CPUs", irq::affinity),
-    ("irqbalance", "irqbalance running and its options", irq::irqbalance),
-    ("softirq-spread", "NET_RX softirq spread over CPUs", irq::softirq_spread),
+    (
+        "rss-table",
+        "RSS indirection table coverage (ethtool -x)",
+        nic::rss_table,
+    ),
+    (
+        "udp-hash",
+        "UDP 4-tuple RSS hash (ethtool -n rx-flow-hash udp4)",
+        nic::udp_hash,
+    ),
+    (
+        "irq-affinity",
+        "NIC queue IRQ affinity vs hint and NUMA-local CPUs",
+        irq::affinity,
+    ),
+    (
+        "irqbalance",
+        "irqbalance running and its options",
+        irq::irqbalance,
+    ),
+    (
+        "softirq-spread",
+        "NET_RX softirq spread over CPUs",
+        irq::softirq_spread,
+    ),
     ("rps", "RPS masks per rx queue and RFS table", irq::rps),
     ("xps", "XPS masks per tx queue", irq::xps),
     ("gro", "GRO per interface", nic::gro),
     ("gso", "GSO per interface", nic::gso),
-    ("netfilter", "iptables/conntrack modules and conntrack fill", kernel::netfilter),
+    (
+        "netfilter",
+        "iptables/conntrack modules and conntrack fill",
+        kernel::netfilter,
+    ),
     ("rp-filter", "reverse path filter", kernel::rp_filter),
-    ("accept-local", "local source address check", kernel::accept_local),
+    (
+        "accept-local",
+        "local source address check",
+        kernel::accept_local,
+    ),
     ("auditd", "auditd running with rules", kernel::auditd),
     ("selinux", "SELinux enforcing", kernel::selinux),
     ("smt", "hyperthreading siblings and busy CPUs", cpu::smt),
@@ -141,9 +169,17 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
     ("backlog", "netdev_max_backlog", sysctl::backlog),
     ("budget", "NAPI budget per softirq run", sysctl::budget),
     ("busy-poll", "busy polling", sysctl::busy_poll),
-    ("softnet", "softnet drops and squeezes per CPU", live::softnet),
+    (
+        "softnet",
+        "softnet drops and squeezes per CPU",
+        live::softnet,
+    ),
     ("udp-errors", "UDP receive errors", live::udp_errors),
-    ("port", "drops and steering of the sockets on --port", live::port),
+    (
+        "port",
+        "drops and steering of the sockets on --port",
+        live::port,
+    ),
 ];
 
 /// True when `name` is a known check.
@@ -166,9 +202,15 @@ pub fn exit_code(rows: &[Row]) -> i32 {
 }
 
 /// A row per interface for checks that need one, or an n/a row when there is none.
-fn per_iface(facts: &Facts, check: &'static str, why: &'static str, f: impl Fn(&facts::Iface, Row) -> Row) -> Vec<Row> {
+fn per_iface(
+    facts: &Facts,
+    check: &'static str,
+    why: &'static str,
+    f: impl Fn(&facts::Iface, Row) -> Row,
+) -> Vec<Row> {
     if facts.ifaces.is_empty() {
-        return vec![Row::new(check, "host", why).na("no NIC found (no /sys/class/net/*/device); pass --iface NAME")];
+        return vec![Row::new(check, "host", why)
+            .na("no NIC found (no /sys/class/net/*/device); pass --iface NAME")];
     }
     facts
         .ifaces

@@ -35,7 +35,10 @@ pub(super) fn queues(facts: &Facts) -> Vec<Row> {
                 let n = i.rx.len();
                 let status = if n >= ncpu { Status::Ok } else { Status::Warn };
                 return row
-                    .status(status, format!("{n} rx queues in sysfs for {ncpu} CPUs; ethtool: {e}"))
+                    .status(
+                        status,
+                        format!("{n} rx queues in sysfs for {ncpu} CPUs; ethtool: {e}"),
+                    )
                     .from(format!("/sys/class/net/{}/queues", i.name));
             }
             Err(e) => return refused(row, e),
@@ -71,7 +74,9 @@ pub(super) fn rss_table(facts: &Facts) -> Vec<Row> {
         for q in table {
             *weight.entry(*q).or_default() += 1;
         }
-        let unused: Vec<usize> = (0..nrx).filter(|q| !weight.contains_key(&(*q as u32))).collect();
+        let unused: Vec<usize> = (0..nrx)
+            .filter(|q| !weight.contains_key(&(*q as u32)))
+            .collect();
         let (lo, hi) = (
             weight.values().min().copied().unwrap_or(0),
             weight.values().max().copied().unwrap_or(0),
@@ -82,21 +87,33 @@ pub(super) fn rss_table(facts: &Facts) -> Vec<Row> {
             weight.len()
         );
         let spread: Vec<String> = (0..table.len()).map(|k| (k % nrx).to_string()).collect();
-        let step = Step::set("rss-table", Phase::Rss, Target::Rss { iface: i.name.clone() }, spread.join(" "))
-            .on(&i.name);
+        let step = Step::set(
+            "rss-table",
+            Phase::Rss,
+            Target::Rss {
+                iface: i.name.clone(),
+            },
+            spread.join(" "),
+        )
+        .on(&i.name);
         if !unused.is_empty() {
             let list: Vec<String> = unused.iter().map(|q| q.to_string()).collect();
-            row.status(Status::Bad, format!("{value}; queues {} never receive", list.join(",")))
-                .steps(vec![step])
+            row.status(
+                Status::Bad,
+                format!("{value}; queues {} never receive", list.join(",")),
+            )
+            .steps(vec![step])
         } else if hi > 2 * lo {
-            row.status(Status::Warn, format!("{value}; uneven weights")).steps(vec![step])
+            row.status(Status::Warn, format!("{value}; uneven weights"))
+                .steps(vec![step])
         } else {
             row.status(Status::Ok, value)
         }
     })
 }
 
-const WHY_HASH: &str = "RSS must hash UDP ports as well as addresses, or all flows between two hosts share one queue";
+const WHY_HASH: &str =
+    "RSS must hash UDP ports as well as addresses, or all flows between two hosts share one queue";
 
 pub(super) fn udp_hash(facts: &Facts) -> Vec<Row> {
     per_iface(facts, "udp-hash", WHY_HASH, |i, row| {
@@ -116,9 +133,18 @@ pub(super) fn udp_hash(facts: &Facts) -> Vec<Row> {
         .map(|(_, n)| *n)
         .collect();
         let full = RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3;
-        let value = format!("hash fields 0x{bits:x} ({})", if names.is_empty() { "none".into() } else { names.join(" ") });
+        let value = format!(
+            "hash fields 0x{bits:x} ({})",
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(" ")
+            }
+        );
         if bits & full == full {
             row.status(Status::Ok, value)
+        } else if rx_queue_count(i) <= 1 {
+            row.na(format!("{value}; one rx queue, so the hash picks nothing"))
         } else {
             row.status(Status::Warn, value)
                 .fix(format!("ethtool -N {} rx-flow-hash udp4 sdfn", i.name))
@@ -126,7 +152,13 @@ pub(super) fn udp_hash(facts: &Facts) -> Vec<Row> {
     })
 }
 
-fn feature_row(i: &Iface, row: Row, f: Feature, state: &Result<bool, NicError>, want_on: bool) -> Row {
+fn feature_row(
+    i: &Iface,
+    row: Row,
+    f: Feature,
+    state: &Result<bool, NicError>,
+    want_on: bool,
+) -> Row {
     let row = row.from(format!(
         "ETHTOOL_G{} {}",
         f.name().to_ascii_uppercase(),

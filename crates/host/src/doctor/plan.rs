@@ -26,7 +26,9 @@ impl Kind {
         match self {
             Kind::Text => a.trim() == b.trim(),
             Kind::Words => a.split_whitespace().eq(b.split_whitespace()),
-            Kind::Mask => text::parse_mask(a).is_some() && text::parse_mask(a) == text::parse_mask(b),
+            Kind::Mask => {
+                text::parse_mask(a).is_some() && text::parse_mask(a) == text::parse_mask(b)
+            }
             Kind::CpuList => {
                 text::parse_cpulist(a).is_some() && text::parse_cpulist(a) == text::parse_cpulist(b)
             }
@@ -148,7 +150,12 @@ pub struct Step {
 
 impl Step {
     /// A step that sets `target` to `value`.
-    pub fn set(check: &'static str, phase: Phase, target: Target, value: impl Into<String>) -> Self {
+    pub fn set(
+        check: &'static str,
+        phase: Phase,
+        target: Target,
+        value: impl Into<String>,
+    ) -> Self {
         Step {
             check,
             iface: None,
@@ -180,10 +187,7 @@ impl Step {
 /// True when `new` is not above `current` for a raise-only setting (compared number by
 /// number, so udp_mem's three values must all be at least the current ones to count).
 pub fn would_lower(current: &str, new: &str) -> bool {
-    match (
-        text::parse_numbers(current),
-        text::parse_numbers(new),
-    ) {
+    match (text::parse_numbers(current), text::parse_numbers(new)) {
         (Some(c), Some(n)) if c.len() == n.len() => c.iter().zip(&n).any(|(c, n)| n < c),
         _ => false,
     }
