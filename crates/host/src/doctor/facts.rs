@@ -258,7 +258,8 @@ fn take_sample(fs: &HostFs, d: Duration) -> Sample {
     }
 }
 
-/// Interrupt names that are not queues (virtio config, mlx async/event, admin queues).
+/// Interrupt names that are not queues (virtio config, mlx async/event, admin queues; the
+/// vector named exactly like the interface is the link-status one).
 fn is_queue_irq(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     ![
@@ -296,7 +297,7 @@ fn gather_iface(fs: &HostFs, nic: &dyn Nic, name: &str, interrupts: &[text::IrqL
         .iter()
         .filter_map(|n| n.parse::<u32>().ok())
         .filter_map(|irq| interrupts.iter().find(|l| l.irq == irq))
-        .filter(|l| is_queue_irq(&l.name))
+        .filter(|l| is_queue_irq(&l.name) && l.name != name)
         .filter(|l| match &dev_name {
             Some(d) if d.starts_with("virtio") => l.name.starts_with(&format!("{d}-")),
             _ => true,

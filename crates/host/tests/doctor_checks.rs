@@ -1,0 +1,337 @@
+//! The doctor's checks over fake host trees (tests/samples/hosts/*) and a fake NIC: a
+//! mis-tuned 8-CPU server ("bigbox", the NTT talk's findings in miniature) and a bare
+//! container where almost nothing exists. No root needed.
+
+use firehose_host::doctor::{self, plan::Target, Facts, Row, Scope, Status};
+use firehose_host::fs::HostFs;
+use firehose_host::nic::{Channels, Feature, Nic, NicError};
+
+/// A NIC that answers from fields; `None` means the driver refuses with EOPNOTSUPP.
+#[derive(Default)]
+struct FakeNic {
+    channels: Option<Channels>,
+    rss: Option<Vec<u32>>,
+    udp4: Option<u64>,
+    gro: Option<bool>,
+    gso: Option<bool>,
+}
+
+fn eopnotsupp(what: &str) -> NicError {
+    NicError {
+        what: what.into(),
+        errno: Some(95),
+        message: "Operation not supported (EOPNOTSUPP)".into(),
+    }
+}
+
+impl Nic for FakeNic {
+    fn channels(&self, _: &str) -> Result<Channels, NicError> {
+        self.channels.ok_or_else(|| eopnotsupp("ETHTOOL_GCHANNELS"))
+    }
+    fn rss_table(&self, _: &str) -> Result<Vec<u32>, NicError> {
+        self.rss
+            .clone()
+            .ok_or_else(|| eopnotsupp("ETHTOOL_GRXFHINDIR"))
+    }
+    fn set_rss_table(&self, _: &str, _: &[u32]) -> Result<(), NicError> {
+        Err(eopnotsupp("ETHTOOL_SRXFHINDIR"))
+    }
+    fn udp4_hash(&self, _: &str) -> Result<u64, NicError> {
+        self.udp4.ok_or_else(|| eopnotsupp("ETHTOOL_GRXFH"))
+    }
+    fn feature(&self, _: &str, f: Feature) -> Result<bool, NicError> {
+        match f {
+            Feature::Gro => self.gro,
+            Feature::Gso => self.gso,
+        }
+        .ok_or_else(|| eopnotsupp("ETHTOOL_GGRO"))
+    }
+    fn set_feature(&self, _: &str, _: Feature, _: bool) -> Result<(), NicError> {
+        Err(eopnotsupp("ETHTOOL_SGRO"))
+    }
+}
+
+fn tree(name: &str) -> HostFs {
+    HostFs::new(format!(
+        "{}/tests/samples/hosts/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+/// The talk's NIC: 8 combined queues of 63, an RSS table that only reaches queues 0-5, the
+/// UDP hash on addresses only, GRO on.
+fn ixgbe() -> FakeNic {
+    FakeNic {
+        channels: Some(Channels {
+            max_combined: 63,
+            combined: 8,
+            ..Default::default()
+        }),
+        rss: Some((0..128).map(|i| i % 6).collect()),
+        udp4: Some(0x30),
+        gro: Some(true),
+        gso: Some(true),
+    }
+}
+
+fn bigbox() -> Facts {
+    doctor::gather(
+        &tree("bigbox"),
+        &ixgbe(),
+        &Scope {
+            port: Some(9000),
+            ..Default::default()
+        },
+    )
+}
+
+fn row<'a>(rows: &'a [Row], check: &str) -> &'a Row {
+    rows.iter()
+        .find(|r| r.check == check)
+        .unwrap_or_else(|| panic!("no {check} row"))
+}
+
+#[test]
+fn bigbox_finds_every_mistuning() {
+    let facts = bigbox();
+    assert_eq!(facts.ifaces.len(), 1, "only eth0 has a device");
+    let rows = doctor::audit(&facts, &[]);
+    assert_eq!(rows.len(), doctor::CHECKS.len());
+    let st = |c: &str| row(&rows, c).status;
+
+    assert_eq!(st("queues"), Status::Ok, "{:?}", row(&rows, "queues"));
+    let rss = row(&rows, "rss-table");
+    assert_eq!(rss.status, Status::Bad);
+    assert!(
+        rss.value.contains("queues 6,7 never receive"),
+        "{}",
+        rss.value
+    );
+    assert_eq!(rss.fix.as_deref(), Some("ethtool -X eth0 equal 8"));
+    assert_eq!(st("udp-hash"), Status::Warn);
+    assert!(row(&rows, "udp-hash").value.contains("src-ip dst-ip"));
+
+    let irq = row(&rows, "irq-affinity");
+    assert_eq!(irq.status, Status::Warn);
+    assert!(
+        irq.value.contains("8 queue IRQs on CPUs 0"),
+        "{}",
+        irq.value
+    );
+    assert!(
+        irq.value.contains("IRQ 102 (eth0-TxRx-1) on 0 but hint 1"),
+        "{}",
+        irq.value
+    );
+    // The link IRQ (named like the interface) is not a queue; queue IRQs follow their hints.
+    assert!(!irq.steps.iter().any(|s| s.target
+        == Target::file(
+            "/proc/irq/100/smp_affinity_list",
+            doctor::plan::Kind::CpuList
+        )));
+    let s102 = irq
+        .steps
+        .iter()
+        .find(|s| s.target.label() == "/proc/irq/102/smp_affinity_list")
+        .unwrap();
+    assert_eq!(s102.value, "1");
+
+    let ib = row(&rows, "irqbalance");
+    assert_eq!(ib.status, Status::Warn);
+    assert!(
+        ib.value.contains("pid 412") && ib.value.contains("banned CPUs 7"),
+        "{}",
+        ib.value
+    );
+
+    let sirq = row(&rows, "softirq-spread");
+    assert_eq!(sirq.status, Status::Warn);
+    assert!(
+        sirq.value
+            .starts_with("902150 NET_RX since boot: cpu0 100%"),
+        "{}",
+        sirq.value
+    );
+
+    assert_eq!(st("rps"), Status::Warn);
+    let xps = row(&rows, "xps");
+    assert_eq!(xps.status, Status::Bad);
+    assert_eq!(xps.steps.len(), 8);
+    assert_eq!(xps.steps[3].value, "8", "tx-3 -> CPU 3");
+    assert_eq!(st("gro"), Status::Warn);
+    assert_eq!(st("gso"), Status::Ok);
+
+    let nf = row(&rows, "netfilter");
+    assert_eq!(nf.status, Status::Bad, "conntrack 95/100 is nearly full");
+    assert!(
+        nf.value.contains("iptable_filter,ip_tables,nf_conntrack"),
+        "{}",
+        nf.value
+    );
+    assert_eq!(st("rp-filter"), Status::Warn);
+    assert_eq!(row(&rows, "rp-filter").steps.len(), 1, "all=0 already");
+    assert_eq!(st("accept-local"), Status::Warn);
+    let audit = row(&rows, "auditd");
+    assert_eq!(audit.status, Status::Warn);
+    assert!(audit.value.contains("2 rules"), "{}", audit.value);
+    assert_eq!(st("selinux"), Status::Warn);
+
+    assert!(row(&rows, "smt").value.contains("4 cores x 2 threads"));
+    let numa = row(&rows, "numa");
+    assert_eq!(numa.status, Status::Ok);
+    assert!(
+        numa.value.contains("node 0, local CPUs 0-1,4-5"),
+        "{}",
+        numa.value
+    );
+    assert_eq!(st("governor"), Status::Warn);
+    assert_eq!(row(&rows, "governor").steps.len(), 8);
+    let cs = row(&rows, "cstates");
+    assert_eq!(cs.status, Status::Warn);
+    assert!(
+        cs.value.contains("C6 (133 us)") && !cs.value.contains("C1E"),
+        "{}",
+        cs.value
+    );
+    let iso = row(&rows, "isolation");
+    assert_eq!(iso.status, Status::Ok, "{}", iso.value);
+    assert!(
+        iso.value.contains("isolated: 7; nohz_full: 7"),
+        "{}",
+        iso.value
+    );
+
+    assert_eq!(st("rmem"), Status::Warn);
+    assert_eq!(st("udp-mem"), Status::Warn);
+    let um = row(&rows, "udp-mem");
+    assert_eq!(um.steps[0].value, "16384 24576 32768");
+    assert!(um.steps[0].raise_only);
+    assert_eq!(st("backlog"), Status::Warn);
+    assert_eq!(st("budget"), Status::Warn);
+    assert_eq!(st("busy-poll"), Status::Warn, "busy_read without busy_poll");
+    assert_eq!(
+        st("softnet"),
+        Status::Warn,
+        "drops since boot are a warning"
+    );
+    assert!(row(&rows, "softnet")
+        .value
+        .contains("cpu0 dropped 37 squeezed 26"));
+    assert_eq!(st("udp-errors"), Status::Warn);
+    let port = row(&rows, "port");
+    assert_eq!(port.subject, "port 9000");
+    assert_eq!(port.status, Status::Bad);
+    assert!(
+        port.value.starts_with("2 socket(s), drops 1200"),
+        "{}",
+        port.value
+    );
+    assert_eq!(doctor::exit_code(&rows), 1);
+}
+
+#[test]
+fn plan_is_ordered_and_scoped() {
+    let rows = doctor::audit(&bigbox(), &[]);
+    let all = doctor::apply::select(&rows, &[], &[]);
+    let phases: Vec<_> = all.iter().map(|s| s.phase).collect();
+    let mut sorted = phases.clone();
+    sorted.sort();
+    assert_eq!(phases, sorted);
+    // irqbalance is stopped before any IRQ is pinned, and the RSS table comes before IRQs.
+    assert!(matches!(all[0].target, Target::Service { .. }));
+    assert!(matches!(all[1].target, Target::Rss { .. }));
+
+    // Naming irq-affinity pulls in stopping irqbalance, nothing else.
+    let irq = doctor::apply::select(&rows, &["irq-affinity".into()], &[]);
+    assert!(matches!(irq[0].target, Target::Service { .. }));
+    assert!(irq[1..].iter().all(|s| s.check == "irq-affinity"));
+
+    // Scoped to another interface: per-interface steps drop out, host-wide ones stay.
+    let other = doctor::apply::select(&rows, &["xps".into(), "rmem".into()], &["eth1".into()]);
+    assert!(other.iter().all(|s| s.check == "rmem"), "{other:?}");
+    assert_eq!(other.len(), 2);
+}
+
+#[test]
+fn named_checks_filter_the_audit() {
+    let rows = doctor::audit(&bigbox(), &["xps".into(), "rmem".into()]);
+    let names: Vec<&str> = rows.iter().map(|r| r.check).collect();
+    assert_eq!(names, ["xps", "rmem"]);
+    assert!(doctor::is_check("udp-mem"));
+    assert!(!doctor::is_check("udpmem"));
+}
+
+#[test]
+fn container_without_files_says_na_and_never_panics() {
+    let facts = doctor::gather(
+        &tree("container"),
+        &FakeNic::default(),
+        &Scope {
+            ifaces: vec!["eth0".into()],
+            ..Default::default()
+        },
+    );
+    let rows = doctor::audit(&facts, &[]);
+    assert_eq!(rows.len(), doctor::CHECKS.len());
+    let st = |c: &str| row(&rows, c).status;
+    for c in [
+        "rss-table",
+        "udp-hash",
+        "irq-affinity",
+        "gro",
+        "gso",
+        "rp-filter",
+        "selinux",
+        "numa",
+        "governor",
+        "cstates",
+        "udp-mem",
+        "busy-poll",
+        "udp-errors",
+        "port",
+    ] {
+        assert_eq!(st(c), Status::NotApplicable, "{c}: {:?}", row(&rows, c));
+    }
+    assert!(row(&rows, "rss-table").value.contains("EOPNOTSUPP"));
+    assert!(row(&rows, "udp-mem")
+        .value
+        .contains("No such file or directory (ENOENT)"));
+    // An odd format is n/a with the reason, not a crash.
+    assert_eq!(st("softirq-spread"), Status::NotApplicable);
+    assert!(
+        row(&rows, "softirq-spread").value.contains("NET_RX"),
+        "{}",
+        row(&rows, "softirq-spread").value
+    );
+    assert_eq!(st("softnet"), Status::NotApplicable);
+    assert!(row(&rows, "softnet").value.contains("2 columns"));
+    let backlog = row(&rows, "backlog");
+    assert_eq!(backlog.status, Status::NotApplicable);
+    assert!(backlog.value.contains("not a number"), "{}", backlog.value);
+    // Only the one CPU of /proc/stat is known.
+    assert_eq!(facts.online().len(), 1);
+    assert_eq!(doctor::exit_code(&rows), 0);
+}
+
+#[test]
+fn no_nic_gives_one_na_row_per_interface_check() {
+    let facts = doctor::gather(&tree("container"), &FakeNic::default(), &Scope::default());
+    assert!(facts.ifaces.is_empty(), "eth0 there has no device link");
+    let rows = doctor::audit(&facts, &["xps".into()]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status, Status::NotApplicable);
+    assert!(rows[0].value.contains("--iface"));
+}
+
+#[test]
+fn the_live_host_audits_without_panicking() {
+    let nic = firehose_host::nic::LiveNic::new();
+    let facts = doctor::gather(&HostFs::live(), &nic, &Scope::default());
+    let rows = doctor::audit(&facts, &[]);
+    assert!(rows.len() >= doctor::CHECKS.len());
+    assert!(
+        rows.iter()
+            .all(|r| !r.value.is_empty() && !r.source.is_empty()),
+        "{rows:#?}"
+    );
+}
