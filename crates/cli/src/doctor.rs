@@ -75,6 +75,12 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     if a.dry_run && !a.apply {
         return Err(Usage("--dry-run goes with --apply".into()).into());
     }
+    if a.apply && (a.sample.is_some() || a.port.is_some()) {
+        return Err(Usage(
+            "--sample and --port only feed the audit; --apply fixes settings, not counters".into(),
+        )
+        .into());
+    }
     if a.revert && (!a.checks.is_empty() || a.sample.is_some() || a.port.is_some()) {
         return Err(Usage(
             "--revert restores the whole journal: it takes no CHECK, --port or --sample".into(),

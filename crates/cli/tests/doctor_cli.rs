@@ -28,6 +28,7 @@ fn bad_usage_exits_2_with_one_line() {
         (&["--sample", "soon"][..], "not a duration"),
         (&["--revert", "gro"][..], "takes no CHECK"),
         (&["--apply", "--revert"][..], "cannot be used with"),
+        (&["--apply", "--sample", "1"][..], "only feed the audit"),
     ] {
         let o = doctor(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -120,6 +121,14 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
     assert!(v.starts_with("1 socket(s), drops "), "{v}");
     assert!(!v.starts_with("1 socket(s), drops 0 "), "{v}");
     assert!(v.contains("in the sample"), "{v}");
+    let s = find("softnet");
+    assert!(
+        s["value"]
+            .as_str()
+            .unwrap()
+            .contains("per CPU processed/received_rps: cpu0 "),
+        "{s}"
+    );
     let u = find("udp-errors");
     assert_eq!(u["status"], "bad", "{u}");
     assert!(u["value"].as_str().unwrap().starts_with("over 1."), "{u}");

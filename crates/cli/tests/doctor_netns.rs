@@ -290,37 +290,34 @@ fn audit_of_a_veth_in_a_namespace_says_na_where_it_cannot_check() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// Runs `firehose doctor ARGS` as user nobody.
+fn doctor_as_nobody(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "doctor",
+        ])
+        .args(args)
+        .output()
+        .expect("spawn setpriv")
+}
+
 #[test]
-fn apply_without_root_stops_with_a_clear_error() {
+fn apply_and_revert_without_root_stop_with_a_clear_error() {
     require_root!();
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            bin(),
-            "doctor",
-            "--apply",
-            "gro",
-        ])
-        .output()
-        .expect("spawn setpriv");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("needs root"), "{}", text(&out));
-    // The audit itself works without root.
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            bin(),
-            "doctor",
-            "--json",
-            "backlog",
-        ])
-        .output()
-        .expect("spawn setpriv");
+    for args in [&["--apply", "gro"][..], &["--revert"][..]] {
+        let out = doctor_as_nobody(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("needs root"), "{}", text(&out));
+    }
+    // The audit and the dry run work without root.
+    let out = doctor_as_nobody(&["--json", "backlog"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rows[0]["check"], "backlog");
+    let out = doctor_as_nobody(&["--apply", "--dry-run", "backlog"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }

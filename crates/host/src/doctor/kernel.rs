@@ -86,18 +86,20 @@ fn conf(iface: &str, key: &str) -> String {
     format!("/proc/sys/net/ipv4/conf/{}/{key}", iface.replace('.', "/"))
 }
 
+/// The `all` and per-interface values of an ipv4 conf flag.
+fn conf_pair(facts: &Facts, iface: &super::facts::Text, key: &str) -> Result<(u64, u64), String> {
+    let all = flag(facts.file(&conf("all", key)))?;
+    Ok((all, flag(iface.as_deref().map_err(Clone::clone))?))
+}
+
 const WHY_RP: &str = "reverse path filtering costs a second FIB lookup per packet (NTT talk: +2% tps with rp_filter=0, only where source validation is not needed)";
 
 pub(super) fn rp_filter(facts: &Facts) -> Vec<Row> {
-    let all = flag(facts.file("/proc/sys/net/ipv4/conf/all/rp_filter"));
     per_iface(facts, "rp-filter", WHY_RP, |i, row| {
         let row = row.from(format!("net.ipv4.conf.{{all,{}}}.rp_filter", i.name));
-        let (a, v) = match (
-            all.clone(),
-            flag(i.rp_filter.as_deref().map_err(Clone::clone)),
-        ) {
-            (Ok(a), Ok(v)) => (a, v),
-            (Err(e), _) | (_, Err(e)) => return row.na(e),
+        let (a, v) = match conf_pair(facts, &i.rp_filter, "rp_filter") {
+            Ok(p) => p,
+            Err(e) => return row.na(e),
         };
         let value = format!("all={a} {}={v} (effective {})", i.name, a.max(v));
         if a.max(v) == 0 {
@@ -127,15 +129,11 @@ pub(super) fn rp_filter(facts: &Facts) -> Vec<Row> {
 const WHY_LOCAL: &str = "accept_local=1 with rp_filter=0 skips the local-source FIB lookup on receive (NTT talk: part of 'disable source validation')";
 
 pub(super) fn accept_local(facts: &Facts) -> Vec<Row> {
-    let all = flag(facts.file("/proc/sys/net/ipv4/conf/all/accept_local"));
     per_iface(facts, "accept-local", WHY_LOCAL, |i, row| {
         let row = row.from(format!("net.ipv4.conf.{{all,{}}}.accept_local", i.name));
-        let (a, v) = match (
-            all.clone(),
-            flag(i.accept_local.as_deref().map_err(Clone::clone)),
-        ) {
-            (Ok(a), Ok(v)) => (a, v),
-            (Err(e), _) | (_, Err(e)) => return row.na(e),
+        let (a, v) = match conf_pair(facts, &i.accept_local, "accept_local") {
+            Ok(p) => p,
+            Err(e) => return row.na(e),
         };
         let value = format!("all={a} {}={v}", i.name);
         if a != 0 || v != 0 {

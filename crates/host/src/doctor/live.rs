@@ -3,29 +3,71 @@
 
 use super::facts::{Facts, Text};
 use super::{Row, Status};
-use crate::procfs::{snmp, softnet, udp_sockets};
+use crate::procfs::snmp::{self, UdpCounters};
+use crate::procfs::softnet::{self, SoftnetRow};
+use crate::procfs::{udp_sockets, ParseError};
 use std::collections::BTreeMap;
 
-/// The before/after texts of a sampled file, or the current text twice-less (since boot).
-enum Window<'a> {
-    Delta(&'a str, &'a str, f64),
-    Total(&'a str),
-}
-
-fn window<'a>(facts: &'a Facts, path: &str) -> Result<Window<'a>, String> {
-    let get = |m: &'a BTreeMap<String, Text>| -> Result<&'a str, String> {
-        match m.get(path) {
-            Some(Ok(t)) => Ok(t),
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err(format!("{path}: not sampled")),
-        }
+/// A counter file over the `--sample` window (`delta(before, after)`) or, without a sample,
+/// its totals since boot; with a phrase naming the span.
+fn counters<T>(
+    facts: &Facts,
+    path: &str,
+    parse: fn(&str) -> Result<T, ParseError>,
+    delta: impl Fn(&T, &T) -> T,
+) -> Result<(T, String), String> {
+    let parsed = |t: &str| parse(t).map_err(|e| e.to_string());
+    let sampled = |m: &BTreeMap<String, Text>| match m.get(path) {
+        Some(Ok(t)) => parsed(t),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("{path}: not sampled")),
     };
     match &facts.sample {
-        Some(s) => Ok(Window::Delta(get(&s.before)?, get(&s.after)?, s.seconds)),
-        None => facts
-            .file(path)
-            .map(Window::Total)
-            .map_err(|e| e.to_string()),
+        Some(s) => Ok((
+            delta(&sampled(&s.before)?, &sampled(&s.after)?),
+            format!("over {:.1} s", s.seconds),
+        )),
+        None => Ok((
+            parsed(facts.file(path).map_err(|e| e.to_string())?)?,
+            "since boot".into(),
+        )),
+    }
+}
+
+/// Per-CPU softnet deltas; the kernel's counters are 32-bit and wrap.
+fn softnet_delta(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetRow> {
+    let d = |new: u64, old: u64| new.wrapping_sub(old) & 0xffff_ffff;
+    b.iter()
+        .map(|r| {
+            let old = a
+                .iter()
+                .find(|o| o.cpu == r.cpu)
+                .cloned()
+                .unwrap_or_default();
+            SoftnetRow {
+                cpu: r.cpu,
+                processed: d(r.processed, old.processed),
+                dropped: d(r.dropped, old.dropped),
+                time_squeeze: d(r.time_squeeze, old.time_squeeze),
+                received_rps: d(r.received_rps, old.received_rps),
+                flow_limit_count: d(r.flow_limit_count, old.flow_limit_count),
+                backlog_len: r.backlog_len,
+            }
+        })
+        .collect()
+}
+
+fn udp_delta(a: &UdpCounters, b: &UdpCounters) -> UdpCounters {
+    UdpCounters {
+        in_datagrams: b.in_datagrams.saturating_sub(a.in_datagrams),
+        no_ports: b.no_ports.saturating_sub(a.no_ports),
+        in_errors: b.in_errors.saturating_sub(a.in_errors),
+        out_datagrams: b.out_datagrams.saturating_sub(a.out_datagrams),
+        rcvbuf_errors: b.rcvbuf_errors.saturating_sub(a.rcvbuf_errors),
+        sndbuf_errors: b.sndbuf_errors.saturating_sub(a.sndbuf_errors),
+        in_csum_errors: b.in_csum_errors.saturating_sub(a.in_csum_errors),
+        ignored_multi: b.ignored_multi.saturating_sub(a.ignored_multi),
+        mem_errors: b.mem_errors.saturating_sub(a.mem_errors),
     }
 }
 
@@ -33,41 +75,16 @@ const WHY_SOFTNET: &str = "'dropped' = backlog full (raise netdev_max_backlog), 
 
 pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
     let row = Row::new("softnet", "host", WHY_SOFTNET).from("/proc/net/softnet_stat");
-    let (rows, span) = match window(facts, "/proc/net/softnet_stat") {
-        Ok(Window::Delta(a, b, secs)) => match (softnet::parse(a), softnet::parse(b)) {
-            (Ok(a), Ok(b)) => (
-                b.iter()
-                    .map(|r| {
-                        let old = a
-                            .iter()
-                            .find(|o| o.cpu == r.cpu)
-                            .cloned()
-                            .unwrap_or_default();
-                        softnet::SoftnetRow {
-                            cpu: r.cpu,
-                            processed: r.processed.wrapping_sub(old.processed) & 0xffff_ffff,
-                            dropped: r.dropped.wrapping_sub(old.dropped) & 0xffff_ffff,
-                            time_squeeze: r.time_squeeze.wrapping_sub(old.time_squeeze)
-                                & 0xffff_ffff,
-                            received_rps: r.received_rps.wrapping_sub(old.received_rps)
-                                & 0xffff_ffff,
-                            flow_limit_count: r.flow_limit_count.wrapping_sub(old.flow_limit_count)
-                                & 0xffff_ffff,
-                            backlog_len: r.backlog_len,
-                        }
-                    })
-                    .collect::<Vec<_>>(),
-                format!("over {secs:.1} s"),
-            ),
-            (Err(e), _) | (_, Err(e)) => return vec![row.na(e.to_string())],
-        },
-        Ok(Window::Total(t)) => match softnet::parse(t) {
-            Ok(r) => (r, "since boot".to_string()),
-            Err(e) => return vec![row.na(e.to_string())],
-        },
+    let (rows, span) = match counters(
+        facts,
+        "/proc/net/softnet_stat",
+        softnet::parse,
+        |a: &Vec<SoftnetRow>, b: &Vec<SoftnetRow>| softnet_delta(a, b),
+    ) {
+        Ok(c) => c,
         Err(e) => return vec![row.na(e)],
     };
-    let sum = |f: fn(&softnet::SoftnetRow) -> u64| rows.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&SoftnetRow) -> u64| rows.iter().map(f).sum::<u64>();
     let (processed, dropped, squeeze, rps) = (
         sum(|r| r.processed),
         sum(|r| r.dropped),
@@ -85,6 +102,16 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
         })
         .collect();
     let mut value = format!("{span}: processed {processed}, dropped {dropped}, time_squeeze {squeeze}, received_rps {rps}");
+    if facts.sample.is_some() {
+        let per: Vec<String> = rows
+            .iter()
+            .map(|r| format!("cpu{} {}/{}", r.cpu, r.processed, r.received_rps))
+            .collect();
+        value.push_str(&format!(
+            "; per CPU processed/received_rps: {}",
+            per.join(" ")
+        ));
+    }
     if !worst.is_empty() {
         value.push_str(&format!(" ({})", worst.join("; ")));
     }
@@ -107,28 +134,8 @@ const WHY_UDP: &str = "RcvbufErrors are datagrams dropped at a full socket buffe
 
 pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
     let row = Row::new("udp-errors", "host", WHY_UDP).from("/proc/net/snmp Udp:");
-    let (c, span) = match window(facts, "/proc/net/snmp") {
-        Ok(Window::Delta(a, b, secs)) => match (snmp::parse_udp(a), snmp::parse_udp(b)) {
-            (Ok(a), Ok(b)) => (
-                snmp::UdpCounters {
-                    in_datagrams: b.in_datagrams.saturating_sub(a.in_datagrams),
-                    no_ports: b.no_ports.saturating_sub(a.no_ports),
-                    in_errors: b.in_errors.saturating_sub(a.in_errors),
-                    out_datagrams: b.out_datagrams.saturating_sub(a.out_datagrams),
-                    rcvbuf_errors: b.rcvbuf_errors.saturating_sub(a.rcvbuf_errors),
-                    sndbuf_errors: b.sndbuf_errors.saturating_sub(a.sndbuf_errors),
-                    in_csum_errors: b.in_csum_errors.saturating_sub(a.in_csum_errors),
-                    ignored_multi: b.ignored_multi.saturating_sub(a.ignored_multi),
-                    mem_errors: b.mem_errors.saturating_sub(a.mem_errors),
-                },
-                format!("over {secs:.1} s"),
-            ),
-            (Err(e), _) | (_, Err(e)) => return vec![row.na(e.to_string())],
-        },
-        Ok(Window::Total(t)) => match snmp::parse_udp(t) {
-            Ok(c) => (c, "since boot".to_string()),
-            Err(e) => return vec![row.na(e.to_string())],
-        },
+    let (c, span) = match counters(facts, "/proc/net/snmp", snmp::parse_udp, udp_delta) {
+        Ok(c) => c,
         Err(e) => return vec![row.na(e)],
     };
     let value = format!(

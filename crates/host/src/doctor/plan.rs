@@ -198,3 +198,50 @@ pub fn order(mut steps: Vec<Step>) -> Vec<Step> {
     steps.sort_by_key(|s| s.phase);
     steps
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_compare_by_kind() {
+        assert!(Kind::Mask.same("00000000,00000003\n", "3"));
+        assert!(!Kind::Mask.same("00000001", "3"));
+        assert!(!Kind::Mask.same("zz", "zz"), "unparsable never matches");
+        assert!(Kind::CpuList.same("0-2\n", "0,1,2"));
+        assert!(Kind::Words.same("1\t2\t3\n", "1 2 3"));
+        assert!(Kind::Text.same("performance\n", "performance"));
+        assert!(!Kind::Text.same("1", "01"));
+    }
+
+    #[test]
+    fn raise_only_compares_every_number() {
+        assert!(would_lower("33554432\n", "16777216"));
+        assert!(!would_lower("212992\n", "16777216"));
+        assert!(would_lower("1 2 9", "5 5 5"));
+        assert!(!would_lower("1 2 3", "5 5 5"));
+        assert!(!would_lower("abc", "5"), "not numbers: nothing to protect");
+    }
+
+    #[test]
+    fn commands_users_can_paste() {
+        let t = Target::file("/proc/sys/net/ipv4/conf/eth0.100/rp_filter", Kind::Text);
+        assert_eq!(
+            t.command("0"),
+            "sysctl -w net.ipv4.conf.eth0/100.rp_filter=0"
+        );
+        let t = Target::file("/proc/sys/net/ipv4/udp_mem", Kind::Words);
+        assert_eq!(t.command("1 2 3"), "sysctl -w net.ipv4.udp_mem=\"1 2 3\"");
+        let t = Target::file("/proc/irq/42/smp_affinity_list", Kind::CpuList);
+        assert_eq!(t.command("3"), "echo 3 > /proc/irq/42/smp_affinity_list");
+        let t = Target::Rss {
+            iface: "eth0".into(),
+        };
+        assert_eq!(t.command("0 1 2 3 0 1 2 3"), "ethtool -X eth0 equal 4");
+        let t = Target::Service {
+            name: "irqbalance".into(),
+        };
+        assert_eq!(t.command("inactive"), "systemctl stop irqbalance");
+        assert_eq!(t.command("active"), "systemctl start irqbalance");
+    }
+}
