@@ -210,22 +210,22 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> Result<()> {
             Verdict::Skipped(n) => ("skip", n),
             Verdict::Failed(n) => ("FAIL", n),
         };
+        if let Verdict::Skipped(n) = &o.result {
+            writeln!(out, "{word:<4}  {:<13} {}: {n}", o.check, o.target)?;
+            continue;
+        }
         let old = o.old.as_deref().unwrap_or("?");
         writeln!(
             out,
             "{word:<4}  {:<13} {}: {old} -> {}",
             o.check, o.target, o.new
         )?;
-        writeln!(
-            out,
-            "      {}{}",
-            o.command,
-            if note.is_empty() {
-                String::new()
-            } else {
-                format!("  ({note})")
-            }
-        )?;
+        let note = if note.is_empty() {
+            String::new()
+        } else {
+            format!("  ({note})")
+        };
+        writeln!(out, "      {}{note}", o.command)?;
     }
     Ok(out.flush()?)
 }
