@@ -62,7 +62,7 @@ fn parse_port(s: &str) -> Result<u16, String> {
 pub fn run(a: DoctorArgs) -> Result<i32> {
     if a.list {
         for (name, what, _) in doctor::CHECKS {
-            println!("{name:<15} {what}");
+            say!("{name:<15} {what}");
         }
         return Ok(0);
     }
@@ -113,10 +113,10 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let id = Identity::read(&fs);
     if a.revert {
         let out = apply::revert(&act, &journal, &id)?;
-        print_outcomes(&out, a.json, "revert")?;
+        pipe_ok(print_outcomes(&out, a.json, "revert"))?;
         let clean = out.iter().all(|o| matches!(o.result, Verdict::Done(_)));
         if !a.json && !out.iter().any(Outcome::failed) {
-            println!("journal retired to {}.reverted", journal.path().display());
+            say!("journal retired to {}.reverted", journal.path().display());
         }
         return Ok(i32::from(!clean));
     }
@@ -128,31 +128,31 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let facts = doctor::gather(&fs, &nic, &scope);
     if !a.apply {
         let rows = doctor::audit(&facts, &a.checks);
-        print_rows(&rows, a.json)?;
+        pipe_ok(print_rows(&rows, a.json))?;
         return Ok(doctor::exit_code(&rows));
     }
     let rows = doctor::audit(&facts, &[]);
     let steps = apply::select(&rows, &a.checks, &a.ifaces);
     if steps.is_empty() {
         if a.json {
-            println!("[]");
+            say!("[]");
         } else {
-            println!("nothing to apply: no failing check with an automatic fix in this scope");
+            say!("nothing to apply: no failing check with an automatic fix in this scope");
         }
         return Ok(0);
     }
     if a.dry_run {
         let out = apply::dry_run(&steps, &act);
-        print_outcomes(&out, a.json, "plan")?;
+        pipe_ok(print_outcomes(&out, a.json, "plan"))?;
         return Ok(0);
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let out = apply::apply(&steps, &act, &journal, &id, now)?;
-    print_outcomes(&out, a.json, "apply")?;
+    pipe_ok(print_outcomes(&out, a.json, "apply"))?;
     if !a.json {
-        println!(
+        say!(
             "journal: {} (undo with: firehose doctor --revert --journal {})",
             journal.path().display(),
             journal.path().display()
@@ -161,12 +161,20 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     Ok(i32::from(out.iter().any(Outcome::failed)))
 }
 
-fn print_rows(rows: &[Row], json: bool) -> Result<()> {
+/// A reader that went away (`firehose doctor | head`) is not an error of the doctor.
+fn pipe_ok(r: std::io::Result<()>) -> std::io::Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
+fn print_rows(rows: &[Row], json: bool) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, rows)?;
         writeln!(out)?;
-        return Ok(out.flush()?);
+        return out.flush();
     }
     for r in rows {
         writeln!(
@@ -193,15 +201,15 @@ fn print_rows(rows: &[Row], json: bool) -> Result<()> {
         count(Status::Bad),
         count(Status::NotApplicable)
     )?;
-    Ok(out.flush()?)
+    out.flush()
 }
 
-fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> Result<()> {
+fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, outcomes)?;
         writeln!(out)?;
-        return Ok(out.flush()?);
+        return out.flush();
     }
     for o in outcomes {
         let (word, note) = match &o.result {
@@ -227,5 +235,5 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> Result<()> {
         };
         writeln!(out, "      {}{note}", o.command)?;
     }
-    Ok(out.flush()?)
+    out.flush()
 }
