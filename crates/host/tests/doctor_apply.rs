@@ -163,6 +163,31 @@ fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
 }
 
 #[test]
+fn irqs_are_left_alone_when_irqbalance_cannot_be_stopped() {
+    let m = host();
+    let svc = Target::Service {
+        name: "irqbalance".into(),
+    };
+    m.set(&svc.label(), "active\n");
+    m.refuse.borrow_mut().insert(svc.label(), 1);
+    let mut plan = vec![Step::set("irqbalance", Phase::Irqbalance, svc, "inactive")];
+    plan.extend(steps());
+    let tj = TempJournal::new("f");
+    let out = apply::apply(&plan, &m, &tj.journal(), &id(), 7).unwrap();
+    assert!(out[0].failed(), "{:?}", out[0]);
+    assert!(
+        matches!(&out[1].result, Verdict::Skipped(n) if n.contains("irqbalance could not be stopped")),
+        "{:?}",
+        out[1]
+    );
+    assert_eq!(m.get(IRQ), "0-3\n");
+    assert!(
+        matches!(out[2].result, Verdict::Done(_)),
+        "other steps still run"
+    );
+}
+
+#[test]
 fn raise_only_never_lowers_and_already_set_is_skipped() {
     let m = host();
     m.set(RMEM, "33554432\n");

@@ -242,8 +242,17 @@ pub fn apply(
     journal.check_identity(&existing, id)?;
     let mut seq = existing.iter().map(|e| e.seq).max().unwrap_or(0);
     let mut out = Vec::new();
+    let mut irqbalance_running = false;
     for s in steps {
         let (mut o, old) = preflight(s, act);
+        if irqbalance_running && s.phase == Phase::IrqAffinity {
+            // Pinning now would be undone within seconds; leave the IRQ as it is.
+            o.result = Verdict::Skipped(
+                "irqbalance could not be stopped and would move this IRQ back".into(),
+            );
+            out.push(o);
+            continue;
+        }
         let Some(old) = old else {
             out.push(o);
             continue;
@@ -273,6 +282,7 @@ pub fn apply(
                 Err(e) => Verdict::Failed(format!("cannot read back: {e}")),
             },
         };
+        irqbalance_running |= s.phase == Phase::Irqbalance && o.failed();
         out.push(o);
     }
     Ok(out)
