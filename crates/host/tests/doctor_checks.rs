@@ -253,6 +253,33 @@ fn plan_is_ordered_and_scoped() {
 }
 
 #[test]
+fn xps_is_judged_by_cpu_coverage() {
+    let mut facts = bigbox();
+    let tx = &mut facts.ifaces[0].tx;
+    // Queues 0-3 cover CPUs 0-7 two by two; queues 4-7 stay unset: fine.
+    for (q, mask) in ["03", "0c", "30", "c0"].iter().enumerate() {
+        tx[q].mask = Ok(format!("{mask}\n"));
+    }
+    let rows = doctor::audit(&facts, &["xps".into()]);
+    assert_eq!(rows[0].status, Status::Ok, "{}", rows[0].value);
+    assert!(
+        rows[0].value.contains("4 of 8 tx queues"),
+        "{}",
+        rows[0].value
+    );
+    // CPU 7 loses its queue: a warning that names it, with a plan for every queue.
+    facts.ifaces[0].tx[3].mask = Ok("40\n".into());
+    let rows = doctor::audit(&facts, &["xps".into()]);
+    assert_eq!(rows[0].status, Status::Warn);
+    assert!(
+        rows[0].value.contains("CPUs 7 have no queue"),
+        "{}",
+        rows[0].value
+    );
+    assert!(!rows[0].steps.is_empty());
+}
+
+#[test]
 fn named_checks_filter_the_audit() {
     let rows = doctor::audit(&bigbox(), &["xps".into(), "rmem".into()]);
     let names: Vec<&str> = rows.iter().map(|r| r.check).collect();

@@ -345,14 +345,23 @@ pub(super) fn xps(facts: &Facts) -> Vec<Row> {
             Err(e) => return row.na(e),
         };
         let unset = sets.iter().filter(|s| s.is_empty()).count();
-        let value = format!(
+        // What matters is that every CPU has its own queue to send on; queues beyond the
+        // CPU count may stay without a mask.
+        let online = facts.online();
+        let covered: CpuSet = sets.iter().flatten().copied().collect();
+        let missing: CpuSet = online.difference(&covered).copied().collect();
+        let mut value = format!(
             "{} of {} tx queues have an XPS mask",
             i.tx.len() - unset,
             i.tx.len()
         );
-        if unset == 0 {
-            return row.status(Status::Ok, value);
+        if missing.is_empty() {
+            return row.status(Status::Ok, format!("{value}; every CPU has a queue"));
         }
+        value.push_str(&format!(
+            "; CPUs {} have no queue",
+            text::format_cpulist(&missing)
+        ));
         let plan = spread(&facts.online(), i.tx.len());
         let steps =
             i.tx.iter()
