@@ -2,9 +2,11 @@
 //! mis-tuned 8-CPU server ("bigbox", the NTT talk's findings in miniature) and a bare
 //! container where almost nothing exists. No root needed.
 
+use firehose_host::doctor::facts::Sample;
 use firehose_host::doctor::{self, plan::Target, Facts, Row, Scope, Status};
 use firehose_host::fs::HostFs;
 use firehose_host::nic::{Channels, Feature, Nic, NicError};
+use std::collections::BTreeMap;
 
 /// A NIC that answers from fields; `None` means the driver refuses with EOPNOTSUPP.
 #[derive(Default)]
@@ -277,6 +279,153 @@ fn xps_is_judged_by_cpu_coverage() {
         rows[0].value
     );
     assert!(!rows[0].steps.is_empty());
+}
+
+/// A 2-second window over bigbox: CPUs 0, 4 (siblings) and 3 busy, drops on CPU 0, a
+/// reuseport pair on port 9000 where only one socket backs up and drops.
+fn sampled_bigbox() -> Facts {
+    let mut facts = bigbox();
+    let fs = tree("bigbox");
+    let mut before = BTreeMap::new();
+    for p in [
+        "/proc/stat",
+        "/proc/softirqs",
+        "/proc/net/softnet_stat",
+        "/proc/net/snmp",
+        "/proc/net/udp",
+        "/proc/net/udp6",
+    ] {
+        before.insert(p.to_string(), fs.read(p));
+    }
+    let mut after = before.clone();
+    let stat: String = before["/proc/stat"]
+        .as_ref()
+        .unwrap()
+        .lines()
+        .map(|l| match l.split_whitespace().next() {
+            Some("cpu0" | "cpu3" | "cpu4") => {
+                let f: Vec<u64> = l
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|v| v.parse().unwrap())
+                    .collect();
+                format!(
+                    "{} {} {} {} {} 0 0 {} 0 0 0\n",
+                    l.split_whitespace().next().unwrap(),
+                    f[0] + 150,
+                    f[1],
+                    f[2] + 20,
+                    f[3] + 10,
+                    f[6] + 20
+                )
+            }
+            Some(c) if c.starts_with("cpu") && c != "cpu" => {
+                let f: Vec<u64> = l
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|v| v.parse().unwrap())
+                    .collect();
+                format!(
+                    "{c} {} {} {} {} 0 0 {} 0 0 0\n",
+                    f[0],
+                    f[1],
+                    f[2],
+                    f[3] + 200,
+                    f[6]
+                )
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    after.insert("/proc/stat".into(), Ok(stat));
+    let softnet = before["/proc/net/softnet_stat"].as_ref().unwrap().replacen(
+        "00100000 00000025",
+        "00200000 0000002a",
+        1,
+    );
+    after.insert("/proc/net/softnet_stat".into(), Ok(softnet));
+    let snmp = before["/proc/net/snmp"].as_ref().unwrap().replace(
+        "5000000 10 1200 4990000 1200",
+        "5100000 10 1300 5090000 1300",
+    );
+    after.insert("/proc/net/snmp".into(), Ok(snmp));
+    let udp = before["/proc/net/udp"].as_ref().unwrap().replace(
+        "20001 2 0000000000000000 1200",
+        "20001 2 0000000000000000 1300",
+    );
+    after.insert("/proc/net/udp".into(), Ok(udp.clone()));
+    let empty6 = before["/proc/net/udp6"].clone();
+    facts.sample = Some(Sample {
+        seconds: 2.0,
+        before,
+        after,
+        polls: (0..19).map(|_| (Ok(udp.clone()), empty6.clone())).collect(),
+    });
+    facts
+}
+
+#[test]
+fn a_sample_judges_deltas_busy_cpus_and_steering() {
+    let rows = doctor::audit(&sampled_bigbox(), &[]);
+    let softnet = row(&rows, "softnet");
+    assert_eq!(softnet.status, Status::Bad);
+    assert!(
+        softnet
+            .value
+            .starts_with("over 2.0 s: processed 1048576, dropped 5, time_squeeze 0"),
+        "{}",
+        softnet.value
+    );
+    assert!(
+        softnet.value.contains("cpu0 1048576/0 cpu1 0/0"),
+        "{}",
+        softnet.value
+    );
+    let udp = row(&rows, "udp-errors");
+    assert_eq!(udp.status, Status::Bad);
+    assert!(
+        udp.value
+            .contains("InDatagrams 100000 InErrors 100 RcvbufErrors 100"),
+        "{}",
+        udp.value
+    );
+    let smt = row(&rows, "smt");
+    assert_eq!(smt.status, Status::Warn, "{}", smt.value);
+    assert!(
+        smt.value.contains("busy: cpu0 95% cpu3 95% cpu4 95%"),
+        "{}",
+        smt.value
+    );
+    assert!(
+        smt.value
+            .contains("busy siblings share cores 0,4 while 2 cores idle"),
+        "{}",
+        smt.value
+    );
+    let numa = row(&rows, "numa");
+    assert_eq!(numa.status, Status::Warn);
+    assert!(
+        numa.value.contains("busy CPUs 3 are on another node"),
+        "{}",
+        numa.value
+    );
+    let port = row(&rows, "port");
+    assert_eq!(port.status, Status::Bad);
+    assert!(
+        port.value.contains("drops 100 in the sample"),
+        "{}",
+        port.value
+    );
+    assert!(
+        port.value.contains(
+            "inode 20001 drops 100 queued 19/19; 0.0.0.0:9000 inode 20002 drops 0 queued 0/19"
+        ),
+        "{}",
+        port.value
+    );
+    assert!(port.value.contains("uneven"), "{}", port.value);
+    // No NET_RX moved in the window: too little to judge.
+    assert_eq!(row(&rows, "softirq-spread").status, Status::NotApplicable);
 }
 
 #[test]
