@@ -99,135 +99,97 @@ fn bigbox_finds_every_mistuning() {
     assert_eq!(facts.ifaces.len(), 1, "only eth0 has a device");
     let rows = doctor::audit(&facts, &[]);
     assert_eq!(rows.len(), doctor::CHECKS.len());
-    let st = |c: &str| row(&rows, c).status;
+    use Status::*;
 
-    assert_eq!(st("queues"), Status::Ok, "{:?}", row(&rows, "queues"));
-    let rss = row(&rows, "rss-table");
-    assert_eq!(rss.status, Status::Bad);
-    assert!(
-        rss.value.contains("queues 6,7 never receive"),
-        "{}",
-        rss.value
+    expect(
+        &rows,
+        "queues",
+        Ok,
+        &["8 combined queues (max 63) for 8 CPUs"],
     );
-    assert_eq!(rss.fix.as_deref(), Some("ethtool -X eth0 equal 8"));
-    assert_eq!(st("udp-hash"), Status::Warn);
-    assert!(row(&rows, "udp-hash").value.contains("src-ip dst-ip"));
-
-    let irq = row(&rows, "irq-affinity");
-    assert_eq!(irq.status, Status::Warn);
-    assert!(
-        irq.value.contains("8 queue IRQs on CPUs 0"),
-        "{}",
-        irq.value
+    expect(&rows, "rss-table", Bad, &["queues 6,7 never receive"]);
+    assert_eq!(
+        row(&rows, "rss-table").fix.as_deref(),
+        Some("ethtool -X eth0 equal 8")
     );
-    assert!(
-        irq.value.contains("IRQ 102 (eth0-TxRx-1) on 0 but hint 1"),
-        "{}",
-        irq.value
+    expect(&rows, "udp-hash", Warn, &["src-ip dst-ip)"]);
+    expect(
+        &rows,
+        "irq-affinity",
+        Warn,
+        &[
+            "8 queue IRQs on CPUs 0;",
+            "IRQ 102 (eth0-TxRx-1) on 0 but hint 1",
+        ],
     );
     // The link IRQ (named like the interface) is not a queue; queue IRQs follow their hints.
-    assert!(!irq.steps.iter().any(|s| s.target
-        == Target::file(
-            "/proc/irq/100/smp_affinity_list",
-            doctor::plan::Kind::CpuList
-        )));
+    let irq = row(&rows, "irq-affinity");
+    assert!(!irq
+        .steps
+        .iter()
+        .any(|s| s.target.label() == "/proc/irq/100/smp_affinity_list"));
     let s102 = irq
         .steps
         .iter()
-        .find(|s| s.target.label() == "/proc/irq/102/smp_affinity_list")
-        .unwrap();
-    assert_eq!(s102.value, "1");
-
-    let ib = row(&rows, "irqbalance");
-    assert_eq!(ib.status, Status::Warn);
-    assert!(
-        ib.value.contains("pid 412") && ib.value.contains("banned CPUs 7"),
-        "{}",
-        ib.value
+        .find(|s| s.target.label() == "/proc/irq/102/smp_affinity_list");
+    assert_eq!(s102.map(|s| s.value.as_str()), Some("1"));
+    expect(&rows, "irqbalance", Warn, &["pid 412", "banned CPUs 7"]);
+    expect(
+        &rows,
+        "softirq-spread",
+        Warn,
+        &["902150 NET_RX since boot: cpu0 100%"],
     );
-
-    let sirq = row(&rows, "softirq-spread");
-    assert_eq!(sirq.status, Status::Warn);
-    assert!(
-        sirq.value
-            .starts_with("902150 NET_RX since boot: cpu0 100%"),
-        "{}",
-        sirq.value
+    expect(
+        &rows,
+        "rps",
+        Warn,
+        &["6 of 8 rx queues receive (RSS) for 8 CPUs; RPS set on 0"],
     );
-
-    assert_eq!(st("rps"), Status::Warn);
+    expect(&rows, "xps", Bad, &["0 of 8 tx queues"]);
     let xps = row(&rows, "xps");
-    assert_eq!(xps.status, Status::Bad);
     assert_eq!(xps.steps.len(), 8);
     assert_eq!(xps.steps[3].value, "8", "tx-3 -> CPU 3");
-    assert_eq!(st("gro"), Status::Warn);
-    assert_eq!(st("gso"), Status::Ok);
+    expect(&rows, "gro", Warn, &["on"]);
+    expect(&rows, "gso", Ok, &["on"]);
 
-    let nf = row(&rows, "netfilter");
-    assert_eq!(nf.status, Status::Bad, "conntrack 95/100 is nearly full");
-    assert!(
-        nf.value.contains("iptable_filter,ip_tables,nf_conntrack"),
-        "{}",
-        nf.value
+    // conntrack 95/100 is nearly full.
+    expect(
+        &rows,
+        "netfilter",
+        Bad,
+        &["iptable_filter,ip_tables,nf_conntrack", "conntrack 95/100"],
     );
-    assert_eq!(st("rp-filter"), Status::Warn);
+    expect(&rows, "rp-filter", Warn, &["all=0 eth0=1 (effective 1)"]);
     assert_eq!(row(&rows, "rp-filter").steps.len(), 1, "all=0 already");
-    assert_eq!(st("accept-local"), Status::Warn);
-    let audit = row(&rows, "auditd");
-    assert_eq!(audit.status, Status::Warn);
-    assert!(audit.value.contains("2 rules"), "{}", audit.value);
-    assert_eq!(st("selinux"), Status::Warn);
+    expect(&rows, "accept-local", Warn, &["all=0 eth0=0"]);
+    expect(&rows, "auditd", Warn, &["2 rules"]);
+    expect(&rows, "selinux", Warn, &["enforcing"]);
 
-    assert!(row(&rows, "smt").value.contains("4 cores x 2 threads"));
-    let numa = row(&rows, "numa");
-    assert_eq!(numa.status, Status::Ok);
-    assert!(
-        numa.value.contains("node 0, local CPUs 0-1,4-5"),
-        "{}",
-        numa.value
-    );
-    assert_eq!(st("governor"), Status::Warn);
+    expect(&rows, "smt", Ok, &["4 cores x 2 threads"]);
+    expect(&rows, "numa", Ok, &["node 0, local CPUs 0-1,4-5"]);
+    expect(&rows, "governor", Warn, &["powersave on 8 CPUs"]);
     assert_eq!(row(&rows, "governor").steps.len(), 8);
-    let cs = row(&rows, "cstates");
-    assert_eq!(cs.status, Status::Warn);
+    expect(&rows, "cstates", Warn, &["C6 (133 us)"]);
     assert!(
-        cs.value.contains("C6 (133 us)") && !cs.value.contains("C1E"),
-        "{}",
-        cs.value
+        !row(&rows, "cstates").value.contains("C1E"),
+        "10 us is not deep"
     );
-    let iso = row(&rows, "isolation");
-    assert_eq!(iso.status, Status::Ok, "{}", iso.value);
-    assert!(
-        iso.value.contains("isolated: 7; nohz_full: 7"),
-        "{}",
-        iso.value
-    );
+    expect(&rows, "isolation", Ok, &["isolated: 7; nohz_full: 7"]);
 
-    assert_eq!(st("rmem"), Status::Warn);
-    assert_eq!(st("udp-mem"), Status::Warn);
-    let um = row(&rows, "udp-mem");
-    assert_eq!(um.steps[0].value, "16384 24576 32768");
-    assert!(um.steps[0].raise_only);
-    assert_eq!(st("backlog"), Status::Warn);
-    assert_eq!(st("budget"), Status::Warn);
-    assert_eq!(st("busy-poll"), Status::Warn, "busy_read without busy_poll");
-    assert_eq!(
-        st("softnet"),
-        Status::Warn,
-        "drops since boot are a warning"
-    );
-    assert!(row(&rows, "softnet")
-        .value
-        .contains("cpu0 dropped 37 squeezed 26"));
-    assert_eq!(st("udp-errors"), Status::Warn);
-    let port = row(&rows, "port");
-    assert_eq!(port.subject, "port 9000");
-    assert_eq!(port.status, Status::Bad);
-    assert!(
-        port.value.starts_with("2 socket(s), drops 1200"),
-        "{}",
-        port.value
-    );
+    expect(&rows, "rmem", Warn, &["rmem_max=212992"]);
+    expect(&rows, "udp-mem", Warn, &["1000 2000 3000 pages"]);
+    let um = &row(&rows, "udp-mem").steps[0];
+    assert_eq!(um.value, "16384 24576 32768");
+    assert!(um.raise_only);
+    expect(&rows, "backlog", Warn, &["netdev_max_backlog=1000"]);
+    expect(&rows, "budget", Warn, &["netdev_budget=300"]);
+    expect(&rows, "busy-poll", Warn, &["only one of them is set"]);
+    // Drops since boot are only a warning.
+    expect(&rows, "softnet", Warn, &["cpu0 dropped 37 squeezed 26"]);
+    expect(&rows, "udp-errors", Warn, &["since boot"]);
+    expect(&rows, "port", Bad, &["2 socket(s), drops 1200"]);
+    assert_eq!(row(&rows, "port").subject, "port 9000");
     assert_eq!(doctor::exit_code(&rows), 1);
 }
 
@@ -287,14 +249,7 @@ fn sampled_bigbox() -> Facts {
     let mut facts = bigbox();
     let fs = tree("bigbox");
     let mut before = BTreeMap::new();
-    for p in [
-        "/proc/stat",
-        "/proc/softirqs",
-        "/proc/net/softnet_stat",
-        "/proc/net/snmp",
-        "/proc/net/udp",
-        "/proc/net/udp6",
-    ] {
+    for p in doctor::facts::SAMPLED {
         before.insert(p.to_string(), fs.read(p));
     }
     let mut after = before.clone();
@@ -364,68 +319,65 @@ fn sampled_bigbox() -> Facts {
     facts
 }
 
+/// Asserts a row's status and that its value contains every piece.
+fn expect(rows: &[Row], check: &str, status: Status, pieces: &[&str]) {
+    let r = row(rows, check);
+    assert_eq!(r.status, status, "{check}: {}", r.value);
+    for p in pieces {
+        assert!(r.value.contains(p), "{check}: {p:?} not in {}", r.value);
+    }
+}
+
 #[test]
 fn a_sample_judges_deltas_busy_cpus_and_steering() {
     let rows = doctor::audit(&sampled_bigbox(), &[]);
-    let softnet = row(&rows, "softnet");
-    assert_eq!(softnet.status, Status::Bad);
-    assert!(
-        softnet
-            .value
-            .starts_with("over 2.0 s: processed 1048576, dropped 5, time_squeeze 0"),
-        "{}",
-        softnet.value
+    expect(
+        &rows,
+        "softnet",
+        Status::Bad,
+        &[
+            "over 2.0 s: processed 1048576, dropped 5, time_squeeze 0",
+            "cpu0 1048576/0 cpu1 0/0",
+        ],
     );
-    assert!(
-        softnet.value.contains("cpu0 1048576/0 cpu1 0/0"),
-        "{}",
-        softnet.value
+    expect(
+        &rows,
+        "udp-errors",
+        Status::Bad,
+        &["InDatagrams 100000 InErrors 100 RcvbufErrors 100"],
     );
-    let udp = row(&rows, "udp-errors");
-    assert_eq!(udp.status, Status::Bad);
-    assert!(
-        udp.value
-            .contains("InDatagrams 100000 InErrors 100 RcvbufErrors 100"),
-        "{}",
-        udp.value
+    expect(
+        &rows,
+        "smt",
+        Status::Warn,
+        &[
+            "busy: cpu0 95% cpu3 95% cpu4 95%",
+            "busy siblings share cores 0,4 while 2 cores idle",
+        ],
     );
-    let smt = row(&rows, "smt");
-    assert_eq!(smt.status, Status::Warn, "{}", smt.value);
-    assert!(
-        smt.value.contains("busy: cpu0 95% cpu3 95% cpu4 95%"),
-        "{}",
-        smt.value
+    expect(
+        &rows,
+        "numa",
+        Status::Warn,
+        &["busy CPUs 3 are on another node"],
     );
-    assert!(
-        smt.value
-            .contains("busy siblings share cores 0,4 while 2 cores idle"),
-        "{}",
-        smt.value
+    expect(
+        &rows,
+        "port",
+        Status::Bad,
+        &[
+            "drops 100 in the sample",
+            "inode 20001 drops 100 queued 19/19; 0.0.0.0:9000 inode 20002 drops 0 queued 0/19",
+            "uneven",
+        ],
     );
-    let numa = row(&rows, "numa");
-    assert_eq!(numa.status, Status::Warn);
-    assert!(
-        numa.value.contains("busy CPUs 3 are on another node"),
-        "{}",
-        numa.value
-    );
-    let port = row(&rows, "port");
-    assert_eq!(port.status, Status::Bad);
-    assert!(
-        port.value.contains("drops 100 in the sample"),
-        "{}",
-        port.value
-    );
-    assert!(
-        port.value.contains(
-            "inode 20001 drops 100 queued 19/19; 0.0.0.0:9000 inode 20002 drops 0 queued 0/19"
-        ),
-        "{}",
-        port.value
-    );
-    assert!(port.value.contains("uneven"), "{}", port.value);
     // No NET_RX moved in the window: too little to judge.
-    assert_eq!(row(&rows, "softirq-spread").status, Status::NotApplicable);
+    expect(
+        &rows,
+        "softirq-spread",
+        Status::NotApplicable,
+        &["0 NET_RX softirqs over 2.0 s"],
+    );
 }
 
 #[test]

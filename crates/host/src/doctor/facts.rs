@@ -176,7 +176,7 @@ pub struct Scope {
 }
 
 /// Files whose deltas the live checks compare.
-const SAMPLED: &[&str] = &[
+pub const SAMPLED: &[&str] = &[
     "/proc/stat",
     "/proc/softirqs",
     "/proc/net/softnet_stat",
