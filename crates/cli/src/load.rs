@@ -4,7 +4,7 @@ use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_engine::parse_cpu_list;
-use firehose_load::report::{pid_stat_cpu_ticks, Interval, ServerCpu};
+use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -137,16 +137,12 @@ fn resolve(target: &str) -> Result<SocketAddr> {
         })
 }
 
+/// The server's CPU time so far (utime + stime, in clock ticks).
 fn server_ticks(pid: u32) -> Result<u64> {
     let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Usage(format!("--server-pid {pid}: cannot read {path}: {e}")))?;
-    pid_stat_cpu_ticks(&text).ok_or_else(|| {
-        Usage(format!(
-            "--server-pid {pid}: {path} has an unexpected format"
-        ))
-        .into()
-    })
+    let st = firehose_host::procfs::read(&path, firehose_host::procfs::pidstat::parse)
+        .map_err(|e| Usage(format!("--server-pid {pid}: {e}")))?;
+    Ok(st.utime + st.stime)
 }
 
 /// Runs `firehose load`.
