@@ -56,6 +56,26 @@ fn kdig_gets_authoritative_answers_from_the_binary() {
     assert!(text.contains("Flags: qr aa;"), "{text}");
     assert!(text.contains("PTR\tweb.example.com."), "{text}");
     srv.stop();
+    // The same over IPv6 loopback.
+    let (a, b) = (zone("example.zone"), zone("reverse.zone"));
+    let srv6 = Served::start(&[
+        "--proto", "dns", "--zone", &a, "--zone", &b, "--listen", "[::1]:0",
+    ]);
+    let out = Command::new("kdig")
+        .args([
+            "@::1",
+            "-p",
+            &srv6.addr.port().to_string(),
+            "+norec",
+            "+retry=0",
+        ])
+        .args(["mixed.case.example.com", "A"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status: NOERROR"), "{text}");
+    assert!(text.contains("A\t192.0.2.99"), "{text}");
+    srv6.stop();
 }
 
 #[test]

@@ -202,19 +202,22 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
+    // Owners holding something other than a CNAME, to find a CNAME beside other data.
+    let with_data: std::collections::HashSet<Vec<u8>> = records
+        .iter()
+        .filter(|r| r.rtype != rtype::CNAME)
+        .map(|r| r.owner.to_ascii_lowercase())
+        .collect();
     for r in &records {
-        if !is_subdomain(&r.owner.to_ascii_lowercase(), &apex) {
+        let owner = r.owner.to_ascii_lowercase();
+        if !is_subdomain(&owner, &apex) {
             return Err(invalid(format!(
                 "record {} is outside the zone {} (the owner of the SOA)",
                 name_to_text(&r.owner),
                 name_to_text(&apex)
             )));
         }
-        if r.rtype == rtype::CNAME
-            && records
-                .iter()
-                .any(|o| o.rtype != rtype::CNAME && o.owner.eq_ignore_ascii_case(&r.owner))
-        {
+        if r.rtype == rtype::CNAME && with_data.contains(&owner) {
             return Err(invalid(format!(
                 "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
                 name_to_text(&r.owner)
@@ -320,6 +323,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("outside the zone"), "{e}");
+        let both = "$ORIGIN a.\n@ SOA ns h 1 2 3 4 5\nw CNAME x\nW A 1.2.3.4\n";
+        let e = parse_zone(both.as_bytes(), "c.zone")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "c.zone: w.a. has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone"
+        );
     }
 
     #[test]
