@@ -18,61 +18,41 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("fh-dns-{}-{name}", std::process::id()))
 }
 
-fn serve_dns(extra: &[&str]) -> Served {
+fn serve_dns(listen: &str, extra: &[&str]) -> Served {
     let (a, b) = (zone("example.zone"), zone("reverse.zone"));
     let mut args = vec![
-        "--proto",
-        "dns",
-        "--zone",
-        &a,
-        "--zone",
-        &b,
-        "--listen",
-        "127.0.0.1:0",
+        "--proto", "dns", "--zone", &a, "--zone", &b, "--listen", listen,
     ];
     args.extend_from_slice(extra);
     Served::start(&args)
 }
 
+/// kdig's output for a question to `srv`, or `None` if kdig is not installed.
+fn kdig(srv: &Served, question: &[&str]) -> Option<String> {
+    let ip = srv.addr.ip().to_string();
+    let out = Command::new("kdig")
+        .args([format!("@{ip}"), "-p".into(), srv.addr.port().to_string()])
+        .args(["+norec", "+retry=0"])
+        .args(question)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[test]
 fn kdig_gets_authoritative_answers_from_the_binary() {
-    let srv = serve_dns(&["--profile", "tuned", "--workers", "2"]);
-    let out = Command::new("kdig")
-        .args([
-            "@127.0.0.1",
-            "-p",
-            &srv.addr.port().to_string(),
-            "+norec",
-            "+retry=0",
-        ])
-        .args(["80.2.0.192.in-addr.arpa", "PTR"])
-        .output();
-    let Ok(out) = out else {
+    let srv = serve_dns("127.0.0.1:0", &["--profile", "tuned", "--workers", "2"]);
+    let Some(text) = kdig(&srv, &["80.2.0.192.in-addr.arpa", "PTR"]) else {
         eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
         return;
     };
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("status: NOERROR"), "{text}");
     assert!(text.contains("Flags: qr aa;"), "{text}");
     assert!(text.contains("PTR\tweb.example.com."), "{text}");
     srv.stop();
     // The same over IPv6 loopback.
-    let (a, b) = (zone("example.zone"), zone("reverse.zone"));
-    let srv6 = Served::start(&[
-        "--proto", "dns", "--zone", &a, "--zone", &b, "--listen", "[::1]:0",
-    ]);
-    let out = Command::new("kdig")
-        .args([
-            "@::1",
-            "-p",
-            &srv6.addr.port().to_string(),
-            "+norec",
-            "+retry=0",
-        ])
-        .args(["mixed.case.example.com", "A"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let srv6 = serve_dns("[::1]:0", &[]);
+    let text = kdig(&srv6, &["mixed.case.example.com", "A"]).unwrap();
     assert!(text.contains("status: NOERROR"), "{text}");
     assert!(text.contains("A\t192.0.2.99"), "{text}");
     srv6.stop();
@@ -82,7 +62,7 @@ fn kdig_gets_authoritative_answers_from_the_binary() {
 fn load_counts_every_answer_and_its_rcode() {
     let stats = tmp("serve.json");
     let stats_s = stats.display().to_string();
-    let srv = serve_dns(&["--stats-json", &stats_s]);
+    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
     let queries = tmp("queries.txt");
     std::fs::write(
         &queries,
