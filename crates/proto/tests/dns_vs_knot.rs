@@ -47,6 +47,11 @@ const NAMES: &[&str] = &[
     "example.org.",
     "com.",
     "zzz.example.com.",
+    "loop1.example.com.",
+    "x.ent.deep.example.com.",
+    "ent.deep.example.com.",
+    "deep.example.com.",
+    "y.deep.example.com.",
 ];
 
 const TYPES: &[RecordType] = &[

@@ -310,14 +310,21 @@ fn resolve_at<'a>(
         ..Sections::default()
     };
     let (mut n, mut owner) = (n, owner.clone());
+    let mut visited = vec![n];
     for _ in 0..MAX_CHAIN {
         let cname = rrset(zr, n, &owner, rtype::CNAME);
         if qtype != Some(rtype::CNAME) && !cname.is_empty() {
             let target = cname[0].rec.target().expect("CNAME has a target").to_vec();
             s.sec[0].extend(cname);
             match find_name(set, zi, &target) {
-                Some(Found::Exact(t)) => (n, owner) = (t as usize, Owner::Name(target)),
-                Some(Found::Wildcard(t)) => (n, owner) = (t as usize, Owner::Name(target)),
+                // A loop ends the chain where it closes, as Knot does.
+                Some(Found::Exact(t) | Found::Wildcard(t)) if visited.contains(&(t as usize)) => {
+                    return s
+                }
+                Some(Found::Exact(t) | Found::Wildcard(t)) => {
+                    visited.push(t as usize);
+                    (n, owner) = (t as usize, Owner::Name(target));
+                }
                 Some(Found::NxDomain) => {
                     let neg = negative(zr, rcode::NXDOMAIN);
                     s.rcode = neg.rcode;
