@@ -166,6 +166,9 @@ pub struct DnsCompareReport {
     pub rate: Option<u64>,
     pub server_cpus: Vec<usize>,
     pub client_cpus: Vec<usize>,
+    /// Share of all CPU time the hypervisor gave to other guests during the run (steal,
+    /// from /proc/stat); a large share makes every figure noisy.
+    pub steal_pct: Option<f64>,
 }
 
 /// A busy side uses at least this share of its CPUs.
@@ -405,6 +408,12 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
     std::fs::write(&queries, generate_queries(&exist, opts.queries))
         .map_err(|e| DnsCompareError::io(&queries, e))?;
     let json = opts.workdir.join("load.json");
+    let cpu_times = || {
+        firehose_host::procfs::read("/proc/stat", firehose_host::procfs::stat::parse)
+            .ok()
+            .map(|s| s.total)
+    };
+    let stat_before = cpu_times();
 
     let mut skipped = Vec::new();
     let mut configs = Vec::new();
@@ -475,7 +484,12 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
             ));
         }
     }
+    let steal_pct = match (stat_before, cpu_times()) {
+        (Some(a), Some(b)) => Some(firehose_host::procfs::stat::split(&a, &b).steal),
+        _ => None,
+    };
     Ok(DnsCompareReport {
+        steal_pct,
         rows,
         skipped,
         environment: environment(),
@@ -516,11 +530,14 @@ impl DnsCompareReport {
             self.server_cpus,
             self.client_cpus
         );
-        let env: Vec<String> = self
+        let mut env: Vec<String> = self
             .environment
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
+        if let Some(st) = self.steal_pct {
+            env.push(format!("steal {st:.1}% of CPU time during the run"));
+        }
         let _ = writeln!(s, "{}", env.join("; "));
         let _ = writeln!(
             s,
