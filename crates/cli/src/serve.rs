@@ -39,6 +39,7 @@ enum SteerArg {
 enum PmtuArg {
     Default,
     Dont,
+    Do,
     Omit,
 }
 
@@ -49,8 +50,8 @@ enum PmtuArg {
   naive      one shared socket, N threads, recvfrom/sendto (the talk's baseline)\n  \
   reuseport  one SO_REUSEPORT socket per worker\n  \
   steered    reuseport + CPU steering (CBPF) + workers pinned 1:1\n  \
-  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_OMIT\n  \
-  latency    steered + busy polling (50 us) + batches of 8\n\n\
+  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
+  latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
 Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
 to a CPU c with c % workers == j, so a packet is read on the CPU that received it.")]
 pub struct ServeArgs {
@@ -84,9 +85,14 @@ pub struct ServeArgs {
     /// SO_BUSY_POLL microseconds; workers then poll instead of sleeping (0 turns it off).
     #[arg(long)]
     busy_poll: Option<u32>,
-    /// IP_MTU_DISCOVER: kernel default, dont (no DF), omit (no DF, no IP ID work).
+    /// IP_MTU_DISCOVER: kernel default (want), dont (no DF), do (always DF: the kernel
+    /// skips per-packet IP ID work, the talk's step), omit (no DF, IP ID computed).
     #[arg(long, value_enum)]
     pmtudisc: Option<PmtuArg>,
+    /// SO_RXQ_OVFL: the socket's drop count on every datagram (a control message per
+    /// packet); drops are read with SO_MEMINFO either way.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    rxq_ovfl: Option<bool>,
     /// Receive buffer per socket (SO_RCVBUFFORCE as root, else SO_RCVBUF), e.g. 4M.
     #[arg(long, value_parser = parse_bytes)]
     rcvbuf: Option<usize>,
@@ -145,12 +151,24 @@ impl ServeArgs {
             cfg.pmtudisc = match p {
                 PmtuArg::Default => PmtuDisc::Default,
                 PmtuArg::Dont => PmtuDisc::Dont,
+                PmtuArg::Do => PmtuDisc::Do,
                 PmtuArg::Omit => PmtuDisc::Omit,
             };
+        }
+        if let Some(on) = self.rxq_ovfl {
+            cfg.rxq_ovfl = on;
         }
         cfg.rcvbuf = self.rcvbuf.or(cfg.rcvbuf);
         cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
         Ok(cfg)
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("'{s}' is not on or off")),
     }
 }
 

@@ -11,17 +11,10 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn check_exact_echo(listen: &str, bind: &str, profile: &str) {
-    let srv = Served::start(&[
-        "--listen",
-        listen,
-        "--profile",
-        profile,
-        "--workers",
-        "2",
-        "--pin",
-        "none",
-    ]);
+fn check_exact_echo(listen: &str, bind: &str, profile: &[&str]) {
+    let mut args = vec!["--listen", listen, "--workers", "2", "--pin", "none"];
+    args.extend_from_slice(profile);
+    let srv = Served::start(&args);
     let c = UdpSocket::bind(bind).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut buf = vec![0u8; 70000];
@@ -30,11 +23,11 @@ fn check_exact_echo(listen: &str, bind: &str, profile: &str) {
         c.send_to(&msg, srv.addr).unwrap();
         let (n, from) = c.recv_from(&mut buf).unwrap();
         assert_eq!(from, srv.addr);
-        assert_eq!(n, size, "{profile} {listen}: size {size}");
+        assert_eq!(n, size, "{profile:?} {listen}: size {size}");
         assert_eq!(
             &buf[..n],
             &msg[..],
-            "{profile} {listen}: bytes differ at size {size}"
+            "{profile:?} {listen}: bytes differ at size {size}"
         );
     }
     let out = srv.stop();
@@ -43,8 +36,8 @@ fn check_exact_echo(listen: &str, bind: &str, profile: &str) {
 
 #[test]
 fn echo_is_exact_ipv4_every_profile() {
-    for p in ["naive", "reuseport", "tuned"] {
-        check_exact_echo("127.0.0.1:0", "127.0.0.1:0", p);
+    for p in ["naive", "reuseport", "steered", "tuned", "latency"] {
+        check_exact_echo("127.0.0.1:0", "127.0.0.1:0", &["--profile", p]);
     }
 }
 
@@ -54,9 +47,54 @@ fn echo_is_exact_ipv6() {
         eprintln!("skipping: no IPv6 loopback on this host");
         return;
     }
-    for p in ["naive", "tuned"] {
-        check_exact_echo("[::1]:0", "[::1]:0", p);
+    check_exact_echo("[::1]:0", "[::1]:0", &["--profile", "naive"]);
+    // IPv6 datagrams above the 65536-byte loopback MTU need fragmentation, which
+    // IP_PMTUDISC_DO forbids, so the tuned profile is checked with the kernel default.
+    check_exact_echo(
+        "[::1]:0",
+        "[::1]:0",
+        &["--profile", "tuned", "--pmtudisc", "default"],
+    );
+}
+
+#[test]
+fn pmtudisc_do_refuses_oversize_replies_and_counts_them() {
+    if UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipping: no IPv6 loopback on this host");
+        return;
     }
+    let dir = std::env::temp_dir().join(format!("fh-do-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.json");
+    let srv = Served::start(&[
+        "--listen",
+        "[::1]:0",
+        "--profile",
+        "tuned",
+        "--stats-json",
+        path.to_str().unwrap(),
+    ]);
+    let c = UdpSocket::bind("[::1]:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c.send_to(&pattern(65507, 1), srv.addr).unwrap();
+    c.send_to(b"small", srv.addr).unwrap();
+    let mut buf = vec![0u8; 70000];
+    let (n, _) = c.recv_from(&mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"small",
+        "the oversize reply is refused, the next one goes out"
+    );
+    srv.stop();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["totals"]["packets_in"], 2);
+    assert_eq!(doc["totals"]["packets_out"], 1);
+    assert_eq!(
+        doc["totals"]["send_errors"], 1,
+        "EMSGSIZE is counted, not fatal"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -78,7 +116,8 @@ fn stats_json_counts_what_was_served() {
     assert_eq!(doc["totals"]["packets_in"], 123);
     assert_eq!(doc["totals"]["packets_out"], 123);
     assert_eq!(doc["applied"]["batch"], 64);
-    assert_eq!(doc["applied"]["socket_detail"][0]["mtu_discover"], "omit");
+    assert_eq!(doc["applied"]["socket_detail"][0]["mtu_discover"], "do");
+    assert_eq!(doc["applied"]["socket_detail"][0]["rxq_ovfl"], false);
     assert!(doc["totals"]["syscalls"].as_u64().unwrap() >= 123);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -90,7 +129,7 @@ fn startup_prints_the_read_back_configuration() {
     for _ in 0..3 {
         std::io::BufRead::read_line(&mut srv.stdout, &mut lines).unwrap();
     }
-    assert!(lines.contains("IP_MTU_DISCOVER=omit"), "{lines}");
+    assert!(lines.contains("IP_MTU_DISCOVER=do"), "{lines}");
     assert!(lines.contains("SO_REUSEPORT=1"), "{lines}");
     if firehose_sys::cpu::is_root() {
         assert!(

@@ -148,12 +148,15 @@ fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, ServeError
     match cfg.pmtudisc {
         PmtuDisc::Default => {}
         PmtuDisc::Dont => s.set_mtu_discover(consts::IP_PMTUDISC_DONT)?,
+        PmtuDisc::Do => s.set_mtu_discover(consts::IP_PMTUDISC_DO)?,
         PmtuDisc::Omit => s.set_mtu_discover(consts::IP_PMTUDISC_OMIT)?,
     }
     if let Some(us) = cfg.busy_poll {
         s.set_busy_poll(us.min(i32::MAX as u32) as i32)?;
     }
-    s.set_rxq_ovfl(true)?;
+    if cfg.rxq_ovfl {
+        s.set_rxq_ovfl(true)?;
+    }
     Ok(s)
 }
 
@@ -297,6 +300,7 @@ impl Server {
             let handler = make(i);
             let cpu_choice = *cpu_choice;
             let batch = cfg.batch;
+            let rxq_ovfl = cfg.rxq_ovfl;
             let t = std::thread::Builder::new()
                 .name(format!("fh-worker-{i}"))
                 .spawn(move || {
@@ -305,7 +309,7 @@ impl Server {
                         // with a cpuset change, and the worker runs unpinned rather than die.
                         let _ = cpu::pin_current_thread(c);
                     }
-                    worker_loop(&sock, handler, &counters[i], &stop, batch, busy)
+                    worker_loop(&sock, handler, &counters[i], &stop, batch, busy, rxq_ovfl)
                 })
                 .map_err(|e| {
                     ServeError::Config(format!("could not start worker thread {i}: {e}"))
@@ -402,9 +406,10 @@ fn worker_loop<H: Handler>(
     stop: &AtomicBool,
     batch_size: usize,
     busy: bool,
+    rxq_ovfl: bool,
 ) -> Vec<(&'static str, u64)> {
     let one_by_one = batch_size == 1;
-    let mut batch = Batch::new(batch_size, SLOT_SIZE, !one_by_one);
+    let mut batch = Batch::new(batch_size, SLOT_SIZE, !one_by_one && rxq_ovfl);
     let flags = if busy { libc_dontwait() } else { 0 };
     while !stop.load(Ordering::Relaxed) {
         let n = match recv_some(&mut batch, sock, batch_size, flags, one_by_one) {

@@ -354,7 +354,9 @@ impl<'a, W: Workload> Thread<'a, W> {
         } else {
             1usize << bits
         };
-        if plan.in_flight > max_ids {
+        // Closed loop needs every window slot; open loop only sizes its table from the
+        // rate and the timeout, and counts as unsent what does not fit.
+        if plan.interval_ns.is_none() && plan.in_flight > max_ids {
             return Err(LoadError::Config(format!(
                 "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower --window/--flows/--timeout or add --threads",
                 plan.index, plan.in_flight, max_ids
