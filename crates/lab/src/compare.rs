@@ -1,0 +1,211 @@
+//! Peer comparisons in one run, interleaved: our `serve` profiles against the servers a user
+//! would pick instead (the lab's plain one-socket echo, `sockperf sr`), and our `load`
+//! against `sockperf ping-pong` as a generator, at the same rate.
+
+use crate::cmd;
+use crate::experiment::Cell;
+use crate::report::{Ratio, Row, Skipped};
+use crate::runner::{Generator, ServerKind};
+use crate::{LabError, LabResult};
+
+/// Servers `compare` knows: our profiles, the baseline and sockperf.
+pub const SERVERS: &[&str] = &["naive", "reuseport", "steered", "tuned", "latency", "plain", "sockperf"];
+/// Generators `compare` knows.
+pub const GENERATORS: &[&str] = &["firehose", "sockperf"];
+
+fn describe(server: &str) -> &'static str {
+    match server {
+        "naive" => "firehose serve --profile naive: one shared socket, N threads",
+        "reuseport" => "firehose serve --profile reuseport: SO_REUSEPORT socket per worker",
+        "steered" => "firehose serve --profile steered: reuseport + CPU steering + pinning",
+        "tuned" => "firehose serve --profile tuned: steered + batches of 64 + PMTUDISC_OMIT",
+        "latency" => "firehose serve --profile latency: steered + busy polling + small batches",
+        "plain" => "the lab's plain echo: one socket, N threads, recvfrom/sendto (the seeds' baseline)",
+        _ => "sockperf sr (sockperf's server)",
+    }
+}
+
+fn server_kind(server: &str, workers: usize) -> ServerKind {
+    match server {
+        "plain" => ServerKind::PlainEcho { threads: workers },
+        "sockperf" => ServerKind::Sockperf,
+        profile => ServerKind::Firehose {
+            flags: vec![
+                "--profile".into(),
+                profile.into(),
+                "--workers".into(),
+                workers.to_string(),
+            ],
+        },
+    }
+}
+
+fn parse_list<'a>(list: &'a str, valid: &[&str], what: &str) -> LabResult<Vec<&'a str>> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !valid.contains(&name) {
+            return Err(LabError::Usage(format!(
+                "unknown {what} '{name}' (valid: {})",
+                valid.join(", ")
+            )));
+        }
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    if out.is_empty() {
+        return Err(LabError::Usage(format!("no {what} given (valid: {})", valid.join(", "))));
+    }
+    Ok(out)
+}
+
+/// The cells of a comparison: every server under every generator that can drive it. A
+/// cell whose peer is not installed, or that cannot work, is skipped with the reason.
+pub fn plan(
+    servers: &str,
+    generators: &str,
+    workers: usize,
+    sockperf_installed: bool,
+) -> LabResult<(Vec<Cell>, Vec<Skipped>)> {
+    let servers = parse_list(servers, SERVERS, "server")?;
+    let generators = parse_list(generators, GENERATORS, "generator")?;
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    for g in &generators {
+        for s in &servers {
+            let name = format!("{s}/{g}");
+            let needs_sockperf = *s == "sockperf" || *g == "sockperf";
+            if needs_sockperf && !sockperf_installed {
+                skipped.push(Skipped {
+                    name,
+                    reason: format!("sockperf is not installed ({})", cmd::install_hint("sockperf")),
+                });
+                continue;
+            }
+            if *s == "sockperf" && *g == "firehose" {
+                skipped.push(Skipped {
+                    name,
+                    reason: "sockperf sr answers only sockperf-framed requests (it logs 'Message \
+                             received was larger than expected' for ours); it is measured with \
+                             sockperf's own client"
+                        .into(),
+                });
+                continue;
+            }
+            cells.push(Cell {
+                name: name.clone(),
+                describe: format!(
+                    "{}; load from {}",
+                    describe(s),
+                    if *g == "firehose" { "firehose load" } else { "sockperf ping-pong" }
+                ),
+                server: server_kind(s, workers),
+                generator: if *g == "firehose" {
+                    Generator::Firehose
+                } else {
+                    Generator::Sockperf
+                },
+                knobs: None,
+            });
+        }
+    }
+    Ok((cells, skipped))
+}
+
+fn median(s: &Option<crate::stats::Summary>) -> Option<f64> {
+    s.map(|s| s.median).filter(|m| *m > 0.0)
+}
+
+/// The ratios worth printing: per generator, each server's tps and server CPU per
+/// transaction against the baseline (plain echo when present, else the first server); per
+/// server driven by both generators, our load against sockperf's client.
+pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
+    let server_of = |r: &Row| r.name.split('/').next().unwrap_or("").to_string();
+    let mut out = Vec::new();
+    for g in [Generator::Firehose, Generator::Sockperf] {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.generator == g).collect();
+        let Some(base) = mine.iter().find(|r| server_of(r) == "plain").or(mine.first()) else {
+            continue;
+        };
+        for r in &mine {
+            if r.name == base.name {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (median(&r.tps), median(&base.tps)) {
+                out.push(Ratio { what: "tps".into(), a: r.name.clone(), b: base.name.clone(), value: a / b });
+            }
+            if let (Some(a), Some(b)) =
+                (median(&r.server_cpu_us_per_txn), median(&base.server_cpu_us_per_txn))
+            {
+                out.push(Ratio {
+                    what: "server CPU us/txn".into(),
+                    a: r.name.clone(),
+                    b: base.name.clone(),
+                    value: a / b,
+                });
+            }
+        }
+    }
+    for ours in rows.iter().filter(|r| r.generator == Generator::Firehose) {
+        let theirs = rows
+            .iter()
+            .find(|r| r.generator == Generator::Sockperf && server_of(r) == server_of(ours));
+        let Some(theirs) = theirs else { continue };
+        let pairs = [
+            ("client CPU us/txn", &ours.client_cpu_us_per_txn, &theirs.client_cpu_us_per_txn),
+            ("p50 us", &ours.p50_us, &theirs.p50_us),
+            ("p99 us", &ours.p99_us, &theirs.p99_us),
+            ("tps", &ours.tps, &theirs.tps),
+        ];
+        for (what, a, b) in pairs {
+            if let (Some(a), Some(b)) = (median(a), median(b)) {
+                out.push(Ratio {
+                    what: format!("generator {what}"),
+                    a: ours.name.clone(),
+                    b: theirs.name.clone(),
+                    value: a / b,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_skips_what_cannot_run() {
+        let (cells, skipped) = plan("tuned,plain,sockperf", "firehose,sockperf", 2, true).unwrap();
+        let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["tuned/firehose", "plain/firehose", "tuned/sockperf", "plain/sockperf", "sockperf/sockperf"]
+        );
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].name, "sockperf/firehose");
+        assert_eq!(
+            cells[0].server,
+            ServerKind::Firehose { flags: ["--profile", "tuned", "--workers", "2"].map(String::from).to_vec() }
+        );
+        assert_eq!(cells[1].server, ServerKind::PlainEcho { threads: 2 });
+    }
+
+    #[test]
+    fn missing_peer_is_skipped_with_an_install_hint() {
+        let (cells, skipped) = plan("tuned,sockperf", "firehose,sockperf", 1, false).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert!(skipped.iter().all(|s| s.reason.contains("apt-get install -y sockperf")
+            || s.name == "sockperf/firehose"));
+        assert_eq!(skipped.len(), 3);
+    }
+
+    #[test]
+    fn unknown_names_list_the_valid_ones() {
+        let e = plan("tuned,nginx", "firehose", 1, true).unwrap_err().to_string();
+        assert!(e.contains("unknown server 'nginx'") && e.contains("sockperf"), "{e}");
+        let e = plan("tuned", "iperf", 1, true).unwrap_err().to_string();
+        assert!(e.contains("unknown generator 'iperf'"), "{e}");
+    }
+}

@@ -1,0 +1,74 @@
+//! The Markdown summary written by `--report DIR`.
+
+use super::table::{cells, HEADERS};
+use super::LabReport;
+use crate::topology::cpu_list;
+
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Renders the report as Markdown.
+pub fn render(rep: &LabReport) -> String {
+    let mut out = format!("# firehose lab {}\n\n", rep.kind);
+    out.push_str(&format!(
+        "- topology: {} ({} queue(s))\n- placement: server CPUs {}, client CPUs {}; {} worker(s)\n\
+         - load: {} flow(s), window {}, {}, {}-byte payloads, {} s measured after {} s warm-up, {} repetition(s) interleaved\n\
+         - host: kernel {}, {}, {} CPUs; iptables modules loaded: {}\n\n",
+        rep.topology,
+        rep.queues,
+        cpu_list(&rep.placement.server_cpus),
+        cpu_list(&rep.placement.client_cpus),
+        rep.workers,
+        rep.load.flows,
+        rep.load.window,
+        rep.load.rate.map_or("closed loop".into(), |r| format!("open loop at {r}/s")),
+        rep.load.size,
+        rep.load.duration_s,
+        rep.load.warmup_s,
+        rep.repetitions,
+        rep.environment.kernel,
+        rep.environment.cpu_model,
+        rep.environment.nproc,
+        if rep.environment.modules_loaded.is_empty() {
+            "none".to_string()
+        } else {
+            rep.environment.modules_loaded.join(", ")
+        },
+    ));
+    out.push_str(&format!("| {} |\n", HEADERS.join(" | ")));
+    out.push_str(&format!("|{}\n", "---|".repeat(HEADERS.len())));
+    for r in &rep.rows {
+        let c: Vec<String> = cells(r).iter().map(|c| esc(c)).collect();
+        out.push_str(&format!("| {} |\n", c.join(" | ")));
+    }
+    out.push_str("\nWhat each configuration adds:\n\n");
+    for r in &rep.rows {
+        out.push_str(&format!("- `{}`: {}\n", r.name, r.describe));
+    }
+    if !rep.ratios.is_empty() {
+        out.push_str("\n## Ratios (medians, measured side by side)\n\n");
+        for r in &rep.ratios {
+            out.push_str(&format!("- {}: {} / {} = **{:.2}**\n", r.what, r.a, r.b, r.value));
+        }
+    }
+    if !rep.skipped.is_empty() {
+        out.push_str("\n## Skipped\n\n");
+        for s in &rep.skipped {
+            out.push_str(&format!("- `{}`: {}\n", s.name, s.reason));
+        }
+    }
+    if !rep.notes.is_empty() {
+        out.push_str("\n## Notes\n\n");
+        for n in &rep.notes {
+            out.push_str(&format!("- {n}\n"));
+        }
+    }
+    out.push_str(
+        "\nA verdict is `helped` or `hurt` only when the medians differ by more than the \
+         larger spread of the two rows (at least 5%) and their min-max ranges do not overlap. \
+         `[client-bound]` marks rows whose generator CPU was saturated while the server's was \
+         not: they say nothing about the server.\n",
+    );
+    out
+}
