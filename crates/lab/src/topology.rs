@@ -420,9 +420,16 @@ pub fn down(all: bool) -> LabResult<Vec<String>> {
             removed.push(format!("netns {ns}"));
         }
     }
-    for link in parse_link_names(&run("ip", &["-o", "link", "show"])?) {
+    let links = || -> LabResult<Vec<String>> { Ok(parse_link_names(&run("ip", &["-o", "link", "show"])?)) };
+    for link in links()? {
         if dead(&link) {
-            run("ip", &["link", "del", &link])?;
+            // Deleting one end of a veth deletes its peer, which may be next in the list.
+            if let Err(e) = run("ip", &["link", "del", &link]) {
+                if links()?.contains(&link) {
+                    return Err(e);
+                }
+                continue;
+            }
             removed.push(format!("link {link}"));
         }
     }
