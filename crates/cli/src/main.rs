@@ -1,4 +1,71 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
-//! One file per subcommand: `serve.rs`, `load.rs`, ...
+//! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`).
 
-fn main() {}
+mod args;
+mod load;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// Serve, generate and measure UDP transactions at line rate.
+#[derive(Parser)]
+#[command(name = "firehose", version, about, propagate_version = true)]
+#[command(args_override_self = true, allow_negative_numbers = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve UDP transactions (echo) on a multi-core engine.
+    Serve(serve::ServeArgs),
+    /// Drive a UDP request/response server and measure it.
+    Load(load::LoadArgs),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(
+                e.kind(),
+                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                std::process::exit(if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+                    2
+                } else {
+                    0
+                });
+            }
+            // One line: clap's first paragraph names the argument and what was wrong.
+            let text = e.render().to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = first.join(" ");
+            eprintln!(
+                "firehose: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
+            std::process::exit(2);
+        }
+    };
+    let res = match cli.command {
+        Command::Serve(a) => serve::run(a),
+        Command::Load(a) => load::run(a),
+    };
+    if let Err(e) = res {
+        let code = if e.downcast_ref::<args::Usage>().is_some() {
+            2
+        } else {
+            1
+        };
+        eprintln!("firehose: {e:#}");
+        std::process::exit(code);
+    }
+}

@@ -102,7 +102,9 @@ impl FromStr for Profile {
             .iter()
             .copied()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown profile '{s}' (valid: naive, reuseport, steered, tuned, latency)"))
+            .ok_or_else(|| {
+                format!("unknown profile '{s}' (valid: naive, reuseport, steered, tuned, latency)")
+            })
     }
 }
 

@@ -177,8 +177,16 @@ fn read_back(
         sndbuf: s.sndbuf()?,
         mtu_discover: pmtudisc_name(s.mtu_discover()?),
         busy_poll_us: s.busy_poll()?,
-        prefer_busy_poll: if busy { s.prefer_busy_poll().ok() } else { None },
-        busy_poll_budget: if busy { opt(s.busy_poll_budget()) } else { None },
+        prefer_busy_poll: if busy {
+            s.prefer_busy_poll().ok()
+        } else {
+            None
+        },
+        busy_poll_budget: if busy {
+            opt(s.busy_poll_budget())
+        } else {
+            None
+        },
         rxq_ovfl: s.rxq_ovfl()?,
     })
 }
@@ -192,9 +200,7 @@ impl Server {
         F: Fn(usize) -> H,
     {
         if cfg.workers == 0 {
-            return Err(ServeError::Config(
-                "--workers must be at least 1".into(),
-            ));
+            return Err(ServeError::Config("--workers must be at least 1".into()));
         }
         if cfg.batch == 0 || cfg.batch > 1024 {
             return Err(ServeError::Config(format!(
@@ -217,6 +223,15 @@ impl Server {
             SocketMode::Reuseport => cfg.workers,
         };
         let reuseport = cfg.sockets == SocketMode::Reuseport;
+        if reuseport && cfg.listen.port() != 0 {
+            // A reuseport bind silently joins another process's group on the same port
+            // (same uid); probe with a plain bind first so "port in use" is an error.
+            let probe = UdpSock::new_for(&cfg.listen)?;
+            if probe.is_v6() {
+                probe.set_v6only(true)?;
+            }
+            probe.bind(&cfg.listen)?;
+        }
         let mut sockets = Vec::with_capacity(n_sockets);
         let mut listen = cfg.listen;
         for i in 0..n_sockets {
@@ -268,8 +283,11 @@ impl Server {
 
         let sockets: Vec<Arc<UdpSock>> = sockets.into_iter().map(Arc::new).collect();
         let stop = Arc::new(AtomicBool::new(false));
-        let counters: Arc<Vec<WorkerCounters>> =
-            Arc::new((0..cfg.workers).map(|_| WorkerCounters::default()).collect());
+        let counters: Arc<Vec<WorkerCounters>> = Arc::new(
+            (0..cfg.workers)
+                .map(|_| WorkerCounters::default())
+                .collect(),
+        );
         let worker_sockets: Vec<usize> = (0..cfg.workers).map(|i| i % n_sockets).collect();
         let mut threads = Vec::new();
         for (i, cpu_choice) in cpus.iter().enumerate() {
@@ -319,6 +337,11 @@ impl Server {
     /// The address the server listens on (with the real port if 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The server's sockets, in bind order, for reading options back independently.
+    pub fn sockets(&self) -> &[Arc<UdpSock>] {
+        &self.sockets
     }
 
     /// The configuration as applied.
@@ -423,9 +446,10 @@ fn worker_loop<H: Handler>(
         if let Some(ovfl) = batch.rxq_ovfl(n - 1) {
             c.rxq_ovfl.store(ovfl as u64, Ordering::Relaxed);
         }
-        let f = batch.flush(sock, 0, one_by_one);
+        // Count the requests before replying, so whoever sees a reply also sees it counted.
         c.add(&c.packets_in, n as u64);
         c.add(&c.bytes_in, bytes_in);
+        let f = batch.flush(sock, 0, one_by_one);
         c.add(&c.packets_out, f.sent as u64);
         c.add(&c.send_errors, f.failed as u64);
         c.add(&c.syscalls, f.syscalls as u64);

@@ -1,2 +1,13 @@
-//! placeholder
+//! The firehose load generator: drives any UDP request/response server and measures it.
+//!
+//! [`gen`] runs the flows; [`table`] keeps outstanding requests; [`workload`] says what
+//! a request looks like; [`report`] turns counts and histograms into the figures.
+
+pub mod gen;
+pub mod report;
+pub mod table;
 pub mod workload;
+
+pub use gen::{start, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
+pub use report::{summarize, LoadReport};
+pub use workload::{EchoWorkload, Workload};

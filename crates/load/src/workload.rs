@@ -12,7 +12,9 @@ pub trait Workload: Send {
     fn id_bits(&self) -> u32;
 
     /// Writes request `id`, intended to be sent at `sent_ns` (ns since the run began),
-    /// into `buf` and returns its length.
+    /// into `buf` and returns its length. `id` fits in `id_bits`; the generator reuses an
+    /// id only after its previous request was answered or declared lost, so a workload
+    /// may remember per id what it sent (e.g. which question) for [`Workload::matches`].
     fn write_request(&mut self, id: u64, sent_ns: u64, buf: &mut [u8]) -> usize;
 
     /// Reads the (wire) id a response carries and its result code (0 when the protocol
@@ -53,7 +55,9 @@ impl EchoWorkload {
             ));
         }
         if size > 65507 {
-            return Err(format!("--size {size} exceeds the largest UDP payload over IPv4 (65507)"));
+            return Err(format!(
+                "--size {size} exceeds the largest UDP payload over IPv4 (65507)"
+            ));
         }
         Ok(EchoWorkload { size })
     }

@@ -48,11 +48,26 @@ const BPF_PROG_LOAD: i32 = 5;
 pub fn ebpf_cpu_mod(n: u32) -> Vec<Insn> {
     vec![
         // BPF_JMP | BPF_CALL
-        Insn { code: 0x85, regs: 0, off: 0, imm: BPF_FUNC_GET_SMP_PROCESSOR_ID },
+        Insn {
+            code: 0x85,
+            regs: 0,
+            off: 0,
+            imm: BPF_FUNC_GET_SMP_PROCESSOR_ID,
+        },
         // BPF_ALU (32-bit) | BPF_MOD | BPF_K, dst r0
-        Insn { code: 0x94, regs: 0, off: 0, imm: n.max(1) as i32 },
+        Insn {
+            code: 0x94,
+            regs: 0,
+            off: 0,
+            imm: n.max(1) as i32,
+        },
         // BPF_JMP | BPF_EXIT
-        Insn { code: 0x95, regs: 0, off: 0, imm: 0 },
+        Insn {
+            code: 0x95,
+            regs: 0,
+            off: 0,
+            imm: 0,
+        },
     ]
 }
 
@@ -113,7 +128,9 @@ pub fn load_cpu_steering(n: u32) -> SysResult<Program> {
     };
     let fd = cvt(fd, || {
         let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-        let verifier = String::from_utf8_lossy(&log[..end]).trim().replace('\n', "; ");
+        let verifier = String::from_utf8_lossy(&log[..end])
+            .trim()
+            .replace('\n', "; ");
         if verifier.is_empty() {
             "bpf(BPF_PROG_LOAD, socket filter)".into()
         } else {

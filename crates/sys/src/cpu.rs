@@ -42,7 +42,9 @@ fn clock(id: libc::clockid_t, name: &str) -> SysResult<Duration> {
     // SAFETY: the kernel writes a timespec into the zeroed local.
     let ts = unsafe {
         let mut ts: libc::timespec = mem::zeroed();
-        cvt(libc::clock_gettime(id, &mut ts), || format!("clock_gettime({name})"))?;
+        cvt(libc::clock_gettime(id, &mut ts), || {
+            format!("clock_gettime({name})")
+        })?;
         ts
     };
     Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
@@ -63,7 +65,9 @@ pub fn process_rusage() -> SysResult<(Duration, Duration)> {
     // SAFETY: the kernel fills the zeroed local rusage.
     let ru = unsafe {
         let mut ru: libc::rusage = mem::zeroed();
-        cvt(libc::getrusage(libc::RUSAGE_SELF, &mut ru), || "getrusage".into())?;
+        cvt(libc::getrusage(libc::RUSAGE_SELF, &mut ru), || {
+            "getrusage".into()
+        })?;
         ru
     };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);

@@ -87,7 +87,10 @@ pub(crate) fn storage_to_std(storage: &libc::sockaddr_storage) -> Option<SocketA
             // SAFETY: the family says the storage holds a sockaddr_in, and storage is aligned for it.
             let sin = unsafe { &*(storage as *const _ as *const libc::sockaddr_in) };
             let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6, and storage is aligned for it.

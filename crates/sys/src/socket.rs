@@ -33,6 +33,8 @@ use consts::*;
 
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
+/// Errno of a send/receive on a connected UDP socket whose peer port is closed.
+pub const ECONNREFUSED: i32 = libc::ECONNREFUSED;
 
 /// Name of an IP_MTU_DISCOVER mode as the kernel headers spell it.
 pub fn pmtudisc_name(mode: i32) -> &'static str {
@@ -117,7 +119,12 @@ impl UdpSock {
 
     /// SO_REUSEPORT on or off.
     pub fn set_reuseport(&self, on: bool) -> SysResult<()> {
-        self.set_int(libc::SOL_SOCKET, libc::SO_REUSEPORT, on as i32, "SO_REUSEPORT")
+        self.set_int(
+            libc::SOL_SOCKET,
+            libc::SO_REUSEPORT,
+            on as i32,
+            "SO_REUSEPORT",
+        )
     }
 
     /// Whether SO_REUSEPORT is set.
@@ -129,7 +136,12 @@ impl UdpSock {
     /// so the request may exceed net.core.rmem_max.
     pub fn set_rcvbuf(&self, bytes: i32, force: bool) -> SysResult<()> {
         if force {
-            self.set_int(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes, "SO_RCVBUFFORCE")
+            self.set_int(
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                bytes,
+                "SO_RCVBUFFORCE",
+            )
         } else {
             self.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, bytes, "SO_RCVBUF")
         }
@@ -143,7 +155,12 @@ impl UdpSock {
     /// Asks for a send buffer; `force` as for [`Self::set_rcvbuf`].
     pub fn set_sndbuf(&self, bytes: i32, force: bool) -> SysResult<()> {
         if force {
-            self.set_int(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes, "SO_SNDBUFFORCE")
+            self.set_int(
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUFFORCE,
+                bytes,
+                "SO_SNDBUFFORCE",
+            )
         } else {
             self.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, bytes, "SO_SNDBUF")
         }
@@ -157,16 +174,30 @@ impl UdpSock {
     /// IP_MTU_DISCOVER (or IPV6_MTU_DISCOVER on an IPv6 socket).
     pub fn set_mtu_discover(&self, mode: i32) -> SysResult<()> {
         if self.v6 {
-            self.set_int(libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, mode, "IPV6_MTU_DISCOVER")
+            self.set_int(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_MTU_DISCOVER,
+                mode,
+                "IPV6_MTU_DISCOVER",
+            )
         } else {
-            self.set_int(libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode, "IP_MTU_DISCOVER")
+            self.set_int(
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                mode,
+                "IP_MTU_DISCOVER",
+            )
         }
     }
 
     /// The path-MTU discovery mode in force.
     pub fn mtu_discover(&self) -> SysResult<i32> {
         if self.v6 {
-            self.get_int(libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, "IPV6_MTU_DISCOVER")
+            self.get_int(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_MTU_DISCOVER,
+                "IPV6_MTU_DISCOVER",
+            )
         } else {
             self.get_int(libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, "IP_MTU_DISCOVER")
         }
@@ -184,7 +215,12 @@ impl UdpSock {
 
     /// SO_PREFER_BUSY_POLL (kernel 5.11+).
     pub fn set_prefer_busy_poll(&self, on: bool) -> SysResult<()> {
-        self.set_int(libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, on as i32, "SO_PREFER_BUSY_POLL")
+        self.set_int(
+            libc::SOL_SOCKET,
+            SO_PREFER_BUSY_POLL,
+            on as i32,
+            "SO_PREFER_BUSY_POLL",
+        )
     }
 
     /// Whether SO_PREFER_BUSY_POLL is set.
@@ -195,7 +231,12 @@ impl UdpSock {
     /// SO_BUSY_POLL_BUDGET: packets per busy-poll round (kernel 5.11+; raising it above
     /// the default needs CAP_NET_ADMIN).
     pub fn set_busy_poll_budget(&self, budget: i32) -> SysResult<()> {
-        self.set_int(libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, budget, "SO_BUSY_POLL_BUDGET")
+        self.set_int(
+            libc::SOL_SOCKET,
+            SO_BUSY_POLL_BUDGET,
+            budget,
+            "SO_BUSY_POLL_BUDGET",
+        )
     }
 
     /// The busy-poll budget in force.
@@ -220,7 +261,12 @@ impl UdpSock {
 
     /// IPV6_V6ONLY, so a `[::]` listener does or does not take IPv4 too.
     pub fn set_v6only(&self, on: bool) -> SysResult<()> {
-        self.set_int(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, on as i32, "IPV6_V6ONLY")
+        self.set_int(
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            on as i32,
+            "IPV6_V6ONLY",
+        )
     }
 
     /// The socket's drop counter (receive-queue overflows and filter drops), via SO_MEMINFO.
@@ -279,7 +325,9 @@ impl UdpSock {
     pub fn set_nonblocking(&self, on: bool) -> SysResult<()> {
         let fd = self.as_raw_fd();
         // SAFETY: fcntl on an fd we own, no pointers.
-        let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) }, || "fcntl(F_GETFL)".into())?;
+        let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) }, || {
+            "fcntl(F_GETFL)".into()
+        })?;
         let flags = if on {
             flags | libc::O_NONBLOCK
         } else {

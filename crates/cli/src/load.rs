@@ -1,0 +1,407 @@
+//! `firehose load`: drive a UDP request/response server and measure it.
+
+use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use firehose_engine::parse_cpu_list;
+use firehose_load::report::{pid_stat_cpu_ticks, Interval, ServerCpu};
+use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The protocol the generator speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadProto {
+    /// Fixed-size requests carrying an id and timestamp; the answer must be identical.
+    Echo,
+}
+
+/// Arguments of `firehose load`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+#[command(
+    after_help = "Closed loop (default): each flow keeps --window requests outstanding.\n\
+Open loop (--rate): requests leave on a fixed schedule; latency is measured from the\n\
+intended send time, so a slow server cannot hide its delay (coordinated omission).\n\
+A request unanswered within --timeout counts as lost and the run goes on."
+)]
+pub struct LoadArgs {
+    /// Server address and port.
+    #[arg(long)]
+    target: String,
+    /// Protocol to speak.
+    #[arg(long, value_enum, default_value = "echo")]
+    proto: LoadProto,
+    /// Flows: each its own socket and source port.
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    flows: usize,
+    /// Requests outstanding per flow (closed loop) [default: 1]; in open loop, the most in
+    /// flight per flow [default: no cap but the timeout's worth].
+    #[arg(long, value_parser = parse_positive)]
+    window: Option<usize>,
+    /// Open loop at this many transactions/s across all flows (e.g. 50000, 50k).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Generator threads; flows are shared out among them.
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    threads: usize,
+    /// Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3).
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Measurement length (after warm-up), e.g. 10, 2.5s.
+    #[arg(long, default_value = "10", value_parser = parse_duration, conflicts_with = "requests")]
+    duration: Duration,
+    /// Send exactly this many requests instead of running for --duration.
+    #[arg(long, value_parser = parse_positive)]
+    requests: Option<usize>,
+    /// Run this long before measuring (e.g. 1, 500ms; 0 for none).
+    #[arg(long, default_value = "0", value_parser = parse_warmup)]
+    warmup: Duration,
+    /// Request payload bytes (echo: at least 20 for the id and timestamp header).
+    #[arg(long, default_value = "100")]
+    size: usize,
+    /// An unanswered request is lost after this long (e.g. 1s, 200ms).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Datagrams per sendmmsg/recvmmsg.
+    #[arg(long, default_value = "64", value_parser = parse_positive)]
+    batch: usize,
+    /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
+    #[arg(long)]
+    spin: bool,
+    /// Print a line every interval (0 for none).
+    #[arg(long, default_value = "1", value_parser = parse_warmup)]
+    interval: Duration,
+    /// Write the summary (with the percentile distribution) as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// PID of the server, to measure its CPU per transaction over the same window.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Server worker count, to tell a saturated server from a saturated client.
+    #[arg(long, value_parser = parse_positive)]
+    server_workers: Option<usize>,
+    /// Print only the summary.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn parse_warmup(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
+}
+
+/// The JSON document of a run.
+#[derive(Serialize)]
+struct Doc<'a> {
+    #[serde(flatten)]
+    report: &'a LoadReport,
+    config: ConfigDoc,
+}
+
+#[derive(Serialize)]
+struct ConfigDoc {
+    target: String,
+    proto: &'static str,
+    mode: &'static str,
+    flows: usize,
+    window: usize,
+    rate: Option<f64>,
+    threads: usize,
+    cpus: Option<Vec<usize>>,
+    size: usize,
+    timeout_s: f64,
+    warmup_s: f64,
+    batch: usize,
+    spin: bool,
+}
+
+fn resolve(target: &str) -> Result<SocketAddr> {
+    if let Ok(a) = target.parse() {
+        return Ok(a);
+    }
+    target
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.next())
+        .ok_or_else(|| {
+            Usage(format!(
+                "--target '{target}' is not an address:port (examples: 127.0.0.1:9000, [::1]:9000)"
+            ))
+            .into()
+        })
+}
+
+fn server_ticks(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Usage(format!("--server-pid {pid}: cannot read {path}: {e}")))?;
+    pid_stat_cpu_ticks(&text).ok_or_else(|| {
+        Usage(format!(
+            "--server-pid {pid}: {path} has an unexpected format"
+        ))
+        .into()
+    })
+}
+
+/// Runs `firehose load`.
+pub fn run(a: LoadArgs) -> Result<()> {
+    let target = resolve(&a.target)?;
+    let cpus = match &a.cpus {
+        Some(s) => Some(parse_cpu_list(s).map_err(|e| Usage(format!("--cpus: {e}")))?),
+        None => None,
+    };
+    let cfg = LoadConfig {
+        target,
+        flows: a.flows,
+        window: a.window.unwrap_or(if a.rate.is_some() { 0 } else { 1 }),
+        rate: a.rate,
+        threads: a.threads,
+        cpus: cpus.clone(),
+        length: match a.requests {
+            Some(n) => Length::Requests(n as u64),
+            None => Length::Duration(a.duration),
+        },
+        warmup: a.warmup,
+        timeout: a.timeout,
+        batch: a.batch,
+        spin: a.spin,
+    };
+    let workload = match a.proto {
+        LoadProto::Echo => EchoWorkload::new(a.size).map_err(Usage)?,
+    };
+    if let Some(pid) = a.server_pid {
+        server_ticks(pid)?;
+    }
+    let config_doc = ConfigDoc {
+        target: target.to_string(),
+        proto: "echo",
+        mode: if a.rate.is_some() { "open" } else { "closed" },
+        flows: a.flows,
+        window: cfg.window,
+        rate: a.rate,
+        threads: a.threads,
+        cpus,
+        size: a.size,
+        timeout_s: a.timeout.as_secs_f64(),
+        warmup_s: a.warmup.as_secs_f64(),
+        batch: a.batch,
+        spin: a.spin,
+    };
+    let report = drive(&a, &cfg, |_| workload.clone())?;
+    print_summary(&a, &config_doc, &report);
+    if let Some(p) = &a.json {
+        let doc = Doc {
+            report: &report,
+            config: config_doc,
+        };
+        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing --json {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Starts the generator, prints interval lines, and summarises.
+fn drive<W: Workload + 'static>(
+    a: &LoadArgs,
+    cfg: &LoadConfig,
+    make: impl Fn(usize) -> W,
+) -> Result<LoadReport> {
+    let code_namer = make(0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let run = firehose_load::start(cfg, make).map_err(|e| match e {
+        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
+        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
+    })?;
+    if !a.quiet {
+        println!(
+            "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}-byte requests{}",
+            cfg.target,
+            match cfg.rate {
+                Some(r) => format!("open loop at {} tps", thousands(r)),
+                None => "closed loop".into(),
+            },
+            cfg.flows,
+            match cfg.window {
+                0 => "no window cap".to_string(),
+                w => format!("window {w}"),
+            },
+            cfg.threads,
+            cfg.cpus
+                .as_ref()
+                .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
+                .unwrap_or_default(),
+            a.size,
+            if cfg.warmup.is_zero() {
+                String::new()
+            } else {
+                format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
+            }
+        );
+    }
+    let tty = std::io::stderr().is_terminal() && !a.quiet;
+    let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
+    let mut server_start: Option<(u64, Instant)> = None;
+    let mut server_end: Option<(u64, Instant)> = None;
+    let mut intervals = Vec::new();
+    let total_len = match cfg.length {
+        Length::Duration(d) => Some(cfg.warmup + d),
+        Length::Requests(_) => None,
+    };
+    let sum = |f: fn(&firehose_load::gen::Live) -> u64| run.live.iter().map(f).sum::<u64>();
+    let mut last_completed = 0u64;
+    let mut last_lost = 0u64;
+    let mut last_stray = 0u64;
+    let mut last_t = 0.0f64;
+    let mut next_line = a.interval;
+    let mut signalled = false;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let el = run.started.elapsed();
+        if stop.load(Ordering::Relaxed) && !signalled {
+            signalled = true;
+            run.stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(pid) = a.server_pid {
+            if server_start.is_none() && el >= cfg.warmup {
+                server_start = server_ticks(pid).ok().map(|t| (t, Instant::now()));
+            }
+            let ending = signalled || total_len.is_some_and(|t| el >= t);
+            if server_end.is_none() && server_start.is_some() && ending {
+                server_end = server_ticks(pid).ok().map(|t| (t, Instant::now()));
+            }
+        }
+        if !a.interval.is_zero() && el >= next_line {
+            let t = el.as_secs_f64();
+            let c = sum(|l| l.completed.load(Ordering::Relaxed));
+            let lost = sum(|l| l.lost.load(Ordering::Relaxed));
+            let stray = sum(|l| l.stray.load(Ordering::Relaxed));
+            let iv = Interval {
+                t,
+                tps: (c - last_completed) as f64 / (t - last_t),
+                lost: lost - last_lost,
+                stray: stray - last_stray,
+            };
+            if !a.quiet {
+                if tty {
+                    eprint!("\r\x1b[K");
+                }
+                println!(
+                    "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
+                    last_t,
+                    t,
+                    thousands(iv.tps),
+                    iv.lost,
+                    iv.stray,
+                    if el < cfg.warmup { "  (warm-up)" } else { "" }
+                );
+            }
+            intervals.push(iv);
+            last_completed = c;
+            last_lost = lost;
+            last_stray = stray;
+            last_t = t;
+            next_line += a.interval;
+        } else if tty {
+            let left = total_len
+                .map(|t| format!("{:.0} s left", t.saturating_sub(el).as_secs_f64()))
+                .unwrap_or_else(|| format!("{} sent", sum(|l| l.sent.load(Ordering::Relaxed))));
+            eprint!("\r\x1b[K  {:.1} s, {left}", el.as_secs_f64());
+            let _ = std::io::stderr().flush();
+        }
+        if run.handles_finished() {
+            break;
+        }
+    }
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    if let (Some(pid), None, Some(_)) = (a.server_pid, server_end, server_start) {
+        server_end = server_ticks(pid).ok().map(|t| (t, Instant::now()));
+    }
+    let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let server = match (a.server_pid, server_start, server_end) {
+        (Some(pid), Some((t0, i0)), Some((t1, i1))) => Some(ServerCpu {
+            pid,
+            cpu_s: (t1.saturating_sub(t0)) as f64 / ticks,
+            window_s: i1.duration_since(i0).as_secs_f64(),
+        }),
+        _ => None,
+    };
+    Ok(summarize(
+        &results,
+        server,
+        a.server_workers,
+        intervals,
+        |c| code_namer.code_name(c),
+    ))
+}
+
+fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
+    let pct = |n: u64| {
+        if r.sent > 0 {
+            100.0 * n as f64 / r.sent as f64
+        } else {
+            0.0
+        }
+    };
+    println!(
+        "summary: {} {} loop, {:.2} s measured",
+        cfg.target, cfg.mode, r.duration_s
+    );
+    println!("  tps         {}", thousands(r.tps));
+    println!(
+        "  completed   {}   sent {}   lost {} ({:.3}%)   stray {}   dup {}   unsent {}",
+        r.completed,
+        r.sent,
+        r.lost,
+        pct(r.lost),
+        r.stray,
+        r.dup,
+        r.unsent
+    );
+    let l = &r.latency_us;
+    println!(
+        "  latency us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
+        l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
+    );
+    if let Some(c) = r.client_cpu_us_per_txn {
+        println!(
+            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn",
+            c,
+            r.client_cpu_util * 100.0,
+            r.client_syscalls_per_txn.unwrap_or(0.0)
+        );
+    }
+    if let (Some(s), Some(u)) = (r.server_cpu_us_per_txn, r.server_cpu_util) {
+        println!(
+            "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
+            s,
+            u * 100.0,
+            a.server_pid.unwrap_or(0)
+        );
+    }
+    if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {
+        let codes: Vec<String> = r.codes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("  codes       {}", codes.join(", "));
+    }
+    if r.send_errors > 0 {
+        println!(
+            "  send errors {} (kernel refused; counted lost at their timeout)",
+            r.send_errors
+        );
+    }
+    if r.client_bound {
+        println!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
+    } else if r.client_saturated && r.server_cpu_util.is_none() {
+        println!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
+    }
+}

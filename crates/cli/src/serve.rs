@@ -1,0 +1,414 @@
+//! `firehose serve`: the engine with a protocol handler, every technique a switch.
+
+use crate::args::{parse_bytes, parse_duration, parse_positive, thousands, Usage};
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use firehose_engine::{
+    parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
+    Steer, WorkerStats,
+};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The protocol a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Proto {
+    /// Send every datagram back to its sender, byte for byte.
+    Echo,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SocketsArg {
+    Shared,
+    Reuseport,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SteerArg {
+    None,
+    Cpu,
+    CpuEbpf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PmtuArg {
+    Default,
+    Dont,
+    Omit,
+}
+
+/// Arguments of `firehose serve`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+#[command(after_help = "Profiles (explicit flags override them):\n  \
+  naive      one shared socket, N threads, recvfrom/sendto (the talk's baseline)\n  \
+  reuseport  one SO_REUSEPORT socket per worker\n  \
+  steered    reuseport + CPU steering (CBPF) + workers pinned 1:1\n  \
+  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_OMIT\n  \
+  latency    steered + busy polling (50 us) + batches of 8\n\n\
+Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
+to a CPU c with c % workers == j, so a packet is read on the CPU that received it.")]
+pub struct ServeArgs {
+    /// Protocol to serve.
+    #[arg(long, value_enum, default_value = "echo")]
+    proto: Proto,
+    /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: String,
+    /// Preset for a step of the NTT ladder.
+    #[arg(long, value_parser = |s: &str| s.parse::<Profile>())]
+    profile: Option<Profile>,
+    /// Worker threads [default: 1].
+    #[arg(long, value_parser = parse_positive)]
+    workers: Option<usize>,
+    /// One socket for all workers, or one SO_REUSEPORT socket each.
+    #[arg(long, value_enum)]
+    sockets: Option<SocketsArg>,
+    /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
+    #[arg(long, value_enum)]
+    steer: Option<SteerArg>,
+    /// Pin workers: none, auto (1:1 over allowed CPUs) or a CPU list like 0-3,6.
+    #[arg(long)]
+    pin: Option<String>,
+    /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
+    #[arg(long, value_parser = parse_positive)]
+    batch: Option<usize>,
+    /// SO_BUSY_POLL microseconds; workers then poll instead of sleeping (0 turns it off).
+    #[arg(long)]
+    busy_poll: Option<u32>,
+    /// IP_MTU_DISCOVER: kernel default, dont (no DF), omit (no DF, no IP ID work).
+    #[arg(long, value_enum)]
+    pmtudisc: Option<PmtuArg>,
+    /// Receive buffer per socket (SO_RCVBUFFORCE as root, else SO_RCVBUF), e.g. 4M.
+    #[arg(long, value_parser = parse_bytes)]
+    rcvbuf: Option<usize>,
+    /// Send buffer per socket, e.g. 4M.
+    #[arg(long, value_parser = parse_bytes)]
+    sndbuf: Option<usize>,
+    /// Print a counter line every interval (e.g. 1, 500ms).
+    #[arg(long, value_parser = parse_duration)]
+    interval: Option<Duration>,
+    /// Write counters as JSON to this file at exit (and a line per interval with --interval).
+    #[arg(long)]
+    stats_json: Option<std::path::PathBuf>,
+    /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+impl ServeArgs {
+    /// Merges the profile preset with explicit flags.
+    fn config(&self) -> Result<ServeConfig> {
+        let listen: SocketAddr = self.listen.parse().map_err(|_| {
+            Usage(format!(
+                "--listen '{}' is not an address:port (examples: 127.0.0.1:9000, [::1]:9000)",
+                self.listen
+            ))
+        })?;
+        let workers = self.workers.unwrap_or(1);
+        let mut cfg = ServeConfig::profile(self.profile.unwrap_or(Profile::Naive), listen, workers);
+        if let Some(s) = self.sockets {
+            cfg.sockets = match s {
+                SocketsArg::Shared => SocketMode::Shared,
+                SocketsArg::Reuseport => SocketMode::Reuseport,
+            };
+        }
+        if let Some(s) = self.steer {
+            cfg.steer = match s {
+                SteerArg::None => Steer::None,
+                SteerArg::Cpu => Steer::Cpu,
+                SteerArg::CpuEbpf => Steer::CpuEbpf,
+            };
+        }
+        if let Some(p) = &self.pin {
+            cfg.pin = match p.as_str() {
+                "none" => Pin::None,
+                "auto" => Pin::Auto,
+                list => Pin::List(parse_cpu_list(list).map_err(|e| Usage(format!("--pin: {e}")))?),
+            };
+        }
+        if let Some(b) = self.batch {
+            cfg.batch = b;
+        }
+        if let Some(us) = self.busy_poll {
+            cfg.busy_poll = (us > 0).then_some(us);
+        }
+        if let Some(p) = self.pmtudisc {
+            cfg.pmtudisc = match p {
+                PmtuArg::Default => PmtuDisc::Default,
+                PmtuArg::Dont => PmtuDisc::Dont,
+                PmtuArg::Omit => PmtuDisc::Omit,
+            };
+        }
+        cfg.rcvbuf = self.rcvbuf.or(cfg.rcvbuf);
+        cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
+        Ok(cfg)
+    }
+}
+
+/// The document written by `--stats-json` at exit.
+#[derive(Serialize)]
+struct StatsDoc<'a> {
+    proto: &'static str,
+    applied: &'a Applied,
+    elapsed_s: f64,
+    totals: WorkerStats,
+    workers: Vec<WorkerStats>,
+    sockets: Vec<firehose_engine::SocketStats>,
+    handler: std::collections::BTreeMap<&'static str, u64>,
+    cpu: CpuDoc,
+    syscalls_per_packet: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct CpuDoc {
+    user_s: f64,
+    sys_s: f64,
+}
+
+/// One `--interval` record.
+#[derive(Serialize)]
+struct IntervalDoc {
+    t: f64,
+    rx_pps: f64,
+    tx_pps: f64,
+    totals: WorkerStats,
+    kernel_drops: u64,
+}
+
+fn start_server(cfg: &ServeConfig, proto: Proto) -> Result<Server> {
+    let res = match proto {
+        Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
+    };
+    res.map_err(|e| match e {
+        ServeError::Config(m) => Usage(m).into(),
+        ServeError::Kernel(k) => {
+            let hint = match k.errno().map(firehose_sys::errno_name) {
+                Some("EADDRINUSE") => {
+                    " — another process holds this port; pick another --listen port"
+                }
+                Some("EACCES") | Some("EPERM") => {
+                    " — this needs more privilege (run as root or lower the value)"
+                }
+                _ => "",
+            };
+            Usage(format!("the kernel refused {k}{hint}")).into()
+        }
+    })
+}
+
+fn proto_name(p: Proto) -> &'static str {
+    match p {
+        Proto::Echo => "echo",
+    }
+}
+
+/// Runs `firehose serve`.
+pub fn run(a: ServeArgs) -> Result<()> {
+    let cfg = a.config()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let server = start_server(&cfg, a.proto)?;
+    print_applied(&server, a.proto);
+    let started = Instant::now();
+    let mut json_lines = match (&a.stats_json, a.interval) {
+        (Some(p), Some(_)) => Some(interval_file(p)?),
+        _ => None,
+    };
+    let mut last = WorkerStats::total(&server.worker_stats());
+    let mut last_t = started;
+    let mut next_tick = a.interval.map(|i| started + i);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let (Some(t), Some(iv)) = (next_tick, a.interval) {
+            if Instant::now() >= t {
+                let now = Instant::now();
+                let total = WorkerStats::total(&server.worker_stats());
+                let d = total.delta(&last);
+                let secs = now.duration_since(last_t).as_secs_f64();
+                let drops: u64 = server.socket_stats().iter().map(|s| s.kernel_drops).sum();
+                println!(
+                    "[{:7.1}s] rx {:>11} pps  tx {:>11} pps  syscalls/pkt {:.3}  kernel drops {}",
+                    started.elapsed().as_secs_f64(),
+                    thousands(d.packets_in as f64 / secs),
+                    thousands(d.packets_out as f64 / secs),
+                    if d.packets_in > 0 {
+                        d.syscalls as f64 / d.packets_in as f64
+                    } else {
+                        0.0
+                    },
+                    drops
+                );
+                if let Some(f) = json_lines.as_mut() {
+                    let rec = IntervalDoc {
+                        t: started.elapsed().as_secs_f64(),
+                        rx_pps: d.packets_in as f64 / secs,
+                        tx_pps: d.packets_out as f64 / secs,
+                        totals: total.clone(),
+                        kernel_drops: drops,
+                    };
+                    use std::io::Write;
+                    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+                }
+                last = total;
+                last_t = now;
+                next_tick = Some(t + iv);
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let workers = server.worker_stats();
+    let sockets = server.socket_stats();
+    let applied = server.applied().clone();
+    let handler: std::collections::BTreeMap<_, _> = server.shutdown().into_iter().collect();
+    let totals = WorkerStats::total(&workers);
+    print_counters(&workers, &sockets, &totals, elapsed);
+    if let Some(p) = &a.stats_json {
+        let (u, s) = firehose_sys::cpu::process_rusage()?;
+        let doc = StatsDoc {
+            proto: proto_name(a.proto),
+            applied: &applied,
+            elapsed_s: elapsed,
+            syscalls_per_packet: (totals.packets_in > 0)
+                .then(|| totals.syscalls as f64 / totals.packets_in as f64),
+            totals,
+            workers,
+            sockets,
+            handler,
+            cpu: CpuDoc {
+                user_s: u.as_secs_f64(),
+                sys_s: s.as_secs_f64(),
+            },
+        };
+        let text = serde_json::to_string_pretty(&doc)?;
+        if json_lines.is_some() {
+            // Interval records came first, one per line; the final document is the last line.
+            use std::io::Write;
+            let mut f = interval_file(p)?;
+            writeln!(f, "{}", serde_json::to_string(&doc)?)?;
+        } else {
+            std::fs::write(p, text + "\n")
+                .with_context(|| format!("writing --stats-json {}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| Usage(format!("cannot open --stats-json {}: {e}", p.display())).into())
+}
+
+fn print_applied(server: &Server, proto: Proto) {
+    let a = server.applied();
+    println!("firehose serve: listening on {}", a.listen);
+    println!(
+        "  proto {}, {} worker(s), sockets {:?}, steer {}, batch {}{}, busy-poll {}",
+        proto_name(proto),
+        a.workers,
+        a.sockets,
+        a.socket_detail
+            .first()
+            .map(|s| s.steering)
+            .unwrap_or("none"),
+        a.batch,
+        if a.batch == 1 {
+            " (recvfrom/sendto)"
+        } else {
+            " (recvmmsg/sendmmsg)"
+        },
+        if a.busy_poll {
+            "on (workers poll)"
+        } else {
+            "off"
+        }
+    );
+    for (i, c) in a.worker_cpus.iter().enumerate() {
+        println!(
+            "  worker {i}: {} -> socket {}",
+            c.map(|c| format!("pinned to CPU {c}"))
+                .unwrap_or_else(|| "unpinned".into()),
+            a.worker_sockets[i]
+        );
+    }
+    for s in &a.socket_detail {
+        let mut line = format!(
+            "  socket {}: SO_REUSEPORT={} SO_RCVBUF={} SO_SNDBUF={} IP_MTU_DISCOVER={} SO_BUSY_POLL={} SO_RXQ_OVFL={}",
+            s.index, s.reuseport as u8, s.rcvbuf, s.sndbuf, s.mtu_discover, s.busy_poll_us, s.rxq_ovfl as u8
+        );
+        if let Some(p) = s.prefer_busy_poll {
+            line.push_str(&format!(" SO_PREFER_BUSY_POLL={}", p as u8));
+        }
+        if let Some(b) = s.busy_poll_budget {
+            line.push_str(&format!(" SO_BUSY_POLL_BUDGET={b}"));
+        }
+        println!("{line}");
+    }
+    for n in &a.notes {
+        println!("  note: {n}");
+    }
+}
+
+fn print_counters(
+    workers: &[WorkerStats],
+    sockets: &[firehose_engine::SocketStats],
+    t: &WorkerStats,
+    elapsed: f64,
+) {
+    println!("firehose serve: stopped after {elapsed:.1} s");
+    println!(
+        "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
+        "worker",
+        "cpu",
+        "packets_in",
+        "packets_out",
+        "batches",
+        "syscalls",
+        "h_err",
+        "h_drop",
+        "send_err"
+    );
+    for w in workers.iter().chain(std::iter::once(t)) {
+        let name = if std::ptr::eq(w, t) {
+            "total".to_string()
+        } else {
+            w.worker.to_string()
+        };
+        println!(
+            "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
+            name,
+            w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            w.packets_in,
+            w.packets_out,
+            w.batches,
+            w.syscalls,
+            w.handler_errors,
+            w.handler_drops,
+            w.send_errors
+        );
+    }
+    for s in sockets {
+        println!(
+            "  socket {}: kernel drops {} (SO_MEMINFO), last incoming CPU {}",
+            s.index,
+            s.kernel_drops,
+            s.incoming_cpu
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    if t.rxq_ovfl > 0 {
+        println!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
+    }
+}

@@ -1,0 +1,73 @@
+//! Bad input: one line naming what was wrong, exit code 2, never a panic.
+
+mod common;
+use common::run;
+use std::net::UdpSocket;
+
+fn assert_usage_error(args: &[&str], must_mention: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: exit code; stderr: {err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: one line, got: {err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    assert!(
+        err.contains(must_mention),
+        "{args:?}: '{err}' should mention '{must_mention}'"
+    );
+}
+
+#[test]
+fn serve_rejects_bad_input() {
+    assert_usage_error(&["serve", "--listen", "not-an-address"], "--listen");
+    assert_usage_error(&["serve", "--listen", "127.0.0.1:99999"], "--listen");
+    assert_usage_error(&["serve", "--workers", "0"], "--workers");
+    assert_usage_error(&["serve", "--workers", "-2"], "--workers");
+    assert_usage_error(&["serve", "--pin", "4096"], "CPU 4096");
+    assert_usage_error(&["serve", "--pin", "0-x"], "--pin");
+    assert_usage_error(&["serve", "--profile", "warp"], "unknown profile");
+    assert_usage_error(
+        &["serve", "--sockets", "shared", "--steer", "cpu"],
+        "reuseport",
+    );
+    assert_usage_error(&["serve", "--duration", "0"], "--duration");
+}
+
+#[test]
+fn serve_reports_port_in_use() {
+    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap().to_string();
+    assert_usage_error(&["serve", "--listen", &addr], "EADDRINUSE");
+    assert_usage_error(
+        &["serve", "--listen", &addr, "--profile", "tuned"],
+        "EADDRINUSE",
+    );
+}
+
+#[test]
+fn load_rejects_bad_input() {
+    let t = "127.0.0.1:9";
+    assert_usage_error(&["load", "--target", "nowhere"], "--target");
+    assert_usage_error(&["load", "--target", t, "--duration", "0"], "--duration");
+    assert_usage_error(&["load", "--target", t, "--duration", "-5"], "--duration");
+    assert_usage_error(&["load", "--target", t, "--rate", "0"], "--rate");
+    assert_usage_error(&["load", "--target", t, "--rate", "-100"], "--rate");
+    assert_usage_error(&["load", "--target", t, "--cpus", "4096"], "CPU 4096");
+    assert_usage_error(&["load", "--target", t, "--size", "10"], "--size");
+    assert_usage_error(
+        &["load", "--target", t, "--flows", "1", "--threads", "2"],
+        "--flows",
+    );
+    assert_usage_error(&["load", "--target", "127.0.0.1:0"], "port 0");
+    assert_usage_error(&["load"], "--target");
+}

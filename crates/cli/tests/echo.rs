@@ -1,0 +1,120 @@
+//! `firehose serve --proto echo`, driven over real sockets.
+
+mod common;
+use common::Served;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn check_exact_echo(listen: &str, bind: &str, profile: &str) {
+    let srv = Served::start(&[
+        "--listen",
+        listen,
+        "--profile",
+        profile,
+        "--workers",
+        "2",
+        "--pin",
+        "none",
+    ]);
+    let c = UdpSocket::bind(bind).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = vec![0u8; 70000];
+    for (k, size) in [0usize, 1, 100, 1472, 9000, 65507].into_iter().enumerate() {
+        let msg = pattern(size, k as u8);
+        c.send_to(&msg, srv.addr).unwrap();
+        let (n, from) = c.recv_from(&mut buf).unwrap();
+        assert_eq!(from, srv.addr);
+        assert_eq!(n, size, "{profile} {listen}: size {size}");
+        assert_eq!(
+            &buf[..n],
+            &msg[..],
+            "{profile} {listen}: bytes differ at size {size}"
+        );
+    }
+    let out = srv.stop();
+    assert!(out.contains("stopped after"), "{out}");
+}
+
+#[test]
+fn echo_is_exact_ipv4_every_profile() {
+    for p in ["naive", "reuseport", "tuned"] {
+        check_exact_echo("127.0.0.1:0", "127.0.0.1:0", p);
+    }
+}
+
+#[test]
+fn echo_is_exact_ipv6() {
+    if UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipping: no IPv6 loopback on this host");
+        return;
+    }
+    for p in ["naive", "tuned"] {
+        check_exact_echo("[::1]:0", "[::1]:0", p);
+    }
+}
+
+#[test]
+fn stats_json_counts_what_was_served() {
+    let dir = std::env::temp_dir().join(format!("fh-stats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.json");
+    let srv = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        "tuned",
+        "--workers",
+        "1",
+        "--stats-json",
+        path.to_str().unwrap(),
+    ]);
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = [0u8; 200];
+    for i in 0..123u32 {
+        c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
+        c.recv_from(&mut buf).unwrap();
+    }
+    srv.stop();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["totals"]["packets_in"], 123);
+    assert_eq!(doc["totals"]["packets_out"], 123);
+    assert_eq!(doc["applied"]["batch"], 64);
+    assert_eq!(doc["applied"]["socket_detail"][0]["mtu_discover"], "omit");
+    assert!(doc["totals"]["syscalls"].as_u64().unwrap() >= 123);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn startup_prints_the_read_back_configuration() {
+    let mut srv = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        "tuned",
+        "--workers",
+        "1",
+        "--rcvbuf",
+        "1M",
+    ]);
+    let mut lines = String::new();
+    for _ in 0..3 {
+        std::io::BufRead::read_line(&mut srv.stdout, &mut lines).unwrap();
+    }
+    assert!(lines.contains("IP_MTU_DISCOVER=omit"), "{lines}");
+    assert!(lines.contains("SO_REUSEPORT=1"), "{lines}");
+    if firehose_sys::cpu::is_root() {
+        assert!(
+            lines.contains("SO_RCVBUF=2097152"),
+            "granted size is printed: {lines}"
+        );
+    }
+    srv.stop();
+}

@@ -1,0 +1,204 @@
+//! `firehose load` counts exactly, against our server and against a lossy one.
+
+mod common;
+use common::{run, Served};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn json_of(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("fh-load-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn n_requests_give_n_completed() {
+    let srv = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        "tuned",
+        "--workers",
+        "1",
+    ]);
+    let target = srv.addr.to_string();
+    for (flows, window, extra) in [("1", "1", None), ("4", "8", None), ("3", "2", Some("20k"))] {
+        let out_path = tmp(&format!("exact-{flows}-{window}"));
+        let mut args = vec![
+            "load",
+            "--target",
+            &target,
+            "--requests",
+            "5000",
+            "--flows",
+            flows,
+            "--window",
+            window,
+            "--threads",
+            "1",
+            "--json",
+            out_path.to_str().unwrap(),
+            "--quiet",
+        ];
+        if let Some(r) = extra {
+            args.extend(["--rate", r]);
+        }
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc = json_of(&out_path);
+        assert_eq!(doc["sent"], 5000, "{doc}");
+        assert_eq!(doc["completed"], 5000, "{doc}");
+        assert_eq!(doc["lost"], 0);
+        assert_eq!(doc["stray"], 0);
+        assert_eq!(doc["dup"], 0);
+        assert!(doc["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(doc["percentiles"].as_array().unwrap().len() > 5);
+        std::fs::remove_file(out_path).unwrap();
+    }
+    drop(srv);
+}
+
+/// An echo server that drops every 10th request and answers one request in 50 twice.
+fn lossy_server(stop: Arc<AtomicBool>) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let addr = s.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok((len, from)) = s.recv_from(&mut buf) {
+                n += 1;
+                if n.is_multiple_of(10) {
+                    continue;
+                }
+                s.send_to(&buf[..len], from).unwrap();
+                if n % 50 == 1 {
+                    s.send_to(&buf[..len], from).unwrap();
+                }
+            }
+        }
+    });
+    (addr, h)
+}
+
+#[test]
+fn losses_are_counted_and_the_run_completes() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, h) = lossy_server(stop.clone());
+    let out_path = tmp("lossy");
+    let out = run(&[
+        "load",
+        "--target",
+        &addr.to_string(),
+        "--requests",
+        "2000",
+        "--flows",
+        "2",
+        "--window",
+        "4",
+        "--timeout",
+        "100ms",
+        "--json",
+        out_path.to_str().unwrap(),
+        "--quiet",
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out_path);
+    let lost = doc["lost"].as_u64().unwrap();
+    let completed = doc["completed"].as_u64().unwrap();
+    assert_eq!(
+        lost + completed,
+        2000,
+        "every request ends exactly once: {doc}"
+    );
+    assert_eq!(lost, 200, "every 10th request is dropped: {doc}");
+    assert_eq!(
+        doc["dup"].as_u64().unwrap(),
+        40,
+        "one in 50 answered twice: {doc}"
+    );
+    assert_eq!(doc["stray"], 0);
+    std::fs::remove_file(out_path).unwrap();
+}
+
+#[test]
+fn foreign_datagrams_count_as_stray() {
+    // A server that answers each request and then sends one datagram of garbage.
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = s.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 2048];
+        for _ in 0..100 {
+            let Ok((len, from)) = s.recv_from(&mut buf) else {
+                return;
+            };
+            s.send_to(b"not a response of ours at all", from).unwrap();
+            s.send_to(&buf[..len], from).unwrap();
+        }
+    });
+    let out_path = tmp("stray");
+    let out = run(&[
+        "load",
+        "--target",
+        &addr.to_string(),
+        "--requests",
+        "100",
+        "--json",
+        out_path.to_str().unwrap(),
+        "--quiet",
+    ]);
+    h.join().unwrap();
+    assert!(out.status.success());
+    let doc = json_of(&out_path);
+    assert_eq!(doc["completed"], 100);
+    assert_eq!(doc["stray"], 100);
+    std::fs::remove_file(out_path).unwrap();
+}
+
+#[test]
+fn measures_server_cpu_with_server_pid() {
+    let srv = Served::start(&["--listen", "127.0.0.1:0", "--profile", "tuned"]);
+    let out_path = tmp("cpu");
+    let out = run(&[
+        "load",
+        "--target",
+        &srv.addr.to_string(),
+        "--duration",
+        "1",
+        "--flows",
+        "2",
+        "--window",
+        "8",
+        "--server-pid",
+        &srv.pid().to_string(),
+        "--json",
+        out_path.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    let doc = json_of(&out_path);
+    assert!(doc["completed"].as_u64().unwrap() > 0);
+    assert!(
+        doc["server_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
+        "{doc}"
+    );
+    assert!(doc["client_cpu_us_per_txn"].as_f64().unwrap() > 0.0);
+    assert!(!doc["intervals"].as_array().unwrap().is_empty());
+    std::fs::remove_file(out_path).unwrap();
+}

@@ -1,0 +1,230 @@
+//! Turning thread results into the numbers a user reads: the DESIGN vocabulary
+//! (`tps`, `lost`, `stray`, `dup`, latency percentiles, CPU per transaction).
+
+use crate::gen::ThreadResult;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Latency summary in microseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LatencyUs {
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// One point of the percentile distribution.
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentile {
+    pub percentile: f64,
+    pub latency_us: f64,
+}
+
+/// One interval line.
+#[derive(Debug, Clone, Serialize)]
+pub struct Interval {
+    /// End of the interval, seconds since the run started.
+    pub t: f64,
+    pub tps: f64,
+    pub lost: u64,
+    pub stray: u64,
+}
+
+/// Per-thread figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadSummary {
+    pub thread: usize,
+    pub cpu: Option<usize>,
+    pub flows: usize,
+    pub completed: u64,
+    pub cpu_util: f64,
+}
+
+/// CPU use of the server process, measured from outside over the window.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ServerCpu {
+    pub pid: u32,
+    /// CPU seconds (user + system) over the window.
+    pub cpu_s: f64,
+    /// Window length in seconds.
+    pub window_s: f64,
+}
+
+/// The result of a load run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    pub tps: f64,
+    pub completed: u64,
+    pub sent: u64,
+    pub lost: u64,
+    pub stray: u64,
+    pub dup: u64,
+    pub unsent: u64,
+    pub send_errors: u64,
+    pub duration_s: f64,
+    pub latency_us: LatencyUs,
+    pub percentiles: Vec<Percentile>,
+    pub client_cpu_us_per_txn: Option<f64>,
+    /// Busiest generator thread's CPU use over the window, as a fraction of one CPU.
+    pub client_cpu_util: f64,
+    pub client_syscalls_per_txn: Option<f64>,
+    pub server_cpu_us_per_txn: Option<f64>,
+    /// Server CPU seconds per second of window (may exceed 1 with several workers).
+    pub server_cpu_util: Option<f64>,
+    /// The busiest generator thread used (nearly) a whole CPU.
+    pub client_saturated: bool,
+    /// The generator was saturated while the server was not: the result measures the client.
+    /// Needs the server's CPU (`--server-pid`); false when it is unknown.
+    pub client_bound: bool,
+    pub codes: BTreeMap<String, u64>,
+    pub threads: Vec<ThreadSummary>,
+    pub intervals: Vec<Interval>,
+}
+
+/// Client CPU use at or above this fraction of a CPU means the generator is saturated.
+pub const SATURATED: f64 = 0.95;
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Summarises thread results; `code_name` names protocol result codes.
+pub fn summarize(
+    results: &[ThreadResult],
+    server: Option<ServerCpu>,
+    server_workers: Option<usize>,
+    intervals: Vec<Interval>,
+    code_name: impl Fn(u16) -> String,
+) -> LoadReport {
+    let mut hist: Histogram<u64> = Histogram::new_with_bounds(1, 60_000_000_000, 3)
+        .expect("static histogram bounds are valid");
+    let mut codes = BTreeMap::new();
+    let (mut completed, mut sent, mut lost, mut stray, mut dup, mut unsent, mut send_errors) =
+        (0, 0, 0, 0, 0, 0, 0);
+    let mut syscalls = 0;
+    let mut cpu_s = 0.0;
+    let mut window_s: f64 = 0.0;
+    let mut threads = Vec::new();
+    for r in results {
+        let _ = hist.add(&r.latency_ns);
+        completed += r.completed;
+        sent += r.sent;
+        lost += r.lost;
+        stray += r.stray;
+        dup += r.dup;
+        unsent += r.unsent;
+        send_errors += r.send_errors;
+        syscalls += r.syscalls;
+        cpu_s += r.cpu_time.as_secs_f64();
+        window_s = window_s.max(r.window.as_secs_f64());
+        for (c, n) in &r.codes {
+            *codes.entry(code_name(*c)).or_insert(0) += n;
+        }
+        let w = r.window.as_secs_f64();
+        threads.push(ThreadSummary {
+            thread: r.thread,
+            cpu: r.cpu,
+            flows: r.flows,
+            completed: r.completed,
+            cpu_util: if w > 0.0 {
+                r.cpu_time.as_secs_f64() / w
+            } else {
+                0.0
+            },
+        });
+    }
+    let latency_us = if hist.is_empty() {
+        LatencyUs::default()
+    } else {
+        LatencyUs {
+            min: us(hist.min()),
+            p50: us(hist.value_at_quantile(0.50)),
+            p90: us(hist.value_at_quantile(0.90)),
+            p99: us(hist.value_at_quantile(0.99)),
+            p999: us(hist.value_at_quantile(0.999)),
+            p9999: us(hist.value_at_quantile(0.9999)),
+            max: us(hist.max()),
+            mean: hist.mean() / 1000.0,
+        }
+    };
+    let percentiles = if hist.is_empty() {
+        Vec::new()
+    } else {
+        hist.iter_quantiles(2)
+            .map(|v| Percentile {
+                percentile: v.percentile(),
+                latency_us: us(v.value_iterated_to()),
+            })
+            .collect()
+    };
+    let per_txn = |x: f64| (completed > 0).then(|| x / completed as f64);
+    let client_cpu_util = threads.iter().map(|t| t.cpu_util).fold(0.0, f64::max);
+    let server_cpu_util = server.map(|s| {
+        if s.window_s > 0.0 {
+            s.cpu_s / s.window_s
+        } else {
+            0.0
+        }
+    });
+    // The server is saturated when it uses (nearly) one CPU per worker; without a worker
+    // count, one CPU's worth is taken as saturated, which errs against calling a result
+    // client-bound.
+    let server_saturated = server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
+    let client_saturated = client_cpu_util >= SATURATED;
+    LoadReport {
+        tps: if window_s > 0.0 {
+            completed as f64 / window_s
+        } else {
+            0.0
+        },
+        completed,
+        sent,
+        lost,
+        stray,
+        dup,
+        unsent,
+        send_errors,
+        duration_s: window_s,
+        latency_us,
+        percentiles,
+        client_cpu_us_per_txn: per_txn(cpu_s * 1e6),
+        client_cpu_util,
+        client_syscalls_per_txn: per_txn(syscalls as f64),
+        server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
+        server_cpu_util,
+        client_saturated,
+        client_bound: client_saturated && server_saturated == Some(false),
+        codes,
+        threads,
+        intervals,
+    }
+}
+
+/// Reads utime + stime (in clock ticks) from the text of /proc/PID/stat. The command
+/// name may contain spaces and parentheses, so fields are counted after the last ')'.
+pub fn pid_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3 of the whole line; utime is 14, stime 15.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_stat_with_odd_comm() {
+        let line = "4242 (fh (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 3 0 100 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(pid_stat_cpu_ticks(line), Some(325));
+        assert_eq!(pid_stat_cpu_ticks("garbage"), None);
+    }
+}
