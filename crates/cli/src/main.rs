@@ -2,6 +2,7 @@
 //! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`).
 
 mod args;
+mod lab;
 mod load;
 mod serve;
 
@@ -22,6 +23,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Drive a UDP request/response server and measure it.
     Load(load::LoadArgs),
+    /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
+    Lab(lab::LabArgs),
 }
 
 fn main() {
@@ -58,6 +61,7 @@ fn main() {
     let res = match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(a),
+        Command::Lab(a) => lab::run(a),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {

@@ -387,10 +387,8 @@ impl Runner<'_> {
         knobs: Option<KnobState>,
     ) -> LabResult<Trial> {
         self.check_stop()?;
-        let tag = format!("{config}-r{repetition}-{}", match generator {
-            Generator::Firehose => "load",
-            Generator::Sockperf => "sockperf",
-        });
+        // Compare's names hold a '/' ("tuned/sockperf"): not in a file name.
+        let tag = format!("{}-r{repetition}", config.replace('/', "-"));
         let stats_path = self.workdir.join(format!("{tag}-server.json"));
         let load_path = self.workdir.join(format!("{tag}-load.json"));
         let _ = std::fs::remove_file(&stats_path);

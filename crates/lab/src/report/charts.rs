@@ -22,7 +22,7 @@ fn label(names: &[String], x: f64) -> String {
 pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let top = rows
@@ -78,7 +78,7 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
 pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let n = rows.len().max(1) as f64;
@@ -87,7 +87,8 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
             .margin(12)
             .x_label_area_size(60)
             .y_label_area_size(50)
-            .build_cartesian_2d(-0.5..n - 0.5, 0.0..100.0)
+            // Room on the right for the legend, clear of the bars.
+            .build_cartesian_2d(-0.5..n + 0.4, 0.0..100.0)
             .map_err(err)?;
         chart
             .configure_mesh()
@@ -153,10 +154,15 @@ pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
         .collect();
     let all = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1));
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = if hi > 0.0 { (lo * 0.8, hi * 1.25) } else { (1.0, 10.0) };
+    // Whole decades, so the log axis always has labelled ticks.
+    let (lo, hi) = if hi > 0.0 {
+        (10f64.powf(lo.log10().floor()), 10f64.powf(hi.log10().ceil()))
+    } else {
+        (1.0, 10.0)
+    };
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption("Round-trip latency by percentile", ("sans-serif", 20))
