@@ -1,6 +1,13 @@
 //! The seeds' baseline server, built in so every host has it: one UDP socket shared by N
 //! threads, each calling recvfrom() then sendto() (the NTT talk's "simple multi-threaded
 //! echo server"). Deliberately naive; it is the yardstick, not a contender.
+//!
+//! It also answers sockperf's framing the way `sockperf sr` does, so that both `firehose
+//! load` and `sockperf ping-pong` can drive the same server and be compared as generators:
+//! a sockperf message starts with a 64-bit sequence number, 16-bit flags (1 = from the
+//! client, 2 = answer requested) and a 32-bit length equal to the datagram's, all big-endian;
+//! the reply is the message with the client flag cleared, and only when an answer is
+//! requested. Any other datagram is echoed unchanged.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +56,7 @@ impl PlainEcho {
                             continue;
                         };
                         i += 1;
+                        let Some(n) = reply(&mut buf, n) else { continue };
                         match self.sock.send_to(&buf[..n], peer) {
                             Ok(_) => o += 1,
                             Err(_) => e += 1,
@@ -66,6 +74,28 @@ impl PlainEcho {
             send_errors: perr.into_inner(),
         }
     }
+}
+
+/// Flags of a sockperf message.
+const SOCKPERF_CLIENT: u8 = 1;
+const SOCKPERF_PONG_REQUEST: u8 = 2;
+
+/// What to send back for the `n`-byte datagram in `buf`: `Some(len)` to reply with
+/// `buf[..len]` (edited in place for sockperf), `None` to stay silent.
+pub fn reply(buf: &mut [u8], n: usize) -> Option<usize> {
+    if n >= 14 && n <= buf.len() {
+        let len = u32::from_be_bytes([buf[10], buf[11], buf[12], buf[13]]) as usize;
+        let flags_hi = buf[8];
+        let flags = buf[9];
+        if len == n && flags_hi == 0 && flags & SOCKPERF_CLIENT != 0 && flags < 8 {
+            if flags & SOCKPERF_PONG_REQUEST == 0 {
+                return None;
+            }
+            buf[9] &= !SOCKPERF_CLIENT;
+            return Some(n);
+        }
+    }
+    Some(n)
 }
 
 #[cfg(test)]
@@ -94,5 +124,33 @@ mod tests {
         });
         assert_eq!(counts.packets_in, 10);
         assert_eq!(counts.packets_out, 10);
+    }
+
+    #[test]
+    fn sockperf_frames_are_answered_like_sockperf_sr() {
+        // Captured from `sockperf ping-pong -m 100`: seq 1, flags 3 (client, answer), len 100.
+        let mut buf = [0u8; 100];
+        buf[7] = 1;
+        buf[9] = 3;
+        buf[13] = 100;
+        assert_eq!(reply(&mut buf, 100), Some(100));
+        assert_eq!(buf[9], 2, "client flag cleared, the rest untouched");
+        assert_eq!(buf[7], 1);
+        // No answer requested: silence, as sockperf sr does.
+        let mut quiet = buf;
+        quiet[9] = 1;
+        assert_eq!(reply(&mut quiet, 100), None);
+        // A length field that does not match the datagram: not sockperf, echoed unchanged.
+        let mut other = buf;
+        other[9] = 3;
+        assert_eq!(reply(&mut other, 99), Some(99));
+        assert_eq!(other[9], 3);
+        // firehose load's requests ("FHL1" + id + time) are echoed byte for byte.
+        let mut ours = [0u8; 100];
+        ours[..4].copy_from_slice(b"FHL1");
+        ours[9] = 3;
+        let before = ours;
+        assert_eq!(reply(&mut ours, 100), Some(100));
+        assert_eq!(ours, before);
     }
 }

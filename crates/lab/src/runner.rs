@@ -7,6 +7,7 @@ use crate::sample::{port_bound, HostSample, Watch, Window};
 use crate::sockperf;
 use crate::topology::{cpu_list, KnobState, Side, Topology};
 use crate::{LabError, LabResult};
+use firehose_host::procfs::{self, snmp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs::File;
@@ -66,7 +67,9 @@ impl Placement {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoadSpec {
     pub flows: usize,
-    pub window: usize,
+    /// Requests in flight per flow; `None` leaves load's default (1 in closed loop, no cap
+    /// but the timeout in open loop).
+    pub window: Option<usize>,
     /// Requests per second (open loop); `None` is closed loop.
     pub rate: Option<u64>,
     pub threads: usize,
@@ -348,7 +351,10 @@ impl Runner<'_> {
                 let bin = self.bin.to_string_lossy().into_owned();
                 let mut c = self.topo.command(Side::Client, cpus, &bin);
                 c.args(["load", "--target", &self.target()]);
-                c.args(["--flows", &l.flows.to_string(), "--window", &l.window.to_string()]);
+                c.args(["--flows", &l.flows.to_string()]);
+                if let Some(w) = l.window {
+                    c.args(["--window", &w.to_string()]);
+                }
                 if let Some(r) = l.rate {
                     c.args(["--rate", &r.to_string()]);
                 }
@@ -356,7 +362,7 @@ impl Runner<'_> {
                 c.args(["--duration", &l.duration_s.to_string()]);
                 c.args(["--warmup", &l.warmup_s.to_string()]);
                 c.args(["--size", &l.size.to_string()]);
-                c.args(["--timeout", &l.timeout_ms.to_string()]);
+                c.args(["--timeout", &format!("{}ms", l.timeout_ms)]);
                 c.arg("--json").arg(json);
                 c.args(["--server-pid", &server_pid.to_string(), "--quiet"]);
                 c
@@ -366,8 +372,9 @@ impl Runner<'_> {
                 let ip = self.topo.server_addr().to_string();
                 c.args(["ping-pong", "-i", &ip, "-p", &self.port.to_string()]);
                 c.args(["-m", &l.size.to_string(), "--full-rtt"]);
-                // sockperf warms up on its own; run it over our warmup and window.
-                c.args(["-t", &(l.warmup_s + l.duration_s).to_string()]);
+                // sockperf warms up on its own (0.4 s) before our warm-up and window start;
+                // the extra seconds keep it sending until our window has closed.
+                c.args(["-t", &(l.warmup_s + l.duration_s + 2).to_string()]);
                 match l.rate {
                     Some(r) => c.arg(format!("--mps={r}")),
                     None => c.arg("--mps=max"),
@@ -418,8 +425,31 @@ impl Runner<'_> {
 
         let ccmd = self.client_command(generator, srv.pid(), &load_path);
         let client_command = argv(&ccmd);
-        let t0 = Instant::now();
+        let udp_in = || -> LabResult<u64> {
+            let p = format!("/proc/{}/net/snmp", srv.pid());
+            Ok(procfs::read(&p, snmp::parse_udp)?.in_datagrams)
+        };
+        let quiet = udp_in()?;
         let mut cli = Proc::spawn(ccmd, &format!("{tag}-client"), &self.workdir)?;
+        // The window is timed from the first request that reaches the server's namespace,
+        // not from the spawn: sockperf, for one, idles about two seconds before sending.
+        let traffic_by = Instant::now() + Duration::from_secs(15);
+        while udp_in()? == quiet {
+            self.check_stop()?;
+            if let Some(st) = cli.exited() {
+                return Err(LabError::Run(format!(
+                    "{config}: the generator exited ({st}) before sending: {}",
+                    cli.stderr_tail()
+                )));
+            }
+            if Instant::now() > traffic_by {
+                return Err(LabError::Run(format!(
+                    "{config}: no request reached the server within 15 s of starting the generator"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let t0 = Instant::now();
         let watch = Watch {
             server_pid: srv.pid(),
             client_pid: cli.pid(),

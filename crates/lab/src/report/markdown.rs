@@ -21,7 +21,7 @@ pub fn render(rep: &LabReport) -> String {
         cpu_list(&rep.placement.client_cpus),
         rep.workers,
         rep.load.flows,
-        rep.load.window,
+        rep.load.window.map_or("default".into(), |w| w.to_string()),
         rep.load.rate.map_or("closed loop".into(), |r| format!("open loop at {r}/s")),
         rep.load.size,
         rep.load.duration_s,
@@ -65,7 +65,8 @@ pub fn render(rep: &LabReport) -> String {
         }
     }
     out.push_str(
-        "\nA verdict is `helped` or `hurt` only when the medians differ by more than the \
+        "\nVerdicts judge tps in closed loop and server CPU us/txn in open loop (where every \
+         configuration runs at the same rate). A verdict is `helped` or `hurt` only when the medians differ by more than the \
          larger spread of the two rows (at least 5%) and their min-max ranges do not overlap. \
          `[client-bound]` marks rows whose generator CPU was saturated while the server's was \
          not: they say nothing about the server.\n",

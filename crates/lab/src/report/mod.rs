@@ -29,6 +29,9 @@ pub struct Row {
     /// Median tps over the previous row's (ladder) or the baseline's (compare).
     pub gain: Option<f64>,
     pub verdict: Verdict,
+    /// The figure the verdict judges: "tps" (closed loop), or "server CPU us/txn" when
+    /// every configuration runs at the same open-loop rate.
+    pub verdict_on: String,
     pub server_cpu_us_per_txn: Option<Summary>,
     pub client_cpu_us_per_txn: Option<Summary>,
     pub syscalls_per_txn: Option<Summary>,
@@ -66,6 +69,7 @@ impl Row {
             mbps: sum(&|t| Some(t.mbps)),
             gain: None,
             verdict: Verdict::Baseline,
+            verdict_on: "tps".into(),
             server_cpu_us_per_txn: sum(&|t| t.server_cpu_us_per_txn),
             client_cpu_us_per_txn: sum(&|t| t.client_cpu_us_per_txn),
             syscalls_per_txn: sum(&|t| t.syscalls_per_txn),
@@ -85,11 +89,23 @@ impl Row {
         }
     }
 
-    /// Sets gain and verdict against `before`.
+    /// Sets gain (of tps) and a verdict on tps against `before`.
     pub fn compare_with(&mut self, before: &Row) {
         if let (Some(b), Some(a)) = (&before.tps, &self.tps) {
             self.gain = gain(b, a);
             self.verdict = verdict(b, a, true);
+        }
+    }
+
+    /// Sets gain (of tps) and a verdict on server CPU per transaction against `before`:
+    /// at a fixed rate every server reaches the same tps, and what differs is the cost.
+    pub fn compare_cost_with(&mut self, before: &Row) {
+        if let (Some(b), Some(a)) = (&before.tps, &self.tps) {
+            self.gain = gain(b, a);
+        }
+        if let (Some(b), Some(a)) = (&before.server_cpu_us_per_txn, &self.server_cpu_us_per_txn) {
+            self.verdict = verdict(b, a, false);
+            self.verdict_on = "server CPU us/txn".into();
         }
     }
 }

@@ -96,7 +96,7 @@ pub(crate) fn report() -> LabReport {
         placement: Placement { server_cpus: vec![0], client_cpus: vec![1] },
         load: LoadSpec {
             flows: 4,
-            window: 8,
+            window: Some(8),
             rate: None,
             threads: 1,
             size: 100,
