@@ -22,7 +22,7 @@ fn label(names: &[String], x: f64) -> String {
 pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let top = rows
@@ -73,12 +73,21 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     Ok(svg)
 }
 
+/// The parts of a CPU's time in [`cpu_stacks`], bottom to top, with their colours; the page
+/// draws the legend from this (a legend inside the plot would cover the bars).
+pub const CPU_PARTS: [(&str, (u8, u8, u8)); 4] = [
+    ("usr", (76, 175, 80)),
+    ("sys", (229, 115, 0)),
+    ("soft+irq", (198, 40, 40)),
+    ("idle", (224, 224, 224)),
+];
+
 /// For each row, one stacked bar per CPU: usr, sys, soft+irq, idle (percent), as in the
 /// seeds' `sar -u ALL -P ALL`.
 pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let n = rows.len().max(1) as f64;
@@ -87,8 +96,7 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
             .margin(12)
             .x_label_area_size(60)
             .y_label_area_size(50)
-            // Room on the right for the legend, clear of the bars.
-            .build_cartesian_2d(-0.5..n + 0.4, 0.0..100.0)
+            .build_cartesian_2d(-0.5..n - 0.5, 0.0..100.0)
             .map_err(err)?;
         chart
             .configure_mesh()
@@ -98,13 +106,8 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
             .y_desc("% of each CPU (bars left to right: CPU 0, 1, ...)")
             .draw()
             .map_err(err)?;
-        let parts: [(&str, RGBColor); 4] = [
-            ("usr", RGBColor(76, 175, 80)),
-            ("sys", RGBColor(229, 115, 0)),
-            ("soft+irq", RGBColor(198, 40, 40)),
-            ("idle", RGBColor(224, 224, 224)),
-        ];
-        for (k, (name, color)) in parts.into_iter().enumerate() {
+        for (k, (_, rgb)) in CPU_PARTS.into_iter().enumerate() {
+            let color = RGBColor(rgb.0, rgb.1, rgb.2);
             let mut rects = Vec::new();
             for (i, r) in rows.iter().enumerate() {
                 let m = r.cpus.len().max(1) as f64;
@@ -119,19 +122,8 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
                     ));
                 }
             }
-            chart
-                .draw_series(rects)
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            chart.draw_series(rects).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -162,7 +154,7 @@ pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
     };
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (580, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption("Round-trip latency by percentile", ("sans-serif", 20))

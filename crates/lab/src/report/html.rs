@@ -25,7 +25,9 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
     h.push_str(
         "<style>body{font-family:sans-serif;margin:24px;color:#222}\
          table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px;text-align:left}\
-         th{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:12px}.bound{color:#888}</style>\n",
+         th{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:12px}.bound{color:#888}\
+         .key{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;border:1px solid #999}\
+         .legend{font-size:13px;text-align:center}</style>\n",
     );
     h.push_str("</head><body>\n");
     h.push_str(&format!("<h1>{}</h1>\n", esc(&title)));
@@ -40,10 +42,15 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
         rep.repetitions,
         rep.load.duration_s
     ));
+    let legend: String = charts::CPU_PARTS
+        .iter()
+        .map(|(name, (r, g, b))| {
+            format!("<span class=\"key\" style=\"background:rgb({r},{g},{b})\"></span>{name} ")
+        })
+        .collect();
     h.push_str("<div class=\"charts\">\n");
-    for svg in [&tps, &cpus] {
-        h.push_str(&format!("<div>{svg}</div>\n"));
-    }
+    h.push_str(&format!("<div>{tps}</div>\n"));
+    h.push_str(&format!("<div>{cpus}<div class=\"legend\">{legend}</div></div>\n"));
     h.push_str("</div>\n<div class=\"charts\">\n");
     h.push_str(&format!("<div>{lat}</div>\n</div>\n"));
     h.push_str("<h2>Results</h2>\n<table>\n<tr>");
