@@ -90,9 +90,11 @@ struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Steps, in ladder order (each includes those above it):\n  \
+#[command(
+    after_help = "Steps, in ladder order (each includes those above it):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-omit  (the application's)\n  \
-  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)")]
+  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)"
+)]
 struct LadderArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -102,11 +104,13 @@ struct LadderArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Servers: naive, reuseport, steered, tuned, latency (firehose serve \
+#[command(
+    after_help = "Servers: naive, reuseport, steered, tuned, latency (firehose serve \
 profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
 Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
 Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
-servers are compared at the same rate: CPU per transaction and latency.")]
+servers are compared at the same rate: CPU per transaction and latency."
+)]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -179,14 +183,20 @@ fn down_cmd(d: DownArgs) -> Result<()> {
 
 fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
     let listen = p.listen.parse().map_err(|_| {
-        Usage(format!("--listen '{}' is not an address:port (example: 127.0.0.1:9000)", p.listen))
+        Usage(format!(
+            "--listen '{}' is not an address:port (example: 127.0.0.1:9000)",
+            p.listen
+        ))
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
     let srv = PlainEcho::bind(listen, p.threads).with_context(|| format!("binding {listen}"))?;
-    println!("firehose lab plain-echo: listening on {}", srv.local_addr()?);
+    println!(
+        "firehose lab plain-echo: listening on {}",
+        srv.local_addr()?
+    );
     let _ = std::io::stdout().flush();
     let c = srv.run(&stop);
     println!(
@@ -220,14 +230,24 @@ fn setup(
             let split = Placement::split(&allowed).ok();
             let server = match s {
                 Some(s) => cpus("--server-cpus", s)?,
-                None => split.as_ref().map(|p| p.server_cpus.clone()).unwrap_or_default(),
+                None => split
+                    .as_ref()
+                    .map(|p| p.server_cpus.clone())
+                    .unwrap_or_default(),
             };
             let client = match c {
                 Some(c) => cpus("--client-cpus", c)?,
-                None => allowed.iter().copied().filter(|x| !server.contains(x)).collect(),
+                None => allowed
+                    .iter()
+                    .copied()
+                    .filter(|x| !server.contains(x))
+                    .collect(),
             };
             if server.is_empty() || client.is_empty() {
-                return Err(Usage("give both --server-cpus and --client-cpus: one side has no CPU left".into()).into());
+                return Err(Usage(
+                    "give both --server-cpus and --client-cpus: one side has no CPU left".into(),
+                )
+                .into());
             }
             Placement::new(server, client, &allowed).map_err(lab_err)?
         }
@@ -236,7 +256,10 @@ fn setup(
     let threads = r.threads.unwrap_or(placement.client_cpus.len());
     let flows = r.flows.unwrap_or(default_flows.max(threads));
     if flows < threads {
-        return Err(Usage(format!("--flows {flows} is fewer than --threads {threads}: each thread needs a flow")).into());
+        return Err(Usage(format!(
+            "--flows {flows} is fewer than --threads {threads}: each thread needs a flow"
+        ))
+        .into());
     }
     let load = LoadSpec {
         flows,
@@ -249,11 +272,18 @@ fn setup(
         timeout_ms: r.timeout as u64,
     };
     if r.size < 20 {
-        return Err(Usage(format!("--size {}: echo requests carry a 20-byte header; use 20 or more", r.size)).into());
+        return Err(Usage(format!(
+            "--size {}: echo requests carry a 20-byte header; use 20 or more",
+            r.size
+        ))
+        .into());
     }
     let (workdir, temp) = match &r.report {
         Some(d) => (d.join("runs"), false),
-        None => (std::env::temp_dir().join(format!("fh-lab-{}", std::process::id())), true),
+        None => (
+            std::env::temp_dir().join(format!("fh-lab-{}", std::process::id())),
+            true,
+        ),
     };
     std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
     let topo = match r.topology {
@@ -264,9 +294,19 @@ fn setup(
         }
     };
     if r.queues.is_some() && r.topology == Kind::Loopback {
-        return Err(Usage("--queues sets the veth pair's queues: use it with --topology veth".into()).into());
+        return Err(Usage(
+            "--queues sets the veth pair's queues: use it with --topology veth".into(),
+        )
+        .into());
     }
-    Ok(Setup { topo, placement, workers, load, workdir, temp })
+    Ok(Setup {
+        topo,
+        placement,
+        workers,
+        load,
+        workdir,
+        temp,
+    })
 }
 
 fn progress_printer() -> impl FnMut(&Progress) {
@@ -336,14 +376,17 @@ fn execute(
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
     let trials = match result {
         Ok(t) => t,
-        Err(_) if interrupted => anyhow::bail!("interrupted: stopped the run and removed its test host"),
+        Err(_) if interrupted => {
+            anyhow::bail!("interrupted: stopped the run and removed its test host")
+        }
         Err(e) => {
-            return Err(lab_err(e)).with_context(|| {
-                format!("lab {kind} failed (logs in {})", s.workdir.display())
-            })
+            return Err(lab_err(e))
+                .with_context(|| format!("lab {kind} failed (logs in {})", s.workdir.display()))
         }
     };
-    teardown.map_err(lab_err).context("removing the test host")?;
+    teardown
+        .map_err(lab_err)
+        .context("removing the test host")?;
     let (rows, ratios) = make_rows(&cells, &trials);
     let rep = LabReport {
         kind: kind.into(),
@@ -382,7 +425,10 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
     let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology).map_err(lab_err)?;
     let s = setup(&l.run, 16, Some(4), None)?;
     if s.workers > s.placement.server_cpus.len()
-        && steps.iter().any(|st| ladder::STEPS.iter().position(|x| x == st) >= ladder::STEPS.iter().position(|x| x.name == "pin"))
+        && steps.iter().any(|st| {
+            ladder::STEPS.iter().position(|x| x == st)
+                >= ladder::STEPS.iter().position(|x| x.name == "pin")
+        })
     {
         return Err(Usage(format!(
             "--workers {} is more than the {} server CPU(s), but the pin step pins one worker per CPU: give more --server-cpus or fewer --workers",
@@ -402,18 +448,22 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
             knobs: veth.then(|| ladder::knobs_for(st)),
         })
         .collect();
-    let skipped = skipped
-        .into_iter()
-        .map(|(name, reason)| Skipped { name, reason })
-        .collect();
-    execute("ladder", &l.run, s, cells, skipped, Vec::new(), |cells, trials| {
-        let mut rows = report::rows(cells, trials);
-        for i in 1..rows.len() {
-            let prev = rows[i - 1].clone();
-            rows[i].compare_with(&prev);
-        }
-        (rows, Vec::new())
-    })
+    execute(
+        "ladder",
+        &l.run,
+        s,
+        cells,
+        skipped,
+        Vec::new(),
+        |cells, trials| {
+            let mut rows = report::rows(cells, trials);
+            for i in 1..rows.len() {
+                let prev = rows[i - 1].clone();
+                rows[i].compare_with(&prev);
+            }
+            (rows, Vec::new())
+        },
+    )
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
@@ -421,33 +471,56 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     // Validate names before building anything.
     compare::plan(&c.servers, &c.generators, 1, sockperf).map_err(lab_err)?;
     let s = setup(&c.run, 1, None, Some(10_000))?;
-    let (cells, skipped) = compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
+    let (cells, skipped) =
+        compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
     if cells.is_empty() {
-        return Err(Usage("nothing to compare: every configuration was skipped (see the reasons above)".into()))
-            .with_context(|| skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect::<Vec<_>>().join("; "));
+        return Err(Usage(
+            "nothing to compare: every configuration was skipped (see the reasons above)".into(),
+        ))
+        .with_context(|| {
+            skipped
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.reason))
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
     }
     let mut notes = vec![
         "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
     ];
     if !cmd::installed("perf") {
-        notes.push(format!("peer servers' syscalls/txn are unknown without perf ({})", cmd::install_hint("perf")));
+        notes.push(format!(
+            "peer servers' syscalls/txn are unknown without perf ({})",
+            cmd::install_hint("perf")
+        ));
     }
-    execute("compare", &c.run, s, cells, skipped, notes, |cells, trials| {
-        let mut rows = report::rows(cells, trials);
-        for g in [runner::Generator::Firehose, runner::Generator::Sockperf] {
-            let base = rows
-                .iter()
-                .find(|r| r.generator == g && r.name.starts_with("plain/"))
-                .or_else(|| rows.iter().find(|r| r.generator == g))
-                .cloned();
-            if let Some(base) = base {
-                for r in rows.iter_mut().filter(|r| r.generator == g && r.name != base.name) {
-                    // Open loop: all reach the rate, so judge the cost.
-                    r.compare_cost_with(&base);
+    execute(
+        "compare",
+        &c.run,
+        s,
+        cells,
+        skipped,
+        notes,
+        |cells, trials| {
+            let mut rows = report::rows(cells, trials);
+            for g in [runner::Generator::Firehose, runner::Generator::Sockperf] {
+                let base = rows
+                    .iter()
+                    .find(|r| r.generator == g && r.name.starts_with("plain/"))
+                    .or_else(|| rows.iter().find(|r| r.generator == g))
+                    .cloned();
+                if let Some(base) = base {
+                    for r in rows
+                        .iter_mut()
+                        .filter(|r| r.generator == g && r.name != base.name)
+                    {
+                        // Open loop: all reach the rate, so judge the cost.
+                        r.compare_cost_with(&base);
+                    }
                 }
             }
-        }
-        let ratios = compare::ratios(&rows);
-        (rows, ratios)
-    })
+            let ratios = compare::ratios(&rows);
+            (rows, ratios)
+        },
+    )
 }

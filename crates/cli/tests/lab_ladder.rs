@@ -27,7 +27,9 @@ fn stderr(o: &Output) -> String {
 /// Renders `html` in headless Chromium: (console error lines, screenshot bytes).
 fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
     if Command::new("chromium").arg("--version").output().is_err() {
-        eprintln!("skipping the browser check: chromium is not installed (apt-get install -y chromium)");
+        eprintln!(
+            "skipping the browser check: chromium is not installed (apt-get install -y chromium)"
+        );
         return None;
     }
     let profile = tempdir("chromium-profile");
@@ -55,7 +57,10 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
         .filter(|l| l.contains("Uncaught") || l.contains("ERROR:CONSOLE"))
         .map(str::to_string)
         .collect();
-    Some((errors, std::fs::read(png).expect("chromium wrote no screenshot")))
+    Some((
+        errors,
+        std::fs::read(png).expect("chromium wrote no screenshot"),
+    ))
 }
 
 #[test]
@@ -64,18 +69,38 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     let json = dir.join("ladder.json");
     let report = dir.join("report");
     let out = firehose(&[
-        "lab", "ladder", "--steps", "shared,reuseport", "--repetitions", "1", "--duration", "1",
-        "--warmup", "0", "--json", json.to_str().unwrap(), "--report", report.to_str().unwrap(),
+        "lab",
+        "ladder",
+        "--steps",
+        "shared,reuseport",
+        "--repetitions",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("shared") && table.contains("reuseport"), "{table}");
+    assert!(
+        table.contains("shared") && table.contains("reuseport"),
+        "{table}"
+    );
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["kind"], "ladder");
     assert_eq!(v["topology"], "loopback");
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.iter().map(|r| r["name"].as_str().unwrap()).collect::<Vec<_>>(), ["shared", "reuseport"]);
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["shared", "reuseport"]
+    );
     assert_eq!(rows[0]["verdict"], "baseline");
     assert!(["helped", "hurt", "within-noise"].contains(&rows[1]["verdict"].as_str().unwrap()));
     assert!(rows[1]["gain"].as_f64().unwrap() > 0.0);
@@ -92,7 +117,9 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
         assert!(t["server_cpu_us_per_txn"].as_f64().unwrap() > 0.0);
         assert_eq!(t["syscalls_source"], "engine");
         assert!(t["syscalls_per_txn"].as_f64().unwrap() >= 1.0);
-        assert!(t["latency_us"]["p99"].as_f64().unwrap() >= t["latency_us"]["p50"].as_f64().unwrap());
+        assert!(
+            t["latency_us"]["p99"].as_f64().unwrap() >= t["latency_us"]["p50"].as_f64().unwrap()
+        );
         assert!(t["server_command"].as_str().unwrap().contains("--sockets"));
         assert!(t["server_stats"]["totals"]["packets_in"].as_u64().unwrap() >= completed);
     }
@@ -102,12 +129,24 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     assert!(server_cpus.iter().all(|c| !client_cpus.contains(c)));
     assert!(v["environment"]["sysctls"]["net.core.netdev_max_backlog"].is_string());
     // The OS steps cannot be taken on loopback, and say so.
-    assert!(v["skipped"].as_array().unwrap().is_empty(), "--steps named only application steps");
+    assert!(
+        v["skipped"].as_array().unwrap().is_empty(),
+        "--steps named only application steps"
+    );
 
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
-    assert!(md.contains("| shared |") && md.contains("| reuseport |"), "{md}");
+    assert!(
+        md.contains("| shared |") && md.contains("| reuseport |"),
+        "{md}"
+    );
     let html = report.join("report.html");
-    assert_eq!(std::fs::read_to_string(&html).unwrap().matches("<svg").count(), 3);
+    assert_eq!(
+        std::fs::read_to_string(&html)
+            .unwrap()
+            .matches("<svg")
+            .count(),
+        3
+    );
     assert!(report.join("runs").join("shared-r0-server.json").exists());
 
     let png = report.join("report.png");
@@ -121,22 +160,51 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
 
 #[test]
 fn a_cpu_this_host_lacks_is_refused() {
-    let out = firehose(&["lab", "ladder", "--server-cpus", "0", "--client-cpus", "4096"]);
+    let out = firehose(&[
+        "lab",
+        "ladder",
+        "--server-cpus",
+        "0",
+        "--client-cpus",
+        "4096",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("CPU 4096 is not available"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("CPU 4096 is not available"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn bad_input_is_refused_with_exit_2() {
     let cases: &[(&[&str], &str)] = &[
-        (&["lab", "ladder", "--steps", "shared,turbo"], "unknown ladder step 'turbo' (valid: shared, reuseport"),
+        (
+            &["lab", "ladder", "--steps", "shared,turbo"],
+            "unknown ladder step 'turbo' (valid: shared, reuseport",
+        ),
         (&["lab", "ladder", "--steps", "rps"], "use --topology veth"),
-        (&["lab", "ladder", "--topology", "tap"], "unknown topology 'tap'"),
-        (&["lab", "ladder", "--server-cpus", "0", "--client-cpus", "0"], "CPU 0 is in both"),
-        (&["lab", "ladder", "--repetitions", "0"], "must be at least 1"),
+        (
+            &["lab", "ladder", "--topology", "tap"],
+            "unknown topology 'tap'",
+        ),
+        (
+            &["lab", "ladder", "--server-cpus", "0", "--client-cpus", "0"],
+            "CPU 0 is in both",
+        ),
+        (
+            &["lab", "ladder", "--repetitions", "0"],
+            "must be at least 1",
+        ),
         (&["lab", "ladder", "--queues", "2"], "--topology veth"),
-        (&["lab", "compare", "--servers", "nginx"], "unknown server 'nginx'"),
-        (&["lab", "compare", "--generators", "iperf"], "unknown generator 'iperf'"),
+        (
+            &["lab", "compare", "--servers", "nginx"],
+            "unknown server 'nginx'",
+        ),
+        (
+            &["lab", "compare", "--generators", "iperf"],
+            "unknown generator 'iperf'",
+        ),
     ];
     for (args, want) in cases {
         let out = firehose(args);
@@ -166,5 +234,9 @@ fn veth_without_root_suggests_loopback() {
         return;
     }
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("needs root") && stderr(&out).contains("--topology loopback"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs root") && stderr(&out).contains("--topology loopback"),
+        "{}",
+        stderr(&out)
+    );
 }

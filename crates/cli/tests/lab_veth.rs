@@ -33,7 +33,10 @@ fn namespaces() -> Vec<String> {
 }
 
 fn pids_in(ns: &str) -> Vec<u32> {
-    let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
@@ -43,23 +46,46 @@ fn pids_in(ns: &str) -> Vec<u32> {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
-            let state = s.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+            let state = s
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
             !matches!(state, Some('Z') | Some('X'))
         })
         .unwrap_or(false)
 }
 
 fn firehose(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firehose")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_firehose"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Starts a long veth ladder and waits until its server runs inside the server namespace.
 /// Returns the child, its namespaces and the pids running in them.
+// The child is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
 fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
-    let child = Command::new(env!("CARGO_BIN_EXE_firehose"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_firehose"))
         .args([
-            "lab", "ladder", "--topology", "veth", "--steps", "shared,rps", "--repetitions", "3",
-            "--duration", "30", "--warmup", "0", "--json", json,
+            "lab",
+            "ladder",
+            "--topology",
+            "veth",
+            "--steps",
+            "shared,rps",
+            "--repetitions",
+            "3",
+            "--duration",
+            "30",
+            "--warmup",
+            "0",
+            "--json",
+            json,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -74,7 +100,11 @@ fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
         if !srv.is_empty() && !cli.is_empty() {
             return (child, nss, srv.into_iter().chain(cli).collect());
         }
-        assert!(Instant::now() < deadline, "the lab never started its server and client");
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the lab never started its server and client");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -100,10 +130,28 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
     }
     let json = std::env::temp_dir().join(format!("fh-test-veth-{}.json", std::process::id()));
     let out = firehose(&[
-        "lab", "ladder", "--topology", "veth", "--queues", "2", "--steps", "shared,rps,gro-off",
-        "--repetitions", "1", "--duration", "1", "--warmup", "0", "--json", json.to_str().unwrap(),
+        "lab",
+        "ladder",
+        "--topology",
+        "veth",
+        "--queues",
+        "2",
+        "--steps",
+        "shared,rps,gro-off",
+        "--repetitions",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["topology"], "veth");
     let server_cpu = v["placement"]["server_cpus"][0].as_u64().unwrap();
@@ -114,13 +162,25 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         let completed = t["completed"].as_u64().unwrap();
         let in_dgrams = t["window"]["udp_server"]["in_datagrams"].as_u64().unwrap();
         assert!(completed > 0 && in_dgrams > 0, "{t}");
-        assert!(t["server_command"].as_str().unwrap().starts_with("ip netns exec fh-srv-"));
+        assert!(t["server_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("ip netns exec fh-srv-"));
         let k = &t["knobs"];
         assert_eq!(k["queues"], 2);
-        let rps_mask = if t["config"] == "shared" { 0 } else { 1u64 << server_cpu };
+        let rps_mask = if t["config"] == "shared" {
+            0
+        } else {
+            1u64 << server_cpu
+        };
         for m in k["server_rps_cpus"].as_array().unwrap() {
             let m = m.as_str().unwrap().replace(',', "");
-            assert_eq!(u64::from_str_radix(&m, 16).unwrap(), rps_mask, "{}: {k}", t["config"]);
+            assert_eq!(
+                u64::from_str_radix(&m, 16).unwrap(),
+                rps_mask,
+                "{}: {k}",
+                t["config"]
+            );
         }
         let gro = t["config"] != "gro-off";
         assert_eq!(k["server_gro"], gro, "{k}");
@@ -134,8 +194,18 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         .iter()
         .map(|r| r["received_rps"].as_u64().unwrap())
         .sum();
-    assert!(steered > 0, "RPS steered nothing: {}", rps["window"]["softnet"]);
-    let id = v["trials"][0]["server_command"].as_str().unwrap().split_whitespace().nth(3).unwrap().to_string();
+    assert!(
+        steered > 0,
+        "RPS steered nothing: {}",
+        rps["window"]["softnet"]
+    );
+    let id = v["trials"][0]["server_command"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .to_string();
     assert!(!namespaces().contains(&id), "{id} left behind");
     let _ = std::fs::remove_file(&json);
 }
@@ -143,7 +213,10 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
 fn interrupted_run_cleans_up(signal: &str) {
     let json = std::env::temp_dir().join(format!("fh-test-{signal}-{}.json", std::process::id()));
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
-    let st = Command::new("kill").args(["-s", signal, &child.id().to_string()]).status().unwrap();
+    let st = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(st.success());
     let status = wait_exit(&mut child, Duration::from_secs(30));
     let mut err = String::new();
@@ -155,7 +228,10 @@ fn interrupted_run_cleans_up(signal: &str) {
         assert!(!have.contains(ns), "{ns} left behind after SIG{signal}");
     }
     for pid in pids {
-        assert!(!alive(pid), "process {pid} of the run still alive after SIG{signal}");
+        assert!(
+            !alive(pid),
+            "process {pid} of the run still alive after SIG{signal}"
+        );
     }
     assert!(!json.exists(), "an interrupted run writes no results");
 }
@@ -184,10 +260,17 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
     child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
     child.wait().unwrap();
     let have = namespaces();
-    assert!(nss.iter().all(|ns| have.contains(ns)), "SIGKILL cannot clean up: {have:?}");
+    assert!(
+        nss.iter().all(|ns| have.contains(ns)),
+        "SIGKILL cannot clean up: {have:?}"
+    );
 
     let out = firehose(&["lab", "down"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8_lossy(&out.stdout);
     for ns in &nss {
         assert!(said.contains(&format!("removed netns {ns}")), "{said}");

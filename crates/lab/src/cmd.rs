@@ -80,7 +80,9 @@ pub fn signal(pid: u32, sig: &str) -> LabResult<()> {
     if status.success() || !process_alive(pid) {
         Ok(())
     } else {
-        Err(LabError::Command(format!("kill -s {sig} {pid} failed ({status})")))
+        Err(LabError::Command(format!(
+            "kill -s {sig} {pid} failed ({status})"
+        )))
     }
 }
 
@@ -100,7 +102,9 @@ mod tests {
 
     #[test]
     fn failing_command_names_itself_and_quotes_stderr() {
-        let e = run("sh", &["-c", "echo nope >&2; exit 3"]).unwrap_err().to_string();
+        let e = run("sh", &["-c", "echo nope >&2; exit 3"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sh -c echo nope"), "{e}");
         assert!(e.contains("nope"), "{e}");
         assert_eq!(run("sh", &["-c", "echo yes"]).unwrap(), "yes\n");

@@ -9,7 +9,15 @@ use crate::runner::{Generator, ServerKind};
 use crate::{LabError, LabResult};
 
 /// Servers `compare` knows: our profiles, the baseline and sockperf.
-pub const SERVERS: &[&str] = &["naive", "reuseport", "steered", "tuned", "latency", "plain", "sockperf"];
+pub const SERVERS: &[&str] = &[
+    "naive",
+    "reuseport",
+    "steered",
+    "tuned",
+    "latency",
+    "plain",
+    "sockperf",
+];
 /// Generators `compare` knows.
 pub const GENERATORS: &[&str] = &["firehose", "sockperf"];
 
@@ -54,7 +62,10 @@ fn parse_list<'a>(list: &'a str, valid: &[&str], what: &str) -> LabResult<Vec<&'
         }
     }
     if out.is_empty() {
-        return Err(LabError::Usage(format!("no {what} given (valid: {})", valid.join(", "))));
+        return Err(LabError::Usage(format!(
+            "no {what} given (valid: {})",
+            valid.join(", ")
+        )));
     }
     Ok(out)
 }
@@ -78,7 +89,10 @@ pub fn plan(
             if needs_sockperf && !sockperf_installed {
                 skipped.push(Skipped {
                     name,
-                    reason: format!("sockperf is not installed ({})", cmd::install_hint("sockperf")),
+                    reason: format!(
+                        "sockperf is not installed ({})",
+                        cmd::install_hint("sockperf")
+                    ),
                 });
                 continue;
             }
@@ -107,7 +121,11 @@ pub fn plan(
                 describe: format!(
                     "{}; load from {}",
                     describe(s),
-                    if *g == "firehose" { "firehose load" } else { "sockperf ping-pong" }
+                    if *g == "firehose" {
+                        "firehose load"
+                    } else {
+                        "sockperf ping-pong"
+                    }
                 ),
                 server: server_kind(s, workers),
                 generator: if *g == "firehose" {
@@ -134,7 +152,11 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for g in [Generator::Firehose, Generator::Sockperf] {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.generator == g).collect();
-        let Some(base) = mine.iter().find(|r| server_of(r) == "plain").or(mine.first()) else {
+        let Some(base) = mine
+            .iter()
+            .find(|r| server_of(r) == "plain")
+            .or(mine.first())
+        else {
             continue;
         };
         for r in &mine {
@@ -142,11 +164,17 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
                 continue;
             }
             if let (Some(a), Some(b)) = (median(&r.tps), median(&base.tps)) {
-                out.push(Ratio { what: "tps".into(), a: r.name.clone(), b: base.name.clone(), value: a / b });
+                out.push(Ratio {
+                    what: "tps".into(),
+                    a: r.name.clone(),
+                    b: base.name.clone(),
+                    value: a / b,
+                });
             }
-            if let (Some(a), Some(b)) =
-                (median(&r.server_cpu_us_per_txn), median(&base.server_cpu_us_per_txn))
-            {
+            if let (Some(a), Some(b)) = (
+                median(&r.server_cpu_us_per_txn),
+                median(&base.server_cpu_us_per_txn),
+            ) {
                 out.push(Ratio {
                     what: "server CPU us/txn".into(),
                     a: r.name.clone(),
@@ -160,9 +188,10 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     // comparable across generators at the same rate.
     if let Some(sp) = rows.iter().find(|r| r.name == "sockperf/sockperf") {
         for r in rows.iter().filter(|r| r.generator == Generator::Firehose) {
-            if let (Some(a), Some(b)) =
-                (median(&r.server_cpu_us_per_txn), median(&sp.server_cpu_us_per_txn))
-            {
+            if let (Some(a), Some(b)) = (
+                median(&r.server_cpu_us_per_txn),
+                median(&sp.server_cpu_us_per_txn),
+            ) {
                 out.push(Ratio {
                     what: "server CPU us/txn (each under its own generator)".into(),
                     a: r.name.clone(),
@@ -178,7 +207,11 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             .find(|r| r.generator == Generator::Sockperf && server_of(r) == server_of(ours));
         let Some(theirs) = theirs else { continue };
         let pairs = [
-            ("client CPU us/txn", &ours.client_cpu_us_per_txn, &theirs.client_cpu_us_per_txn),
+            (
+                "client CPU us/txn",
+                &ours.client_cpu_us_per_txn,
+                &theirs.client_cpu_us_per_txn,
+            ),
             ("p50 us", &ours.p50_us, &theirs.p50_us),
             ("p99 us", &ours.p99_us, &theirs.p99_us),
             ("tps", &ours.tps, &theirs.tps),
@@ -205,12 +238,24 @@ mod tests {
     fn plan_skips_what_cannot_run() {
         let (cells, skipped) = plan("tuned,plain,sockperf", "firehose,sockperf", 2, true).unwrap();
         let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["tuned/firehose", "plain/firehose", "plain/sockperf", "sockperf/sockperf"]);
+        assert_eq!(
+            names,
+            [
+                "tuned/firehose",
+                "plain/firehose",
+                "plain/sockperf",
+                "sockperf/sockperf"
+            ]
+        );
         let skipped: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(skipped, ["sockperf/firehose", "tuned/sockperf"]);
         assert_eq!(
             cells[0].server,
-            ServerKind::Firehose { flags: ["--profile", "tuned", "--workers", "2"].map(String::from).to_vec() }
+            ServerKind::Firehose {
+                flags: ["--profile", "tuned", "--workers", "2"]
+                    .map(String::from)
+                    .to_vec()
+            }
         );
         assert_eq!(cells[1].server, ServerKind::PlainEcho { threads: 2 });
     }
@@ -220,13 +265,20 @@ mod tests {
         let (cells, skipped) = plan("plain,sockperf", "firehose,sockperf", 1, false).unwrap();
         assert_eq!(cells.len(), 1);
         assert_eq!(skipped.len(), 3);
-        assert!(skipped.iter().all(|s| s.reason.contains("apt-get install -y sockperf")));
+        assert!(skipped
+            .iter()
+            .all(|s| s.reason.contains("apt-get install -y sockperf")));
     }
 
     #[test]
     fn unknown_names_list_the_valid_ones() {
-        let e = plan("tuned,nginx", "firehose", 1, true).unwrap_err().to_string();
-        assert!(e.contains("unknown server 'nginx'") && e.contains("sockperf"), "{e}");
+        let e = plan("tuned,nginx", "firehose", 1, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown server 'nginx'") && e.contains("sockperf"),
+            "{e}"
+        );
         let e = plan("tuned", "iperf", 1, true).unwrap_err().to_string();
         assert!(e.contains("unknown generator 'iperf'"), "{e}");
     }

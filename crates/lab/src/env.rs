@@ -57,7 +57,9 @@ pub fn loaded_modules(proc_modules: &str, wanted: &[&str]) -> Vec<String> {
 }
 
 fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 impl Environment {

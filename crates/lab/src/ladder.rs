@@ -2,6 +2,7 @@
 //! application's (sockets, steering, pinning, batching, busy polling, IP ID), then the OS
 //! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter).
 
+use crate::report::Skipped;
 use crate::runner::ServerKind;
 use crate::topology::{Kind, Knobs};
 use crate::{LabError, LabResult};
@@ -26,17 +27,41 @@ const fn step(name: &'static str, describe: &'static str, needs_veth: bool) -> S
 
 /// The ladder, in order. A step includes every step above it.
 pub const STEPS: &[Step] = &[
-    step("shared", "one shared socket, N threads, recvfrom/sendto", false),
+    step(
+        "shared",
+        "one shared socket, N threads, recvfrom/sendto",
+        false,
+    ),
     step("reuseport", "+ SO_REUSEPORT: one socket per worker", false),
-    step("steer", "+ steering by CPU (SO_ATTACH_REUSEPORT_CBPF)", false),
+    step(
+        "steer",
+        "+ steering by CPU (SO_ATTACH_REUSEPORT_CBPF)",
+        false,
+    ),
     step("pin", "+ each worker pinned to one server CPU", false),
     step("batch", "+ recvmmsg/sendmmsg batches of 64", false),
     step("busy-poll", "+ busy polling (SO_BUSY_POLL 50 us)", false),
-    step("pmtu-omit", "+ IP_MTU_DISCOVER = IP_PMTUDISC_OMIT (no IP ID work)", false),
-    step("rps", "+ RPS: every rx queue of the server veth to the server CPUs", true),
-    step("xps", "+ XPS: tx queue i used by CPU i, on both veth ends", true),
+    step(
+        "pmtu-omit",
+        "+ IP_MTU_DISCOVER = IP_PMTUDISC_OMIT (no IP ID work)",
+        false,
+    ),
+    step(
+        "rps",
+        "+ RPS: every rx queue of the server veth to the server CPUs",
+        true,
+    ),
+    step(
+        "xps",
+        "+ XPS: tx queue i used by CPU i, on both veth ends",
+        true,
+    ),
     step("gro-off", "+ GRO off on both veth ends", true),
-    step("rp-filter-off", "+ rp_filter off (no source validation)", true),
+    step(
+        "rp-filter-off",
+        "+ rp_filter off (no source validation)",
+        true,
+    ),
 ];
 
 /// Names of all steps, for messages.
@@ -51,10 +76,7 @@ fn position(name: &str) -> Option<usize> {
 /// The steps to run: `requested` (comma-separated names, ladder order kept) or all; on
 /// loopback the OS steps are left out with a reason, unless asked for by name, which is an
 /// error. Returns (steps, skipped with reasons).
-pub fn select(
-    requested: Option<&str>,
-    topology: Kind,
-) -> LabResult<(Vec<Step>, Vec<(String, String)>)> {
+pub fn select(requested: Option<&str>, topology: Kind) -> LabResult<(Vec<Step>, Vec<Skipped>)> {
     let mut wanted: Vec<usize> = match requested {
         None => (0..STEPS.len()).collect(),
         Some(list) => {
@@ -92,10 +114,10 @@ pub fn select(
             let s = STEPS[i];
             let ok = !s.needs_veth || topology == Kind::Veth;
             if !ok {
-                skipped.push((
-                    s.name.to_string(),
-                    "turns an OS knob: only on --topology veth".to_string(),
-                ));
+                skipped.push(Skipped {
+                    name: s.name.to_string(),
+                    reason: "turns an OS knob: only on --topology veth".to_string(),
+                });
             }
             ok
         })
@@ -112,12 +134,22 @@ pub fn server_for(step: &Step, workers: usize) -> ServerKind {
         flags.push(k.to_string());
         flags.push(v.to_string());
     };
-    push("--sockets", if at("reuseport") { "reuseport" } else { "shared" });
+    push(
+        "--sockets",
+        if at("reuseport") {
+            "reuseport"
+        } else {
+            "shared"
+        },
+    );
     push("--steer", if at("steer") { "cpu" } else { "none" });
     push("--pin", if at("pin") { "auto" } else { "none" });
     push("--batch", if at("batch") { "64" } else { "1" });
     push("--busy-poll", if at("busy-poll") { "50" } else { "0" });
-    push("--pmtudisc", if at("pmtu-omit") { "omit" } else { "default" });
+    push(
+        "--pmtudisc",
+        if at("pmtu-omit") { "omit" } else { "default" },
+    );
     ServerKind::Firehose { flags }
 }
 
@@ -161,9 +193,15 @@ mod tests {
             "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc omit"
         );
         let k = knobs_for(&s("shared"));
-        assert_eq!((k.gro, k.rps, k.xps, k.rp_filter), (Some(true), Some(false), Some(false), Some(1)));
+        assert_eq!(
+            (k.gro, k.rps, k.xps, k.rp_filter),
+            (Some(true), Some(false), Some(false), Some(1))
+        );
         let k = knobs_for(&s("gro-off"));
-        assert_eq!((k.gro, k.rps, k.xps, k.rp_filter), (Some(false), Some(true), Some(true), Some(1)));
+        assert_eq!(
+            (k.gro, k.rps, k.xps, k.rp_filter),
+            (Some(false), Some(true), Some(true), Some(1))
+        );
     }
 
     #[test]
@@ -174,9 +212,17 @@ mod tests {
         let (all, skipped) = select(None, Kind::Veth).unwrap();
         assert_eq!((all.len(), skipped.len()), (STEPS.len(), 0));
         let (two, _) = select(Some("batch,shared"), Kind::Loopback).unwrap();
-        assert_eq!(two.iter().map(|s| s.name).collect::<Vec<_>>(), ["shared", "batch"]);
-        let e = select(Some("shared,turbo"), Kind::Veth).unwrap_err().to_string();
-        assert!(e.contains("unknown ladder step 'turbo'") && e.contains("pmtu-omit"), "{e}");
+        assert_eq!(
+            two.iter().map(|s| s.name).collect::<Vec<_>>(),
+            ["shared", "batch"]
+        );
+        let e = select(Some("shared,turbo"), Kind::Veth)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown ladder step 'turbo'") && e.contains("pmtu-omit"),
+            "{e}"
+        );
         let e = select(Some("rps"), Kind::Loopback).unwrap_err().to_string();
         assert!(e.contains("--topology veth"), "{e}");
         assert!(select(Some(","), Kind::Veth).is_err());

@@ -56,7 +56,9 @@ impl PlainEcho {
                             continue;
                         };
                         i += 1;
-                        let Some(n) = reply(&mut buf, n) else { continue };
+                        let Some(n) = reply(&mut buf, n) else {
+                            continue;
+                        };
                         match self.sock.send_to(&buf[..n], peer) {
                             Ok(_) => o += 1,
                             Err(_) => e += 1,

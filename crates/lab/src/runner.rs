@@ -275,8 +275,11 @@ pub struct Runner<'a> {
 
 /// A free UDP port on 127.0.0.1 for the loopback topology.
 pub fn free_loopback_port() -> LabResult<u16> {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| LabError::io("bind 127.0.0.1:0", e))?;
-    Ok(s.local_addr().map_err(|e| LabError::io("getsockname", e))?.port())
+    let s = std::net::UdpSocket::bind("127.0.0.1:0")
+        .map_err(|e| LabError::io("bind 127.0.0.1:0", e))?;
+    Ok(s.local_addr()
+        .map_err(|e| LabError::io("getsockname", e))?
+        .port())
 }
 
 fn argv(cmd: &Command) -> String {
@@ -358,7 +361,12 @@ impl Runner<'_> {
                 if let Some(r) = l.rate {
                     c.args(["--rate", &r.to_string()]);
                 }
-                c.args(["--threads", &l.threads.to_string(), "--cpus", &cpu_list(cpus)]);
+                c.args([
+                    "--threads",
+                    &l.threads.to_string(),
+                    "--cpus",
+                    &cpu_list(cpus),
+                ]);
                 c.args(["--duration", &l.duration_s.to_string()]);
                 c.args(["--warmup", &l.warmup_s.to_string()]);
                 c.args(["--size", &l.size.to_string()]);
@@ -467,7 +475,7 @@ impl Runner<'_> {
         };
         self.sleep_until(t0 + warm + dur)?;
         let after = HostSample::take(&watch)?;
-        let window = Window::between(&before, &after, firehose_sys::cpu::clock_ticks_per_sec());
+        let window = Window::between(&before, &after);
 
         let grace = Duration::from_millis(self.load.timeout_ms) + Duration::from_secs(15);
         let deadline = Instant::now() + grace;
@@ -503,7 +511,8 @@ impl Runner<'_> {
             }
             Generator::Sockperf => {
                 let out = self.workdir.join(format!("{tag}-client.out"));
-                let text = std::fs::read_to_string(&out).map_err(|e| LabError::io(out.display(), e))?;
+                let text =
+                    std::fs::read_to_string(&out).map_err(|e| LabError::io(out.display(), e))?;
                 let r = sockperf::parse_client(&text).map_err(|e| {
                     LabError::Run(format!("{config}: reading sockperf's output: {e}"))
                 })?;
@@ -516,9 +525,11 @@ impl Runner<'_> {
             _ => None,
         };
         let txns = tps * window.seconds;
-        let per_txn = |cpu_s: f64| (txns > 0.0).then(|| cpu_s * 1e6 / txns);
-        let server_cpu_util =
-            window.server_cpu_s / window.seconds.max(1e-9) / self.placement.server_cpus.len() as f64;
+        // No CPU time seen at all is "unknown", never a cost of zero.
+        let per_txn = |cpu_s: f64| (txns > 0.0 && cpu_s > 0.0).then(|| cpu_s * 1e6 / txns);
+        let server_cpu_util = window.server_cpu_s
+            / window.seconds.max(1e-9)
+            / self.placement.server_cpus.len() as f64;
         let client_cpu_util = window
             .client_cpu_s
             .map(|c| c / window.seconds.max(1e-9) / self.placement.client_cpus.len() as f64);
@@ -586,7 +597,15 @@ fn start_perf(pid: u32, secs: u64, dir: &Path, tag: &str) -> Option<PerfCount> {
     }
     let out = dir.join(format!("{tag}-perf.csv"));
     let mut c = Command::new("perf");
-    c.args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", &pid.to_string(), "-o"]);
+    c.args([
+        "stat",
+        "-x,",
+        "-e",
+        "raw_syscalls:sys_enter",
+        "-p",
+        &pid.to_string(),
+        "-o",
+    ]);
     c.arg(&out);
     c.args(["--", "sleep", &secs.to_string()]);
     let proc = Proc::spawn(c, &format!("{tag}-perf"), dir).ok()?;
@@ -596,7 +615,9 @@ fn start_perf(pid: u32, secs: u64, dir: &Path, tag: &str) -> Option<PerfCount> {
 impl PerfCount {
     /// The count, or `None` when perf could not count (no tracepoint access, ...).
     fn finish(mut self) -> Option<u64> {
-        let ok = self.proc.wait_until(Instant::now() + Duration::from_secs(10))?;
+        let ok = self
+            .proc
+            .wait_until(Instant::now() + Duration::from_secs(10))?;
         if !ok.success() {
             return None;
         }
@@ -625,10 +646,17 @@ mod tests {
         assert_eq!((p.server_cpus, p.client_cpus), (vec![0], vec![1]));
         let p = Placement::split(&[0, 1, 2, 3, 4]).unwrap();
         assert_eq!((p.server_cpus, p.client_cpus), (vec![0, 1], vec![2, 3, 4]));
-        assert!(Placement::split(&[0]).unwrap_err().to_string().contains("at least 2"));
-        let e = Placement::new(vec![0, 1], vec![1], &[0, 1]).unwrap_err().to_string();
+        assert!(Placement::split(&[0])
+            .unwrap_err()
+            .to_string()
+            .contains("at least 2"));
+        let e = Placement::new(vec![0, 1], vec![1], &[0, 1])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("CPU 1 is in both"), "{e}");
-        let e = Placement::new(vec![0], vec![7], &[0, 1]).unwrap_err().to_string();
+        let e = Placement::new(vec![0], vec![7], &[0, 1])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("CPU 7 is not available"), "{e}");
     }
 
@@ -651,7 +679,10 @@ mod tests {
     fn perf_csv_and_engine_counters() {
         let csv = "# started on Sun\n\n123456,,raw_syscalls:sys_enter,404277485,100.00,,\n";
         assert_eq!(parse_perf_count(csv), Some(123456));
-        assert_eq!(parse_perf_count("<not supported>,,raw_syscalls:sys_enter,0,0,,\n"), None);
+        assert_eq!(
+            parse_perf_count("<not supported>,,raw_syscalls:sys_enter,0,0,,\n"),
+            None
+        );
         let stats = serde_json::json!({"totals": {"syscalls": 300, "packets_in": 200}});
         assert_eq!(engine_syscalls_per_txn(&stats), Some(1.5));
         assert_eq!(engine_syscalls_per_txn(&serde_json::json!({})), None);

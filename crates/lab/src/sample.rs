@@ -21,9 +21,9 @@ pub struct HostSample {
     pub udp_client: Option<snmp::UdpCounters>,
     /// Sum of the drop counters of the sockets bound to the server port.
     pub socket_drops: u64,
-    /// utime + stime in ticks.
-    pub server_ticks: u64,
-    pub client_ticks: Option<u64>,
+    /// CPU seconds used so far by the server and the client processes.
+    pub server_cpu_s: f64,
+    pub client_cpu_s: Option<f64>,
 }
 
 /// What to watch.
@@ -36,9 +36,37 @@ pub struct Watch {
     pub separate_ns: bool,
 }
 
-fn pid_ticks(pid: u32) -> LabResult<u64> {
+/// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
+/// wait time, timeslices).
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU seconds used by all threads of `pid`. schedstat counts nanoseconds; /proc/<pid>/stat
+/// counts 10 ms ticks, too coarse for a few thousand transactions, so it is only the
+/// fallback on kernels without schedstat.
+pub fn pid_cpu_s(pid: u32) -> LabResult<f64> {
+    let dir = format!("/proc/{pid}/task");
+    if let Ok(tasks) = std::fs::read_dir(&dir) {
+        let mut ns = 0u64;
+        let mut any = false;
+        for t in tasks.flatten() {
+            let path = t.path().join("schedstat");
+            // A thread may exit between listing and reading: it no longer counts.
+            if let Some(v) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|x| parse_schedstat(&x))
+            {
+                ns += v;
+                any = true;
+            }
+        }
+        if any {
+            return Ok(ns as f64 / 1e9);
+        }
+    }
     let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
-    Ok(s.utime + s.stime)
+    Ok((s.utime + s.stime) as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64)
 }
 
 /// Drops of every socket bound to `port` in the namespace of `pid` (IPv4 and IPv6).
@@ -94,8 +122,8 @@ impl HostSample {
                 None
             },
             socket_drops: socket_drops(w.server_pid, w.port)?,
-            server_ticks: pid_ticks(w.server_pid)?,
-            client_ticks: pid_ticks(w.client_pid).ok(),
+            server_cpu_s: pid_cpu_s(w.server_pid)?,
+            client_cpu_s: pid_cpu_s(w.client_pid).ok(),
         })
     }
 }
@@ -163,9 +191,8 @@ pub struct Window {
 }
 
 impl Window {
-    /// The differences between two snapshots; `ticks_per_sec` converts process times.
-    pub fn between(a: &HostSample, b: &HostSample, ticks_per_sec: u64) -> Window {
-        let tps = ticks_per_sec.max(1) as f64;
+    /// The differences between two snapshots.
+    pub fn between(a: &HostSample, b: &HostSample) -> Window {
         let cpus = b
             .stat
             .cpus
@@ -217,9 +244,9 @@ impl Window {
                 _ => None,
             },
             socket_drops: b.socket_drops.saturating_sub(a.socket_drops),
-            server_cpu_s: b.server_ticks.saturating_sub(a.server_ticks) as f64 / tps,
-            client_cpu_s: match (a.client_ticks, b.client_ticks) {
-                (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / tps),
+            server_cpu_s: (b.server_cpu_s - a.server_cpu_s).max(0.0),
+            client_cpu_s: match (a.client_cpu_s, b.client_cpu_s) {
+                (Some(x), Some(y)) => Some((y - x).max(0.0)),
                 _ => None,
             },
         }
@@ -269,8 +296,8 @@ mod tests {
             udp_server: udp(ticks * 10, ticks),
             udp_client: None,
             socket_drops: ticks / 2,
-            server_ticks: ticks,
-            client_ticks: Some(ticks * 2),
+            server_cpu_s: ticks as f64 / 100.0,
+            client_cpu_s: Some(ticks as f64 / 50.0),
         }
     }
 
@@ -279,7 +306,7 @@ mod tests {
         let t0 = Instant::now();
         let a = sample(t0, STAT_A, SNET_A, [5, 7], 100);
         let b = sample(t0 + Duration::from_secs(2), STAT_B, SNET_B, [105, 7], 300);
-        let w = Window::between(&a, &b, 100);
+        let w = Window::between(&a, &b);
         assert_eq!(w.seconds, 2.0);
         // cpu0: +25 sys, +125 soft of 150 ticks; cpu1: +100 usr, +25 sys, +50 soft of 175.
         let c0 = &w.cpus[0];
@@ -308,7 +335,7 @@ mod tests {
         let wrap_b = "00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
         let a = sample(t0, STAT_A, wrap_a, [0, 0], 1);
         let b = sample(t0, STAT_A, wrap_b, [0, 0], 1);
-        assert_eq!(Window::between(&a, &b, 100).softnet[0].processed, 0x20);
+        assert_eq!(Window::between(&a, &b).softnet[0].processed, 0x20);
     }
 
     #[test]
@@ -321,6 +348,28 @@ mod tests {
         assert_eq!(drops_on_port(&rows, 7777), 12);
         assert_eq!(drops_on_port(&rows, 53), 100);
         assert_eq!(drops_on_port(&rows, 1), 0);
+    }
+
+    #[test]
+    fn schedstat_lines() {
+        assert_eq!(
+            parse_schedstat("246877240 165843436 1021\n"),
+            Some(246877240)
+        );
+        assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_is_fine_grained() {
+        let me = std::process::id();
+        let a = pid_cpu_s(me).unwrap();
+        let mut x = 0u64;
+        for i in 0..3_000_000u64 {
+            x = x.wrapping_add(i.wrapping_mul(i));
+        }
+        std::hint::black_box(x);
+        let b = pid_cpu_s(me).unwrap();
+        assert!(b > a, "{a} -> {b}");
     }
 
     #[test]

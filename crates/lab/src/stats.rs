@@ -116,13 +116,25 @@ mod tests {
     #[test]
     fn verdicts() {
         let base = s(&[100.0, 102.0, 98.0]);
-        assert_eq!(verdict(&base, &s(&[150.0, 149.0, 151.0]), true), Verdict::Helped);
+        assert_eq!(
+            verdict(&base, &s(&[150.0, 149.0, 151.0]), true),
+            Verdict::Helped
+        );
         assert_eq!(verdict(&base, &s(&[50.0, 52.0, 48.0]), true), Verdict::Hurt);
-        assert_eq!(verdict(&base, &s(&[103.0, 101.0, 104.0]), true), Verdict::WithinNoise);
+        assert_eq!(
+            verdict(&base, &s(&[103.0, 101.0, 104.0]), true),
+            Verdict::WithinNoise
+        );
         // Overlapping ranges are noise even when the medians differ a lot.
-        assert_eq!(verdict(&base, &s(&[90.0, 130.0, 300.0]), true), Verdict::WithinNoise);
+        assert_eq!(
+            verdict(&base, &s(&[90.0, 130.0, 300.0]), true),
+            Verdict::WithinNoise
+        );
         // For a cost, lower is better.
-        assert_eq!(verdict(&base, &s(&[50.0, 52.0, 48.0]), false), Verdict::Helped);
+        assert_eq!(
+            verdict(&base, &s(&[50.0, 52.0, 48.0]), false),
+            Verdict::Helped
+        );
         assert_eq!(verdict(&s(&[0.0]), &base, true), Verdict::Baseline);
         assert!((gain(&base, &s(&[150.0])).unwrap() - 1.5).abs() < 1e-12);
     }

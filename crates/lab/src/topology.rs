@@ -160,9 +160,26 @@ impl Topology {
         run(
             "ip",
             &[
-                "link", "add", &sdev, "netns", &sns, "numtxqueues", &q, "numrxqueues", &q,
-                "type", "veth", "peer", "name", &cdev, "netns", &cns, "numtxqueues", &q,
-                "numrxqueues", &q,
+                "link",
+                "add",
+                &sdev,
+                "netns",
+                &sns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &cdev,
+                "netns",
+                &cns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
             ],
         )?;
         let saddr = format!("{VETH_SERVER_ADDR}/24");
@@ -237,7 +254,14 @@ impl Topology {
     fn write_sys(&self, side: Side, path: &str, value: &str) -> LabResult<()> {
         self.exec(
             side,
-            &["sh", "-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", value, path],
+            &[
+                "sh",
+                "-c",
+                "printf '%s\\n' \"$1\" > \"$2\"",
+                "sh",
+                value,
+                path,
+            ],
         )
         .map(|_| ())
     }
@@ -279,9 +303,16 @@ impl Topology {
             }
         }
         if let Some(on) = knobs.rps {
-            let mask = if on { cpu_mask(server_cpus) } else { "0".into() };
+            let mask = if on {
+                cpu_mask(server_cpus)
+            } else {
+                "0".into()
+            };
             for q in 0..self.queues {
-                let p = format!("/sys/class/net/{}/queues/rx-{q}/rps_cpus", self.dev(Side::Server));
+                let p = format!(
+                    "/sys/class/net/{}/queues/rx-{q}/rps_cpus",
+                    self.dev(Side::Server)
+                );
                 self.write_sys(Side::Server, &p, &mask)?;
             }
         }
@@ -290,7 +321,9 @@ impl Topology {
                 for q in 0..self.queues {
                     let mask = if on && !cpus.is_empty() {
                         // Queue q for the q-th CPU of the side; extra queues stay unused.
-                        cpus.get(q).map(|&c| cpu_mask(&[c])).unwrap_or_else(|| "0".into())
+                        cpus.get(q)
+                            .map(|&c| cpu_mask(&[c]))
+                            .unwrap_or_else(|| "0".into())
                     } else {
                         "0".into()
                     };
@@ -335,7 +368,10 @@ impl Topology {
                 .map_err(|_| LabError::Command(format!("sysctl -n {key} printed {v:?}")))
         };
         let all = sysctl("net.ipv4.conf.all.rp_filter".into())?;
-        let dev = sysctl(format!("net.ipv4.conf.{}.rp_filter", self.dev(Side::Server)))?;
+        let dev = sysctl(format!(
+            "net.ipv4.conf.{}.rp_filter",
+            self.dev(Side::Server)
+        ))?;
         Ok(KnobState {
             queues: self.queues,
             server_gro: gro(Side::Server)?,
@@ -377,7 +413,10 @@ pub fn run_id(suffix: Option<u32>) -> String {
 /// Kills what still runs in a namespace, then deletes it.
 fn delete_netns(ns: &str) -> LabResult<()> {
     if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
-        for pid in pids.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
             cmd::signal(pid, "KILL")?;
         }
     }
@@ -420,7 +459,8 @@ pub fn down(all: bool) -> LabResult<Vec<String>> {
             removed.push(format!("netns {ns}"));
         }
     }
-    let links = || -> LabResult<Vec<String>> { Ok(parse_link_names(&run("ip", &["-o", "link", "show"])?)) };
+    let links =
+        || -> LabResult<Vec<String>> { Ok(parse_link_names(&run("ip", &["-o", "link", "show"])?)) };
     for link in links()? {
         if dead(&link) {
             // Deleting one end of a veth deletes its peer, which may be next in the list.
@@ -532,7 +572,10 @@ mod tests {
             vec!["fh-srv-1".to_string(), "other".to_string()]
         );
         let links = "1: lo: <LOOPBACK,UP> mtu 65536\n7: fhv0-9@if6: <BROADCAST> mtu 1500\n";
-        assert_eq!(parse_link_names(links), vec!["lo".to_string(), "fhv0-9".to_string()]);
+        assert_eq!(
+            parse_link_names(links),
+            vec!["lo".to_string(), "fhv0-9".to_string()]
+        );
     }
 
     #[test]

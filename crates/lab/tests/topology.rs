@@ -44,7 +44,10 @@ fn veth_comes_up_passes_traffic_and_is_gone_after_drop() {
         let have = namespaces();
         assert!(have.contains(&sns) && have.contains(&cns), "{have:?}");
         // The veth lives only inside the namespaces, never on the host.
-        assert!(!links().iter().any(|l| l.ends_with(&id)), "no host-side veth");
+        assert!(
+            !links().iter().any(|l| l.ends_with(&id)),
+            "no host-side veth"
+        );
 
         // Three datagrams from the client namespace reach the server namespace, where no
         // socket listens: they show up as NoPorts there and nowhere else.
@@ -58,7 +61,10 @@ fn veth_comes_up_passes_traffic_and_is_gone_after_drop() {
         assert_eq!(topo.queues(), 2);
     }
     let have = namespaces();
-    assert!(!have.contains(&sns) && !have.contains(&cns), "left behind: {have:?}");
+    assert!(
+        !have.contains(&sns) && !have.contains(&cns),
+        "left behind: {have:?}"
+    );
 }
 
 #[test]
@@ -69,7 +75,12 @@ fn knobs_are_set_and_read_back() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let id = topology::run_id(Some(2));
     let mut topo = Topology::veth(&id, 2).unwrap();
-    let on = Knobs { gro: Some(true), rps: Some(true), xps: Some(true), rp_filter: Some(0) };
+    let on = Knobs {
+        gro: Some(true),
+        rps: Some(true),
+        xps: Some(true),
+        rp_filter: Some(0),
+    };
     let s = topo.set_knobs(&on, &[0], &[1]).unwrap().unwrap();
     assert!(s.server_gro && s.client_gro);
     assert_eq!(s.server_rps_cpus.len(), 2);
@@ -77,15 +88,29 @@ fn knobs_are_set_and_read_back() {
         assert_eq!(parse_cpu_mask(m).unwrap(), vec![0], "{m}");
     }
     assert_eq!(parse_cpu_mask(&s.server_xps_cpus[0]).unwrap(), vec![0]);
-    assert_eq!(parse_cpu_mask(&s.server_xps_cpus[1]).unwrap(), Vec::<usize>::new());
+    assert_eq!(
+        parse_cpu_mask(&s.server_xps_cpus[1]).unwrap(),
+        Vec::<usize>::new()
+    );
     assert_eq!(parse_cpu_mask(&s.client_xps_cpus[0]).unwrap(), vec![1]);
     assert_eq!(s.server_rp_filter, 0);
 
-    let off = Knobs { gro: Some(false), rps: Some(false), xps: Some(false), rp_filter: Some(1) };
+    let off = Knobs {
+        gro: Some(false),
+        rps: Some(false),
+        xps: Some(false),
+        rp_filter: Some(1),
+    };
     let s = topo.set_knobs(&off, &[0], &[1]).unwrap().unwrap();
     assert!(!s.server_gro && !s.client_gro);
-    assert!(s.server_rps_cpus.iter().all(|m| parse_cpu_mask(m).unwrap().is_empty()));
-    assert!(s.server_xps_cpus.iter().all(|m| parse_cpu_mask(m).unwrap().is_empty()));
+    assert!(s
+        .server_rps_cpus
+        .iter()
+        .all(|m| parse_cpu_mask(m).unwrap().is_empty()));
+    assert!(s
+        .server_xps_cpus
+        .iter()
+        .all(|m| parse_cpu_mask(m).unwrap().is_empty()));
     assert_eq!(s.server_rp_filter, 1);
     // Reading again without setting gives the same state.
     assert_eq!(topo.read_knobs().unwrap(), s);
@@ -97,11 +122,21 @@ fn knobs_are_set_and_read_back() {
 fn loopback_refuses_knobs() {
     let topo = Topology::loopback();
     let e = topo
-        .set_knobs(&Knobs { gro: Some(false), ..Default::default() }, &[0], &[1])
+        .set_knobs(
+            &Knobs {
+                gro: Some(false),
+                ..Default::default()
+            },
+            &[0],
+            &[1],
+        )
         .unwrap_err()
         .to_string();
     assert!(e.contains("--topology veth"), "{e}");
-    assert!(topo.set_knobs(&Knobs::default(), &[0], &[1]).unwrap().is_none());
+    assert!(topo
+        .set_knobs(&Knobs::default(), &[0], &[1])
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -117,8 +152,20 @@ fn down_removes_leftovers_of_dead_runs_only() {
     let dead_ns = format!("fh-srv-{dead}");
     let dead_link = format!("fhv0-{dead}");
     run("ip", &["netns", "add", &dead_ns]).unwrap();
-    run("ip", &["link", "add", &dead_link, "type", "veth", "peer", "name", &format!("fhv1-{dead}")])
-        .unwrap();
+    run(
+        "ip",
+        &[
+            "link",
+            "add",
+            &dead_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("fhv1-{dead}"),
+        ],
+    )
+    .unwrap();
     // A namespace of a live run (ours) must survive.
     let live = Topology::veth(&topology::run_id(Some(3)), 1).unwrap();
     // A process inside the leftover namespace is killed with it.
@@ -131,14 +178,21 @@ fn down_removes_leftovers_of_dead_runs_only() {
     assert!(removed.contains(&format!("netns {dead_ns}")), "{removed:?}");
     // Deleting either end of the pair deletes both; which one is listed first varies.
     assert!(
-        removed.iter().any(|r| r == &format!("link {dead_link}") || r == &format!("link fhv1-{dead}")),
+        removed
+            .iter()
+            .any(|r| r == &format!("link {dead_link}") || r == &format!("link fhv1-{dead}")),
         "{removed:?}"
     );
     assert!(!namespaces().contains(&dead_ns));
-    assert!(!links().iter().any(|l| l == &dead_link || l == &format!("fhv1-{dead}")));
+    assert!(!links()
+        .iter()
+        .any(|l| l == &dead_link || l == &format!("fhv1-{dead}")));
     for ns in live.namespaces() {
         assert!(namespaces().contains(ns), "live run's {ns} was removed");
     }
     let st = sleeper.wait().unwrap();
-    assert!(!st.success(), "the process in the leftover namespace was killed");
+    assert!(
+        !st.success(),
+        "the process in the leftover namespace was killed"
+    );
 }

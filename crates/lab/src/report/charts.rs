@@ -63,8 +63,14 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
                 .map_err(err)?;
             let whisker = vec![
                 PathElement::new(vec![(x, s.min), (x, s.max)], BLACK.stroke_width(2)),
-                PathElement::new(vec![(x - 0.1, s.min), (x + 0.1, s.min)], BLACK.stroke_width(2)),
-                PathElement::new(vec![(x - 0.1, s.max), (x + 0.1, s.max)], BLACK.stroke_width(2)),
+                PathElement::new(
+                    vec![(x - 0.1, s.min), (x + 0.1, s.min)],
+                    BLACK.stroke_width(2),
+                ),
+                PathElement::new(
+                    vec![(x - 0.1, s.max), (x + 0.1, s.max)],
+                    BLACK.stroke_width(2),
+                ),
             ];
             chart.draw_series(whisker).map_err(err)?;
         }
@@ -92,7 +98,10 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let n = rows.len().max(1) as f64;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Per-CPU time: usr / sys / soft+irq / idle", ("sans-serif", 20))
+            .caption(
+                "Per-CPU time: usr / sys / soft+irq / idle",
+                ("sans-serif", 20),
+            )
             .margin(12)
             .x_label_area_size(60)
             .y_label_area_size(50)
@@ -148,7 +157,10 @@ pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     // Whole decades, so the log axis always has labelled ticks.
     let (lo, hi) = if hi > 0.0 {
-        (10f64.powf(lo.log10().floor()), 10f64.powf(hi.log10().ceil()))
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(hi.log10().ceil()),
+        )
     } else {
         (1.0, 10.0)
     };
@@ -178,7 +190,9 @@ pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
                 .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
                 .map_err(err)?
                 .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(err)?;

@@ -50,7 +50,9 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
         .collect();
     h.push_str("<div class=\"charts\">\n");
     h.push_str(&format!("<div>{tps}</div>\n"));
-    h.push_str(&format!("<div>{cpus}<div class=\"legend\">{legend}</div></div>\n"));
+    h.push_str(&format!(
+        "<div>{cpus}<div class=\"legend\">{legend}</div></div>\n"
+    ));
     h.push_str("</div>\n<div class=\"charts\">\n");
     h.push_str(&format!("<div>{lat}</div>\n</div>\n"));
     h.push_str("<h2>Results</h2>\n<table>\n<tr>");
@@ -59,7 +61,11 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
     }
     h.push_str("</tr>\n");
     for r in &rep.rows {
-        let class = if r.client_bound { " class=\"bound\"" } else { "" };
+        let class = if r.client_bound {
+            " class=\"bound\""
+        } else {
+            ""
+        };
         h.push_str(&format!("<tr{class}>"));
         for c in cells(r) {
             h.push_str(&format!("<td>{}</td>", esc(&c)));
@@ -68,7 +74,11 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
     }
     h.push_str("</table>\n<ul>\n");
     for r in &rep.rows {
-        h.push_str(&format!("<li><b>{}</b>: {}</li>\n", esc(&r.name), esc(&r.describe)));
+        h.push_str(&format!(
+            "<li><b>{}</b>: {}</li>\n",
+            esc(&r.name),
+            esc(&r.describe)
+        ));
     }
     h.push_str("</ul>\n");
     if !rep.ratios.is_empty() {
@@ -85,7 +95,13 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
         h.push_str("</ul>\n");
     }
     for (head, items) in [
-        ("Skipped", rep.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect::<Vec<_>>()),
+        (
+            "Skipped",
+            rep.skipped
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.reason))
+                .collect::<Vec<_>>(),
+        ),
         ("Notes", rep.notes.clone()),
     ] {
         if !items.is_empty() {

@@ -49,7 +49,10 @@ pub fn render(rep: &LabReport) -> String {
     if !rep.ratios.is_empty() {
         out.push_str("\n## Ratios (medians, measured side by side)\n\n");
         for r in &rep.ratios {
-            out.push_str(&format!("- {}: {} / {} = **{:.2}**\n", r.what, r.a, r.b, r.value));
+            out.push_str(&format!(
+                "- {}: {} / {} = **{:.2}**\n",
+                r.what, r.a, r.b, r.value
+            ));
         }
     }
     if !rep.skipped.is_empty() {

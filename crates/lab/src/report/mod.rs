@@ -53,12 +53,15 @@ pub struct Row {
 impl Row {
     /// Summarises the trials of one cell.
     pub fn from_trials(cell: &Cell, trials: &[&Trial]) -> Row {
-        let sum = |f: &dyn Fn(&Trial) -> Option<f64>| Summary::of(trials.iter().filter_map(|t| f(t)));
+        let sum =
+            |f: &dyn Fn(&Trial) -> Option<f64>| Summary::of(trials.iter().filter_map(|t| f(t)));
         let tps = sum(&|t| Some(t.tps));
         let median_trial = tps.and_then(|s| {
-            trials
-                .iter()
-                .min_by(|a, b| (a.tps - s.median).abs().total_cmp(&(b.tps - s.median).abs()))
+            trials.iter().min_by(|a, b| {
+                (a.tps - s.median)
+                    .abs()
+                    .total_cmp(&(b.tps - s.median).abs())
+            })
         });
         Row {
             name: cell.name.clone(),
@@ -83,8 +86,12 @@ impl Row {
                 Some((t.drops.socket + t.drops.softnet_dropped + t.drops.sndbuf_errors) as f64)
             }),
             client_bound: trials.iter().any(|t| t.client_bound),
-            cpus: median_trial.map(|t| t.window.cpus.clone()).unwrap_or_default(),
-            latency_us: median_trial.map(|t| t.latency_us.clone()).unwrap_or_default(),
+            cpus: median_trial
+                .map(|t| t.window.cpus.clone())
+                .unwrap_or_default(),
+            latency_us: median_trial
+                .map(|t| t.latency_us.clone())
+                .unwrap_or_default(),
             knobs: median_trial.and_then(|t| t.knobs.clone()),
         }
     }

@@ -26,7 +26,11 @@ pub fn cells(r: &Row) -> Vec<String> {
     }
     let sys = match &r.syscalls_per_txn {
         None => "unknown".into(),
-        Some(_) => format!("{} ({})", range(&r.syscalls_per_txn, &num), r.syscalls_source),
+        Some(_) => format!(
+            "{} ({})",
+            range(&r.syscalls_per_txn, &num),
+            r.syscalls_source
+        ),
     };
     let drops = format!(
         "{}/{}",
@@ -97,7 +101,10 @@ pub fn render(rep: &LabReport) -> String {
     if !rep.ratios.is_empty() {
         out.push_str("\nratios (medians):\n");
         for r in &rep.ratios {
-            out.push_str(&format!("  {}: {} / {} = {:.2}\n", r.what, r.a, r.b, r.value));
+            out.push_str(&format!(
+                "  {}: {} / {} = {:.2}\n",
+                r.what, r.a, r.b, r.value
+            ));
         }
     }
     for s in &rep.skipped {

@@ -55,10 +55,21 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
         syscalls_per_txn: Some(2.0),
         syscalls_source: "engine".into(),
         client_bound,
-        drops: Drops { socket: 3, softnet_dropped: 1, ..Default::default() },
+        drops: Drops {
+            socket: 3,
+            softnet_dropped: 1,
+            ..Default::default()
+        },
         window: Window {
             seconds: 1.0,
-            all: CpuSplit { usr: 10.0, sys: 40.0, irq: 0.0, soft: 30.0, idle: 20.0, steal: 0.0 },
+            all: CpuSplit {
+                usr: 10.0,
+                sys: 40.0,
+                irq: 0.0,
+                soft: 30.0,
+                idle: 20.0,
+                steal: 0.0,
+            },
             cpus: vec![cpu(0, 5.0, 60.0, 30.0), cpu(1, 20.0, 30.0, 10.0)],
             softnet: vec![],
             udp_server: UdpDelta::default(),
@@ -93,7 +104,10 @@ pub(crate) fn report() -> LabReport {
         queues: 1,
         workers: 1,
         repetitions: 3,
-        placement: Placement { server_cpus: vec![0], client_cpus: vec![1] },
+        placement: Placement {
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+        },
         load: LoadSpec {
             flows: 4,
             window: Some(8),
@@ -106,7 +120,10 @@ pub(crate) fn report() -> LabReport {
         },
         environment: Environment::capture(),
         rows,
-        skipped: vec![Skipped { name: "rps".into(), reason: "needs veth".into() }],
+        skipped: vec![Skipped {
+            name: "rps".into(),
+            reason: "needs veth".into(),
+        }],
         ratios: vec![],
         notes: vec!["a <note> & more".into()],
         trials,
@@ -118,7 +135,10 @@ fn rows_take_medians_and_verdicts() {
     let rep = report();
     let r = &rep.rows[1];
     assert_eq!(r.tps.unwrap().median, 250_000.0);
-    assert_eq!((r.tps.unwrap().min, r.tps.unwrap().max), (245_000.0, 255_000.0));
+    assert_eq!(
+        (r.tps.unwrap().min, r.tps.unwrap().max),
+        (245_000.0, 255_000.0)
+    );
     assert!((r.gain.unwrap() - 2.5).abs() < 1e-9);
     assert_eq!(r.verdict, Verdict::Helped);
     assert!(r.client_bound, "one client-bound repetition marks the row");
@@ -145,7 +165,10 @@ fn json_has_rows_environment_and_trials() {
 fn table_and_markdown_show_every_row() {
     let rep = report();
     let t = table::render(&rep);
-    assert!(t.contains("shared") && t.contains("reuseport [client-bound]"), "{t}");
+    assert!(
+        t.contains("shared") && t.contains("reuseport [client-bound]"),
+        "{t}"
+    );
     assert!(t.contains("250.0k (245.0k-255.0k)"), "{t}");
     assert!(t.contains("x2.50") && t.contains("helped"), "{t}");
     assert!(t.contains("skipped rps: needs veth"), "{t}");
@@ -161,7 +184,10 @@ fn html_is_self_contained_with_three_charts() {
     assert_eq!(h.matches("<svg").count(), 3);
     assert!(!h.contains("<script"), "no scripts");
     for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
-        assert!(!h.contains(fetch), "the page must not fetch anything: {fetch}");
+        assert!(
+            !h.contains(fetch),
+            "the page must not fetch anything: {fetch}"
+        );
     }
     assert!(h.contains("a &lt;note&gt; &amp; more"));
     assert!(h.contains("Transactions per second"));
