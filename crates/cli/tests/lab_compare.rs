@@ -3,40 +3,24 @@
 //! what cannot run is skipped with the reason, not failed.
 
 use serde_json::Value;
-use std::process::Command;
 
-fn installed(p: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {p}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
+mod lab_util;
+use lab_util::{firehose, installed, short_run};
 
 #[test]
 fn compare_runs_peers_side_by_side_and_prints_ratios() {
     let json = std::env::temp_dir().join(format!("fh-test-compare-{}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_firehose"))
-        .args([
-            "lab",
-            "compare",
-            "--servers",
-            "naive,plain,sockperf",
-            "--generators",
-            "firehose,sockperf",
-            "--repetitions",
-            "1",
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--rate",
-            "2000",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let args = [
+        "lab",
+        "compare",
+        "--servers",
+        "naive,plain,sockperf",
+        "--generators",
+        "firehose,sockperf",
+        "--rate",
+        "2000",
+    ];
+    let out = firehose(&short_run(&args, &json));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

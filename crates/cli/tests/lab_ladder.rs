@@ -6,12 +6,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn firehose(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firehose"))
-        .args(args)
-        .output()
-        .expect("spawn firehose")
-}
+mod lab_util;
+use lab_util::{firehose, short_run};
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("fh-test-{name}-{}", std::process::id()));
@@ -68,22 +64,10 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     let dir = tempdir("ladder");
     let json = dir.join("ladder.json");
     let report = dir.join("report");
-    let out = firehose(&[
-        "lab",
-        "ladder",
-        "--steps",
-        "shared,reuseport",
-        "--repetitions",
-        "1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+    let args = ["lab", "ladder", "--steps", "shared,reuseport", "--report"];
+    let mut args = short_run(&args, &json);
+    args.insert(5, report.display().to_string());
+    let out = firehose(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(

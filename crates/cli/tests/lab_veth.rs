@@ -4,7 +4,10 @@
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
 use serde_json::Value;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
+
+mod lab_util;
+use lab_util::{firehose, short_run};
 use std::time::{Duration, Instant};
 
 fn root_or_skip(test: &str) -> bool {
@@ -56,13 +59,6 @@ fn alive(pid: u32) -> bool {
             !matches!(state, Some('Z') | Some('X'))
         })
         .unwrap_or(false)
-}
-
-fn firehose(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firehose"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// Starts a long veth ladder and waits until its server runs inside the server namespace.
@@ -129,7 +125,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         return;
     }
     let json = std::env::temp_dir().join(format!("fh-test-veth-{}.json", std::process::id()));
-    let out = firehose(&[
+    let args = [
         "lab",
         "ladder",
         "--topology",
@@ -138,15 +134,8 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         "2",
         "--steps",
         "shared,rps,gro-off",
-        "--repetitions",
-        "1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    ];
+    let out = firehose(&short_run(&args, &json));
     assert!(
         out.status.success(),
         "{}",

@@ -6,6 +6,7 @@ use crate::cmd;
 use crate::experiment::Cell;
 use crate::report::{Ratio, Row, Skipped};
 use crate::runner::{Generator, ServerKind};
+use crate::stats::Summary;
 use crate::{LabError, LabResult};
 
 /// Servers `compare` knows: our profiles, the baseline and sockperf.
@@ -140,7 +141,28 @@ pub fn plan(
     Ok((cells, skipped))
 }
 
-fn median(s: &Option<crate::stats::Summary>) -> Option<f64> {
+/// Picks one figure of a row.
+type Metric = fn(&Row) -> &Option<Summary>;
+
+/// Pushes `what`: metric(a) / metric(b), when both medians are known and positive.
+fn push_ratio(
+    out: &mut Vec<Ratio>,
+    what: &str,
+    a: &Row,
+    b: &Row,
+    metric: fn(&Row) -> &Option<Summary>,
+) {
+    if let (Some(x), Some(y)) = (median(metric(a)), median(metric(b))) {
+        out.push(Ratio {
+            what: what.into(),
+            a: a.name.clone(),
+            b: b.name.clone(),
+            value: x / y,
+        });
+    }
+}
+
+fn median(s: &Option<Summary>) -> Option<f64> {
     s.map(|s| s.median).filter(|m| *m > 0.0)
 }
 
@@ -159,46 +181,19 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         else {
             continue;
         };
-        for r in &mine {
-            if r.name == base.name {
-                continue;
-            }
-            if let (Some(a), Some(b)) = (median(&r.tps), median(&base.tps)) {
-                out.push(Ratio {
-                    what: "tps".into(),
-                    a: r.name.clone(),
-                    b: base.name.clone(),
-                    value: a / b,
-                });
-            }
-            if let (Some(a), Some(b)) = (
-                median(&r.server_cpu_us_per_txn),
-                median(&base.server_cpu_us_per_txn),
-            ) {
-                out.push(Ratio {
-                    what: "server CPU us/txn".into(),
-                    a: r.name.clone(),
-                    b: base.name.clone(),
-                    value: a / b,
-                });
-            }
+        for r in mine.iter().filter(|r| r.name != base.name) {
+            push_ratio(&mut out, "tps", r, base, |r| &r.tps);
+            push_ratio(&mut out, "server CPU us/txn", r, base, |r| {
+                &r.server_cpu_us_per_txn
+            });
         }
     }
     // sockperf sr can only be driven by its own client; server CPU per transaction is still
     // comparable across generators at the same rate.
     if let Some(sp) = rows.iter().find(|r| r.name == "sockperf/sockperf") {
         for r in rows.iter().filter(|r| r.generator == Generator::Firehose) {
-            if let (Some(a), Some(b)) = (
-                median(&r.server_cpu_us_per_txn),
-                median(&sp.server_cpu_us_per_txn),
-            ) {
-                out.push(Ratio {
-                    what: "server CPU us/txn (each under its own generator)".into(),
-                    a: r.name.clone(),
-                    b: sp.name.clone(),
-                    value: a / b,
-                });
-            }
+            let what = "server CPU us/txn (each under its own generator)";
+            push_ratio(&mut out, what, r, sp, |r| &r.server_cpu_us_per_txn);
         }
     }
     for ours in rows.iter().filter(|r| r.generator == Generator::Firehose) {
@@ -206,25 +201,14 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             .iter()
             .find(|r| r.generator == Generator::Sockperf && server_of(r) == server_of(ours));
         let Some(theirs) = theirs else { continue };
-        let pairs = [
-            (
-                "client CPU us/txn",
-                &ours.client_cpu_us_per_txn,
-                &theirs.client_cpu_us_per_txn,
-            ),
-            ("p50 us", &ours.p50_us, &theirs.p50_us),
-            ("p99 us", &ours.p99_us, &theirs.p99_us),
-            ("tps", &ours.tps, &theirs.tps),
+        let metrics: [(&str, Metric); 4] = [
+            ("generator client CPU us/txn", |r| &r.client_cpu_us_per_txn),
+            ("generator p50 us", |r| &r.p50_us),
+            ("generator p99 us", |r| &r.p99_us),
+            ("generator tps", |r| &r.tps),
         ];
-        for (what, a, b) in pairs {
-            if let (Some(a), Some(b)) = (median(a), median(b)) {
-                out.push(Ratio {
-                    what: format!("generator {what}"),
-                    a: ours.name.clone(),
-                    b: theirs.name.clone(),
-                    value: a / b,
-                });
-            }
+        for (what, metric) in metrics {
+            push_ratio(&mut out, what, ours, theirs, metric);
         }
     }
     out

@@ -7,7 +7,6 @@ use crate::sample::{port_bound, HostSample, Watch, Window};
 use crate::sockperf;
 use crate::topology::{cpu_list, KnobState, Side, Topology};
 use crate::{LabError, LabResult};
-use firehose_host::procfs::{self, snmp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs::File;
@@ -392,6 +391,33 @@ impl Runner<'_> {
         }
     }
 
+    /// When a sockperf client's test (not its warm-up pings) begins: it sends a few
+    /// datagrams, idles about two seconds, prints "Starting test", then warms up for 0.4 s
+    /// inside its run time. The window must not start before that.
+    fn sockperf_started(&self, cli: &mut Proc, config: &str, tag: &str) -> LabResult<Instant> {
+        let out = self.workdir.join(format!("{tag}-client.out"));
+        let by = Instant::now() + Duration::from_secs(15);
+        loop {
+            self.check_stop()?;
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text.contains("Starting test") {
+                return Ok(Instant::now() + Duration::from_millis(sockperf::WARMUP_MS));
+            }
+            if let Some(st) = cli.exited() {
+                return Err(LabError::Run(format!(
+                    "{config}: sockperf exited ({st}) before starting its test: {}",
+                    cli.stderr_tail()
+                )));
+            }
+            if Instant::now() > by {
+                return Err(LabError::Run(format!(
+                    "{config}: sockperf did not start its test within 15 s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Runs one trial. `knobs` is the read-back state the caller set before it.
     pub fn trial(
         &self,
@@ -433,31 +459,12 @@ impl Runner<'_> {
 
         let ccmd = self.client_command(generator, srv.pid(), &load_path);
         let client_command = argv(&ccmd);
-        let udp_in = || -> LabResult<u64> {
-            let p = format!("/proc/{}/net/snmp", srv.pid());
-            Ok(procfs::read(&p, snmp::parse_udp)?.in_datagrams)
-        };
-        let quiet = udp_in()?;
         let mut cli = Proc::spawn(ccmd, &format!("{tag}-client"), &self.workdir)?;
-        // The window is timed from the first request that reaches the server's namespace,
-        // not from the spawn: sockperf, for one, idles about two seconds before sending.
-        let traffic_by = Instant::now() + Duration::from_secs(15);
-        while udp_in()? == quiet {
-            self.check_stop()?;
-            if let Some(st) = cli.exited() {
-                return Err(LabError::Run(format!(
-                    "{config}: the generator exited ({st}) before sending: {}",
-                    cli.stderr_tail()
-                )));
-            }
-            if Instant::now() > traffic_by {
-                return Err(LabError::Run(format!(
-                    "{config}: no request reached the server within 15 s of starting the generator"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let t0 = Instant::now();
+        let t0 = match generator {
+            // load measures from its own start, after --warmup.
+            Generator::Firehose => Instant::now(),
+            Generator::Sockperf => self.sockperf_started(&mut cli, config, &tag)?,
+        };
         let watch = Watch {
             server_pid: srv.pid(),
             client_pid: cli.pid(),

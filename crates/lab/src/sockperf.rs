@@ -4,6 +4,9 @@
 //! trips like ours, not sockperf's default half-RTT.
 
 use crate::runner::Latency;
+
+/// sockperf's own warm-up at the start of its run time, in milliseconds.
+pub const WARMUP_MS: u64 = 400;
 use serde::Serialize;
 
 /// What `sockperf ping-pong --full-rtt` printed about its valid window.

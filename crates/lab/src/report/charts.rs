@@ -3,6 +3,7 @@
 
 use super::Row;
 use crate::{LabError, LabResult};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 fn err(e: impl std::fmt::Display) -> LabError {
@@ -18,35 +19,56 @@ fn label(names: &[String], x: f64) -> String {
     names.get(i as usize).cloned().unwrap_or_default()
 }
 
+/// A chart with one slot per row on x (labelled with the row names) and `y` on y, mesh
+/// drawn; bars are then drawn at x = 0, 1, ...
+fn row_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    rows: &[Row],
+    title: &str,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+    y_fmt: &dyn Fn(&f64) -> String,
+) -> LabResult<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let n = rows.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, y)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(rows.len().max(2))
+        .x_label_formatter(&|x| label(&names, *x))
+        .y_desc(y_desc)
+        .y_label_formatter(y_fmt)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
 /// Median tps per row as bars, min-max as whiskers; client-bound rows are hatched grey.
 pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let top = rows
             .iter()
             .filter_map(|r| r.tps.map(|s| s.max))
             .fold(1.0f64, f64::max)
             * 1.15;
-        let n = rows.len().max(1) as f64;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(60)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5..n - 0.5, 0.0..top)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(rows.len().max(2))
-            .x_label_formatter(&|x| label(&names, *x))
-            .y_desc("transactions/s (median, min-max)")
-            .y_label_formatter(&|y| super::si(*y))
-            .draw()
-            .map_err(err)?;
+        let mut chart = row_chart(
+            &root,
+            rows,
+            title,
+            0.0..top,
+            "transactions/s (median, min-max)",
+            &|y| super::si(*y),
+        )?;
         for (i, r) in rows.iter().enumerate() {
             let Some(s) = r.tps else { continue };
             let x = i as f64;
@@ -95,26 +117,14 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-        let n = rows.len().max(1) as f64;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Per-CPU time: usr / sys / soft+irq / idle",
-                ("sans-serif", 20),
-            )
-            .margin(12)
-            .x_label_area_size(60)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5..n - 0.5, 0.0..100.0)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(rows.len().max(2))
-            .x_label_formatter(&|x| label(&names, *x))
-            .y_desc("% of each CPU (bars left to right: CPU 0, 1, ...)")
-            .draw()
-            .map_err(err)?;
+        let mut chart = row_chart(
+            &root,
+            rows,
+            "Per-CPU time: usr / sys / soft+irq / idle",
+            0.0..100.0,
+            "% of each CPU (bars left to right: CPU 0, 1, ...)",
+            &|y| format!("{y:.0}"),
+        )?;
         for (k, (_, rgb)) in CPU_PARTS.into_iter().enumerate() {
             let color = RGBColor(rgb.0, rgb.1, rgb.2);
             let mut rects = Vec::new();
