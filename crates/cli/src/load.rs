@@ -4,7 +4,7 @@ use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_engine::parse_cpu_list;
-use firehose_load::report::{pid_stat_cpu_ticks, Interval, ServerCpu};
+use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -137,16 +137,12 @@ fn resolve(target: &str) -> Result<SocketAddr> {
         })
 }
 
+/// The server's CPU time so far (utime + stime, in clock ticks).
 fn server_ticks(pid: u32) -> Result<u64> {
     let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Usage(format!("--server-pid {pid}: cannot read {path}: {e}")))?;
-    pid_stat_cpu_ticks(&text).ok_or_else(|| {
-        Usage(format!(
-            "--server-pid {pid}: {path} has an unexpected format"
-        ))
-        .into()
-    })
+    let st = firehose_host::procfs::read(&path, firehose_host::procfs::pidstat::parse)
+        .map_err(|e| Usage(format!("--server-pid {pid}: {e}")))?;
+    Ok(st.utime + st.stime)
 }
 
 /// Runs `firehose load`.
@@ -222,7 +218,7 @@ fn drive<W: Workload + 'static>(
         LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
     })?;
     if !a.quiet {
-        println!(
+        say!(
             "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}-byte requests{}",
             cfg.target,
             match cfg.rate {
@@ -294,7 +290,7 @@ fn drive<W: Workload + 'static>(
                 if tty {
                     eprint!("\r\x1b[K");
                 }
-                println!(
+                say!(
                     "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
                     last_t,
                     t,
@@ -353,12 +349,14 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
             0.0
         }
     };
-    println!(
+    say!(
         "summary: {} {} loop, {:.2} s measured",
-        cfg.target, cfg.mode, r.duration_s
+        cfg.target,
+        cfg.mode,
+        r.duration_s
     );
-    println!("  tps         {}", thousands(r.tps));
-    println!(
+    say!("  tps         {}", thousands(r.tps));
+    say!(
         "  completed   {}   sent {}   lost {} ({:.3}%)   stray {}   dup {}   unsent {}",
         r.completed,
         r.sent,
@@ -369,12 +367,12 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
         r.unsent
     );
     let l = &r.latency_us;
-    println!(
+    say!(
         "  latency us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
         l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
     );
     if let Some(c) = r.client_cpu_us_per_txn {
-        println!(
+        say!(
             "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn",
             c,
             r.client_cpu_util * 100.0,
@@ -382,7 +380,7 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
         );
     }
     if let (Some(s), Some(u)) = (r.server_cpu_us_per_txn, r.server_cpu_util) {
-        println!(
+        say!(
             "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
             s,
             u * 100.0,
@@ -391,17 +389,17 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     }
     if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {
         let codes: Vec<String> = r.codes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("  codes       {}", codes.join(", "));
+        say!("  codes       {}", codes.join(", "));
     }
     if r.send_errors > 0 {
-        println!(
+        say!(
             "  send errors {} (kernel refused; counted lost at their timeout)",
             r.send_errors
         );
     }
     if r.client_bound {
-        println!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
+        say!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
     } else if r.client_saturated && r.server_cpu_util.is_none() {
-        println!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
+        say!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
     }
 }

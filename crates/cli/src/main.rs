@@ -1,7 +1,19 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
-//! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`).
+//! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`),
+//! `bench.rs` (`firehose bench`), `doctor.rs` (`firehose doctor`).
+
+/// Prints a line to stdout, ignoring a closed pipe: a server must not die because whoever
+/// read its output went away.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
 
 mod args;
+mod bench;
+mod doctor;
 mod lab;
 mod load;
 mod serve;
@@ -23,6 +35,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Drive a UDP request/response server and measure it.
     Load(load::LoadArgs),
+    /// The engine benchmark: profiles side by side on loopback, and ping-pong vs sockperf.
+    Bench(bench::BenchArgs),
+    /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
+    Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
 }
@@ -61,6 +77,12 @@ fn main() {
     let res = match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Doctor(a) => doctor::run(a).map(|code| {
+            if code != 0 {
+                std::process::exit(code)
+            }
+        }),
         Command::Lab(a) => lab::run(a),
     };
     if let Err(e) = res {

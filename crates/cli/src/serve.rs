@@ -235,7 +235,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 let d = total.delta(&last);
                 let secs = now.duration_since(last_t).as_secs_f64();
                 let drops: u64 = server.socket_stats().iter().map(|s| s.kernel_drops).sum();
-                println!(
+                say!(
                     "[{:7.1}s] rx {:>11} pps  tx {:>11} pps  syscalls/pkt {:.3}  kernel drops {}",
                     started.elapsed().as_secs_f64(),
                     thousands(d.packets_in as f64 / secs),
@@ -312,8 +312,8 @@ fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
 
 fn print_applied(server: &Server, proto: Proto) {
     let a = server.applied();
-    println!("firehose serve: listening on {}", a.listen);
-    println!(
+    say!("firehose serve: listening on {}", a.listen);
+    say!(
         "  proto {}, {} worker(s), sockets {:?}, steer {}, batch {}{}, busy-poll {}",
         proto_name(proto),
         a.workers,
@@ -335,7 +335,7 @@ fn print_applied(server: &Server, proto: Proto) {
         }
     );
     for (i, c) in a.worker_cpus.iter().enumerate() {
-        println!(
+        say!(
             "  worker {i}: {} -> socket {}",
             c.map(|c| format!("pinned to CPU {c}"))
                 .unwrap_or_else(|| "unpinned".into()),
@@ -353,10 +353,10 @@ fn print_applied(server: &Server, proto: Proto) {
         if let Some(b) = s.busy_poll_budget {
             line.push_str(&format!(" SO_BUSY_POLL_BUDGET={b}"));
         }
-        println!("{line}");
+        say!("{line}");
     }
     for n in &a.notes {
-        println!("  note: {n}");
+        say!("  note: {n}");
     }
 }
 
@@ -366,8 +366,8 @@ fn print_counters(
     t: &WorkerStats,
     elapsed: f64,
 ) {
-    println!("firehose serve: stopped after {elapsed:.1} s");
-    println!(
+    say!("firehose serve: stopped after {elapsed:.1} s");
+    say!(
         "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
         "worker",
         "cpu",
@@ -385,7 +385,7 @@ fn print_counters(
         } else {
             w.worker.to_string()
         };
-        println!(
+        say!(
             "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
             name,
             w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
@@ -399,7 +399,7 @@ fn print_counters(
         );
     }
     for s in sockets {
-        println!(
+        say!(
             "  socket {}: kernel drops {} (SO_MEMINFO), last incoming CPU {}",
             s.index,
             s.kernel_drops,
@@ -409,6 +409,6 @@ fn print_counters(
         );
     }
     if t.rxq_ovfl > 0 {
-        println!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
+        say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
     }
 }

@@ -64,16 +64,7 @@ fn stats_json_counts_what_was_served() {
     let dir = std::env::temp_dir().join(format!("fh-stats-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.json");
-    let srv = Served::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--profile",
-        "tuned",
-        "--workers",
-        "1",
-        "--stats-json",
-        path.to_str().unwrap(),
-    ]);
+    let srv = Served::tuned(&["--stats-json", path.to_str().unwrap()]);
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut buf = [0u8; 200];
@@ -94,16 +85,7 @@ fn stats_json_counts_what_was_served() {
 
 #[test]
 fn startup_prints_the_read_back_configuration() {
-    let mut srv = Served::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--profile",
-        "tuned",
-        "--workers",
-        "1",
-        "--rcvbuf",
-        "1M",
-    ]);
+    let mut srv = Served::tuned(&["--rcvbuf", "1M"]);
     let mut lines = String::new();
     for _ in 0..3 {
         std::io::BufRead::read_line(&mut srv.stdout, &mut lines).unwrap();

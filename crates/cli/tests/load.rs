@@ -17,14 +17,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn n_requests_give_n_completed() {
-    let srv = Served::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--profile",
-        "tuned",
-        "--workers",
-        "1",
-    ]);
+    let srv = Served::tuned(&[]);
     let target = srv.addr.to_string();
     for (flows, window, extra) in [("1", "1", None), ("4", "8", None), ("3", "2", Some("20k"))] {
         let out_path = tmp(&format!("exact-{flows}-{window}"));

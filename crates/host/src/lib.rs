@@ -3,4 +3,8 @@
 //! Parsers are pure `&str -> struct` functions tested on captured samples; the only file I/O
 //! lives at the edges ([`procfs::read`]), so most code here runs without root or a real NIC.
 
+pub mod doctor;
+pub mod fs;
+pub mod nic;
 pub mod procfs;
+pub mod text;

@@ -205,26 +205,3 @@ pub fn summarize(
         intervals,
     }
 }
-
-/// Reads utime + stime (in clock ticks) from the text of /proc/PID/stat. The command
-/// name may contain spaces and parentheses, so fields are counted after the last ')'.
-pub fn pid_stat_cpu_ticks(text: &str) -> Option<u64> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': state is field 3 of the whole line; utime is 14, stime 15.
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pid_stat_with_odd_comm() {
-        let line = "4242 (fh (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 3 0 100 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
-        assert_eq!(pid_stat_cpu_ticks(line), Some(325));
-        assert_eq!(pid_stat_cpu_ticks("garbage"), None);
-    }
-}

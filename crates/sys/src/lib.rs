@@ -10,6 +10,7 @@
 pub mod bpf;
 pub mod cpu;
 pub mod epoll;
+pub mod ethtool;
 pub mod mmsg;
 pub mod sockaddr;
 pub mod socket;

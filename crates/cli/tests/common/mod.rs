@@ -52,6 +52,20 @@ impl Served {
         }
     }
 
+    /// Starts one `tuned` worker on a free loopback port, plus `extra` flags.
+    pub fn tuned(extra: &[&str]) -> Served {
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            "tuned",
+            "--workers",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Served::start(&args)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -1,0 +1,30 @@
+# firehose — see README.md. Every target builds what it needs.
+CARGO ?= cargo
+BIN := target/release/firehose
+
+.PHONY: build demo test bench peers lint clean
+build:
+	$(CARGO) build --release --locked
+
+# A short climb of the server profiles on loopback (server on CPU 0, client on CPU 1).
+demo: build
+	$(BIN) bench --repetitions 1 --duration 2
+
+# The test suite (root-only tests skip with a reason when not root).
+test:
+	$(CARGO) test --workspace --locked
+
+# The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
+bench: build
+	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
+
+# The peers the benchmarks compare against, from Debian packages.
+peers:
+	apt-get install -y sockperf
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,361 @@
+//! Carrying out a plan and undoing it. Every change is journaled before it is made and read
+//! back after; revert restores old values in reverse order and leaves alone any value that
+//! someone else changed after us.
+
+use super::journal::{Entry, Identity, Journal, JournalError};
+use super::plan::{self, Phase, Step, Target};
+use super::Row;
+use crate::fs::HostFs;
+use crate::nic::Nic;
+
+/// A refused read or write, with the errno when the kernel gave one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActError {
+    pub message: String,
+    pub errno: Option<i32>,
+}
+
+impl std::fmt::Display for ActError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Reads and writes targets; the seam that lets tests run apply/revert on a fake host.
+pub trait Actuator {
+    /// The current value, exactly as the host shows it.
+    fn read(&self, target: &Target) -> Result<String, ActError>;
+    /// Sets a value.
+    fn write(&self, target: &Target, value: &str) -> Result<(), ActError>;
+}
+
+/// The running host: files through [`HostFs`], offloads and RSS through ethtool, services
+/// through systemctl.
+pub struct LiveActuator<'a> {
+    pub fs: &'a HostFs,
+    pub nic: &'a dyn Nic,
+}
+
+fn fs_err(e: crate::fs::FsError) -> ActError {
+    ActError {
+        message: e.to_string(),
+        errno: e.errno,
+    }
+}
+
+fn nic_err(e: crate::nic::NicError) -> ActError {
+    ActError {
+        message: e.to_string(),
+        errno: e.errno,
+    }
+}
+
+impl Actuator for LiveActuator<'_> {
+    fn read(&self, target: &Target) -> Result<String, ActError> {
+        match target {
+            Target::File { path, .. } => self.fs.read(path).map_err(fs_err),
+            Target::Feature { iface, feature } => self
+                .nic
+                .feature(iface, *feature)
+                .map(|on| if on { "on" } else { "off" }.to_string())
+                .map_err(nic_err),
+            Target::Rss { iface } => self
+                .nic
+                .rss_table(iface)
+                .map(|t| t.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))
+                .map_err(nic_err),
+            Target::Service { name } => {
+                let out = std::process::Command::new("systemctl")
+                    .args(["is-active", name])
+                    .output()
+                    .map_err(|e| ActError {
+                        message: format!("systemctl is-active {name}: {e}"),
+                        errno: e.raw_os_error(),
+                    })?;
+                Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+            }
+        }
+    }
+
+    fn write(&self, target: &Target, value: &str) -> Result<(), ActError> {
+        match target {
+            Target::File { path, .. } => self.fs.write(path, value).map_err(fs_err),
+            Target::Feature { iface, feature } => self
+                .nic
+                .set_feature(iface, *feature, value.trim() == "on")
+                .map_err(nic_err),
+            Target::Rss { iface } => {
+                let table = value
+                    .split_whitespace()
+                    .map(|q| q.parse::<u32>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| ActError {
+                        message: format!("bad RSS table {value:?}"),
+                        errno: None,
+                    })?;
+                self.nic.set_rss_table(iface, &table).map_err(nic_err)
+            }
+            Target::Service { name } => {
+                let verb = if value.trim() == "active" {
+                    "start"
+                } else {
+                    "stop"
+                };
+                let st = std::process::Command::new("systemctl")
+                    .args([verb, name])
+                    .status()
+                    .map_err(|e| ActError {
+                        message: format!("systemctl {verb} {name}: {e}"),
+                        errno: e.raw_os_error(),
+                    })?;
+                if st.success() {
+                    Ok(())
+                } else {
+                    Err(ActError {
+                        message: format!("systemctl {verb} {name}: {st}"),
+                        errno: None,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Picks the steps to carry out from the audit rows: those of the named checks (all when
+/// none is named) on the named interfaces (all when none is named; host-wide steps always
+/// pass). Duplicate targets are dropped. Pinning IRQs pulls in stopping irqbalance, which
+/// would move them back. The result is in phase order.
+pub fn select(rows: &[Row], checks: &[String], ifaces: &[String]) -> Vec<Step> {
+    let wanted = |s: &Step| {
+        (checks.is_empty() || checks.iter().any(|c| c == s.check))
+            && (ifaces.is_empty() || s.iface.as_ref().is_none_or(|i| ifaces.contains(i)))
+    };
+    let mut steps: Vec<Step> = Vec::new();
+    let all = rows.iter().flat_map(|r| r.steps.iter());
+    for s in all.clone().filter(|s| wanted(s)) {
+        if !steps.iter().any(|t| t.target == s.target) {
+            steps.push(s.clone());
+        }
+    }
+    if steps.iter().any(|s| s.phase == Phase::IrqAffinity) {
+        for s in all.filter(|s| s.phase == Phase::Irqbalance) {
+            if !steps.iter().any(|t| t.target == s.target) {
+                steps.push(s.clone());
+            }
+        }
+    }
+    plan::order(steps)
+}
+
+/// What happened to one step or journal entry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "result", content = "note", rename_all = "lowercase")]
+pub enum Verdict {
+    /// Changed and read back as intended (apply), or restored (revert).
+    Done(String),
+    /// Deliberately not changed: already set, already higher, refused IRQ, changed by others.
+    Skipped(String),
+    /// Tried and failed.
+    Failed(String),
+}
+
+/// One line of an apply or revert report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    pub check: String,
+    pub target: String,
+    pub command: String,
+    pub old: Option<String>,
+    pub new: String,
+    #[serde(flatten)]
+    pub result: Verdict,
+}
+
+impl Outcome {
+    pub fn failed(&self) -> bool {
+        matches!(self.result, Verdict::Failed(_))
+    }
+    pub fn skipped(&self) -> bool {
+        matches!(self.result, Verdict::Skipped(_))
+    }
+}
+
+fn show(v: &str) -> String {
+    v.trim().to_string()
+}
+
+/// The plan as it would run now: each step with its current value and whether it would be
+/// skipped. Changes nothing.
+pub fn dry_run(steps: &[Step], act: &dyn Actuator) -> Vec<Outcome> {
+    steps
+        .iter()
+        .map(|s| preflight(s, act).0)
+        .map(|mut o| {
+            if matches!(o.result, Verdict::Done(_)) {
+                o.result = Verdict::Done("would change".into());
+            }
+            o
+        })
+        .collect()
+}
+
+/// Reads the current value and decides whether the step needs doing: returns the outcome so
+/// far and, when the change is to be made, the exact old value to journal.
+fn preflight(s: &Step, act: &dyn Actuator) -> (Outcome, Option<String>) {
+    let mut o = Outcome {
+        check: s.check.to_string(),
+        target: s.target.label(),
+        command: s.command(),
+        old: None,
+        new: s.value.clone(),
+        result: Verdict::Done(String::new()),
+    };
+    let old = match act.read(&s.target) {
+        Ok(v) => v,
+        Err(e) => {
+            o.result = Verdict::Failed(format!("cannot read: {e}"));
+            return (o, None);
+        }
+    };
+    o.old = Some(show(&old));
+    if s.target.kind().same(&old, &s.value) {
+        o.result = Verdict::Skipped("already set".into());
+        return (o, None);
+    }
+    if s.raise_only && plan::would_lower(&old, &s.value) {
+        o.result = Verdict::Skipped(format!("already higher ({}); never lowered", show(&old)));
+        return (o, None);
+    }
+    (o, Some(old))
+}
+
+/// Carries out the steps in order: journal, change, read back. Stops at the first journal
+/// failure (no change is made that could not be undone).
+pub fn apply(
+    steps: &[Step],
+    act: &dyn Actuator,
+    journal: &Journal,
+    id: &Identity,
+    now: u64,
+) -> Result<Vec<Outcome>, JournalError> {
+    let existing = journal.entries()?;
+    journal.check_identity(&existing, id)?;
+    let mut seq = existing.iter().map(|e| e.seq).max().unwrap_or(0);
+    let mut out = Vec::new();
+    let mut irqbalance_running = false;
+    for s in steps {
+        let (mut o, old) = preflight(s, act);
+        if irqbalance_running && s.phase == Phase::IrqAffinity {
+            // Pinning now would be undone within seconds; leave the IRQ as it is.
+            o.result = Verdict::Skipped(
+                "irqbalance could not be stopped and would move this IRQ back".into(),
+            );
+            out.push(o);
+            continue;
+        }
+        let Some(old) = old else {
+            out.push(o);
+            continue;
+        };
+        seq += 1;
+        journal.append(&Entry {
+            seq,
+            check: s.check.to_string(),
+            target: s.target.clone(),
+            old: old.clone(),
+            new: s.value.clone(),
+            id: id.clone(),
+            time: now,
+        })?;
+        o.result = match act.write(&s.target, &s.value) {
+            Err(e) if is_irq(&s.target) && matches!(e.errno, Some(5) | Some(1)) => {
+                Verdict::Skipped(format!("the kernel will not move this IRQ: {e}"))
+            }
+            Err(e) => Verdict::Failed(e.to_string()),
+            Ok(()) => match act.read(&s.target) {
+                Ok(back) if s.target.kind().same(&back, &s.value) => {
+                    Verdict::Done(format!("reads back {}", show(&back)))
+                }
+                Ok(back) => {
+                    Verdict::Failed(format!("wrote {} but reads back {}", s.value, show(&back)))
+                }
+                Err(e) => Verdict::Failed(format!("cannot read back: {e}")),
+            },
+        };
+        irqbalance_running |= s.phase == Phase::Irqbalance && o.failed();
+        out.push(o);
+    }
+    Ok(out)
+}
+
+fn is_irq(t: &Target) -> bool {
+    matches!(t, Target::File { path, .. } if path.starts_with("/proc/irq/"))
+}
+
+/// Restores the journal's old values, newest first. A value that no longer reads as what we
+/// set was changed by someone else: it is reported and left alone. The journal is retired
+/// (renamed `.reverted`) unless a restore failed, so a failed revert can be retried.
+pub fn revert(
+    act: &dyn Actuator,
+    journal: &Journal,
+    id: &Identity,
+) -> Result<Vec<Outcome>, JournalError> {
+    let entries = journal.entries()?;
+    if entries.is_empty() {
+        return Err(JournalError::Missing {
+            path: journal.path().to_path_buf(),
+        });
+    }
+    journal.check_identity(&entries, id)?;
+    let mut out = Vec::new();
+    for e in entries.iter().rev() {
+        let kind = e.target.kind();
+        let mut o = Outcome {
+            check: e.check.clone(),
+            target: e.target.label(),
+            command: e.target.command(e.old.trim()),
+            old: None,
+            new: show(&e.old),
+            result: Verdict::Done(String::new()),
+        };
+        let cur = match act.read(&e.target) {
+            Ok(c) => c,
+            Err(err) => {
+                o.result = Verdict::Failed(format!("cannot read: {err}"));
+                out.push(o);
+                continue;
+            }
+        };
+        o.old = Some(show(&cur));
+        o.result = if cur == e.old {
+            Verdict::Done("already at its old value".into())
+        } else if !kind.same(&cur, &e.new) && !kind.same(&cur, &e.old) {
+            Verdict::Skipped(format!(
+                "changed by someone else since apply (now {}, doctor set {}); left as is",
+                show(&cur),
+                show(&e.new)
+            ))
+        } else {
+            match act.write(&e.target, &e.old) {
+                Err(err) => Verdict::Failed(err.to_string()),
+                Ok(()) => match act.read(&e.target) {
+                    Ok(back) if back == e.old => Verdict::Done("restored exactly".into()),
+                    Ok(back) if kind.same(&back, &e.old) => {
+                        Verdict::Done(format!("restored (reads {})", show(&back)))
+                    }
+                    Ok(back) => Verdict::Failed(format!(
+                        "wrote {} but reads back {}",
+                        show(&e.old),
+                        show(&back)
+                    )),
+                    Err(err) => Verdict::Failed(format!("cannot read back: {err}")),
+                },
+            }
+        };
+        out.push(o);
+    }
+    if !out.iter().any(Outcome::failed) {
+        journal.retire()?;
+    }
+    Ok(out)
+}

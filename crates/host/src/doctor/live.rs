@@ -1,0 +1,280 @@
+//! Live counters: softnet drops and squeezes, UDP errors, and the sockets of `--port`. With
+//! `--sample` they are deltas over the window; without, totals since boot.
+
+use super::facts::{Facts, Text};
+use super::{Row, Status};
+use crate::procfs::snmp::{self, UdpCounters};
+use crate::procfs::softnet::{self, SoftnetRow};
+use crate::procfs::{udp_sockets, ParseError};
+use std::collections::BTreeMap;
+
+/// A counter file over the `--sample` window (`delta(before, after)`) or, without a sample,
+/// its totals since boot; with a phrase naming the span.
+fn counters<T>(
+    facts: &Facts,
+    path: &str,
+    parse: fn(&str) -> Result<T, ParseError>,
+    delta: impl Fn(&T, &T) -> T,
+) -> Result<(T, String), String> {
+    let parsed = |t: &str| parse(t).map_err(|e| e.to_string());
+    let sampled = |m: &BTreeMap<String, Text>| match m.get(path) {
+        Some(Ok(t)) => parsed(t),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("{path}: not sampled")),
+    };
+    match &facts.sample {
+        Some(s) => Ok((
+            delta(&sampled(&s.before)?, &sampled(&s.after)?),
+            format!("over {:.1} s", s.seconds),
+        )),
+        None => Ok((
+            parsed(facts.file(path).map_err(|e| e.to_string())?)?,
+            "since boot".into(),
+        )),
+    }
+}
+
+/// Per-CPU softnet deltas; the kernel's counters are 32-bit and wrap.
+fn softnet_delta(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetRow> {
+    let d = |new: u64, old: u64| new.wrapping_sub(old) & 0xffff_ffff;
+    b.iter()
+        .map(|r| {
+            let old = a
+                .iter()
+                .find(|o| o.cpu == r.cpu)
+                .cloned()
+                .unwrap_or_default();
+            SoftnetRow {
+                cpu: r.cpu,
+                processed: d(r.processed, old.processed),
+                dropped: d(r.dropped, old.dropped),
+                time_squeeze: d(r.time_squeeze, old.time_squeeze),
+                received_rps: d(r.received_rps, old.received_rps),
+                flow_limit_count: d(r.flow_limit_count, old.flow_limit_count),
+                backlog_len: r.backlog_len,
+            }
+        })
+        .collect()
+}
+
+fn udp_delta(a: &UdpCounters, b: &UdpCounters) -> UdpCounters {
+    UdpCounters {
+        in_datagrams: b.in_datagrams.saturating_sub(a.in_datagrams),
+        no_ports: b.no_ports.saturating_sub(a.no_ports),
+        in_errors: b.in_errors.saturating_sub(a.in_errors),
+        out_datagrams: b.out_datagrams.saturating_sub(a.out_datagrams),
+        rcvbuf_errors: b.rcvbuf_errors.saturating_sub(a.rcvbuf_errors),
+        sndbuf_errors: b.sndbuf_errors.saturating_sub(a.sndbuf_errors),
+        in_csum_errors: b.in_csum_errors.saturating_sub(a.in_csum_errors),
+        ignored_multi: b.ignored_multi.saturating_sub(a.ignored_multi),
+        mem_errors: b.mem_errors.saturating_sub(a.mem_errors),
+    }
+}
+
+const WHY_SOFTNET: &str = "'dropped' = backlog full (raise netdev_max_backlog), 'time_squeeze' = NET_RX out of budget (raise netdev_budget); received_rps shows RPS at work";
+
+pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
+    let row = Row::new("softnet", "host", WHY_SOFTNET).from("/proc/net/softnet_stat");
+    let (rows, span) = match counters(
+        facts,
+        "/proc/net/softnet_stat",
+        softnet::parse,
+        |a: &Vec<SoftnetRow>, b: &Vec<SoftnetRow>| softnet_delta(a, b),
+    ) {
+        Ok(c) => c,
+        Err(e) => return vec![row.na(e)],
+    };
+    let sum = |f: fn(&SoftnetRow) -> u64| rows.iter().map(f).sum::<u64>();
+    let (processed, dropped, squeeze, rps) = (
+        sum(|r| r.processed),
+        sum(|r| r.dropped),
+        sum(|r| r.time_squeeze),
+        sum(|r| r.received_rps),
+    );
+    let worst: Vec<String> = rows
+        .iter()
+        .filter(|r| r.dropped > 0 || r.time_squeeze > 0)
+        .map(|r| {
+            format!(
+                "cpu{} dropped {} squeezed {}",
+                r.cpu, r.dropped, r.time_squeeze
+            )
+        })
+        .collect();
+    let mut value = format!("{span}: processed {processed}, dropped {dropped}, time_squeeze {squeeze}, received_rps {rps}");
+    if facts.sample.is_some() {
+        let per: Vec<String> = rows
+            .iter()
+            .map(|r| format!("cpu{} {}/{}", r.cpu, r.processed, r.received_rps))
+            .collect();
+        value.push_str(&format!(
+            "; per CPU processed/received_rps: {}",
+            per.join(" ")
+        ));
+    }
+    if !worst.is_empty() {
+        value.push_str(&format!(" ({})", worst.join("; ")));
+    }
+    let sampled = facts.sample.is_some();
+    if dropped > 0 {
+        let s = if sampled { Status::Bad } else { Status::Warn };
+        vec![row
+            .status(s, value)
+            .fix("raise net.core.netdev_max_backlog (see the backlog row)")]
+    } else if squeeze > 0 {
+        vec![row
+            .status(Status::Warn, value)
+            .fix("raise net.core.netdev_budget (see the budget row)")]
+    } else {
+        vec![row.status(Status::Ok, value)]
+    }
+}
+
+const WHY_UDP: &str = "RcvbufErrors are datagrams dropped at a full socket buffer: the server is slower than its share of traffic or its buffer too small";
+
+pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
+    let row = Row::new("udp-errors", "host", WHY_UDP).from("/proc/net/snmp Udp:");
+    let (c, span) = match counters(facts, "/proc/net/snmp", snmp::parse_udp, udp_delta) {
+        Ok(c) => c,
+        Err(e) => return vec![row.na(e)],
+    };
+    let value = format!(
+        "{span}: InDatagrams {} InErrors {} RcvbufErrors {} SndbufErrors {} MemErrors {} NoPorts {}",
+        c.in_datagrams, c.in_errors, c.rcvbuf_errors, c.sndbuf_errors, c.mem_errors, c.no_ports
+    );
+    if c.in_errors + c.rcvbuf_errors + c.sndbuf_errors + c.mem_errors == 0 {
+        return vec![row.status(Status::Ok, value)];
+    }
+    let s = if facts.sample.is_some() {
+        Status::Bad
+    } else {
+        Status::Warn
+    };
+    vec![row.status(s, value).fix(
+        "raise the socket buffers (rmem row) and check the port row for the socket that drops",
+    )]
+}
+
+const WHY_PORT: &str = "per-socket drops show which worker of a reuseport group falls behind; an uneven group means the steering (hash or CBPF by CPU) does not match the queues";
+
+fn sockets(udp: &Text, udp6: &Text, port: u16) -> Result<Vec<udp_sockets::UdpSocketRow>, String> {
+    let mut out = Vec::new();
+    for t in [udp, udp6] {
+        match t {
+            Ok(t) => out.extend(udp_sockets::parse(t).map_err(|e| e.to_string())?),
+            Err(e) if e.is_absent() => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    out.retain(|s| s.local.port() == port);
+    Ok(out)
+}
+
+pub(super) fn port(facts: &Facts) -> Vec<Row> {
+    let Some(port) = facts.port else {
+        return vec![Row::new("port", "host", WHY_PORT)
+            .from("/proc/net/udp, /proc/net/udp6")
+            .na("pass --port N to check the sockets of a server")];
+    };
+    let row =
+        Row::new("port", &format!("port {port}"), WHY_PORT).from("/proc/net/udp, /proc/net/udp6");
+    let files = |m: &BTreeMap<String, Text>| -> (Text, Text) {
+        let g = |p: &str| {
+            m.get(p)
+                .cloned()
+                .unwrap_or_else(|| facts.files.get(p).cloned().unwrap_or(Ok(String::new())))
+        };
+        (g("/proc/net/udp"), g("/proc/net/udp6"))
+    };
+    let (now_udp, now_udp6) = match &facts.sample {
+        Some(s) => files(&s.after),
+        None => files(&facts.files),
+    };
+    let now = match sockets(&now_udp, &now_udp6, port) {
+        Ok(s) => s,
+        Err(e) => return vec![row.na(e)],
+    };
+    if now.is_empty() {
+        return vec![row
+            .status(Status::Warn, format!("no UDP socket bound to port {port}"))
+            .fix("start the server, or check --port")];
+    }
+    let before: Vec<udp_sockets::UdpSocketRow> = facts
+        .sample
+        .as_ref()
+        .and_then(|s| {
+            let (a, b) = files(&s.before);
+            sockets(&a, &b, port).ok()
+        })
+        .unwrap_or_default();
+    let drops: Vec<u64> = now
+        .iter()
+        .map(|s| {
+            let old = before
+                .iter()
+                .find(|b| b.inode == s.inode)
+                .map_or(0, |b| b.drops);
+            s.drops.saturating_sub(old)
+        })
+        .collect();
+    // Queue occupancy per socket over the polls: how often it had datagrams waiting.
+    let polls: Vec<Vec<udp_sockets::UdpSocketRow>> = facts
+        .sample
+        .iter()
+        .flat_map(|s| s.polls.iter())
+        .filter_map(|(a, b)| sockets(a, b, port).ok())
+        .collect();
+    let busy: Vec<usize> = now
+        .iter()
+        .map(|s| {
+            polls
+                .iter()
+                .filter(|p| p.iter().any(|r| r.inode == s.inode && r.rx_queue > 0))
+                .count()
+        })
+        .collect();
+    let span = if facts.sample.is_some() {
+        "in the sample"
+    } else {
+        "since each socket was created"
+    };
+    let per: Vec<String> = now
+        .iter()
+        .zip(&drops)
+        .zip(&busy)
+        .map(|((s, d), b)| {
+            format!(
+                "{} inode {} drops {d} queued {b}/{}",
+                s.local,
+                s.inode,
+                polls.len()
+            )
+        })
+        .collect();
+    let total: u64 = drops.iter().sum();
+    let mut value = format!(
+        "{} socket(s), drops {total} {span}: {}",
+        now.len(),
+        per.join("; ")
+    );
+    let mut status = if total > 0 { Status::Bad } else { Status::Ok };
+    if now.len() > 1 && !polls.is_empty() {
+        let (lo, hi) = (
+            busy.iter().min().copied().unwrap_or(0),
+            busy.iter().max().copied().unwrap_or(0),
+        );
+        let dropping = drops.iter().filter(|d| **d > 0).count();
+        if hi * 2 >= polls.len() && lo == 0 || (dropping > 0 && dropping < now.len()) {
+            value.push_str("; uneven: some sockets back up while others stay empty");
+            status = status.max(Status::Warn);
+        } else if hi == 0 {
+            value.push_str("; queues always empty: no pressure, evenness not visible");
+        }
+    }
+    let row = row.status(status, value);
+    if status == Status::Ok {
+        vec![row]
+    } else {
+        vec![row.fix("steer by CPU (firehose serve --sockets reuseport --steer cpu) and raise rmem; see the rps/irq-affinity rows")]
+    }
+}

@@ -1,0 +1,320 @@
+//! Apply and revert over an in-memory host: journal before change, read-back, raise-only,
+//! refused IRQs, third-party changes, failed restores and foreign journals. (The same code
+//! runs for real in crates/cli/tests/doctor_netns.rs.)
+
+use firehose_host::doctor::apply::{self, ActError, Actuator, Verdict};
+use firehose_host::doctor::journal::{Identity, Journal, JournalError};
+use firehose_host::doctor::plan::{Kind, Phase, Step, Target};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Files in memory. Masks read back zero-padded to 8 digits, like the kernel does, and
+/// writes to targets listed in `refuse` fail with that errno.
+#[derive(Default)]
+struct Mem {
+    files: RefCell<BTreeMap<String, String>>,
+    refuse: RefCell<BTreeMap<String, i32>>,
+}
+
+impl Mem {
+    fn with(files: &[(&str, &str)]) -> Mem {
+        let m = Mem::default();
+        for (k, v) in files {
+            m.files.borrow_mut().insert(k.to_string(), v.to_string());
+        }
+        m
+    }
+    fn get(&self, path: &str) -> String {
+        self.files.borrow()[path].clone()
+    }
+    fn set(&self, path: &str, v: &str) {
+        self.files.borrow_mut().insert(path.into(), v.into());
+    }
+}
+
+impl Actuator for Mem {
+    fn read(&self, t: &Target) -> Result<String, ActError> {
+        self.files
+            .borrow()
+            .get(&t.label())
+            .cloned()
+            .ok_or(ActError {
+                message: format!("{}: No such file or directory (ENOENT)", t.label()),
+                errno: Some(2),
+            })
+    }
+    fn write(&self, t: &Target, value: &str) -> Result<(), ActError> {
+        if let Some(e) = self.refuse.borrow().get(&t.label()) {
+            return Err(ActError {
+                message: format!("{}: refused (errno {e})", t.label()),
+                errno: Some(*e),
+            });
+        }
+        let stored = match t.kind() {
+            Kind::Mask => format!("{:0>8}\n", value.trim()),
+            _ => format!("{}\n", value.trim()),
+        };
+        self.files.borrow_mut().insert(t.label(), stored);
+        Ok(())
+    }
+}
+
+fn id() -> Identity {
+    Identity {
+        boot_id: "boot-1".into(),
+        netns: "net:[1]".into(),
+    }
+}
+
+struct TempJournal(PathBuf);
+
+impl TempJournal {
+    fn new(tag: &str) -> Self {
+        let p =
+            std::env::temp_dir().join(format!("fh-doctor-{}-{tag}.journal", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        TempJournal(p)
+    }
+    fn journal(&self) -> Journal {
+        Journal::new(&self.0)
+    }
+}
+
+impl Drop for TempJournal {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(self.0.with_extension("journal.reverted"));
+    }
+}
+
+const XPS: &str = "/sys/class/net/eth0/queues/tx-0/xps_cpus";
+const RMEM: &str = "/proc/sys/net/core/rmem_max";
+const RP: &str = "/proc/sys/net/ipv4/conf/eth0/rp_filter";
+const IRQ: &str = "/proc/irq/42/smp_affinity_list";
+
+fn steps() -> Vec<Step> {
+    vec![
+        Step::set(
+            "irq-affinity",
+            Phase::IrqAffinity,
+            Target::file(IRQ, Kind::CpuList),
+            "3",
+        ),
+        Step::set("xps", Phase::Steering, Target::file(XPS, Kind::Mask), "1"),
+        Step::set(
+            "rmem",
+            Phase::Sysctl,
+            Target::file(RMEM, Kind::Text),
+            "16777216",
+        )
+        .raise(),
+        Step::set(
+            "rp-filter",
+            Phase::Sysctl,
+            Target::file(RP, Kind::Text),
+            "0",
+        ),
+    ]
+}
+
+fn host() -> Mem {
+    Mem::with(&[
+        (IRQ, "0-3\n"),
+        (XPS, "00000000,00000000\n"),
+        (RMEM, "212992\n"),
+        (RP, "1\n"),
+    ])
+}
+
+#[test]
+fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
+    let m = host();
+    let before = m.files.borrow().clone();
+    let tj = TempJournal::new("a");
+    let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
+    assert!(
+        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        "{out:#?}"
+    );
+    assert_eq!(
+        m.get(XPS),
+        "00000001\n",
+        "the mask reads back reformatted and still verifies"
+    );
+    assert_eq!(m.get(RMEM), "16777216\n");
+    let entries = tj.journal().entries().unwrap();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(
+        entries[1].old, "00000000,00000000\n",
+        "old value kept byte for byte"
+    );
+    assert_eq!(entries[1].id, id());
+
+    let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
+    assert!(
+        out.iter()
+            .all(|o| o.result == Verdict::Done("restored exactly".into())),
+        "{out:#?}"
+    );
+    assert_eq!(out[0].target, RP, "newest first");
+    assert_eq!(*m.files.borrow(), before);
+    assert!(!tj.0.exists(), "journal retired");
+}
+
+#[test]
+fn irqs_are_left_alone_when_irqbalance_cannot_be_stopped() {
+    let m = host();
+    let svc = Target::Service {
+        name: "irqbalance".into(),
+    };
+    m.set(&svc.label(), "active\n");
+    m.refuse.borrow_mut().insert(svc.label(), 1);
+    let mut plan = vec![Step::set("irqbalance", Phase::Irqbalance, svc, "inactive")];
+    plan.extend(steps());
+    let tj = TempJournal::new("f");
+    let out = apply::apply(&plan, &m, &tj.journal(), &id(), 7).unwrap();
+    assert!(out[0].failed(), "{:?}", out[0]);
+    assert!(
+        matches!(&out[1].result, Verdict::Skipped(n) if n.contains("irqbalance could not be stopped")),
+        "{:?}",
+        out[1]
+    );
+    assert_eq!(m.get(IRQ), "0-3\n");
+    assert!(
+        matches!(out[2].result, Verdict::Done(_)),
+        "other steps still run"
+    );
+}
+
+#[test]
+fn raise_only_never_lowers_and_already_set_is_skipped() {
+    let m = host();
+    m.set(RMEM, "33554432\n");
+    m.set(RP, "0\n");
+    let tj = TempJournal::new("b");
+    let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
+    assert_eq!(
+        out[2].result,
+        Verdict::Skipped("already higher (33554432); never lowered".into())
+    );
+    assert_eq!(out[3].result, Verdict::Skipped("already set".into()));
+    assert_eq!(m.get(RMEM), "33554432\n");
+    assert_eq!(
+        tj.journal().entries().unwrap().len(),
+        2,
+        "skipped steps are not journaled"
+    );
+}
+
+#[test]
+fn refused_irq_is_skipped_with_a_note_and_other_failures_fail() {
+    let m = host();
+    m.refuse.borrow_mut().insert(IRQ.into(), 5); // EIO: a managed interrupt
+    m.refuse.borrow_mut().insert(RP.into(), 22); // EINVAL
+    let tj = TempJournal::new("c");
+    let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
+    assert!(
+        matches!(&out[0].result, Verdict::Skipped(n) if n.contains("will not move this IRQ")),
+        "{:?}",
+        out[0]
+    );
+    assert!(out[3].failed());
+    assert_eq!(m.get(IRQ), "0-3\n");
+    // Both were journaled before the attempt; revert finds them at their old values.
+    assert_eq!(tj.journal().entries().unwrap().len(), 4);
+    m.refuse.borrow_mut().clear();
+    let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
+    assert_eq!(
+        out[0].result,
+        Verdict::Done("already at its old value".into())
+    );
+    assert_eq!(m.get(XPS), "00000000,00000000\n");
+}
+
+#[test]
+fn revert_skips_third_party_changes_and_keeps_a_journal_whose_restore_failed() {
+    let m = host();
+    let tj = TempJournal::new("d");
+    apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
+    m.set(RMEM, "8388608\n"); // someone else
+    m.refuse.borrow_mut().insert(XPS.into(), 1);
+    let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
+    let by = |t: &str| out.iter().find(|o| o.target == t).unwrap();
+    assert!(
+        matches!(&by(RMEM).result, Verdict::Skipped(n) if n.contains("changed by someone else"))
+    );
+    assert_eq!(m.get(RMEM), "8388608\n", "not overwritten");
+    assert!(by(XPS).failed());
+    assert!(
+        tj.0.exists(),
+        "a failed restore keeps the journal for another try"
+    );
+    m.refuse.borrow_mut().clear();
+    let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
+    assert_eq!(
+        by_target(&out, XPS),
+        Verdict::Done("restored exactly".into())
+    );
+    assert_eq!(
+        by_target(&out, RP),
+        Verdict::Done("already at its old value".into())
+    );
+    assert_eq!(m.get(XPS), "00000000,00000000\n");
+    assert!(!tj.0.exists());
+}
+
+fn by_target(out: &[apply::Outcome], t: &str) -> Verdict {
+    out.iter().find(|o| o.target == t).unwrap().result.clone()
+}
+
+#[test]
+fn foreign_journals_are_refused() {
+    let m = host();
+    let tj = TempJournal::new("e");
+    apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
+    let changed = m.files.borrow().clone();
+    let other_boot = Identity {
+        boot_id: "boot-2".into(),
+        ..id()
+    };
+    let e = apply::revert(&m, &tj.journal(), &other_boot).unwrap_err();
+    assert!(matches!(e, JournalError::OtherBoot { .. }), "{e}");
+    assert!(e.to_string().contains("not replayed"));
+    let other_ns = Identity {
+        netns: "net:[2]".into(),
+        ..id()
+    };
+    assert!(matches!(
+        apply::revert(&m, &tj.journal(), &other_ns),
+        Err(JournalError::OtherNetns { .. })
+    ));
+    assert!(matches!(
+        apply::apply(&steps(), &m, &tj.journal(), &other_boot, 8),
+        Err(JournalError::OtherBoot { .. })
+    ));
+    assert_eq!(*m.files.borrow(), changed, "nothing replayed or applied");
+    std::fs::write(&tj.0, "{not json\n").unwrap();
+    let e = apply::revert(&m, &tj.journal(), &id()).unwrap_err();
+    assert!(e.to_string().contains("line 1"), "{e}");
+    std::fs::remove_file(&tj.0).unwrap();
+    assert!(matches!(
+        apply::revert(&m, &tj.journal(), &id()),
+        Err(JournalError::Missing { .. })
+    ));
+}
+
+#[test]
+fn dry_run_reads_but_never_writes() {
+    let m = host();
+    let before = m.files.borrow().clone();
+    let out = apply::dry_run(&steps(), &m);
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[1].old.as_deref(), Some("00000000,00000000"));
+    assert_eq!(out[1].command, format!("echo 1 > {XPS}"));
+    assert_eq!(out[2].command, "sysctl -w net.core.rmem_max=16777216");
+    assert!(out
+        .iter()
+        .all(|o| o.result == Verdict::Done("would change".into())));
+    assert_eq!(*m.files.borrow(), before);
+}

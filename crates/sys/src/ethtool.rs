@@ -1,0 +1,236 @@
+//! The SIOCETHTOOL ioctl: NIC channels (queues), the RSS indirection table, the UDP flow-hash
+//! fields and the GRO/GSO switches — what `ethtool -l/-x/-n/-k` show, read without parsing
+//! ethtool's output. Each call is a fixed command struct the kernel reads and writes in place.
+//!
+//! Errors keep the errno: a driver without RSS answers EOPNOTSUPP, which callers report as
+//! "not applicable" rather than as a failure.
+
+use crate::{cvt, SysError, SysResult};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GRXFH: u32 = 0x29;
+const ETHTOOL_GGSO: u32 = 0x23;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_SGRO: u32 = 0x2c;
+const ETHTOOL_GRXFHINDIR: u32 = 0x38;
+const ETHTOOL_SRXFHINDIR: u32 = 0x39;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `flow_type` for UDP over IPv4 in ETHTOOL_GRXFH.
+pub const UDP_V4_FLOW: u32 = 0x02;
+/// Hash-field bits of ETHTOOL_GRXFH (`RXH_*` in linux/ethtool.h).
+pub const RXH_IP_SRC: u64 = 1 << 4;
+pub const RXH_IP_DST: u64 = 1 << 5;
+pub const RXH_L4_B_0_1: u64 = 1 << 6;
+pub const RXH_L4_B_2_3: u64 = 1 << 7;
+
+/// Queue counts of a NIC (`struct ethtool_channels`); 0 means the NIC has no such kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Channels {
+    pub max_rx: u32,
+    pub max_tx: u32,
+    pub max_other: u32,
+    pub max_combined: u32,
+    pub rx: u32,
+    pub tx: u32,
+    pub other: u32,
+    pub combined: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx: u32,
+    tx: u32,
+    other: u32,
+    combined: u32,
+}
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// `struct ifreq` with the `ifr_data` member of its union; 40 bytes like the kernel's.
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+/// A socket to issue ethtool commands on; any AF_INET socket works for SIOCETHTOOL.
+pub struct Ethtool {
+    fd: OwnedFd,
+}
+
+impl Ethtool {
+    /// Opens the control socket (in the caller's network namespace).
+    pub fn new() -> SysResult<Self> {
+        // SAFETY: socket() takes no pointers; the result is checked by cvt before use.
+        let fd = cvt(
+            unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
+            || "socket(AF_INET, SOCK_DGRAM) for SIOCETHTOOL".into(),
+        )?;
+        // SAFETY: fd was just returned by socket() and is owned by nobody else.
+        Ok(Ethtool {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Runs one ethtool command whose struct starts at `cmd` and spans what the kernel expects.
+    ///
+    /// # Safety
+    /// `cmd` must point to a writable buffer of the size the kernel uses for that command,
+    /// alive for the duration of the call.
+    unsafe fn ioctl(&self, iface: &str, cmd: *mut libc::c_void, what: &str) -> SysResult<()> {
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data: cmd,
+            _pad: [0; 16],
+        };
+        if iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
+            return Err(SysError {
+                what: format!("{what} on {iface:?}"),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        req.name[..iface.len()].copy_from_slice(iface.as_bytes());
+        // SAFETY: req is a live ifreq whose data pointer the caller guarantees valid.
+        cvt(
+            unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) },
+            || format!("ioctl(SIOCETHTOOL, {what}) on {iface}"),
+        )?;
+        Ok(())
+    }
+
+    /// ETHTOOL_GCHANNELS: queue counts, as `ethtool -l`.
+    pub fn channels(&self, iface: &str) -> SysResult<Channels> {
+        let mut c = EthtoolChannels {
+            cmd: ETHTOOL_GCHANNELS,
+            ..Default::default()
+        };
+        // SAFETY: c is a live ethtool_channels, the struct ETHTOOL_GCHANNELS fills.
+        unsafe {
+            self.ioctl(
+                iface,
+                (&mut c as *mut EthtoolChannels).cast(),
+                "ETHTOOL_GCHANNELS",
+            )?
+        };
+        Ok(Channels {
+            max_rx: c.max_rx,
+            max_tx: c.max_tx,
+            max_other: c.max_other,
+            max_combined: c.max_combined,
+            rx: c.rx,
+            tx: c.tx,
+            other: c.other,
+            combined: c.combined,
+        })
+    }
+
+    /// ETHTOOL_GRXFHINDIR: the RSS indirection table (entry i = the rx queue of hash bucket i).
+    pub fn rss_table(&self, iface: &str) -> SysResult<Vec<u32>> {
+        // First call with size 0 asks the kernel for the table size.
+        let mut head = [ETHTOOL_GRXFHINDIR, 0u32];
+        // SAFETY: with size 0 the kernel reads and writes only the two u32 header words.
+        unsafe { self.ioctl(iface, head.as_mut_ptr().cast(), "ETHTOOL_GRXFHINDIR")? };
+        let size = head[1] as usize;
+        let mut buf = vec![0u32; 2 + size];
+        buf[0] = ETHTOOL_GRXFHINDIR;
+        buf[1] = size as u32;
+        // SAFETY: buf holds the header plus `size` u32 entries, exactly what the kernel fills.
+        unsafe { self.ioctl(iface, buf.as_mut_ptr().cast(), "ETHTOOL_GRXFHINDIR")? };
+        buf.drain(..2);
+        Ok(buf)
+    }
+
+    /// ETHTOOL_SRXFHINDIR: sets the RSS indirection table; an empty table restores the
+    /// driver's default spread.
+    pub fn set_rss_table(&self, iface: &str, table: &[u32]) -> SysResult<()> {
+        let mut buf = Vec::with_capacity(2 + table.len());
+        buf.extend_from_slice(&[ETHTOOL_SRXFHINDIR, table.len() as u32]);
+        buf.extend_from_slice(table);
+        // SAFETY: buf holds the header plus table.len() entries, as the size field says.
+        unsafe { self.ioctl(iface, buf.as_mut_ptr().cast(), "ETHTOOL_SRXFHINDIR") }
+    }
+
+    /// ETHTOOL_GRXFH: which header fields feed the RSS hash for `flow_type` (`RXH_*` bits).
+    pub fn rx_flow_hash(&self, iface: &str, flow_type: u32) -> SysResult<u64> {
+        // struct ethtool_rxnfc is 192 bytes; cmd at 0, flow_type at 4, data (u64) at 8. A
+        // zeroed buffer of 256 bytes covers every kernel's copy of it.
+        let mut buf = [0u64; 32];
+        buf[0] = u64::from(ETHTOOL_GRXFH) | (u64::from(flow_type) << 32);
+        if cfg!(target_endian = "big") {
+            buf[0] = (u64::from(ETHTOOL_GRXFH) << 32) | u64::from(flow_type);
+        }
+        // SAFETY: buf is a live, zeroed buffer larger than struct ethtool_rxnfc.
+        unsafe { self.ioctl(iface, buf.as_mut_ptr().cast(), "ETHTOOL_GRXFH")? };
+        Ok(buf[1])
+    }
+
+    fn get_value(&self, iface: &str, cmd: u32, what: &str) -> SysResult<bool> {
+        let mut v = EthtoolValue { cmd, data: 0 };
+        // SAFETY: v is a live ethtool_value, the struct these commands read and fill.
+        unsafe { self.ioctl(iface, (&mut v as *mut EthtoolValue).cast(), what)? };
+        Ok(v.data != 0)
+    }
+
+    fn set_value(&self, iface: &str, cmd: u32, on: bool, what: &str) -> SysResult<()> {
+        let mut v = EthtoolValue {
+            cmd,
+            data: u32::from(on),
+        };
+        // SAFETY: v is a live ethtool_value, the struct these commands read.
+        unsafe { self.ioctl(iface, (&mut v as *mut EthtoolValue).cast(), what) }
+    }
+
+    /// ETHTOOL_GGRO: generic receive offload on or off.
+    pub fn gro(&self, iface: &str) -> SysResult<bool> {
+        self.get_value(iface, ETHTOOL_GGRO, "ETHTOOL_GGRO")
+    }
+
+    /// ETHTOOL_SGRO: switches generic receive offload.
+    pub fn set_gro(&self, iface: &str, on: bool) -> SysResult<()> {
+        self.set_value(iface, ETHTOOL_SGRO, on, "ETHTOOL_SGRO")
+    }
+
+    /// ETHTOOL_GGSO: generic segmentation offload on or off.
+    pub fn gso(&self, iface: &str) -> SysResult<bool> {
+        self.get_value(iface, ETHTOOL_GGSO, "ETHTOOL_GGSO")
+    }
+
+    /// ETHTOOL_SGSO: switches generic segmentation offload.
+    pub fn set_gso(&self, iface: &str, on: bool) -> SysResult<()> {
+        self.set_value(iface, ETHTOOL_SGSO, on, "ETHTOOL_SGSO")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_answers_or_refuses_with_errno() {
+        let e = Ethtool::new().unwrap();
+        // lo has GSO on by default and a readable GRO flag.
+        assert!(e.gso("lo").unwrap());
+        e.gro("lo").unwrap();
+        // lo has no RSS: the errno is kept for the caller to report.
+        let err = e.rss_table("lo").unwrap_err();
+        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        assert!(err.to_string().contains("ETHTOOL_GRXFHINDIR"), "{err}");
+        let err = e.channels("no-such-if0").unwrap_err();
+        assert_eq!(err.errno(), Some(libc::ENODEV), "{err}");
+        assert!(e.gro("a-name-far-too-long-for-ifnamsiz").is_err());
+    }
+}
