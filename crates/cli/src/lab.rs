@@ -333,20 +333,36 @@ fn finish_progress() {
     }
 }
 
-/// Runs the cells, tears down, writes JSON and report, prints the table.
-fn execute(
-    kind: &str,
-    r: &RunArgs,
-    mut s: Setup,
+/// What to run, what was left out and why, and notes for the report.
+struct Plan {
     cells: Vec<Cell>,
     skipped: Vec<Skipped>,
     notes: Vec<String>,
-    make_rows: impl Fn(&[Cell], &[runner::Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
-) -> Result<()> {
+}
+
+/// A flag set by SIGINT and SIGTERM, installed before any test host exists so that no
+/// signal can leave one behind.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
+    Ok(stop)
+}
+
+/// Runs the cells, tears down, writes JSON and report, prints the table.
+fn execute(
+    kind: &str,
+    r: &RunArgs,
+    stop: Arc<AtomicBool>,
+    mut s: Setup,
+    Plan {
+        cells,
+        skipped,
+        notes,
+    }: Plan,
+    make_rows: impl Fn(&[Cell], &[runner::Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
+) -> Result<()> {
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -423,6 +439,7 @@ fn execute(
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
     let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology).map_err(lab_err)?;
+    let stop = stop_flag()?;
     let s = setup(&l.run, 16, Some(4), None)?;
     if s.workers > s.placement.server_cpus.len()
         && steps.iter().any(|st| {
@@ -451,10 +468,13 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
     execute(
         "ladder",
         &l.run,
+        stop,
         s,
-        cells,
-        skipped,
-        Vec::new(),
+        Plan {
+            cells,
+            skipped,
+            notes: Vec::new(),
+        },
         |cells, trials| {
             let mut rows = report::rows(cells, trials);
             for i in 1..rows.len() {
@@ -470,20 +490,32 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     let sockperf = cmd::installed("sockperf");
     // Validate names before building anything.
     compare::plan(&c.servers, &c.generators, 1, sockperf).map_err(lab_err)?;
+    let stop = stop_flag()?;
     let s = setup(&c.run, 1, None, Some(10_000))?;
     let (cells, skipped) =
         compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
     if cells.is_empty() {
-        return Err(Usage(
-            "nothing to compare: every configuration was skipped (see the reasons above)".into(),
+        let why: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.reason))
+            .collect();
+        return Err(Usage(format!(
+            "nothing to compare, every configuration was skipped ({})",
+            why.join("; ")
         ))
-        .with_context(|| {
-            skipped
-                .iter()
-                .map(|s| format!("{}: {}", s.name, s.reason))
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
+        .into());
+    }
+    let pinned = cells.iter().any(|c| {
+        matches!(&c.server, runner::ServerKind::Firehose { flags }
+            if flags.iter().any(|f| matches!(f.as_str(), "steered" | "tuned" | "latency")))
+    });
+    if pinned && s.workers > s.placement.server_cpus.len() {
+        return Err(Usage(format!(
+            "--workers {} is more than the {} server CPU(s), but the steered, tuned and latency profiles pin one worker per CPU: give more --server-cpus or fewer --workers",
+            s.workers,
+            s.placement.server_cpus.len()
+        ))
+        .into());
     }
     let mut notes = vec![
         "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
@@ -497,10 +529,13 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     execute(
         "compare",
         &c.run,
+        stop,
         s,
-        cells,
-        skipped,
-        notes,
+        Plan {
+            cells,
+            skipped,
+            notes,
+        },
         |cells, trials| {
             let mut rows = report::rows(cells, trials);
             for g in [runner::Generator::Firehose, runner::Generator::Sockperf] {

@@ -69,6 +69,11 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     args.insert(5, report.display().to_string());
     let out = firehose(&args);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.stderr.is_empty(),
+        "no progress lines when stderr is not a terminal: {}",
+        stderr(&out)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("shared") && table.contains("reuseport"),
@@ -224,4 +229,35 @@ fn veth_without_root_suggests_loopback() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_run_on_a_terminal_shows_progress() {
+    if !lab_util::installed("script") {
+        eprintln!("skipping: script (util-linux) is not installed to give the run a terminal");
+        return;
+    }
+    let dir = tempdir("progress");
+    let json = dir.join("p.json");
+    let line = format!(
+        "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json {}",
+        env!("CARGO_BIN_EXE_firehose"),
+        json.display()
+    );
+    // script(1) runs the command on a pseudo-terminal and copies what it wrote.
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("run 1 of 2: shared (repetition 1 of 2)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("run 2 of 2: shared (repetition 2 of 2), about"),
+        "{text}"
+    );
+    assert!(text.contains("s left"), "{text}");
 }

@@ -266,4 +266,49 @@ mod tests {
         let e = plan("tuned", "iperf", 1, true).unwrap_err().to_string();
         assert!(e.contains("unknown generator 'iperf'"), "{e}");
     }
+
+    #[test]
+    fn ratios_against_the_baseline_and_between_generators() {
+        use crate::report::tests::{cell, trial};
+        let mk = |name: &str, g: Generator, tps: f64| {
+            let mut c = cell(name);
+            c.generator = g;
+            let mut t = trial(name, 0, tps, false);
+            t.generator = g;
+            Row::from_trials(&c, &[&t])
+        };
+        let rows = vec![
+            mk("tuned/firehose", Generator::Firehose, 200_000.0),
+            mk("plain/firehose", Generator::Firehose, 100_000.0),
+            mk("plain/sockperf", Generator::Sockperf, 50_000.0),
+            mk("sockperf/sockperf", Generator::Sockperf, 80_000.0),
+        ];
+        let r = ratios(&rows);
+        let find = |what: &str, a: &str, b: &str| {
+            r.iter()
+                .find(|x| x.what == what && x.a == a && x.b == b)
+                .map(|x| x.value)
+                .unwrap_or_else(|| panic!("no {what} {a}/{b} in {r:?}"))
+        };
+        // The plain echo is the baseline under each generator, wherever it sits in the list.
+        assert!((find("tps", "tuned/firehose", "plain/firehose") - 2.0).abs() < 1e-9);
+        assert!((find("tps", "sockperf/sockperf", "plain/sockperf") - 1.6).abs() < 1e-9);
+        // The synthetic trials cost 1e6/tps us of server CPU per transaction.
+        let cost = find("server CPU us/txn", "tuned/firehose", "plain/firehose");
+        assert!((cost - 0.5).abs() < 1e-9);
+        // Generators compared on the same server.
+        assert!((find("generator tps", "plain/firehose", "plain/sockperf") - 2.0).abs() < 1e-9);
+        let cli = find(
+            "generator client CPU us/txn",
+            "plain/firehose",
+            "plain/sockperf",
+        );
+        assert!((cli - 0.5).abs() < 1e-9);
+        find(
+            "server CPU us/txn (each under its own generator)",
+            "tuned/firehose",
+            "sockperf/sockperf",
+        );
+        assert!(!r.iter().any(|x| x.a == x.b), "no row against itself");
+    }
 }
