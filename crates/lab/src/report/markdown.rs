@@ -8,6 +8,14 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 /// Renders the report as Markdown.
 pub fn render(rep: &LabReport) -> String {
     let mut out = format!("# firehose lab {}\n\n", rep.kind);
@@ -45,6 +53,27 @@ pub fn render(rep: &LabReport) -> String {
     out.push_str("\nWhat each configuration adds:\n\n");
     for r in &rep.rows {
         out.push_str(&format!("- `{}`: {}\n", r.name, r.describe));
+    }
+    let knobs: Vec<String> = rep
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let k = r.knobs.as_ref()?;
+            Some(format!(
+                "- `{}`: GRO {}/{} (server/client), rps_cpus [{}], server xps_cpus [{}], client xps_cpus [{}], rp_filter {}\n",
+                r.name,
+                on_off(k.server_gro),
+                on_off(k.client_gro),
+                k.server_rps_cpus.join(" "),
+                k.server_xps_cpus.join(" "),
+                k.client_xps_cpus.join(" "),
+                k.server_rp_filter
+            ))
+        })
+        .collect();
+    if !knobs.is_empty() {
+        out.push_str("\n## OS knobs, as read back from the kernel\n\n");
+        out.extend(knobs);
     }
     if !rep.ratios.is_empty() {
         out.push_str("\n## Ratios (medians, measured side by side)\n\n");

@@ -34,8 +34,9 @@ pub fn cells(r: &Row) -> Vec<String> {
     };
     let drops = format!(
         "{}/{}",
-        r.kernel_drops.map_or("-".into(), |s| num(s.median)),
-        r.lost.map_or("-".into(), |s| num(s.median))
+        r.kernel_drops
+            .map_or("-".into(), |s| format!("{:.0}", s.median)),
+        r.lost.map_or("-".into(), |s| format!("{:.0}", s.median))
     );
     vec![
         name,

@@ -86,8 +86,18 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
 
 pub(crate) fn report() -> LabReport {
     let cells = vec![cell("shared"), cell("reuseport")];
+    let mut shared0 = trial("shared", 0, 100_000.0, false);
+    shared0.knobs = Some(crate::topology::KnobState {
+        queues: 2,
+        server_gro: false,
+        client_gro: true,
+        server_rps_cpus: vec!["1".into(), "1".into()],
+        server_xps_cpus: vec!["1".into(), "0".into()],
+        client_xps_cpus: vec!["2".into(), "0".into()],
+        server_rp_filter: 0,
+    });
     let trials = vec![
-        trial("shared", 0, 100_000.0, false),
+        shared0,
         trial("reuseport", 0, 250_000.0, false),
         trial("shared", 1, 102_000.0, false),
         trial("reuseport", 1, 255_000.0, true),
@@ -175,6 +185,11 @@ fn table_and_markdown_show_every_row() {
     let m = markdown::render(&rep);
     assert!(m.contains("| shared |"), "{m}");
     assert!(m.contains("c0 5/60/30 c1 20/30/10"), "{m}");
+    assert!(
+        m.contains("- `shared`: GRO off/on (server/client), rps_cpus [1 1], server xps_cpus [1 0], client xps_cpus [2 0], rp_filter 0"),
+        "{m}"
+    );
+    assert!(t.contains("  4/1  "), "drops and lost are counts: {t}");
 }
 
 #[test]
