@@ -393,6 +393,12 @@ fn execute(
     let trials = match result {
         Ok(t) => t,
         Err(_) if interrupted => {
+            if s.temp {
+                let _ = std::fs::remove_dir_all(&s.workdir);
+            }
+            teardown
+                .map_err(lab_err)
+                .context("interrupted; removing the test host")?;
             anyhow::bail!("interrupted: stopped the run and removed its test host")
         }
         Err(e) => {

@@ -202,6 +202,12 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
 fn interrupted_run_cleans_up(signal: &str) {
     let json = std::env::temp_dir().join(format!("fh-test-{signal}-{}.json", std::process::id()));
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(
+        workdir.exists(),
+        "logs go to {} during the run",
+        workdir.display()
+    );
     let st = Command::new("kill")
         .args(["-s", signal, &child.id().to_string()])
         .status()
@@ -223,6 +229,7 @@ fn interrupted_run_cleans_up(signal: &str) {
         );
     }
     assert!(!json.exists(), "an interrupted run writes no results");
+    assert!(!workdir.exists(), "its temporary logs are removed");
 }
 
 #[test]

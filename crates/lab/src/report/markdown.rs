@@ -8,6 +8,43 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// The seeds' `sar -u ALL -P ALL` view with NET_RX and softnet beside it, per row.
+fn per_cpu(rep: &LabReport) -> String {
+    let mut out = String::from(
+        "\n## Per CPU (median repetition)\n\n\
+         | config | CPU | %usr | %sys | %irq | %soft | %idle | NET_RX/s | softnet processed/s | dropped | time_squeeze | received_rps |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &rep.rows {
+        let per_s = |v: u64| {
+            if r.window_s > 0.0 {
+                super::si(v as f64 / r.window_s)
+            } else {
+                "-".into()
+            }
+        };
+        for c in &r.cpus {
+            let sn = r.softnet.iter().find(|x| x.cpu == c.cpu);
+            out.push_str(&format!(
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
+                esc(&r.name),
+                c.cpu,
+                c.usr,
+                c.sys,
+                c.irq,
+                c.soft,
+                c.idle,
+                per_s(c.net_rx),
+                sn.map_or("-".into(), |x| per_s(x.processed)),
+                sn.map_or("-".into(), |x| x.dropped.to_string()),
+                sn.map_or("-".into(), |x| x.time_squeeze.to_string()),
+                sn.map_or("-".into(), |x| x.received_rps.to_string()),
+            ));
+        }
+    }
+    out
+}
+
 fn on_off(b: bool) -> &'static str {
     if b {
         "on"
@@ -54,6 +91,7 @@ pub fn render(rep: &LabReport) -> String {
     for r in &rep.rows {
         out.push_str(&format!("- `{}`: {}\n", r.name, r.describe));
     }
+    out.push_str(&per_cpu(rep));
     let knobs: Vec<String> = rep
         .rows
         .iter()

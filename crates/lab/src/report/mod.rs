@@ -10,7 +10,7 @@ pub mod table;
 use crate::env::Environment;
 use crate::experiment::Cell;
 use crate::runner::{Generator, Latency, LoadSpec, Placement, Trial};
-use crate::sample::CpuRow;
+use crate::sample::{CpuRow, SoftnetDelta};
 use crate::stats::{gain, verdict, Summary, Verdict};
 use crate::topology::KnobState;
 use crate::{LabError, LabResult};
@@ -44,8 +44,11 @@ pub struct Row {
     pub kernel_drops: Option<Summary>,
     /// True when any repetition was client-bound.
     pub client_bound: bool,
-    /// Per-CPU split and latency of the repetition whose tps is the median.
+    /// Per-CPU split, softnet counters, window length and latency of the repetition whose
+    /// tps is the median.
     pub cpus: Vec<CpuRow>,
+    pub softnet: Vec<SoftnetDelta>,
+    pub window_s: f64,
     pub latency_us: Latency,
     pub knobs: Option<KnobState>,
 }
@@ -89,6 +92,10 @@ impl Row {
             cpus: median_trial
                 .map(|t| t.window.cpus.clone())
                 .unwrap_or_default(),
+            softnet: median_trial
+                .map(|t| t.window.softnet.clone())
+                .unwrap_or_default(),
+            window_s: median_trial.map_or(0.0, |t| t.window.seconds),
             latency_us: median_trial
                 .map(|t| t.latency_us.clone())
                 .unwrap_or_default(),

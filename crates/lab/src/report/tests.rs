@@ -71,7 +71,13 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
                 steal: 0.0,
             },
             cpus: vec![cpu(0, 5.0, 60.0, 30.0), cpu(1, 20.0, 30.0, 10.0)],
-            softnet: vec![],
+            softnet: vec![crate::sample::SoftnetDelta {
+                cpu: 0,
+                processed: 2000,
+                dropped: 1,
+                time_squeeze: 2,
+                received_rps: 3,
+            }],
             udp_server: UdpDelta::default(),
             udp_client: None,
             socket_drops: 3,
@@ -190,6 +196,15 @@ fn table_and_markdown_show_every_row() {
         "{m}"
     );
     assert!(t.contains("  4/1  "), "drops and lost are counts: {t}");
+    // sar-style rows: 10 NET_RX and 2000 packets in a 1 s window.
+    assert!(
+        m.contains("| shared | 0 | 5.0 | 60.0 | 0.0 | 30.0 | 5.0 | 10 | 2.0k | 1 | 2 | 3 |"),
+        "{m}"
+    );
+    assert!(
+        m.contains("| shared | 1 | 20.0 | 30.0 | 0.0 | 10.0 | 40.0 | 10 | - | - | - | - |"),
+        "{m}"
+    );
 }
 
 #[test]
