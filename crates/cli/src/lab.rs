@@ -66,13 +66,13 @@ struct RunArgs {
     /// Generator threads [default: one per client CPU].
     #[arg(long, value_parser = parse_positive)]
     threads: Option<usize>,
-    /// Flows (sockets) of the generator.
+    /// Flows (sockets) of the generator [default: ladder 16, compare 1].
     #[arg(long, value_parser = parse_positive)]
     flows: Option<usize>,
-    /// Requests outstanding per flow.
+    /// Requests outstanding per flow [default: ladder 4; compare: no cap in open loop].
     #[arg(long, value_parser = parse_positive)]
     window: Option<usize>,
-    /// Open loop at this many transactions/s (closed loop without it).
+    /// Open loop at this many transactions/s [default: ladder closed loop, compare 10000].
     #[arg(long, value_parser = parse_positive)]
     rate: Option<usize>,
     /// Request payload bytes (the talk used 100).
