@@ -1,7 +1,7 @@
 //! The self-contained HTML page written by `--report DIR`: inline SVG charts and the table,
 //! no scripts, no external fonts or styles, readable offline.
 
-use super::table::{cells, HEADERS};
+use super::table::{self, cells, HEADERS};
 use super::{charts, LabReport};
 use crate::LabResult;
 
@@ -11,6 +11,23 @@ pub fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut t = String::from("<table>\n<tr>");
+    for c in headers {
+        t.push_str(&format!("<th>{}</th>", esc(c)));
+    }
+    t.push_str("</tr>\n");
+    for r in rows {
+        t.push_str("<tr>");
+        for c in r {
+            t.push_str(&format!("<td>{}</td>", esc(c)));
+        }
+        t.push_str("</tr>\n");
+    }
+    t.push_str("</table>\n");
+    t
 }
 
 /// Renders the page.
@@ -73,6 +90,8 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
         h.push_str("</tr>\n");
     }
     h.push_str("</table>\n<ul>\n");
+    let per_cpu = table::per_cpu_cells(rep);
+    let per_cpu_html = html_table(&table::PER_CPU_HEADERS, &per_cpu);
     for r in &rep.rows {
         h.push_str(&format!(
             "<li><b>{}</b>: {}</li>\n",
@@ -80,7 +99,8 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
             esc(&r.describe)
         ));
     }
-    h.push_str("</ul>\n");
+    h.push_str("</ul>\n<h2>Per CPU (median repetition)</h2>\n");
+    h.push_str(&per_cpu_html);
     if !rep.ratios.is_empty() {
         h.push_str("<h2>Ratios</h2>\n<ul>\n");
         for r in &rep.ratios {

@@ -1,6 +1,6 @@
 //! The Markdown summary written by `--report DIR`.
 
-use super::table::{cells, HEADERS};
+use super::table::{self, cells, HEADERS};
 use super::LabReport;
 use crate::topology::cpu_list;
 
@@ -10,37 +10,14 @@ fn esc(s: &str) -> String {
 
 /// The seeds' `sar -u ALL -P ALL` view with NET_RX and softnet beside it, per row.
 fn per_cpu(rep: &LabReport) -> String {
-    let mut out = String::from(
-        "\n## Per CPU (median repetition)\n\n\
-         | config | CPU | %usr | %sys | %irq | %soft | %idle | NET_RX/s | softnet processed/s | dropped | time_squeeze | received_rps |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    let mut out = format!(
+        "\n## Per CPU (median repetition)\n\n| {} |\n|{}\n",
+        table::PER_CPU_HEADERS.join(" | "),
+        "---|".repeat(table::PER_CPU_HEADERS.len())
     );
-    for r in &rep.rows {
-        let per_s = |v: u64| {
-            if r.window_s > 0.0 {
-                super::si(v as f64 / r.window_s)
-            } else {
-                "-".into()
-            }
-        };
-        for c in &r.cpus {
-            let sn = r.softnet.iter().find(|x| x.cpu == c.cpu);
-            out.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
-                esc(&r.name),
-                c.cpu,
-                c.usr,
-                c.sys,
-                c.irq,
-                c.soft,
-                c.idle,
-                per_s(c.net_rx),
-                sn.map_or("-".into(), |x| per_s(x.processed)),
-                sn.map_or("-".into(), |x| x.dropped.to_string()),
-                sn.map_or("-".into(), |x| x.time_squeeze.to_string()),
-                sn.map_or("-".into(), |x| x.received_rps.to_string()),
-            ));
-        }
+    for cells in table::per_cpu_cells(rep) {
+        let cells: Vec<String> = cells.iter().map(|c| esc(c)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out
 }

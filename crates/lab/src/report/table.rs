@@ -18,6 +18,55 @@ pub const HEADERS: [&str; 12] = [
     "per-CPU usr/sys/soft %",
 ];
 
+/// Headers of the per-CPU table (the seeds' `sar -u ALL -P ALL` with NET_RX and softnet).
+pub const PER_CPU_HEADERS: [&str; 12] = [
+    "config",
+    "CPU",
+    "%usr",
+    "%sys",
+    "%irq",
+    "%soft",
+    "%idle",
+    "NET_RX/s",
+    "softnet processed/s",
+    "dropped",
+    "time_squeeze",
+    "received_rps",
+];
+
+/// One line per row and CPU, from each row's median repetition.
+pub fn per_cpu_cells(rep: &LabReport) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for r in &rep.rows {
+        let per_s = |v: u64| {
+            if r.window_s > 0.0 {
+                si(v as f64 / r.window_s)
+            } else {
+                "-".into()
+            }
+        };
+        for c in &r.cpus {
+            let sn = r.softnet.iter().find(|x| x.cpu == c.cpu);
+            let pct = |v: f64| format!("{v:.1}");
+            out.push(vec![
+                r.name.clone(),
+                c.cpu.to_string(),
+                pct(c.usr),
+                pct(c.sys),
+                pct(c.irq),
+                pct(c.soft),
+                pct(c.idle),
+                per_s(c.net_rx),
+                sn.map_or("-".into(), |x| per_s(x.processed)),
+                sn.map_or("-".into(), |x| x.dropped.to_string()),
+                sn.map_or("-".into(), |x| x.time_squeeze.to_string()),
+                sn.map_or("-".into(), |x| x.received_rps.to_string()),
+            ]);
+        }
+    }
+    out
+}
+
 /// The cells of one row, as text.
 pub fn cells(r: &Row) -> Vec<String> {
     let mut name = r.name.clone();

@@ -221,6 +221,7 @@ fn html_is_self_contained_with_three_charts() {
     }
     assert!(h.contains("a &lt;note&gt; &amp; more"));
     assert!(h.contains("Transactions per second"));
+    assert!(h.contains("<th>NET_RX/s</th>") && h.contains("<td>2.0k</td>"), "per-CPU table");
 }
 
 #[test]
