@@ -116,6 +116,20 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     let client_cpus = v["placement"]["client_cpus"].as_array().unwrap();
     assert!(!server_cpus.is_empty() && !client_cpus.is_empty());
     assert!(server_cpus.iter().all(|c| !client_cpus.contains(c)));
+    // What ran where, as seen: every thread of each side on that side's CPUs.
+    for t in trials {
+        let seen = &t["placement_seen"];
+        for (side, cpus) in [("server", server_cpus), ("client", client_cpus)] {
+            let threads = seen[side].as_array().unwrap();
+            assert!(!threads.is_empty(), "{side}: {seen}");
+            for th in threads {
+                assert!(
+                    cpus.contains(&th["cpu"]),
+                    "{side} thread off its CPUs: {th}"
+                );
+            }
+        }
+    }
     assert!(v["environment"]["sysctls"]["net.core.netdev_max_backlog"].is_string());
     // Only application steps were asked for: nothing to skip on loopback.
     assert!(

@@ -3,7 +3,7 @@
 //! they wrote and what /proc saw into a [`Trial`].
 
 use crate::cmd;
-use crate::sample::{port_bound, HostSample, Watch, Window};
+use crate::sample::{port_bound, thread_cpus, HostSample, ThreadCpu, Watch, Window};
 use crate::sockperf;
 use crate::topology::{cpu_list, KnobState, Side, Topology};
 use crate::{LabError, LabResult};
@@ -124,6 +124,13 @@ struct LoadJson {
     latency_us: Latency,
 }
 
+/// The threads of both sides and the CPUs they were last seen on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlacementSeen {
+    pub server: Vec<ThreadCpu>,
+    pub client: Vec<ThreadCpu>,
+}
+
 /// Kernel-side losses over the window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Drops {
@@ -165,6 +172,8 @@ pub struct Trial {
     pub drops: Drops,
     pub window: Window,
     pub knobs: Option<KnobState>,
+    /// Where each server and client thread last ran, read at the end of the window.
+    pub placement_seen: PlacementSeen,
     /// What the server wrote with --stats-json (firehose only).
     pub server_stats: Option<Value>,
     /// What the generator reported (load's JSON, or sockperf's parsed summary).
@@ -483,6 +492,10 @@ impl Runner<'_> {
         self.sleep_until(t0 + warm + dur)?;
         let after = HostSample::take(&watch)?;
         let window = Window::between(&before, &after);
+        let placement_seen = PlacementSeen {
+            server: thread_cpus(watch.server_pid),
+            client: thread_cpus(watch.client_pid),
+        };
 
         let grace = Duration::from_millis(self.load.timeout_ms) + Duration::from_secs(15);
         let deadline = Instant::now() + grace;
@@ -577,6 +590,7 @@ impl Runner<'_> {
             drops,
             window,
             knobs,
+            placement_seen,
             server_stats,
             generator_report,
         })

@@ -36,6 +36,37 @@ pub struct Watch {
     pub separate_ns: bool,
 }
 
+/// One thread and the CPU it last ran on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadCpu {
+    pub tid: u32,
+    pub comm: String,
+    pub cpu: Option<usize>,
+}
+
+/// Where each thread of `pid` last ran (/proc/<pid>/task/<tid>/stat, field 39): the
+/// placement as observed, not as asked for.
+pub fn thread_cpus(pid: u32) -> Vec<ThreadCpu> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<ThreadCpu> = tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let text = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let st = pidstat::parse(&text).ok()?;
+            Some(ThreadCpu {
+                tid,
+                comm: st.comm,
+                cpu: st.processor,
+            })
+        })
+        .collect();
+    out.sort_by_key(|t| t.tid);
+    out
+}
+
 /// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
 /// wait time, timeslices).
 pub fn parse_schedstat(text: &str) -> Option<u64> {
@@ -348,6 +379,14 @@ mod tests {
         assert_eq!(drops_on_port(&rows, 7777), 12);
         assert_eq!(drops_on_port(&rows, 53), 100);
         assert_eq!(drops_on_port(&rows, 1), 0);
+    }
+
+    #[test]
+    fn threads_of_this_process_are_seen_on_a_cpu() {
+        let seen = thread_cpus(std::process::id());
+        assert!(!seen.is_empty());
+        assert!(seen.iter().all(|t| t.cpu.is_some()), "{seen:?}");
+        assert!(thread_cpus(u32::MAX).is_empty());
     }
 
     #[test]

@@ -85,6 +85,7 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
             client_cpu_s: Some(0.99),
         },
         knobs: None,
+        placement_seen: Default::default(),
         server_stats: None,
         generator_report: serde_json::json!({"tps": tps}),
     }
@@ -221,7 +222,10 @@ fn html_is_self_contained_with_three_charts() {
     }
     assert!(h.contains("a &lt;note&gt; &amp; more"));
     assert!(h.contains("Transactions per second"));
-    assert!(h.contains("<th>NET_RX/s</th>") && h.contains("<td>2.0k</td>"), "per-CPU table");
+    assert!(
+        h.contains("<th>NET_RX/s</th>") && h.contains("<td>2.0k</td>"),
+        "per-CPU table"
+    );
 }
 
 #[test]
