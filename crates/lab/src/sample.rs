@@ -163,12 +163,8 @@ impl HostSample {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuRow {
     pub cpu: usize,
-    pub usr: f64,
-    pub sys: f64,
-    pub irq: f64,
-    pub soft: f64,
-    pub idle: f64,
-    pub steal: f64,
+    #[serde(flatten)]
+    pub split: stat::CpuSplit,
     pub net_rx: u64,
 }
 
@@ -230,7 +226,6 @@ impl Window {
             .iter()
             .filter_map(|(cpu, after)| {
                 let before = a.stat.cpus.iter().find(|(c, _)| c == cpu)?;
-                let s = stat::split(&before.1, after);
                 let rx = |v: &[(usize, u64)]| v.iter().find(|(c, _)| c == cpu).map(|x| x.1);
                 let net_rx = match (rx(&a.net_rx), rx(&b.net_rx)) {
                     (Some(x), Some(y)) => y.saturating_sub(x),
@@ -238,12 +233,7 @@ impl Window {
                 };
                 Some(CpuRow {
                     cpu: *cpu,
-                    usr: s.usr,
-                    sys: s.sys,
-                    irq: s.irq,
-                    soft: s.soft,
-                    idle: s.idle,
-                    steal: s.steal,
+                    split: stat::split(&before.1, after),
                     net_rx,
                 })
             })
@@ -342,10 +332,16 @@ mod tests {
         // cpu0: +25 sys, +125 soft of 150 ticks; cpu1: +100 usr, +25 sys, +50 soft of 175.
         let c0 = &w.cpus[0];
         assert_eq!((c0.cpu, c0.net_rx), (0, 100));
-        assert!((c0.sys - 100.0 * 75.0 / 200.0).abs() < 1e-9, "{c0:?}");
-        assert!((c0.soft - 100.0 * 125.0 / 200.0).abs() < 1e-9, "{c0:?}");
+        assert!((c0.split.sys - 100.0 * 75.0 / 200.0).abs() < 1e-9, "{c0:?}");
+        assert!(
+            (c0.split.soft - 100.0 * 125.0 / 200.0).abs() < 1e-9,
+            "{c0:?}"
+        );
         let c1 = &w.cpus[1];
-        assert!((c1.usr - 100.0 * 100.0 / 175.0).abs() < 1e-9, "{c1:?}");
+        assert!(
+            (c1.split.usr - 100.0 * 100.0 / 175.0).abs() < 1e-9,
+            "{c1:?}"
+        );
         assert_eq!(c1.net_rx, 0);
         assert_eq!(w.softnet[0].processed, 0x100);
         assert_eq!(w.softnet_dropped(), 2);

@@ -132,7 +132,8 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
                 let m = r.cpus.len().max(1) as f64;
                 let w = 0.8 / m;
                 for (j, c) in r.cpus.iter().enumerate() {
-                    let vals = [c.usr, c.sys, c.soft + c.irq, c.idle + c.steal];
+                    let s = &c.split;
+                    let vals = [s.usr, s.sys, s.soft + s.irq, s.idle + s.steal];
                     let base: f64 = vals[..k].iter().sum();
                     let x0 = i as f64 - 0.4 + j as f64 * w;
                     rects.push(Rectangle::new(

@@ -239,7 +239,10 @@ pub fn num(v: f64) -> String {
 /// `c0 1/40/55` per CPU: usr/sys/soft percent (the seeds' sar columns that matter).
 pub fn cpu_split(cpus: &[CpuRow]) -> String {
     cpus.iter()
-        .map(|c| format!("c{} {:.0}/{:.0}/{:.0}", c.cpu, c.usr, c.sys, c.soft + c.irq))
+        .map(|c| {
+            let s = &c.split;
+            format!("c{} {:.0}/{:.0}/{:.0}", c.cpu, s.usr, s.sys, s.soft + s.irq)
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

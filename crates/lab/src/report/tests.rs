@@ -19,12 +19,14 @@ pub(crate) fn cell(name: &str) -> Cell {
 pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Trial {
     let cpu = |c: usize, usr: f64, sys: f64, soft: f64| CpuRow {
         cpu: c,
-        usr,
-        sys,
-        irq: 0.0,
-        soft,
-        idle: 100.0 - usr - sys - soft,
-        steal: 0.0,
+        split: CpuSplit {
+            usr,
+            sys,
+            irq: 0.0,
+            soft,
+            idle: 100.0 - usr - sys - soft,
+            steal: 0.0,
+        },
         net_rx: 10,
     };
     Trial {
