@@ -29,7 +29,7 @@ enum LabCommand {
     Ladder(LadderArgs),
     /// Run several servers (and generators) under the same load, interleaved; print ratios.
     Compare(CompareArgs),
-    /// Remove namespaces and veths left by lab runs whose process is gone.
+    /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
     /// The seeds' baseline server: one UDP socket, N threads, recvfrom/sendto echo.
     #[command(hide = true)]
@@ -171,7 +171,8 @@ fn down_cmd(d: DownArgs) -> Result<()> {
     if !firehose_sys::cpu::is_root() {
         return Err(Usage("lab down needs root to delete network namespaces".into()).into());
     }
-    let removed = topology::down(d.all).map_err(lab_err)?;
+    let mut removed = topology::down(d.all).map_err(lab_err)?;
+    removed.extend(runner::remove_stale_workdirs(d.all));
     if removed.is_empty() {
         println!("firehose lab down: nothing left over");
     }
@@ -217,11 +218,14 @@ struct Setup {
     temp: bool,
 }
 
+/// Fills in defaults, checks the arguments, then builds the test host. `pins` names what
+/// pins one worker per server CPU in this run, if anything does.
 fn setup(
     r: &RunArgs,
     default_flows: usize,
     default_window: Option<usize>,
     default_rate: Option<usize>,
+    pins: Option<&str>,
 ) -> Result<Setup> {
     let allowed = firehose_sys::cpu::allowed_cpus()?;
     let placement = match (&r.server_cpus, &r.client_cpus) {
@@ -253,6 +257,15 @@ fn setup(
         }
     };
     let workers = r.workers.unwrap_or(placement.server_cpus.len());
+    if let Some(what) = pins {
+        if workers > placement.server_cpus.len() {
+            return Err(Usage(format!(
+                "--workers {workers} is more than the {} server CPU(s), but {what} one worker per CPU: give more --server-cpus or fewer --workers",
+                placement.server_cpus.len()
+            ))
+            .into());
+        }
+    }
     let threads = r.threads.unwrap_or(placement.client_cpus.len());
     let flows = r.flows.unwrap_or(default_flows.max(threads));
     if flows < threads {
@@ -278,14 +291,16 @@ fn setup(
         ))
         .into());
     }
+    if r.queues.is_some() && r.topology == Kind::Loopback {
+        return Err(Usage(
+            "--queues sets the veth pair's queues: use it with --topology veth".into(),
+        )
+        .into());
+    }
     let (workdir, temp) = match &r.report {
         Some(d) => (d.join("runs"), false),
-        None => (
-            std::env::temp_dir().join(format!("fh-lab-{}", std::process::id())),
-            true,
-        ),
+        None => (runner::temp_workdir(std::process::id()), true),
     };
-    std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
     let topo = match r.topology {
         Kind::Loopback => Topology::loopback(),
         Kind::Veth => {
@@ -293,12 +308,8 @@ fn setup(
             Topology::veth(&topology::run_id(None), q).map_err(lab_err)?
         }
     };
-    if r.queues.is_some() && r.topology == Kind::Loopback {
-        return Err(Usage(
-            "--queues sets the veth pair's queues: use it with --topology veth".into(),
-        )
-        .into());
-    }
+    // Last, so that a refused argument leaves nothing behind.
+    std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
     Ok(Setup {
         topo,
         placement,
@@ -445,21 +456,13 @@ fn execute(
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
     let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology).map_err(lab_err)?;
+    let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
+    let pins = steps
+        .iter()
+        .any(|st| ladder::STEPS.iter().position(|x| x == st) >= pin_at)
+        .then_some("the pin step pins");
     let stop = stop_flag()?;
-    let s = setup(&l.run, 16, Some(4), None)?;
-    if s.workers > s.placement.server_cpus.len()
-        && steps.iter().any(|st| {
-            ladder::STEPS.iter().position(|x| x == st)
-                >= ladder::STEPS.iter().position(|x| x.name == "pin")
-        })
-    {
-        return Err(Usage(format!(
-            "--workers {} is more than the {} server CPU(s), but the pin step pins one worker per CPU: give more --server-cpus or fewer --workers",
-            s.workers,
-            s.placement.server_cpus.len()
-        ))
-        .into());
-    }
+    let s = setup(&l.run, 16, Some(4), None, pins)?;
     let veth = l.run.topology == Kind::Veth;
     let cells: Vec<Cell> = steps
         .iter()
@@ -496,8 +499,13 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     let sockperf = cmd::installed("sockperf");
     // Validate names before building anything.
     compare::plan(&c.servers, &c.generators, 1, sockperf).map_err(lab_err)?;
+    let pins = c
+        .servers
+        .split(',')
+        .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
+        .then_some("the steered, tuned and latency profiles pin");
     let stop = stop_flag()?;
-    let s = setup(&c.run, 1, None, Some(10_000))?;
+    let s = setup(&c.run, 1, None, Some(10_000), pins)?;
     let (cells, skipped) =
         compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
     if cells.is_empty() {
@@ -508,18 +516,6 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
         return Err(Usage(format!(
             "nothing to compare, every configuration was skipped ({})",
             why.join("; ")
-        ))
-        .into());
-    }
-    let pinned = cells.iter().any(|c| {
-        matches!(&c.server, runner::ServerKind::Firehose { flags }
-            if flags.iter().any(|f| matches!(f.as_str(), "steered" | "tuned" | "latency")))
-    });
-    if pinned && s.workers > s.placement.server_cpus.len() {
-        return Err(Usage(format!(
-            "--workers {} is more than the {} server CPU(s), but the steered, tuned and latency profiles pin one worker per CPU: give more --server-cpus or fewer --workers",
-            s.workers,
-            s.placement.server_cpus.len()
         ))
         .into());
     }

@@ -261,6 +261,8 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
         "SIGKILL cannot clean up: {have:?}"
     );
 
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(workdir.exists(), "a killed run leaves its logs");
     let out = firehose(&["lab", "down"]);
     assert!(
         out.status.success(),
@@ -268,6 +270,7 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
         String::from_utf8_lossy(&out.stderr)
     );
     let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!workdir.exists(), "lab down removes them: {said}");
     for ns in &nss {
         assert!(said.contains(&format!("removed netns {ns}")), "{said}");
     }

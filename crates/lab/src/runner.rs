@@ -281,6 +281,33 @@ pub struct Runner<'a> {
     pub port: u16,
 }
 
+/// Where a run without `--report` keeps its logs: a directory named after its pid.
+pub fn temp_workdir(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("fh-lab-{pid}"))
+}
+
+/// Removes the temporary log directories of runs whose process is gone (all with `all`);
+/// a SIGKILLed run cannot remove its own. Returns what it removed.
+pub fn remove_stale_workdirs(all: bool) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("fh-lab-")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if (all || !cmd::process_alive(pid)) && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(format!("logs {}", e.path().display()));
+        }
+    }
+    removed
+}
+
 /// A free UDP port on 127.0.0.1 for the loopback topology.
 pub fn free_loopback_port() -> LabResult<u16> {
     let s = std::net::UdpSocket::bind("127.0.0.1:0")
