@@ -1,7 +1,7 @@
 # firehose lab targets, included by the top-level Makefile (`include mk/lab.mk`).
 # Uses the top-level `build` target and the release binary it produces.
 
-LAB_BIN ?= target/release/firehose
+LAB_BIN ?= $(or $(CARGO_TARGET_DIR),target)/release/firehose
 LAB_OUT ?= results
 # Three interleaved repetitions of 5 s per step, as the rules of measurement ask.
 LAB_ARGS ?= --repetitions 3 --duration 5 --warmup 1
