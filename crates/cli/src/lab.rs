@@ -468,7 +468,10 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
         .iter()
         .map(|st| Cell {
             name: st.name.into(),
-            describe: st.describe.into(),
+            describe: match ladder::talk_figure(st.name) {
+                Some(t) => format!("{} (the talk: {t})", st.describe),
+                None => st.describe.into(),
+            },
             server: ladder::server_for(st, s.workers),
             generator: runner::Generator::Firehose,
             knobs: veth.then(|| ladder::knobs_for(st)),

@@ -91,6 +91,11 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
         ["shared", "reuseport"]
     );
     assert_eq!(rows[0]["verdict"], "baseline");
+    // Each row can be read against the talk's table.
+    assert!(rows[1]["describe"]
+        .as_str()
+        .unwrap()
+        .contains("the talk: 2,540,000 tps"));
     assert!(["helped", "hurt", "within-noise"].contains(&rows[1]["verdict"].as_str().unwrap()));
     assert!(rows[1]["gain"].as_f64().unwrap() > 0.0);
     let trials = v["trials"].as_array().unwrap();
