@@ -4,6 +4,7 @@ use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_engine::parse_cpu_list;
+use firehose_load::dns::DnsWorkload;
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use serde::Serialize;
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 pub enum LoadProto {
     /// Fixed-size requests carrying an id and timestamp; the answer must be identical.
     Echo,
+    /// DNS queries from --queries; an answer must echo the question.
+    Dns,
 }
 
 /// Arguments of `firehose load`.
@@ -35,6 +38,9 @@ pub struct LoadArgs {
     /// Protocol to speak.
     #[arg(long, value_enum, default_value = "echo")]
     proto: LoadProto,
+    /// Query file for --proto dns, dnsperf's format: "NAME TYPE" per line.
+    #[arg(long, value_name = "FILE", conflicts_with = "size")]
+    queries: Option<std::path::PathBuf>,
     /// Flows: each its own socket and source port.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     flows: usize,
@@ -145,6 +151,12 @@ fn server_ticks(pid: u32) -> Result<u64> {
     Ok(st.utime + st.stime)
 }
 
+/// The workload of a run.
+enum Proto {
+    Echo(EchoWorkload),
+    Dns(DnsWorkload),
+}
+
 /// Runs `firehose load`.
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
@@ -168,15 +180,29 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         spin: a.spin,
     };
-    let workload = match a.proto {
-        LoadProto::Echo => EchoWorkload::new(a.size).map_err(Usage)?,
+    let workload = match (a.proto, &a.queries) {
+        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
+        (LoadProto::Echo, Some(_)) => {
+            return Err(Usage("--queries applies only to --proto dns".into()).into())
+        }
+        (LoadProto::Dns, Some(q)) => {
+            Proto::Dns(DnsWorkload::load(q, None).map_err(|e| Usage(e.to_string()))?)
+        }
+        (LoadProto::Dns, None) => {
+            return Err(
+                Usage("--proto dns needs --queries FILE (lines of \"NAME TYPE\")".into()).into(),
+            )
+        }
     };
     if let Some(pid) = a.server_pid {
         server_ticks(pid)?;
     }
     let config_doc = ConfigDoc {
         target: target.to_string(),
-        proto: "echo",
+        proto: match a.proto {
+            LoadProto::Echo => "echo",
+            LoadProto::Dns => "dns",
+        },
         mode: if a.rate.is_some() { "open" } else { "closed" },
         flows: a.flows,
         window: cfg.window,
@@ -189,7 +215,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         spin: a.spin,
     };
-    let report = drive(&a, &cfg, |_| workload.clone())?;
+    let report = match workload {
+        Proto::Echo(w) => drive(&a, &cfg, |_| w.clone())?,
+        // Each thread starts at its own place in the file.
+        Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
+    };
     print_summary(&a, &config_doc, &report);
     if let Some(p) = &a.json {
         let doc = Doc {
@@ -219,7 +249,7 @@ fn drive<W: Workload + 'static>(
     })?;
     if !a.quiet {
         say!(
-            "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}-byte requests{}",
+            "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
             cfg.target,
             match cfg.rate {
                 Some(r) => format!("open loop at {} tps", thousands(r)),
@@ -235,7 +265,10 @@ fn drive<W: Workload + 'static>(
                 .as_ref()
                 .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
                 .unwrap_or_default(),
-            a.size,
+            match &a.queries {
+                Some(q) => format!("queries from {}", q.display()),
+                None => format!("{}-byte requests", a.size),
+            },
             if cfg.warmup.is_zero() {
                 String::new()
             } else {

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 pub enum Proto {
     /// Send every datagram back to its sender, byte for byte.
     Echo,
+    /// Answer DNS queries authoritatively from the --zone files.
+    Dns,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -55,6 +57,9 @@ pub struct ServeArgs {
     /// Protocol to serve.
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
+    /// Zone file (RFC 1035 master file) for --proto dns; repeat for more zones.
+    #[arg(long = "zone", value_name = "FILE")]
+    zones: Vec<std::path::PathBuf>,
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: String,
@@ -179,9 +184,20 @@ struct IntervalDoc {
     kernel_drops: u64,
 }
 
-fn start_server(cfg: &ServeConfig, proto: Proto) -> Result<Server> {
+fn start_server(cfg: &ServeConfig, proto: Proto, zones: &[std::path::PathBuf]) -> Result<Server> {
     let res = match proto {
+        Proto::Echo if !zones.is_empty() => {
+            return Err(Usage("--zone applies only to --proto dns".into()).into())
+        }
         Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
+        Proto::Dns => {
+            if zones.is_empty() {
+                return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
+            }
+            let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
+            let h = firehose_proto::DnsHandler::new(db, firehose_proto::dns::DEFAULT_MAX_UDP);
+            Server::start(cfg, move |_| h.clone())
+        }
     };
     res.map_err(|e| match e {
         ServeError::Config(m) => Usage(m).into(),
@@ -203,6 +219,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto) -> Result<Server> {
 fn proto_name(p: Proto) -> &'static str {
     match p {
         Proto::Echo => "echo",
+        Proto::Dns => "dns",
     }
 }
 
@@ -213,7 +230,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let server = start_server(&cfg, a.proto)?;
+    let server = start_server(&cfg, a.proto, &a.zones)?;
     print_applied(&server, a.proto);
     let started = Instant::now();
     let mut json_lines = match (&a.stats_json, a.interval) {

@@ -12,6 +12,7 @@
 
 pub mod cmd;
 pub mod compare;
+pub mod dns_compare;
 pub mod env;
 pub mod experiment;
 pub mod ladder;

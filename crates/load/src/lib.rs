@@ -3,6 +3,7 @@
 //! [`gen`] runs the flows; [`table`] keeps outstanding requests; [`workload`] says what
 //! a request looks like; [`report`] turns counts and histograms into the figures.
 
+pub mod dns;
 pub mod gen;
 pub mod report;
 pub mod table;

@@ -1,5 +1,7 @@
 //! Request handlers that plug into the engine's [`firehose_engine::Handler`] trait.
 
+pub mod dns;
 pub mod echo;
 
+pub use dns::DnsHandler;
 pub use echo::Echo;

@@ -1,0 +1,159 @@
+//! `firehose serve --proto dns` and `firehose load --proto dns`, run as real binaries
+//! and checked with kdig and with the generator's own accounting.
+
+mod common;
+use common::{run, Served};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn zone(file: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../proto/tests/data")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("fh-dns-{}-{name}", std::process::id()))
+}
+
+fn serve_dns(listen: &str, extra: &[&str]) -> Served {
+    let (a, b) = (zone("example.zone"), zone("reverse.zone"));
+    let mut args = vec![
+        "--proto", "dns", "--zone", &a, "--zone", &b, "--listen", listen,
+    ];
+    args.extend_from_slice(extra);
+    Served::start(&args)
+}
+
+/// kdig's output for a question to `srv`, or `None` if kdig is not installed.
+fn kdig(srv: &Served, question: &[&str]) -> Option<String> {
+    let ip = srv.addr.ip().to_string();
+    let out = Command::new("kdig")
+        .args([format!("@{ip}"), "-p".into(), srv.addr.port().to_string()])
+        .args(["+norec", "+retry=0"])
+        .args(question)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn kdig_gets_authoritative_answers_from_the_binary() {
+    let srv = serve_dns("127.0.0.1:0", &["--profile", "tuned", "--workers", "2"]);
+    let Some(text) = kdig(&srv, &["80.2.0.192.in-addr.arpa", "PTR"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("status: NOERROR"), "{text}");
+    assert!(text.contains("Flags: qr aa;"), "{text}");
+    assert!(text.contains("PTR\tweb.example.com."), "{text}");
+    srv.stop();
+    // The same over IPv6 loopback.
+    let srv6 = serve_dns("[::1]:0", &[]);
+    let text = kdig(&srv6, &["mixed.case.example.com", "A"]).unwrap();
+    assert!(text.contains("status: NOERROR"), "{text}");
+    assert!(text.contains("A\t192.0.2.99"), "{text}");
+    srv6.stop();
+}
+
+#[test]
+fn load_counts_every_answer_and_its_rcode() {
+    let stats = tmp("serve.json");
+    let stats_s = stats.display().to_string();
+    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
+    let queries = tmp("queries.txt");
+    std::fs::write(
+        &queries,
+        "www.example.com A\nexample.com MX\n; a comment\nnx.example.com AAAA\nsub.example.com A\n",
+    )
+    .unwrap();
+    let json = tmp("load.json");
+    let target = srv.addr.to_string();
+    let out = run(&[
+        "load",
+        "--proto",
+        "dns",
+        "--queries",
+        &queries.display().to_string(),
+        "--target",
+        &target,
+        "--requests",
+        "4000",
+        "--window",
+        "4",
+        "--quiet",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["completed"], 4000);
+    assert_eq!(doc["lost"], 0);
+    assert_eq!(doc["stray"], 0);
+    // The file is sent in order: 3 of 4 answer NOERROR (one a referral), 1 NXDOMAIN.
+    assert_eq!(doc["codes"]["NOERROR"], 3000, "{}", doc["codes"]);
+    assert_eq!(doc["codes"]["NXDOMAIN"], 1000, "{}", doc["codes"]);
+    assert_eq!(doc["config"]["proto"], "dns");
+    srv.stop();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["handler"]["dns_noerror"], 3000);
+    assert_eq!(s["handler"]["dns_nxdomain"], 1000);
+    for p in [stats, queries, json] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn bad_zone_and_query_files_are_usage_errors() {
+    let bad = tmp("bad.zone");
+    std::fs::write(
+        &bad,
+        "$ORIGIN example.com.\n@ SOA ns h 1 2 3 4 5\n\nwww A 192.0.2\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "serve",
+        "--proto",
+        "dns",
+        "--zone",
+        &bad.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        format!("firehose: {}:4: expected IPv4 address", bad.display())
+    );
+    let out = run(&["serve", "--proto", "dns"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--zone"));
+    let q = tmp("bad-queries.txt");
+    std::fs::write(&q, "www.example.com A\nwww.example.com NOPE\n").unwrap();
+    let out = run(&[
+        "load",
+        "--proto",
+        "dns",
+        "--queries",
+        &q.display().to_string(),
+        "--target",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2: unknown record type 'NOPE'", q.display())),
+        "{err}"
+    );
+    let out = run(&["load", "--proto", "dns", "--target", "127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_file(bad);
+    let _ = std::fs::remove_file(q);
+}

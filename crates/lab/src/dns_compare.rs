@@ -1,0 +1,685 @@
+//! Our DNS responder against Knot DNS and NSD, each driven by dnsperf and by
+//! `firehose load --proto dns`, in one run, interleaved, over the same generated zone
+//! and query mix (75% existing names, 25% NXDOMAIN).
+//!
+//! One repetition starts each (server, workers) in turn, pinned to the server CPUs, and
+//! runs every driver against it pinned to the client CPUs. The server's CPU is the delta
+//! of utime+stime over its process tree across the driver's run; syscalls come from
+//! `perf stat -e raw_syscalls:sys_enter` on the same processes when perf can count.
+
+pub mod drivers;
+pub mod peers;
+
+pub use drivers::{Driver, DriverResult};
+pub use peers::ServerKind;
+
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a comparison could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DnsCompareError {
+    /// Inconsistent options (bad usage).
+    #[error("{0}")]
+    Usage(String),
+    /// A program the comparison needs is missing.
+    #[error("{0}")]
+    Tool(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A server or driver failed.
+    #[error("{0}")]
+    Run(String),
+}
+
+impl DnsCompareError {
+    fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        DnsCompareError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+/// What to compare and how.
+#[derive(Debug, Clone)]
+pub struct DnsCompareOptions {
+    /// The `firehose` binary (serves our responder and drives `load`).
+    pub firehose: PathBuf,
+    pub servers: Vec<ServerKind>,
+    pub drivers: Vec<Driver>,
+    /// Worker counts to try for every server (e.g. 1 and 2).
+    pub workers: Vec<usize>,
+    /// CPUs for servers; a server with N workers gets the first N.
+    pub server_cpus: Vec<usize>,
+    /// CPUs for drivers (the first one is used: both drivers run one thread).
+    pub client_cpus: Vec<usize>,
+    pub repetitions: usize,
+    pub duration: Duration,
+    /// Names in the generated zone.
+    pub names: usize,
+    /// Queries in the generated query file.
+    pub queries: usize,
+    /// Queries outstanding per driver.
+    pub outstanding: usize,
+    /// Offered load in queries/s for every run; `None` is closed loop at saturation.
+    pub rate: Option<u64>,
+    /// Count server syscalls with perf (adds a little tracing cost to every server alike).
+    pub syscalls: bool,
+    /// Scratch directory for the zone, queries and configs.
+    pub workdir: PathBuf,
+    /// UDP (and TCP, for knotd) port on 127.0.0.1; 0 picks a free one per server start.
+    pub port: u16,
+}
+
+impl Default for DnsCompareOptions {
+    fn default() -> Self {
+        DnsCompareOptions {
+            firehose: PathBuf::from("firehose"),
+            servers: vec![ServerKind::Firehose, ServerKind::Knot, ServerKind::Nsd],
+            drivers: vec![Driver::Dnsperf, Driver::Firehose],
+            workers: vec![1, 2],
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            repetitions: 3,
+            duration: Duration::from_secs(5),
+            names: 10_000,
+            queries: 100_000,
+            outstanding: 100,
+            rate: None,
+            syscalls: true,
+            workdir: std::env::temp_dir().join(format!("fh-dns-compare-{}", std::process::id())),
+            port: 0,
+        }
+    }
+}
+
+/// Median with min and max over repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// One (server, config, driver) over all repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct DnsCompareRow {
+    pub server: ServerKind,
+    pub workers: usize,
+    pub config: String,
+    pub driver: Driver,
+    pub qps: Spread,
+    pub server_cpu_us_per_query: Option<f64>,
+    pub client_cpu_us_per_query: Option<f64>,
+    pub syscalls_per_query: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub mean_us: Option<f64>,
+    /// Lost queries summed over repetitions.
+    pub lost: u64,
+    /// Median CPU use of the server (1.0 = one CPU busy) and of the driver.
+    pub server_util: f64,
+    pub client_util: f64,
+    /// The driver was saturated while the server was not: says nothing about the server.
+    pub client_bound: bool,
+    /// "client", "server" or "neither": which side limited the rate.
+    pub bound: &'static str,
+}
+
+/// The result of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct DnsCompareReport {
+    pub rows: Vec<DnsCompareRow>,
+    /// Configurations not run, with the reason.
+    pub skipped: Vec<String>,
+    pub environment: Vec<(String, String)>,
+    pub repetitions: usize,
+    pub duration_s: f64,
+    pub rate: Option<u64>,
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+    /// Share of all CPU time the hypervisor gave to other guests during the run (steal,
+    /// from /proc/stat); a large share makes every figure noisy.
+    pub steal_pct: Option<f64>,
+}
+
+/// A busy side uses at least this share of its CPUs.
+const SATURATED: f64 = 0.95;
+
+/// Apex of the generated zone.
+pub const APEX: &str = "bench.example.";
+
+/// xorshift64*, so the query file is the same for every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize
+    }
+}
+
+/// A zone of `names` hosts: every host has an A; every 4th an AAAA, every 10th MX and
+/// TXT, every 20th is a CNAME to the one before. Returns the text and the (name, type)
+/// pairs that exist.
+pub fn generate_zone(names: usize) -> (String, Vec<(String, &'static str)>) {
+    let mut z = format!(
+        "$ORIGIN {APEX}\n$TTL 3600\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ NS ns1\nns1 A 192.0.2.53\n"
+    );
+    let mut exist = vec![(APEX.to_string(), "SOA"), (APEX.to_string(), "NS")];
+    for i in 0..names {
+        let name = format!("host{i}.{APEX}");
+        if i % 20 == 19 {
+            let _ = writeln!(z, "host{i} CNAME host{}", i - 1);
+            exist.push((name, "A"));
+            continue;
+        }
+        let _ = writeln!(
+            z,
+            "host{i} A 10.{}.{}.{}",
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        );
+        exist.push((name.clone(), "A"));
+        if i % 4 == 0 {
+            let _ = writeln!(z, "host{i} AAAA 2001:db8::{:x}", i & 0xffff);
+            exist.push((name.clone(), "AAAA"));
+        }
+        if i % 10 == 0 {
+            let _ = writeln!(z, "host{i} MX 10 ns1\nhost{i} TXT \"host {i}\"");
+            exist.push((name.clone(), "MX"));
+            exist.push((name, "TXT"));
+        }
+    }
+    (z, exist)
+}
+
+/// `count` queries in dnsperf's format: 3 of 4 for existing (name, type), 1 of 4 for
+/// names that do not exist (NXDOMAIN), shuffled deterministically.
+pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> String {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut q = String::new();
+    for i in 0..count {
+        if i % 4 == 3 {
+            let _ = writeln!(q, "nx{}.{APEX} A", rng.below(1 << 30));
+        } else {
+            let (name, t) = &exist[rng.below(exist.len())];
+            let _ = writeln!(q, "{name} {t}");
+        }
+    }
+    q
+}
+
+fn environment() -> Vec<(String, String)> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    vec![
+        (
+            "kernel".into(),
+            read("/proc/sys/kernel/osrelease").trim().to_string(),
+        ),
+        ("cpu".into(), cpu),
+        ("nproc".into(), nproc.to_string()),
+        ("loadavg".into(), read("/proc/loadavg").trim().to_string()),
+    ]
+}
+
+/// One driver run against a running server: figures for one repetition.
+struct Sample {
+    result: DriverResult,
+    server_s: f64,
+    syscalls: Option<u64>,
+    syscall_window_s: f64,
+}
+
+fn measure(
+    server_pid: u32,
+    plan: &drivers::DriverPlan<'_>,
+    syscalls: bool,
+) -> Result<Sample, DnsCompareError> {
+    let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
+    let perf = if syscalls {
+        let pids = peers::process_tree(server_pid)
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        Command::new("perf")
+            .args([
+                "stat",
+                "-x,",
+                "-e",
+                "raw_syscalls:sys_enter",
+                "-p",
+                &pids,
+                "--",
+                "sleep",
+            ])
+            .arg(plan.duration.as_secs_f64().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()
+            .map(|c| (c, Instant::now()))
+    } else {
+        None
+    };
+    let before = peers::tree_ticks(server_pid);
+    let result = drivers::run(plan)?;
+    let server_s = peers::tree_ticks(server_pid).saturating_sub(before) as f64 / ticks;
+    let (syscalls, syscall_window_s) = match perf {
+        Some((child, t0)) => match child.wait_with_output() {
+            Ok(out) => (
+                drivers::parse_perf_count(&String::from_utf8_lossy(&out.stderr)),
+                t0.elapsed().as_secs_f64(),
+            ),
+            Err(_) => (None, 0.0),
+        },
+        None => (None, 0.0),
+    };
+    Ok(Sample {
+        result,
+        server_s,
+        syscalls,
+        syscall_window_s,
+    })
+}
+
+fn row_of(
+    server: ServerKind,
+    workers: usize,
+    driver: Driver,
+    samples: &[Sample],
+) -> Option<DnsCompareRow> {
+    let med = |f: &dyn Fn(&Sample) -> Option<f64>| {
+        Spread::of(&samples.iter().filter_map(f).collect::<Vec<_>>()).map(|s| s.median)
+    };
+    let qps = Spread::of(&samples.iter().map(|s| s.result.qps).collect::<Vec<_>>())?;
+    let per_query = |secs: f64, s: &Sample| {
+        (s.result.completed > 0).then(|| secs * 1e6 / s.result.completed as f64)
+    };
+    let server_util = med(&|s| Some(s.server_s / s.result.wall_s)).unwrap_or(0.0);
+    let client_util = med(&|s| Some(s.result.client_cpu_s / s.result.wall_s)).unwrap_or(0.0);
+    let server_busy = server_util >= SATURATED * workers as f64;
+    let client_busy = client_util >= SATURATED;
+    Some(DnsCompareRow {
+        server,
+        workers,
+        config: server.config(workers),
+        driver,
+        qps,
+        server_cpu_us_per_query: med(&|s| per_query(s.server_s, s)),
+        client_cpu_us_per_query: med(&|s| per_query(s.result.client_cpu_s, s)),
+        syscalls_per_query: med(&|s| {
+            let q = s.result.qps * s.syscall_window_s;
+            s.syscalls.filter(|_| q > 0.0).map(|n| n as f64 / q)
+        }),
+        p50_us: med(&|s| s.result.p50_us),
+        p99_us: med(&|s| s.result.p99_us),
+        mean_us: med(&|s| s.result.mean_us),
+        lost: samples.iter().map(|s| s.result.lost).sum(),
+        server_util,
+        client_util,
+        client_bound: client_busy && !server_busy,
+        bound: match (server_busy, client_busy) {
+            (true, _) => "server",
+            (false, true) => "client",
+            (false, false) => "neither",
+        },
+    })
+}
+
+fn check(opts: &DnsCompareOptions) -> Result<(), DnsCompareError> {
+    let usage = |m: String| Err(DnsCompareError::Usage(m));
+    if opts.servers.is_empty() || opts.drivers.is_empty() || opts.workers.is_empty() {
+        return usage("name at least one server, driver and worker count".into());
+    }
+    if opts.repetitions == 0 || opts.duration.is_zero() || opts.names == 0 || opts.queries == 0 {
+        return usage("repetitions, duration, names and queries must be positive".into());
+    }
+    if opts.client_cpus.is_empty() || opts.server_cpus.is_empty() {
+        return usage("give at least one server CPU and one client CPU".into());
+    }
+    if let Some(c) = opts
+        .client_cpus
+        .iter()
+        .find(|c| opts.server_cpus.contains(c))
+    {
+        return usage(format!(
+            "CPU {c} is both a server and a client CPU; pin them apart"
+        ));
+    }
+    if opts.outstanding == 0 || opts.outstanding >= 65536 {
+        return usage(format!(
+            "{} queries outstanding: use 1..65535 (DNS ids are 16 bits)",
+            opts.outstanding
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the comparison.
+pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError> {
+    check(opts)?;
+    std::fs::create_dir_all(&opts.workdir).map_err(|e| DnsCompareError::io(&opts.workdir, e))?;
+    let _cleanup = Cleanup(opts.workdir.clone());
+    let (zone_text, exist) = generate_zone(opts.names);
+    let zone = opts.workdir.join("bench.zone");
+    std::fs::write(&zone, zone_text).map_err(|e| DnsCompareError::io(&zone, e))?;
+    let queries = opts.workdir.join("queries.txt");
+    std::fs::write(&queries, generate_queries(&exist, opts.queries))
+        .map_err(|e| DnsCompareError::io(&queries, e))?;
+    let json = opts.workdir.join("load.json");
+    let cpu_times = || {
+        firehose_host::procfs::read("/proc/stat", firehose_host::procfs::stat::parse)
+            .ok()
+            .map(|s| s.total)
+    };
+    let stat_before = cpu_times();
+
+    let mut skipped = Vec::new();
+    let mut configs = Vec::new();
+    for &kind in &opts.servers {
+        for &w in &opts.workers {
+            if w > opts.server_cpus.len() {
+                skipped.push(format!(
+                    "{} {}: needs {w} server CPUs apart from the client's, only {:?} given",
+                    kind.name(),
+                    kind.config(w),
+                    opts.server_cpus
+                ));
+            } else {
+                configs.push((kind, w));
+            }
+        }
+    }
+    let mut samples: Vec<Vec<Sample>> = (0..configs.len() * opts.drivers.len())
+        .map(|_| Vec::new())
+        .collect();
+    for rep in 0..opts.repetitions {
+        for (ci, &(kind, workers)) in configs.iter().enumerate() {
+            let port = match opts.port {
+                0 => peers::free_port()?,
+                p => p,
+            };
+            let server = peers::start(&peers::ServerPlan {
+                kind,
+                workers,
+                cpus: &opts.server_cpus[..workers],
+                port,
+                zone: &zone,
+                apex: APEX,
+                firehose: &opts.firehose,
+                dir: opts
+                    .workdir
+                    .join(format!("{}-{workers}-{rep}", kind.name())),
+            })?;
+            for (di, &driver) in opts.drivers.iter().enumerate() {
+                let plan = drivers::DriverPlan {
+                    driver,
+                    cpus: &opts.client_cpus[..1],
+                    port,
+                    queries: &queries,
+                    duration: opts.duration,
+                    outstanding: opts.outstanding,
+                    rate: opts.rate,
+                    firehose: &opts.firehose,
+                    json: &json,
+                };
+                samples[ci * opts.drivers.len() + di].push(measure(
+                    server.pid(),
+                    &plan,
+                    opts.syscalls,
+                )?);
+            }
+            drop(server);
+        }
+    }
+    let mut rows = Vec::new();
+    for (ci, &(kind, workers)) in configs.iter().enumerate() {
+        for (di, &driver) in opts.drivers.iter().enumerate() {
+            rows.extend(row_of(
+                kind,
+                workers,
+                driver,
+                &samples[ci * opts.drivers.len() + di],
+            ));
+        }
+    }
+    let steal_pct = match (stat_before, cpu_times()) {
+        (Some(a), Some(b)) => Some(firehose_host::procfs::stat::split(&a, &b).steal),
+        _ => None,
+    };
+    Ok(DnsCompareReport {
+        steal_pct,
+        rows,
+        skipped,
+        environment: environment(),
+        repetitions: opts.repetitions,
+        duration_s: opts.duration.as_secs_f64(),
+        rate: opts.rate,
+        server_cpus: opts.server_cpus.clone(),
+        client_cpus: opts.client_cpus.clone(),
+    })
+}
+
+/// Removes the work directory when the run ends, however it ends.
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+impl DnsCompareReport {
+    /// The table, the ratios the targets ask for, and what was skipped.
+    pub fn render_table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "DNS: {} repetition(s) of {:.1} s, interleaved; {}; server CPUs {:?}, client CPU {:?}",
+            self.repetitions,
+            self.duration_s,
+            self.rate
+                .map_or("closed loop (saturation)".into(), |r| format!(
+                    "offered load {r} q/s"
+                )),
+            self.server_cpus,
+            self.client_cpus
+        );
+        let mut env: Vec<String> = self
+            .environment
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if let Some(st) = self.steal_pct {
+            env.push(format!("steal {st:.1}% of CPU time during the run"));
+        }
+        let _ = writeln!(s, "{}", env.join("; "));
+        let _ = writeln!(
+            s,
+            "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "server",
+            "config",
+            "driver",
+            "QPS median (min-max)",
+            "srv us/q",
+            "cli us/q",
+            "sysc/q",
+            "p50 us",
+            "p99 us",
+            "mean us",
+            "lost",
+            "bound"
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
+                r.server.name(),
+                r.config,
+                r.driver.name(),
+                format!("{:.0} ({:.0}-{:.0})", r.qps.median, r.qps.min, r.qps.max),
+                opt(r.server_cpu_us_per_query, 2),
+                opt(r.client_cpu_us_per_query, 2),
+                opt(r.syscalls_per_query, 2),
+                opt(r.p50_us, 1),
+                opt(r.p99_us, 1),
+                opt(r.mean_us, 1),
+                r.lost,
+                r.bound
+            );
+        }
+        for line in self.ratios() {
+            let _ = writeln!(s, "{line}");
+        }
+        for k in &self.skipped {
+            let _ = writeln!(s, "skipped: {k}");
+        }
+        s
+    }
+
+    /// Our figures as ratios to the better peer, per worker count and driver.
+    pub fn ratios(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let find = |k: ServerKind, w: usize, d: Driver| {
+            self.rows
+                .iter()
+                .find(|r| r.server == k && r.workers == w && r.driver == d)
+        };
+        for ours in self
+            .rows
+            .iter()
+            .filter(|r| r.server == ServerKind::Firehose)
+        {
+            let peers: Vec<&DnsCompareRow> = [ServerKind::Knot, ServerKind::Nsd]
+                .into_iter()
+                .filter_map(|k| find(k, ours.workers, ours.driver))
+                .collect();
+            let best_cpu = peers
+                .iter()
+                .filter_map(|p| p.server_cpu_us_per_query.map(|c| (c, p.server.name())))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            if let (Some(c), Some((b, name))) = (ours.server_cpu_us_per_query, best_cpu) {
+                out.push(format!(
+                    "server CPU per query, firehose / best peer ({name}), workers {}, {}: {:.2}x (target <= 0.90; {})",
+                    ours.workers,
+                    ours.driver.name(),
+                    c / b,
+                    if self.rate.is_some() { "same offered load" } else { "at saturation, loads differ" }
+                ));
+            }
+            if let Some(best) = peers
+                .iter()
+                .max_by(|a, b| a.qps.median.total_cmp(&b.qps.median))
+            {
+                out.push(format!(
+                    "QPS, firehose / best peer ({}), workers {}, {}: {:.2}x (ours bound by {}, theirs by {})",
+                    best.server.name(),
+                    ours.workers,
+                    ours.driver.name(),
+                    ours.qps.median / best.qps.median,
+                    ours.bound,
+                    best.bound
+                ));
+            }
+        }
+        let cli = |d: Driver| -> Vec<f64> {
+            self.rows
+                .iter()
+                .filter(|r| r.driver == d)
+                .filter_map(|r| r.client_cpu_us_per_query)
+                .collect()
+        };
+        if let (Some(f), Some(p)) = (
+            Spread::of(&cli(Driver::Firehose)),
+            Spread::of(&cli(Driver::Dnsperf)),
+        ) {
+            out.push(format!(
+                "client CPU per query, firehose load / dnsperf (medians over rows): {:.2} / {:.2} us = {:.2}x (target <= 0.50)",
+                f.median,
+                p.median,
+                f.median / p.median
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_mix_is_three_existing_to_one_missing() {
+        let (_, exist) = generate_zone(100);
+        let q = generate_queries(&exist, 1000);
+        let lines: Vec<&str> = q.lines().collect();
+        assert_eq!(lines.len(), 1000);
+        assert_eq!(lines.iter().filter(|l| l.starts_with("nx")).count(), 250);
+        assert!(lines.iter().filter(|l| !l.starts_with("nx")).all(|l| {
+            let (n, t) = l.split_once(' ').unwrap();
+            exist.iter().any(|(en, et)| en == n && *et == t)
+        }));
+        assert_eq!(q, generate_queries(&exist, 1000), "deterministic");
+    }
+
+    #[test]
+    fn spreads_and_usage_checks() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Spread::of(&[1.0, 2.0]).unwrap().median, 1.5);
+        assert!(Spread::of(&[]).is_none());
+        let mut o = DnsCompareOptions {
+            client_cpus: vec![0],
+            ..DnsCompareOptions::default()
+        };
+        assert!(matches!(run(&o), Err(DnsCompareError::Usage(_))));
+        o.client_cpus = vec![1];
+        o.outstanding = 70_000;
+        assert!(matches!(run(&o), Err(DnsCompareError::Usage(_))));
+    }
+}

@@ -1,0 +1,273 @@
+//! DNS queries from a dnsperf-style query file ("name TYPE" per line).
+//!
+//! Each line is rendered to wire form once; sending copies the bytes and patches the
+//! 16-bit message id (the wire format helpers are the responder's own, in
+//! `firehose_proto::dns::wire`). The question sent under each id is remembered, so an answer
+//! counts only if it echoes that question (names compared ignoring case).
+
+use crate::workload::Workload;
+use firehose_proto::dns::wire::{name_from_text, rcode_name, HEADER};
+use std::path::Path;
+
+/// Record types accepted by mnemonic; any other is written `TYPEnnn` (RFC 3597).
+const TYPES: &[(&str, u16)] = &[
+    ("A", 1),
+    ("NS", 2),
+    ("CNAME", 5),
+    ("SOA", 6),
+    ("PTR", 12),
+    ("HINFO", 13),
+    ("MX", 15),
+    ("TXT", 16),
+    ("AAAA", 28),
+    ("SRV", 33),
+    ("NAPTR", 35),
+    ("DS", 43),
+    ("SSHFP", 44),
+    ("RRSIG", 46),
+    ("NSEC", 47),
+    ("DNSKEY", 48),
+    ("TLSA", 52),
+    ("SVCB", 64),
+    ("HTTPS", 65),
+    ("ANY", 255),
+    ("CAA", 257),
+];
+
+/// Why a query file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryFileError {
+    #[error("cannot read query file {path}: {err}")]
+    Io { path: String, err: std::io::Error },
+    #[error("{path}:{line}: {msg}")]
+    Line {
+        path: String,
+        line: usize,
+        msg: String,
+    },
+    #[error("{path}: no queries (expected lines such as \"www.example.com A\")")]
+    Empty { path: String },
+}
+
+/// The type number of a mnemonic such as `AAAA` or `TYPE65`.
+pub fn parse_type(s: &str) -> Option<u16> {
+    let up = s.to_ascii_uppercase();
+    if let Some(&(_, t)) = TYPES.iter().find(|(n, _)| *n == up) {
+        return Some(t);
+    }
+    up.strip_prefix("TYPE")?.parse().ok()
+}
+
+/// Queries read from a file, rendered to wire form.
+#[derive(Debug, Clone)]
+pub struct DnsWorkload {
+    /// All queries back to back; query `i` is `wire[offs[i]..offs[i + 1]]`.
+    wire: Vec<u8>,
+    offs: Vec<usize>,
+    /// Next query to send.
+    next: usize,
+    /// Query index sent under each 16-bit id.
+    sent: Vec<u32>,
+}
+
+impl DnsWorkload {
+    /// Parses query file text; `path` names it in errors. `edns` adds an OPT record
+    /// advertising that UDP payload size.
+    pub fn parse(text: &str, path: &str, edns: Option<u16>) -> Result<Self, QueryFileError> {
+        let mut wire = Vec::new();
+        let mut offs = vec![0];
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+                continue;
+            }
+            let err = |msg: String| QueryFileError::Line {
+                path: path.to_string(),
+                line: i + 1,
+                msg,
+            };
+            let mut it = line.split_whitespace();
+            let (Some(name), Some(ty), None) = (it.next(), it.next(), it.next()) else {
+                return Err(err(format!("expected \"NAME TYPE\", got \"{line}\"")));
+            };
+            let t = parse_type(ty).ok_or_else(|| {
+                err(format!(
+                    "unknown record type '{ty}' (use a mnemonic such as AAAA or TYPE65)"
+                ))
+            })?;
+            // id 0, no flags (an authoritative query: RD clear), one question.
+            wire.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
+            name_from_text(name, &mut wire).map_err(err)?;
+            wire.extend_from_slice(&t.to_be_bytes());
+            wire.extend_from_slice(&1u16.to_be_bytes());
+            if let Some(size) = edns {
+                let [hi, lo] = size.to_be_bytes();
+                wire.extend_from_slice(&[0, 0, 41, hi, lo, 0, 0, 0, 0, 0, 0]);
+            }
+            offs.push(wire.len());
+        }
+        if offs.len() == 1 {
+            return Err(QueryFileError::Empty {
+                path: path.to_string(),
+            });
+        }
+        Ok(DnsWorkload {
+            wire,
+            offs,
+            next: 0,
+            sent: vec![0; 1 << 16],
+        })
+    }
+
+    /// Reads and parses a query file.
+    pub fn load(path: &Path, edns: Option<u16>) -> Result<Self, QueryFileError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| QueryFileError::Io {
+            path: p.clone(),
+            err,
+        })?;
+        Self::parse(&text, &p, edns)
+    }
+
+    /// Number of queries in the file.
+    pub fn len(&self) -> usize {
+        self.offs.len() - 1
+    }
+
+    /// Always false: an empty file is refused.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts this instance `k` queries into the file, so threads do not all send the
+    /// same sequence.
+    pub fn starting_at(mut self, k: usize) -> Self {
+        self.next = k % self.len();
+        self
+    }
+
+    fn query(&self, i: usize) -> &[u8] {
+        &self.wire[self.offs[i]..self.offs[i + 1]]
+    }
+}
+
+/// The end of the question of `msg` (name, type, class), if well formed and
+/// uncompressed.
+fn question_end(msg: &[u8]) -> Option<usize> {
+    let mut at = HEADER;
+    loop {
+        let len = *msg.get(at)? as usize;
+        if len & 0xC0 != 0 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    (at + 4 <= msg.len()).then_some(at + 4)
+}
+
+impl Workload for DnsWorkload {
+    fn id_bits(&self) -> u32 {
+        16
+    }
+
+    fn write_request(&mut self, id: u64, _sent_ns: u64, buf: &mut [u8]) -> usize {
+        let i = self.next;
+        self.next = if i + 1 == self.len() { 0 } else { i + 1 };
+        let wire_id = (id & 0xFFFF) as u16;
+        self.sent[wire_id as usize] = i as u32;
+        let q = &self.wire[self.offs[i]..self.offs[i + 1]];
+        buf[..q.len()].copy_from_slice(q);
+        buf[..2].copy_from_slice(&wire_id.to_be_bytes());
+        q.len()
+    }
+
+    fn response_id(&mut self, resp: &[u8]) -> Option<(u64, u16)> {
+        if resp.len() < HEADER || resp[2] & 0x80 == 0 {
+            return None;
+        }
+        let id = u16::from_be_bytes([resp[0], resp[1]]);
+        Some((u64::from(id), u16::from(resp[3] & 0x0F)))
+    }
+
+    fn matches(&mut self, id: u64, resp: &[u8]) -> bool {
+        let q = self.query(self.sent[(id & 0xFFFF) as usize] as usize);
+        let Some(qe) = question_end(q) else {
+            return false;
+        };
+        // One question in the response, equal to ours ignoring the case of the name.
+        resp.len() >= qe
+            && resp[4..6] == [0, 1]
+            && resp[HEADER..qe].eq_ignore_ascii_case(&q[HEADER..qe])
+    }
+
+    fn code_name(&self, code: u16) -> String {
+        rcode_name(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "; comment\nwww.example.com A\n\nexample.com. MX\nfoo.example.com TYPE65\n";
+
+    #[test]
+    fn renders_each_line_and_patches_the_id() {
+        let mut w = DnsWorkload::parse(FILE, "q.txt", None).unwrap();
+        assert_eq!(w.len(), 3);
+        let mut buf = [0u8; 512];
+        let n = w.write_request(0xBEEF, 0, &mut buf);
+        assert_eq!(
+            &buf[..n],
+            b"\xbe\xef\0\0\0\x01\0\0\0\0\0\0\x03www\x07example\x03com\0\0\x01\0\x01"
+        );
+        let n = w.write_request(7, 0, &mut buf);
+        assert_eq!(&buf[..2], &[0, 7]);
+        assert_eq!(&buf[n - 4..n], &[0, 15, 0, 1]);
+        let n = w.write_request(8, 0, &mut buf);
+        assert_eq!(&buf[n - 4..n - 2], &[0, 65]);
+        // The file wraps around.
+        w.write_request(9, 0, &mut buf);
+        assert_eq!(buf[12], 3);
+    }
+
+    #[test]
+    fn matches_the_question_sent_under_that_id_ignoring_case() {
+        let mut w = DnsWorkload::parse(FILE, "q.txt", Some(1232)).unwrap();
+        let mut buf = [0u8; 512];
+        let n = w.write_request(5, 0, &mut buf);
+        assert_eq!(buf[11], 1, "ARCOUNT for the OPT");
+        let mut resp = buf[..n - 11].to_vec();
+        resp[2] = 0x84;
+        resp[3] = 3;
+        resp[13] = b'W';
+        assert_eq!(w.response_id(&resp), Some((5, 3)));
+        assert!(w.matches(5, &resp));
+        w.write_request(6, 0, &mut buf);
+        assert!(!w.matches(6, &resp), "id 6 carried the MX question");
+        assert_eq!(w.response_id(&buf[..n]), None, "a query is not a response");
+        assert_eq!(w.code_name(3), "NXDOMAIN");
+    }
+
+    #[test]
+    fn bad_lines_are_named_by_number() {
+        let e = DnsWorkload::parse("a.com A\nb.com BOGUS\n", "q.txt", None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "q.txt:2: unknown record type 'BOGUS' (use a mnemonic such as AAAA or TYPE65)"
+        );
+        let e = DnsWorkload::parse("a.com\n", "q.txt", None).unwrap_err();
+        assert!(e.to_string().starts_with("q.txt:1: expected"), "{e}");
+        let e = DnsWorkload::parse("a..com A\n", "q.txt", None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("q.txt:1: 'a..com' has an empty label"),
+            "{e}"
+        );
+        assert!(DnsWorkload::parse("; nothing\n", "q.txt", None).is_err());
+        assert_eq!(parse_type("aaaa"), Some(28));
+    }
+}

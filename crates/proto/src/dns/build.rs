@@ -1,0 +1,445 @@
+//! Turning zone records into a [`ZoneSet`]: nodes, zone cuts, and a template for every
+//! answer, resolved once (CNAME chains, additional records, negative answers).
+
+use super::db::{Found, NameMap, Node, Template, Tid, Zone, ZoneSet};
+use super::wire::{
+    label_offsets, name_to_text, rcode, read_name, rtype, NameBuf, CLASS_IN, HEADER, MAX_NAME,
+};
+use super::zone::{Part, Record, ZoneData};
+use std::collections::BTreeSet;
+
+/// Why zones cannot be served together.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{a} and {b} both define the zone {apex}; pass each zone once")]
+    DuplicateZone { a: String, b: String, apex: String },
+}
+
+/// Longest CNAME chain followed inside a zone.
+const MAX_CHAIN: usize = 8;
+
+/// An owner as it goes on the wire: the query name itself (wildcard synthesis), or a
+/// fixed name.
+#[derive(Debug, Clone)]
+enum Owner {
+    Qname,
+    Name(Vec<u8>),
+}
+
+#[derive(Debug, Clone)]
+struct Rr<'a> {
+    owner: Owner,
+    rec: &'a Record,
+    ttl: u32,
+}
+
+/// An answer before rendering.
+#[derive(Debug, Default)]
+struct Sections<'a> {
+    rcode: u8,
+    aa: bool,
+    sec: [Vec<Rr<'a>>; 3],
+}
+
+/// Loaded records of one zone, grouped by node.
+struct ZoneRecords<'a> {
+    data: &'a ZoneData,
+    /// Records per node index (same order as the zone's nodes).
+    by_node: Vec<Vec<&'a Record>>,
+}
+
+/// Builds the served data from loaded zones.
+pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
+    let mut set = ZoneSet::default();
+    let mut groups = Vec::new();
+    for (zi, zd) in zones.iter().enumerate() {
+        if let Some(&other) = set.apexes.get(zd.apex.as_slice()) {
+            return Err(BuildError::DuplicateZone {
+                a: zones[other as usize].source.clone(),
+                b: zd.source.clone(),
+                apex: name_to_text(&zd.apex),
+            });
+        }
+        set.apexes
+            .insert(zd.apex.clone().into_boxed_slice(), zi as u32);
+        let (zone, by_node) = index_zone(zd);
+        set.max_apex_labels = set.max_apex_labels.max(zone.apex_labels);
+        set.zones.push(zone);
+        groups.push(ZoneRecords { data: zd, by_node });
+    }
+    // Every type held anywhere: a CNAME node needs a chased answer for each of them.
+    let all_types: BTreeSet<u16> = zones
+        .iter()
+        .flat_map(|z| z.records.iter().map(|r| r.rtype))
+        .collect();
+    for (zi, group) in groups.iter().enumerate() {
+        fill_templates(&mut set, zi, group, &all_types);
+    }
+    Ok(set)
+}
+
+/// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
+fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
+    let mut nodes: NameMap<u32> = NameMap::default();
+    let mut node_name: Vec<Box<[u8]>> = Vec::new();
+    let mut by_node: Vec<Vec<&Record>> = Vec::new();
+    let mut intern = |name: &[u8], nodes: &mut NameMap<u32>| -> u32 {
+        if let Some(&n) = nodes.get(name) {
+            return n;
+        }
+        let n = node_name.len() as u32;
+        nodes.insert(name.into(), n);
+        node_name.push(name.into());
+        by_node.push(Vec::new());
+        n
+    };
+    intern(&zd.apex, &mut nodes);
+    for r in &zd.records {
+        let lower = r.owner.to_ascii_lowercase();
+        intern(&lower, &mut nodes);
+        // Ancestors up to the apex exist too (empty non-terminals).
+        for off in label_offsets(&lower) {
+            if lower.len() - off <= zd.apex.len() {
+                break;
+            }
+            intern(&lower[off..], &mut nodes);
+        }
+    }
+    for r in &zd.records {
+        let n = nodes[r.owner.to_ascii_lowercase().as_slice()];
+        let recs = &mut by_node[n as usize];
+        if !recs
+            .iter()
+            .any(|o| o.rtype == r.rtype && o.rdata == r.rdata)
+        {
+            recs.push(r);
+        }
+    }
+    let is_cut =
+        |n: usize| *node_name[n] != *zd.apex && by_node[n].iter().any(|r| r.rtype == rtype::NS);
+    let mut node = vec![Node::default(); node_name.len()];
+    for (i, name) in node_name.iter().enumerate() {
+        // The highest cut at or above the node wins: everything below it is glue.
+        node[i].cut = label_offsets(name)
+            .into_iter()
+            .rev()
+            .filter(|&off| name.len() - off > zd.apex.len())
+            .map(|off| nodes[&name[off..]])
+            .find(|&a| is_cut(a as usize));
+    }
+    let zone = Zone {
+        max_labels: node_name
+            .iter()
+            .map(|n| label_offsets(n).len() - 1)
+            .max()
+            .unwrap_or(0),
+        apex_labels: label_offsets(&zd.apex).len() - 1,
+        apex: zd.apex.clone().into_boxed_slice(),
+        nodes,
+        node,
+        node_name,
+        nxdomain: 0,
+        nodata: 0,
+    };
+    (zone, by_node)
+}
+
+fn push(set: &mut ZoneSet, t: Template) -> Tid {
+    set.templates.push(t);
+    (set.templates.len() - 1) as Tid
+}
+
+fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types: &BTreeSet<u16>) {
+    let apex = zr.data.apex.clone();
+    let neg = |rc| render(&negative(zr, rc), &apex, false);
+    let nx = push(set, neg(rcode::NXDOMAIN));
+    let nodata = push(set, neg(rcode::NOERROR));
+    set.zones[zi].nxdomain = nx;
+    set.zones[zi].nodata = nodata;
+    for n in 0..set.zones[zi].node.len() {
+        let z = &set.zones[zi];
+        let name = z.node_name[n].to_vec();
+        let recs = &zr.by_node[n];
+        let mut node = Node {
+            cut: z.node[n].cut,
+            other: nodata,
+            any: nodata,
+            ..Node::default()
+        };
+        if node.cut == Some(n as u32) {
+            let t = render(&referral(set, zi, zr, &name), &name, false);
+            node.referral = Some(push(set, t));
+        }
+        if node.cut.is_none() {
+            let wild = name.starts_with(b"\x01*");
+            let owner = if wild {
+                Owner::Qname
+            } else {
+                Owner::Name(name.clone())
+            };
+            let has_cname = recs.iter().any(|r| r.rtype == rtype::CNAME);
+            let types: BTreeSet<u16> = if has_cname {
+                all_types.iter().copied().chain([rtype::CNAME]).collect()
+            } else {
+                recs.iter().map(|r| r.rtype).collect()
+            };
+            for t in types {
+                let s = resolve_at(set, zi, zr, n, &owner, Some(t));
+                let tid = push(set, render(&s, &name, wild));
+                node.answers.push((t, tid));
+            }
+            if has_cname {
+                let s = resolve_at(set, zi, zr, n, &owner, None);
+                node.other = push(set, render(&s, &name, wild));
+            }
+            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too.
+            if let Some(first) = recs.iter().map(|r| r.rtype).min() {
+                let s = resolve_at(set, zi, zr, n, &owner, Some(first));
+                node.any = push(set, render(&s, &name, wild));
+            }
+        }
+        set.zones[zi].node[n] = node;
+    }
+}
+
+/// The SOA for a negative answer; its TTL is the smaller of its own and its MINIMUM
+/// field (RFC 2308 §3).
+fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
+    let soa = zr.by_node[0]
+        .iter()
+        .find(|r| r.rtype == rtype::SOA)
+        .expect("a loaded zone has its SOA at the apex");
+    let minimum = match soa.rdata.last() {
+        Some(Part::Bytes(b)) if b.len() == 20 => u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
+        _ => soa.ttl,
+    };
+    let mut s = Sections {
+        rcode: rc,
+        aa: true,
+        ..Sections::default()
+    };
+    s.sec[1].push(Rr {
+        owner: Owner::Name(zr.data.apex.clone()),
+        rec: soa,
+        ttl: soa.ttl.min(minimum),
+    });
+    s
+}
+
+/// The RRs of `qtype` at node `n`, with `owner`.
+fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u16) -> Vec<Rr<'a>> {
+    let recs: Vec<&Record> = zr.by_node[n]
+        .iter()
+        .copied()
+        .filter(|r| r.rtype == qtype)
+        .collect();
+    // One TTL per RRset (RFC 2181 §5.2): the first record's.
+    let ttl = recs.first().map_or(0, |r| r.ttl);
+    recs.into_iter()
+        .map(|rec| Rr {
+            owner: owner.clone(),
+            rec,
+            ttl,
+        })
+        .collect()
+}
+
+/// A/AAAA of in-zone targets of NS, MX and SRV records, for the additional section.
+fn additional<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, rrs: &[Rr<'a>]) -> Vec<Rr<'a>> {
+    let mut out: Vec<Rr<'a>> = Vec::new();
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    for rr in rrs {
+        if !matches!(rr.rec.rtype, rtype::NS | rtype::MX | rtype::SRV) {
+            continue;
+        }
+        let Some(target) = rr.rec.target() else {
+            continue;
+        };
+        let lower = target.to_ascii_lowercase();
+        if seen.contains(&lower) {
+            continue;
+        }
+        seen.push(lower.clone());
+        if let Some(&n) = set.zones[zi].nodes.get(lower.as_slice()) {
+            for t in [rtype::A, rtype::AAAA] {
+                out.extend(rrset(zr, n as usize, &Owner::Name(target.to_vec()), t));
+            }
+        }
+    }
+    out
+}
+
+/// The referral for a cut at `name`: its NS set and their glue.
+fn referral<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, name: &[u8]) -> Sections<'a> {
+    let n = set.zones[zi].nodes[name] as usize;
+    let owner = Owner::Name(zr.by_node[n][0].owner.clone());
+    let ns = rrset(zr, n, &owner, rtype::NS);
+    let glue = additional(set, zi, zr, &ns);
+    Sections {
+        rcode: rcode::NOERROR,
+        aa: false,
+        sec: [Vec::new(), ns, glue],
+    }
+}
+
+/// Looks up a wire name at build time.
+fn find_name(set: &ZoneSet, zi: usize, wire: &[u8]) -> Option<Found> {
+    let mut nb = NameBuf::default();
+    let (end, labels) = read_name(wire, 0, &mut nb).ok()?;
+    let (z, apex_at) = set.zone_for(&nb, end, labels)?;
+    if z as usize != zi {
+        return None;
+    }
+    let mut wild = [0u8; MAX_NAME + 2];
+    Some(set.find(&set.zones[zi], &nb, end, labels, apex_at, &mut wild))
+}
+
+/// The answer at node `n` for `qtype` (`None`: a type no zone holds), following
+/// CNAMEs inside the zone.
+fn resolve_at<'a>(
+    set: &ZoneSet,
+    zi: usize,
+    zr: &ZoneRecords<'a>,
+    n: usize,
+    owner: &Owner,
+    qtype: Option<u16>,
+) -> Sections<'a> {
+    let mut s = Sections {
+        rcode: rcode::NOERROR,
+        aa: true,
+        ..Sections::default()
+    };
+    let (mut n, mut owner) = (n, owner.clone());
+    let mut visited = vec![n];
+    for _ in 0..MAX_CHAIN {
+        let cname = rrset(zr, n, &owner, rtype::CNAME);
+        if qtype != Some(rtype::CNAME) && !cname.is_empty() {
+            let target = cname[0].rec.target().expect("CNAME has a target").to_vec();
+            s.sec[0].extend(cname);
+            match find_name(set, zi, &target) {
+                // A loop ends the chain where it closes, as Knot does.
+                Some(Found::Exact(t) | Found::Wildcard(t)) if visited.contains(&(t as usize)) => {
+                    return s
+                }
+                Some(Found::Exact(t) | Found::Wildcard(t)) => {
+                    visited.push(t as usize);
+                    (n, owner) = (t as usize, Owner::Name(target));
+                }
+                Some(Found::NxDomain) => {
+                    let neg = negative(zr, rcode::NXDOMAIN);
+                    s.rcode = neg.rcode;
+                    s.sec[1] = neg.sec[1].clone();
+                    return s;
+                }
+                // Outside this zone or below a delegation: the client resolves on.
+                Some(Found::Referral(_)) | None => return s,
+            }
+            continue;
+        }
+        let rrs = qtype.map(|t| rrset(zr, n, &owner, t)).unwrap_or_default();
+        if rrs.is_empty() {
+            s.sec[1] = negative(zr, rcode::NOERROR).sec[1].clone();
+        } else {
+            s.sec[2].extend(additional(set, zi, zr, &rrs));
+            s.sec[0].extend(rrs);
+        }
+        return s;
+    }
+    s
+}
+
+/// Writes names with compression against earlier names, tracking pointers that move
+/// when the real question is longer than the model.
+struct Renderer {
+    out: Vec<u8>,
+    /// Lower-case suffixes already written, with their message offset.
+    table: Vec<(Vec<u8>, u16)>,
+    fixups: Vec<u16>,
+    base: usize,
+}
+
+impl Renderer {
+    fn new(model: &[u8], owner_is_qname: bool) -> Self {
+        let mut table = Vec::new();
+        for off in label_offsets(model) {
+            if model[off] == 0 || (off == 0 && owner_is_qname) {
+                continue;
+            }
+            table.push((model[off..].to_ascii_lowercase(), (HEADER + off) as u16));
+        }
+        Renderer {
+            out: Vec::new(),
+            table,
+            fixups: Vec::new(),
+            base: HEADER + model.len() + 4,
+        }
+    }
+
+    fn name(&mut self, wire: &[u8], compress: bool) {
+        let offs = label_offsets(wire);
+        for off in offs {
+            if wire[off] == 0 {
+                break;
+            }
+            let key = wire[off..].to_ascii_lowercase();
+            if compress {
+                if let Some(&(_, at)) = self.table.iter().find(|(k, _)| *k == key) {
+                    self.fixups.push(self.out.len() as u16);
+                    self.out.extend_from_slice(&(0xC000 | at).to_be_bytes());
+                    return;
+                }
+            }
+            let at = self.base + self.out.len();
+            // Leave room for the shift by a longer question.
+            if at < 0x3FFF - MAX_NAME {
+                self.table.push((key, at as u16));
+            }
+            let len = wire[off] as usize;
+            self.out.extend_from_slice(&wire[off..off + 1 + len]);
+        }
+        self.out.push(0);
+    }
+
+    fn rr(&mut self, rr: &Rr<'_>) {
+        match &rr.owner {
+            Owner::Qname => self.out.extend_from_slice(&[0xC0, HEADER as u8]),
+            Owner::Name(n) => self.name(n, true),
+        }
+        self.out.extend_from_slice(&rr.rec.rtype.to_be_bytes());
+        self.out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        self.out.extend_from_slice(&rr.ttl.to_be_bytes());
+        let len_at = self.out.len();
+        self.out.extend_from_slice(&[0, 0]);
+        for p in &rr.rec.rdata {
+            match p {
+                Part::Bytes(b) => self.out.extend_from_slice(b),
+                Part::Name { wire, compress } => self.name(wire, *compress),
+            }
+        }
+        let len = (self.out.len() - len_at - 2) as u16;
+        self.out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Renders sections against a model question `model` (with `owner_is_qname`, the
+/// model's own name is never a compression target: its owner is the query name).
+fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
+    let mut r = Renderer::new(model, owner_is_qname);
+    for sec in &s.sec {
+        for rr in sec {
+            r.rr(rr);
+        }
+    }
+    Template {
+        rcode: s.rcode,
+        aa: s.aa,
+        counts: [
+            s.sec[0].len() as u16,
+            s.sec[1].len() as u16,
+            s.sec[2].len() as u16,
+        ],
+        model_len: model.len() as u16,
+        bytes: r.out.into_boxed_slice(),
+        fixups: r.fixups.into_boxed_slice(),
+    }
+}

@@ -1,0 +1,218 @@
+//! The served data after loading: zones, their nodes, and pre-rendered answers.
+//!
+//! Every answer the responder can give is rendered once at start into a [`Template`]:
+//! the answer, authority and additional sections as wire bytes, compressed against a
+//! *model* question name at offset 12. At run time the real question may be longer
+//! than the model (a wildcard, a name below a delegation, an NXDOMAIN); every pointer
+//! that does not point at the whole question is then shifted by the length difference.
+//! Lookups hash lower-case wire names held in fixed scratch buffers: nothing allocates.
+
+use super::wire::{rtype, NameBuf, Query, MAX_NAME};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast non-cryptographic hasher for wire names (zone data is ours, not the
+/// client's, so flooding the table with collisions is not a concern: clients can only
+/// look up, never insert).
+#[derive(Default, Clone, Copy)]
+pub struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by lower-case wire names.
+pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<NameHasher>>;
+
+/// Pre-rendered response sections for one kind of answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub rcode: u8,
+    /// Authoritative answer (clear for referrals).
+    pub aa: bool,
+    /// Answer, authority and additional record counts (without OPT).
+    pub counts: [u16; 3],
+    /// Wire length of the model question name the bytes were compressed against.
+    pub model_len: u16,
+    /// The sections, as they follow a question of `model_len`.
+    pub bytes: Box<[u8]>,
+    /// Offsets in `bytes` of compression pointers to shift by (qname length - model).
+    pub fixups: Box<[u16]>,
+}
+
+/// Index of a template in [`ZoneSet::templates`].
+pub type Tid = u32;
+
+/// A name that exists in a zone (has records, or is an empty non-terminal).
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// The zone cut at or above this node (strictly below the apex), if any: queries
+    /// here are answered with that cut's referral.
+    pub cut: Option<u32>,
+    /// Template per query type with a specific answer at this node.
+    pub answers: Vec<(u16, Tid)>,
+    /// Template for other query types (NODATA, or the CNAME chased for a type that
+    /// no zone holds).
+    pub other: Tid,
+    /// Template for QTYPE=ANY (RFC 8482: one RRset).
+    pub any: Tid,
+    /// The referral, if this node is a zone cut.
+    pub referral: Option<Tid>,
+}
+
+impl Node {
+    #[inline]
+    fn template_for(&self, qtype: u16) -> Tid {
+        if qtype == rtype::ANY {
+            return self.any;
+        }
+        for &(t, id) in &self.answers {
+            if t == qtype {
+                return id;
+            }
+        }
+        self.other
+    }
+}
+
+/// One zone, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    /// Lower-case wire name of the apex.
+    pub apex: Box<[u8]>,
+    /// Labels in the apex, not counting the root.
+    pub apex_labels: usize,
+    /// Labels in the deepest node: longer names need no lookup to be found missing.
+    pub max_labels: usize,
+    pub nodes: NameMap<u32>,
+    pub node: Vec<Node>,
+    /// Name of each node (lower-case wire), for building.
+    pub node_name: Vec<Box<[u8]>>,
+    /// NXDOMAIN and NODATA: the SOA in the authority section, compressed against the apex.
+    pub nxdomain: Tid,
+    pub nodata: Tid,
+}
+
+/// Where a name lands inside a zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The name exists (node index).
+    Exact(u32),
+    /// The name does not exist, but a wildcard (node index) covers it.
+    Wildcard(u32),
+    /// The name exists below a zone cut, or its closest encloser does (cut node index).
+    Referral(u32),
+    /// Neither the name nor a wildcard exists.
+    NxDomain,
+}
+
+/// What the responder should send for a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer<'a> {
+    /// The name is in none of our zones.
+    Refused,
+    Template(&'a Template),
+}
+
+/// All zones served.
+#[derive(Debug, Clone, Default)]
+pub struct ZoneSet {
+    pub zones: Vec<Zone>,
+    pub apexes: NameMap<u32>,
+    /// Labels in the deepest apex, so a long query name costs few lookups.
+    pub max_apex_labels: usize,
+    pub templates: Vec<Template>,
+}
+
+impl ZoneSet {
+    /// The zone with the longest apex that `name` ends with, and the index of the
+    /// label where that apex starts.
+    #[inline]
+    pub fn zone_for(&self, nb: &NameBuf, name_len: usize, labels: usize) -> Option<(u32, usize)> {
+        (labels.saturating_sub(self.max_apex_labels)..=labels)
+            .find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
+    }
+
+    /// Finds `name` (in `nb`, `labels` labels) in zone `z` whose apex starts at label
+    /// `apex_at`. `wild` is scratch space for building the wildcard name.
+    pub fn find(
+        &self,
+        z: &Zone,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        apex_at: usize,
+        wild: &mut [u8; MAX_NAME + 2],
+    ) -> Found {
+        if labels <= z.max_labels {
+            if let Some(&n) = z.nodes.get(nb.suffix(0, name_len)) {
+                return match z.node[n as usize].cut {
+                    Some(c) => Found::Referral(c),
+                    None => Found::Exact(n),
+                };
+            }
+        }
+        // The closest encloser: the longest existing ancestor (the apex always exists).
+        // Suffixes deeper than the deepest node cannot exist, so they are not looked up.
+        for i in labels.saturating_sub(z.max_labels).max(1)..=apex_at {
+            let Some(&n) = z.nodes.get(nb.suffix(i, name_len)) else {
+                continue;
+            };
+            if let Some(c) = z.node[n as usize].cut {
+                return Found::Referral(c);
+            }
+            let enc = nb.suffix(i, name_len);
+            wild[0] = 1;
+            wild[1] = b'*';
+            wild[2..2 + enc.len()].copy_from_slice(enc);
+            return match z.nodes.get(&wild[..2 + enc.len()]) {
+                Some(&w) => Found::Wildcard(w),
+                None => Found::NxDomain,
+            };
+        }
+        Found::NxDomain
+    }
+
+    /// The answer to a parsed query whose lower-case name is in `nb`.
+    #[inline]
+    pub fn answer(&self, nb: &NameBuf, q: &Query, wild: &mut [u8; MAX_NAME + 2]) -> Answer<'_> {
+        let Some((zi, apex_at)) = self.zone_for(nb, q.name_len, q.labels) else {
+            return Answer::Refused;
+        };
+        let z = &self.zones[zi as usize];
+        let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
+            Found::Exact(n) => z.node[n as usize].template_for(q.qtype),
+            Found::Wildcard(n) => z.node[n as usize].template_for(q.qtype),
+            Found::Referral(c) => {
+                let cut = &z.node[c as usize];
+                // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1); we hold
+                // none, so the parent's answer is NODATA.
+                if q.qtype == rtype::DS && z.node_name[c as usize].len() == q.name_len {
+                    z.nodata
+                } else {
+                    cut.referral.unwrap_or(z.nodata)
+                }
+            }
+            Found::NxDomain => z.nxdomain,
+        };
+        Answer::Template(&self.templates[tid as usize])
+    }
+}

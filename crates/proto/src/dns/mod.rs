@@ -1,0 +1,38 @@
+//! An authoritative DNS responder: zones from RFC 1035 master files, answers
+//! pre-rendered at start, and an allocation-free hot path.
+//!
+//! Loading: [`zone`] parses files (with NLnet Labs' `domain`), [`build`] resolves every
+//! answer into a [`db::Template`]. Serving: [`handler::DnsHandler`] parses a query
+//! ([`wire`]), finds the template for (name, type) and copies it behind the question.
+
+pub mod build;
+pub mod db;
+pub mod handler;
+pub mod wire;
+pub mod zone;
+
+pub use build::BuildError;
+pub use db::ZoneSet;
+pub use handler::{DnsHandler, DnsStats, DEFAULT_MAX_UDP};
+pub use zone::ZoneError;
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why zones could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum DnsError {
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// Loads zone files and renders every answer, ready to share between workers.
+pub fn load_zones<P: AsRef<Path>>(paths: &[P]) -> Result<Arc<ZoneSet>, DnsError> {
+    let zones = paths
+        .iter()
+        .map(|p| zone::load_zone_file(p.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Arc::new(build::build(&zones)?))
+}

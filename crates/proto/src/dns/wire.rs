@@ -1,0 +1,422 @@
+//! DNS wire format: constants, names, and the request parser of the hot path.
+//!
+//! The parser reads a query in place and writes its name, lower-cased, into a fixed
+//! scratch buffer owned by the handler, so parsing never allocates.
+
+/// Largest wire length of a name (RFC 1035 §2.3.4).
+pub const MAX_NAME: usize = 255;
+/// Most labels a name of [`MAX_NAME`] bytes can have, counting the root.
+pub const MAX_LABELS: usize = 128;
+/// Size of the fixed DNS header.
+pub const HEADER: usize = 12;
+
+/// Record types the responder knows by name (others are served by number).
+pub mod rtype {
+    pub const A: u16 = 1;
+    pub const NS: u16 = 2;
+    pub const CNAME: u16 = 5;
+    pub const SOA: u16 = 6;
+    pub const PTR: u16 = 12;
+    pub const MX: u16 = 15;
+    pub const TXT: u16 = 16;
+    pub const AAAA: u16 = 28;
+    pub const SRV: u16 = 33;
+    pub const OPT: u16 = 41;
+    pub const DS: u16 = 43;
+    pub const ANY: u16 = 255;
+    pub const CAA: u16 = 257;
+}
+
+/// Response codes (the low 4 bits in the header; BADVERS lives in the OPT record).
+pub mod rcode {
+    pub const NOERROR: u8 = 0;
+    pub const FORMERR: u8 = 1;
+    pub const SERVFAIL: u8 = 2;
+    pub const NXDOMAIN: u8 = 3;
+    pub const NOTIMP: u8 = 4;
+    pub const REFUSED: u8 = 5;
+    /// Extended rcode 16: the upper 8 bits (1) go in the OPT TTL, the header keeps 0.
+    pub const BADVERS: u16 = 16;
+}
+
+/// The class IN.
+pub const CLASS_IN: u16 = 1;
+
+/// Name of a response code, as dig prints it.
+pub fn rcode_name(code: u16) -> String {
+    match code {
+        0 => "NOERROR".into(),
+        1 => "FORMERR".into(),
+        2 => "SERVFAIL".into(),
+        3 => "NXDOMAIN".into(),
+        4 => "NOTIMP".into(),
+        5 => "REFUSED".into(),
+        6 => "YXDOMAIN".into(),
+        7 => "YXRRSET".into(),
+        8 => "NXRRSET".into(),
+        9 => "NOTAUTH".into(),
+        10 => "NOTZONE".into(),
+        16 => "BADVERS".into(),
+        n => format!("RCODE{n}"),
+    }
+}
+
+/// Reads a big-endian u16 at `at` (caller checked the bounds).
+#[inline]
+pub fn get16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Writes a big-endian u16 at `at`.
+#[inline]
+pub fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Why a datagram is dropped without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Shorter than a header: there is not even an id to answer.
+    Short,
+    /// The QR bit is set: answering a response could start a loop between servers.
+    Response,
+}
+
+/// Why a query is answered FORMERR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormErr {
+    QdCount,
+    AnNsCount,
+    Truncated,
+    Pointer,
+    BadLabel,
+    LongName,
+    Additional,
+    Trailing,
+}
+
+/// The EDNS(0) OPT record of a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edns {
+    pub udp_size: u16,
+    pub version: u8,
+    pub dnssec_ok: bool,
+}
+
+/// A parsed query; its name sits lower-cased in the parser's scratch buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Query {
+    /// Wire length of the question name.
+    pub name_len: usize,
+    /// Number of labels, not counting the root.
+    pub labels: usize,
+    pub qtype: u16,
+    pub qclass: u16,
+    /// Offset just past the question section.
+    pub question_end: usize,
+    pub edns: Option<Edns>,
+}
+
+/// The outcome of parsing one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    Query(Query),
+    Drop(DropReason),
+    FormErr(FormErr),
+    /// An opcode other than QUERY; the offset past the question, if it is readable.
+    NotImp(Option<usize>),
+}
+
+/// Scratch space for one parsed name: lower-cased wire bytes and label offsets.
+#[derive(Clone)]
+pub struct NameBuf {
+    pub bytes: [u8; MAX_NAME],
+    /// `offs[i]` is where label `i` starts; `offs[labels]` is the root's zero byte.
+    pub offs: [u8; MAX_LABELS + 1],
+}
+
+impl Default for NameBuf {
+    fn default() -> Self {
+        NameBuf {
+            bytes: [0; MAX_NAME],
+            offs: [0; MAX_LABELS + 1],
+        }
+    }
+}
+
+impl NameBuf {
+    /// The suffix of the parsed name starting at label `i` (`i == labels` is the root).
+    #[inline]
+    pub fn suffix(&self, i: usize, name_len: usize) -> &[u8] {
+        &self.bytes[self.offs[i] as usize..name_len]
+    }
+}
+
+/// Reads an uncompressed name at `at` into `out` (lower-cased). Returns the offset past
+/// the name and its label count.
+pub fn read_name(msg: &[u8], mut at: usize, out: &mut NameBuf) -> Result<(usize, usize), FormErr> {
+    let mut w = 0usize;
+    let mut labels = 0usize;
+    loop {
+        let len = *msg.get(at).ok_or(FormErr::Truncated)? as usize;
+        if len & 0xC0 == 0xC0 {
+            return Err(FormErr::Pointer);
+        }
+        if len & 0xC0 != 0 {
+            return Err(FormErr::BadLabel);
+        }
+        if w + 1 + len > MAX_NAME {
+            return Err(FormErr::LongName);
+        }
+        out.offs[labels] = w as u8;
+        out.bytes[w] = len as u8;
+        if len == 0 {
+            return Ok((at + 1, labels));
+        }
+        let label = msg.get(at + 1..at + 1 + len).ok_or(FormErr::Truncated)?;
+        for (d, s) in out.bytes[w + 1..w + 1 + len].iter_mut().zip(label) {
+            *d = s.to_ascii_lowercase();
+        }
+        w += 1 + len;
+        at += 1 + len;
+        labels += 1;
+    }
+}
+
+/// Parses a query datagram `msg`, leaving the lower-cased name in `name`.
+pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
+    if msg.len() < HEADER {
+        return Parsed::Drop(DropReason::Short);
+    }
+    if msg[2] & 0x80 != 0 {
+        return Parsed::Drop(DropReason::Response);
+    }
+    let opcode = (msg[2] >> 3) & 0x0F;
+    if opcode != 0 {
+        // Other opcodes give their sections other meanings (NOTIFY, UPDATE): NOTIMP,
+        // echoing the question when there is a readable one.
+        let qe = match (get16(msg, 4), read_name(msg, HEADER, name)) {
+            (1, Ok((end, _))) if msg.len() >= end + 4 => Some(end + 4),
+            _ => None,
+        };
+        return Parsed::NotImp(qe);
+    }
+    if get16(msg, 4) != 1 {
+        return Parsed::FormErr(FormErr::QdCount);
+    }
+    if get16(msg, 6) != 0 || get16(msg, 8) != 0 {
+        return Parsed::FormErr(FormErr::AnNsCount);
+    }
+    let (end, labels) = match read_name(msg, HEADER, name) {
+        Ok(v) => v,
+        Err(e) => return Parsed::FormErr(e),
+    };
+    if msg.len() < end + 4 {
+        return Parsed::FormErr(FormErr::Truncated);
+    }
+    let qtype = get16(msg, end);
+    let qclass = get16(msg, end + 2);
+    let question_end = end + 4;
+    let mut q = Query {
+        name_len: end - HEADER,
+        labels,
+        qtype,
+        qclass,
+        question_end,
+        edns: None,
+    };
+    let arcount = get16(msg, 10);
+    let mut at = question_end;
+    match arcount {
+        0 => {}
+        1 => match parse_opt(msg, at) {
+            Ok((edns, next)) => {
+                q.edns = Some(edns);
+                at = next;
+            }
+            Err(e) => return Parsed::FormErr(e),
+        },
+        _ => return Parsed::FormErr(FormErr::Additional),
+    }
+    if at != msg.len() {
+        return Parsed::FormErr(FormErr::Trailing);
+    }
+    Parsed::Query(q)
+}
+
+/// Parses the single additional record, which must be an OPT at the root.
+fn parse_opt(msg: &[u8], at: usize) -> Result<(Edns, usize), FormErr> {
+    let rr = msg.get(at..at + 11).ok_or(FormErr::Truncated)?;
+    if rr[0] != 0 || get16(rr, 1) != rtype::OPT {
+        return Err(FormErr::Additional);
+    }
+    let udp_size = get16(rr, 3);
+    let version = rr[6];
+    let dnssec_ok = rr[7] & 0x80 != 0;
+    let rdlen = get16(rr, 9) as usize;
+    let rdata = msg
+        .get(at + 11..at + 11 + rdlen)
+        .ok_or(FormErr::Truncated)?;
+    // Options are skipped, but their framing must be sound.
+    let mut o = 0;
+    while o < rdata.len() {
+        if o + 4 > rdata.len() {
+            return Err(FormErr::Additional);
+        }
+        o += 4 + get16(rdata, o + 2) as usize;
+    }
+    if o != rdata.len() {
+        return Err(FormErr::Additional);
+    }
+    Ok((
+        Edns {
+            udp_size,
+            version,
+            dnssec_ok,
+        },
+        at + 11 + rdlen,
+    ))
+}
+
+/// Appends a dotted name (`"www.Example.com."` or `"."`) to `out` in wire form.
+pub fn name_from_text(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    let t = text.strip_suffix('.').unwrap_or(text);
+    let start = out.len();
+    if !t.is_empty() {
+        for label in t.split('.') {
+            if label.is_empty() || label.len() > 63 {
+                return Err(format!(
+                    "'{text}' has an empty label or one longer than 63 bytes"
+                ));
+            }
+            out.push(label.len() as u8);
+            out.extend_from_slice(label.as_bytes());
+        }
+    }
+    out.push(0);
+    if out.len() - start > MAX_NAME {
+        return Err(format!("'{text}' is longer than 255 bytes in wire form"));
+    }
+    Ok(())
+}
+
+/// Renders a wire name as text with a trailing dot, for messages.
+pub fn name_to_text(wire: &[u8]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < wire.len() && wire[i] != 0 {
+        let len = wire[i] as usize;
+        let end = (i + 1 + len).min(wire.len());
+        for &c in &wire[i + 1..end] {
+            if c.is_ascii_graphic() && c != b'.' && c != b'\\' {
+                s.push(c as char);
+            } else {
+                s.push_str(&format!("\\{c:03}"));
+            }
+        }
+        s.push('.');
+        i = end;
+    }
+    if s.is_empty() {
+        s.push('.');
+    }
+    s
+}
+
+/// Byte offsets of each label of a wire name (the root's zero byte last).
+pub fn label_offsets(wire: &[u8]) -> Vec<usize> {
+    let mut offs = Vec::new();
+    let mut i = 0;
+    while i < wire.len() {
+        offs.push(i);
+        if wire[i] == 0 {
+            break;
+        }
+        i += 1 + wire[i] as usize;
+    }
+    offs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(name: &str, qtype: u16) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        name_from_text(name, &mut m).unwrap();
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&1u16.to_be_bytes());
+        m
+    }
+
+    #[test]
+    fn parses_and_lowercases_a_question() {
+        let m = query("WwW.Example.COM.", rtype::AAAA);
+        let mut nb = NameBuf::default();
+        let Parsed::Query(q) = parse_query(&m, &mut nb) else {
+            panic!("not parsed")
+        };
+        assert_eq!(q.qtype, rtype::AAAA);
+        assert_eq!(q.labels, 3);
+        assert_eq!(&nb.bytes[..q.name_len], b"\x03www\x07example\x03com\x00");
+        assert_eq!(nb.suffix(1, q.name_len), b"\x07example\x03com\x00");
+        assert_eq!(nb.suffix(3, q.name_len), b"\x00");
+        assert_eq!(q.question_end, m.len());
+        assert_eq!(q.edns, None);
+    }
+
+    #[test]
+    fn reads_edns_and_rejects_garbage() {
+        let mut m = query("a.", 1);
+        m[11] = 1;
+        m.extend_from_slice(&[0, 0, 41, 0x10, 0x00, 0, 0, 0x80, 0, 0, 0]);
+        let mut nb = NameBuf::default();
+        let Parsed::Query(q) = parse_query(&m, &mut nb) else {
+            panic!("not parsed")
+        };
+        assert_eq!(
+            q.edns,
+            Some(Edns {
+                udp_size: 4096,
+                version: 0,
+                dnssec_ok: true
+            })
+        );
+        m.push(0);
+        assert_eq!(parse_query(&m, &mut nb), Parsed::FormErr(FormErr::Trailing));
+        assert_eq!(
+            parse_query(&m[..11], &mut nb),
+            Parsed::Drop(DropReason::Short)
+        );
+    }
+
+    #[test]
+    fn rejects_pointers_and_long_names() {
+        let mut m = query("a.", 1);
+        m[12] = 0xC0;
+        m[13] = 12;
+        let mut nb = NameBuf::default();
+        assert_eq!(parse_query(&m, &mut nb), Parsed::FormErr(FormErr::Pointer));
+        let mut long = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        for _ in 0..5 {
+            long.push(63);
+            long.extend_from_slice(&[b'x'; 63]);
+        }
+        long.extend_from_slice(&[0, 0, 1, 0, 1]);
+        assert_eq!(
+            parse_query(&long, &mut nb),
+            Parsed::FormErr(FormErr::LongName)
+        );
+    }
+
+    #[test]
+    fn names_round_trip_as_text() {
+        let mut w = Vec::new();
+        name_from_text("a.b.", &mut w).unwrap();
+        assert_eq!(w, b"\x01a\x01b\x00");
+        assert_eq!(name_to_text(&w), "a.b.");
+        assert_eq!(name_to_text(b"\x00"), ".");
+        assert_eq!(label_offsets(&w), vec![0, 2, 4]);
+        assert!(name_from_text("a..b", &mut w).is_err());
+    }
+}

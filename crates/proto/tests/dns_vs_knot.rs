@@ -1,0 +1,200 @@
+//! Differential test: the same zones in Knot DNS and in our responder, a few hundred
+//! generated queries, and every difference in rcode, flags or sections reported.
+
+mod common;
+
+use common::{exchange, query, section, start_server, Knot};
+use hickory_proto::op::Message;
+use hickory_proto::rr::RecordType;
+use std::net::SocketAddr;
+
+/// Owners in the test zones, plus names that exercise wildcards, delegations,
+/// NXDOMAIN, empty non-terminals and names outside both zones.
+const NAMES: &[&str] = &[
+    "example.com.",
+    "ns1.example.com.",
+    "mail.example.com.",
+    "www.example.com.",
+    "web.example.com.",
+    "mixed.case.example.com.",
+    "alias-out.example.com.",
+    "alias-nx.example.com.",
+    "chain1.example.com.",
+    "chain2.example.com.",
+    "_sip._udp.example.com.",
+    "_udp.example.com.",
+    "sip.example.com.",
+    "ptr.example.com.",
+    "txt2.example.com.",
+    "*.wild.example.com.",
+    "a.wild.example.com.",
+    "a.b.wild.example.com.",
+    "wild.example.com.",
+    "x.cw.example.com.",
+    "a.b.c.example.com.",
+    "b.c.example.com.",
+    "c.example.com.",
+    "sub.example.com.",
+    "ns.sub.example.com.",
+    "deep.below.sub.example.com.",
+    "nothere.example.com.",
+    "x.ns1.example.com.",
+    "big.example.com.",
+    "2.0.192.in-addr.arpa.",
+    "1.2.0.192.in-addr.arpa.",
+    "80.2.0.192.in-addr.arpa.",
+    "99.2.0.192.in-addr.arpa.",
+    "example.org.",
+    "com.",
+    "zzz.example.com.",
+    "loop1.example.com.",
+    "x.ent.deep.example.com.",
+    "ent.deep.example.com.",
+    "deep.example.com.",
+    "y.deep.example.com.",
+];
+
+const TYPES: &[RecordType] = &[
+    RecordType::A,
+    RecordType::AAAA,
+    RecordType::NS,
+    RecordType::SOA,
+    RecordType::MX,
+    RecordType::TXT,
+    RecordType::CNAME,
+    RecordType::SRV,
+    RecordType::PTR,
+    RecordType::CAA,
+    RecordType::SSHFP,
+    RecordType::DS,
+    RecordType::ANY,
+];
+
+/// Mixes the case of a name deterministically, to check case-insensitive matching.
+fn mix_case(name: &str, seed: usize) -> String {
+    name.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if (i + seed).is_multiple_of(3) {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// What we compare: rcode, AA, TC, and the three sections.
+fn summary(server: SocketAddr, req: &[u8]) -> String {
+    let Some(resp) = exchange(server, req) else {
+        return "no answer".into();
+    };
+    let m = Message::from_vec(&resp).expect("decodes");
+    format!(
+        "rcode={} aa={} tc={} qr={}\n  answer: {:?}\n  authority: {:?}\n  additional: {:?}",
+        m.response_code(),
+        m.authoritative(),
+        m.truncated(),
+        m.message_type() as u8,
+        fold(section(m.answers())),
+        fold(section(m.name_servers())),
+        fold(section(m.additionals())),
+    )
+}
+
+/// Lower-cases names inside RDATA too: a server may compress an RDATA name against
+/// the question, which then carries the client's case. TXT data keeps its case.
+fn fold(lines: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = lines
+        .into_iter()
+        .map(|l| {
+            if l.contains(" TXT ") {
+                l
+            } else {
+                l.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Header bytes 2-11 (flags, rcode, counts) and the OPT's extended rcode and version.
+fn raw_summary(server: SocketAddr, req: &[u8]) -> String {
+    match exchange(server, req) {
+        Some(r) if r.len() >= 12 => {
+            let opt = if r[11] > 0 && r.len() >= 23 {
+                format!("{:?}", &r[r.len() - 6..r.len() - 4])
+            } else {
+                "-".into()
+            };
+            format!("flags/counts {:02x?} opt {opt}", &r[2..12])
+        }
+        Some(r) => format!("{} bytes", r.len()),
+        None => "no answer".into(),
+    }
+}
+
+#[test]
+fn same_answers_as_knot() {
+    let knot = match Knot::start() {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let ours = start_server();
+    let mut diffs = Vec::new();
+    let mut n = 0;
+    for (i, name) in NAMES.iter().enumerate() {
+        for (j, &t) in TYPES.iter().enumerate() {
+            let name = mix_case(name, i + j);
+            for edns in [None, Some(1232)] {
+                let req = query(&name, t, edns);
+                let (k, o) = (summary(knot.addr, &req), summary(ours.local_addr(), &req));
+                n += 1;
+                if k != o {
+                    diffs.push(format!("{name} {t} edns={edns:?}\n knot: {k}\n ours: {o}"));
+                }
+            }
+        }
+    }
+    // Header-level cases: EDNS version 1, opcode STATUS, class CH, QTYPE ANY.
+    let base = query("www.example.com.", RecordType::A, Some(1232));
+    let mut specials: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut v = base.clone();
+    let at = v.len() - 11 + 6;
+    v[at] = 1;
+    specials.push(("edns version 1", v));
+    let mut v = query("www.example.com.", RecordType::A, None);
+    v[2] |= 2 << 3;
+    specials.push(("opcode 2", v));
+    let mut v = query("www.example.com.", RecordType::A, None);
+    let at = v.len() - 1;
+    v[at] = 3;
+    specials.push(("class CH", v));
+    specials.push((
+        "ANY at a CNAME",
+        query("www.example.com.", RecordType::ANY, None),
+    ));
+    for (what, req) in specials {
+        let (k, o) = (
+            raw_summary(knot.addr, &req),
+            raw_summary(ours.local_addr(), &req),
+        );
+        eprintln!("{what}: knot {k}");
+        n += 1;
+        if k != o {
+            diffs.push(format!("{what}\n knot: {k}\n ours: {o}"));
+        }
+    }
+    ours.shutdown();
+    assert!(n >= 300, "{n} queries");
+    assert!(
+        diffs.is_empty(),
+        "{} of {n} answers differ:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
