@@ -14,6 +14,7 @@ macro_rules! say {
 mod args;
 mod bench;
 mod doctor;
+mod lab;
 mod load;
 mod serve;
 
@@ -38,6 +39,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
     Doctor(doctor::DoctorArgs),
+    /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
+    Lab(lab::LabArgs),
 }
 
 fn main() {
@@ -80,6 +83,7 @@ fn main() {
                 std::process::exit(code)
             }
         }),
+        Command::Lab(a) => lab::run(a),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {

@@ -1,0 +1,566 @@
+//! `firehose lab`: test hosts, the seeds' measurements, the NTT ladder and peer comparisons
+//! in one command, with a report. The work is in the `firehose-lab` crate; this module
+//! parses arguments, handles Ctrl-C/SIGTERM, prints progress on a terminal and the table.
+
+use crate::args::{parse_positive, Usage};
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use firehose_engine::parse_cpu_list;
+use firehose_lab::experiment::{self, Cell, Progress};
+use firehose_lab::report::{self, LabReport, Skipped};
+use firehose_lab::runner::{self, LoadSpec, Placement, Runner};
+use firehose_lab::topology::{self, Kind, Topology};
+use firehose_lab::{cmd, compare, env::Environment, ladder, plain_echo::PlainEcho, LabError};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Arguments of `firehose lab`.
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
+    Ladder(LadderArgs),
+    /// Run several servers (and generators) under the same load, interleaved; print ratios.
+    Compare(CompareArgs),
+    /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
+    Down(DownArgs),
+    /// The seeds' baseline server: one UDP socket, N threads, recvfrom/sendto echo.
+    #[command(hide = true)]
+    PlainEcho(PlainEchoArgs),
+}
+
+/// What every measured run needs.
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Test host: the host's loopback, or two namespaces joined by a veth pair (root).
+    #[arg(long, default_value = "loopback", value_parser = |s: &str| s.parse::<Kind>())]
+    topology: Kind,
+    /// Queues per veth end [default: number of CPUs].
+    #[arg(long, value_parser = parse_positive)]
+    queues: Option<usize>,
+    /// Runs of each configuration, interleaved (A B A B ...).
+    #[arg(long, default_value = "3", value_parser = parse_positive)]
+    repetitions: usize,
+    /// Measured seconds per run.
+    #[arg(long, default_value = "5", value_parser = parse_positive)]
+    duration: usize,
+    /// Seconds of load before the measured window.
+    #[arg(long, default_value = "1", value_parser = parse_count)]
+    warmup: usize,
+    /// CPUs of the server [default: the first half of the allowed CPUs].
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// CPUs of the client [default: the rest].
+    #[arg(long)]
+    client_cpus: Option<String>,
+    /// Server workers [default: one per server CPU].
+    #[arg(long, value_parser = parse_positive)]
+    workers: Option<usize>,
+    /// Generator threads [default: one per client CPU].
+    #[arg(long, value_parser = parse_positive)]
+    threads: Option<usize>,
+    /// Flows (sockets) of the generator [default: ladder 16, compare 1].
+    #[arg(long, value_parser = parse_positive)]
+    flows: Option<usize>,
+    /// Requests outstanding per flow [default: ladder 4; compare: no cap in open loop].
+    #[arg(long, value_parser = parse_positive)]
+    window: Option<usize>,
+    /// Open loop at this many transactions/s [default: ladder closed loop, compare 10000].
+    #[arg(long, value_parser = parse_positive)]
+    rate: Option<usize>,
+    /// Request payload bytes (the talk used 100).
+    #[arg(long, default_value = "100", value_parser = parse_positive)]
+    size: usize,
+    /// Milliseconds after which an unanswered request is lost.
+    #[arg(long, default_value = "200", value_parser = parse_positive)]
+    timeout: usize,
+    /// Write the results as JSON here [default: firehose-lab-<ladder|compare>.json].
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also write report.md, report.html (SVG charts) and the run logs into this directory.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Steps, in ladder order (each includes those above it):\n  \
+  shared, reuseport, steer, pin, batch, busy-poll, pmtu-omit  (the application's)\n  \
+  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)"
+)]
+struct LadderArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Comma-separated subset of steps [default: all this topology allows].
+    #[arg(long)]
+    steps: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Servers: naive, reuseport, steered, tuned, latency (firehose serve \
+profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
+Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
+Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
+servers are compared at the same rate: CPU per transaction and latency."
+)]
+struct CompareArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Servers to compare.
+    #[arg(long, default_value = "naive,tuned,plain,sockperf")]
+    servers: String,
+    /// Generators to drive them with.
+    #[arg(long, default_value = "firehose,sockperf")]
+    generators: String,
+}
+
+#[derive(Debug, Args)]
+struct DownArgs {
+    /// Also remove those of runs still in progress.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Debug, Args)]
+struct PlainEchoArgs {
+    /// Address and port to listen on.
+    #[arg(long)]
+    listen: String,
+    /// Threads sharing the one socket.
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    threads: usize,
+}
+
+fn parse_count(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number of seconds"))
+}
+
+/// Turns a lab error into the binary's: usage errors exit 2.
+fn lab_err(e: LabError) -> anyhow::Error {
+    match e {
+        LabError::Usage(m) => Usage(m).into(),
+        other => other.into(),
+    }
+}
+
+fn cpus(flag: &str, s: &str) -> Result<Vec<usize>> {
+    parse_cpu_list(s).map_err(|e| Usage(format!("{flag}: {e}")).into())
+}
+
+/// Runs `firehose lab`.
+pub fn run(a: LabArgs) -> Result<()> {
+    match a.command {
+        LabCommand::Ladder(l) => ladder_cmd(l),
+        LabCommand::Compare(c) => compare_cmd(c),
+        LabCommand::Down(d) => down_cmd(d),
+        LabCommand::PlainEcho(p) => plain_echo_cmd(p),
+    }
+}
+
+fn down_cmd(d: DownArgs) -> Result<()> {
+    if !firehose_sys::cpu::is_root() {
+        return Err(Usage("lab down needs root to delete network namespaces".into()).into());
+    }
+    let mut removed = topology::down(d.all).map_err(lab_err)?;
+    removed.extend(runner::remove_stale_workdirs(d.all));
+    if removed.is_empty() {
+        println!("firehose lab down: nothing left over");
+    }
+    for r in removed {
+        println!("firehose lab down: removed {r}");
+    }
+    Ok(())
+}
+
+fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
+    let listen = p.listen.parse().map_err(|_| {
+        Usage(format!(
+            "--listen '{}' is not an address:port (example: 127.0.0.1:9000)",
+            p.listen
+        ))
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let srv = PlainEcho::bind(listen, p.threads).with_context(|| format!("binding {listen}"))?;
+    println!(
+        "firehose lab plain-echo: listening on {}",
+        srv.local_addr()?
+    );
+    let _ = std::io::stdout().flush();
+    let c = srv.run(&stop);
+    println!(
+        "firehose lab plain-echo: packets_in {} packets_out {} send_errors {}",
+        c.packets_in, c.packets_out, c.send_errors
+    );
+    Ok(())
+}
+
+/// Settings shared by ladder and compare once defaults are filled in.
+struct Setup {
+    topo: Topology,
+    placement: Placement,
+    workers: usize,
+    load: LoadSpec,
+    workdir: PathBuf,
+    /// Temporary work directory to delete at the end (no --report).
+    temp: bool,
+}
+
+/// Fills in defaults, checks the arguments, then builds the test host. `pins` names what
+/// pins one worker per server CPU in this run, if anything does.
+fn setup(
+    r: &RunArgs,
+    default_flows: usize,
+    default_window: Option<usize>,
+    default_rate: Option<usize>,
+    pins: Option<&str>,
+) -> Result<Setup> {
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let placement = match (&r.server_cpus, &r.client_cpus) {
+        (None, None) => Placement::split(&allowed).map_err(lab_err)?,
+        (s, c) => {
+            let split = Placement::split(&allowed).ok();
+            let server = match s {
+                Some(s) => cpus("--server-cpus", s)?,
+                None => split
+                    .as_ref()
+                    .map(|p| p.server_cpus.clone())
+                    .unwrap_or_default(),
+            };
+            let client = match c {
+                Some(c) => cpus("--client-cpus", c)?,
+                None => allowed
+                    .iter()
+                    .copied()
+                    .filter(|x| !server.contains(x))
+                    .collect(),
+            };
+            if server.is_empty() || client.is_empty() {
+                return Err(Usage(
+                    "give both --server-cpus and --client-cpus: one side has no CPU left".into(),
+                )
+                .into());
+            }
+            Placement::new(server, client, &allowed).map_err(lab_err)?
+        }
+    };
+    let workers = r.workers.unwrap_or(placement.server_cpus.len());
+    if let Some(what) = pins {
+        if workers > placement.server_cpus.len() {
+            return Err(Usage(format!(
+                "--workers {workers} is more than the {} server CPU(s), but {what} one worker per CPU: give more --server-cpus or fewer --workers",
+                placement.server_cpus.len()
+            ))
+            .into());
+        }
+    }
+    let threads = r.threads.unwrap_or(placement.client_cpus.len());
+    let flows = r.flows.unwrap_or(default_flows.max(threads));
+    if flows < threads {
+        return Err(Usage(format!(
+            "--flows {flows} is fewer than --threads {threads}: each thread needs a flow"
+        ))
+        .into());
+    }
+    let load = LoadSpec {
+        flows,
+        window: r.window.or(default_window),
+        rate: r.rate.or(default_rate).map(|x| x as u64),
+        threads,
+        size: r.size,
+        duration_s: r.duration as u64,
+        warmup_s: r.warmup as u64,
+        timeout_ms: r.timeout as u64,
+    };
+    if r.size < 20 {
+        return Err(Usage(format!(
+            "--size {}: echo requests carry a 20-byte header; use 20 or more",
+            r.size
+        ))
+        .into());
+    }
+    if r.queues.is_some() && r.topology == Kind::Loopback {
+        return Err(Usage(
+            "--queues sets the veth pair's queues: use it with --topology veth".into(),
+        )
+        .into());
+    }
+    let (workdir, temp) = match &r.report {
+        Some(d) => (d.join("runs"), false),
+        None => (runner::temp_workdir(std::process::id()), true),
+    };
+    let topo = match r.topology {
+        Kind::Loopback => Topology::loopback(),
+        Kind::Veth => {
+            let q = r.queues.unwrap_or(allowed.len());
+            Topology::veth(&topology::run_id(None), q).map_err(lab_err)?
+        }
+    };
+    // Last, so that a refused argument leaves nothing behind.
+    std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
+    Ok(Setup {
+        topo,
+        placement,
+        workers,
+        load,
+        workdir,
+        temp,
+    })
+}
+
+fn progress_printer() -> impl FnMut(&Progress) {
+    let tty = std::io::stderr().is_terminal();
+    move |p: &Progress| {
+        if tty {
+            eprint!(
+                "\r\x1b[Kfirehose lab: run {} of {}: {} (repetition {} of {}), about {:.0} s left",
+                p.done + 1,
+                p.total,
+                p.cell,
+                p.repetition,
+                p.repetitions,
+                p.seconds_left
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+fn finish_progress() {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
+}
+
+/// What to run, what was left out and why, and notes for the report.
+struct Plan {
+    cells: Vec<Cell>,
+    skipped: Vec<Skipped>,
+    notes: Vec<String>,
+}
+
+/// A flag set by SIGINT and SIGTERM, installed before any test host exists so that no
+/// signal can leave one behind.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    Ok(stop)
+}
+
+/// Runs the cells, tears down, writes JSON and report, prints the table.
+fn execute(
+    kind: &str,
+    r: &RunArgs,
+    stop: Arc<AtomicBool>,
+    mut s: Setup,
+    Plan {
+        cells,
+        skipped,
+        notes,
+    }: Plan,
+    make_rows: impl Fn(&[Cell], &[runner::Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
+) -> Result<()> {
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let environment = Environment::capture();
+    let port = match r.topology {
+        Kind::Loopback => runner::free_loopback_port().map_err(lab_err)?,
+        Kind::Veth => runner::VETH_PORT,
+    };
+    let bin = std::env::current_exe().context("locating the firehose binary")?;
+    let result = {
+        let runner = Runner {
+            bin,
+            topo: &s.topo,
+            placement: s.placement.clone(),
+            load: s.load.clone(),
+            workdir: s.workdir.clone(),
+            stop: &stop,
+            port,
+        };
+        let mut progress = progress_printer();
+        let res = experiment::run(&runner, &s.topo, &cells, r.repetitions, &mut progress);
+        finish_progress();
+        res
+    };
+    // Tear the test host down before anything else, whatever happened.
+    let teardown = s.topo.teardown();
+    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+    let trials = match result {
+        Ok(t) => t,
+        Err(_) if interrupted => {
+            if s.temp {
+                let _ = std::fs::remove_dir_all(&s.workdir);
+            }
+            teardown
+                .map_err(lab_err)
+                .context("interrupted; removing the test host")?;
+            anyhow::bail!("interrupted: stopped the run and removed its test host")
+        }
+        Err(e) => {
+            return Err(lab_err(e))
+                .with_context(|| format!("lab {kind} failed (logs in {})", s.workdir.display()))
+        }
+    };
+    teardown
+        .map_err(lab_err)
+        .context("removing the test host")?;
+    let (rows, ratios) = make_rows(&cells, &trials);
+    let rep = LabReport {
+        kind: kind.into(),
+        started_unix,
+        topology: r.topology.name().into(),
+        queues: s.topo.queues(),
+        workers: s.workers,
+        repetitions: r.repetitions,
+        placement: s.placement.clone(),
+        load: s.load.clone(),
+        environment,
+        rows,
+        skipped,
+        ratios,
+        notes,
+        trials,
+    };
+    let json = r
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("firehose-lab-{kind}.json")));
+    rep.write_json(&json).map_err(lab_err)?;
+    print!("{}", report::table::render(&rep));
+    println!("results: {}", json.display());
+    if let Some(dir) = &r.report {
+        rep.write_dir(dir).map_err(lab_err)?;
+        println!("report: {}", dir.join("report.html").display());
+    }
+    if s.temp {
+        let _ = std::fs::remove_dir_all(&s.workdir);
+    }
+    Ok(())
+}
+
+fn ladder_cmd(l: LadderArgs) -> Result<()> {
+    let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology).map_err(lab_err)?;
+    let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
+    let pins = steps
+        .iter()
+        .any(|st| ladder::STEPS.iter().position(|x| x == st) >= pin_at)
+        .then_some("the pin step pins");
+    let stop = stop_flag()?;
+    let s = setup(&l.run, 16, Some(4), None, pins)?;
+    let veth = l.run.topology == Kind::Veth;
+    let cells: Vec<Cell> = steps
+        .iter()
+        .map(|st| Cell {
+            name: st.name.into(),
+            describe: match ladder::talk_figure(st.name) {
+                Some(t) => format!("{} (the talk: {t})", st.describe),
+                None => st.describe.into(),
+            },
+            server: ladder::server_for(st, s.workers),
+            generator: runner::Generator::Firehose,
+            knobs: veth.then(|| ladder::knobs_for(st)),
+        })
+        .collect();
+    execute(
+        "ladder",
+        &l.run,
+        stop,
+        s,
+        Plan {
+            cells,
+            skipped,
+            notes: Vec::new(),
+        },
+        |cells, trials| {
+            let mut rows = report::rows(cells, trials);
+            for i in 1..rows.len() {
+                let prev = rows[i - 1].clone();
+                rows[i].compare_with(&prev);
+            }
+            (rows, Vec::new())
+        },
+    )
+}
+
+fn compare_cmd(c: CompareArgs) -> Result<()> {
+    let sockperf = cmd::installed("sockperf");
+    // Validate names before building anything.
+    compare::plan(&c.servers, &c.generators, 1, sockperf).map_err(lab_err)?;
+    let pins = c
+        .servers
+        .split(',')
+        .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
+        .then_some("the steered, tuned and latency profiles pin");
+    let stop = stop_flag()?;
+    let s = setup(&c.run, 1, None, Some(10_000), pins)?;
+    let (cells, skipped) =
+        compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
+    if cells.is_empty() {
+        let why: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.reason))
+            .collect();
+        return Err(Usage(format!(
+            "nothing to compare, every configuration was skipped ({})",
+            why.join("; ")
+        ))
+        .into());
+    }
+    let mut notes = vec![
+        "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
+    ];
+    if !cmd::installed("perf") {
+        notes.push(format!(
+            "peer servers' syscalls/txn are unknown without perf ({})",
+            cmd::install_hint("perf")
+        ));
+    }
+    execute(
+        "compare",
+        &c.run,
+        stop,
+        s,
+        Plan {
+            cells,
+            skipped,
+            notes,
+        },
+        |cells, trials| {
+            let mut rows = report::rows(cells, trials);
+            for g in [runner::Generator::Firehose, runner::Generator::Sockperf] {
+                let base = rows
+                    .iter()
+                    .find(|r| r.generator == g && r.name.starts_with("plain/"))
+                    .or_else(|| rows.iter().find(|r| r.generator == g))
+                    .cloned();
+                if let Some(base) = base {
+                    for r in rows
+                        .iter_mut()
+                        .filter(|r| r.generator == g && r.name != base.name)
+                    {
+                        // Open loop: all reach the rate, so judge the cost.
+                        r.compare_cost_with(&base);
+                    }
+                }
+            }
+            let ratios = compare::ratios(&rows);
+            (rows, ratios)
+        },
+    )
+}

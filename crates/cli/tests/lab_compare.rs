@@ -1,0 +1,123 @@
+//! `firehose lab compare` end to end on loopback: our profiles against the plain echo under
+//! our load, and sockperf's server and client where installed, at one rate; ratios printed;
+//! what cannot run is skipped with the reason, not failed.
+
+use serde_json::Value;
+
+mod lab_util;
+use lab_util::{firehose, installed, short_run};
+
+#[test]
+fn compare_runs_peers_side_by_side_and_prints_ratios() {
+    let json = std::env::temp_dir().join(format!("fh-test-compare-{}.json", std::process::id()));
+    let args = [
+        "lab",
+        "compare",
+        "--servers",
+        "naive,plain,sockperf",
+        "--generators",
+        "firehose,sockperf",
+        "--rate",
+        "2000",
+    ];
+    let out = firehose(&short_run(&args, &json));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let names: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let skipped: Vec<(&str, &str)> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(v["load"]["rate"], 2000);
+    if installed("sockperf") {
+        assert_eq!(
+            names,
+            [
+                "naive/firehose",
+                "plain/firehose",
+                "plain/sockperf",
+                "sockperf/sockperf"
+            ]
+        );
+        assert_eq!(
+            skipped.iter().map(|s| s.0).collect::<Vec<_>>(),
+            ["sockperf/firehose", "naive/sockperf"]
+        );
+        let ratios = v["ratios"].as_array().unwrap();
+        let has = |what: &str, a: &str, b: &str| {
+            ratios.iter().any(|r| {
+                r["what"] == what
+                    && r["a"] == a
+                    && r["b"] == b
+                    && r["value"].as_f64().unwrap() > 0.0
+            })
+        };
+        assert!(has("tps", "naive/firehose", "plain/firehose"), "{ratios:?}");
+        assert!(
+            has(
+                "generator client CPU us/txn",
+                "plain/firehose",
+                "plain/sockperf"
+            ),
+            "{ratios:?}"
+        );
+        assert!(
+            has("generator p99 us", "plain/firehose", "plain/sockperf"),
+            "{ratios:?}"
+        );
+        for t in v["trials"].as_array().unwrap() {
+            assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["config"]);
+            assert!(
+                t["server_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
+                "{}",
+                t["config"]
+            );
+            assert!(
+                t["client_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
+                "{}",
+                t["config"]
+            );
+            let expect = if t["config"] == "naive/firehose" {
+                "engine"
+            } else if installed("perf") {
+                "perf"
+            } else {
+                "unknown"
+            };
+            assert_eq!(t["syscalls_source"], expect, "{}", t["config"]);
+        }
+        let sp = v["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["config"] == "sockperf/sockperf")
+            .unwrap();
+        assert!(sp["server_command"]
+            .as_str()
+            .unwrap()
+            .contains("sockperf sr"));
+        assert!(sp["latency_us"]["p99"].as_f64().unwrap() > 0.0);
+    } else {
+        assert_eq!(names, ["naive/firehose", "plain/firehose"]);
+        assert!(
+            skipped
+                .iter()
+                .any(|s| s.1.contains("apt-get install -y sockperf")),
+            "{skipped:?}"
+        );
+    }
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("ratios (medians):") && table.contains("skipped "),
+        "{table}"
+    );
+}

@@ -1,0 +1,314 @@
+//! Peer comparisons in one run, interleaved: our `serve` profiles against the servers a user
+//! would pick instead (the lab's plain one-socket echo, `sockperf sr`), and our `load`
+//! against `sockperf ping-pong` as a generator, at the same rate.
+
+use crate::cmd;
+use crate::experiment::Cell;
+use crate::report::{Ratio, Row, Skipped};
+use crate::runner::{Generator, ServerKind};
+use crate::stats::Summary;
+use crate::{LabError, LabResult};
+
+/// Servers `compare` knows: our profiles, the baseline and sockperf.
+pub const SERVERS: &[&str] = &[
+    "naive",
+    "reuseport",
+    "steered",
+    "tuned",
+    "latency",
+    "plain",
+    "sockperf",
+];
+/// Generators `compare` knows.
+pub const GENERATORS: &[&str] = &["firehose", "sockperf"];
+
+fn describe(server: &str) -> &'static str {
+    match server {
+        "naive" => "firehose serve --profile naive: one shared socket, N threads",
+        "reuseport" => "firehose serve --profile reuseport: SO_REUSEPORT socket per worker",
+        "steered" => "firehose serve --profile steered: reuseport + CPU steering + pinning",
+        "tuned" => "firehose serve --profile tuned: steered + batches of 64 + PMTUDISC_OMIT",
+        "latency" => "firehose serve --profile latency: steered + busy polling + small batches",
+        "plain" => "the lab's plain echo: one socket, N threads, recvfrom/sendto (the seeds' baseline; answers sockperf framing too)",
+        _ => "sockperf sr (sockperf's server)",
+    }
+}
+
+fn server_kind(server: &str, workers: usize) -> ServerKind {
+    match server {
+        "plain" => ServerKind::PlainEcho { threads: workers },
+        "sockperf" => ServerKind::Sockperf,
+        profile => ServerKind::Firehose {
+            flags: vec![
+                "--profile".into(),
+                profile.into(),
+                "--workers".into(),
+                workers.to_string(),
+            ],
+        },
+    }
+}
+
+fn parse_list<'a>(list: &'a str, valid: &[&str], what: &str) -> LabResult<Vec<&'a str>> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !valid.contains(&name) {
+            return Err(LabError::Usage(format!(
+                "unknown {what} '{name}' (valid: {})",
+                valid.join(", ")
+            )));
+        }
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    if out.is_empty() {
+        return Err(LabError::Usage(format!(
+            "no {what} given (valid: {})",
+            valid.join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+/// The cells of a comparison: every server under every generator that can drive it. A
+/// cell whose peer is not installed, or that cannot work, is skipped with the reason.
+pub fn plan(
+    servers: &str,
+    generators: &str,
+    workers: usize,
+    sockperf_installed: bool,
+) -> LabResult<(Vec<Cell>, Vec<Skipped>)> {
+    let servers = parse_list(servers, SERVERS, "server")?;
+    let generators = parse_list(generators, GENERATORS, "generator")?;
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    for g in &generators {
+        for s in &servers {
+            let name = format!("{s}/{g}");
+            let needs_sockperf = *s == "sockperf" || *g == "sockperf";
+            if needs_sockperf && !sockperf_installed {
+                skipped.push(Skipped {
+                    name,
+                    reason: format!(
+                        "sockperf is not installed ({})",
+                        cmd::install_hint("sockperf")
+                    ),
+                });
+                continue;
+            }
+            if *g == "sockperf" && !matches!(*s, "plain" | "sockperf") {
+                skipped.push(Skipped {
+                    name,
+                    reason: "sockperf's client accepts only replies with its client flag \
+                             cleared, and firehose serve --proto echo returns the bytes \
+                             unchanged; the generators are compared on the plain echo"
+                        .into(),
+                });
+                continue;
+            }
+            if *s == "sockperf" && *g == "firehose" {
+                skipped.push(Skipped {
+                    name,
+                    reason: "sockperf sr answers only sockperf-framed requests (it logs 'Message \
+                             received was larger than expected' for ours); it is measured with \
+                             sockperf's own client"
+                        .into(),
+                });
+                continue;
+            }
+            cells.push(Cell {
+                name: name.clone(),
+                describe: format!(
+                    "{}; load from {}",
+                    describe(s),
+                    if *g == "firehose" {
+                        "firehose load"
+                    } else {
+                        "sockperf ping-pong"
+                    }
+                ),
+                server: server_kind(s, workers),
+                generator: if *g == "firehose" {
+                    Generator::Firehose
+                } else {
+                    Generator::Sockperf
+                },
+                knobs: None,
+            });
+        }
+    }
+    Ok((cells, skipped))
+}
+
+/// Picks one figure of a row.
+type Metric = fn(&Row) -> &Option<Summary>;
+
+/// Pushes `what`: metric(a) / metric(b), when both medians are known and positive.
+fn push_ratio(
+    out: &mut Vec<Ratio>,
+    what: &str,
+    a: &Row,
+    b: &Row,
+    metric: fn(&Row) -> &Option<Summary>,
+) {
+    if let (Some(x), Some(y)) = (median(metric(a)), median(metric(b))) {
+        out.push(Ratio {
+            what: what.into(),
+            a: a.name.clone(),
+            b: b.name.clone(),
+            value: x / y,
+        });
+    }
+}
+
+fn median(s: &Option<Summary>) -> Option<f64> {
+    s.map(|s| s.median).filter(|m| *m > 0.0)
+}
+
+/// The ratios worth printing: per generator, each server's tps and server CPU per
+/// transaction against the baseline (plain echo when present, else the first server); per
+/// server driven by both generators, our load against sockperf's client.
+pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
+    let server_of = |r: &Row| r.name.split('/').next().unwrap_or("").to_string();
+    let mut out = Vec::new();
+    for g in [Generator::Firehose, Generator::Sockperf] {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.generator == g).collect();
+        let Some(base) = mine
+            .iter()
+            .find(|r| server_of(r) == "plain")
+            .or(mine.first())
+        else {
+            continue;
+        };
+        for r in mine.iter().filter(|r| r.name != base.name) {
+            push_ratio(&mut out, "tps", r, base, |r| &r.tps);
+            push_ratio(&mut out, "server CPU us/txn", r, base, |r| {
+                &r.server_cpu_us_per_txn
+            });
+        }
+    }
+    // sockperf sr can only be driven by its own client; server CPU per transaction is still
+    // comparable across generators at the same rate.
+    if let Some(sp) = rows.iter().find(|r| r.name == "sockperf/sockperf") {
+        for r in rows.iter().filter(|r| r.generator == Generator::Firehose) {
+            let what = "server CPU us/txn (each under its own generator)";
+            push_ratio(&mut out, what, r, sp, |r| &r.server_cpu_us_per_txn);
+        }
+    }
+    for ours in rows.iter().filter(|r| r.generator == Generator::Firehose) {
+        let theirs = rows
+            .iter()
+            .find(|r| r.generator == Generator::Sockperf && server_of(r) == server_of(ours));
+        let Some(theirs) = theirs else { continue };
+        let metrics: [(&str, Metric); 4] = [
+            ("generator client CPU us/txn", |r| &r.client_cpu_us_per_txn),
+            ("generator p50 us", |r| &r.p50_us),
+            ("generator p99 us", |r| &r.p99_us),
+            ("generator tps", |r| &r.tps),
+        ];
+        for (what, metric) in metrics {
+            push_ratio(&mut out, what, ours, theirs, metric);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_skips_what_cannot_run() {
+        let (cells, skipped) = plan("tuned,plain,sockperf", "firehose,sockperf", 2, true).unwrap();
+        let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tuned/firehose",
+                "plain/firehose",
+                "plain/sockperf",
+                "sockperf/sockperf"
+            ]
+        );
+        let skipped: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skipped, ["sockperf/firehose", "tuned/sockperf"]);
+        assert_eq!(
+            cells[0].server,
+            ServerKind::Firehose {
+                flags: ["--profile", "tuned", "--workers", "2"]
+                    .map(String::from)
+                    .to_vec()
+            }
+        );
+        assert_eq!(cells[1].server, ServerKind::PlainEcho { threads: 2 });
+    }
+
+    #[test]
+    fn missing_peer_is_skipped_with_an_install_hint() {
+        let (cells, skipped) = plan("plain,sockperf", "firehose,sockperf", 1, false).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(skipped.len(), 3);
+        assert!(skipped
+            .iter()
+            .all(|s| s.reason.contains("apt-get install -y sockperf")));
+    }
+
+    #[test]
+    fn unknown_names_list_the_valid_ones() {
+        let e = plan("tuned,nginx", "firehose", 1, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown server 'nginx'") && e.contains("sockperf"),
+            "{e}"
+        );
+        let e = plan("tuned", "iperf", 1, true).unwrap_err().to_string();
+        assert!(e.contains("unknown generator 'iperf'"), "{e}");
+    }
+
+    #[test]
+    fn ratios_against_the_baseline_and_between_generators() {
+        use crate::report::tests::{cell, trial};
+        let mk = |name: &str, g: Generator, tps: f64| {
+            let mut c = cell(name);
+            c.generator = g;
+            let mut t = trial(name, 0, tps, false);
+            t.generator = g;
+            Row::from_trials(&c, &[&t])
+        };
+        let rows = vec![
+            mk("tuned/firehose", Generator::Firehose, 200_000.0),
+            mk("plain/firehose", Generator::Firehose, 100_000.0),
+            mk("plain/sockperf", Generator::Sockperf, 50_000.0),
+            mk("sockperf/sockperf", Generator::Sockperf, 80_000.0),
+        ];
+        let r = ratios(&rows);
+        let find = |what: &str, a: &str, b: &str| {
+            r.iter()
+                .find(|x| x.what == what && x.a == a && x.b == b)
+                .map(|x| x.value)
+                .unwrap_or_else(|| panic!("no {what} {a}/{b} in {r:?}"))
+        };
+        // The plain echo is the baseline under each generator, wherever it sits in the list.
+        assert!((find("tps", "tuned/firehose", "plain/firehose") - 2.0).abs() < 1e-9);
+        assert!((find("tps", "sockperf/sockperf", "plain/sockperf") - 1.6).abs() < 1e-9);
+        // The synthetic trials cost 1e6/tps us of server CPU per transaction.
+        let cost = find("server CPU us/txn", "tuned/firehose", "plain/firehose");
+        assert!((cost - 0.5).abs() < 1e-9);
+        // Generators compared on the same server.
+        assert!((find("generator tps", "plain/firehose", "plain/sockperf") - 2.0).abs() < 1e-9);
+        let cli = find(
+            "generator client CPU us/txn",
+            "plain/firehose",
+            "plain/sockperf",
+        );
+        assert!((cli - 0.5).abs() < 1e-9);
+        find(
+            "server CPU us/txn (each under its own generator)",
+            "tuned/firehose",
+            "sockperf/sockperf",
+        );
+        assert!(!r.iter().any(|x| x.a == x.b), "no row against itself");
+    }
+}

@@ -1,0 +1,221 @@
+//! SVG charts drawn with plotters' SVG backend: text is emitted as SVG `<text>` and laid
+//! out by the browser, so nothing is fetched or loaded at run time.
+
+use super::Row;
+use crate::{LabError, LabResult};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+
+fn err(e: impl std::fmt::Display) -> LabError {
+    LabError::Run(format!("drawing a chart: {e}"))
+}
+
+/// Label of x position `x` among `names` (bars sit on integer positions).
+fn label(names: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() > 1e-6 || i < 0.0 {
+        return String::new();
+    }
+    names.get(i as usize).cloned().unwrap_or_default()
+}
+
+/// A chart with one slot per row on x (labelled with the row names) and `y` on y, mesh
+/// drawn; bars are then drawn at x = 0, 1, ...
+fn row_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    rows: &[Row],
+    title: &str,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+    y_fmt: &dyn Fn(&f64) -> String,
+) -> LabResult<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let n = rows.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, y)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(rows.len().max(2))
+        .x_label_formatter(&|x| label(&names, *x))
+        .y_desc(y_desc)
+        .y_label_formatter(y_fmt)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// Median tps per row as bars, min-max as whiskers; client-bound rows are hatched grey.
+pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let top = rows
+            .iter()
+            .filter_map(|r| r.tps.map(|s| s.max))
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let mut chart = row_chart(
+            &root,
+            rows,
+            title,
+            0.0..top,
+            "transactions/s (median, min-max)",
+            &|y| super::si(*y),
+        )?;
+        for (i, r) in rows.iter().enumerate() {
+            let Some(s) = r.tps else { continue };
+            let x = i as f64;
+            let color = if r.client_bound {
+                RGBColor(170, 170, 170)
+            } else {
+                RGBColor(46, 110, 180)
+            };
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x - 0.35, 0.0), (x + 0.35, s.median)],
+                    color.filled(),
+                )))
+                .map_err(err)?;
+            let whisker = vec![
+                PathElement::new(vec![(x, s.min), (x, s.max)], BLACK.stroke_width(2)),
+                PathElement::new(
+                    vec![(x - 0.1, s.min), (x + 0.1, s.min)],
+                    BLACK.stroke_width(2),
+                ),
+                PathElement::new(
+                    vec![(x - 0.1, s.max), (x + 0.1, s.max)],
+                    BLACK.stroke_width(2),
+                ),
+            ];
+            chart.draw_series(whisker).map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// The parts of a CPU's time in [`cpu_stacks`], bottom to top, with their colours; the page
+/// draws the legend from this (a legend inside the plot would cover the bars).
+pub const CPU_PARTS: [(&str, (u8, u8, u8)); 4] = [
+    ("usr", (76, 175, 80)),
+    ("sys", (229, 115, 0)),
+    ("soft+irq", (198, 40, 40)),
+    ("idle", (224, 224, 224)),
+];
+
+/// For each row, one stacked bar per CPU: usr, sys, soft+irq, idle (percent), as in the
+/// seeds' `sar -u ALL -P ALL`.
+pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = row_chart(
+            &root,
+            rows,
+            "Per-CPU time: usr / sys / soft+irq / idle",
+            0.0..100.0,
+            "% of each CPU (bars left to right: CPU 0, 1, ...)",
+            &|y| format!("{y:.0}"),
+        )?;
+        for (k, (_, rgb)) in CPU_PARTS.into_iter().enumerate() {
+            let color = RGBColor(rgb.0, rgb.1, rgb.2);
+            let mut rects = Vec::new();
+            for (i, r) in rows.iter().enumerate() {
+                let m = r.cpus.len().max(1) as f64;
+                let w = 0.8 / m;
+                for (j, c) in r.cpus.iter().enumerate() {
+                    let s = &c.split;
+                    let vals = [s.usr, s.sys, s.soft + s.irq, s.idle + s.steal];
+                    let base: f64 = vals[..k].iter().sum();
+                    let x0 = i as f64 - 0.4 + j as f64 * w;
+                    rects.push(Rectangle::new(
+                        [(x0 + 0.02, base), (x0 + w - 0.02, base + vals[k])],
+                        color.filled(),
+                    ));
+                }
+            }
+            chart.draw_series(rects).map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Round-trip latency at p50 .. p99.99 for each row, log scale.
+pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
+    const TICKS: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
+    let series: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .map(|r| {
+            let l = &r.latency_us;
+            let pts = [l.p50, l.p90, l.p99, l.p999, l.p9999]
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.filter(|v| *v > 0.0).map(|v| (i as f64, v)))
+                .collect();
+            (r.name.clone(), pts)
+        })
+        .collect();
+    let all = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1));
+    let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    // Whole decades, so the log axis always has labelled ticks.
+    let (lo, hi) = if hi > 0.0 {
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(hi.log10().ceil()),
+        )
+    } else {
+        (1.0, 10.0)
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Round-trip latency by percentile", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.2..4.2, (lo..hi).log_scale())
+            .map_err(err)?;
+        let names: Vec<String> = TICKS.iter().map(|s| s.to_string()).collect();
+        chart
+            .configure_mesh()
+            .x_labels(5)
+            .x_label_formatter(&|x| label(&names, *x))
+            .y_desc("microseconds (log)")
+            .y_label_formatter(&|y| super::num(*y))
+            .draw()
+            .map_err(err)?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}

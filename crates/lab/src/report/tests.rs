@@ -1,0 +1,241 @@
+//! Rendering tests on synthetic trials (the figures are made up; the shapes are not).
+
+use super::*;
+use crate::env::Environment;
+use crate::runner::{Drops, ServerKind};
+use crate::sample::{UdpDelta, Window};
+use firehose_host::procfs::stat::CpuSplit;
+
+pub(crate) fn cell(name: &str) -> Cell {
+    Cell {
+        name: name.into(),
+        describe: format!("what {name} adds"),
+        server: ServerKind::PlainEcho { threads: 1 },
+        generator: Generator::Firehose,
+        knobs: None,
+    }
+}
+
+pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Trial {
+    let cpu = |c: usize, usr: f64, sys: f64, soft: f64| CpuRow {
+        cpu: c,
+        split: CpuSplit {
+            usr,
+            sys,
+            irq: 0.0,
+            soft,
+            idle: 100.0 - usr - sys - soft,
+            steal: 0.0,
+        },
+        net_rx: 10,
+    };
+    Trial {
+        config: name.into(),
+        repetition: rep,
+        generator: Generator::Firehose,
+        server_command: "firehose serve".into(),
+        client_command: "firehose load".into(),
+        server_pid: 1,
+        tps,
+        completed: tps as u64,
+        lost: 1,
+        mbps: crate::runner::wire_mbps(tps, 100),
+        latency_us: Latency {
+            min: Some(5.0),
+            p50: Some(20.0 + rep as f64),
+            p90: Some(30.0),
+            p99: Some(60.0),
+            p999: Some(120.0),
+            p9999: Some(400.0),
+            max: Some(900.0),
+            mean: Some(25.0),
+        },
+        server_cpu_us_per_txn: Some(1e6 / tps),
+        client_cpu_us_per_txn: Some(0.5e6 / tps),
+        server_cpu_util: 0.8,
+        client_cpu_util: Some(0.99),
+        syscalls_per_txn: Some(2.0),
+        syscalls_source: "engine".into(),
+        client_bound,
+        drops: Drops {
+            socket: 3,
+            softnet_dropped: 1,
+            ..Default::default()
+        },
+        window: Window {
+            seconds: 1.0,
+            all: CpuSplit {
+                usr: 10.0,
+                sys: 40.0,
+                irq: 0.0,
+                soft: 30.0,
+                idle: 20.0,
+                steal: 0.0,
+            },
+            cpus: vec![cpu(0, 5.0, 60.0, 30.0), cpu(1, 20.0, 30.0, 10.0)],
+            softnet: vec![crate::sample::SoftnetDelta {
+                cpu: 0,
+                processed: 2000,
+                dropped: 1,
+                time_squeeze: 2,
+                received_rps: 3,
+            }],
+            udp_server: UdpDelta::default(),
+            udp_client: None,
+            socket_drops: 3,
+            server_cpu_s: 0.8,
+            client_cpu_s: Some(0.99),
+        },
+        knobs: None,
+        placement_seen: Default::default(),
+        server_stats: None,
+        generator_report: serde_json::json!({"tps": tps}),
+    }
+}
+
+pub(crate) fn report() -> LabReport {
+    let cells = vec![cell("shared"), cell("reuseport")];
+    let mut shared0 = trial("shared", 0, 100_000.0, false);
+    shared0.knobs = Some(crate::topology::KnobState {
+        queues: 2,
+        server_gro: false,
+        client_gro: true,
+        server_rps_cpus: vec!["1".into(), "1".into()],
+        server_xps_cpus: vec!["1".into(), "0".into()],
+        client_xps_cpus: vec!["2".into(), "0".into()],
+        server_rp_filter: 0,
+    });
+    let trials = vec![
+        shared0,
+        trial("reuseport", 0, 250_000.0, false),
+        trial("shared", 1, 102_000.0, false),
+        trial("reuseport", 1, 255_000.0, true),
+        trial("shared", 2, 98_000.0, false),
+        trial("reuseport", 2, 245_000.0, false),
+    ];
+    let mut rows = rows(&cells, &trials);
+    let first = rows[0].clone();
+    rows[1].compare_with(&first);
+    LabReport {
+        kind: "ladder".into(),
+        started_unix: 0,
+        topology: "loopback".into(),
+        queues: 1,
+        workers: 1,
+        repetitions: 3,
+        placement: Placement {
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+        },
+        load: LoadSpec {
+            flows: 4,
+            window: Some(8),
+            rate: None,
+            threads: 1,
+            size: 100,
+            duration_s: 1,
+            warmup_s: 0,
+            timeout_ms: 200,
+        },
+        environment: Environment::capture(),
+        rows,
+        skipped: vec![Skipped {
+            name: "rps".into(),
+            reason: "needs veth".into(),
+        }],
+        ratios: vec![],
+        notes: vec!["a <note> & more".into()],
+        trials,
+    }
+}
+
+#[test]
+fn rows_take_medians_and_verdicts() {
+    let rep = report();
+    let r = &rep.rows[1];
+    assert_eq!(r.tps.unwrap().median, 250_000.0);
+    assert_eq!(
+        (r.tps.unwrap().min, r.tps.unwrap().max),
+        (245_000.0, 255_000.0)
+    );
+    assert!((r.gain.unwrap() - 2.5).abs() < 1e-9);
+    assert_eq!(r.verdict, Verdict::Helped);
+    assert!(r.client_bound, "one client-bound repetition marks the row");
+    assert_eq!(r.kernel_drops.unwrap().median, 4.0);
+    // The per-CPU split and latency come from the median repetition (rep 0 for 250k).
+    assert_eq!(r.latency_us.p50, Some(20.0));
+    assert_eq!(r.cpus.len(), 2);
+}
+
+#[test]
+fn json_has_rows_environment_and_trials() {
+    let rep = report();
+    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+    assert_eq!(v["kind"], "ladder");
+    assert_eq!(v["rows"][1]["verdict"], "helped");
+    assert_eq!(v["rows"][0]["tps"]["median"], 100_000.0);
+    assert_eq!(v["trials"].as_array().unwrap().len(), 6);
+    assert_eq!(v["placement"]["server_cpus"][0], 0);
+    assert!(v["environment"]["kernel"].as_str().unwrap().len() > 1);
+    assert!(v["environment"]["sysctls"]["net.core.rmem_max"].is_string());
+}
+
+#[test]
+fn table_and_markdown_show_every_row() {
+    let rep = report();
+    let t = table::render(&rep);
+    assert!(
+        t.contains("shared") && t.contains("reuseport [client-bound]"),
+        "{t}"
+    );
+    assert!(t.contains("250.0k (245.0k-255.0k)"), "{t}");
+    assert!(t.contains("x2.50") && t.contains("helped"), "{t}");
+    assert!(t.contains("skipped rps: needs veth"), "{t}");
+    let m = markdown::render(&rep);
+    assert!(m.contains("| shared |"), "{m}");
+    assert!(m.contains("c0 5/60/30 c1 20/30/10"), "{m}");
+    assert!(
+        m.contains("- `shared`: GRO off/on (server/client), rps_cpus [1 1], server xps_cpus [1 0], client xps_cpus [2 0], rp_filter 0"),
+        "{m}"
+    );
+    assert!(t.contains("  4/1  "), "drops and lost are counts: {t}");
+    // sar-style rows: 10 NET_RX and 2000 packets in a 1 s window.
+    assert!(
+        m.contains("| shared | 0 | 5.0 | 60.0 | 0.0 | 30.0 | 5.0 | 10 | 2.0k | 1 | 2 | 3 |"),
+        "{m}"
+    );
+    assert!(
+        m.contains("| shared | 1 | 20.0 | 30.0 | 0.0 | 10.0 | 40.0 | 10 | - | - | - | - |"),
+        "{m}"
+    );
+}
+
+#[test]
+fn html_is_self_contained_with_three_charts() {
+    let rep = report();
+    let h = html::render(&rep).unwrap();
+    assert_eq!(h.matches("<svg").count(), 3);
+    assert!(!h.contains("<script"), "no scripts");
+    for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(
+            !h.contains(fetch),
+            "the page must not fetch anything: {fetch}"
+        );
+    }
+    assert!(h.contains("a &lt;note&gt; &amp; more"));
+    assert!(h.contains("Transactions per second"));
+    assert!(
+        h.contains("<th>NET_RX/s</th>") && h.contains("<td>2.0k</td>"),
+        "per-CPU table"
+    );
+}
+
+#[test]
+fn write_dir_writes_three_files() {
+    let dir = std::env::temp_dir().join(format!("fh-lab-report-{}", std::process::id()));
+    report().write_dir(&dir).unwrap();
+    for f in ["results.json", "report.md", "report.html"] {
+        assert!(std::fs::metadata(dir.join(f)).unwrap().len() > 100, "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

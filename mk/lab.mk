@@ -1,0 +1,25 @@
+# firehose lab targets, included by the top-level Makefile (`include mk/lab.mk`).
+# Uses the top-level `build` target and the release binary it produces.
+
+LAB_BIN ?= $(or $(CARGO_TARGET_DIR),target)/release/firehose
+LAB_OUT ?= results
+# Three interleaved repetitions of 5 s per step, as the rules of measurement ask.
+LAB_ARGS ?= --repetitions 3 --duration 5 --warmup 1
+# Debian packages of the peers `lab compare` measures against (sockperf) and of perf,
+# which counts a peer server's syscalls (raw_syscalls:sys_enter).
+PEER_PACKAGES ?= sockperf linux-perf
+
+.PHONY: ladder peers
+
+# The NTT ladder on loopback, then on veth (root: namespaces), each with a report:
+# $(LAB_OUT)/ladder-<topology>/report.html, report.md and results.json.
+ladder: build
+	mkdir -p $(LAB_OUT)
+	$(LAB_BIN) lab ladder --topology loopback $(LAB_ARGS) \
+		--json $(LAB_OUT)/ladder-loopback.json --report $(LAB_OUT)/ladder-loopback
+	$(LAB_BIN) lab ladder --topology veth $(LAB_ARGS) \
+		--json $(LAB_OUT)/ladder-veth.json --report $(LAB_OUT)/ladder-veth
+
+# Installs the peers from Debian packages (root).
+peers:
+	apt-get install -y $(PEER_PACKAGES)
