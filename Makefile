@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench peers lint clean
+.PHONY: build demo test bench lint clean
 build:
 	$(CARGO) build --release --locked
 
@@ -18,13 +18,11 @@ test:
 bench: build
 	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
 
-# The peers the benchmarks compare against, from Debian packages.
-peers:
-	apt-get install -y sockperf
-
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 clean:
 	$(CARGO) clean
+
+include mk/lab.mk

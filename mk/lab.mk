@@ -5,9 +5,10 @@ LAB_BIN ?= $(or $(CARGO_TARGET_DIR),target)/release/firehose
 LAB_OUT ?= results
 # Three interleaved repetitions of 5 s per step, as the rules of measurement ask.
 LAB_ARGS ?= --repetitions 3 --duration 5 --warmup 1
-# Debian packages of the peers `lab compare` measures against (sockperf) and of perf,
-# which counts a peer server's syscalls (raw_syscalls:sys_enter).
-PEER_PACKAGES ?= sockperf linux-perf
+# Debian packages of the peers the benchmarks measure against (sockperf; Knot DNS, NSD,
+# dnsperf and kdig for DNS) and of perf, which counts a peer server's syscalls
+# (raw_syscalls:sys_enter).
+PEER_PACKAGES ?= sockperf knot knot-dnsutils nsd dnsperf linux-perf
 
 .PHONY: ladder peers
 
