@@ -78,6 +78,9 @@ pub struct LoadArgs {
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
     #[arg(long)]
     spin: bool,
+    /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
+    #[arg(long)]
+    no_gso: bool,
     /// Print a line every interval (0 for none).
     #[arg(long, default_value = "1", value_parser = parse_warmup)]
     interval: Duration,
@@ -127,6 +130,7 @@ struct ConfigDoc {
     warmup_s: f64,
     batch: usize,
     spin: bool,
+    gso: bool,
 }
 
 fn resolve(target: &str) -> Result<SocketAddr> {
@@ -181,6 +185,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         timeout: a.timeout,
         batch: a.batch,
         spin: a.spin,
+        gso: !a.no_gso,
     };
     let workload = match (a.proto, &a.queries) {
         (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
@@ -217,6 +222,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
         spin: a.spin,
+        gso: !a.no_gso,
     };
     let report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, |_| w.clone())?,
@@ -409,11 +415,15 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     );
     if let Some(c) = r.client_cpu_us_per_txn {
         say!(
-            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn",
+            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}",
             c,
             r.client_cpu_util * 100.0,
-            r.client_syscalls_per_txn.unwrap_or(0.0)
+            r.client_syscalls_per_txn.unwrap_or(0.0),
+            r.send_path
         );
+    }
+    if let Some(e) = &r.gso_error {
+        say!("  note: the kernel refused UDP GSO ({e}); requests went by sendmmsg");
     }
     if let (Some(s), Some(u)) = (r.server_cpu_us_per_txn, r.server_cpu_util) {
         say!(

@@ -19,8 +19,14 @@ fn tmp(name: &str) -> std::path::PathBuf {
 fn n_requests_give_n_completed() {
     let srv = Served::tuned(&[]);
     let target = srv.addr.to_string();
-    for (flows, window, extra) in [("1", "1", None), ("4", "8", None), ("3", "2", Some("20k"))] {
-        let out_path = tmp(&format!("exact-{flows}-{window}"));
+    let cases = [
+        ("1", "1", None, "sendmmsg"),
+        ("4", "8", None, "gso"),
+        ("4", "8", Some("--no-gso"), "sendmmsg"),
+        ("3", "2", Some("--rate=20k"), "gso"),
+    ];
+    for (k, (flows, window, extra, path)) in cases.into_iter().enumerate() {
+        let out_path = tmp(&format!("exact-{k}"));
         let mut args = vec![
             "load",
             "--target",
@@ -37,9 +43,7 @@ fn n_requests_give_n_completed() {
             out_path.to_str().unwrap(),
             "--quiet",
         ];
-        if let Some(r) = extra {
-            args.extend(["--rate", r]);
-        }
+        args.extend(extra);
         let out = run(&args);
         assert!(
             out.status.success(),
@@ -48,6 +52,10 @@ fn n_requests_give_n_completed() {
         );
         let doc = json_of(&out_path);
         assert_eq!(doc["sent"], 5000, "{doc}");
+        assert_eq!(
+            doc["send_path"], path,
+            "one request per send cannot use GSO: {doc}"
+        );
         assert_eq!(doc["completed"], 5000, "{doc}");
         assert_eq!(doc["lost"], 0);
         assert_eq!(doc["stray"], 0);

@@ -61,6 +61,9 @@ pub struct LoadConfig {
     pub batch: usize,
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
     pub spin: bool,
+    /// Send runs of equal-sized requests as UDP GSO super-datagrams (UDP_SEGMENT), which
+    /// pass the sender's IP stack once per run; falls back to sendmmsg if refused.
+    pub gso: bool,
 }
 
 /// Why a run could not start.
@@ -96,6 +99,10 @@ pub struct ThreadResult {
     pub unsent: u64,
     pub send_errors: u64,
     pub syscalls: u64,
+    /// sendmsg calls that carried a UDP GSO super-datagram.
+    pub gso_sends: u64,
+    /// Why GSO was abandoned, if the kernel refused it.
+    pub gso_error: Option<String>,
     pub codes: BTreeMap<u16, u64>,
     pub latency_ns: Histogram<u64>,
     /// This thread's CPU time during the measurement window.
@@ -257,6 +264,7 @@ struct ThreadPlan {
     window: usize,
     batch: usize,
     spin: bool,
+    gso: bool,
     timeout_ns: u64,
     measure_from_ns: u64,
     /// Stop sending at this time (duration mode).
@@ -292,6 +300,7 @@ impl ThreadPlan {
             window: cfg.window,
             batch: cfg.batch,
             spin: cfg.spin,
+            gso: cfg.gso,
             timeout_ns,
             measure_from_ns: warm,
             send_until_ns,
@@ -330,6 +339,9 @@ struct Thread<'a, W: Workload> {
     unsent: u64,
     send_errors: u64,
     syscalls: u64,
+    gso_sends: u64,
+    gso_refused: bool,
+    gso_error: Option<String>,
     next_flow: usize,
     /// Open loop: index of the next scheduled send.
     next_seq: u64,
@@ -412,6 +424,9 @@ impl<'a, W: Workload> Thread<'a, W> {
             unsent: 0,
             send_errors: 0,
             syscalls: 0,
+            gso_sends: 0,
+            gso_refused: false,
+            gso_error: None,
             next_flow: 0,
             next_seq: 0,
             cpu_at_start: None,
@@ -550,6 +565,10 @@ impl<'a, W: Workload> Thread<'a, W> {
         let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
+        // GSO needs every datagram of a send but the last to have the first one's size.
+        let mut seg = 0;
+        let mut equal = true;
+        let mut last_len = 0;
         for k in 0..n {
             if let Some(limit) = self.plan.send_count {
                 if self.sent_total + queued as u64 >= limit {
@@ -571,13 +590,37 @@ impl<'a, W: Workload> Thread<'a, W> {
                 .workload
                 .write_request(id, intended, self.tx.slot_mut(k));
             self.tx.queue_send(k, len);
+            if k == 0 {
+                seg = len;
+            } else if last_len != seg {
+                equal = false;
+            }
+            last_len = len;
             queued += 1;
             counted_sends += u64::from(counted);
         }
         if queued == 0 {
             return 0;
         }
-        let res = self.tx.flush(&self.flows[f].sock, 0, false);
+        let sock = &self.flows[f].sock;
+        let res = match (
+            self.plan.gso && equal && queued > 1 && seg > 0,
+            self.gso_refused,
+        ) {
+            (true, false) => match self.tx.flush_gso(sock, seg) {
+                Ok(r) => {
+                    self.gso_sends += r.syscalls as u64;
+                    r
+                }
+                Err(e) => {
+                    // The kernel or path cannot do GSO: say so once and use sendmmsg.
+                    self.gso_refused = true;
+                    self.gso_error = Some(e.to_string());
+                    self.tx.flush(sock, 0, false)
+                }
+            },
+            _ => self.tx.flush(sock, 0, false),
+        };
         self.syscalls += res.syscalls as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their
         // timeout, which is what they are from the server's point of view.
@@ -711,6 +754,8 @@ impl<'a, W: Workload> Thread<'a, W> {
             unsent: self.unsent,
             send_errors: self.send_errors,
             syscalls: self.syscalls,
+            gso_sends: self.gso_sends,
+            gso_error: self.gso_error,
             codes: self.codes,
             latency_ns: self.hist,
             cpu_time,

@@ -74,6 +74,11 @@ pub struct LoadReport {
     /// Busiest generator thread's CPU use over the window, as a fraction of one CPU.
     pub client_cpu_util: f64,
     pub client_syscalls_per_txn: Option<f64>,
+    /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly) or
+    /// "sendmmsg".
+    pub send_path: &'static str,
+    /// Why the kernel refused GSO, when it did.
+    pub gso_error: Option<String>,
     pub server_cpu_us_per_txn: Option<f64>,
     /// Server CPU seconds per second of window (may exceed 1 with several workers).
     pub server_cpu_util: Option<f64>,
@@ -108,6 +113,8 @@ pub fn summarize(
     let (mut completed, mut sent, mut lost, mut stray, mut dup, mut unsent, mut send_errors) =
         (0, 0, 0, 0, 0, 0, 0);
     let mut syscalls = 0;
+    let mut gso_sends = 0;
+    let mut gso_error = None;
     let mut cpu_s = 0.0;
     let mut window_s: f64 = 0.0;
     let mut threads = Vec::new();
@@ -121,6 +128,10 @@ pub fn summarize(
         unsent += r.unsent;
         send_errors += r.send_errors;
         syscalls += r.syscalls;
+        gso_sends += r.gso_sends;
+        if gso_error.is_none() {
+            gso_error = r.gso_error.clone();
+        }
         cpu_s += r.cpu_time.as_secs_f64();
         window_s = window_s.max(r.window.as_secs_f64());
         for (c, n) in &r.codes {
@@ -196,6 +207,8 @@ pub fn summarize(
         client_cpu_us_per_txn: per_txn(cpu_s * 1e6),
         client_cpu_util,
         client_syscalls_per_txn: per_txn(syscalls as f64),
+        send_path: if gso_sends > 0 { "gso" } else { "sendmmsg" },
+        gso_error,
         server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
         server_cpu_util,
         client_saturated,

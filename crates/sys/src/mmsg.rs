@@ -14,6 +14,12 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
 const CTRL_LEN: usize = 64;
+const SOL_UDP: i32 = 17;
+const UDP_SEGMENT: i32 = 103;
+/// Most segments the kernel accepts in one UDP GSO send (UDP_MAX_SEGMENTS was 64 before 6.x).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+/// Largest UDP GSO send: the IP total length field (16 bits) less IPv6/UDP headers.
+const GSO_MAX_BYTES: usize = 65535 - 48;
 
 /// What a flush did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +310,57 @@ impl Batch {
         f
     }
 
+    /// Sends everything queued for a connected socket as UDP GSO super-datagrams
+    /// (UDP_SEGMENT): one skb carries up to 64 equal datagrams through the sender's IP
+    /// stack, and the kernel splits it late. All queued datagrams but the last of each
+    /// send must be `seg` bytes long; the caller guarantees it. Returns `Err` with the
+    /// errno if the kernel refuses GSO (the caller then falls back to [`Self::flush`]);
+    /// nothing queued is lost in that case.
+    pub fn flush_gso(&mut self, sock: &UdpSock, seg: usize) -> SysResult<Flushed> {
+        let mut f = Flushed::default();
+        let total = self.queued;
+        let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / seg.max(1)).max(1);
+        let mut at = 0;
+        let mut ctrl = [0u64; 4];
+        while at < total {
+            let n = per_send.min(total - at);
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            let mut h: libc::msghdr = unsafe { mem::zeroed() };
+            h.msg_iov = self.out_iovs[at..].as_mut_ptr();
+            h.msg_iovlen = n;
+            h.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
+            // SAFETY: CMSG_SPACE only computes a size.
+            h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
+            // SAFETY: the control buffer (32 bytes, 8-aligned) holds one cmsghdr with a u16;
+            // CMSG_FIRSTHDR/CMSG_DATA point inside it.
+            unsafe {
+                let c = libc::CMSG_FIRSTHDR(&h);
+                (*c).cmsg_level = SOL_UDP;
+                (*c).cmsg_type = UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
+            }
+            f.syscalls += 1;
+            // SAFETY: h points at n live iovecs (our slots) and the local control buffer.
+            let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
+            match cvt(r, || "sendmsg(UDP_SEGMENT)".into()) {
+                Ok(_) => {
+                    f.sent += n;
+                    at += n;
+                }
+                Err(e) if e.errno() == Some(libc::EINTR) => continue,
+                Err(e) if at == 0 && gso_unsupported(&e) => return Err(e),
+                Err(e) => {
+                    f.failed += n;
+                    f.last_error = e.errno();
+                    at += n;
+                }
+            }
+        }
+        self.queued = 0;
+        Ok(f)
+    }
+
     fn send_single(&self, sock: &UdpSock, k: usize, flags: i32) -> SysResult<usize> {
         let h = &self.out_hdrs[k].msg_hdr;
         let iov = &self.out_iovs[k];
@@ -321,6 +378,14 @@ impl Batch {
             sock.send_to(data, Some(&raw), flags)
         }
     }
+}
+
+/// Errnos that mean "this kernel or path cannot do UDP GSO" rather than a lost datagram.
+fn gso_unsupported(e: &SysError) -> bool {
+    matches!(
+        e.errno(),
+        Some(libc::EINVAL) | Some(libc::EIO) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)
+    )
 }
 
 /// Receives with recvmmsg or recvfrom; EAGAIN becomes `Ok(0)`.
@@ -346,6 +411,41 @@ pub fn recv_some(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let srv = UdpSock::new_for(&any).unwrap();
+        srv.bind(&any).unwrap();
+        let cli = UdpSock::new_for(&any).unwrap();
+        cli.bind(&any).unwrap();
+        cli.connect(&srv.local_addr().unwrap()).unwrap();
+        let n = 100; // more than one GSO send's worth of segments
+        let mut tx = Batch::new(n, 256, false);
+        for i in 0..n {
+            let len = if i == n - 1 { 7 } else { 100 };
+            tx.slot_mut(i)[..len].fill(i as u8);
+            tx.queue_send(i, len);
+        }
+        let f = tx.flush_gso(&cli, 100).expect("loopback supports UDP GSO");
+        assert_eq!(f.sent, n);
+        assert_eq!(f.syscalls, 2);
+        let mut rx = Batch::new(128, 2048, false);
+        let mut got = 0;
+        while got < n {
+            let k = rx.recv(&srv, 128, 0).unwrap();
+            for i in 0..k {
+                let want = if got + i == n - 1 { 7 } else { 100 };
+                assert_eq!(
+                    rx.data(i),
+                    &vec![(got + i) as u8; want][..],
+                    "datagram {}",
+                    got + i
+                );
+            }
+            got += k;
+        }
+    }
 
     #[test]
     fn batch_echo_round_trip() {
