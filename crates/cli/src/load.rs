@@ -339,7 +339,7 @@ fn drive<W: Workload + 'static>(
                     thousands(iv.tps),
                     iv.lost,
                     iv.stray,
-                    if el < cfg.warmup { "  (warm-up)" } else { "" }
+                    if last_t < cfg.warmup.as_secs_f64() { "  (warm-up)" } else { "" }
                 );
             }
             intervals.push(iv);
