@@ -2,7 +2,7 @@
 //! with a generated config in a temp dir, pinned with `taskset`, and killed (dir removed)
 //! when dropped. CPU time is summed over the whole process tree (NSD forks its servers).
 
-use super::DnsCompareError;
+use crate::LabError;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::Workload;
 use std::net::UdpSocket;
@@ -31,6 +31,13 @@ impl ServerKind {
         }
     }
 
+    /// By the name the command line uses (the program's).
+    pub fn from_name(s: &str) -> Option<ServerKind> {
+        [ServerKind::Firehose, ServerKind::Knot, ServerKind::Nsd]
+            .into_iter()
+            .find(|k| k.name() == s)
+    }
+
     /// The configuration knob that sets the worker count, as the row shows it.
     pub fn config(self, workers: usize) -> String {
         match self {
@@ -41,7 +48,7 @@ impl ServerKind {
     }
 
     /// The program that must be installed (and its Debian package).
-    fn program(self) -> Option<(&'static str, &'static str)> {
+    pub fn program(self) -> Option<(&'static str, &'static str)> {
         match self {
             ServerKind::Firehose => None,
             ServerKind::Knot => Some(("knotd", "knot")),
@@ -82,20 +89,19 @@ impl Drop for Proc {
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 (knotd and nsd listen on both).
-pub fn free_port() -> Result<u16, DnsCompareError> {
+pub fn free_port() -> Result<u16, LabError> {
     for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| {
-            DnsCompareError::Run(format!("cannot bind a UDP socket on 127.0.0.1: {e}"))
-        })?;
+        let udp = UdpSocket::bind("127.0.0.1:0")
+            .map_err(|e| LabError::Run(format!("cannot bind a UDP socket on 127.0.0.1: {e}")))?;
         let port = udp
             .local_addr()
-            .map_err(|e| DnsCompareError::Run(e.to_string()))?
+            .map_err(|e| LabError::Run(e.to_string()))?
             .port();
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
     }
-    Err(DnsCompareError::Run(
+    Err(LabError::Run(
         "no port free for both UDP and TCP on 127.0.0.1".into(),
     ))
 }
@@ -156,15 +162,15 @@ fn nsd_conf(p: &ServerPlan<'_>) -> String {
 }
 
 /// Starts a server pinned to `plan.cpus` and waits until it answers the apex SOA.
-pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
+pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, LabError> {
     if let Some((prog, pkg)) = plan.kind.program() {
         if Command::new(prog).arg("-v").output().is_err() {
-            return Err(DnsCompareError::Tool(format!(
+            return Err(LabError::Command(format!(
                 "{prog} is not installed (apt-get install {pkg})"
             )));
         }
     }
-    std::fs::create_dir_all(&plan.dir).map_err(|e| DnsCompareError::io(&plan.dir, e))?;
+    std::fs::create_dir_all(&plan.dir).map_err(|e| LabError::io(plan.dir.display(), e))?;
     let mut cmd = Command::new("taskset");
     cmd.arg("-c").arg(cpu_list(plan.cpus));
     match plan.kind {
@@ -182,12 +188,12 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         }
         ServerKind::Knot => {
             let conf = plan.dir.join("knot.conf");
-            std::fs::write(&conf, knot_conf(plan)).map_err(|e| DnsCompareError::io(&conf, e))?;
+            std::fs::write(&conf, knot_conf(plan)).map_err(|e| LabError::io(conf.display(), e))?;
             cmd.arg("knotd").arg("-c").arg(conf);
         }
         ServerKind::Nsd => {
             let conf = plan.dir.join("nsd.conf");
-            std::fs::write(&conf, nsd_conf(plan)).map_err(|e| DnsCompareError::io(&conf, e))?;
+            std::fs::write(&conf, nsd_conf(plan)).map_err(|e| LabError::io(conf.display(), e))?;
             cmd.arg("nsd").arg("-d").arg("-c").arg(conf);
         }
     }
@@ -195,7 +201,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| DnsCompareError::Run(format!("cannot start {}: {e}", plan.kind.name())))?;
+        .map_err(|e| LabError::Run(format!("cannot start {}: {e}", plan.kind.name())))?;
     let mut proc = Proc {
         child,
         dir: Some(plan.dir.clone()),
@@ -206,7 +212,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
             return Ok(proc);
         }
         if let Ok(Some(status)) = proc.child.try_wait() {
-            return Err(DnsCompareError::Run(format!(
+            return Err(LabError::Run(format!(
                 "{} exited with {status} before answering (config in {})",
                 plan.kind.name(),
                 plan.dir.display()
@@ -214,7 +220,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Err(DnsCompareError::Run(format!(
+    Err(LabError::Run(format!(
         "{} did not answer {} SOA on 127.0.0.1:{} within 10 s",
         plan.kind.name(),
         plan.apex,
