@@ -14,6 +14,7 @@ mod report;
 pub use drivers::{Driver, DriverResult};
 pub use peers::ServerKind;
 
+use crate::stats::Summary;
 use crate::LabError;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -87,35 +88,6 @@ impl Default for DnsCompareOptions {
     }
 }
 
-/// Median with min and max over repetitions.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(values: &[f64]) -> Option<Spread> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-}
-
 /// One (server, config, driver) over all repetitions.
 #[derive(Debug, Clone, Serialize)]
 pub struct DnsCompareRow {
@@ -123,7 +95,7 @@ pub struct DnsCompareRow {
     pub workers: usize,
     pub config: String,
     pub driver: Driver,
-    pub qps: Spread,
+    pub qps: Summary,
     pub server_cpu_us_per_query: Option<f64>,
     pub client_cpu_us_per_query: Option<f64>,
     pub syscalls_per_query: Option<f64>,
@@ -230,13 +202,7 @@ pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> Strin
 
 fn environment() -> Vec<(String, String)> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpu = read("/proc/cpuinfo")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let cpu = crate::env::cpu_model(&read("/proc/cpuinfo")).unwrap_or_else(|| "unknown".into());
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     vec![
         (
@@ -317,9 +283,9 @@ fn row_of(
     samples: &[Sample],
 ) -> Option<DnsCompareRow> {
     let med = |f: &dyn Fn(&Sample) -> Option<f64>| {
-        Spread::of(&samples.iter().filter_map(f).collect::<Vec<_>>()).map(|s| s.median)
+        Summary::of(samples.iter().filter_map(f)).map(|s| s.median)
     };
-    let qps = Spread::of(&samples.iter().map(|s| s.result.qps).collect::<Vec<_>>())?;
+    let qps = Summary::of(samples.iter().map(|s| s.result.qps))?;
     let per_query = |secs: f64, s: &Sample| {
         (s.result.completed > 0).then(|| secs * 1e6 / s.result.completed as f64)
     };
@@ -565,11 +531,7 @@ mod tests {
     }
 
     #[test]
-    fn spreads_and_usage_checks() {
-        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
-        assert_eq!(Spread::of(&[1.0, 2.0]).unwrap().median, 1.5);
-        assert!(Spread::of(&[]).is_none());
+    fn usage_checks() {
         let mut o = DnsCompareOptions {
             client_cpus: vec![0],
             ..DnsCompareOptions::default()

@@ -10,41 +10,30 @@ use firehose_lab::topology::Kind;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The flags of `lab compare` that mean nothing for DNS, if given: each is refused rather
-/// than ignored.
+/// Why each flag of `lab compare --proto echo` means nothing for DNS.
+const ECHO_ONLY: [&str; 7] = [
+    "--topology veth: the DNS comparison runs on loopback only",
+    "--queues: the DNS comparison runs on loopback, which has no queues to set",
+    "--warmup: dnsperf has no warm-up, so neither driver gets one",
+    "--threads: both DNS drivers run one thread on the client CPU",
+    "--flows: both DNS drivers use one socket; --window sets the queries in flight",
+    "--size: DNS requests are the queries of the generated query file",
+    "--timeout: each DNS driver times out queries on its own terms",
+];
+
+/// Refuses, rather than ignores, the flags of [`ECHO_ONLY`] if given.
 fn refuse_echo_flags(c: &CompareArgs) -> Result<()> {
     let r = &c.run;
-    let why = [
-        (
-            r.topology == Some(Kind::Veth),
-            "--topology veth: the DNS comparison runs on loopback only",
-        ),
-        (
-            r.queues.is_some(),
-            "--queues: the DNS comparison runs on loopback, which has no queues to set",
-        ),
-        (
-            r.warmup.is_some(),
-            "--warmup: dnsperf has no warm-up, so neither driver gets one",
-        ),
-        (
-            r.threads.is_some(),
-            "--threads: both DNS drivers run one thread on the client CPU",
-        ),
-        (
-            r.flows.is_some(),
-            "--flows: both DNS drivers use one socket; --window sets the queries in flight",
-        ),
-        (
-            r.size.is_some(),
-            "--size: DNS requests are the queries of the generated query file",
-        ),
-        (
-            r.timeout.is_some(),
-            "--timeout: each DNS driver times out queries on its own terms",
-        ),
+    let given = [
+        r.topology == Some(Kind::Veth),
+        r.queues.is_some(),
+        r.warmup.is_some(),
+        r.threads.is_some(),
+        r.flows.is_some(),
+        r.size.is_some(),
+        r.timeout.is_some(),
     ];
-    match why.iter().find(|(given, _)| *given) {
+    match given.iter().zip(ECHO_ONLY).find(|(g, _)| **g) {
         Some((_, msg)) => Err(Usage(format!("{msg} (it applies to --proto echo)")).into()),
         None => Ok(()),
     }

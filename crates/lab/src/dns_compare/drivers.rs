@@ -1,8 +1,9 @@
 //! The load drivers: dnsperf and `firehose load --proto dns`, pinned with taskset, with
 //! their own CPU time read from the wrapping shell's cutime/cstime once they exit.
 
-use super::peers::{cpu_list, parse_stat};
+use crate::topology::cpu_list;
 use crate::LabError;
+use firehose_host::procfs::pidstat;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -155,9 +156,9 @@ pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, LabError> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let ticks = parse_stat(stat.trim())
-        .map(|(_, _, children)| children)
-        .ok_or_else(|| LabError::Run(format!("no stat line after {}", p.driver.name())))?;
+    let ticks = pidstat::parse(stat.trim())
+        .map(|s| s.cutime + s.cstime)
+        .map_err(|e| LabError::Run(format!("no stat line after {}: {e}", p.driver.name())))?;
     let mut r = match p.driver {
         Driver::Dnsperf => parse_dnsperf(text)
             .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?,

@@ -2,7 +2,9 @@
 //! with a generated config in a temp dir, pinned with `taskset`, and killed (dir removed)
 //! when dropped. CPU time is summed over the whole process tree (NSD forks its servers).
 
+use crate::topology::cpu_list;
 use crate::LabError;
+use firehose_host::procfs::pidstat;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::Workload;
 use std::net::UdpSocket;
@@ -104,14 +106,6 @@ pub fn free_port() -> Result<u16, LabError> {
     Err(LabError::Run(
         "no port free for both UDP and TCP on 127.0.0.1".into(),
     ))
-}
-
-/// A CPU list for taskset, e.g. "0,2".
-pub fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Where a server runs and what it serves.
@@ -251,13 +245,10 @@ fn answers_soa(port: u16, apex: &str) -> bool {
     }
 }
 
-/// (ppid, utime + stime, cutime + cstime) from the text of /proc/PID/stat.
-pub fn parse_stat(text: &str) -> Option<(u32, u64, u64)> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Field 3 of the line (state) is f[0]; ppid is field 4, utime..cstime 14..17.
-    let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
-    Some((num(1)? as u32, num(11)? + num(12)?, num(13)? + num(14)?))
+/// /proc/PID/stat of a process, if it is still there.
+fn stat_of(pid: u32) -> Option<pidstat::PidStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    pidstat::parse(&text).ok()
 }
 
 /// `root` and every process descending from it.
@@ -268,11 +259,8 @@ pub fn process_tree(root: u32) -> Vec<u32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            if let Some((ppid, _, _)) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|t| parse_stat(&t))
-            {
-                parent.push((pid, ppid));
+            if let Some(st) = stat_of(pid) {
+                parent.push((pid, st.ppid));
             }
         }
     }
@@ -290,23 +278,14 @@ pub fn process_tree(root: u32) -> Vec<u32> {
 pub fn tree_ticks(root: u32) -> u64 {
     process_tree(root)
         .into_iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
-        .filter_map(|t| parse_stat(&t))
-        .map(|(_, ticks, _)| ticks)
+        .filter_map(stat_of)
+        .map(|s| s.utime + s.stime)
         .sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_after_an_odd_comm() {
-        let line =
-            "4242 (k (x) y) S 17 4242 4242 0 -1 4194560 1000 0 0 0 250 75 30 12 20 0 3 0 100";
-        assert_eq!(parse_stat(line), Some((17, 325, 42)));
-        assert_eq!(parse_stat("garbage"), None);
-    }
 
     #[test]
     fn our_own_process_is_in_its_tree() {
@@ -350,6 +329,5 @@ mod tests {
                 && k.contains("socket-affinity: on")
                 && k.contains("listen: 127.0.0.1@5353")
         );
-        assert_eq!(cpu_list(&[0, 2]), "0,2");
     }
 }

@@ -1,10 +1,61 @@
 //! The comparison as text: a table with the ratios the targets ask for, and Markdown.
 
-use super::{DnsCompareReport, DnsCompareRow, Driver, ServerKind, Spread};
+use super::{DnsCompareReport, DnsCompareRow, Driver, ServerKind};
+use crate::stats::Summary;
 use std::fmt::Write as _;
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Column headers of the table and of report.md.
+const HEADERS: [&str; 12] = [
+    "server",
+    "config",
+    "driver",
+    "QPS median (min-max)",
+    "srv us/q",
+    "cli us/q",
+    "sysc/q",
+    "p50 us",
+    "p99 us",
+    "mean us",
+    "lost",
+    "bound",
+];
+
+/// Width of each column of the text table, and whether it is left-aligned.
+const WIDTHS: [(usize, bool); 12] = [
+    (9, true),
+    (34, true),
+    (14, true),
+    (26, false),
+    (9, false),
+    (9, false),
+    (9, false),
+    (8, false),
+    (8, false),
+    (8, false),
+    (7, false),
+    (8, false),
+];
+
+/// One row's cells, in [`HEADERS`] order.
+fn cells(r: &DnsCompareRow) -> [String; 12] {
+    [
+        r.server.name().into(),
+        r.config.clone(),
+        r.driver.name().into(),
+        format!("{:.0} ({:.0}-{:.0})", r.qps.median, r.qps.min, r.qps.max),
+        opt(r.server_cpu_us_per_query, 2),
+        opt(r.client_cpu_us_per_query, 2),
+        opt(r.syscalls_per_query, 2),
+        opt(r.p50_us, 1),
+        opt(r.p99_us, 1),
+        opt(r.mean_us, 1),
+        r.lost.to_string(),
+        r.bound.into(),
+    ]
 }
 
 impl DnsCompareReport {
@@ -29,39 +80,20 @@ impl DnsCompareReport {
             env.push(format!("steal {st:.1}% of CPU time during the run"));
         }
         let _ = writeln!(s, "{}", env.join("; "));
-        let _ = writeln!(
-            s,
-            "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
-            "server",
-            "config",
-            "driver",
-            "QPS median (min-max)",
-            "srv us/q",
-            "cli us/q",
-            "sysc/q",
-            "p50 us",
-            "p99 us",
-            "mean us",
-            "lost",
-            "bound"
-        );
+        let line = |cells: &[String]| {
+            let mut l = String::new();
+            for (c, (w, left)) in cells.iter().zip(WIDTHS) {
+                let _ = if left {
+                    write!(l, "{c:<w$} ")
+                } else {
+                    write!(l, "{c:>w$} ")
+                };
+            }
+            l.trim_end().to_string()
+        };
+        let _ = writeln!(s, "{}", line(&HEADERS.map(String::from)));
         for r in &self.rows {
-            let _ = writeln!(
-                s,
-                "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
-                r.server.name(),
-                r.config,
-                r.driver.name(),
-                format!("{:.0} ({:.0}-{:.0})", r.qps.median, r.qps.min, r.qps.max),
-                opt(r.server_cpu_us_per_query, 2),
-                opt(r.client_cpu_us_per_query, 2),
-                opt(r.syscalls_per_query, 2),
-                opt(r.p50_us, 1),
-                opt(r.p99_us, 1),
-                opt(r.mean_us, 1),
-                r.lost,
-                r.bound
-            );
+            let _ = writeln!(s, "{}", line(&cells(r)));
         }
         for line in self.ratios() {
             let _ = writeln!(s, "{line}");
@@ -90,29 +122,15 @@ impl DnsCompareReport {
         if let Some(st) = self.steal_pct {
             let _ = writeln!(s, "- steal: {st:.1}% of CPU time during the run");
         }
-        s.push_str(
-            "\n| server | config | driver | QPS median (min-max) | server CPU us/q | client CPU us/q \
-             | syscalls/q | p50 us | p99 us | mean us | lost | bound |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        let _ = writeln!(
+            s,
+            "\n| {} |\n|{}",
+            HEADERS.join(" | "),
+            "---|".repeat(HEADERS.len())
         );
         for r in &self.rows {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {:.0} ({:.0}-{:.0}) | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.server.name(),
-                r.config,
-                r.driver.name(),
-                r.qps.median,
-                r.qps.min,
-                r.qps.max,
-                opt(r.server_cpu_us_per_query, 2),
-                opt(r.client_cpu_us_per_query, 2),
-                opt(r.syscalls_per_query, 2),
-                opt(r.p50_us, 1),
-                opt(r.p99_us, 1),
-                opt(r.mean_us, 1),
-                r.lost,
-                r.bound
-            );
+            let row = cells(r).map(|c| c.replace('|', "\\|"));
+            let _ = writeln!(s, "| {} |", row.join(" | "));
         }
         let ratios = self.ratios();
         if !ratios.is_empty() {
@@ -189,8 +207,8 @@ impl DnsCompareReport {
                 .collect()
         };
         if let (Some(f), Some(p)) = (
-            Spread::of(&cli(Driver::Firehose)),
-            Spread::of(&cli(Driver::Dnsperf)),
+            Summary::of(cli(Driver::Firehose)),
+            Summary::of(cli(Driver::Dnsperf)),
         ) {
             out.push(format!(
                 "client CPU per query, firehose load / dnsperf (medians over rows): {:.2} / {:.2} us = {:.2}x (target <= 0.50)",
@@ -200,5 +218,75 @@ impl DnsCompareReport {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> DnsCompareReport {
+        let row = |server, driver, qps: f64, cpu| DnsCompareRow {
+            server,
+            workers: 1,
+            config: server.config(1),
+            driver,
+            qps: Summary::of([qps, qps * 1.1]).unwrap(),
+            server_cpu_us_per_query: Some(cpu),
+            client_cpu_us_per_query: Some(2.0),
+            syscalls_per_query: None,
+            p50_us: None,
+            p99_us: None,
+            mean_us: Some(80.0),
+            lost: 3,
+            server_util: 1.0,
+            client_util: 0.5,
+            client_bound: false,
+            bound: "server",
+        };
+        DnsCompareReport {
+            rows: vec![
+                row(ServerKind::Firehose, Driver::Dnsperf, 200_000.0, 2.0),
+                row(ServerKind::Nsd, Driver::Dnsperf, 100_000.0, 4.0),
+            ],
+            skipped: vec!["knotd: not installed (apt-get install -y knot)".into()],
+            environment: vec![("kernel".into(), "6.1".into())],
+            repetitions: 2,
+            duration_s: 1.0,
+            rate: None,
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            steal_pct: None,
+        }
+    }
+
+    #[test]
+    fn table_and_markdown_carry_the_same_cells() {
+        let r = report();
+        let t = r.render_table();
+        let row = t.lines().find(|l| l.starts_with("nsd ")).unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>().join(" "),
+            "nsd server-count 1, reuseport dnsperf 105000 (100000-110000) 4.00 2.00 - - - 80.0 3 server"
+        );
+        assert!(t.contains("skipped: knotd: not installed"), "{t}");
+        assert!(
+            t.contains(
+                "server CPU per query, firehose / best peer (nsd), workers 1, dnsperf: 0.50x"
+            ),
+            "{t}"
+        );
+        let md = r.render_markdown();
+        assert!(md.contains(
+            "| nsd | server-count 1, reuseport | dnsperf | 105000 (100000-110000) | 4.00 | 2.00 | - | - | - | 80.0 | 3 | server |"
+        ), "{md}");
+        assert!(
+            md.contains("\n## Skipped\n\n- knotd: not installed"),
+            "{md}"
+        );
+        assert!(
+            md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|\n"),
+            "{md}"
+        );
     }
 }
