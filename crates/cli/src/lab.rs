@@ -2,7 +2,10 @@
 //! in one command, with a report. The work is in the `firehose-lab` crate; this module
 //! parses arguments, handles Ctrl-C/SIGTERM, prints progress on a terminal and the table.
 
+mod dns;
+
 use crate::args::{parse_positive, Usage};
+use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use firehose_engine::parse_cpu_list;
@@ -39,9 +42,10 @@ enum LabCommand {
 /// What every measured run needs.
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// Test host: the host's loopback, or two namespaces joined by a veth pair (root).
-    #[arg(long, default_value = "loopback", value_parser = |s: &str| s.parse::<Kind>())]
-    topology: Kind,
+    /// Test host: the host's loopback, or two namespaces joined by a veth pair (root)
+    /// [default: loopback].
+    #[arg(long, value_parser = |s: &str| s.parse::<Kind>())]
+    topology: Option<Kind>,
     /// Queues per veth end [default: number of CPUs].
     #[arg(long, value_parser = parse_positive)]
     queues: Option<usize>,
@@ -51,18 +55,19 @@ struct RunArgs {
     /// Measured seconds per run.
     #[arg(long, default_value = "5", value_parser = parse_positive)]
     duration: usize,
-    /// Seconds of load before the measured window.
-    #[arg(long, default_value = "1", value_parser = parse_count)]
-    warmup: usize,
+    /// Seconds of load before the measured window [default: 1].
+    #[arg(long, value_parser = parse_count)]
+    warmup: Option<usize>,
     /// CPUs of the server [default: the first half of the allowed CPUs].
     #[arg(long)]
     server_cpus: Option<String>,
     /// CPUs of the client [default: the rest].
     #[arg(long)]
     client_cpus: Option<String>,
-    /// Server workers [default: one per server CPU].
-    #[arg(long, value_parser = parse_positive)]
-    workers: Option<usize>,
+    /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
+    /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
+    #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
+    workers: Option<Vec<usize>>,
     /// Generator threads [default: one per client CPU].
     #[arg(long, value_parser = parse_positive)]
     threads: Option<usize>,
@@ -75,16 +80,17 @@ struct RunArgs {
     /// Open loop at this many transactions/s [default: ladder closed loop, compare 10000].
     #[arg(long, value_parser = parse_positive)]
     rate: Option<usize>,
-    /// Request payload bytes (the talk used 100).
-    #[arg(long, default_value = "100", value_parser = parse_positive)]
-    size: usize,
-    /// Milliseconds after which an unanswered request is lost.
-    #[arg(long, default_value = "200", value_parser = parse_positive)]
-    timeout: usize,
-    /// Write the results as JSON here [default: firehose-lab-<ladder|compare>.json].
+    /// Request payload bytes (the talk used 100) [default: 100].
+    #[arg(long, value_parser = parse_positive)]
+    size: Option<usize>,
+    /// Milliseconds after which an unanswered request is lost [default: 200].
+    #[arg(long, value_parser = parse_positive)]
+    timeout: Option<usize>,
+    /// Write the results as JSON here [default: firehose-lab-<ladder|compare|compare-dns>.json].
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Also write report.md, report.html (SVG charts) and the run logs into this directory.
+    /// Also write report.md, report.html (SVG charts) and the run logs into this directory
+    /// (with `compare --proto dns`: report.md).
     #[arg(long)]
     report: Option<PathBuf>,
 }
@@ -104,22 +110,40 @@ struct LadderArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Servers: naive, reuseport, steered, tuned, latency (firehose serve \
+#[command(after_help = "--proto echo (default):\n\
+Servers: naive, reuseport, steered, tuned, latency (firehose serve \
 profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
 Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
 Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
-servers are compared at the same rate: CPU per transaction and latency."
-)]
+servers are compared at the same rate: CPU per transaction and latency.\n\n\
+--proto dns:\n\
+Servers: firehose (serve --proto dns --profile tuned), knotd, nsd, over one generated zone.\n\
+Generators: dnsperf, firehose (firehose load --proto dns), one thread on the client CPU,\n\
+--window queries outstanding (default 100); closed loop, or open loop at --rate.\n\
+Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
+--window --rate --json --report --names --query-count --no-syscalls.")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Servers to compare.
-    #[arg(long, default_value = "naive,tuned,plain,sockperf")]
-    servers: String,
-    /// Generators to drive them with.
-    #[arg(long, default_value = "firehose,sockperf")]
-    generators: String,
+    /// What the servers speak.
+    #[arg(long, value_enum, default_value = "echo")]
+    proto: Proto,
+    /// Servers to compare [default: echo naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
+    #[arg(long)]
+    servers: Option<String>,
+    /// Generators to drive them with [default: echo firehose,sockperf; dns dnsperf,firehose].
+    #[arg(long)]
+    generators: Option<String>,
+    /// Names in the generated zone (--proto dns) [default: 10000].
+    #[arg(long, value_parser = parse_positive)]
+    names: Option<usize>,
+    /// Queries in the generated query file, 3 of 4 for names that exist (--proto dns)
+    /// [default: 100000].
+    #[arg(long, value_parser = parse_positive)]
+    query_count: Option<usize>,
+    /// Do not count the servers' syscalls with perf (--proto dns).
+    #[arg(long)]
+    no_syscalls: bool,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +161,12 @@ struct PlainEchoArgs {
     /// Threads sharing the one socket.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     threads: usize,
+}
+
+impl RunArgs {
+    fn topology(&self) -> Kind {
+        self.topology.unwrap_or(Kind::Loopback)
+    }
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
@@ -218,20 +248,12 @@ struct Setup {
     temp: bool,
 }
 
-/// Fills in defaults, checks the arguments, then builds the test host. `pins` names what
-/// pins one worker per server CPU in this run, if anything does.
-fn setup(
-    r: &RunArgs,
-    default_flows: usize,
-    default_window: Option<usize>,
-    default_rate: Option<usize>,
-    pins: Option<&str>,
-) -> Result<Setup> {
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let placement = match (&r.server_cpus, &r.client_cpus) {
-        (None, None) => Placement::split(&allowed).map_err(lab_err)?,
+/// The server and client CPUs: as given, or the allowed CPUs split in two halves.
+fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
+    Ok(match (&r.server_cpus, &r.client_cpus) {
+        (None, None) => Placement::split(allowed).map_err(lab_err)?,
         (s, c) => {
-            let split = Placement::split(&allowed).ok();
+            let split = Placement::split(allowed).ok();
             let server = match s {
                 Some(s) => cpus("--server-cpus", s)?,
                 None => split
@@ -253,10 +275,32 @@ fn setup(
                 )
                 .into());
             }
-            Placement::new(server, client, &allowed).map_err(lab_err)?
+            Placement::new(server, client, allowed).map_err(lab_err)?
         }
-    };
-    let workers = r.workers.unwrap_or(placement.server_cpus.len());
+    })
+}
+
+/// Fills in defaults, checks the arguments, then builds the test host. `pins` names what
+/// pins one worker per server CPU in this run, if anything does.
+fn setup(
+    r: &RunArgs,
+    default_flows: usize,
+    default_window: Option<usize>,
+    default_rate: Option<usize>,
+    pins: Option<&str>,
+) -> Result<Setup> {
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let placement = placement(r, &allowed)?;
+    let workers =
+        match r.workers.as_deref() {
+            None => placement.server_cpus.len(),
+            Some([w]) => *w,
+            Some(_) => return Err(Usage(
+                "--workers takes one count here; a list of counts is for lab compare --proto dns"
+                    .into(),
+            )
+            .into()),
+        };
     if let Some(what) = pins {
         if workers > placement.server_cpus.len() {
             return Err(Usage(format!(
@@ -267,6 +311,7 @@ fn setup(
         }
     }
     let threads = r.threads.unwrap_or(placement.client_cpus.len());
+    let size = r.size.unwrap_or(100);
     let flows = r.flows.unwrap_or(default_flows.max(threads));
     if flows < threads {
         return Err(Usage(format!(
@@ -279,19 +324,19 @@ fn setup(
         window: r.window.or(default_window),
         rate: r.rate.or(default_rate).map(|x| x as u64),
         threads,
-        size: r.size,
+        size,
         duration_s: r.duration as u64,
-        warmup_s: r.warmup as u64,
-        timeout_ms: r.timeout as u64,
+        warmup_s: r.warmup.unwrap_or(1) as u64,
+        timeout_ms: r.timeout.unwrap_or(200) as u64,
     };
-    if r.size < 20 {
+    if size < 20 {
         return Err(Usage(format!(
             "--size {}: echo requests carry a 20-byte header; use 20 or more",
-            r.size
+            size
         ))
         .into());
     }
-    if r.queues.is_some() && r.topology == Kind::Loopback {
+    if r.queues.is_some() && r.topology() == Kind::Loopback {
         return Err(Usage(
             "--queues sets the veth pair's queues: use it with --topology veth".into(),
         )
@@ -301,7 +346,7 @@ fn setup(
         Some(d) => (d.join("runs"), false),
         None => (runner::temp_workdir(std::process::id()), true),
     };
-    let topo = match r.topology {
+    let topo = match r.topology() {
         Kind::Loopback => Topology::loopback(),
         Kind::Veth => {
             let q = r.queues.unwrap_or(allowed.len());
@@ -378,7 +423,7 @@ fn execute(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let environment = Environment::capture();
-    let port = match r.topology {
+    let port = match r.topology() {
         Kind::Loopback => runner::free_loopback_port().map_err(lab_err)?,
         Kind::Veth => runner::VETH_PORT,
     };
@@ -424,7 +469,7 @@ fn execute(
     let rep = LabReport {
         kind: kind.into(),
         started_unix,
-        topology: r.topology.name().into(),
+        topology: r.topology().name().into(),
         queues: s.topo.queues(),
         workers: s.workers,
         repetitions: r.repetitions,
@@ -455,7 +500,7 @@ fn execute(
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology).map_err(lab_err)?;
+    let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology()).map_err(lab_err)?;
     let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
     let pins = steps
         .iter()
@@ -463,7 +508,7 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
         .then_some("the pin step pins");
     let stop = stop_flag()?;
     let s = setup(&l.run, 16, Some(4), None, pins)?;
-    let veth = l.run.topology == Kind::Veth;
+    let veth = l.run.topology() == Kind::Veth;
     let cells: Vec<Cell> = steps
         .iter()
         .map(|st| Cell {
@@ -499,18 +544,31 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
+    if c.proto == Proto::Dns {
+        return dns::compare(c);
+    }
+    for (given, flag) in [
+        (c.names.is_some(), "--names"),
+        (c.query_count.is_some(), "--query-count"),
+        (c.no_syscalls, "--no-syscalls"),
+    ] {
+        if given {
+            return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
+        }
+    }
+    let servers = c.servers.as_deref().unwrap_or("naive,tuned,plain,sockperf");
+    let generators = c.generators.as_deref().unwrap_or("firehose,sockperf");
     let sockperf = cmd::installed("sockperf");
     // Validate names before building anything.
-    compare::plan(&c.servers, &c.generators, 1, sockperf).map_err(lab_err)?;
-    let pins = c
-        .servers
+    compare::plan(servers, generators, 1, sockperf).map_err(lab_err)?;
+    let pins = servers
         .split(',')
         .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
         .then_some("the steered, tuned and latency profiles pin");
     let stop = stop_flag()?;
     let s = setup(&c.run, 1, None, Some(10_000), pins)?;
     let (cells, skipped) =
-        compare::plan(&c.servers, &c.generators, s.workers, sockperf).map_err(lab_err)?;
+        compare::plan(servers, generators, s.workers, sockperf).map_err(lab_err)?;
     if cells.is_empty() {
         let why: Vec<String> = skipped
             .iter()

@@ -207,12 +207,24 @@ fn pidstat_real_and_odd_comm() {
     assert_eq!(p.utime, 1234);
     assert_eq!(p.stime, 567);
     assert_eq!(p.processor, Some(3));
+    assert_eq!(p.ppid, 1);
+}
+
+#[test]
+fn pidstat_of_a_shell_holds_its_waited_childs_cpu() {
+    // `sh -c 'timeout 0.3 sh -c "while :; do :; done"; cat /proc/$$/stat'`
+    let p = pidstat::parse(&sample("proc_pid_stat_after_child.txt")).unwrap();
+    assert_eq!(p.comm, "sh");
+    assert_eq!(p.ppid, 7553);
+    assert_eq!((p.utime, p.stime), (0, 0));
+    assert_eq!((p.cutime, p.cstime), (30, 0));
 }
 
 #[test]
 fn pidstat_short_line_has_no_processor() {
-    let p = pidstat::parse("1 (init) S 0 1 1 0 -1 0 0 0 0 0 7 8 0 0 20 0 1 0 5").unwrap();
+    let p = pidstat::parse("1 (init) S 0 1 1 0 -1 0 0 0 0 0 7 8 9 10 20 0 1 0 5").unwrap();
     assert_eq!((p.utime, p.stime, p.processor), (7, 8, None));
+    assert_eq!((p.ppid, p.cutime, p.cstime), (0, 9, 10));
     assert!(pidstat::parse("1 (init) S 0 1").is_err());
     assert!(pidstat::parse("garbage").is_err());
 }

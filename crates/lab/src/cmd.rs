@@ -62,6 +62,7 @@ pub fn install_hint(program: &str) -> String {
         "taskset" | "kill" => "util-linux procps",
         "sysctl" => "procps",
         "chromium" => "chromium",
+        "knotd" => "knot",
         other => other,
     };
     format!("apt-get install -y {pkg}")

@@ -9,43 +9,20 @@
 
 pub mod drivers;
 pub mod peers;
+mod report;
 
 pub use drivers::{Driver, DriverResult};
 pub use peers::ServerKind;
 
+use crate::stats::Summary;
+use crate::LabError;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Why a comparison could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum DnsCompareError {
-    /// Inconsistent options (bad usage).
-    #[error("{0}")]
-    Usage(String),
-    /// A program the comparison needs is missing.
-    #[error("{0}")]
-    Tool(String),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    /// A server or driver failed.
-    #[error("{0}")]
-    Run(String),
-}
-
-impl DnsCompareError {
-    fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        DnsCompareError::Io {
-            path: path.as_ref().display().to_string(),
-            source,
-        }
-    }
-}
 
 /// What to compare and how.
 #[derive(Debug, Clone)]
@@ -76,6 +53,16 @@ pub struct DnsCompareOptions {
     pub workdir: PathBuf,
     /// UDP (and TCP, for knotd) port on 127.0.0.1; 0 picks a free one per server start.
     pub port: u16,
+    /// Set by SIGINT/SIGTERM: the run stops after the current driver, cleaning up.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl DnsCompareOptions {
+    fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
 }
 
 impl Default for DnsCompareOptions {
@@ -96,36 +83,8 @@ impl Default for DnsCompareOptions {
             syscalls: true,
             workdir: std::env::temp_dir().join(format!("fh-dns-compare-{}", std::process::id())),
             port: 0,
+            stop: None,
         }
-    }
-}
-
-/// Median with min and max over repetitions.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(values: &[f64]) -> Option<Spread> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
     }
 }
 
@@ -136,7 +95,7 @@ pub struct DnsCompareRow {
     pub workers: usize,
     pub config: String,
     pub driver: Driver,
-    pub qps: Spread,
+    pub qps: Summary,
     pub server_cpu_us_per_query: Option<f64>,
     pub client_cpu_us_per_query: Option<f64>,
     pub syscalls_per_query: Option<f64>,
@@ -243,13 +202,7 @@ pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> Strin
 
 fn environment() -> Vec<(String, String)> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpu = read("/proc/cpuinfo")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let cpu = crate::env::cpu_model(&read("/proc/cpuinfo")).unwrap_or_else(|| "unknown".into());
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     vec![
         (
@@ -274,7 +227,7 @@ fn measure(
     server_pid: u32,
     plan: &drivers::DriverPlan<'_>,
     syscalls: bool,
-) -> Result<Sample, DnsCompareError> {
+) -> Result<Sample, LabError> {
     let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
     let perf = if syscalls {
         let pids = peers::process_tree(server_pid)
@@ -330,9 +283,9 @@ fn row_of(
     samples: &[Sample],
 ) -> Option<DnsCompareRow> {
     let med = |f: &dyn Fn(&Sample) -> Option<f64>| {
-        Spread::of(&samples.iter().filter_map(f).collect::<Vec<_>>()).map(|s| s.median)
+        Summary::of(samples.iter().filter_map(f)).map(|s| s.median)
     };
-    let qps = Spread::of(&samples.iter().map(|s| s.result.qps).collect::<Vec<_>>())?;
+    let qps = Summary::of(samples.iter().map(|s| s.result.qps))?;
     let per_query = |secs: f64, s: &Sample| {
         (s.result.completed > 0).then(|| secs * 1e6 / s.result.completed as f64)
     };
@@ -367,8 +320,8 @@ fn row_of(
     })
 }
 
-fn check(opts: &DnsCompareOptions) -> Result<(), DnsCompareError> {
-    let usage = |m: String| Err(DnsCompareError::Usage(m));
+fn check(opts: &DnsCompareOptions) -> Result<(), LabError> {
+    let usage = |m: String| Err(LabError::Usage(m));
     if opts.servers.is_empty() || opts.drivers.is_empty() || opts.workers.is_empty() {
         return usage("name at least one server, driver and worker count".into());
     }
@@ -397,16 +350,16 @@ fn check(opts: &DnsCompareOptions) -> Result<(), DnsCompareError> {
 }
 
 /// Runs the comparison.
-pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError> {
+pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
     check(opts)?;
-    std::fs::create_dir_all(&opts.workdir).map_err(|e| DnsCompareError::io(&opts.workdir, e))?;
+    std::fs::create_dir_all(&opts.workdir).map_err(|e| LabError::io(opts.workdir.display(), e))?;
     let _cleanup = Cleanup(opts.workdir.clone());
     let (zone_text, exist) = generate_zone(opts.names);
     let zone = opts.workdir.join("bench.zone");
-    std::fs::write(&zone, zone_text).map_err(|e| DnsCompareError::io(&zone, e))?;
+    std::fs::write(&zone, zone_text).map_err(|e| LabError::io(zone.display(), e))?;
     let queries = opts.workdir.join("queries.txt");
     std::fs::write(&queries, generate_queries(&exist, opts.queries))
-        .map_err(|e| DnsCompareError::io(&queries, e))?;
+        .map_err(|e| LabError::io(queries.display(), e))?;
     let json = opts.workdir.join("load.json");
     let cpu_times = || {
         firehose_host::procfs::read("/proc/stat", firehose_host::procfs::stat::parse)
@@ -416,8 +369,30 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
     let stat_before = cpu_times();
 
     let mut skipped = Vec::new();
+    let mut missing = |prog: &str| {
+        let gone = !crate::cmd::installed(prog);
+        if gone {
+            skipped.push(format!(
+                "{prog}: not installed ({})",
+                crate::cmd::install_hint(prog)
+            ));
+        }
+        gone
+    };
+    let servers: Vec<ServerKind> = opts
+        .servers
+        .iter()
+        .copied()
+        .filter(|k| !k.program().is_some_and(|(prog, _)| missing(prog)))
+        .collect();
+    let drivers: Vec<Driver> = opts
+        .drivers
+        .iter()
+        .copied()
+        .filter(|d| *d != Driver::Dnsperf || !missing("dnsperf"))
+        .collect();
     let mut configs = Vec::new();
-    for &kind in &opts.servers {
+    for &kind in &servers {
         for &w in &opts.workers {
             if w > opts.server_cpus.len() {
                 skipped.push(format!(
@@ -431,7 +406,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
             }
         }
     }
-    let mut samples: Vec<Vec<Sample>> = (0..configs.len() * opts.drivers.len())
+    let mut samples: Vec<Vec<Sample>> = (0..configs.len() * drivers.len())
         .map(|_| Vec::new())
         .collect();
     for rep in 0..opts.repetitions {
@@ -451,8 +426,18 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
                 dir: opts
                     .workdir
                     .join(format!("{}-{workers}-{rep}", kind.name())),
+            })
+            .map_err(|e| {
+                if opts.stopped() {
+                    LabError::Interrupted
+                } else {
+                    e
+                }
             })?;
-            for (di, &driver) in opts.drivers.iter().enumerate() {
+            for (di, &driver) in drivers.iter().enumerate() {
+                if opts.stopped() {
+                    return Err(LabError::Interrupted);
+                }
                 let plan = drivers::DriverPlan {
                     driver,
                     cpus: &opts.client_cpus[..1],
@@ -464,23 +449,23 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
                     firehose: &opts.firehose,
                     json: &json,
                 };
-                samples[ci * opts.drivers.len() + di].push(measure(
-                    server.pid(),
-                    &plan,
-                    opts.syscalls,
-                )?);
+                let sample = measure(server.pid(), &plan, opts.syscalls);
+                if opts.stopped() {
+                    return Err(LabError::Interrupted);
+                }
+                samples[ci * drivers.len() + di].push(sample?);
             }
             drop(server);
         }
     }
     let mut rows = Vec::new();
     for (ci, &(kind, workers)) in configs.iter().enumerate() {
-        for (di, &driver) in opts.drivers.iter().enumerate() {
+        for (di, &driver) in drivers.iter().enumerate() {
             rows.extend(row_of(
                 kind,
                 workers,
                 driver,
-                &samples[ci * opts.drivers.len() + di],
+                &samples[ci * drivers.len() + di],
             ));
         }
     }
@@ -501,151 +486,29 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, DnsCompareError
     })
 }
 
+/// A comma-separated list of names, each read by `from_name`; an unknown name is a usage
+/// error that lists the known ones.
+pub fn parse_names<T>(
+    flag: &str,
+    list: &str,
+    from_name: fn(&str) -> Option<T>,
+    known: &str,
+) -> Result<Vec<T>, LabError> {
+    list.split(',')
+        .map(|n| {
+            from_name(n.trim()).ok_or_else(|| {
+                LabError::Usage(format!("{flag}: unknown name '{}' (use {known})", n.trim()))
+            })
+        })
+        .collect()
+}
+
 /// Removes the work directory when the run ends, however it ends.
 struct Cleanup(PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |x| format!("{x:.digits$}"))
-}
-
-impl DnsCompareReport {
-    /// The table, the ratios the targets ask for, and what was skipped.
-    pub fn render_table(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "DNS: {} repetition(s) of {:.1} s, interleaved; {}; server CPUs {:?}, client CPU {:?}",
-            self.repetitions,
-            self.duration_s,
-            self.rate
-                .map_or("closed loop (saturation)".into(), |r| format!(
-                    "offered load {r} q/s"
-                )),
-            self.server_cpus,
-            self.client_cpus
-        );
-        let mut env: Vec<String> = self
-            .environment
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        if let Some(st) = self.steal_pct {
-            env.push(format!("steal {st:.1}% of CPU time during the run"));
-        }
-        let _ = writeln!(s, "{}", env.join("; "));
-        let _ = writeln!(
-            s,
-            "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
-            "server",
-            "config",
-            "driver",
-            "QPS median (min-max)",
-            "srv us/q",
-            "cli us/q",
-            "sysc/q",
-            "p50 us",
-            "p99 us",
-            "mean us",
-            "lost",
-            "bound"
-        );
-        for r in &self.rows {
-            let _ = writeln!(
-                s,
-                "{:<9} {:<34} {:<14} {:>26} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}",
-                r.server.name(),
-                r.config,
-                r.driver.name(),
-                format!("{:.0} ({:.0}-{:.0})", r.qps.median, r.qps.min, r.qps.max),
-                opt(r.server_cpu_us_per_query, 2),
-                opt(r.client_cpu_us_per_query, 2),
-                opt(r.syscalls_per_query, 2),
-                opt(r.p50_us, 1),
-                opt(r.p99_us, 1),
-                opt(r.mean_us, 1),
-                r.lost,
-                r.bound
-            );
-        }
-        for line in self.ratios() {
-            let _ = writeln!(s, "{line}");
-        }
-        for k in &self.skipped {
-            let _ = writeln!(s, "skipped: {k}");
-        }
-        s
-    }
-
-    /// Our figures as ratios to the better peer, per worker count and driver.
-    pub fn ratios(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let find = |k: ServerKind, w: usize, d: Driver| {
-            self.rows
-                .iter()
-                .find(|r| r.server == k && r.workers == w && r.driver == d)
-        };
-        for ours in self
-            .rows
-            .iter()
-            .filter(|r| r.server == ServerKind::Firehose)
-        {
-            let peers: Vec<&DnsCompareRow> = [ServerKind::Knot, ServerKind::Nsd]
-                .into_iter()
-                .filter_map(|k| find(k, ours.workers, ours.driver))
-                .collect();
-            let best_cpu = peers
-                .iter()
-                .filter_map(|p| p.server_cpu_us_per_query.map(|c| (c, p.server.name())))
-                .min_by(|a, b| a.0.total_cmp(&b.0));
-            if let (Some(c), Some((b, name))) = (ours.server_cpu_us_per_query, best_cpu) {
-                out.push(format!(
-                    "server CPU per query, firehose / best peer ({name}), workers {}, {}: {:.2}x (target <= 0.90; {})",
-                    ours.workers,
-                    ours.driver.name(),
-                    c / b,
-                    if self.rate.is_some() { "same offered load" } else { "at saturation, loads differ" }
-                ));
-            }
-            if let Some(best) = peers
-                .iter()
-                .max_by(|a, b| a.qps.median.total_cmp(&b.qps.median))
-            {
-                out.push(format!(
-                    "QPS, firehose / best peer ({}), workers {}, {}: {:.2}x (ours bound by {}, theirs by {})",
-                    best.server.name(),
-                    ours.workers,
-                    ours.driver.name(),
-                    ours.qps.median / best.qps.median,
-                    ours.bound,
-                    best.bound
-                ));
-            }
-        }
-        let cli = |d: Driver| -> Vec<f64> {
-            self.rows
-                .iter()
-                .filter(|r| r.driver == d)
-                .filter_map(|r| r.client_cpu_us_per_query)
-                .collect()
-        };
-        if let (Some(f), Some(p)) = (
-            Spread::of(&cli(Driver::Firehose)),
-            Spread::of(&cli(Driver::Dnsperf)),
-        ) {
-            out.push(format!(
-                "client CPU per query, firehose load / dnsperf (medians over rows): {:.2} / {:.2} us = {:.2}x (target <= 0.50)",
-                f.median,
-                p.median,
-                f.median / p.median
-            ));
-        }
-        out
     }
 }
 
@@ -668,18 +531,14 @@ mod tests {
     }
 
     #[test]
-    fn spreads_and_usage_checks() {
-        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
-        assert_eq!(Spread::of(&[1.0, 2.0]).unwrap().median, 1.5);
-        assert!(Spread::of(&[]).is_none());
+    fn usage_checks() {
         let mut o = DnsCompareOptions {
             client_cpus: vec![0],
             ..DnsCompareOptions::default()
         };
-        assert!(matches!(run(&o), Err(DnsCompareError::Usage(_))));
+        assert!(matches!(run(&o), Err(LabError::Usage(_))));
         o.client_cpus = vec![1];
         o.outstanding = 70_000;
-        assert!(matches!(run(&o), Err(DnsCompareError::Usage(_))));
+        assert!(matches!(run(&o), Err(LabError::Usage(_))));
     }
 }

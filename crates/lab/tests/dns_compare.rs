@@ -1,6 +1,7 @@
 //! A short real comparison: every server answers both drivers, figures come back for
 //! every row, and nothing is left running or on disk afterwards.
 
+use firehose_lab::cmd::installed;
 use firehose_lab::dns_compare::{run, DnsCompareOptions, Driver, ServerKind};
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,10 +12,6 @@ fn firehose_bin() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let bin = exe.parent()?.parent()?.join("firehose");
     bin.exists().then_some(bin)
-}
-
-fn installed(prog: &str) -> bool {
-    Command::new(prog).arg("-v").output().is_ok()
 }
 
 #[test]

@@ -11,8 +11,14 @@ pub struct PidStat {
     /// The command name; may contain spaces and ')'.
     pub comm: String,
     pub state: char,
+    /// Field 4, the parent's pid: walks a process tree (NSD forks its servers).
+    pub ppid: u32,
     pub utime: u64,
     pub stime: u64,
+    /// Fields 16 and 17: CPU time of children this process has waited for, so a wrapper
+    /// shell's line gives the CPU a finished child used.
+    pub cutime: u64,
+    pub cstime: u64,
     /// Field 39, the CPU last run on; absent on very old kernels.
     pub processor: Option<usize>,
 }
@@ -40,8 +46,11 @@ pub fn parse(text: &str) -> Result<PidStat, ParseError> {
     Ok(PidStat {
         comm,
         state,
+        ppid: need(4, "ppid")? as u32,
         utime: need(14, "utime")?,
         stime: need(15, "stime")?,
+        cutime: need(16, "cutime")?,
+        cstime: need(17, "cstime")?,
         processor: match field(39) {
             Some(s) => Some(dec(FILE, 1, "processor", s)? as usize),
             None => None,

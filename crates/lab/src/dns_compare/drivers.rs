@@ -1,8 +1,9 @@
 //! The load drivers: dnsperf and `firehose load --proto dns`, pinned with taskset, with
 //! their own CPU time read from the wrapping shell's cutime/cstime once they exit.
 
-use super::peers::{cpu_list, parse_stat};
-use super::DnsCompareError;
+use crate::topology::cpu_list;
+use crate::LabError;
+use firehose_host::procfs::pidstat;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -22,6 +23,15 @@ impl Driver {
         match self {
             Driver::Dnsperf => "dnsperf",
             Driver::Firehose => "firehose load",
+        }
+    }
+
+    /// By the name the command line uses: `dnsperf` or `firehose`.
+    pub fn from_name(s: &str) -> Option<Driver> {
+        match s {
+            "dnsperf" => Some(Driver::Dnsperf),
+            "firehose" => Some(Driver::Firehose),
+            _ => None,
         }
     }
 }
@@ -117,7 +127,7 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
 }
 
 /// Runs a driver to completion.
-pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, DnsCompareError> {
+pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, LabError> {
     let args = command_line(p);
     // The shell waits for the driver, then prints its own stat line, whose cutime and
     // cstime now hold the driver's CPU time.
@@ -129,34 +139,34 @@ pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, DnsCompareError> {
         .arg(cpu_list(p.cpus))
         .args(&args)
         .output()
-        .map_err(|e| DnsCompareError::Run(format!("cannot run sh: {e}")))?;
+        .map_err(|e| LabError::Run(format!("cannot run sh: {e}")))?;
     let wall_s = started.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (text, stat) = stdout.rsplit_once("FH-STAT\n").unwrap_or((&stdout, ""));
     if !out.status.success() {
         if p.driver == Driver::Dnsperf && out.status.code() == Some(127) {
-            return Err(DnsCompareError::Tool(
+            return Err(LabError::Command(
                 "dnsperf is not installed (apt-get install dnsperf)".into(),
             ));
         }
-        return Err(DnsCompareError::Run(format!(
+        return Err(LabError::Run(format!(
             "{} exited with {}: {}",
             args.join(" "),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let ticks = parse_stat(stat.trim())
-        .map(|(_, _, children)| children)
-        .ok_or_else(|| DnsCompareError::Run(format!("no stat line after {}", p.driver.name())))?;
+    let ticks = pidstat::parse(stat.trim())
+        .map(|s| s.cutime + s.cstime)
+        .map_err(|e| LabError::Run(format!("no stat line after {}: {e}", p.driver.name())))?;
     let mut r = match p.driver {
         Driver::Dnsperf => parse_dnsperf(text)
-            .ok_or_else(|| DnsCompareError::Run(format!("unexpected dnsperf output:\n{text}")))?,
+            .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?,
         Driver::Firehose => {
             let json =
-                std::fs::read_to_string(p.json).map_err(|e| DnsCompareError::io(p.json, e))?;
+                std::fs::read_to_string(p.json).map_err(|e| LabError::io(p.json.display(), e))?;
             parse_firehose_json(&json).ok_or_else(|| {
-                DnsCompareError::Run(format!(
+                LabError::Run(format!(
                     "unexpected firehose load JSON in {}",
                     p.json.display()
                 ))

@@ -2,7 +2,9 @@
 //! with a generated config in a temp dir, pinned with `taskset`, and killed (dir removed)
 //! when dropped. CPU time is summed over the whole process tree (NSD forks its servers).
 
-use super::DnsCompareError;
+use crate::topology::cpu_list;
+use crate::LabError;
+use firehose_host::procfs::pidstat;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::Workload;
 use std::net::UdpSocket;
@@ -31,6 +33,13 @@ impl ServerKind {
         }
     }
 
+    /// By the name the command line uses (the program's).
+    pub fn from_name(s: &str) -> Option<ServerKind> {
+        [ServerKind::Firehose, ServerKind::Knot, ServerKind::Nsd]
+            .into_iter()
+            .find(|k| k.name() == s)
+    }
+
     /// The configuration knob that sets the worker count, as the row shows it.
     pub fn config(self, workers: usize) -> String {
         match self {
@@ -41,7 +50,7 @@ impl ServerKind {
     }
 
     /// The program that must be installed (and its Debian package).
-    fn program(self) -> Option<(&'static str, &'static str)> {
+    pub fn program(self) -> Option<(&'static str, &'static str)> {
         match self {
             ServerKind::Firehose => None,
             ServerKind::Knot => Some(("knotd", "knot")),
@@ -82,30 +91,21 @@ impl Drop for Proc {
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 (knotd and nsd listen on both).
-pub fn free_port() -> Result<u16, DnsCompareError> {
+pub fn free_port() -> Result<u16, LabError> {
     for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| {
-            DnsCompareError::Run(format!("cannot bind a UDP socket on 127.0.0.1: {e}"))
-        })?;
+        let udp = UdpSocket::bind("127.0.0.1:0")
+            .map_err(|e| LabError::Run(format!("cannot bind a UDP socket on 127.0.0.1: {e}")))?;
         let port = udp
             .local_addr()
-            .map_err(|e| DnsCompareError::Run(e.to_string()))?
+            .map_err(|e| LabError::Run(e.to_string()))?
             .port();
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
     }
-    Err(DnsCompareError::Run(
+    Err(LabError::Run(
         "no port free for both UDP and TCP on 127.0.0.1".into(),
     ))
-}
-
-/// A CPU list for taskset, e.g. "0,2".
-pub fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Where a server runs and what it serves.
@@ -156,15 +156,15 @@ fn nsd_conf(p: &ServerPlan<'_>) -> String {
 }
 
 /// Starts a server pinned to `plan.cpus` and waits until it answers the apex SOA.
-pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
+pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, LabError> {
     if let Some((prog, pkg)) = plan.kind.program() {
         if Command::new(prog).arg("-v").output().is_err() {
-            return Err(DnsCompareError::Tool(format!(
+            return Err(LabError::Command(format!(
                 "{prog} is not installed (apt-get install {pkg})"
             )));
         }
     }
-    std::fs::create_dir_all(&plan.dir).map_err(|e| DnsCompareError::io(&plan.dir, e))?;
+    std::fs::create_dir_all(&plan.dir).map_err(|e| LabError::io(plan.dir.display(), e))?;
     let mut cmd = Command::new("taskset");
     cmd.arg("-c").arg(cpu_list(plan.cpus));
     match plan.kind {
@@ -182,12 +182,12 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         }
         ServerKind::Knot => {
             let conf = plan.dir.join("knot.conf");
-            std::fs::write(&conf, knot_conf(plan)).map_err(|e| DnsCompareError::io(&conf, e))?;
+            std::fs::write(&conf, knot_conf(plan)).map_err(|e| LabError::io(conf.display(), e))?;
             cmd.arg("knotd").arg("-c").arg(conf);
         }
         ServerKind::Nsd => {
             let conf = plan.dir.join("nsd.conf");
-            std::fs::write(&conf, nsd_conf(plan)).map_err(|e| DnsCompareError::io(&conf, e))?;
+            std::fs::write(&conf, nsd_conf(plan)).map_err(|e| LabError::io(conf.display(), e))?;
             cmd.arg("nsd").arg("-d").arg("-c").arg(conf);
         }
     }
@@ -195,7 +195,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| DnsCompareError::Run(format!("cannot start {}: {e}", plan.kind.name())))?;
+        .map_err(|e| LabError::Run(format!("cannot start {}: {e}", plan.kind.name())))?;
     let mut proc = Proc {
         child,
         dir: Some(plan.dir.clone()),
@@ -206,7 +206,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
             return Ok(proc);
         }
         if let Ok(Some(status)) = proc.child.try_wait() {
-            return Err(DnsCompareError::Run(format!(
+            return Err(LabError::Run(format!(
                 "{} exited with {status} before answering (config in {})",
                 plan.kind.name(),
                 plan.dir.display()
@@ -214,7 +214,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, DnsCompareError> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Err(DnsCompareError::Run(format!(
+    Err(LabError::Run(format!(
         "{} did not answer {} SOA on 127.0.0.1:{} within 10 s",
         plan.kind.name(),
         plan.apex,
@@ -245,13 +245,10 @@ fn answers_soa(port: u16, apex: &str) -> bool {
     }
 }
 
-/// (ppid, utime + stime, cutime + cstime) from the text of /proc/PID/stat.
-pub fn parse_stat(text: &str) -> Option<(u32, u64, u64)> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Field 3 of the line (state) is f[0]; ppid is field 4, utime..cstime 14..17.
-    let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
-    Some((num(1)? as u32, num(11)? + num(12)?, num(13)? + num(14)?))
+/// /proc/PID/stat of a process, if it is still there.
+fn stat_of(pid: u32) -> Option<pidstat::PidStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    pidstat::parse(&text).ok()
 }
 
 /// `root` and every process descending from it.
@@ -262,11 +259,8 @@ pub fn process_tree(root: u32) -> Vec<u32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            if let Some((ppid, _, _)) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|t| parse_stat(&t))
-            {
-                parent.push((pid, ppid));
+            if let Some(st) = stat_of(pid) {
+                parent.push((pid, st.ppid));
             }
         }
     }
@@ -284,23 +278,14 @@ pub fn process_tree(root: u32) -> Vec<u32> {
 pub fn tree_ticks(root: u32) -> u64 {
     process_tree(root)
         .into_iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
-        .filter_map(|t| parse_stat(&t))
-        .map(|(_, ticks, _)| ticks)
+        .filter_map(stat_of)
+        .map(|s| s.utime + s.stime)
         .sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_after_an_odd_comm() {
-        let line =
-            "4242 (k (x) y) S 17 4242 4242 0 -1 4194560 1000 0 0 0 250 75 30 12 20 0 3 0 100";
-        assert_eq!(parse_stat(line), Some((17, 325, 42)));
-        assert_eq!(parse_stat("garbage"), None);
-    }
 
     #[test]
     fn our_own_process_is_in_its_tree() {
@@ -344,6 +329,5 @@ mod tests {
                 && k.contains("socket-affinity: on")
                 && k.contains("listen: 127.0.0.1@5353")
         );
-        assert_eq!(cpu_list(&[0, 2]), "0,2");
     }
 }

@@ -1,0 +1,116 @@
+//! `firehose lab compare --proto dns`: our responder against Knot DNS and NSD, each driven
+//! by dnsperf and by `firehose load --proto dns` (the work is in
+//! `firehose_lab::dns_compare`). Here: which flags apply, defaults, and the outputs.
+
+use super::{lab_err, placement, stop_flag, CompareArgs};
+use crate::args::Usage;
+use anyhow::{Context, Result};
+use firehose_lab::dns_compare::{self, parse_names, DnsCompareOptions, Driver, ServerKind};
+use firehose_lab::topology::Kind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why each flag of `lab compare --proto echo` means nothing for DNS.
+const ECHO_ONLY: [&str; 7] = [
+    "--topology veth: the DNS comparison runs on loopback only",
+    "--queues: the DNS comparison runs on loopback, which has no queues to set",
+    "--warmup: dnsperf has no warm-up, so neither driver gets one",
+    "--threads: both DNS drivers run one thread on the client CPU",
+    "--flows: both DNS drivers use one socket; --window sets the queries in flight",
+    "--size: DNS requests are the queries of the generated query file",
+    "--timeout: each DNS driver times out queries on its own terms",
+];
+
+/// Refuses, rather than ignores, the flags of [`ECHO_ONLY`] if given.
+fn refuse_echo_flags(c: &CompareArgs) -> Result<()> {
+    let r = &c.run;
+    let given = [
+        r.topology == Some(Kind::Veth),
+        r.queues.is_some(),
+        r.warmup.is_some(),
+        r.threads.is_some(),
+        r.flows.is_some(),
+        r.size.is_some(),
+        r.timeout.is_some(),
+    ];
+    match given.iter().zip(ECHO_ONLY).find(|(g, _)| **g) {
+        Some((_, msg)) => Err(Usage(format!("{msg} (it applies to --proto echo)")).into()),
+        None => Ok(()),
+    }
+}
+
+/// Runs the DNS comparison, prints the table, writes JSON and (with --report) report.md.
+pub(super) fn compare(c: CompareArgs) -> Result<()> {
+    refuse_echo_flags(&c)?;
+    let r = &c.run;
+    let servers = parse_names(
+        "--servers",
+        c.servers.as_deref().unwrap_or("firehose,knotd,nsd"),
+        ServerKind::from_name,
+        "firehose, knotd, nsd",
+    )
+    .map_err(lab_err)?;
+    let drivers = parse_names(
+        "--generators",
+        c.generators.as_deref().unwrap_or("dnsperf,firehose"),
+        Driver::from_name,
+        "dnsperf, firehose",
+    )
+    .map_err(lab_err)?;
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let place = placement(r, &allowed)?;
+    if r.client_cpus.is_some() && place.client_cpus.len() > 1 {
+        return Err(Usage(format!(
+            "--client-cpus {}: both DNS drivers run one thread; give one CPU",
+            r.client_cpus.as_deref().unwrap_or_default()
+        ))
+        .into());
+    }
+    let workers = r.workers.clone().unwrap_or_else(|| {
+        let mut w = vec![1, place.server_cpus.len()];
+        w.dedup();
+        w
+    });
+    let stop = stop_flag()?;
+    let opts = DnsCompareOptions {
+        firehose: std::env::current_exe().context("locating the firehose binary")?,
+        servers,
+        drivers,
+        workers,
+        server_cpus: place.server_cpus.clone(),
+        client_cpus: place.client_cpus[..1].to_vec(),
+        repetitions: r.repetitions,
+        duration: Duration::from_secs(r.duration as u64),
+        names: c.names.unwrap_or(10_000),
+        queries: c.query_count.unwrap_or(100_000),
+        outstanding: r.window.unwrap_or(100),
+        rate: r.rate.map(|x| x as u64),
+        syscalls: !c.no_syscalls,
+        stop: Some(stop),
+        ..DnsCompareOptions::default()
+    };
+    let rep = dns_compare::run(&opts).map_err(lab_err)?;
+    if rep.rows.is_empty() {
+        return Err(Usage(format!(
+            "nothing to compare, every configuration was skipped ({})",
+            rep.skipped.join("; ")
+        ))
+        .into());
+    }
+    let json = r
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("firehose-lab-compare-dns.json"));
+    let text = serde_json::to_string_pretty(&rep).context("encoding the results")?;
+    std::fs::write(&json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
+    print!("{}", rep.render_table());
+    println!("results: {}", json.display());
+    if let Some(dir) = &r.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let md = dir.join("report.md");
+        std::fs::write(&md, rep.render_markdown())
+            .with_context(|| format!("writing {}", md.display()))?;
+        println!("report: {}", md.display());
+    }
+    Ok(())
+}
