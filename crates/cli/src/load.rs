@@ -339,7 +339,11 @@ fn drive<W: Workload + 'static>(
                     thousands(iv.tps),
                     iv.lost,
                     iv.stray,
-                    if last_t < cfg.warmup.as_secs_f64() { "  (warm-up)" } else { "" }
+                    if last_t < cfg.warmup.as_secs_f64() {
+                        "  (warm-up)"
+                    } else {
+                        ""
+                    }
                 );
             }
             intervals.push(iv);
