@@ -98,7 +98,7 @@ struct RunArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Steps, in ladder order (each includes those above it):\n  \
-  shared, reuseport, steer, pin, batch, busy-poll, pmtu-omit  (the application's)\n  \
+  shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
   rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)"
 )]
 struct LadderArgs {

@@ -26,7 +26,7 @@ pub fn talk_figure(step: &str) -> Option<&'static str> {
         "reuseport" => "2,540,000 tps after +SO_REUSEPORT (from 17,000 with RPS on)",
         "steer" => "4,250,000 tps after +SO_ATTACH_REUSEPORT_EBPF",
         "pin" => "5,050,000 tps after pinning threads",
-        "pmtu-omit" => "6,010,000 tps after skipping IP ID calculation (its last app step)",
+        "pmtu-do" => "6,010,000 tps after skipping IP ID calculation (its last app step)",
         "rps" => "17,000 tps after +affinity_hint+RPS (from 270,000): RPS hurt",
         "xps" => "1,086,000 tps with XPS off vs 5,050,000 on",
         "gro-off" => "5,180,000 tps after disabling GRO (from 5,050,000)",
@@ -60,8 +60,8 @@ pub const STEPS: &[Step] = &[
     step("batch", "+ recvmmsg/sendmmsg batches of 64", false),
     step("busy-poll", "+ busy polling (SO_BUSY_POLL 50 us)", false),
     step(
-        "pmtu-omit",
-        "+ IP_MTU_DISCOVER = IP_PMTUDISC_OMIT (no IP ID work)",
+        "pmtu-do",
+        "+ IP_MTU_DISCOVER = IP_PMTUDISC_DO (DF set: no per-packet IP ID work)",
         false,
     ),
     step(
@@ -164,10 +164,7 @@ pub fn server_for(step: &Step, workers: usize) -> ServerKind {
     push("--pin", if at("pin") { "auto" } else { "none" });
     push("--batch", if at("batch") { "64" } else { "1" });
     push("--busy-poll", if at("busy-poll") { "50" } else { "0" });
-    push(
-        "--pmtudisc",
-        if at("pmtu-omit") { "omit" } else { "default" },
-    );
+    push("--pmtudisc", if at("pmtu-do") { "do" } else { "default" });
     ServerKind::Firehose { flags }
 }
 
@@ -208,7 +205,7 @@ mod tests {
         );
         assert_eq!(
             flags(server_for(&s("gro-off"), 1)),
-            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc omit"
+            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc do"
         );
         let k = knobs_for(&s("shared"));
         assert_eq!(
@@ -245,7 +242,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("unknown ladder step 'turbo'") && e.contains("pmtu-omit"),
+            e.contains("unknown ladder step 'turbo'") && e.contains("pmtu-do"),
             "{e}"
         );
         let e = select(Some("rps"), Kind::Loopback).unwrap_err().to_string();

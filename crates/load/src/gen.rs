@@ -565,7 +565,6 @@ impl<'a, W: Workload> Thread<'a, W> {
         let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
-        // GSO needs every datagram of a send but the last to have the first one's size.
         let mut seg = 0;
         let mut equal = true;
         let mut last_len = 0;
@@ -590,9 +589,11 @@ impl<'a, W: Workload> Thread<'a, W> {
                 .workload
                 .write_request(id, intended, self.tx.slot_mut(k));
             self.tx.queue_send(k, len);
+            // The kernel cuts a GSO send into `seg`-byte datagrams, so every datagram but
+            // the last must be exactly `seg` bytes and the last no longer.
             if k == 0 {
                 seg = len;
-            } else if last_len != seg {
+            } else if last_len != seg || len > seg {
                 equal = false;
             }
             last_len = len;

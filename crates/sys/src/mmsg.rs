@@ -320,6 +320,18 @@ impl Batch {
         let mut f = Flushed::default();
         let total = self.queued;
         let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / seg.max(1)).max(1);
+        // The kernel cuts each send into `seg`-byte datagrams: a longer datagram, or a
+        // shorter one before the end of a send, would come out cut in pieces.
+        let uneven = self.out_iovs[..total].iter().enumerate().any(|(i, v)| {
+            let last_of_send = (i + 1) % per_send == 0 || i + 1 == total;
+            v.iov_len > seg || (!last_of_send && v.iov_len != seg)
+        });
+        if uneven || seg == 0 || seg > u16::MAX as usize {
+            return Err(SysError {
+                what: format!("sendmsg(UDP_SEGMENT={seg}): datagrams of uneven size"),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
         let mut at = 0;
         let mut ctrl = [0u64; 4];
         while at < total {
@@ -445,6 +457,24 @@ mod tests {
             }
             got += k;
         }
+    }
+
+    #[test]
+    fn gso_refuses_a_longer_datagram_instead_of_cutting_it() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let cli = UdpSock::new_for(&any).unwrap();
+        cli.bind(&any).unwrap();
+        cli.connect(&cli.local_addr().unwrap()).unwrap();
+        let mut tx = Batch::new(2, 64, false);
+        tx.queue_send(0, 29);
+        tx.queue_send(1, 33);
+        let e = tx.flush_gso(&cli, 29).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EINVAL));
+        assert_eq!(
+            tx.queued(),
+            2,
+            "nothing is lost: the caller falls back to flush"
+        );
     }
 
     #[test]
