@@ -565,9 +565,6 @@ impl<'a, W: Workload> Thread<'a, W> {
         let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
-        let mut seg = 0;
-        let mut equal = true;
-        let mut last_len = 0;
         for k in 0..n {
             if let Some(limit) = self.plan.send_count {
                 if self.sent_total + queued as u64 >= limit {
@@ -589,14 +586,6 @@ impl<'a, W: Workload> Thread<'a, W> {
                 .workload
                 .write_request(id, intended, self.tx.slot_mut(k));
             self.tx.queue_send(k, len);
-            // The kernel cuts a GSO send into `seg`-byte datagrams, so every datagram but
-            // the last must be exactly `seg` bytes and the last no longer.
-            if k == 0 {
-                seg = len;
-            } else if last_len != seg || len > seg {
-                equal = false;
-            }
-            last_len = len;
             queued += 1;
             counted_sends += u64::from(counted);
         }
@@ -604,24 +593,20 @@ impl<'a, W: Workload> Thread<'a, W> {
             return 0;
         }
         let sock = &self.flows[f].sock;
-        let res = match (
-            self.plan.gso && equal && queued > 1 && seg > 0,
-            self.gso_refused,
-        ) {
-            (true, false) => match self.tx.flush_gso(sock, seg) {
-                Ok(r) => {
-                    self.gso_sends += r.syscalls as u64;
-                    r
-                }
+        let res = if self.plan.gso && queued > 1 && !self.gso_refused {
+            match self.tx.flush_gso(sock) {
+                Ok(r) => r,
                 Err(e) => {
                     // The kernel or path cannot do GSO: say so once and use sendmmsg.
                     self.gso_refused = true;
                     self.gso_error = Some(e.to_string());
                     self.tx.flush(sock, 0, false)
                 }
-            },
-            _ => self.tx.flush(sock, 0, false),
+            }
+        } else {
+            self.tx.flush(sock, 0, false)
         };
+        self.gso_sends += res.gso_sends as u64;
         self.syscalls += res.syscalls as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their
         // timeout, which is what they are from the server's point of view.

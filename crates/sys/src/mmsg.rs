@@ -32,6 +32,8 @@ pub struct Flushed {
     pub syscalls: usize,
     /// The errno of the last refusal, if any.
     pub last_error: Option<i32>,
+    /// sendmsg calls that carried a UDP GSO super-datagram.
+    pub gso_sends: usize,
 }
 
 /// The sender of a received datagram, converted to a `SocketAddr` only on demand.
@@ -312,65 +314,77 @@ impl Batch {
 
     /// Sends everything queued for a connected socket as UDP GSO super-datagrams
     /// (UDP_SEGMENT): one skb carries up to 64 equal datagrams through the sender's IP
-    /// stack, and the kernel splits it late. All queued datagrams but the last of each
-    /// send must be `seg` bytes long; the caller guarantees it. Returns `Err` with the
-    /// errno if the kernel refuses GSO (the caller then falls back to [`Self::flush`]);
-    /// nothing queued is lost in that case.
-    pub fn flush_gso(&mut self, sock: &UdpSock, seg: usize) -> SysResult<Flushed> {
-        let mut f = Flushed::default();
+    /// stack, and the kernel splits it late. Datagrams are grouped by size (their order on
+    /// a connected socket does not matter) and each group goes in as few sends as the
+    /// limits allow; when the sizes are too mixed for groups to pay, it uses sendmmsg.
+    /// Returns `Err` with the errno if the kernel refuses GSO on the first send (the caller
+    /// then falls back to [`Self::flush`]); nothing queued is lost in that case.
+    pub fn flush_gso(&mut self, sock: &UdpSock) -> SysResult<Flushed> {
         let total = self.queued;
-        let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / seg.max(1)).max(1);
-        // The kernel cuts each send into `seg`-byte datagrams: a longer datagram, or a
-        // shorter one before the end of a send, would come out cut in pieces.
-        let uneven = self.out_iovs[..total].iter().enumerate().any(|(i, v)| {
-            let last_of_send = (i + 1) % per_send == 0 || i + 1 == total;
-            v.iov_len > seg || (!last_of_send && v.iov_len != seg)
-        });
-        if uneven || seg == 0 || seg > u16::MAX as usize {
-            return Err(SysError {
-                what: format!("sendmsg(UDP_SEGMENT={seg}): datagrams of uneven size"),
-                source: std::io::Error::from_raw_os_error(libc::EINVAL),
-            });
+        // Descending and stable: same-size datagrams keep their order.
+        self.out_iovs[..total].sort_by_key(|v| std::cmp::Reverse(v.iov_len));
+        let groups = 1 + self.out_iovs[..total]
+            .windows(2)
+            .filter(|w| w[0].iov_len != w[1].iov_len)
+            .count();
+        if groups > 1 && groups * 3 > total {
+            return Ok(self.flush(sock, 0, false));
         }
+        let mut f = Flushed::default();
         let mut at = 0;
-        let mut ctrl = [0u64; 4];
         while at < total {
-            let n = per_send.min(total - at);
-            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-            let mut h: libc::msghdr = unsafe { mem::zeroed() };
-            h.msg_iov = self.out_iovs[at..].as_mut_ptr();
-            h.msg_iovlen = n;
-            h.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
-            // SAFETY: CMSG_SPACE only computes a size.
-            h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-            // SAFETY: the control buffer (32 bytes, 8-aligned) holds one cmsghdr with a u16;
-            // CMSG_FIRSTHDR/CMSG_DATA point inside it.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&h);
-                (*c).cmsg_level = SOL_UDP;
-                (*c).cmsg_type = UDP_SEGMENT;
-                (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
-            }
-            f.syscalls += 1;
-            // SAFETY: h points at n live iovecs (our slots) and the local control buffer.
-            let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
-            match cvt(r, || "sendmsg(UDP_SEGMENT)".into()) {
-                Ok(_) => {
-                    f.sent += n;
-                    at += n;
-                }
-                Err(e) if e.errno() == Some(libc::EINTR) => continue,
-                Err(e) if at == 0 && gso_unsupported(&e) => return Err(e),
-                Err(e) => {
-                    f.failed += n;
-                    f.last_error = e.errno();
-                    at += n;
+            let seg = self.out_iovs[at].iov_len;
+            let run = self.out_iovs[at..total]
+                .iter()
+                .take_while(|v| v.iov_len == seg)
+                .count();
+            let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / seg.max(1)).max(1);
+            let end = at + run;
+            while at < end {
+                let n = per_send.min(end - at);
+                f.syscalls += 1;
+                match self.send_gso(sock, at, n, seg) {
+                    Ok(()) => {
+                        f.sent += n;
+                        f.gso_sends += 1;
+                        at += n;
+                    }
+                    Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
+                    Err(e) if f.sent == 0 && f.failed == 0 && gso_unsupported(&e) => return Err(e),
+                    Err(e) => {
+                        f.failed += n;
+                        f.last_error = e.errno();
+                        at += n;
+                    }
                 }
             }
         }
         self.queued = 0;
         Ok(f)
+    }
+
+    /// One sendmsg of `n` queued datagrams from `at`, all `seg` bytes, with UDP_SEGMENT.
+    fn send_gso(&mut self, sock: &UdpSock, at: usize, n: usize, seg: usize) -> SysResult<()> {
+        let mut ctrl = [0u64; 4];
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut h: libc::msghdr = unsafe { mem::zeroed() };
+        h.msg_iov = self.out_iovs[at..].as_mut_ptr();
+        h.msg_iovlen = n;
+        h.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
+        // SAFETY: CMSG_SPACE only computes a size.
+        h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
+        // SAFETY: the control buffer (32 bytes, 8-aligned) holds one cmsghdr with a u16;
+        // CMSG_FIRSTHDR/CMSG_DATA point inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&h);
+            (*c).cmsg_level = SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
+        }
+        // SAFETY: h points at n live iovecs (our slots) and the local control buffer.
+        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
+        cvt(r, || format!("sendmsg(UDP_SEGMENT={seg})")).map(|_| ())
     }
 
     fn send_single(&self, sock: &UdpSock, k: usize, flags: i32) -> SysResult<usize> {
@@ -439,9 +453,10 @@ mod tests {
             tx.slot_mut(i)[..len].fill(i as u8);
             tx.queue_send(i, len);
         }
-        let f = tx.flush_gso(&cli, 100).expect("loopback supports UDP GSO");
+        let f = tx.flush_gso(&cli).expect("loopback supports UDP GSO");
         assert_eq!(f.sent, n);
-        assert_eq!(f.syscalls, 2);
+        // 99 of 100 bytes (two sends: 64 + 35 segments) and the 7-byte one on its own.
+        assert_eq!(f.syscalls, 3);
         let mut rx = Batch::new(128, 2048, false);
         let mut got = 0;
         while got < n {
@@ -460,21 +475,39 @@ mod tests {
     }
 
     #[test]
-    fn gso_refuses_a_longer_datagram_instead_of_cutting_it() {
+    fn gso_groups_mixed_sizes_and_never_cuts_a_datagram() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let srv = UdpSock::new_for(&any).unwrap();
+        srv.bind(&any).unwrap();
         let cli = UdpSock::new_for(&any).unwrap();
         cli.bind(&any).unwrap();
-        cli.connect(&cli.local_addr().unwrap()).unwrap();
-        let mut tx = Batch::new(2, 64, false);
-        tx.queue_send(0, 29);
-        tx.queue_send(1, 33);
-        let e = tx.flush_gso(&cli, 29).unwrap_err();
-        assert_eq!(e.errno(), Some(libc::EINVAL));
-        assert_eq!(
-            tx.queued(),
-            2,
-            "nothing is lost: the caller falls back to flush"
-        );
+        cli.connect(&srv.local_addr().unwrap()).unwrap();
+        // Three sizes, interleaved: 29, 33, 31, 29, 33, 31, ...
+        let sizes = [29usize, 33, 31];
+        let n = 30;
+        let mut tx = Batch::new(n, 64, false);
+        for i in 0..n {
+            let len = sizes[i % 3];
+            tx.slot_mut(i)[..len].fill(i as u8);
+            tx.queue_send(i, len);
+        }
+        let f = tx.flush_gso(&cli).unwrap();
+        assert_eq!((f.sent, f.gso_sends), (n, 3), "one send per size");
+        let mut rx = Batch::new(64, 2048, false);
+        let mut seen = vec![false; n];
+        let mut got = 0;
+        while got < n {
+            let k = rx.recv(&srv, 64, 0).unwrap();
+            for i in 0..k {
+                let d = rx.data(i);
+                let id = d[0] as usize;
+                assert_eq!(d.len(), sizes[id % 3], "datagram {id} arrived whole");
+                assert!(d.iter().all(|&b| b as usize == id));
+                seen[id] = true;
+            }
+            got += k;
+        }
+        assert!(seen.iter().all(|&s| s));
     }
 
     #[test]
