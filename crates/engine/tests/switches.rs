@@ -178,9 +178,20 @@ fn overload_drops_and_counts_without_crashing() {
     for _ in 0..20_000 {
         let _ = s.send_to(&payload, to);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let drops: u64 = srv.socket_stats().iter().map(|x| x.kernel_drops).sum();
-    let got: u64 = srv.worker_stats().iter().map(|w| w.packets_in).sum();
+    // Wait until the server has read what the kernel kept (a loaded CI host is slow).
+    let counts = || {
+        let drops: u64 = srv.socket_stats().iter().map(|x| x.kernel_drops).sum();
+        let got: u64 = srv.worker_stats().iter().map(|w| w.packets_in).sum();
+        (drops, got)
+    };
+    let (mut drops, mut got) = counts();
+    for _ in 0..500 {
+        if drops + got >= 20_000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        (drops, got) = counts();
+    }
     assert!(drops > 0, "expected kernel drops with a 4 KiB buffer");
     assert_eq!(
         got + drops,
