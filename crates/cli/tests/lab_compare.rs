@@ -74,6 +74,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
             has("generator p99 us", "plain/firehose", "plain/sockperf"),
             "{ratios:?}"
         );
+        let mut counted_by_perf = 0;
         for t in v["trials"].as_array().unwrap() {
             assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["config"]);
             assert!(
@@ -86,14 +87,19 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
                 "{}",
                 t["config"]
             );
-            let expect = if t["config"] == "naive/firehose" {
-                "engine"
+            let source = t["syscalls_source"].as_str().unwrap();
+            if t["config"] == "naive/firehose" {
+                assert_eq!(source, "engine", "{}", t["config"]);
             } else if installed("perf") {
-                "perf"
+                // perf may fail to attach in time on a loaded host; the row then says so.
+                assert!(matches!(source, "perf" | "unknown"), "{}", t["config"]);
+                counted_by_perf += usize::from(source == "perf");
             } else {
-                "unknown"
-            };
-            assert_eq!(t["syscalls_source"], expect, "{}", t["config"]);
+                assert_eq!(source, "unknown", "{}", t["config"]);
+            }
+        }
+        if installed("perf") {
+            assert!(counted_by_perf > 0, "perf is installed but counted no peer");
         }
         let sp = v["trials"]
             .as_array()
