@@ -420,7 +420,28 @@ fn delete_netns(ns: &str) -> LabResult<()> {
             cmd::signal(pid, "KILL")?;
         }
     }
-    run("ip", &["netns", "del", ns]).map(|_| ())
+    match run("ip", &["netns", "del", ns]) {
+        Ok(_) => Ok(()),
+        // `ip netns del` can fail once the namespace is already gone (its file was removed
+        // between listing and deleting); the goal is reached. Otherwise try once more, after
+        // the killed processes have had a moment to exit.
+        Err(e) => {
+            let listed = || {
+                run("ip", &["netns", "list"])
+                    .map(|t| parse_netns_list(&t).iter().any(|n| n == ns))
+                    .unwrap_or(true)
+            };
+            if !listed() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            match run("ip", &["netns", "del", ns]) {
+                Ok(_) => Ok(()),
+                Err(_) if !listed() => Ok(()),
+                Err(_) => Err(e),
+            }
+        }
+    }
 }
 
 /// The owner pid encoded in a lab name (`fh-srv-123`, `fh-cli-123-4`, `fhv0-123`), if the
