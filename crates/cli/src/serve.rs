@@ -349,10 +349,13 @@ fn print_applied(server: &Server, proto: Proto) {
     let a = server.applied();
     say!("firehose serve: listening on {}", a.listen);
     say!(
-        "  proto {}, {} worker(s), sockets {:?}, steer {}, batch {}{}, busy-poll {}",
+        "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}, busy-poll {}",
         proto_name(proto),
         a.workers,
-        a.sockets,
+        match a.sockets {
+            SocketMode::Shared => "shared",
+            SocketMode::Reuseport => "reuseport",
+        },
         a.socket_detail
             .first()
             .map(|s| s.steering)
