@@ -438,14 +438,20 @@ pub fn recv_some(
 mod tests {
     use super::*;
 
-    #[test]
-    fn gso_send_arrives_as_separate_datagrams() {
+    /// A bound server socket and a client socket connected to it, on loopback.
+    fn connected_pair() -> (UdpSock, UdpSock) {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let srv = UdpSock::new_for(&any).unwrap();
         srv.bind(&any).unwrap();
         let cli = UdpSock::new_for(&any).unwrap();
         cli.bind(&any).unwrap();
         cli.connect(&srv.local_addr().unwrap()).unwrap();
+        (srv, cli)
+    }
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams() {
+        let (srv, cli) = connected_pair();
         let n = 100; // more than one GSO send's worth of segments
         let mut tx = Batch::new(n, 256, false);
         for i in 0..n {
@@ -476,12 +482,7 @@ mod tests {
 
     #[test]
     fn gso_groups_mixed_sizes_and_never_cuts_a_datagram() {
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let srv = UdpSock::new_for(&any).unwrap();
-        srv.bind(&any).unwrap();
-        let cli = UdpSock::new_for(&any).unwrap();
-        cli.bind(&any).unwrap();
-        cli.connect(&srv.local_addr().unwrap()).unwrap();
+        let (srv, cli) = connected_pair();
         // Three sizes, interleaved: 29, 33, 31, 29, 33, 31, ...
         let sizes = [29usize, 33, 31];
         let n = 30;
@@ -512,13 +513,8 @@ mod tests {
 
     #[test]
     fn batch_echo_round_trip() {
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let srv = UdpSock::new_for(&any).unwrap();
-        srv.bind(&any).unwrap();
+        let (srv, cli) = connected_pair();
         srv.set_rxq_ovfl(true).unwrap();
-        let cli = UdpSock::new_for(&any).unwrap();
-        cli.bind(&any).unwrap();
-        cli.connect(&srv.local_addr().unwrap()).unwrap();
 
         let mut tx = Batch::new(4, 2048, false);
         for i in 0..4 {
