@@ -203,3 +203,39 @@ fn measures_server_cpu_with_server_pid() {
     assert!(!doc["intervals"].as_array().unwrap().is_empty());
     std::fs::remove_file(out_path).unwrap();
 }
+
+#[test]
+fn counts_exactly_over_ipv6_with_gso() {
+    if UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipping: no IPv6 loopback on this host");
+        return;
+    }
+    let srv = Served::start(&["--listen", "[::1]:0", "--profile", "tuned"]);
+    let out_path = tmp("ipv6");
+    let out = run(&[
+        "load",
+        "--target",
+        &srv.addr.to_string(),
+        "--requests",
+        "3000",
+        "--flows",
+        "2",
+        "--window",
+        "8",
+        "--size",
+        "1472",
+        "--json",
+        out_path.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out_path);
+    assert_eq!(doc["completed"], 3000, "{doc}");
+    assert_eq!(doc["lost"], 0);
+    assert_eq!(doc["send_path"], "gso");
+    std::fs::remove_file(out_path).unwrap();
+}
