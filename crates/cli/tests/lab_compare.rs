@@ -98,7 +98,8 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
                 assert_eq!(source, "unknown", "{}", t["config"]);
             }
         }
-        if installed("perf") {
+        // Without root, perf_event_paranoid usually forbids the tracepoint.
+        if installed("perf") && firehose_sys::cpu::is_root() {
             assert!(counted_by_perf > 0, "perf is installed but counted no peer");
         }
         let sp = v["trials"]

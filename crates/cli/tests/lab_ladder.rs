@@ -259,13 +259,22 @@ fn veth_without_root_suggests_loopback() {
         eprintln!("skipping: setpriv (util-linux) is not installed");
         return;
     }
-    // Run as nobody; the binary must be reachable for that user.
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_firehose"))
-        .args(["lab", "ladder", "--topology", "veth", "--json", "/dev/null"])
-        .output()
-        .unwrap();
+    // As root, run as nobody (the binary must be reachable for that user); without root,
+    // the test already is an unprivileged user.
+    let args = ["lab", "ladder", "--topology", "veth", "--json", "/dev/null"];
+    let out = if firehose_sys::cpu::is_root() {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_firehose"))
+            .args(args)
+            .output()
+            .unwrap()
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_firehose"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
     if stderr(&out).contains("Permission denied") {
         eprintln!("skipping: the test binary is not executable by nobody here");
         return;
