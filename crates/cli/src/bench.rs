@@ -9,6 +9,7 @@
 use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use firehose_lab::stats::Summary;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -185,24 +186,11 @@ struct BenchDoc {
 }
 
 fn env(a: &BenchArgs) -> Env {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let e = firehose_lab::env::Environment::capture();
     Env {
-        kernel,
-        cpu_model,
-        nproc: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
+        kernel: e.kernel,
+        cpu_model: e.cpu_model,
+        nproc: e.nproc,
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
     }
@@ -277,37 +265,6 @@ fn measure_profile(a: &BenchArgs, dir: &Path, profile: &str, rep: usize) -> Resu
     })
 }
 
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::new();
-    let mut esc = false;
-    for c in s.chars() {
-        match (esc, c) {
-            (false, '\x1b') => esc = true,
-            (true, 'm') => esc = false,
-            (true, _) => {}
-            (false, c) => out.push(c),
-        }
-    }
-    out
-}
-
-/// Reads p50, p99 and mean RTT (µs) from `sockperf pp --full-rtt` output.
-fn parse_sockperf(text: &str) -> Option<(f64, f64, f64)> {
-    let text = strip_ansi(text);
-    let pct = |p: &str| {
-        text.lines()
-            .find(|l| l.contains(&format!("percentile {p} =")))
-            .and_then(|l| l.rsplit('=').next())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
-    let mean = text
-        .lines()
-        .find_map(|l| l.split("avg-rtt=").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse::<f64>().ok())?;
-    Some((pct("50.000")?, pct("99.000")?, mean))
-}
-
 fn start_sockperf_server(cpu: usize, port: u16) -> Result<Proc> {
     let child = Command::new("taskset")
         .args([
@@ -355,14 +312,13 @@ fn sockperf_pp(a: &BenchArgs, addr: &str) -> Result<(f64, f64, f64)> {
         .context("running sockperf pp")?;
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    parse_sockperf(&text)
-        .with_context(|| format!("could not read sockperf's output: {}", text.trim()))
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    let r = firehose_lab::sockperf::parse_client(&text)
+        .map_err(|e| anyhow::anyhow!("could not read sockperf's output ({e}): {}", text.trim()))?;
+    let l = r.latency();
+    match (l.p50, l.p99, l.mean) {
+        (Some(p50), Some(p99), Some(mean)) => Ok((p50, p99, mean)),
+        _ => bail!("sockperf printed no p50/p99/mean: {}", text.trim()),
+    }
 }
 
 fn measure_pingpong(
@@ -413,7 +369,10 @@ fn measure_pingpong(
         });
     }
     if sockperf {
-        let srv = start_sockperf_server(a.server_cpu, free_port()?)?;
+        let srv = start_sockperf_server(
+            a.server_cpu,
+            firehose_lab::runner::free_loopback_port().map_err(|e| anyhow::anyhow!("{e}"))?,
+        )?;
         let (p50, p99, mean) = sockperf_pp(a, &srv.addr)?;
         drop(srv);
         out.push(PingPong {
@@ -430,23 +389,8 @@ fn measure_pingpong(
     Ok(out)
 }
 
-/// Median and range of some values.
-fn mmm(v: &[f64]) -> Option<(f64, f64, f64)> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let med = if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
-    };
-    Some((med, s[0], s[s.len() - 1]))
-}
-
 fn fmt_mmm(v: &[f64], digits: usize, big: bool) -> String {
-    match mmm(v) {
+    match Summary::of(v.iter().copied()).map(|x| (x.median, x.min, x.max)) {
         None => "unknown".into(),
         Some((m, lo, hi)) if big => {
             format!("{} ({}-{})", thousands(m), thousands(lo), thousands(hi))
@@ -610,7 +554,7 @@ fn print_tables(
 }
 
 fn print_targets(runs: &[ProfileRun], pp: &[PingPong]) {
-    let med = |v: Vec<f64>| mmm(&v).map(|m| m.0);
+    let med = |v: Vec<f64>| Summary::of(v).map(|m| m.median);
     let naive = med(col(runs, "naive", |r| Some(r.max_tps)));
     let tuned = med(col(runs, "tuned", |r| Some(r.max_tps)));
     let tuned_sys = med(col(runs, "tuned", |r| r.server_syscalls_per_txn));
@@ -666,26 +610,4 @@ fn print_targets(runs: &[ProfileRun], pp: &[PingPong]) {
             ours.zip(theirs).map(|(o, t)| o / t).unwrap_or(0.0)
         ),
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_sockperf_full_rtt_output() {
-        let sample = "sockperf: \x1b[2;35m====> avg-rtt=72.571 (std-dev=18.225)\x1b[0m\n\
-sockperf: ---> percentile 99.000 =  111.227\n\
-sockperf: ---> percentile 90.000 =   81.567\n\
-sockperf: ---> percentile 50.000 =   71.611\n";
-        assert_eq!(parse_sockperf(sample), Some((71.611, 111.227, 72.571)));
-        assert_eq!(parse_sockperf("nothing"), None);
-    }
-
-    #[test]
-    fn median_and_range() {
-        assert_eq!(mmm(&[3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
-        assert_eq!(mmm(&[1.0, 4.0]), Some((2.5, 1.0, 4.0)));
-        assert_eq!(mmm(&[]), None);
-    }
 }
