@@ -14,6 +14,7 @@ pub mod ethtool;
 pub mod mmsg;
 pub mod sockaddr;
 pub mod socket;
+pub mod xdp;
 
 use std::io;
 

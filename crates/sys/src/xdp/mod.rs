@@ -1,0 +1,33 @@
+//! AF_XDP: sockets with a UMEM and four rings ([`xsk`]), the program that steers UDP to them
+//! ([`prog`]), the XSKMAP and BPF link that put it on an interface ([`attach`]), and the
+//! netlink query/removal of whatever an interface runs ([`netlink`]).
+//!
+//! Contract for a backend (the engine's server or the generator): open one [`xsk::Xsk`] per
+//! rx queue, put each in the [`attach::XskMap`] at its queue, load the [`attach::XdpProg`]
+//! and attach it; then per socket: keep the fill ring stocked with free frames, take
+//! descriptors from the rx ring, write frames to the tx ring, reap the completion ring, and
+//! make a syscall only when a ring's `needs_wakeup()` says so (or always, when busy polling).
+
+pub mod attach;
+pub mod netlink;
+pub mod prog;
+pub mod ring;
+pub mod umem;
+pub mod xsk;
+
+use crate::{cvt, SysError, SysResult};
+use std::ffi::CString;
+
+/// The index of interface `name` (if_nametoindex).
+pub fn ifindex(name: &str) -> SysResult<u32> {
+    let c = CString::new(name).map_err(|_| SysError {
+        what: format!("interface name {name:?}"),
+        source: std::io::Error::from_raw_os_error(libc::EINVAL),
+    })?;
+    // SAFETY: c is a live NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        cvt(-1i32, || format!("if_nametoindex({name})"))?;
+    }
+    Ok(idx)
+}
