@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
 pub mod mmsg;
+pub mod netns;
 pub mod sockaddr;
 pub mod socket;
 pub mod xdp;
