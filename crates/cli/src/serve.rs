@@ -396,7 +396,11 @@ fn print_applied(server: &Server, proto: Proto) {
     if let Some(b) = &a.backend {
         say!("  {b}");
     }
-    for n in a.notes.iter().chain(a.backend.iter().flat_map(|b| &b.notes)) {
+    for n in a
+        .notes
+        .iter()
+        .chain(a.backend.iter().flat_map(|b| &b.notes))
+    {
         say!("  note: {n}");
     }
 }

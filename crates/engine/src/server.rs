@@ -315,7 +315,9 @@ mod tests {
             inner: SocketIo::new(&cfg),
             fail: 2,
         };
-        let err = Server::start_with(&cfg, io, |_| Echo).err().expect("must fail");
+        let err = Server::start_with(&cfg, io, |_| Echo)
+            .err()
+            .expect("must fail");
         assert_eq!(err.to_string(), "queue 2 is busy");
     }
 
