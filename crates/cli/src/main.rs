@@ -17,6 +17,7 @@ mod doctor;
 mod lab;
 mod load;
 mod serve;
+mod serve_xdp;
 
 use clap::{Parser, Subcommand};
 

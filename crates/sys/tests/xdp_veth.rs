@@ -10,6 +10,7 @@ use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
 use firehose_sys::xdp::{ifindex, netlink};
 use firehose_sys::{cpu, netns};
 use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -81,7 +82,7 @@ fn serve(xsk: &mut Xsk, stop: &AtomicBool) -> u64 {
             if xsk.fill.needs_wakeup() {
                 xsk.kick_rx().unwrap();
             }
-            xsk.wait_readable(10).unwrap();
+            firehose_sys::epoll::poll_readable([xsk.as_raw_fd()], 10).unwrap();
             continue;
         }
         let room = xsk.tx.free(n);
@@ -151,7 +152,7 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
         };
         let mut xsk = Xsk::open(idx, 0, &cfg).unwrap();
         let map = XskMap::new(1).unwrap();
-        map.set(0, std::os::fd::AsRawFd::as_raw_fd(&xsk)).unwrap();
+        map.set(0, xsk.as_raw_fd()).unwrap();
         let m = UdpMatch {
             port: 7777,
             v4: AddrMatch::Any,

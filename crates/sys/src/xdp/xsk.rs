@@ -339,21 +339,6 @@ impl Xsk {
         }
     }
 
-    /// Waits up to `timeout_ms` for the rx ring to have entries.
-    pub fn wait_readable(&self, timeout_ms: i32) -> SysResult<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one live pollfd, count 1.
-        let ret = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        match cvt(ret, || "poll(AF_XDP)".into()) {
-            Err(e) if e.errno() == Some(libc::EINTR) => Ok(false),
-            r => r.map(|n| n > 0),
-        }
-    }
-
     /// The kernel's counters for this socket.
     pub fn stats(&self) -> SysResult<XskStats> {
         // SAFETY: plain integers; zero is valid.
