@@ -150,6 +150,11 @@ impl ServeArgs {
             Some(ProfileArg::Xdp) => Profile::Tuned,
         };
         let mut cfg = ServeConfig::profile(base, listen, workers);
+        if self.xdp.io == IoArg::Xdp && self.profile != Some(ProfileArg::Socket(base)) {
+            // The fallback socket answers what XDP cannot, large replies included: let
+            // the kernel fragment them rather than refuse with EMSGSIZE.
+            cfg.pmtudisc = PmtuDisc::Default;
+        }
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
                 SocketsArg::Shared => SocketMode::Shared,

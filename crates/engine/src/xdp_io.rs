@@ -156,7 +156,13 @@ fn clear_attached(cfg: &XdpConfig, idx: u32) -> Result<Vec<String>, ServeError> 
     let iface = &cfg.iface;
     let now = netlink::query(idx).map_err(kernel)?;
     let mut notes = Vec::new();
-    for (id, generic) in [(now.native, false), (now.generic, true), (now.any, false)] {
+    if now.native == 0 && now.generic == 0 && now.any != 0 {
+        return Err(usage(format!(
+            "{iface} runs an offloaded XDP program (id {}): remove it with `ip link set dev {iface} xdpoffload off`",
+            now.any
+        )));
+    }
+    for (id, generic) in [(now.native, false), (now.generic, true)] {
         if id == 0 {
             continue;
         }
@@ -186,9 +192,6 @@ fn clear_attached(cfg: &XdpConfig, idx: u32) -> Result<Vec<String>, ServeError> 
                 )));
             }
             Err(e) => return Err(kernel(e)),
-        }
-        if now.native == now.any {
-            break;
         }
     }
     Ok(notes)
@@ -258,13 +261,7 @@ impl XdpIo {
         let mut xsks = Vec::with_capacity(queues.len());
         let mut busy: Option<BusyPoll> = None;
         for &q in &queues {
-            let xsk = Xsk::open(idx, q, &xcfg).map_err(|e| match cfg.zerocopy {
-                ZeroCopy::On => usage(format!(
-                    "--zerocopy on: {} refused zero-copy on queue {q} ({e}); use --zerocopy auto",
-                    cfg.iface
-                )),
-                _ => kernel(e),
-            })?;
+            let xsk = open_xsk(idx, q, &xcfg, &cfg, &mut notes)?;
             map.set(q, xsk.as_raw_fd()).map_err(kernel)?;
             if let Some((usec, budget)) = cfg.busy_poll {
                 busy = Some(xsk.set_busy_poll(usec, budget).map_err(kernel)?);
@@ -330,6 +327,52 @@ impl XdpIo {
         &self.queues
     }
 }
+
+/// Opens queue `q`'s socket. A queue stays busy (EBUSY) for a moment after a previous
+/// owner died, while the kernel releases its socket; that wait is bounded and noted.
+fn open_xsk(
+    idx: u32,
+    q: u32,
+    xcfg: &XskConfig,
+    cfg: &XdpConfig,
+    notes: &mut Vec<String>,
+) -> Result<Xsk, ServeError> {
+    let started = std::time::Instant::now();
+    let mut waited = false;
+    loop {
+        match Xsk::open(idx, q, xcfg) {
+            Ok(x) => {
+                if waited {
+                    notes.push(format!(
+                        "queue {q} was busy for {} ms (a previous socket closing)",
+                        started.elapsed().as_millis()
+                    ));
+                }
+                return Ok(x);
+            }
+            Err(e) if e.errno() == Some(firehose_sys::xdp::EBUSY) && started.elapsed() < BUSY_WAIT => {
+                waited = true;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if e.errno() == Some(firehose_sys::xdp::EBUSY) => {
+                return Err(usage(format!(
+                    "queue {q} of {} is in use by another AF_XDP socket ({e}): stop the program using it",
+                    cfg.iface
+                )))
+            }
+            Err(e) if cfg.zerocopy == ZeroCopy::On => {
+                return Err(usage(format!(
+                    "--zerocopy on: {} refused zero-copy on queue {q} ({e}); use --zerocopy auto",
+                    cfg.iface
+                )))
+            }
+            Err(e) => return Err(kernel(e)),
+        }
+    }
+}
+
+/// How long a busy queue is waited for.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Attaches in the asked mode; under `auto`, native first and generic when refused.
 fn attach(

@@ -135,6 +135,17 @@ impl XdpProg {
         Ok(XdpProg { fd })
     }
 
+    /// A program named `name` that passes every packet: what another tool's program looks
+    /// like to [`prog_info`], for tests of the foreign-program rules.
+    pub fn load_pass(name: &str) -> SysResult<Self> {
+        let insns = [
+            crate::bpf::Insn::new(0xb7, 0, 0, 0, 2), // r0 = XDP_PASS
+            crate::bpf::Insn::new(0x95, 0, 0, 0, 0), // exit
+        ];
+        let fd = prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, &insns, name, "XDP")?;
+        Ok(XdpProg { fd })
+    }
+
     /// Attaches to `ifindex` in `mode` through a BPF link; the link detaches on drop (and on
     /// process death).
     pub fn attach(&self, ifindex: u32, mode: XdpMode) -> SysResult<XdpLink> {
@@ -166,6 +177,12 @@ impl XdpProg {
     /// The kernel's id for this program.
     pub fn id(&self) -> SysResult<u32> {
         Ok(info_of(self.fd.as_raw_fd())?.0)
+    }
+}
+
+impl AsRawFd for XdpProg {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
 }
 

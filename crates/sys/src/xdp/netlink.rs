@@ -3,7 +3,7 @@
 //!
 //! Messages are built and parsed as bytes; only the socket calls are unsafe.
 
-use super::attach::{refused, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
+use super::attach::{refused, XdpProg, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
 use crate::{cvt, SysResult};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -167,11 +167,10 @@ pub fn query(ifindex: u32) -> SysResult<Attached> {
     Ok(parse_link(&reply))
 }
 
-/// Removes the netlink-attached program of `ifindex` in the mode of `generic`. A program held
-/// by a BPF link cannot be removed this way (EBUSY): its owner must close the link.
-pub fn detach(ifindex: u32, generic: bool) -> SysResult<()> {
+/// Sets (`prog_fd` >= 0) or removes (-1) the netlink-attached program of `ifindex`.
+fn set_prog(ifindex: u32, prog_fd: i32, generic: bool, what: &str) -> SysResult<()> {
     let mut inner = Vec::new();
-    push_attr(&mut inner, IFLA_XDP_FD, &(-1i32).to_ne_bytes());
+    push_attr(&mut inner, IFLA_XDP_FD, &prog_fd.to_ne_bytes());
     let flag = if generic {
         XDP_FLAGS_SKB_MODE
     } else {
@@ -181,11 +180,20 @@ pub fn detach(ifindex: u32, generic: bool) -> SysResult<()> {
     let mut outer = Vec::new();
     push_attr(&mut outer, IFLA_XDP | NLA_F_NESTED, &inner);
     let nl = Nl::new()?;
-    nl.request(
-        &message(RTM_SETLINK, NLM_F_ACK, ifindex, &outer),
-        "RTM_SETLINK xdp off",
-    )?;
+    nl.request(&message(RTM_SETLINK, NLM_F_ACK, ifindex, &outer), what)?;
     Ok(())
+}
+
+/// Removes the netlink-attached program of `ifindex` in the mode of `generic`. A program held
+/// by a BPF link cannot be removed this way (EBUSY): its owner must close the link.
+pub fn detach(ifindex: u32, generic: bool) -> SysResult<()> {
+    set_prog(ifindex, -1, generic, "RTM_SETLINK xdp off")
+}
+
+/// Attaches `prog` through netlink, the way `ip link set dev X xdp` does: it stays after
+/// this process exits, until someone removes it.
+pub fn attach(ifindex: u32, prog: &XdpProg, generic: bool) -> SysResult<()> {
+    set_prog(ifindex, prog.as_raw_fd(), generic, "RTM_SETLINK xdp on")
 }
 
 #[cfg(test)]
