@@ -310,6 +310,36 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
         "--iface applies only to --io xdp",
     );
     refused(&serve(&[]), "--io xdp needs --iface");
+    // Not root: run as nobody through setpriv when it is installed (util-linux).
+    if Command::new("setpriv").arg("--version").output().is_ok() {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.srv,
+                "setpriv",
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+            ])
+            .args([
+                env!("CARGO_BIN_EXE_firehose"),
+                "serve",
+                "--io",
+                "xdp",
+                "--iface",
+                &dev,
+                "--listen",
+                "10.203.0.1:7000",
+            ])
+            .output()
+            .unwrap();
+        refused(&out, "needs root");
+    } else {
+        eprintln!("not-root case skipped: setpriv (util-linux) is not installed");
+    }
     assert!(!lab.has_xdp(), "{}", lab.link_show());
 
     // A foreign program attached through netlink: refused, then replaced with --force.

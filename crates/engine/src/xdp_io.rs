@@ -301,7 +301,13 @@ impl XdpIo {
         s.insert(
             "busy_poll".into(),
             match busy {
-                Some(b) => format!("prefer={} usec={} budget={}", b.prefer, b.usec, b.budget),
+                Some(b) => format!(
+                    "prefer={} usec={} budget={}",
+                    b.prefer,
+                    b.usec,
+                    b.budget
+                        .map_or("set(no read-back)".to_string(), |v| v.to_string())
+                ),
                 None => "off".into(),
             },
         );

@@ -46,7 +46,9 @@ pub struct XskStats {
 pub struct BusyPoll {
     pub prefer: bool,
     pub usec: i32,
-    pub budget: i32,
+    /// None when the kernel has no read-back for SO_BUSY_POLL_BUDGET (ENOPROTOOPT); the
+    /// setsockopt itself succeeded.
+    pub budget: Option<i32>,
 }
 
 /// A bound AF_XDP socket. The fields are public so a caller can hold the UMEM mutably while
@@ -398,12 +400,16 @@ impl Xsk {
                 "SO_PREFER_BUSY_POLL",
             )? != 0,
             usec: get_int_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, "SO_BUSY_POLL")?,
-            budget: get_int_opt(
+            budget: match get_int_opt(
                 fd,
                 libc::SOL_SOCKET,
                 consts::SO_BUSY_POLL_BUDGET,
                 "SO_BUSY_POLL_BUDGET",
-            )?,
+            ) {
+                Ok(b) => Some(b),
+                Err(e) if e.errno() == Some(libc::ENOPROTOOPT) => None,
+                Err(e) => return Err(e),
+            },
         })
     }
 }
