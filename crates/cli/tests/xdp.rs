@@ -289,18 +289,15 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
         &serve(&["--iface", &dev, "--queues", "2"]),
         "queue 2 is out of range",
     );
-    refused(
-        &lab.run_srv(&[
-            "serve",
-            "--io",
-            "xdp",
-            "--iface",
-            &dev,
-            "--listen",
-            "10.9.9.9:7000",
-        ]),
-        "is not an address of",
-    );
+    let xdp_on = |listen: &str| {
+        vec!["serve", "--io", "xdp", "--iface", &dev, "--listen", listen]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let args = xdp_on("10.9.9.9:7000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    refused(&lab.run_srv(&args), "is not an address of");
     refused(
         &serve(&["--iface", &dev, "--zerocopy", "on"]),
         "refused zero-copy",
@@ -324,16 +321,8 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
                 "65534",
                 "--clear-groups",
             ])
-            .args([
-                env!("CARGO_BIN_EXE_firehose"),
-                "serve",
-                "--io",
-                "xdp",
-                "--iface",
-                &dev,
-                "--listen",
-                "10.203.0.1:7000",
-            ])
+            .arg(env!("CARGO_BIN_EXE_firehose"))
+            .args(xdp_on("10.203.0.1:7000"))
             .output()
             .unwrap();
         refused(&out, "needs root");

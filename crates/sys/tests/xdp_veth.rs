@@ -1,6 +1,7 @@
 //! AF_XDP against the real kernel: a veth pair between two namespaces this test creates, the
 //! redirect program attached to the server end, a minimal echo loop on the XSK, and a kernel
-//! UDP socket as client. Needs root; skips with a reason otherwise.
+//! UDP socket as client (the client kernel's checksum counters are checked by the CLI's
+//! xdp tests). Needs root; skips with a reason otherwise.
 
 use firehose_packet::{parse, reply_in_place};
 use firehose_sys::xdp::attach::{XdpMode, XdpProg, XskMap};
@@ -114,21 +115,6 @@ fn serve(xsk: &mut Xsk, stop: &AtomicBool) -> u64 {
     answered
 }
 
-fn in_csum_errors(ns: &str) -> u64 {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
-    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-    let i = names
-        .split_whitespace()
-        .position(|n| n == "InCsumErrors")
-        .unwrap();
-    values.split_whitespace().nth(i).unwrap().parse().unwrap()
-}
-
 #[test]
 fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
     if !cpu::is_root() {
@@ -171,7 +157,6 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
     });
     let (zc, refusal) = ready_rx.recv().unwrap();
     eprintln!("zero-copy granted: {zc}, refusal: {refusal:?}");
-    let before = in_csum_errors(&lab.cli);
     let cli_ns = lab.cli.clone();
     let client = std::thread::spawn(move || {
         netns::enter(&cli_ns).unwrap();
@@ -200,11 +185,6 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
     let (answered, after_detach) = server.join().unwrap();
     assert_eq!(count, 16);
     assert_eq!(answered, 16, "every datagram answered on the XDP path");
-    assert_eq!(
-        in_csum_errors(&lab.cli),
-        before,
-        "client kernel counted checksum errors"
-    );
     assert_eq!(
         after_detach.native, 0,
         "dropping the link detaches the program"

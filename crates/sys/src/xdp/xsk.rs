@@ -223,6 +223,22 @@ fn open_bound(
     })
 }
 
+/// The result of a zero-length kick: busy, no-buffer, try-again and link-down answers mean
+/// "later" and are not errors.
+fn kicked(ret: isize, what: &str) -> SysResult<()> {
+    match cvt(ret, || what.into()) {
+        Err(e)
+            if matches!(
+                e.errno(),
+                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN)
+            ) =>
+        {
+            Ok(())
+        }
+        r => r.map(|_| ()),
+    }
+}
+
 impl Xsk {
     /// Creates a socket on `queue` of interface `ifindex`, probing zero-copy as asked.
     pub fn open(ifindex: u32, queue: u32, cfg: &XskConfig) -> SysResult<Xsk> {
@@ -287,8 +303,7 @@ impl Xsk {
         self.need_wakeup
     }
 
-    /// Tells the kernel to transmit what is on the tx ring (a zero-length sendto). Busy,
-    /// no-buffer and try-again answers mean "later" and are not errors.
+    /// Tells the kernel to transmit what is on the tx ring (a zero-length sendto).
     pub fn kick_tx(&self) -> SysResult<()> {
         // SAFETY: no buffers are passed; the kernel only looks at the socket.
         let ret = unsafe {
@@ -301,17 +316,7 @@ impl Xsk {
                 0,
             )
         };
-        match cvt(ret as isize, || "sendto(AF_XDP kick)".into()) {
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN)
-                ) =>
-            {
-                Ok(())
-            }
-            r => r.map(|_| ()),
-        }
+        kicked(ret, "sendto(AF_XDP kick)")
     }
 
     /// Drives receive processing from this thread (a zero-length recvfrom): needed when the
@@ -328,17 +333,7 @@ impl Xsk {
                 std::ptr::null_mut(),
             )
         };
-        match cvt(ret as isize, || "recvfrom(AF_XDP kick)".into()) {
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN)
-                ) =>
-            {
-                Ok(())
-            }
-            r => r.map(|_| ()),
-        }
+        kicked(ret, "recvfrom(AF_XDP kick)")
     }
 
     /// The kernel's counters for this socket.
