@@ -26,18 +26,6 @@ fn payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + len) as u8).collect()
 }
 
-fn counter(out: &str, name: &str) -> u64 {
-    let line = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("backend:"))
-        .unwrap_or_else(|| panic!("no backend line in {out}"));
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .unwrap_or_else(|| panic!("no {name} in {line}"))
-        .parse()
-        .unwrap()
-}
-
 /// ICMP echo from the client namespace (a raw socket, as `ping` would).
 fn ping(lab: &Lab, to: &str) -> bool {
     let script = format!(

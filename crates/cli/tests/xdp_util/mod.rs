@@ -237,3 +237,16 @@ pub fn ask(s: &std::net::UdpSocket, to: SocketAddr, msg: &[u8]) -> Vec<u8> {
     buf.truncate(n);
     buf
 }
+
+/// A counter from the `backend:` line serve prints at exit.
+pub fn counter(out: &str, name: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("backend:"))
+        .unwrap_or_else(|| panic!("no backend line in {out}"));
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        .parse()
+        .unwrap()
+}
