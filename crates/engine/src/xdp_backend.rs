@@ -71,11 +71,15 @@ pub struct XdpBackend {
 }
 
 impl XdpBackend {
-    pub(crate) fn new(xsk: Xsk, sock: Arc<UdpSock>, cfg: &XdpConfig, mtu: usize) -> Self {
+    /// `free` holds the frames not already on the fill ring.
+    pub(crate) fn new(
+        xsk: Xsk,
+        free: Vec<u64>,
+        sock: Arc<UdpSock>,
+        cfg: &XdpConfig,
+        mtu: usize,
+    ) -> Self {
         let xsk_zc = xsk.zerocopy();
-        let free = (0..xsk.umem.frames())
-            .map(|i| xsk.umem.frame_addr(i))
-            .collect();
         let batch = cfg.batch.clamp(1, xsk.rx.size() as usize);
         let mut b = XdpBackend {
             xsk,
@@ -108,22 +112,13 @@ impl XdpBackend {
 
     /// Completed transmissions back to the free list.
     fn reap(&mut self) {
-        let n = self.xsk.comp.available(self.xsk.comp.size());
-        for i in 0..n {
-            self.free.push(self.xsk.comp.read(i));
-        }
-        self.xsk.comp.release(n);
+        let n = self.xsk.reap(&mut self.free);
         self.tx_inflight -= n as usize;
     }
 
     /// Free frames onto the fill ring, as many as it takes.
     fn refill(&mut self) {
-        let n = self.xsk.fill.free(self.free.len() as u32);
-        for i in 0..n {
-            let addr = self.free.pop().expect("n <= free.len()");
-            self.xsk.fill.write(i, addr);
-        }
-        self.xsk.fill.submit(n);
+        self.xsk.refill(&mut self.free);
     }
 
     /// Waits up to 10 ms for the XSK or the fallback socket (1 ms while transmissions are

@@ -59,10 +59,14 @@ pub struct XdpConfig {
     pub batch: usize,
 }
 
+/// A queue's socket and the frames not on its fill ring.
+type Stocked = (Xsk, Vec<u64>);
+
 /// The AF_XDP path of a server, shared by its workers.
 pub struct XdpIo {
     queues: Vec<u32>,
-    xsks: Mutex<Vec<Option<Xsk>>>,
+    /// Each queue's socket with its free frames (the rest already on its fill ring).
+    xsks: Mutex<Vec<Option<Stocked>>>,
     cfg: XdpConfig,
     mtu: usize,
     applied: BackendApplied,
@@ -266,10 +270,15 @@ impl XdpIo {
             if let Some((usec, budget)) = cfg.busy_poll {
                 busy = Some(xsk.set_busy_poll(usec, budget).map_err(kernel)?);
             }
-            xsks.push(Some(xsk));
+            // Stock the fill ring now: once the program is attached, a packet that finds
+            // it empty is dropped.
+            let mut free = xsk.all_frames();
+            let mut xsk = xsk;
+            xsk.refill(&mut free);
+            xsks.push(Some((xsk, free)));
         }
         let (link, mode) = attach(&prog, idx, &cfg, &mut notes)?;
-        let first = xsks[0].as_ref().expect("opened above");
+        let first = &xsks[0].as_ref().expect("opened above").0;
         if let Some(why) = first.zerocopy_refusal() {
             notes.push(format!(
                 "zero-copy refused by {} ({why}): copy mode",
@@ -433,7 +442,7 @@ impl Io for XdpIo {
                 self.queues.len()
             )));
         };
-        let xsk = self
+        let (xsk, free) = self
             .xsks
             .lock()
             .map_err(|_| usage("a worker panicked during start".into()))?[seat.index]
@@ -441,6 +450,7 @@ impl Io for XdpIo {
             .ok_or_else(|| usage(format!("queue {queue} opened twice")))?;
         Ok(XdpBackend::new(
             xsk,
+            free,
             seat.socket.clone(),
             &self.cfg,
             self.mtu,

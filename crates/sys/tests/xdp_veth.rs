@@ -62,22 +62,11 @@ impl Drop for Lab {
 }
 
 /// Echo loop on one XSK until `stop`; returns how many frames it answered.
-fn serve(xsk: &mut Xsk, stop: &AtomicBool) -> u64 {
-    let mut free: Vec<u64> = (0..xsk.umem.frames())
-        .map(|i| xsk.umem.frame_addr(i))
-        .collect();
+fn serve(xsk: &mut Xsk, mut free: Vec<u64>, stop: &AtomicBool) -> u64 {
     let mut answered = 0;
     while !stop.load(Ordering::Relaxed) {
-        let c = xsk.comp.available(64);
-        for i in 0..c {
-            free.push(xsk.comp.read(i));
-        }
-        xsk.comp.release(c);
-        let f = xsk.fill.free(free.len() as u32);
-        for i in 0..f {
-            xsk.fill.write(i, free.pop().unwrap());
-        }
-        xsk.fill.submit(f);
+        xsk.reap(&mut free);
+        xsk.refill(&mut free);
         let n = xsk.rx.available(64);
         if n == 0 {
             if xsk.fill.needs_wakeup() {
@@ -148,10 +137,13 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
         let link = prog.attach(idx, XdpMode::Native).unwrap();
         let attached = netlink::query(idx).unwrap();
         assert_eq!(attached.native, prog.id().unwrap());
+        // Stock the fill ring before anyone sends: a packet finding it empty is dropped.
+        let mut free = xsk.all_frames();
+        xsk.refill(&mut free);
         ready_tx
             .send((xsk.zerocopy(), xsk.zerocopy_refusal().map(String::from)))
             .unwrap();
-        let n = serve(&mut xsk, &stop2);
+        let n = serve(&mut xsk, free, &stop2);
         drop(link);
         (n, netlink::query(idx).unwrap())
     });
