@@ -205,27 +205,11 @@ fn clear_attached(cfg: &XdpConfig, idx: u32) -> Result<Vec<String>, ServeError> 
 fn udp_match(listen: &SocketAddr) -> UdpMatch {
     let port = listen.port();
     match listen.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => UdpMatch {
-            port,
-            v4: AddrMatch::Any,
-            v6: AddrMatch::Off,
-        },
-        IpAddr::V4(a) => UdpMatch {
-            port,
-            v4: AddrMatch::Is(a),
-            v6: AddrMatch::Off,
-        },
-        // The unspecified IPv6 address takes IPv4 too (a dual-stack socket).
-        IpAddr::V6(a) if a.is_unspecified() => UdpMatch {
-            port,
-            v4: AddrMatch::Any,
-            v6: AddrMatch::Any,
-        },
-        IpAddr::V6(a) => UdpMatch {
-            port,
-            v4: AddrMatch::Off,
-            v6: AddrMatch::Is(a),
-        },
+        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Any, AddrMatch::Off),
+        IpAddr::V4(a) => UdpMatch::to(port, AddrMatch::Is(a), AddrMatch::Off),
+        // The server's IPv6 sockets are IPV6_V6ONLY: `[::]` serves IPv6 alone.
+        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Any),
+        IpAddr::V6(a) => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Is(a)),
     }
 }
 

@@ -9,6 +9,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const RTM_GETLINK: u16 = 18;
 const RTM_SETLINK: u16 = 19;
+const RTM_NEWNEIGH: u16 = 28;
+const RTM_GETNEIGH: u16 = 30;
+const NLM_F_DUMP: u16 = 0x300;
+const NLMSG_DONE: u16 = 3;
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
+const NUD_INCOMPLETE: u16 = 0x01;
+const NUD_FAILED: u16 = 0x20;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
 const NLMSG_ERROR: u16 = 2;
@@ -126,8 +134,7 @@ impl Nl {
         })
     }
 
-    /// Sends `msg` and returns the first reply message.
-    fn request(&self, msg: &[u8], what: &str) -> SysResult<Vec<u8>> {
+    fn send(&self, msg: &[u8], what: &str) -> SysResult<()> {
         // SAFETY: the kernel reads msg.len() bytes from a live slice.
         let sent = unsafe {
             libc::send(
@@ -137,7 +144,11 @@ impl Nl {
                 0,
             )
         };
-        cvt(sent as isize, || format!("send(netlink {what})"))?;
+        cvt(sent as isize, || format!("send(netlink {what})")).map(|_| ())
+    }
+
+    /// One datagram from the kernel (one or more messages).
+    fn recv(&self, what: &str) -> SysResult<Vec<u8>> {
         let mut buf = vec![0u8; 65536];
         // SAFETY: the kernel writes at most buf.len() bytes into a live buffer.
         let n = unsafe {
@@ -150,6 +161,13 @@ impl Nl {
         };
         let n = cvt(n as isize, || format!("recv(netlink {what})"))? as usize;
         buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Sends `msg` and returns the first reply message.
+    fn request(&self, msg: &[u8], what: &str) -> SysResult<Vec<u8>> {
+        self.send(msg, what)?;
+        let buf = self.recv(what)?;
         if buf.len() >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {
             let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
             if err != 0 {
@@ -157,6 +175,86 @@ impl Nl {
             }
         }
         Ok(buf)
+    }
+}
+
+/// Splits a netlink datagram into its messages: (type, whole message).
+fn messages(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if b.len() < 16 {
+            return None;
+        }
+        let len = u32_of(b) as usize;
+        if len < 16 || len > b.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes([b[4], b[5]]);
+        let m = &b[..len];
+        b = &b[len.next_multiple_of(4).min(b.len())..];
+        Some((kind, m))
+    })
+}
+
+/// The link-layer address of `ip` in `ifindex`'s neighbour table, if the kernel has
+/// resolved it (an entry neither incomplete nor failed). A generator that finds none sends
+/// one datagram through a kernel socket to make the kernel resolve it, then asks again.
+pub fn neighbour(ifindex: u32, ip: std::net::IpAddr) -> SysResult<Option<[u8; 6]>> {
+    let family = if ip.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    } as u8;
+    let mut m = Vec::with_capacity(28);
+    m.extend_from_slice(&28u32.to_ne_bytes());
+    m.extend_from_slice(&RTM_GETNEIGH.to_ne_bytes());
+    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // ndmsg: family, pad, pad, ifindex, state, flags, type
+    m.extend_from_slice(&[family, 0, 0, 0]);
+    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+    m.extend_from_slice(&[0, 0, 0, 0]);
+    let want: Vec<u8> = match ip {
+        std::net::IpAddr::V4(a) => a.octets().to_vec(),
+        std::net::IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let nl = Nl::new()?;
+    nl.send(&m, "RTM_GETNEIGH")?;
+    let mut found = None;
+    loop {
+        let buf = nl.recv("RTM_GETNEIGH")?;
+        for (kind, msg) in messages(&buf) {
+            match kind {
+                NLMSG_DONE => return Ok(found),
+                NLMSG_ERROR => {
+                    return Err(refused(
+                        "netlink RTM_GETNEIGH".into(),
+                        -(u32_of(&msg[16..]) as i32),
+                    ))
+                }
+                RTM_NEWNEIGH if msg.len() >= 28 => {
+                    let idx = u32_of(&msg[20..]);
+                    let state = u16::from_ne_bytes([msg[24], msg[25]]);
+                    if idx != ifindex || state & (NUD_INCOMPLETE | NUD_FAILED) != 0 {
+                        continue;
+                    }
+                    let (mut dst, mut ll) = (None, None);
+                    for (k, p) in attrs(&msg[28..]) {
+                        match k {
+                            NDA_DST => dst = Some(p),
+                            NDA_LLADDR if p.len() == 6 => {
+                                ll = Some([p[0], p[1], p[2], p[3], p[4], p[5]])
+                            }
+                            _ => {}
+                        }
+                    }
+                    if dst == Some(&want[..]) {
+                        found = ll.or(found);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 

@@ -26,12 +26,29 @@ pub enum AddrMatch<A> {
     Is(A),
 }
 
-/// What the program redirects: UDP to `port` at the given addresses.
+/// What the program redirects: UDP to `port` (through `port_last`, when set) at the given
+/// destination addresses, and only from `from` when set. A server matches one port; a
+/// generator matches its range of source ports, answered from its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpMatch {
     pub port: u16,
+    pub port_last: Option<u16>,
     pub v4: AddrMatch<Ipv4Addr>,
     pub v6: AddrMatch<Ipv6Addr>,
+    pub from: Option<std::net::SocketAddr>,
+}
+
+impl UdpMatch {
+    /// UDP to `port` at these addresses, from anyone.
+    pub fn to(port: u16, v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> UdpMatch {
+        UdpMatch {
+            port,
+            port_last: None,
+            v4,
+            v6,
+            from: None,
+        }
+    }
 }
 
 const XDP_PASS: i32 = 2;
@@ -51,6 +68,9 @@ const JA: u8 = 0x05;
 const JEQ_K: u8 = 0x15;
 const JNE_K: u8 = 0x55;
 const JGT_X: u8 = 0x2d;
+const JGT_K: u8 = 0x25;
+const JLT_K: u8 = 0xa5;
+const TO_BE: u8 = 0xdc;
 const JNE32_K: u8 = 0x56;
 const CALL: u8 = 0x85;
 const EXIT: u8 = 0x95;
@@ -94,6 +114,30 @@ impl Asm {
         let jne = if load == LDX_W { JNE32_K } else { JNE_K };
         self.jump(jne, 5, 0, imm, Label::Pass);
     }
+    /// The 16 bytes at `off` equal `addr`.
+    fn expect_v6(&mut self, off: i16, addr: &Ipv6Addr) {
+        for (k, w) in addr.octets().chunks_exact(4).enumerate() {
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as i32;
+            self.expect(LDX_W, off + 4 * k as i16, w);
+        }
+    }
+
+    /// The UDP header at `l4`: destination port (or range) and, when asked, the source port.
+    fn ports(&mut self, l4: i16, m: &UdpMatch) {
+        match m.port_last {
+            Some(last) if last != m.port => {
+                self.op(LDX_H, 5, 2, l4 + 2, 0);
+                self.op(TO_BE, 5, 0, 0, 16); // network order to host order on little endian
+                self.jump(JLT_K, 5, 0, m.port as i32, Label::Pass);
+                self.jump(JGT_K, 5, 0, last as i32, Label::Pass);
+            }
+            _ => self.expect(LDX_H, l4 + 2, be16(m.port)),
+        }
+        if let Some(from) = m.from {
+            self.expect(LDX_H, l4, be16(from.port()));
+        }
+    }
+
     fn finish(mut self) -> Vec<Insn> {
         for (at, to) in self.fixups {
             let target = self.labels.iter().find(|(l, _)| *l == to).map(|(_, i)| *i);
@@ -147,7 +191,14 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
         if let AddrMatch::Is(addr) = m.v4 {
             a.expect(LDX_W, 14 + 16, u32::from_le_bytes(addr.octets()) as i32);
         }
-        a.expect(LDX_H, 14 + 20 + 2, be16(m.port));
+        if let Some(std::net::SocketAddr::V4(from)) = m.from {
+            a.expect(
+                LDX_W,
+                14 + 12,
+                u32::from_le_bytes(from.ip().octets()) as i32,
+            );
+        }
+        a.ports(14 + 20, m);
         a.jump(JA, 0, 0, 0, Label::Redirect);
     }
 
@@ -156,12 +207,12 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
         a.need(14 + 40 + 8);
         a.expect(LDX_B, 14 + 6, 17); // next header UDP; 44 (fragment) and others pass
         if let AddrMatch::Is(addr) = m.v6 {
-            for (k, w) in addr.octets().chunks_exact(4).enumerate() {
-                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as i32;
-                a.expect(LDX_W, 14 + 24 + 4 * k as i16, w);
-            }
+            a.expect_v6(14 + 24, &addr);
         }
-        a.expect(LDX_H, 14 + 40 + 2, be16(m.port));
+        if let Some(std::net::SocketAddr::V6(from)) = m.from {
+            a.expect_v6(14 + 8, from.ip());
+        }
+        a.ports(14 + 40, m);
     }
 
     a.label(Label::Redirect);
@@ -183,7 +234,7 @@ mod tests {
     use super::*;
 
     fn prog(v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> Vec<Insn> {
-        udp_redirect(&UdpMatch { port: 5353, v4, v6 }, 7)
+        udp_redirect(&UdpMatch::to(5353, v4, v6), 7)
     }
 
     #[test]
@@ -207,6 +258,19 @@ mod tests {
             }
             assert_eq!(*p.last().unwrap(), Insn::new(EXIT, 0, 0, 0, 0));
         }
+    }
+
+    #[test]
+    fn a_generator_matches_a_port_range_from_its_target() {
+        let mut m = UdpMatch::to(40000, AddrMatch::Any, AddrMatch::Off);
+        m.port_last = Some(40063);
+        m.from = Some("10.0.0.1:7000".parse().unwrap());
+        let p = udp_redirect(&m, 7);
+        assert!(p.iter().any(|i| i.code() == TO_BE && i.imm() == 16));
+        assert!(p.iter().any(|i| i.code() == JLT_K && i.imm() == 40000));
+        assert!(p.iter().any(|i| i.code() == JGT_K && i.imm() == 40063));
+        assert!(p.iter().any(|i| i.imm() == 0x581b)); // source port 7000 = 0x1b58
+        assert!(p.iter().any(|i| i.imm() == 0x0100000a)); // source 10.0.0.1
     }
 
     #[test]
