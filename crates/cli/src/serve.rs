@@ -456,4 +456,7 @@ fn print_counters(
     if t.rxq_ovfl > 0 {
         say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
     }
+    for (name, v) in &t.backend {
+        say!("  {name}: {v}");
+    }
 }

@@ -167,3 +167,26 @@ pub struct SocketStats {
     /// SO_INCOMING_CPU: the CPU whose softirq last queued a packet to this socket.
     pub incoming_cpu: Option<i32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_counters_are_named_summed_and_differenced() {
+        let (a, b) = (WorkerCounters::default(), WorkerCounters::default());
+        assert!(
+            a.snapshot(0, None).backend.is_empty(),
+            "none until published"
+        );
+        a.publish_backend(&[("xdp_answered", 5), ("fallback_answered", 1)]);
+        b.publish_backend(&[("xdp_answered", 7), ("fallback_answered", 0)]);
+        let before = a.snapshot(0, None);
+        a.publish_backend(&[("xdp_answered", 9), ("fallback_answered", 1)]);
+        let after = a.snapshot(0, None);
+        assert_eq!(after.delta(&before).backend["xdp_answered"], 4);
+        let t = WorkerStats::total(&[after, b.snapshot(1, None)]);
+        assert_eq!(t.backend["xdp_answered"], 16);
+        assert_eq!(t.backend["fallback_answered"], 1);
+    }
+}
