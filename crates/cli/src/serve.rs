@@ -393,7 +393,14 @@ fn print_applied(server: &Server, proto: Proto) {
         }
         say!("{line}");
     }
-    for n in &a.notes {
+    if let Some(b) = &a.backend {
+        say!("  {b}");
+    }
+    for n in a
+        .notes
+        .iter()
+        .chain(a.backend.iter().flat_map(|b| &b.notes))
+    {
         say!("  note: {n}");
     }
 }
@@ -448,5 +455,8 @@ fn print_counters(
     }
     if t.rxq_ovfl > 0 {
         say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
+    }
+    for (name, v) in &t.backend {
+        say!("  {name}: {v}");
     }
 }
