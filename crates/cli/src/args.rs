@@ -1,5 +1,6 @@
 //! Argument parsers shared by subcommands, and the error that means "bad usage" (exit 2).
 
+use firehose_sys::cpu::CpuSet;
 use std::time::Duration;
 
 /// Bad input from the user: printed as one line, exit code 2.
@@ -83,6 +84,35 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v * mult)
 }
 
+/// Where threads run, as every subcommand takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpus {
+    /// `auto`: the program places them (one per allowed CPU, in order, unless a
+    /// subcommand says otherwise).
+    Auto,
+    /// `none`: wherever the scheduler puts them.
+    None,
+    /// A CPU list such as `0-3,6`, naming at least one CPU.
+    List(CpuSet),
+}
+
+/// Parses `auto`, `none` or a CPU list (`0-3,6`).
+pub fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    match s.trim() {
+        "auto" => Ok(Cpus::Auto),
+        "none" => Ok(Cpus::None),
+        t => {
+            let set = CpuSet::parse_list(t).map_err(|e| e.to_string())?;
+            if set.is_empty() {
+                return Err(format!(
+                    "'{s}' names no CPU (expected auto, none, or a CPU list such as 0-3,6)"
+                ));
+            }
+            Ok(Cpus::List(set))
+        }
+    }
+}
+
 /// Formats a count with thousands separators.
 pub fn thousands(v: f64) -> String {
     let n = v.round() as u64;
@@ -109,6 +139,20 @@ mod tests {
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("ten").is_err());
+    }
+
+    #[test]
+    fn cpus() {
+        assert_eq!(parse_cpus("auto").unwrap(), Cpus::Auto);
+        assert_eq!(parse_cpus("none").unwrap(), Cpus::None);
+        let Cpus::List(l) = parse_cpus("0-3,6").unwrap() else {
+            panic!("not a list")
+        };
+        assert_eq!(l.to_vec(), [0, 1, 2, 3, 6]);
+        let e = parse_cpus("0-x").unwrap_err();
+        assert!(e.contains("'x' is not a CPU number"), "{e}");
+        let e = parse_cpus(" ").unwrap_err();
+        assert!(e.contains("names no CPU"), "{e}");
     }
 
     #[test]

@@ -4,11 +4,10 @@
 
 mod dns;
 
-use crate::args::{parse_positive, Usage};
+use crate::args::{parse_cpus, parse_positive, Cpus, Usage};
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use firehose_engine::parse_cpu_list;
 use firehose_lab::experiment::{self, Cell, Progress};
 use firehose_lab::report::{self, LabReport, Skipped};
 use firehose_lab::runner::{self, LoadSpec, Placement, Runner};
@@ -58,12 +57,12 @@ struct RunArgs {
     /// Seconds of load before the measured window [default: 1].
     #[arg(long, value_parser = parse_count)]
     warmup: Option<usize>,
-    /// CPUs of the server [default: the first half of the allowed CPUs].
-    #[arg(long)]
-    server_cpus: Option<String>,
-    /// CPUs of the client [default: the rest].
-    #[arg(long)]
-    client_cpus: Option<String>,
+    /// CPUs of the server, or auto: the first half of the allowed CPUs [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    server_cpus: Option<Cpus>,
+    /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    client_cpus: Option<Cpus>,
     /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
     /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
@@ -183,8 +182,16 @@ fn lab_err(e: LabError) -> anyhow::Error {
     }
 }
 
-fn cpus(flag: &str, s: &str) -> Result<Vec<usize>> {
-    parse_cpu_list(s).map_err(|e| Usage(format!("{flag}: {e}")).into())
+/// The CPUs of one side if given as a list; `None` for auto.
+fn side_cpus(flag: &str, c: &Option<Cpus>) -> Result<Option<Vec<usize>>> {
+    match c {
+        None | Some(Cpus::Auto) => Ok(None),
+        Some(Cpus::List(l)) => Ok(Some(l.to_vec())),
+        Some(Cpus::None) => Err(Usage(format!(
+            "{flag} none: the lab always pins server and client apart; give a CPU list or auto"
+        ))
+        .into()),
+    }
 }
 
 /// Runs `firehose lab`.
@@ -250,19 +257,21 @@ struct Setup {
 
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
-    Ok(match (&r.server_cpus, &r.client_cpus) {
+    let s = side_cpus("--server-cpus", &r.server_cpus)?;
+    let c = side_cpus("--client-cpus", &r.client_cpus)?;
+    Ok(match (s, c) {
         (None, None) => Placement::split(allowed).map_err(lab_err)?,
         (s, c) => {
             let split = Placement::split(allowed).ok();
             let server = match s {
-                Some(s) => cpus("--server-cpus", s)?,
+                Some(s) => s,
                 None => split
                     .as_ref()
                     .map(|p| p.server_cpus.clone())
                     .unwrap_or_default(),
             };
             let client = match c {
-                Some(c) => cpus("--client-cpus", c)?,
+                Some(c) => c,
                 None => allowed
                     .iter()
                     .copied()

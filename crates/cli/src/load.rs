@@ -1,12 +1,12 @@
 //! `firehose load`: drive a UDP request/response server and measure it.
 
-use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
+use crate::args::{parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_engine::parse_cpu_list;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
+use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -54,9 +54,10 @@ pub struct LoadArgs {
     /// Generator threads; flows are shared out among them.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     threads: usize,
-    /// Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3).
-    #[arg(long)]
-    cpus: Option<String>,
+    /// Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3), or auto (the i-th
+    /// allowed CPU), or none [default: none].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<Cpus>,
     /// Measurement length (after warm-up), e.g. 10, 2.5s.
     #[arg(long, default_value = "10", value_parser = parse_duration, conflicts_with = "requests")]
     duration: Duration,
@@ -167,8 +168,21 @@ enum Proto {
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
     let cpus = match &a.cpus {
-        Some(s) => Some(parse_cpu_list(s).map_err(|e| Usage(format!("--cpus: {e}")))?),
-        None => None,
+        None | Some(Cpus::None) => None,
+        Some(Cpus::List(l)) => Some(l.to_vec()),
+        Some(Cpus::Auto) => {
+            let allowed = firehose_sys::cpu::allowed_cpus()?;
+            if allowed.len() < a.threads {
+                return Err(Usage(format!(
+                    "--cpus auto needs a CPU per thread: {} threads but {} allowed CPUs ({}); lower --threads or use --cpus none",
+                    a.threads,
+                    allowed.len(),
+                    CpuSet::from(&allowed)
+                ))
+                .into());
+            }
+            Some(allowed)
+        }
     };
     let cfg = LoadConfig {
         target,

@@ -15,7 +15,7 @@ pub mod handler;
 pub mod server;
 pub mod stats;
 
-pub use config::{parse_cpu_list, Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, AppliedSocket, ServeError, Server};
 pub use stats::{SocketStats, WorkerStats};

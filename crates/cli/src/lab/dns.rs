@@ -3,10 +3,11 @@
 //! `firehose_lab::dns_compare`). Here: which flags apply, defaults, and the outputs.
 
 use super::{lab_err, placement, stop_flag, CompareArgs};
-use crate::args::Usage;
+use crate::args::{Cpus, Usage};
 use anyhow::{Context, Result};
 use firehose_lab::dns_compare::{self, parse_names, DnsCompareOptions, Driver, ServerKind};
 use firehose_lab::topology::Kind;
+use firehose_sys::cpu::CpuSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,10 +60,10 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     .map_err(lab_err)?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
     let place = placement(r, &allowed)?;
-    if r.client_cpus.is_some() && place.client_cpus.len() > 1 {
+    if matches!(r.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
         return Err(Usage(format!(
             "--client-cpus {}: both DNS drivers run one thread; give one CPU",
-            r.client_cpus.as_deref().unwrap_or_default()
+            CpuSet::from(&place.client_cpus)
         ))
         .into());
     }

@@ -2,10 +2,10 @@
 //! with a generated config in a temp dir, pinned with `taskset`, and killed (dir removed)
 //! when dropped. CPU time is summed over the whole process tree (NSD forks its servers).
 
-use crate::topology::cpu_list;
 use crate::LabError;
 use firehose_dnswire::{question_end, rtype, Header, QueryBuilder, HEADER};
 use firehose_host::procfs::pidstat;
+use firehose_sys::cpu::CpuSet;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -165,7 +165,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, LabError> {
     }
     std::fs::create_dir_all(&plan.dir).map_err(|e| LabError::io(plan.dir.display(), e))?;
     let mut cmd = Command::new("taskset");
-    cmd.arg("-c").arg(cpu_list(plan.cpus));
+    cmd.arg("-c").arg(CpuSet::from(plan.cpus).to_string());
     match plan.kind {
         ServerKind::Firehose => {
             cmd.arg(plan.firehose)
