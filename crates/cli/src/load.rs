@@ -1,6 +1,9 @@
 //! `firehose load`: drive a UDP request/response server and measure it.
 
-use crate::args::{parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
+    thousands, Cpus, Usage,
+};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_load::dns::DnsWorkload;
@@ -49,7 +52,7 @@ pub struct LoadArgs {
     #[arg(long, value_parser = parse_positive)]
     window: Option<usize>,
     /// Open loop at this many transactions/s across all flows (e.g. 50000, 50k).
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     rate: Option<f64>,
     /// Generator threads; flows are shared out among them.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
@@ -59,19 +62,25 @@ pub struct LoadArgs {
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     cpus: Option<Cpus>,
     /// Measurement length (after warm-up), e.g. 10, 2.5s.
-    #[arg(long, default_value = "10", value_parser = parse_duration, conflicts_with = "requests")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10",
+        value_parser = parse_duration,
+        conflicts_with = "requests"
+    )]
     duration: Duration,
     /// Send exactly this many requests instead of running for --duration.
     #[arg(long, value_parser = parse_positive)]
     requests: Option<usize>,
     /// Run this long before measuring (e.g. 1, 500ms; 0 for none).
-    #[arg(long, default_value = "0", value_parser = parse_warmup)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration_or_zero)]
     warmup: Duration,
     /// Request payload bytes (echo: at least 20 for the id and timestamp header).
-    #[arg(long, default_value = "100")]
+    #[arg(long, value_name = "SIZE", default_value = "100", value_parser = parse_bytes)]
     size: usize,
     /// An unanswered request is lost after this long (e.g. 1s, 200ms).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     timeout: Duration,
     /// Datagrams per sendmmsg/recvmmsg.
     #[arg(long, default_value = "64", value_parser = parse_positive)]
@@ -83,7 +92,7 @@ pub struct LoadArgs {
     #[arg(long)]
     no_gso: bool,
     /// Print a line every interval (0 for none).
-    #[arg(long, default_value = "1", value_parser = parse_warmup)]
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
     /// Write the summary (with the percentile distribution) as JSON to this file.
     #[arg(long)]
@@ -97,13 +106,6 @@ pub struct LoadArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-fn parse_warmup(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    parse_duration(s)
 }
 
 /// The JSON document of a run.

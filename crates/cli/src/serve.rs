@@ -96,19 +96,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     rxq_ovfl: Option<bool>,
     /// Receive buffer per socket (SO_RCVBUFFORCE as root, else SO_RCVBUF), e.g. 4M.
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     rcvbuf: Option<usize>,
     /// Send buffer per socket, e.g. 4M.
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     sndbuf: Option<usize>,
     /// Print a counter line every interval (e.g. 1, 500ms).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Write counters as JSON to this file at exit (and a line per interval with --interval).
     #[arg(long)]
     stats_json: Option<std::path::PathBuf>,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
 }
 

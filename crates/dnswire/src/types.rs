@@ -35,19 +35,19 @@ pub const CLASS_IN: u16 = 1;
 
 /// Record types accepted by mnemonic; any other is written `TYPEnnn` (RFC 3597).
 const TYPES: &[(&str, u16)] = &[
-    ("A", 1),
-    ("NS", 2),
-    ("CNAME", 5),
-    ("SOA", 6),
-    ("PTR", 12),
+    ("A", rtype::A),
+    ("NS", rtype::NS),
+    ("CNAME", rtype::CNAME),
+    ("SOA", rtype::SOA),
+    ("PTR", rtype::PTR),
     ("HINFO", 13),
-    ("MX", 15),
-    ("TXT", 16),
-    ("AAAA", 28),
-    ("SRV", 33),
+    ("MX", rtype::MX),
+    ("TXT", rtype::TXT),
+    ("AAAA", rtype::AAAA),
+    ("SRV", rtype::SRV),
     ("NAPTR", 35),
-    ("OPT", 41),
-    ("DS", 43),
+    ("OPT", rtype::OPT),
+    ("DS", rtype::DS),
     ("SSHFP", 44),
     ("RRSIG", 46),
     ("NSEC", 47),
@@ -55,8 +55,8 @@ const TYPES: &[(&str, u16)] = &[
     ("TLSA", 52),
     ("SVCB", 64),
     ("HTTPS", 65),
-    ("ANY", 255),
-    ("CAA", 257),
+    ("ANY", rtype::ANY),
+    ("CAA", rtype::CAA),
 ];
 
 /// Classes accepted by mnemonic; any other is written `CLASSnnn` (RFC 3597).
