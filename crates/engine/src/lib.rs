@@ -24,7 +24,7 @@ pub mod stats;
 pub mod worker;
 
 pub use backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
-pub use config::{parse_cpu_list, Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, ServeError, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
