@@ -110,6 +110,9 @@ pub struct ServeArgs {
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
 }
 
 impl ServeArgs {
@@ -252,6 +255,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let server = start_server(&cfg, a.proto, &a.zones)?;
     print_applied(&server, a.proto);
+    if let Some(addr) = a.metrics {
+        let source = server.metrics_source(proto_name(a.proto));
+        let version = env!("CARGO_PKG_VERSION");
+        let bound = crate::metrics::spawn(addr, move || source.render(version))
+            .map_err(|e| Usage(format!("{e:#}")))?;
+        say!("  metrics: http://{bound}/metrics");
+    }
     let started = Instant::now();
     let mut json_lines = match (&a.stats_json, a.interval) {
         (Some(p), Some(_)) => Some(interval_file(p)?),

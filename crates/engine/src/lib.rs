@@ -16,6 +16,7 @@
 pub mod backend;
 pub mod config;
 pub mod handler;
+pub mod metrics;
 mod placement;
 pub mod server;
 pub mod socket_io;
