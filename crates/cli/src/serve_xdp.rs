@@ -71,8 +71,19 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
     if s == "all" {
         return Ok(Queues::All);
     }
-    let cpus = firehose_engine::parse_cpu_list(s)
-        .map_err(|e| Usage(format!("--queues: {}", e.replace("CPU", "queue"))))?;
+    // The same syntax as a CPU list: 0,2-3.
+    let set = firehose_sys::cpu::CpuSet::parse_list(s).map_err(|e| {
+        Usage(format!(
+            "--queues: {}",
+            e.to_string().replace("CPU", "queue")
+        ))
+    })?;
+    if set.is_empty() {
+        return Err(Usage(format!(
+            "--queues '{s}' names no queue (all, or a list such as 0,2-3)"
+        )));
+    }
+    let cpus = set.to_vec();
     Ok(Queues::List(cpus.into_iter().map(|q| q as u32).collect()))
 }
 

@@ -16,6 +16,7 @@
 pub mod backend;
 pub mod config;
 pub mod handler;
+pub mod metrics;
 mod placement;
 pub mod server;
 pub mod socket_io;
@@ -26,7 +27,7 @@ pub mod xdp_backend;
 pub mod xdp_io;
 
 pub use backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
-pub use config::{parse_cpu_list, Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use firehose_sys::xdp::xsk::ZeroCopy;
 pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, ServeError, Server};

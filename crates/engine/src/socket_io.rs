@@ -5,7 +5,7 @@ use crate::backend::{Backend, Io, Received, Request, Sent, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
 use crate::server::ServeError;
-use firehose_sys::mmsg::{recv_some, Batch};
+use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
 use std::sync::Arc;
 
@@ -36,12 +36,17 @@ impl Io for SocketIo {
     type Backend = SocketBackend;
 
     fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
-        let one_by_one = self.batch == 1;
+        let (recv, send) = match self.batch {
+            1 => (RecvMode::Single, SendMode::Single),
+            _ => (RecvMode::Batch, SendMode::Batch),
+        };
         Ok(SocketBackend {
             sock: seat.socket.clone(),
-            slots: Batch::new(self.batch, SLOT_SIZE, !one_by_one && self.rxq_ovfl),
+            slots: Batch::new(self.batch, SLOT_SIZE)
+                .with_recv(recv)
+                .with_send(send)
+                .with_rxq_ovfl(self.rxq_ovfl),
             max: self.batch,
-            one_by_one,
             busy: self.busy,
         })
     }
@@ -52,7 +57,6 @@ pub struct SocketBackend {
     sock: Arc<UdpSock>,
     slots: Batch,
     max: usize,
-    one_by_one: bool,
     busy: bool,
 }
 
@@ -63,13 +67,7 @@ impl Backend for SocketBackend {
             syscalls: 1,
             ..Received::default()
         };
-        match recv_some(
-            &mut self.slots,
-            &self.sock,
-            self.max,
-            flags,
-            self.one_by_one,
-        ) {
+        match self.slots.recv_some(&self.sock, self.max, flags) {
             Ok(0) if self.busy => std::hint::spin_loop(),
             Ok(n) => r.count = n,
             Err(_) => r.errors = 1,
@@ -98,7 +96,7 @@ impl Backend for SocketBackend {
     }
 
     fn flush(&mut self) -> Sent {
-        let f = self.slots.flush(&self.sock, 0, self.one_by_one);
+        let f = self.slots.flush(&self.sock, 0);
         Sent {
             sent: f.sent as u64,
             failed: f.failed as u64,

@@ -15,7 +15,7 @@ use crate::handler::Peer;
 use crate::xdp_io::XdpConfig;
 use firehose_packet::{parse, reply_in_place, Udp};
 use firehose_sys::epoll::poll_readable;
-use firehose_sys::mmsg::{recv_some, Batch};
+use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
 use firehose_sys::xdp::ring::Desc;
 use firehose_sys::xdp::xsk::Xsk;
@@ -87,7 +87,9 @@ impl XdpBackend {
             slots: Vec::with_capacity(batch),
             n_xdp: 0,
             sock,
-            sock_batch: Batch::new(SOCKET_BATCH, SOCKET_SLOT, false),
+            sock_batch: Batch::new(SOCKET_BATCH, SOCKET_SLOT)
+                .with_recv(RecvMode::Batch)
+                .with_send(SendMode::Batch),
             n_sock: 0,
             batch,
             busy: cfg.busy_poll.is_some(),
@@ -195,13 +197,10 @@ impl Backend for XdpBackend {
         self.n_sock = 0;
         if idle || self.batches.is_multiple_of(SOCKET_EVERY) {
             r.syscalls += 1;
-            match recv_some(
-                &mut self.sock_batch,
-                &self.sock,
-                SOCKET_BATCH,
-                MSG_DONTWAIT,
-                false,
-            ) {
+            match self
+                .sock_batch
+                .recv_some(&self.sock, SOCKET_BATCH, MSG_DONTWAIT)
+            {
                 Ok(n) => self.n_sock = n,
                 Err(_) => r.errors += 1,
             }
@@ -294,7 +293,7 @@ impl Backend for XdpBackend {
             }
         }
         if self.n_sock > 0 {
-            let f = self.sock_batch.flush(&self.sock, 0, false);
+            let f = self.sock_batch.flush(&self.sock, 0);
             out.sent += f.sent as u64;
             out.failed += f.failed as u64;
             out.syscalls += f.syscalls as u64;

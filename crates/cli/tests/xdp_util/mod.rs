@@ -238,15 +238,13 @@ pub fn ask(s: &std::net::UdpSocket, to: SocketAddr, msg: &[u8]) -> Vec<u8> {
     buf
 }
 
-/// A counter from the `backend:` line serve prints at exit.
+/// A backend counter from the `  name: value` lines serve prints at exit.
 pub fn counter(out: &str, name: &str) -> u64 {
-    let line = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("backend:"))
-        .unwrap_or_else(|| panic!("no backend line in {out}"));
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .unwrap_or_else(|| panic!("no {name} in {line}"))
+    let prefix = format!("{name}: ");
+    out.lines()
+        .find_map(|l| l.trim_start().strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+        .trim()
         .parse()
         .unwrap()
 }

@@ -129,9 +129,8 @@ impl Nl {
             || "socket(AF_NETLINK)".into(),
         )?;
         // SAFETY: fresh fd owned by nobody else.
-        Ok(Nl {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Nl { fd })
     }
 
     fn send(&self, msg: &[u8], what: &str) -> SysResult<()> {

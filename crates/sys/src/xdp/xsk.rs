@@ -7,7 +7,7 @@
 
 use super::ring::{Desc, Ring};
 use super::umem::Umem;
-use crate::socket::{consts, get_int_opt, set_int_opt};
+use crate::socket::{get_int_opt, set_int_opt};
 use crate::{cvt, SysError, SysResult};
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -399,7 +399,7 @@ impl Xsk {
         set_int_opt(
             fd,
             libc::SOL_SOCKET,
-            consts::SO_PREFER_BUSY_POLL,
+            libc::SO_PREFER_BUSY_POLL,
             1,
             "SO_PREFER_BUSY_POLL",
         )?;
@@ -413,7 +413,7 @@ impl Xsk {
         set_int_opt(
             fd,
             libc::SOL_SOCKET,
-            consts::SO_BUSY_POLL_BUDGET,
+            libc::SO_BUSY_POLL_BUDGET,
             budget,
             "SO_BUSY_POLL_BUDGET",
         )?;
@@ -421,14 +421,14 @@ impl Xsk {
             prefer: get_int_opt(
                 fd,
                 libc::SOL_SOCKET,
-                consts::SO_PREFER_BUSY_POLL,
+                libc::SO_PREFER_BUSY_POLL,
                 "SO_PREFER_BUSY_POLL",
             )? != 0,
             usec: get_int_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, "SO_BUSY_POLL")?,
             budget: match get_int_opt(
                 fd,
                 libc::SOL_SOCKET,
-                consts::SO_BUSY_POLL_BUDGET,
+                libc::SO_BUSY_POLL_BUDGET,
                 "SO_BUSY_POLL_BUDGET",
             ) {
                 Ok(b) => Some(b),
