@@ -8,7 +8,8 @@
 //! into a frame in place ([`firehose_packet::reply_in_place`]) and its descriptor goes on the
 //! tx ring; frames not answered go back to the free list. The kernel is entered only when a
 //! ring asks for a wakeup, when idle (poll on both sockets), or always under busy polling.
-//! The fallback socket is read when idle and every [`SOCKET_EVERY`] batches under load.
+//! The fallback socket is read when the poll says it is readable, and every
+//! [`SOCKET_EVERY`] batches under load.
 
 use crate::backend::{Backend, Received, Request, Sent};
 use crate::handler::Peer;
@@ -124,8 +125,10 @@ impl XdpBackend {
     }
 
     /// Waits up to 10 ms for the XSK or the fallback socket (1 ms while transmissions are
-    /// outstanding, which copy mode sends only when kicked); returns syscalls made.
-    fn wait(&mut self) -> u64 {
+    /// outstanding, which copy mode sends only when kicked). The poll is also the rx
+    /// wakeup the fill ring may ask for. Returns syscalls made and which of (XSK, socket)
+    /// became readable.
+    fn wait(&mut self) -> (u64, [bool; 2]) {
         let mut calls = 1;
         let outstanding = self.tx_outstanding();
         if outstanding > 0 {
@@ -133,8 +136,9 @@ impl XdpBackend {
             calls += 1;
         }
         let timeout = if outstanding > 0 { 1 } else { 10 };
-        let _ = poll_readable([self.xsk.as_raw_fd(), self.sock.as_raw_fd()], timeout);
-        calls
+        let ready = poll_readable([self.xsk.as_raw_fd(), self.sock.as_raw_fd()], timeout)
+            .unwrap_or([false, true]);
+        (calls, ready)
     }
 
     /// Frames on the tx or completion ring, not yet back on the free list or fill ring.
@@ -184,18 +188,19 @@ impl Backend for XdpBackend {
             // Preferred busy polling: the syscall runs the driver's poll on this CPU.
             let _ = self.xsk.kick_rx();
             r.syscalls += 1;
-        } else if self.xsk.fill.needs_wakeup() && self.xsk.rx.available(1) == 0 {
-            let _ = self.xsk.kick_rx();
-            r.syscalls += 1;
         }
         r.errors = self.take_rx();
-        let idle = self.n_xdp == 0;
-        if idle && !self.busy {
-            r.syscalls += self.wait();
+        let mut read_socket = self.batches.is_multiple_of(SOCKET_EVERY);
+        let mut quiet = false;
+        if self.n_xdp == 0 && !self.busy {
+            let (calls, [xsk, sock]) = self.wait();
+            r.syscalls += calls;
+            read_socket |= sock;
+            quiet = !xsk && !sock;
             r.errors += self.take_rx();
         }
         self.n_sock = 0;
-        if idle || self.batches.is_multiple_of(SOCKET_EVERY) {
+        if read_socket {
             r.syscalls += 1;
             match self
                 .sock_batch
@@ -205,7 +210,7 @@ impl Backend for XdpBackend {
                 Err(_) => r.errors += 1,
             }
         }
-        if idle || self.batches.is_multiple_of(STATS_EVERY) {
+        if quiet || self.batches.is_multiple_of(STATS_EVERY) {
             self.refresh_stats();
         }
         self.counters[XDP_REQUESTS].1 += self.n_xdp as u64;
