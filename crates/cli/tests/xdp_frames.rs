@@ -5,6 +5,7 @@
 
 mod xdp_util;
 use firehose_packet::{csum, write_request, Endpoints};
+use std::net::SocketAddr;
 use std::process::Command;
 use xdp_util::*;
 
@@ -19,12 +20,7 @@ fn mac(ns: &str, dev: &str) -> [u8; 6] {
         ])
         .output()
         .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut m = [0u8; 6];
-    for (i, b) in text.trim().split(':').enumerate() {
-        m[i] = u8::from_str_radix(b, 16).unwrap();
-    }
-    m
+    firehose_packet::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 fn hex(b: &[u8]) -> String {
@@ -89,24 +85,22 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
     let lab = Lab::new("f");
     let peer = format!("{}p", lab.dev);
     let (smac, cmac) = (mac(&lab.srv, &lab.dev), mac(&lab.cli, &peer));
-    let srv = Served::start(
-        &lab,
-        &[
-            "--io",
-            "xdp",
-            "--iface",
-            &lab.dev,
-            "--listen",
-            &format!("{SRV4}:7000"),
-        ],
-    );
-    let ends = |vlan, payload: &[u8]| {
+    let serve = |listen: String| {
+        Served::start(
+            &lab,
+            &["--io", "xdp", "--iface", &lab.dev, "--listen", &listen],
+        )
+    };
+    // A request frame from the client's port 40000 to `dst`.
+    let frame = |dst: String, vlan, payload: &[u8]| {
+        let dst: SocketAddr = dst.parse().unwrap();
+        let client = if dst.is_ipv4() { CLI4 } else { CLI6 };
         let e = Endpoints {
             src_mac: cmac,
             dst_mac: smac,
             vlan,
-            src: format!("{CLI4}:40000").parse().unwrap(),
-            dst: format!("{SRV4}:7000").parse().unwrap(),
+            src: SocketAddr::new(client.parse().unwrap(), 40000),
+            dst,
             ttl: 64,
         };
         let mut buf = vec![0u8; 256];
@@ -114,6 +108,8 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
         buf.truncate(n);
         buf
     };
+    let srv = serve(format!("{SRV4}:7000"));
+    let ends = |vlan, payload: &[u8]| frame(format!("{SRV4}:7000"), vlan, payload);
     // Tagged, VLAN 100: the reply must come back tagged, addresses and ports swapped.
     let tagged = ends(Some(100), b"tagged-request");
     // IPv4 with one option word (four NOPs): passed to the kernel.
@@ -147,28 +143,8 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
 
     // IPv6 with a fragment header (an atomic fragment: offset 0, no more fragments): the
     // program passes it, the kernel strips the header and the fallback socket answers.
-    let srv = Served::start(
-        &lab,
-        &[
-            "--io",
-            "xdp",
-            "--iface",
-            &lab.dev,
-            "--listen",
-            &format!("[{SRV6}]:7000"),
-        ],
-    );
-    let e = Endpoints {
-        src_mac: cmac,
-        dst_mac: smac,
-        vlan: None,
-        src: format!("[{CLI6}]:40000").parse().unwrap(),
-        dst: format!("[{SRV6}]:7000").parse().unwrap(),
-        ttl: 64,
-    };
-    let mut frag = vec![0u8; 256];
-    let n = write_request(&mut frag, &e, b"fragment-request").unwrap();
-    frag.truncate(n);
+    let srv = serve(format!("[{SRV6}]:7000"));
+    let mut frag = frame(format!("[{SRV6}]:7000"), None, b"fragment-request");
     frag.splice(54..54, [17u8, 0, 0, 0, 0, 0, 0, 7]);
     frag[20] = 44;
     let plen = u16::from_be_bytes([frag[18], frag[19]]) + 8;

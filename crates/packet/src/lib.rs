@@ -298,5 +298,20 @@ pub fn write_request(buf: &mut [u8], e: &Endpoints, payload: &[u8]) -> Option<us
     Some(total)
 }
 
+/// A MAC address as the kernel prints it (`02:00:00:00:00:aa`, e.g. in
+/// /sys/class/net/IFACE/address); surrounding whitespace is ignored.
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut m {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
 #[cfg(test)]
 mod tests;

@@ -127,3 +127,12 @@ fn a_corrupted_byte_fails_the_checksum() {
     buf[n - 1] ^= 1;
     assert!(!udp_checksum_ok(&buf[..n], &u));
 }
+
+#[test]
+fn macs_as_the_kernel_prints_them() {
+    assert_eq!(parse_mac("02:00:00:00:00:aa\n"), Some(A));
+    assert_eq!(parse_mac("02:00:00:00:00"), None);
+    assert_eq!(parse_mac("02:00:00:00:00:aa:01"), None);
+    assert_eq!(parse_mac("02:00:00:00:00:zz"), None);
+    assert_eq!(parse_mac("2:00:00:00:00:aa"), None);
+}

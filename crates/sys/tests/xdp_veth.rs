@@ -195,12 +195,7 @@ fn mac_of(ns: &str, dev: &str) -> [u8; 6] {
         ])
         .output()
         .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut m = [0u8; 6];
-    for (i, b) in text.trim().split(':').enumerate() {
-        m[i] = u8::from_str_radix(b, 16).unwrap();
-    }
-    m
+    firehose_packet::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 #[test]
