@@ -362,3 +362,72 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
     assert!(!lab.has_xdp());
     let _ = idx;
 }
+
+#[test]
+fn load_counts_every_request_against_both_queues() {
+    if !root_or_skip("load_counts_every_request_against_both_queues") {
+        return;
+    }
+    let lab = Lab::new("l");
+    let json = std::env::temp_dir().join(format!("fh-xdp-load-{}.json", std::process::id()));
+    let stats = std::env::temp_dir().join(format!("fh-xdp-serve-{}.json", std::process::id()));
+    let stats_s = stats.to_string_lossy().into_owned();
+    let srv = Served::start(
+        &lab,
+        &[
+            "--io",
+            "xdp",
+            "--iface",
+            &lab.dev,
+            "--listen",
+            &format!("{SRV4}:7000"),
+            "--stats-json",
+            &stats_s,
+        ],
+    );
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.cli,
+            env!("CARGO_BIN_EXE_firehose"),
+            "load",
+        ])
+        .args([
+            "--target",
+            &format!("{SRV4}:7000"),
+            "--requests",
+            "20000",
+            "--flows",
+            "32",
+            "--window",
+            "4",
+        ])
+        .args(["--warmup", "0", "--json", &json.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (rest, st) = srv.stop("-TERM");
+    assert!(st.success(), "{rest}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(doc["completed"], 20000, "{doc}");
+    assert_eq!(doc["lost"], 0, "{doc}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&stats);
+    let workers = s["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "one worker per queue");
+    for w in workers {
+        assert!(
+            w["backend"]["xdp_replies"].as_u64().unwrap() > 0,
+            "queue idle: {w}"
+        );
+    }
+    assert_eq!(s["totals"]["backend"]["xdp_replies"], 20000, "{s}");
+}
