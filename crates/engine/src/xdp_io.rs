@@ -13,6 +13,7 @@
 use crate::backend::{BackendApplied, Io, WorkerSeat};
 use crate::server::ServeError;
 use crate::xdp_backend::XdpBackend;
+use firehose_sys::ethtool::Ethtool;
 use firehose_sys::xdp::attach::{prog_info, XdpLink, XdpMode, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::xsk::{BusyPoll, Xsk, XskConfig, ZeroCopy};
@@ -59,6 +60,9 @@ pub struct XdpConfig {
     pub batch: usize,
 }
 
+/// IFF_UP in the interface flags.
+const IFF_UP: u32 = 1;
+
 /// A queue's socket and the frames not on its fill ring.
 type Stocked = (Xsk, Vec<u64>);
 
@@ -84,14 +88,15 @@ fn kernel(e: SysError) -> ServeError {
     ServeError::Kernel(e)
 }
 
-fn sysfs(iface: &str, file: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/{file}"))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// Number of rx queues of `iface` (entries rx-N under /sys/class/net/IFACE/queues).
-fn rx_queue_count(iface: &str) -> usize {
+/// Number of rx queues of `iface`: rx-only plus combined channels (ETHTOOL_GCHANNELS), or
+/// the rx-N entries under /sys/class/net/IFACE/queues for a driver without channels.
+fn rx_queue_count(et: &Ethtool, iface: &str) -> usize {
+    if let Ok(c) = et.channels(iface) {
+        let n = (c.rx + c.combined) as usize;
+        if n > 0 {
+            return n;
+        }
+    }
     std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -110,10 +115,10 @@ fn check_iface(cfg: &XdpConfig, listen: &SocketAddr) -> Result<(u32, Vec<u32>, u
             "--iface {iface}: no such interface here (see `ip link`)"
         ))
     })?;
-    let flags = sysfs(iface, "flags")
-        .and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok())
-        .unwrap_or(0);
-    if flags & 1 == 0 {
+    // Asked through ioctls, not /sys, so the answer is about this thread's namespace.
+    let et = Ethtool::new().map_err(kernel)?;
+    let flags = et.if_flags(iface).map_err(kernel)?;
+    if flags & IFF_UP == 0 {
         return Err(usage(format!(
             "--iface {iface} is down: bring it up with `ip link set {iface} up`"
         )));
@@ -137,7 +142,7 @@ fn check_iface(cfg: &XdpConfig, listen: &SocketAddr) -> Result<(u32, Vec<u32>, u
             )));
         }
     }
-    let count = rx_queue_count(iface);
+    let count = rx_queue_count(&et, iface);
     let queues = match &cfg.queues {
         Queues::All => (0..count as u32).collect(),
         Queues::List(l) => l.clone(),
@@ -148,9 +153,7 @@ fn check_iface(cfg: &XdpConfig, listen: &SocketAddr) -> Result<(u32, Vec<u32>, u
             count - 1
         )));
     }
-    let mtu = sysfs(iface, "mtu")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(1500);
+    let mtu = et.mtu(iface).map_err(kernel)? as usize;
     Ok((idx, queues, mtu))
 }
 
