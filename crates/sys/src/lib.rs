@@ -28,8 +28,10 @@ pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
 pub mod mmsg;
+pub mod netns;
 pub mod sockaddr;
 pub mod socket;
+pub mod xdp;
 
 use std::io;
 
