@@ -1,20 +1,13 @@
 //! `firehose doctor` audit through the real binary: bad usage, JSON rows, and a live
 //! `--sample` with `--port` watching a socket the test floods over loopback.
 
+use crate::util::{run, stderr};
 use std::net::UdpSocket;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 fn doctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firehose"))
-        .arg("doctor")
-        .args(args)
-        .output()
-        .expect("spawn firehose")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run(&[&["doctor"], args].concat())
 }
 
 #[test]

@@ -3,29 +3,10 @@
 //! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
+use crate::util::{bin, root_or_skip, run, short_run, tmp};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
-
-mod lab_util;
-use lab_util::{firehose, short_run};
 use std::time::{Duration, Instant};
-
-fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    eprintln!("skipping {test}: needs root to create network namespaces");
-    false
-}
-
-fn is_root() -> bool {
-    // The test does not link libc; `id -u` tells.
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
 
 fn namespaces() -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -66,7 +47,7 @@ fn alive(pid: u32) -> bool {
 // The child is handed to the caller, which waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_firehose"))
+    let mut child = Command::new(bin())
         .args([
             "lab",
             "ladder",
@@ -121,10 +102,10 @@ fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
 
 #[test]
 fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
-    if !root_or_skip("veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing") {
+    if !root_or_skip() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("fh-test-veth-{}.json", std::process::id()));
+    let json = tmp("veth.json");
     let args = [
         "lab",
         "ladder",
@@ -135,7 +116,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         "--steps",
         "shared,rps,gro-off",
     ];
-    let out = firehose(&short_run(&args, &json));
+    let out = run(&short_run(&args, &json));
     assert!(
         out.status.success(),
         "{}",
@@ -200,7 +181,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
 }
 
 fn interrupted_run_cleans_up(signal: &str) {
-    let json = std::env::temp_dir().join(format!("fh-test-{signal}-{}.json", std::process::id()));
+    let json = tmp(&format!("veth-{signal}.json"));
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(
@@ -234,24 +215,24 @@ fn interrupted_run_cleans_up(signal: &str) {
 
 #[test]
 fn sigterm_mid_run_removes_the_test_host() {
-    if root_or_skip("sigterm_mid_run_removes_the_test_host") {
+    if root_or_skip() {
         interrupted_run_cleans_up("TERM");
     }
 }
 
 #[test]
 fn sigint_mid_run_removes_the_test_host() {
-    if root_or_skip("sigint_mid_run_removes_the_test_host") {
+    if root_or_skip() {
         interrupted_run_cleans_up("INT");
     }
 }
 
 #[test]
 fn after_sigkill_lab_down_removes_the_leftovers() {
-    if !root_or_skip("after_sigkill_lab_down_removes_the_leftovers") {
+    if !root_or_skip() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("fh-test-kill-{}.json", std::process::id()));
+    let json = tmp("veth-kill.json");
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
     child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
     child.wait().unwrap();
@@ -263,7 +244,7 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
 
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(workdir.exists(), "a killed run leaves its logs");
-    let out = firehose(&["lab", "down"]);
+    let out = run(&["lab", "down"]);
     assert!(
         out.status.success(),
         "{}",

@@ -1,9 +1,10 @@
-//! Running the real `firehose` binary from tests.
+//! Helpers shared by the integration tests: the real `firehose` binary run to completion or
+//! as a server child, scratch paths, and the checks that decide whether a test can run here.
 
-#![allow(dead_code)]
-
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 /// Path of the binary under test.
@@ -12,14 +13,76 @@ pub fn bin() -> &'static str {
 }
 
 /// Runs firehose with arguments to completion.
-pub fn run(args: &[&str]) -> Output {
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
     Command::new(bin())
         .args(args)
         .output()
         .expect("spawn firehose")
 }
 
-/// A `firehose serve` child, stopped with SIGTERM when dropped.
+/// A child's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scratch path unique to this test process: every module names its own `name`.
+pub fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("fh-test-{}-{name}", std::process::id()))
+}
+
+/// A fresh, empty scratch directory (see [`tmp`]).
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The JSON document in `path`.
+pub fn json_of(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// True when `program` is on PATH.
+pub fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// True as root; otherwise prints that the calling test (libtest names its thread after
+/// it) is skipped, and why.
+pub fn root_or_skip() -> bool {
+    if firehose_sys::cpu::is_root() {
+        return true;
+    }
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    eprintln!("skipping {test}: needs root to create network namespaces");
+    false
+}
+
+/// `args` followed by the flags of the shortest useful lab run (one repetition of one
+/// second, no warm-up) writing its JSON to `json`.
+pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    for s in [
+        "--repetitions",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+    ] {
+        v.push(s.into());
+    }
+    v.push(json.display().to_string());
+    v
+}
+
+/// A `firehose serve` child, stopped with SIGTERM by [`Served::stop`], killed when dropped.
 pub struct Served {
     pub child: Child,
     pub addr: SocketAddr,

@@ -1,7 +1,6 @@
 //! Bad input: one line naming what was wrong, exit code 2, never a panic.
 
-mod common;
-use common::run;
+use crate::util::run;
 use std::net::UdpSocket;
 
 fn assert_usage_error(args: &[&str], must_mention: &str) {

@@ -1,19 +1,10 @@
 //! `firehose load` counts exactly, against our server and against a lossy one.
 
-mod common;
-use common::{run, Served};
+use crate::util::{json_of, run, tmp, Served};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn json_of(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("fh-load-{}-{name}", std::process::id()))
-}
 
 #[test]
 fn n_requests_give_n_completed() {
@@ -26,7 +17,7 @@ fn n_requests_give_n_completed() {
         ("3", "2", Some("--rate=20k"), "gso"),
     ];
     for (k, (flows, window, extra, path)) in cases.into_iter().enumerate() {
-        let out_path = tmp(&format!("exact-{k}"));
+        let out_path = tmp(&format!("load-exact-{k}"));
         let mut args = vec![
             "load",
             "--target",
@@ -95,7 +86,7 @@ fn lossy_server(stop: Arc<AtomicBool>) -> (std::net::SocketAddr, std::thread::Jo
 fn losses_are_counted_and_the_run_completes() {
     let stop = Arc::new(AtomicBool::new(false));
     let (addr, h) = lossy_server(stop.clone());
-    let out_path = tmp("lossy");
+    let out_path = tmp("load-lossy");
     let out = run(&[
         "load",
         "--target",
@@ -153,7 +144,7 @@ fn foreign_datagrams_count_as_stray() {
             s.send_to(&buf[..len], from).unwrap();
         }
     });
-    let out_path = tmp("stray");
+    let out_path = tmp("load-stray");
     let out = run(&[
         "load",
         "--target",
@@ -175,7 +166,7 @@ fn foreign_datagrams_count_as_stray() {
 #[test]
 fn measures_server_cpu_with_server_pid() {
     let srv = Served::start(&["--listen", "127.0.0.1:0", "--profile", "tuned"]);
-    let out_path = tmp("cpu");
+    let out_path = tmp("load-cpu");
     let out = run(&[
         "load",
         "--target",
@@ -211,7 +202,7 @@ fn counts_exactly_over_ipv6_with_gso() {
         return;
     }
     let srv = Served::start(&["--listen", "[::1]:0", "--profile", "tuned"]);
-    let out_path = tmp("ipv6");
+    let out_path = tmp("load-ipv6");
     let out = run(&[
         "load",
         "--target",

@@ -2,23 +2,10 @@
 //! repetition) writes a complete JSON document and a report whose HTML renders in headless
 //! Chromium without console errors; bad input is refused with exit code 2.
 
+use crate::util::{bin, installed, run, short_run, stderr, tempdir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-mod lab_util;
-use lab_util::{firehose, short_run};
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fh-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::path::Path;
+use std::process::Command;
 
 /// Renders `html` in headless Chromium: (console error lines, screenshot bytes).
 fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
@@ -28,7 +15,7 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
         );
         return None;
     }
-    let profile = tempdir("chromium-profile");
+    let profile = tempdir("ladder-chromium-profile");
     let out = Command::new("chromium")
         .args([
             "--headless",
@@ -61,13 +48,13 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
 
 #[test]
 fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
-    let dir = tempdir("ladder");
+    let dir = tempdir("ladder-tiny");
     let json = dir.join("ladder.json");
     let report = dir.join("report");
     let args = ["lab", "ladder", "--steps", "shared,reuseport", "--report"];
     let mut args = short_run(&args, &json);
     args.insert(5, report.display().to_string());
-    let out = firehose(&args);
+    let out = run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         out.stderr.is_empty(),
@@ -169,7 +156,7 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
 
 #[test]
 fn a_cpu_this_host_lacks_is_refused() {
-    let out = firehose(&[
+    let out = run(&[
         "lab",
         "ladder",
         "--server-cpus",
@@ -244,7 +231,7 @@ fn bad_input_is_refused_with_exit_2() {
         ),
     ];
     for (args, want) in cases {
-        let out = firehose(args);
+        let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let e = stderr(&out);
         assert!(e.contains(want), "{args:?}: {e}");
@@ -265,15 +252,12 @@ fn veth_without_root_suggests_loopback() {
     let out = if firehose_sys::cpu::is_root() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_firehose"))
+            .arg(bin())
             .args(args)
             .output()
             .unwrap()
     } else {
-        Command::new(env!("CARGO_BIN_EXE_firehose"))
-            .args(args)
-            .output()
-            .unwrap()
+        Command::new(bin()).args(args).output().unwrap()
     };
     if stderr(&out).contains("Permission denied") {
         eprintln!("skipping: the test binary is not executable by nobody here");
@@ -289,15 +273,15 @@ fn veth_without_root_suggests_loopback() {
 
 #[test]
 fn a_run_on_a_terminal_shows_progress() {
-    if !lab_util::installed("script") {
+    if !installed("script") {
         eprintln!("skipping: script (util-linux) is not installed to give the run a terminal");
         return;
     }
-    let dir = tempdir("progress");
+    let dir = tempdir("ladder-progress");
     let json = dir.join("p.json");
     let line = format!(
         "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json {}",
-        env!("CARGO_BIN_EXE_firehose"),
+        bin(),
         json.display()
     );
     // script(1) runs the command on a pseudo-terminal and copies what it wrote.
