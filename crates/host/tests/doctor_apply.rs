@@ -1,6 +1,6 @@
 //! Apply and revert over an in-memory host: journal before change, read-back, raise-only,
 //! refused IRQs, third-party changes, failed restores and foreign journals. (The same code
-//! runs for real in crates/cli/tests/doctor_netns.rs.)
+//! runs for real in crates/cli/tests/integration/doctor_netns.rs.)
 
 use firehose_host::doctor::apply::{self, ActError, Actuator, Verdict};
 use firehose_host::doctor::journal::{Identity, Journal, JournalError};
