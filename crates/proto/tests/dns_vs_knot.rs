@@ -71,11 +71,11 @@ const TYPES: &[RecordType] = &[
 ];
 
 /// Mixes the case of a name deterministically, to check case-insensitive matching.
-fn mix_case(name: &str, seed: usize) -> String {
+fn mix_case(name: &str, shift: usize) -> String {
     name.chars()
         .enumerate()
         .map(|(i, c)| {
-            if (i + seed).is_multiple_of(3) {
+            if (i + shift).is_multiple_of(3) {
                 c.to_ascii_uppercase()
             } else {
                 c
