@@ -5,7 +5,7 @@ use firehose_engine::{
     Handler, Peer, Pin, PmtuDisc, Profile, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
 use firehose_sys::cpu;
-use firehose_sys::socket::consts;
+use firehose_sys::socket::{consts, UdpSock};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -68,12 +68,18 @@ fn shared_mode_has_one_socket_without_reuseport() {
 
 #[test]
 fn port_in_use_is_refused_even_with_reuseport() {
-    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The holder has SO_REUSEPORT and our uid, so the kernel would let a reuseport socket
+    // join its group: only the server's own plain-bind probe can refuse the port.
+    let holder = UdpSock::new_for(&any4()).unwrap();
+    holder.set_reuseport(true).unwrap();
+    holder.bind(&any4()).unwrap();
     let addr = holder.local_addr().unwrap();
     for p in [Profile::Naive, Profile::Tuned] {
         let cfg = ServeConfig::profile(p, addr, 1);
-        let err = Server::start(&cfg, |_| Echo).err().expect("must fail");
-        assert!(err.to_string().contains("EADDRINUSE"), "{err}");
+        let err = Server::start(&cfg, |_| Echo)
+            .err()
+            .unwrap_or_else(|| panic!("{p:?}: a port held by another socket must be refused"));
+        assert!(err.to_string().contains("EADDRINUSE"), "{p:?}: {err}");
     }
 }
 

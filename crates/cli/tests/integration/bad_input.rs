@@ -1,7 +1,8 @@
 //! Bad input: one line naming what was wrong, exit code 2, never a panic.
 
 use crate::util::run;
-use std::net::UdpSocket;
+use firehose_sys::socket::UdpSock;
+use std::net::SocketAddr;
 
 fn assert_usage_error(args: &[&str], must_mention: &str) {
     let out = run(args);
@@ -44,11 +45,28 @@ fn serve_rejects_bad_input() {
 
 #[test]
 fn serve_reports_port_in_use() {
-    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A SO_REUSEPORT holder of our own uid: the kernel would let `--profile tuned` join its
+    // group, so only the server's own check refuses the port. `--duration` bounds the run
+    // should that check ever be missing.
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let holder = UdpSock::new_for(&any).unwrap();
+    holder.set_reuseport(true).unwrap();
+    holder.bind(&any).unwrap();
     let addr = holder.local_addr().unwrap().to_string();
-    assert_usage_error(&["serve", "--listen", &addr], "EADDRINUSE");
     assert_usage_error(
-        &["serve", "--listen", &addr, "--profile", "tuned"],
+        &["serve", "--listen", &addr, "--duration", "2"],
+        "EADDRINUSE",
+    );
+    assert_usage_error(
+        &[
+            "serve",
+            "--listen",
+            &addr,
+            "--profile",
+            "tuned",
+            "--duration",
+            "2",
+        ],
         "EADDRINUSE",
     );
 }
