@@ -46,6 +46,24 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
     ))
 }
 
+/// The verdict the README defines, from two `{median, min, max}` summaries of tps: helped
+/// or hurt only when the medians differ by more than the larger relative spread of the two
+/// (at least 5%) and the min-max ranges do not overlap; otherwise within noise.
+fn expected_verdict(before: &Value, after: &Value) -> &'static str {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    let spread = |v: &Value| (f(v, "max") - f(v, "min")) / f(v, "median");
+    let change = f(after, "median") / f(before, "median") - 1.0;
+    let band = spread(before).max(spread(after)).max(0.05);
+    let separated = f(after, "min") > f(before, "max") || f(after, "max") < f(before, "min");
+    if change.abs() <= band || !separated {
+        "within-noise"
+    } else if change > 0.0 {
+        "helped"
+    } else {
+        "hurt"
+    }
+}
+
 #[test]
 fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     let dir = tempdir("ladder-tiny");
@@ -83,8 +101,20 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
         .as_str()
         .unwrap()
         .contains("the talk: 2,540,000 tps"));
-    assert!(["helped", "hurt", "within-noise"].contains(&rows[1]["verdict"].as_str().unwrap()));
-    assert!(rows[1]["gain"].as_f64().unwrap() > 0.0);
+    // The gain and the verdict follow from the JSON's own medians and ranges.
+    assert_eq!(rows[1]["verdict_on"], "tps");
+    let (before, after) = (&rows[0]["tps"], &rows[1]["tps"]);
+    let gain = after["median"].as_f64().unwrap() / before["median"].as_f64().unwrap();
+    assert!(
+        (rows[1]["gain"].as_f64().unwrap() - gain).abs() < 1e-9,
+        "gain {} is not the ratio of the medians {gain}",
+        rows[1]["gain"]
+    );
+    assert_eq!(
+        rows[1]["verdict"],
+        expected_verdict(before, after),
+        "{before} -> {after}"
+    );
     let trials = v["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 2);
     let ncpu = v["environment"]["nproc"].as_u64().unwrap() as usize;
