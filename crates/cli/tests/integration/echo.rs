@@ -131,9 +131,15 @@ fn startup_prints_the_read_back_configuration() {
     assert!(lines.contains("IP_MTU_DISCOVER=do"), "{lines}");
     assert!(lines.contains("SO_REUSEPORT=1"), "{lines}");
     if firehose_sys::cpu::is_root() {
+        // SO_RCVBUFFORCE grants the size asked for; the kernel reports it doubled.
         assert!(
             lines.contains("SO_RCVBUF=2097152"),
             "granted size is printed: {lines}"
+        );
+    } else {
+        eprintln!(
+            "skipping the granted-buffer check: not root, so SO_RCVBUF is clamped to \
+             net.core.rmem_max instead of forced to 1M"
         );
     }
     srv.stop();

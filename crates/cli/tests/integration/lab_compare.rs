@@ -97,7 +97,13 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
             }
         }
         // Without root, perf_event_paranoid usually forbids the tracepoint.
-        if installed("perf") && firehose_sys::cpu::is_root() {
+        if !installed("perf") {
+            eprintln!(
+                "skipping the perf check: perf is not installed (apt-get install -y linux-perf)"
+            );
+        } else if !firehose_sys::cpu::is_root() {
+            eprintln!("skipping the perf check: not root, so perf_event_paranoid may forbid the tracepoint");
+        } else {
             assert!(counted_by_perf > 0, "perf is installed but counted no peer");
         }
         let sp = v["trials"]
