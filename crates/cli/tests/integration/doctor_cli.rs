@@ -4,7 +4,9 @@
 use crate::util::{run, stderr};
 use std::net::UdpSocket;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 fn doctor(args: &[&str]) -> Output {
     run(&[&["doctor"], args].concat())
@@ -69,10 +71,13 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
     // A socket nobody reads: its buffer fills and the kernel drops the rest.
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = sink.local_addr().unwrap().port();
+    // The flood lasts until the doctor has exited, however long its sample takes to start
+    // and end on a loaded host.
+    let done = Arc::new(AtomicBool::new(false));
+    let flooding = done.clone();
     let flood = std::thread::spawn(move || {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(1500) {
+        while !flooding.load(Ordering::Relaxed) {
             for _ in 0..200 {
                 let _ = tx.send_to(&[0u8; 64], ("127.0.0.1", port));
             }
@@ -90,6 +95,7 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
         "udp-errors",
         "softnet",
     ]);
+    done.store(true, Ordering::Relaxed);
     flood.join().unwrap();
     drop(sink);
     assert_eq!(
