@@ -11,4 +11,5 @@ mod lab_dns;
 mod lab_ladder;
 mod lab_veth;
 mod load;
+mod serve;
 mod util;

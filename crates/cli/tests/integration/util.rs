@@ -134,8 +134,18 @@ impl Served {
     }
 
     /// Sends SIGTERM and returns the rest of stdout.
-    pub fn stop(mut self) -> String {
-        terminate(&self.child);
+    pub fn stop(self) -> String {
+        self.stop_with("TERM")
+    }
+
+    /// Sends `signal` (a name for kill(1): TERM, INT) and returns the rest of stdout.
+    pub fn stop_with(self, signal: &str) -> String {
+        signal_pid(self.pid(), signal);
+        self.rest()
+    }
+
+    /// Waits for the server to exit by itself (`--duration`) and returns the rest of stdout.
+    pub fn rest(mut self) -> String {
         let mut rest = String::new();
         let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
         let status = self.child.wait().unwrap();
@@ -151,8 +161,11 @@ impl Drop for Served {
     }
 }
 
-fn terminate(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+/// Sends `signal` (a name for kill(1): TERM, INT, STOP, CONT) to process `pid`.
+pub fn signal_pid(pid: u32, signal: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -{signal} {pid}");
 }
