@@ -36,9 +36,9 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
         .split_once("firehose serve: stopped after")
         .unwrap_or_else(|| panic!("no stop report: {out}"))
         .1;
-    let header = row(&report, "worker");
-    let worker = row(&report, "0");
-    let total = row(&report, "total");
+    let header = row(report, "worker");
+    let worker = row(report, "0");
+    let total = row(report, "total");
     let col = |r: &[&str], name: &str| -> u64 {
         let i = header.iter().position(|h| *h == name).unwrap();
         r[i].parse().unwrap_or_else(|_| panic!("{name} in {r:?}"))
