@@ -1,8 +1,10 @@
 //! `firehose load` counts exactly, against our server and against a lossy one.
 
-use crate::util::{json_of, run, tmp, Served};
+use crate::util::{bin, json_of, run, signal_pid, tmp, Served};
 use firehose_sys::socket::UdpSock;
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,4 +239,105 @@ fn counts_exactly_over_ipv6_with_gso() {
     assert_eq!(doc["lost"], 0);
     assert_eq!(doc["send_path"], "gso");
     std::fs::remove_file(out_path).unwrap();
+}
+
+/// Which process a run stops for 200 ms in the middle of its measured window.
+#[derive(Clone, Copy, Debug)]
+enum Stall {
+    Server,
+    Generator,
+}
+
+/// `firehose load` open loop at 1000 requests/s for 4 s over one flow with `window` slots,
+/// with `who` stopped (SIGSTOP) for 200 ms a second into the run; returns its JSON.
+fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json::Value {
+    let json = tmp(&format!("load-stall-{who:?}-{window}"));
+    let mut child = Command::new(bin())
+        .args(["load", "--target", &srv.addr.to_string(), "--rate", "1000"])
+        .args(["--flows", "1", "--window", window, "--duration", "4"])
+        .args(["--warmup", "0", "--timeout", "3s", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line is printed when the run starts.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("firehose load:"), "{line}");
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = match who {
+        Stall::Server => srv.pid(),
+        Stall::Generator => child.id(),
+    };
+    signal_pid(pid, "STOP");
+    std::thread::sleep(Duration::from_millis(200));
+    signal_pid(pid, "CONT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    let doc = json_of(&json);
+    std::fs::remove_file(&json).unwrap();
+    let (sent, completed, lost) = (&doc["sent"], &doc["completed"], &doc["lost"]);
+    assert_eq!(
+        sent.as_u64().unwrap(),
+        completed.as_u64().unwrap() + lost.as_u64().unwrap(),
+        "{doc}"
+    );
+    doc
+}
+
+fn latency_us(doc: &serde_json::Value, p: &str) -> f64 {
+    doc["latency_us"][p].as_f64().unwrap()
+}
+
+#[test]
+fn open_loop_latency_counts_a_server_stall_from_the_intended_send_times() {
+    // A server buffer that holds everything sent during the stall.
+    let srv = Served::tuned(&["--rcvbuf", "4M"]);
+    // Room for every request due during the stall: they are sent on time and wait; about
+    // 5% of the run waited up to 200 ms, so the 99th percentile shows the stall.
+    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Server);
+    assert!(
+        latency_us(&doc, "p99") >= 100_000.0,
+        "{}",
+        doc["latency_us"]
+    );
+    assert!(
+        latency_us(&doc, "max") >= 150_000.0,
+        "{}",
+        doc["latency_us"]
+    );
+    // Four slots: the schedule cannot send what falls due while they wait, and counts it.
+    let doc = open_loop_with_a_stall(&srv, "4", Stall::Server);
+    let unsent = doc["unsent"].as_u64().unwrap();
+    assert!(
+        (100..=1000).contains(&unsent),
+        "about 200 requests fell due during the stall: {doc}"
+    );
+    assert!(
+        latency_us(&doc, "max") >= 150_000.0,
+        "{}",
+        doc["latency_us"]
+    );
+}
+
+#[test]
+fn open_loop_latency_counts_a_generator_stall_from_the_intended_send_times() {
+    // The generator itself is stopped. On waking it sends one batch of what fell due
+    // meanwhile, timed from when each request was due, not from when it left (coordinated
+    // omission corrected: timed from the send, the worst would be well under 1 ms), and
+    // counts the rest as unsent.
+    let srv = Served::tuned(&[]);
+    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Generator);
+    assert!(
+        latency_us(&doc, "max") >= 150_000.0,
+        "{}",
+        doc["latency_us"]
+    );
+    let unsent = doc["unsent"].as_u64().unwrap();
+    assert!(
+        (50..=1000).contains(&unsent),
+        "about 200 requests fell due during the stall: {doc}"
+    );
 }
