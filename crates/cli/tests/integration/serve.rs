@@ -1,7 +1,7 @@
 //! What `firehose serve` reports about itself: per-worker counters and each socket's kernel
 //! drops when stopped with SIGINT, a line and a JSON object per `--interval`, and `--duration`.
 
-use crate::util::{signal_pid, tmp, Served};
+use crate::util::{json_of, signal_pid, tmp, Served};
 use std::net::UdpSocket;
 use std::time::Duration;
 
@@ -126,4 +126,76 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
         "the final document closes the file: {last}"
     );
     std::fs::remove_file(&json).unwrap();
+}
+
+/// Serves with CPU steering over workers pinned by `pin`, sends 30 echoes from a thread
+/// pinned to CPU 0 and 70 from CPU 1, and checks that each CPU's datagrams were all read
+/// by the worker pinned to that CPU (the kernel selftest reuseport_bpf_cpu's check).
+fn steered_reads_on_the_receiving_cpu(pin: &str) {
+    let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
+    if !(cpus.contains(&0) && cpus.contains(&1)) {
+        eprintln!("skipping --pin {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
+        return;
+    }
+    let json = tmp(&format!("serve-pin-{pin}.json"));
+    let mut srv = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--profile",
+        "steered",
+        "--pin",
+        pin,
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
+    // "  worker J: pinned to CPU C -> socket J", with C % 2 == J: socket j is read on CPU j.
+    let mut startup = String::new();
+    for _ in 0..3 {
+        std::io::BufRead::read_line(&mut srv.stdout, &mut startup).unwrap();
+    }
+    for j in 0..2 {
+        assert!(
+            startup.contains(&format!("worker {j}: pinned to CPU {j} -> socket {j}")),
+            "--pin {pin}: {startup}"
+        );
+    }
+    let to = srv.addr;
+    let sent = [30u32, 70];
+    for k in [1usize, 0] {
+        std::thread::spawn(move || {
+            firehose_sys::cpu::pin_current_thread(k).unwrap();
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 16];
+            for i in 0..sent[k] {
+                c.send_to(&i.to_le_bytes(), to).unwrap();
+                c.recv(&mut buf).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    srv.stop();
+    let doc = json_of(&json);
+    std::fs::remove_file(&json).unwrap();
+    for w in doc["workers"].as_array().unwrap() {
+        let cpu = w["cpu"].as_u64().unwrap() as usize;
+        assert_eq!(
+            w["packets_in"], sent[cpu],
+            "--pin {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
+            doc["workers"]
+        );
+    }
+}
+
+#[test]
+fn steering_with_a_reversed_pin_list_reads_on_the_receiving_cpu() {
+    steered_reads_on_the_receiving_cpu("1,0");
+}
+
+#[test]
+fn steering_with_pin_auto_reads_on_the_receiving_cpu() {
+    steered_reads_on_the_receiving_cpu("auto");
 }
