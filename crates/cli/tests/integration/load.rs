@@ -341,3 +341,108 @@ fn open_loop_latency_counts_a_generator_stall_from_the_intended_send_times() {
         "about 200 requests fell due during the stall: {doc}"
     );
 }
+
+#[test]
+fn warmup_traffic_is_left_out_of_the_totals() {
+    let stats = tmp("load-warmup-serve.json");
+    let srv = Served::tuned(&["--stats-json", stats.to_str().unwrap()]);
+    let json = tmp("load-warmup.json");
+    let out = run(&[
+        "load",
+        "--target",
+        &srv.addr.to_string(),
+        "--rate",
+        "1000",
+        "--warmup",
+        "1",
+        "--duration",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    srv.stop();
+    let doc = json_of(&json);
+    let served = json_of(&stats)["totals"]["packets_in"].as_u64().unwrap();
+    for p in [json, stats] {
+        std::fs::remove_file(p).unwrap();
+    }
+    // One measured second at 1000/s: 1000 requests were due, sent or counted unsent.
+    let (sent, unsent) = (
+        doc["sent"].as_u64().unwrap(),
+        doc["unsent"].as_u64().unwrap(),
+    );
+    assert!((999..=1001).contains(&(sent + unsent)), "{doc}");
+    assert_eq!(
+        doc["completed"].as_u64().unwrap() + doc["lost"].as_u64().unwrap(),
+        sent
+    );
+    assert!(
+        (doc["duration_s"].as_f64().unwrap() - 1.0).abs() < 0.1,
+        "{doc}"
+    );
+    // The server also answered the warm-up second's requests, which the totals leave out.
+    assert!(
+        served >= sent + 500,
+        "served {served}, counted {sent}: {doc}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(warm-up)"),
+        "the warm-up interval is marked: {text}"
+    );
+}
+
+#[test]
+fn a_saturated_generator_against_an_idle_server_is_labelled_client_bound() {
+    // A generator that spins with one request in flight uses its whole CPU; the server,
+    // answering one request at a time, does not.
+    let srv = Served::tuned(&[]);
+    let json = tmp("load-client-bound.json");
+    let out = run(&[
+        "load",
+        "--target",
+        &srv.addr.to_string(),
+        "--spin",
+        "--flows",
+        "1",
+        "--window",
+        "1",
+        "--duration",
+        "1",
+        "--server-pid",
+        &srv.pid().to_string(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&json);
+    std::fs::remove_file(&json).unwrap();
+    let client = doc["client_cpu_util"].as_f64().unwrap();
+    let server = doc["server_cpu_util"].as_f64().unwrap();
+    assert!(
+        server < 0.9,
+        "one request at a time cannot saturate the server: {doc}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    if client < 0.95 {
+        // Other work on this host took the spinning thread's CPU; the label must not be set.
+        eprintln!(
+            "skipping the client-bound label check: the spinning generator got only {:.0}% of a CPU on this busy host",
+            client * 100.0
+        );
+        assert_eq!(doc["client_bound"], false, "{doc}");
+        return;
+    }
+    assert_eq!(doc["client_saturated"], true, "{doc}");
+    assert_eq!(doc["client_bound"], true, "{doc}");
+    assert!(text.contains("CLIENT-BOUND"), "{text}");
+}
