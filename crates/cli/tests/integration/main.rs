@@ -2,6 +2,7 @@
 //! module runs the real binary for one area; `util` holds what they share.
 
 mod bad_input;
+mod bench;
 mod dns;
 mod doctor_cli;
 mod doctor_netns;
