@@ -46,7 +46,7 @@ fn alive(pid: u32) -> bool {
 /// Returns the child, its namespaces and the pids running in them.
 // The child is handed to the caller, which waits for it.
 #[allow(clippy::zombie_processes)]
-fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
+fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32>) {
     let mut child = Command::new(bin())
         .args([
             "lab",
@@ -58,7 +58,7 @@ fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
             "--repetitions",
             "3",
             "--duration",
-            "30",
+            duration,
             "--warmup",
             "0",
             "--json",
@@ -182,7 +182,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
 
 fn interrupted_run_cleans_up(signal: &str) {
     let json = tmp(&format!("veth-{signal}.json"));
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(
         workdir.exists(),
@@ -233,7 +233,7 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
         return;
     }
     let json = tmp("veth-kill.json");
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
     child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
     child.wait().unwrap();
     let have = namespaces();
@@ -265,4 +265,38 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
     for pid in pids {
         assert!(!alive(pid), "process {pid} survived lab down");
     }
+}
+
+#[test]
+fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
+    if !root_or_skip() {
+        return;
+    }
+    let json = tmp("veth-server-dies.json");
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "5");
+    // The server dies under the run: the trial cannot be measured.
+    for pid in pids_in(&nss[0]) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(
+        err.contains("lab ladder failed") && err.contains(&workdir.display().to_string()),
+        "the error names the logs kept for it: {err}"
+    );
+    let have = namespaces();
+    for ns in &nss {
+        assert!(!have.contains(ns), "{ns} left behind after a failed run");
+    }
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} of the failed run still alive");
+    }
+    assert!(!json.exists(), "a failed run writes no results");
+    assert!(workdir.exists(), "a failed run keeps its logs");
+    std::fs::remove_dir_all(&workdir).unwrap();
 }
