@@ -18,6 +18,7 @@ mod bench;
 mod doctor;
 mod lab;
 mod load;
+mod metrics;
 mod serve;
 
 use clap::{Parser, Subcommand};

@@ -52,14 +52,19 @@ pub fn installed(program: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// True as root; otherwise prints that the calling test (libtest names its thread after
-/// it) is skipped, and why.
+/// True when the namespace tests can run here: as root, with ethtool installed (they set
+/// veth offloads with it). Otherwise prints that the calling test (libtest names its thread
+/// after it) is skipped, and why.
 pub fn root_or_skip() -> bool {
-    if firehose_sys::cpu::is_root() {
+    let why = if !firehose_sys::cpu::is_root() {
+        "needs root to create network namespaces"
+    } else if !installed("ethtool") {
+        "ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)"
+    } else {
         return true;
-    }
+    };
     let test = std::thread::current().name().unwrap_or("test").to_string();
-    eprintln!("skipping {test}: needs root to create network namespaces");
+    eprintln!("skipping {test}: {why}");
     false
 }
 
