@@ -1,8 +1,9 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`); `args` holds the value parsers they share
-//! and `Usage`, the error for bad input (exit code 2). The work is in the library crates.
+//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
+//! The work is in the library crates.
 
 /// Prints a line to stdout, ignoring a closed pipe: a server must not die because whoever
 /// read its output went away.
