@@ -180,6 +180,20 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
     let _ = std::fs::remove_file(&json);
 }
 
+/// The run's namespaces and every process that ran in them are gone `after` something.
+fn assert_test_host_gone(nss: &[String], pids: &[u32], after: &str) {
+    let have = namespaces();
+    for ns in nss {
+        assert!(!have.contains(ns), "{ns} left behind after {after}");
+    }
+    for &pid in pids {
+        assert!(
+            !alive(pid),
+            "process {pid} of the run still alive after {after}"
+        );
+    }
+}
+
 fn interrupted_run_cleans_up(signal: &str) {
     let json = tmp(&format!("veth-{signal}.json"));
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
@@ -199,16 +213,7 @@ fn interrupted_run_cleans_up(signal: &str) {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    let have = namespaces();
-    for ns in &nss {
-        assert!(!have.contains(ns), "{ns} left behind after SIG{signal}");
-    }
-    for pid in pids {
-        assert!(
-            !alive(pid),
-            "process {pid} of the run still alive after SIG{signal}"
-        );
-    }
+    assert_test_host_gone(&nss, &pids, &format!("SIG{signal}"));
     assert!(!json.exists(), "an interrupted run writes no results");
     assert!(!workdir.exists(), "its temporary logs are removed");
 }
@@ -289,13 +294,7 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
         err.contains("lab ladder failed") && err.contains(&workdir.display().to_string()),
         "the error names the logs kept for it: {err}"
     );
-    let have = namespaces();
-    for ns in &nss {
-        assert!(!have.contains(ns), "{ns} left behind after a failed run");
-    }
-    for pid in pids {
-        assert!(!alive(pid), "process {pid} of the failed run still alive");
-    }
+    assert_test_host_gone(&nss, &pids, "a failed run");
     assert!(!json.exists(), "a failed run writes no results");
     assert!(workdir.exists(), "a failed run keeps its logs");
     std::fs::remove_dir_all(&workdir).unwrap();
