@@ -14,3 +14,6 @@ mod lab_veth;
 mod load;
 mod serve;
 mod util;
+mod xdp;
+mod xdp_frames;
+mod xdp_util;
