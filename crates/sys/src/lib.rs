@@ -27,7 +27,9 @@ pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
+pub mod ifaddr;
 pub mod mmsg;
+pub mod packet;
 pub mod sockaddr;
 pub mod socket;
 
