@@ -6,6 +6,7 @@
 pub mod dns;
 pub mod gen;
 pub mod report;
+pub mod sink;
 pub mod table;
 pub mod workload;
 

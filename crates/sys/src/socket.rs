@@ -25,6 +25,8 @@ use consts::*;
 /// index, `SK_MEMINFO_DROPS`; libc carries the indices but not the count).
 const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
 
+/// Receive flag: report a datagram's full length even when it did not fit.
+pub const MSG_TRUNC: i32 = libc::MSG_TRUNC;
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
 /// Errno of a send/receive on a connected UDP socket whose peer port is closed.
@@ -295,6 +297,16 @@ impl UdpSock {
     /// SO_INCOMING_CPU: the CPU that last processed this socket's packets in softirq.
     pub fn incoming_cpu(&self) -> SysResult<i32> {
         self.get_int(libc::SOL_SOCKET, libc::SO_INCOMING_CPU, "SO_INCOMING_CPU")
+    }
+
+    /// IP_RECVERR (IPV6_RECVERR on IPv6): without it the kernel hides a send the device
+    /// queue dropped (ENOBUFS) and reports success; a generator that counts refusals sets it.
+    pub fn set_recverr(&self, on: bool) -> SysResult<()> {
+        if self.v6 {
+            self.set_int(libc::IPPROTO_IPV6, libc::IPV6_RECVERR, on as i32, "IPV6_RECVERR")
+        } else {
+            self.set_int(libc::IPPROTO_IP, libc::IP_RECVERR, on as i32, "IP_RECVERR")
+        }
     }
 
     /// IPV6_V6ONLY, so a `[::]` listener does or does not take IPv4 too.
