@@ -4,6 +4,7 @@
 //! a request looks like; [`report`] turns counts and histograms into the figures.
 
 pub mod dns;
+pub mod flood;
 pub mod gen;
 pub mod report;
 pub mod sink;

@@ -159,7 +159,9 @@ impl Sink {
     /// Opens the sockets or rings and starts the workers.
     pub fn start(cfg: &SinkConfig) -> Result<Sink, SinkError> {
         if cfg.workers == 0 || cfg.batch == 0 {
-            return Err(SinkError::Config("workers and batch must be at least 1".into()));
+            return Err(SinkError::Config(
+                "workers and batch must be at least 1".into(),
+            ));
         }
         if let Some(c) = &cfg.cpus {
             if c.len() < cfg.workers {

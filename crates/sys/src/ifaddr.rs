@@ -66,6 +66,34 @@ pub fn addresses() -> SysResult<Vec<IfAddr>> {
     Ok(out)
 }
 
+/// The addresses configured in the network namespace bound at `path` (an `ip netns`
+/// file such as /run/netns/NAME), read from a short-lived thread that enters it
+/// (setns needs CAP_SYS_ADMIN; EPERM otherwise). The calling thread's namespace is
+/// untouched.
+pub fn addresses_in_netns(path: &std::path::Path) -> SysResult<Vec<IfAddr>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).map_err(|e| crate::SysError {
+        what: format!("open({})", path.display()),
+        source: e,
+    })?;
+    let what = format!("setns({}, CLONE_NEWNET)", path.display());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns on an open namespace fd; it moves only this helper thread.
+            let ret = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            cvt(ret, || what)?;
+            addresses()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(crate::SysError {
+                what: "reading a namespace's addresses".into(),
+                source: std::io::Error::other("thread panicked"),
+            })
+        })
+    })
+}
+
 /// The (ifindex, name) of the interface that has `ip` configured; `None` if none has it.
 pub fn interface_of(ip: IpAddr) -> SysResult<Option<(u32, String)>> {
     Ok(addresses()?

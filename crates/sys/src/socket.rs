@@ -29,6 +29,8 @@ const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
 pub const MSG_TRUNC: i32 = libc::MSG_TRUNC;
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
+/// Errno of a send the device or qdisc queue refused (reported with IP_RECVERR).
+pub const ENOBUFS: i32 = libc::ENOBUFS;
 /// Errno of a send/receive on a connected UDP socket whose peer port is closed.
 pub const ECONNREFUSED: i32 = libc::ECONNREFUSED;
 
@@ -303,7 +305,12 @@ impl UdpSock {
     /// queue dropped (ENOBUFS) and reports success; a generator that counts refusals sets it.
     pub fn set_recverr(&self, on: bool) -> SysResult<()> {
         if self.v6 {
-            self.set_int(libc::IPPROTO_IPV6, libc::IPV6_RECVERR, on as i32, "IPV6_RECVERR")
+            self.set_int(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVERR,
+                on as i32,
+                "IPV6_RECVERR",
+            )
         } else {
             self.set_int(libc::IPPROTO_IP, libc::IP_RECVERR, on as i32, "IP_RECVERR")
         }

@@ -39,7 +39,9 @@ impl HostDrops {
     /// The increase from `before` to `self` (counters only grow; a reset reads as 0).
     pub fn since(&self, before: &HostDrops) -> HostDrops {
         HostDrops {
-            udp_rcvbuf_errors: self.udp_rcvbuf_errors.saturating_sub(before.udp_rcvbuf_errors),
+            udp_rcvbuf_errors: self
+                .udp_rcvbuf_errors
+                .saturating_sub(before.udp_rcvbuf_errors),
             udp_in_errors: self.udp_in_errors.saturating_sub(before.udp_in_errors),
             softnet_dropped: self.softnet_dropped.saturating_sub(before.softnet_dropped),
             softnet_time_squeeze: self
