@@ -6,6 +6,7 @@
 pub mod dns;
 pub mod flood;
 pub mod gen;
+mod join;
 pub mod report;
 pub mod sink;
 pub mod table;

@@ -324,22 +324,8 @@ impl Sink {
     /// Stops the workers and returns the final counters, or the first worker's error.
     pub fn stop(mut self) -> Result<Snapshot, SinkError> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut first_err = None;
-        for h in std::mem::take(&mut self.handles) {
-            let res = h.join().unwrap_or_else(|_| {
-                Err(SysError {
-                    what: "a sink worker panicked".into(),
-                    source: std::io::Error::other("panic"),
-                })
-            });
-            if let Err(e) = res {
-                first_err.get_or_insert(e);
-            }
-        }
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(self.snapshot()),
-        }
+        crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
+        Ok(self.snapshot())
     }
 }
 
