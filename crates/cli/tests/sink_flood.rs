@@ -3,6 +3,7 @@
 //! workers, ENOBUFS counted under a rate-limited qdisc in namespaces this test creates, and
 //! bad input. AF_PACKET and namespace tests need root and skip with a reason otherwise.
 
+use firehose_sys::socket::UdpSock;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
@@ -174,19 +175,30 @@ fn packet_fanout_spreads_over_workers() {
     assert_eq!(v["fanout"], "lb");
 }
 
-/// A kernel socket counting what a flood sends: datagrams, their lengths, source ports.
-fn receive(sock: &UdpSocket, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u16>) {
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
+/// A kernel socket to count a flood with, its receive buffer large enough to hold a whole
+/// test's datagrams even when this busy host deschedules the reader.
+fn receiver(addr: &str) -> UdpSock {
+    let a: SocketAddr = addr.parse().unwrap();
+    let s = UdpSock::new_for(&a).unwrap();
+    if s.set_rcvbuf(16 << 20, true).is_err() {
+        s.set_rcvbuf(16 << 20, false).unwrap();
+    }
+    s.bind(&a).unwrap();
+    s.set_recv_timeout(Duration::from_millis(500)).unwrap();
+    s
+}
+
+/// Counts what a flood sends: datagrams, their lengths, source ports.
+fn receive(sock: &UdpSock, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u16>) {
     let mut buf = [0u8; 2048];
     let (mut n, mut lens, mut ports) = (0, BTreeSet::new(), BTreeSet::new());
     let end = Instant::now() + Duration::from_secs(20);
     while Instant::now() < end {
-        match sock.recv_from(&mut buf) {
+        match sock.recv_from(&mut buf, 0) {
             Ok((len, from)) => {
                 n += 1;
                 lens.insert(len);
-                ports.insert(from.port());
+                ports.insert(from.to_std().unwrap().port());
             }
             Err(_) if n >= want => break,
             Err(_) => {}
@@ -196,7 +208,7 @@ fn receive(sock: &UdpSocket, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u
 }
 
 fn flood_sends_exactly(io: &str, bind: &str) {
-    let rx = UdpSocket::bind(bind).unwrap();
+    let rx = receiver(bind);
     let to: SocketAddr = rx.local_addr().unwrap();
     let j = json_tmp(&format!("flood-{io}-{}", to.port()));
     let target = to.to_string();
@@ -263,7 +275,7 @@ fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
 
 #[test]
 fn rfc2544_frame_sizes_become_payloads() {
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx = receiver("127.0.0.1:0");
     let target = rx.local_addr().unwrap().to_string();
     for (frame, payload) in [(64, 18), (1518, 1472)] {
         let o = Command::new(bin())
