@@ -13,6 +13,7 @@ mod lab_ladder;
 mod lab_veth;
 mod load;
 mod serve;
+mod sink_flood;
 mod util;
 mod xdp;
 mod xdp_frames;
