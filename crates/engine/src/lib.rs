@@ -18,4 +18,4 @@ pub mod stats;
 pub use config::{parse_cpu_list, Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, AppliedSocket, ServeError, Server};
-pub use stats::{SocketStats, WorkerStats};
+pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};

@@ -87,6 +87,26 @@ pub fn signal(pid: u32, sig: &str) -> LabResult<()> {
     }
 }
 
+/// Sends a signal to the process group `pgid` (a child the lab started as a group leader);
+/// a group that is already gone is not an error.
+pub fn signal_group(pgid: u32, sig: &str) -> LabResult<()> {
+    let group = format!("-{pgid}");
+    let status = Command::new("kill")
+        .args(["-s", sig, "--", &group])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| LabError::Command(format!("kill -s {sig} -- {group}: {e}")))?;
+    if status.success() || !process_alive(pgid) {
+        Ok(())
+    } else {
+        Err(LabError::Command(format!(
+            "kill -s {sig} -- {group} failed ({status})"
+        )))
+    }
+}
+
 /// True when a process with this pid exists (and is not a zombie).
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

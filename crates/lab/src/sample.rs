@@ -3,6 +3,7 @@
 //! /proc/<pid>/net/* are read through the server's (and client's) pid, so on the veth
 //! topology they show the counters of that process's namespace and nothing else.
 
+use crate::cputime::{self, Scope};
 use crate::LabResult;
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
@@ -24,6 +25,8 @@ pub struct HostSample {
     /// CPU seconds used so far by the server and the client processes.
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
+    /// USER_HZ, the unit of /proc/stat.
+    pub ticks_per_s: u64,
 }
 
 /// What to watch.
@@ -65,39 +68,6 @@ pub fn thread_cpus(pid: u32) -> Vec<ThreadCpu> {
         .collect();
     out.sort_by_key(|t| t.tid);
     out
-}
-
-/// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
-/// wait time, timeslices).
-pub fn parse_schedstat(text: &str) -> Option<u64> {
-    text.split_whitespace().next()?.parse().ok()
-}
-
-/// CPU seconds used by all threads of `pid`. schedstat counts nanoseconds; /proc/<pid>/stat
-/// counts 10 ms ticks, too coarse for a few thousand transactions, so it is only the
-/// fallback on kernels without schedstat.
-pub fn pid_cpu_s(pid: u32) -> LabResult<f64> {
-    let dir = format!("/proc/{pid}/task");
-    if let Ok(tasks) = std::fs::read_dir(&dir) {
-        let mut ns = 0u64;
-        let mut any = false;
-        for t in tasks.flatten() {
-            let path = t.path().join("schedstat");
-            // A thread may exit between listing and reading: it no longer counts.
-            if let Some(v) = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|x| parse_schedstat(&x))
-            {
-                ns += v;
-                any = true;
-            }
-        }
-        if any {
-            return Ok(ns as f64 / 1e9);
-        }
-    }
-    let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
-    Ok((s.utime + s.stime) as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64)
 }
 
 /// Drops of every socket bound to `port` in the namespace of `pid` (IPv4 and IPv6).
@@ -153,8 +123,9 @@ impl HostSample {
                 None
             },
             socket_drops: socket_drops(w.server_pid, w.port)?,
-            server_cpu_s: pid_cpu_s(w.server_pid)?,
-            client_cpu_s: pid_cpu_s(w.client_pid).ok(),
+            server_cpu_s: cputime::seconds(w.server_pid, Scope::Process)?,
+            client_cpu_s: cputime::seconds(w.client_pid, Scope::Process).ok(),
+            ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec().max(1),
         })
     }
 }
@@ -208,6 +179,9 @@ pub struct Window {
     pub seconds: f64,
     /// All CPUs together.
     pub all: stat::CpuSplit,
+    /// CPU seconds the whole host spent busy (user, nice, system, irq, softirq; all CPUs,
+    /// /proc/stat): the server, the generator, the kernel's packet work and everything else.
+    pub host_cpu_s: f64,
     pub cpus: Vec<CpuRow>,
     pub softnet: Vec<SoftnetDelta>,
     pub udp_server: UdpDelta,
@@ -215,6 +189,11 @@ pub struct Window {
     pub socket_drops: u64,
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
+}
+
+/// Ticks a CPU (or all) spent busy: everything but idle, iowait and steal.
+fn busy_ticks(t: &stat::CpuTimes) -> u64 {
+    t.user + t.nice + t.system + t.irq + t.softirq
 }
 
 impl Window {
@@ -257,6 +236,8 @@ impl Window {
         Window {
             seconds: b.at.duration_since(a.at).as_secs_f64(),
             all: stat::split(&a.stat.total, &b.stat.total),
+            host_cpu_s: busy_ticks(&b.stat.total).saturating_sub(busy_ticks(&a.stat.total)) as f64
+                / b.ticks_per_s.max(1) as f64,
             cpus,
             softnet,
             udp_server: UdpDelta::between(&a.udp_server, &b.udp_server),
@@ -319,6 +300,7 @@ mod tests {
             socket_drops: ticks / 2,
             server_cpu_s: ticks as f64 / 100.0,
             client_cpu_s: Some(ticks as f64 / 50.0),
+            ticks_per_s: 100,
         }
     }
 
@@ -352,6 +334,8 @@ mod tests {
         assert_eq!(w.socket_drops, 100);
         assert_eq!(w.server_cpu_s, 2.0);
         assert_eq!(w.client_cpu_s, Some(4.0));
+        // Busy ticks (usr + sys + soft) of all CPUs: 200 -> 600, at 100 per second.
+        assert_eq!(w.host_cpu_s, 4.0);
         assert!(w.udp_client.is_none());
     }
 
@@ -383,28 +367,6 @@ mod tests {
         assert!(!seen.is_empty());
         assert!(seen.iter().all(|t| t.cpu.is_some()), "{seen:?}");
         assert!(thread_cpus(u32::MAX).is_empty());
-    }
-
-    #[test]
-    fn schedstat_lines() {
-        assert_eq!(
-            parse_schedstat("246877240 165843436 1021\n"),
-            Some(246877240)
-        );
-        assert_eq!(parse_schedstat(""), None);
-    }
-
-    #[test]
-    fn cpu_time_of_this_process_is_fine_grained() {
-        let me = std::process::id();
-        let a = pid_cpu_s(me).unwrap();
-        let mut x = 0u64;
-        for i in 0..3_000_000u64 {
-            x = x.wrapping_add(i.wrapping_mul(i));
-        }
-        std::hint::black_box(x);
-        let b = pid_cpu_s(me).unwrap();
-        assert!(b > a, "{a} -> {b}");
     }
 
     #[test]
