@@ -311,6 +311,26 @@ impl IntervalLines {
     }
 }
 
+/// The line of the interval that ended at `iv.t` and began at `from`.
+fn print_interval(from: f64, iv: &Interval, warmup: Duration, tty: bool) {
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    say!(
+        "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
+        from,
+        iv.t,
+        thousands(iv.tps),
+        iv.lost,
+        iv.stray,
+        if from < warmup.as_secs_f64() {
+            "  (warm-up)"
+        } else {
+            ""
+        }
+    );
+}
+
 fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
     say!(
         "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
@@ -395,22 +415,7 @@ fn drive<W: Workload + 'static>(
         let last_t = lines.t;
         if let Some(iv) = lines.due(el, &run.live) {
             if !a.quiet {
-                if tty {
-                    eprint!("\r\x1b[K");
-                }
-                say!(
-                    "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
-                    last_t,
-                    iv.t,
-                    thousands(iv.tps),
-                    iv.lost,
-                    iv.stray,
-                    if last_t < cfg.warmup.as_secs_f64() {
-                        "  (warm-up)"
-                    } else {
-                        ""
-                    }
-                );
+                print_interval(last_t, &iv, cfg.warmup, tty);
             }
             intervals.push(iv);
         } else if tty {

@@ -105,6 +105,10 @@ pub fn port_bound(pid: u32, port: u16) -> bool {
 impl HostSample {
     /// Takes a snapshot now.
     pub fn take(w: &Watch) -> LabResult<HostSample> {
+        // The processes first: a generator's threads end soon after the window closes,
+        // and the sum over live threads loses a thread that has exited.
+        let server_cpu_s = cputime::seconds(w.server_pid, Scope::Process)?;
+        let client_cpu_s = cputime::seconds(w.client_pid, Scope::Process).ok();
         let sirq = procfs::read("/proc/softirqs", softirqs::parse)?;
         let net_rx = sirq
             .row("NET_RX")
@@ -123,8 +127,8 @@ impl HostSample {
                 None
             },
             socket_drops: socket_drops(w.server_pid, w.port)?,
-            server_cpu_s: cputime::seconds(w.server_pid, Scope::Process)?,
-            client_cpu_s: cputime::seconds(w.client_pid, Scope::Process).ok(),
+            server_cpu_s,
+            client_cpu_s,
             ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec().max(1),
         })
     }
@@ -247,8 +251,10 @@ impl Window {
             },
             socket_drops: b.socket_drops.saturating_sub(a.socket_drops),
             server_cpu_s: (b.server_cpu_s - a.server_cpu_s).max(0.0),
+            // Less CPU time after than before: a thread ended between the readings and
+            // took its time along, so the cost is unknown (never zero).
             client_cpu_s: match (a.client_cpu_s, b.client_cpu_s) {
-                (Some(x), Some(y)) => Some((y - x).max(0.0)),
+                (Some(x), Some(y)) if y >= x => Some(y - x),
                 _ => None,
             },
         }
@@ -337,6 +343,14 @@ mod tests {
         // Busy ticks (usr + sys + soft) of all CPUs: 200 -> 600, at 100 per second.
         assert_eq!(w.host_cpu_s, 4.0);
         assert!(w.udp_client.is_none());
+    }
+
+    #[test]
+    fn a_client_reading_that_went_backwards_is_unknown() {
+        let t0 = Instant::now();
+        let a = sample(t0, STAT_A, SNET_A, [0, 0], 300);
+        let b = sample(t0 + Duration::from_secs(1), STAT_B, SNET_B, [0, 0], 100);
+        assert_eq!(Window::between(&a, &b).client_cpu_s, None);
     }
 
     #[test]

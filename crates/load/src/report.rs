@@ -219,3 +219,42 @@ pub fn summarize(
         intervals,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_back_through_its_own_type_with_the_documented_keys() {
+        let server = ServerCpu {
+            pid: 7,
+            cpu_s: 0.5,
+            window_s: 1.0,
+        };
+        let r = summarize(&[], Some(server), Some(1), Vec::new(), |c| c.to_string());
+        let v = serde_json::to_value(&r).unwrap();
+        for k in [
+            "tps",
+            "completed",
+            "sent",
+            "lost",
+            "stray",
+            "dup",
+            "unsent",
+            "latency_us",
+            "percentiles",
+            "client_cpu_us_per_txn",
+            "server_cpu_us_per_txn",
+            "send_path",
+            "client_bound",
+            "codes",
+            "intervals",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing");
+        }
+        assert_eq!(v["send_path"], "sendmmsg");
+        assert_eq!(v["server_cpu_util"], 0.5);
+        let back: LoadReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}
