@@ -5,11 +5,13 @@
 
 mod dns;
 
-use crate::args::{parse_positive, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
+    whole_millis, whole_rate, whole_secs, Cpus, Usage,
+};
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use firehose_engine::parse_cpu_list;
 use firehose_lab::experiment::Progress;
 use firehose_lab::report::{self, LabReport};
 use firehose_lab::runner::{self, Placement};
@@ -20,6 +22,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Arguments of `firehose lab`.
 #[derive(Debug, Args)]
@@ -54,18 +57,18 @@ struct RunArgs {
     /// Runs of each configuration, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured seconds per run.
-    #[arg(long, default_value = "5", value_parser = parse_positive)]
-    duration: usize,
-    /// Seconds of load before the measured window [default: 1].
-    #[arg(long, value_parser = parse_count)]
-    warmup: Option<usize>,
-    /// CPUs of the server [default: the first half of the allowed CPUs].
-    #[arg(long)]
-    server_cpus: Option<String>,
-    /// CPUs of the client [default: the rest].
-    #[arg(long)]
-    client_cpus: Option<String>,
+    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns).
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
+    duration: Duration,
+    /// Load before the measured window, whole seconds, 0 for none [default: 1].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    warmup: Option<Duration>,
+    /// CPUs of the server, or auto: the first half of the allowed CPUs [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    server_cpus: Option<Cpus>,
+    /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    client_cpus: Option<Cpus>,
     /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
     /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
@@ -79,15 +82,16 @@ struct RunArgs {
     /// Requests outstanding per flow [default: ladder 4; compare: no cap in open loop].
     #[arg(long, value_parser = parse_positive)]
     window: Option<usize>,
-    /// Open loop at this many transactions/s [default: ladder closed loop, compare 10000].
-    #[arg(long, value_parser = parse_positive)]
-    rate: Option<usize>,
+    /// Open loop at this many transactions/s, e.g. 10000, 10k [default: ladder closed
+    /// loop, compare 10k].
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    rate: Option<f64>,
     /// Request payload bytes (the talk used 100) [default: 100].
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     size: Option<usize>,
-    /// Milliseconds after which an unanswered request is lost [default: 200].
-    #[arg(long, value_parser = parse_positive)]
-    timeout: Option<usize>,
+    /// An unanswered request is lost after this long, e.g. 200ms, 1 [default: 200ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Write the results as JSON here [default: firehose-lab-<ladder|compare|compare-dns>.json].
     #[arg(long)]
     json: Option<PathBuf>,
@@ -165,12 +169,6 @@ struct PlainEchoArgs {
     threads: usize,
 }
 
-fn parse_count(s: &str) -> Result<usize, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number of seconds"))
-}
-
 /// Turns a lab error into the binary's: usage errors exit 2.
 fn lab_err(e: LabError) -> anyhow::Error {
     match e {
@@ -179,8 +177,16 @@ fn lab_err(e: LabError) -> anyhow::Error {
     }
 }
 
-fn cpus(flag: &str, s: &str) -> Result<Vec<usize>> {
-    parse_cpu_list(s).map_err(|e| Usage(format!("{flag}: {e}")).into())
+/// The CPUs of one side if given as a list; `None` for auto.
+fn side_cpus(flag: &str, c: &Option<Cpus>) -> Result<Option<Vec<usize>>> {
+    match c {
+        None | Some(Cpus::Auto) => Ok(None),
+        Some(Cpus::List(l)) => Ok(Some(l.to_vec())),
+        Some(Cpus::None) => Err(Usage(format!(
+            "{flag} none: the lab always pins server and client apart; give a CPU list or auto"
+        ))
+        .into()),
+    }
 }
 
 /// Runs `firehose lab`.
@@ -235,38 +241,32 @@ fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
 
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
-    let server = r
-        .server_cpus
-        .as_deref()
-        .map(|s| cpus("--server-cpus", s))
-        .transpose()?;
-    let client = r
-        .client_cpus
-        .as_deref()
-        .map(|s| cpus("--client-cpus", s))
-        .transpose()?;
+    let server = side_cpus("--server-cpus", &r.server_cpus)?;
+    let client = side_cpus("--client-cpus", &r.client_cpus)?;
     session::placement(server, client, allowed).map_err(lab_err)
 }
 
 impl RunArgs {
     /// The options of the lab crate's run.
     fn options(&self) -> Result<RunOptions> {
-        let list = |flag, s: &Option<String>| s.as_deref().map(|s| cpus(flag, s)).transpose();
         Ok(RunOptions {
             topology: self.topology,
             queues: self.queues,
             repetitions: self.repetitions,
-            duration_s: self.duration as u64,
-            warmup_s: self.warmup.map(|w| w as u64),
-            server_cpus: list("--server-cpus", &self.server_cpus)?,
-            client_cpus: list("--client-cpus", &self.client_cpus)?,
+            duration_s: whole_secs("--duration", self.duration)?,
+            warmup_s: self.warmup.map(|w| whole_secs("--warmup", w)).transpose()?,
+            server_cpus: side_cpus("--server-cpus", &self.server_cpus)?,
+            client_cpus: side_cpus("--client-cpus", &self.client_cpus)?,
             workers: self.workers.clone(),
             threads: self.threads,
             flows: self.flows,
             window: self.window,
-            rate: self.rate.map(|x| x as u64),
+            rate: self.rate.map(|x| whole_rate("--rate", x)).transpose()?,
             size: self.size,
-            timeout_ms: self.timeout.map(|t| t as u64),
+            timeout_ms: self
+                .timeout
+                .map(|t| whole_millis("--timeout", t))
+                .transpose()?,
             report: self.report.clone(),
         })
     }

@@ -16,6 +16,7 @@ mod bench;
 mod doctor;
 mod lab;
 mod load;
+mod metrics;
 mod serve;
 
 use clap::{Parser, Subcommand};

@@ -4,6 +4,10 @@ use crate::server::Applied;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Most counters a backend may add (see [`crate::backend::Backend::counters`]).
+pub const MAX_BACKEND_COUNTERS: usize = 8;
 
 /// One worker's counters, padded to their own cache lines so workers never share one.
 #[repr(align(128))]
@@ -20,6 +24,53 @@ pub struct WorkerCounters {
     pub handler_drops: AtomicU64,
     /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
     pub rxq_ovfl: AtomicU64,
+    /// The backend's own counters, named once when first published.
+    backend: NamedCounters,
+    /// The handler's own counters (e.g. DNS responses by rcode), published once per batch.
+    handler: NamedCounters,
+    /// Receive batches by size: bucket `k` counts batches of `2^(k-1) < n <= 2^k` requests.
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
+}
+
+/// Buckets of the batch-size histogram: upper bounds 1, 2, 4, ... 1024 (the largest batch).
+pub const BATCH_BUCKETS: usize = 11;
+
+/// Most counters a handler may publish live (see [`crate::handler::Handler::live_counters`]).
+pub const MAX_HANDLER_COUNTERS: usize = 32;
+
+/// Counters named by their publisher the first time it publishes; values are stored, not
+/// added, because the publisher keeps the cumulative count itself.
+#[derive(Default)]
+struct NamedCounters {
+    names: OnceLock<Vec<&'static str>>,
+    values: [AtomicU64; MAX_HANDLER_COUNTERS],
+}
+
+impl NamedCounters {
+    #[inline]
+    fn publish(&self, counters: &[(&'static str, u64)], max: usize) {
+        if counters.is_empty() {
+            return;
+        }
+        self.names
+            .get_or_init(|| counters.iter().take(max).map(|(n, _)| *n).collect());
+        for (slot, (_, v)) in self.values.iter().take(max).zip(counters) {
+            slot.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.names
+            .get()
+            .map(|names| {
+                names
+                    .iter()
+                    .zip(&self.values)
+                    .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl WorkerCounters {
@@ -29,6 +80,36 @@ impl WorkerCounters {
         if v != 0 {
             c.fetch_add(v, Ordering::Relaxed);
         }
+    }
+
+    /// Publishes the backend's counters (cumulative values; the names must not change
+    /// between calls). Counters past [`MAX_BACKEND_COUNTERS`] are not reported.
+    #[inline]
+    pub fn publish_backend(&self, counters: &[(&'static str, u64)]) {
+        self.backend.publish(counters, MAX_BACKEND_COUNTERS);
+    }
+
+    /// Publishes the handler's live counters (cumulative values, names fixed).
+    #[inline]
+    pub fn publish_handler(&self, counters: &[(&'static str, u64)]) {
+        self.handler.publish(counters, MAX_HANDLER_COUNTERS);
+    }
+
+    /// Counts one receive batch of `n` requests in the batch-size histogram.
+    #[inline]
+    pub fn record_batch(&self, n: usize) {
+        let k = (usize::BITS - n.max(1).saturating_sub(1).leading_zeros()) as usize;
+        self.batch_sizes[k.min(BATCH_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Batches per size bucket (not cumulative); bucket `k` has the upper bound `2^k`.
+    pub fn batch_histogram(&self) -> [u64; BATCH_BUCKETS] {
+        std::array::from_fn(|k| self.batch_sizes[k].load(Ordering::Relaxed))
+    }
+
+    /// The handler's live counters as last published.
+    pub fn handler_snapshot(&self) -> BTreeMap<String, u64> {
+        self.handler.snapshot()
     }
 
     /// A consistent-enough copy for reporting.
@@ -47,6 +128,7 @@ impl WorkerCounters {
             handler_errors: g(&self.handler_errors),
             handler_drops: g(&self.handler_drops),
             rxq_ovfl: g(&self.rxq_ovfl),
+            backend: self.backend.snapshot(),
         }
     }
 }
@@ -66,6 +148,9 @@ pub struct WorkerStats {
     pub handler_errors: u64,
     pub handler_drops: u64,
     pub rxq_ovfl: u64,
+    /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub backend: BTreeMap<String, u64>,
 }
 
 impl WorkerStats {
@@ -83,6 +168,9 @@ impl WorkerStats {
             t.handler_errors += w.handler_errors;
             t.handler_drops += w.handler_drops;
             t.rxq_ovfl = t.rxq_ovfl.max(w.rxq_ovfl);
+            for (k, v) in &w.backend {
+                *t.backend.entry(k.clone()).or_insert(0) += v;
+            }
         }
         t
     }
@@ -102,6 +190,16 @@ impl WorkerStats {
             handler_errors: self.handler_errors - before.handler_errors,
             handler_drops: self.handler_drops - before.handler_drops,
             rxq_ovfl: self.rxq_ovfl,
+            backend: self
+                .backend
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(before.backend.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -193,6 +291,7 @@ mod tests {
                 worker_sockets: vec![0],
                 socket_detail: Vec::new(),
                 notes: Vec::new(),
+                backend: None,
             },
             elapsed_s: 1.5,
             syscalls_per_packet: syscalls_per_packet(&totals),
@@ -255,5 +354,51 @@ mod tests {
         }
         assert_eq!(v["cpu"]["sys_s"], 0.5);
         assert_eq!(v["totals"]["packets_in"], 200);
+    }
+
+    #[test]
+    fn batch_sizes_fall_in_power_of_two_buckets() {
+        let c = WorkerCounters::default();
+        for n in [1, 2, 3, 4, 5, 64, 65, 1024, 5000] {
+            c.record_batch(n);
+        }
+        let h = c.batch_histogram();
+        // Upper bounds 1, 2, 4, 8, ... 1024; 5000 is counted in the last bucket.
+        assert_eq!(h[0], 1, "n=1");
+        assert_eq!(h[1], 1, "n=2");
+        assert_eq!(h[2], 2, "n=3,4");
+        assert_eq!(h[3], 1, "n=5");
+        assert_eq!(h[6], 1, "n=64");
+        assert_eq!(h[7], 1, "n=65");
+        assert_eq!(h[10], 2, "n=1024, 5000");
+        assert_eq!(h.iter().sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn handler_counters_are_published_by_name() {
+        let c = WorkerCounters::default();
+        assert!(c.handler_snapshot().is_empty());
+        c.publish_handler(&[("dns_noerror", 3), ("dns_nxdomain", 1)]);
+        c.publish_handler(&[("dns_noerror", 5), ("dns_nxdomain", 1)]);
+        let s = c.handler_snapshot();
+        assert_eq!((s["dns_noerror"], s["dns_nxdomain"]), (5, 1));
+    }
+
+    #[test]
+    fn backend_counters_are_named_summed_and_differenced() {
+        let (a, b) = (WorkerCounters::default(), WorkerCounters::default());
+        assert!(
+            a.snapshot(0, None).backend.is_empty(),
+            "none until published"
+        );
+        a.publish_backend(&[("xdp_answered", 5), ("fallback_answered", 1)]);
+        b.publish_backend(&[("xdp_answered", 7), ("fallback_answered", 0)]);
+        let before = a.snapshot(0, None);
+        a.publish_backend(&[("xdp_answered", 9), ("fallback_answered", 1)]);
+        let after = a.snapshot(0, None);
+        assert_eq!(after.delta(&before).backend["xdp_answered"], 4);
+        let t = WorkerStats::total(&[after, b.snapshot(1, None)]);
+        assert_eq!(t.backend["xdp_answered"], 16);
+        assert_eq!(t.backend["fallback_answered"], 1);
     }
 }

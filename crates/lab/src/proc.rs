@@ -47,7 +47,7 @@ pub fn argv(cmd: &Command) -> String {
 pub fn pinned(cpus: &[usize], program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new("taskset");
     c.arg("-c")
-        .arg(crate::topology::cpu_list(cpus))
+        .arg(firehose_sys::cpu::CpuSet::from(cpus).to_string())
         .arg(program);
     c
 }
