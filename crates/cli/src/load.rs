@@ -2,20 +2,23 @@
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
-    thousands, Cpus, Usage,
+    parse_unix_time, thousands, Cpus, Usage,
 };
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
+use firehose_load::gen::Live;
+use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The protocol the generator speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,9 +98,18 @@ pub struct LoadArgs {
     /// Print a line every interval (0 for none).
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
-    /// Write the summary (with the percentile distribution) as JSON to this file.
+    /// Write the summary (with the percentile distribution and the whole latency histogram,
+    /// HdrHistogram V2 compressed, base64) as JSON to this file; `report merge` adds these.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Start at this Unix time in seconds (e.g. $(( $(date +%s) + 10 ))), so generators on
+    /// several machines run together; at most a day ahead.
+    #[arg(long, value_name = "UNIX_TIME", value_parser = parse_unix_time)]
+    start_at: Option<SystemTime>,
+    /// Write an HdrHistogram interval log here: one latency histogram (ns) per --interval,
+    /// readable by HdrHistogram's log tools (HistogramLogProcessor).
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<std::path::PathBuf>,
     /// PID of the server, to measure its CPU per transaction over the same window.
     #[arg(long)]
     server_pid: Option<u32>,
@@ -220,6 +232,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if let Some(pid) = a.server_pid {
         check_server_pid(pid)?;
     }
+    if a.hdr_log.is_some() && a.interval.is_zero() {
+        return Err(Usage(
+            "--hdr-log writes one histogram per --interval; give an --interval above 0".into(),
+        )
+        .into());
+    }
     let config_doc = ConfigDoc {
         target: target.to_string(),
         proto: match a.proto {
@@ -245,7 +263,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
     };
-    print_summary(&a, &config_doc, &report);
+    print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     if let Some(p) = &a.json {
         let doc = Doc {
             report: &report,
@@ -377,6 +395,78 @@ fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
     );
 }
 
+/// The `--hdr-log` side of a run: interval `k` ends when the driver asks the threads for it,
+/// at `k x --interval`; boundaries stop before the send window ends, so the last interval
+/// runs through the drain and the intervals add up to the run's histogram. Intervals that
+/// end within the warm-up (which records nothing) are not written.
+struct HdrIntervals<'a> {
+    log: HdrLog<'a>,
+    every: Duration,
+    warmup: Duration,
+    send_end: Option<Duration>,
+    last: Duration,
+    epoch: u32,
+}
+
+impl HdrIntervals<'_> {
+    fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
+        live.iter().map(|l| &l.interval).collect()
+    }
+
+    /// Collects and writes an interval if one ended by `el`.
+    fn tick(&mut self, el: Duration, live: &[Live]) -> Result<()> {
+        let due = self.every * (self.epoch + 1);
+        if el < due || self.send_end.is_some_and(|end| due >= end) {
+            return Ok(());
+        }
+        self.epoch += 1;
+        let h = interval::collect(
+            &Self::slots(live),
+            u64::from(self.epoch),
+            Duration::from_millis(50),
+        );
+        self.write(&h, el)
+    }
+
+    /// Writes the last interval, once every thread has finished.
+    fn finish(mut self, el: Duration, live: &[Live]) -> Result<()> {
+        let h = interval::take_all(&Self::slots(live));
+        self.write(&h, el)
+    }
+
+    fn write(&mut self, h: &hdrhistogram::Histogram<u64>, until: Duration) -> Result<()> {
+        if until > self.warmup {
+            self.log
+                .write(h, self.last, until - self.last)
+                .context("writing --hdr-log")?;
+        }
+        self.last = until;
+        Ok(())
+    }
+}
+
+/// Sleeps until `at` (`--start-at`), unless `stop` is raised first.
+fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
+    if let Ok(left) = at.duration_since(SystemTime::now()) {
+        if !quiet {
+            say!(
+                "firehose load: starting at {:.3} (in {:.1} s)",
+                at.duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+                left.as_secs_f64()
+            );
+        }
+    }
+    while let Ok(left) = at.duration_since(SystemTime::now()) {
+        if stop.load(Ordering::Relaxed) {
+            anyhow::bail!("interrupted while waiting for --start-at");
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+    Ok(())
+}
+
 /// Starts the generator, prints interval lines, and summarises.
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
@@ -388,10 +478,40 @@ fn drive<W: Workload + 'static>(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let run = firehose_load::start(cfg, make).map_err(|e| match e {
+    let load_error = |e| match e {
         LoadError::Config(m) => anyhow::Error::from(Usage(m)),
         LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    })?;
+    };
+    let mut hdr_file = match &a.hdr_log {
+        Some(p) => Some(
+            HdrLogFile::create(p).map_err(|e| Usage(format!("--hdr-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if let Some(at) = a.start_at {
+        firehose_load::validate(cfg).map_err(load_error)?;
+        wait_until(at, &stop, a.quiet)?;
+    }
+    let run = firehose_load::start(cfg, make).map_err(load_error)?;
+    // The wall-clock time of the run's clock zero, to place it among other agents' runs.
+    let started_unix = SystemTime::now() - run.started.elapsed();
+    let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));
+    let mut hdr = match hdr_file.as_mut() {
+        Some(f) => Some(HdrIntervals {
+            log: f
+                .begin(started_unix, &writer)
+                .context("writing --hdr-log")?,
+            every: a.interval,
+            warmup: cfg.warmup,
+            send_end: match cfg.length {
+                Length::Duration(d) => Some(cfg.warmup + d),
+                Length::Requests(_) => None,
+            },
+            last: Duration::ZERO,
+            epoch: 0,
+        }),
+        None => None,
+    };
     if !a.quiet {
         print_header(a, cfg);
     }
@@ -428,6 +548,9 @@ fn drive<W: Workload + 'static>(
                 signalled || total_len.is_some_and(|t| el >= t),
             );
         }
+        if let Some(h) = hdr.as_mut() {
+            h.tick(el, &run.live)?;
+        }
         let last_t = lines.t;
         if let Some(iv) = lines.due(el, &run.live) {
             if !a.quiet {
@@ -455,17 +578,28 @@ fn drive<W: Workload + 'static>(
         eprint!("\r\x1b[K");
     }
     let server = server.and_then(ServerWindow::finish);
+    let (live, started) = (run.live.clone(), run.started);
     let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(summarize(
+    if let Some(h) = hdr {
+        h.finish(started.elapsed(), &live)?;
+    }
+    let start_unix = (started_unix + cfg.warmup)
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    summarize(
         &results,
         server,
         a.server_workers,
         intervals,
+        start_unix,
         |c| code_namer.code_name(c),
-    ))
+    )
+    .context("summarising the latency histogram")
 }
 
-fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
+/// Prints a load report (one agent's or several merged) as `firehose load` does.
+pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &LoadReport) {
     let pct = |n: u64| {
         if r.sent > 0 {
             100.0 * n as f64 / r.sent as f64
@@ -475,8 +609,8 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     };
     say!(
         "summary: {} {} loop, {:.2} s measured",
-        cfg.target,
-        cfg.mode,
+        target,
+        mode,
         r.duration_s
     );
     say!("  tps         {}", thousands(r.tps));
@@ -512,7 +646,7 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
             "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
             s,
             u * 100.0,
-            a.server_pid.unwrap_or(0)
+            server_pid.unwrap_or(0)
         );
     }
     if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {

@@ -1,7 +1,8 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! `lab/dns.rs` for `lab compare --proto dns`), `report` (`firehose report merge`);
+//! `metrics` serves `serve --metrics`; `args`
 //! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
 //! The work is in the library crates.
 
@@ -21,6 +22,7 @@ mod flood;
 mod lab;
 mod load;
 mod metrics;
+mod report;
 mod serve;
 mod serve_xdp;
 mod sink;
@@ -52,6 +54,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// Work on saved reports: `report merge` adds several agents' `load --json` into one.
+    Report(report::ReportArgs),
 }
 
 fn main() {
@@ -97,6 +101,7 @@ fn main() {
             }
         }),
         Command::Lab(a) => lab::run(a),
+        Command::Report(a) => report::run(a),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {
