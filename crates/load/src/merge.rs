@@ -191,7 +191,13 @@ mod tests {
         assert!((cpu - 1e6 / 3500.0).abs() < 1e-9, "{cpu}");
         assert_eq!(r.threads.len(), 2);
         // A merged report merges again.
-        assert_eq!(merge(std::slice::from_ref(&m.report)).unwrap().report.completed, 3500);
+        assert_eq!(
+            merge(std::slice::from_ref(&m.report))
+                .unwrap()
+                .report
+                .completed,
+            3500
+        );
     }
 
     #[test]
