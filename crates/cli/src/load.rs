@@ -395,51 +395,76 @@ fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
     );
 }
 
-/// The `--hdr-log` side of a run: interval `k` ends when the driver asks the threads for it,
-/// at `k x --interval`; boundaries stop before the send window ends, so the last interval
-/// runs through the drain and the intervals add up to the run's histogram. Intervals that
-/// end within the warm-up (which records nothing) are not written.
+/// The `--hdr-log` side of a run. Intervals start where the warm-up ends (the warm-up records
+/// nothing) and end every `--interval` after, when the driver asks the threads for them;
+/// boundaries stop before the send window ends, so the last interval runs through the
+/// drain and the intervals add up to the run's histogram.
 struct HdrIntervals<'a> {
     log: HdrLog<'a>,
     every: Duration,
-    warmup: Duration,
     send_end: Option<Duration>,
+    /// When the next interval ends: the warm-up's end first (not written), then every
+    /// `--interval`.
+    next: Duration,
+    in_warmup: bool,
+    /// Where the interval being collected began.
     last: Duration,
-    epoch: u32,
+    epoch: u64,
+    pending: hdrhistogram::Histogram<u64>,
 }
 
-impl HdrIntervals<'_> {
+impl<'a> HdrIntervals<'a> {
+    fn new(log: HdrLog<'a>, every: Duration, cfg: &LoadConfig) -> Self {
+        let in_warmup = !cfg.warmup.is_zero();
+        HdrIntervals {
+            log,
+            every,
+            send_end: match cfg.length {
+                Length::Duration(d) => Some(cfg.warmup + d),
+                Length::Requests(_) => None,
+            },
+            next: if in_warmup { cfg.warmup } else { every },
+            in_warmup,
+            last: Duration::ZERO,
+            epoch: 0,
+            pending: firehose_load::report::new_histogram(),
+        }
+    }
+
     fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
         live.iter().map(|l| &l.interval).collect()
     }
 
-    /// Collects and writes an interval if one ended by `el`.
+    /// Collects, and writes, an interval if one ended by `el`.
     fn tick(&mut self, el: Duration, live: &[Live]) -> Result<()> {
-        let due = self.every * (self.epoch + 1);
-        if el < due || self.send_end.is_some_and(|end| due >= end) {
+        if el < self.next || self.send_end.is_some_and(|end| self.next >= end) {
             return Ok(());
         }
+        let ended = self.next;
+        self.next += self.every;
         self.epoch += 1;
-        let h = interval::collect(
-            &Self::slots(live),
-            u64::from(self.epoch),
-            Duration::from_millis(50),
-        );
-        self.write(&h, el)
+        let h = interval::collect(&Self::slots(live), self.epoch, Duration::from_millis(50));
+        // Same bounds everywhere: adding cannot fail.
+        let _ = self.pending.add(h);
+        if std::mem::take(&mut self.in_warmup) {
+            // What was recorded since the warm-up ended goes into the first interval.
+            self.last = ended;
+            return Ok(());
+        }
+        self.write(el)
     }
 
     /// Writes the last interval, once every thread has finished.
     fn finish(mut self, el: Duration, live: &[Live]) -> Result<()> {
-        let h = interval::take_all(&Self::slots(live));
-        self.write(&h, el)
+        let _ = self.pending.add(interval::take_all(&Self::slots(live)));
+        self.write(el)
     }
 
-    fn write(&mut self, h: &hdrhistogram::Histogram<u64>, until: Duration) -> Result<()> {
-        if until > self.warmup {
-            self.log
-                .write(h, self.last, until - self.last)
-                .context("writing --hdr-log")?;
-        }
+    fn write(&mut self, until: Duration) -> Result<()> {
+        self.log
+            .write(&self.pending, self.last, until.saturating_sub(self.last))
+            .context("writing --hdr-log")?;
+        self.pending.reset();
         self.last = until;
         Ok(())
     }
@@ -497,19 +522,12 @@ fn drive<W: Workload + 'static>(
     let started_unix = SystemTime::now() - run.started.elapsed();
     let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));
     let mut hdr = match hdr_file.as_mut() {
-        Some(f) => Some(HdrIntervals {
-            log: f
+        Some(f) => {
+            let log = f
                 .begin(started_unix, &writer)
-                .context("writing --hdr-log")?,
-            every: a.interval,
-            warmup: cfg.warmup,
-            send_end: match cfg.length {
-                Length::Duration(d) => Some(cfg.warmup + d),
-                Length::Requests(_) => None,
-            },
-            last: Duration::ZERO,
-            epoch: 0,
-        }),
+                .context("writing --hdr-log")?;
+            Some(HdrIntervals::new(log, a.interval, cfg))
+        }
         None => None,
     };
     if !a.quiet {
