@@ -11,9 +11,18 @@ pub mod bpf;
 pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
+pub mod ifaddr;
 pub mod mmsg;
 pub mod sockaddr;
 pub mod socket;
+pub mod sockopt;
+pub mod splice;
+pub mod tcp;
+pub mod tcp_info;
+pub mod tcp_mmap;
+pub mod uring;
+pub mod uring_recv;
+pub mod zerocopy;
 
 use std::io;
 
@@ -99,6 +108,11 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ENOBUFS => "ENOBUFS",
         libc::E2BIG => "E2BIG",
         libc::ERANGE => "ERANGE",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
+        libc::ENODEV => "ENODEV",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ENOTCONN => "ENOTCONN",
         _ => "errno",
     }
 }
