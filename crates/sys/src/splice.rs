@@ -2,8 +2,11 @@
 //! references instead of copying through a user buffer.
 //!
 //! vmsplice without SPLICE_F_GIFT puts references to the caller's pages in the pipe and
-//! then in the socket's queue: rewriting that memory before the data left changes what is
-//! sent. Callers splice only memory they never rewrite (firehose's static pattern).
+//! then in the socket's queue (on loopback even in the receiver's queue), with no
+//! completion to say when they are let go: rewriting that memory, or freeing it to an
+//! allocator that reuses it, changes what is sent. So vmsplice takes only a
+//! [`SpliceSource`]: memory of its own mapping, written once before any splice, and
+//! unmapped (never reused by us) when dropped; the kernel's references keep the pages.
 
 use crate::{cvt, SysResult};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -38,6 +41,58 @@ pub fn sendfile(out: RawFd, input: RawFd, offset: &mut i64, count: usize) -> Sys
     // SAFETY: offset is a live i64 the kernel reads and updates.
     let n = unsafe { libc::sendfile(out, input, offset as *mut i64, count) };
     cvt(n, || "sendfile".into()).map(|n| n as usize)
+}
+
+/// Page-aligned memory for vmsplice: filled once by `init`, then read-only to us.
+pub struct SpliceSource {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a private mapping owned by this value, only read after construction.
+unsafe impl Send for SpliceSource {}
+// SAFETY: as above; shared access is read-only.
+unsafe impl Sync for SpliceSource {}
+
+impl SpliceSource {
+    /// Maps `len` bytes and lets `init` write them once.
+    pub fn new(len: usize, init: impl FnOnce(&mut [u8])) -> SysResult<Self> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(crate::SysError {
+                what: format!("mmap({len} bytes for vmsplice)"),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        let ptr = ptr as *mut u8;
+        // SAFETY: the mapping is len bytes, writable, and nothing else refers to it yet.
+        init(unsafe { std::slice::from_raw_parts_mut(ptr, len) });
+        Ok(SpliceSource { ptr, len })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: len bytes mapped in new(), alive until drop, never written after new().
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for SpliceSource {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly our mapping. Pages still referenced by a pipe or socket stay
+        // alive in the kernel with their content; our address space never reuses them.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len.max(1)) };
+    }
 }
 
 /// A pipe used as the splice conduit between user pages and a socket.
@@ -76,14 +131,15 @@ impl Pipe {
         self.size
     }
 
-    /// vmsplice(2): puts references to `buf`'s pages into the pipe; returns bytes taken.
-    pub fn vmsplice(&self, buf: &[u8]) -> SysResult<usize> {
+    /// vmsplice(2): puts references to `src[range]`'s pages into the pipe; returns bytes taken.
+    pub fn vmsplice(&self, src: &SpliceSource, range: std::ops::Range<usize>) -> SysResult<usize> {
+        let buf = &src.as_slice()[range];
         let iov = libc::iovec {
             iov_base: buf.as_ptr() as *mut libc::c_void,
             iov_len: buf.len(),
         };
-        // SAFETY: the kernel reads one live iovec; it takes page references, so the pages
-        // stay valid for it even if we free them (see the module note on rewriting).
+        // SAFETY: the kernel reads one live iovec and takes page references; the memory is a
+        // SpliceSource, never written after construction and never handed back to an allocator.
         let n = unsafe { libc::vmsplice(self.w.as_raw_fd(), &iov, 1, 0) };
         cvt(n, || "vmsplice".into()).map(|n| n as usize)
     }
@@ -126,7 +182,8 @@ mod tests {
         assert_eq!(off, 5100);
         let p = Pipe::new(65536).unwrap();
         assert!(p.size() >= 65536);
-        let n = p.vmsplice(&data[..3000]).unwrap();
+        let src = SpliceSource::new(3000, |b| b.copy_from_slice(&data[..3000])).unwrap();
+        let n = p.vmsplice(&src, 0..3000).unwrap();
         assert_eq!(n, 3000);
         let mut moved = 0;
         while moved < n {
