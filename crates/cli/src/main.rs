@@ -1,6 +1,7 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`),
-//! `bench.rs` (`firehose bench`), `doctor.rs` (`firehose doctor`).
+//! `bench.rs` (`firehose bench`), `doctor.rs` (`firehose doctor`), `stream.rs`
+//! (`firehose stream`).
 
 /// Prints a line to stdout, ignoring a closed pipe: a server must not die because whoever
 /// read its output went away.
@@ -17,6 +18,7 @@ mod doctor;
 mod lab;
 mod load;
 mod serve;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +43,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
+    Stream(stream::StreamArgs),
 }
 
 fn main() {
@@ -84,6 +88,7 @@ fn main() {
             }
         }),
         Command::Lab(a) => lab::run(a),
+        Command::Stream(a) => stream::run(a),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {

@@ -71,7 +71,7 @@ impl StreamError {
 }
 
 /// Per-interval throughput, for live lines.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
     /// Seconds since the start of the measured window, at the end of this interval.
     pub t: f64,

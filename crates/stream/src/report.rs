@@ -121,6 +121,9 @@ pub struct StreamReport {
     /// Why there is no receiver report, if there is none.
     pub receiver_missing: Option<String>,
     pub roi: Roi,
+    /// The sender's interval lines.
+    #[serde(default)]
+    pub intervals: Vec<crate::Interval>,
 }
 
 impl StreamReport {

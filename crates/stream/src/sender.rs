@@ -175,6 +175,11 @@ pub fn run(
         .map_err(StreamError::setup("flow 0"))?;
     let counters: Vec<AtomicU64> = (0..cfg.flows).map(|_| AtomicU64::new(0)).collect();
     let flows_stop = AtomicBool::new(false);
+    let mut seen = Vec::new();
+    let mut on_interval = |i: &Interval| {
+        seen.push(i.clone());
+        on_interval(i)
+    };
     let before = cpu::sample();
     let start = Instant::now();
     let results: Vec<Result<FlowReport, StreamError>> = std::thread::scope(|s| {
@@ -194,7 +199,7 @@ pub fn run(
             &counters,
             start,
             &handles,
-            on_interval,
+            &mut on_interval,
         );
         handles
             .into_iter()
@@ -257,6 +262,7 @@ pub fn run(
         receiver,
         receiver_missing,
         roi,
+        intervals: seen,
     })
 }
 
