@@ -1,10 +1,9 @@
 //! `firehose stream`: bulk TCP sender (`--target`) or receiver (`--listen`), after the
 //! Bloomberg netdev 0x18 talk. Prints interval lines and a summary, or `--json`.
 
-use crate::args::{parse_bytes, parse_duration, parse_positive, Usage};
+use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
 use anyhow::{Context, Result};
 use clap::Args;
-use firehose_engine::config::parse_cpu_list;
 use firehose_stream::receiver::{Receiver, ReceiverConfig};
 use firehose_stream::report::{SideReport, StreamReport};
 use firehose_stream::sender::{self, SenderConfig};
@@ -41,9 +40,10 @@ pub struct StreamArgs {
     /// Send exactly SIZE bytes per flow instead of running for --duration.
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
     bytes: Option<usize>,
-    /// CPUs for the flow threads, round robin (e.g. 0-3,8).
-    #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
+    /// CPUs for the flow threads, round robin: a list (0-3,8), auto (every allowed CPU)
+    /// or none (the default: not pinned).
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<Cpus>,
     /// Socket buffer to request on both SO_SNDBUF and SO_RCVBUF (the granted size is reported).
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
     window: Option<usize>,
@@ -110,8 +110,9 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Runs `firehose stream`.
 pub fn run(a: StreamArgs) -> Result<()> {
     let cpus = match &a.cpus {
-        Some(s) => parse_cpu_list(s).map_err(|e| usage(format!("--cpus: {e}")))?,
-        None => Vec::new(),
+        None | Some(Cpus::None) => Vec::new(),
+        Some(Cpus::Auto) => firehose_sys::cpu::allowed_cpus().context("sched_getaffinity")?,
+        Some(Cpus::List(l)) => l.to_vec(),
     };
     match (a.listen, a.target) {
         (Some(l), None) => receive(&a, l, cpus),

@@ -33,7 +33,7 @@ pub(crate) struct RecvCounts {
     pub uring: Option<UringRecvCounts>,
 }
 
-fn transfer(f: &FlowRecv, source: SysError) -> StreamError {
+fn transfer(f: &FlowRecv<'_>, source: SysError) -> StreamError {
     StreamError::Transfer {
         flow: f.flow,
         bytes: f.got.load(Ordering::Relaxed),
@@ -57,7 +57,7 @@ impl FlowRecv<'_> {
 }
 
 /// Receives until end of stream.
-pub(crate) fn run(mode: RecvMode, f: &mut FlowRecv) -> Result<RecvCounts, StreamError> {
+pub(crate) fn run(mode: RecvMode, f: &mut FlowRecv<'_>) -> Result<RecvCounts, StreamError> {
     match mode {
         RecvMode::Copy => copy(f).map(|_| RecvCounts::default()),
         RecvMode::Mmap => mmap(f).map(|m| RecvCounts {
@@ -75,7 +75,7 @@ pub(crate) fn run(mode: RecvMode, f: &mut FlowRecv) -> Result<RecvCounts, Stream
 }
 
 /// recv into `buf` until `want` bytes or end of stream; returns bytes read.
-fn recv_some(f: &mut FlowRecv, buf: &mut [u8], want: usize) -> Result<usize, StreamError> {
+fn recv_some(f: &mut FlowRecv<'_>, buf: &mut [u8], want: usize) -> Result<usize, StreamError> {
     let mut got = 0;
     while got < want {
         let n = match f.sock.recv(&mut buf[..want - got], 0) {
@@ -90,7 +90,7 @@ fn recv_some(f: &mut FlowRecv, buf: &mut [u8], want: usize) -> Result<usize, Str
     Ok(got)
 }
 
-fn copy(f: &mut FlowRecv) -> Result<(), StreamError> {
+fn copy(f: &mut FlowRecv<'_>) -> Result<(), StreamError> {
     let mut buf = vec![0u8; f.chunk];
     loop {
         match f.sock.recv(&mut buf, 0) {
@@ -102,7 +102,7 @@ fn copy(f: &mut FlowRecv) -> Result<(), StreamError> {
     }
 }
 
-fn mmap(f: &mut FlowRecv) -> Result<MmapCounts, StreamError> {
+fn mmap(f: &mut FlowRecv<'_>) -> Result<MmapCounts, StreamError> {
     let fd = f.sock.as_raw_fd();
     let mut win = ZcWindow::new(fd, f.chunk).map_err(|e| transfer(f, e))?;
     let mut copybuf = vec![0u8; f.chunk];
@@ -150,7 +150,7 @@ fn mmap(f: &mut FlowRecv) -> Result<MmapCounts, StreamError> {
     }
 }
 
-fn uring(f: &mut FlowRecv) -> Result<UringRecvCounts, StreamError> {
+fn uring(f: &mut FlowRecv<'_>) -> Result<UringRecvCounts, StreamError> {
     let mut r = RecvRing::new(f.sock.as_raw_fd(), 16, f.chunk.min(256 << 10))
         .map_err(|e| transfer(f, e))?;
     loop {

@@ -57,7 +57,7 @@ impl FlowSend<'_> {
 }
 
 /// Runs the flow to its end; returns the zero-copy counters for zero-copy modes.
-pub(crate) fn run(mode: SendMode, f: &FlowSend) -> SysResult<Option<ZeroCopyCounts>> {
+pub(crate) fn run(mode: SendMode, f: &FlowSend<'_>) -> SysResult<Option<ZeroCopyCounts>> {
     match mode {
         SendMode::Copy => copy(f).map(|_| None),
         SendMode::Zerocopy => msg_zerocopy(f).map(Some),
@@ -68,7 +68,7 @@ pub(crate) fn run(mode: SendMode, f: &FlowSend) -> SysResult<Option<ZeroCopyCoun
     }
 }
 
-fn static_buffers(f: &FlowSend) -> Vec<Vec<u8>> {
+fn static_buffers(f: &FlowSend<'_>) -> Vec<Vec<u8>> {
     (0..f.buffers)
         .map(|k| {
             let mut b = vec![0u8; f.msg_size];
@@ -78,7 +78,7 @@ fn static_buffers(f: &FlowSend) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn copy(f: &FlowSend) -> SysResult<()> {
+fn copy(f: &FlowSend<'_>) -> SysResult<()> {
     let mut bufs = static_buffers(f);
     let (mut m, mut done) = (0u64, 0u64);
     loop {
@@ -96,7 +96,7 @@ fn copy(f: &FlowSend) -> SysResult<()> {
     }
 }
 
-fn msg_zerocopy(f: &FlowSend) -> SysResult<ZeroCopyCounts> {
+fn msg_zerocopy(f: &FlowSend<'_>) -> SysResult<ZeroCopyCounts> {
     let mut z = ZcSender::new(f.buffers, f.msg_size);
     for k in 0..f.buffers {
         fill(z.buffer_mut(k).expect("fresh buffer"), f.flow, k as u64);
@@ -128,7 +128,7 @@ fn msg_zerocopy(f: &FlowSend) -> SysResult<ZeroCopyCounts> {
     })
 }
 
-fn send_file(f: &FlowSend) -> SysResult<()> {
+fn send_file(f: &FlowSend<'_>) -> SysResult<()> {
     let file: Vec<u8> = static_buffers(f).concat();
     let fd = memfd_with("firehose-stream", &file)?;
     let (mut m, mut done) = (0u64, 0u64);
@@ -151,7 +151,7 @@ fn send_file(f: &FlowSend) -> SysResult<()> {
     }
 }
 
-fn splice(f: &FlowSend) -> SysResult<()> {
+fn splice(f: &FlowSend<'_>) -> SysResult<()> {
     let src = SpliceSource::new(f.buffers * f.msg_size, |b| {
         for (k, m) in b.chunks_mut(f.msg_size).enumerate() {
             fill(m, f.flow, k as u64);
@@ -185,7 +185,7 @@ fn splice(f: &FlowSend) -> SysResult<()> {
     }
 }
 
-fn uring(f: &FlowSend, zc: bool) -> SysResult<ZeroCopyCounts> {
+fn uring(f: &FlowSend<'_>, zc: bool) -> SysResult<ZeroCopyCounts> {
     let mut r = SendRing::new(f.buffers, f.msg_size, zc)?;
     for k in 0..f.buffers {
         fill(r.buffer_mut(k).expect("fresh buffer"), f.flow, k as u64);

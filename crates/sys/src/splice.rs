@@ -108,17 +108,13 @@ impl Pipe {
     pub fn new(size: usize) -> SysResult<Self> {
         let mut fds = [0i32; 2];
         // SAFETY: pipe2 writes two fds into the local array.
-        cvt(
-            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
-            || "pipe2".into(),
-        )?;
+        let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        cvt(ret, || "pipe2".into())?;
         // SAFETY: both fds were just created and are owned by nobody else.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: fcntl with integer arguments.
-        let granted = cvt(
-            unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) },
-            || format!("fcntl(F_SETPIPE_SZ={size})"),
-        )?;
+        let ret = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) };
+        let granted = cvt(ret, || format!("fcntl(F_SETPIPE_SZ={size})"))?;
         Ok(Pipe {
             r,
             w,

@@ -53,10 +53,19 @@ impl Pages {
     }
 }
 
+impl Pages {
+    /// Leaves the mapping in place when dropped (the kernel may still use it).
+    fn keep_mapped(&mut self) {
+        self.len = 0;
+    }
+}
+
 impl Drop for Pages {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in new().
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        if self.len > 0 {
+            // SAFETY: unmaps exactly the mapping made in new().
+            unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        }
     }
 }
 
@@ -226,16 +235,11 @@ impl Drop for RecvRing {
                 )
                 .is_ok();
             if !ok {
-                // The kernel may still write into the buffers: leak them rather than free.
-                std::mem::forget(std::mem::replace(
-                    &mut self.data,
-                    Pages {
-                        ptr: std::ptr::null_mut(),
-                        len: 0,
-                    },
-                ));
-                if let Some(m) = self.ring_mem.take() {
-                    std::mem::forget(m);
+                // The kernel may still write into the buffers: keep them mapped for the
+                // life of the process rather than free them under it.
+                self.data.keep_mapped();
+                if let Some(m) = &mut self.ring_mem {
+                    m.keep_mapped();
                 }
                 return;
             }

@@ -6,6 +6,7 @@
 //! has completed, so early reuse cannot happen by construction. Each completion says
 //! whether the kernel copied anyway (`SO_EE_CODE_ZEROCOPY_COPIED`, e.g. on loopback).
 
+use crate::cmsg::{Iter, Space};
 use crate::sockopt::poll_one;
 use crate::tcp::{TcpSock, MSG_ZEROCOPY};
 use crate::{cvt, SysResult};
@@ -46,11 +47,11 @@ pub fn parse_extended_err(data: &[u8]) -> Option<Completion> {
 pub fn read_completions(fd: RawFd, out: &mut Vec<Completion>) -> SysResult<usize> {
     let mut n = 0;
     loop {
-        let mut control = [0u64; 16];
+        let mut space = Space::<128>::default();
         // SAFETY: msghdr is plain data; all-zero is a valid empty header.
         let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = mem::size_of_val(&control);
+        msg.msg_control = space.as_mut_ptr();
+        msg.msg_controllen = space.bytes().len() as _;
         // SAFETY: msg points at a live control buffer of msg_controllen bytes; no data iovecs.
         let ret = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
         match cvt(ret, || "recvmsg(MSG_ERRQUEUE)".into()) {
@@ -58,23 +59,12 @@ pub fn read_completions(fd: RawFd, out: &mut Vec<Completion>) -> SysResult<usize
             Err(e) if matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(n),
             Err(e) => return Err(e),
         }
-        // SAFETY: the CMSG_* helpers walk the control buffer the kernel filled, within
-        // msg_controllen; CMSG_DATA points inside the current cmsg.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let h = &*c;
-                let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
-                    || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
-                let len = h.cmsg_len.saturating_sub(libc::CMSG_LEN(0) as usize);
-                if is_err {
-                    let data = std::slice::from_raw_parts(libc::CMSG_DATA(c), len);
-                    if let Some(done) = parse_extended_err(data) {
-                        out.push(done);
-                        n += 1;
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
+        for c in Iter::new(&msg, space.bytes()) {
+            let is_err = (c.level == libc::SOL_IP && c.ty == libc::IP_RECVERR)
+                || (c.level == libc::SOL_IPV6 && c.ty == libc::IPV6_RECVERR);
+            if let Some(done) = is_err.then(|| parse_extended_err(c.data)).flatten() {
+                out.push(done);
+                n += 1;
             }
         }
     }

@@ -8,8 +8,10 @@
 pub mod build;
 pub mod db;
 pub mod handler;
-pub mod wire;
 pub mod zone;
+
+/// The wire format lives in its own leaf crate, shared with the load generator.
+pub use firehose_dnswire as wire;
 
 pub use build::BuildError;
 pub use db::ZoneSet;
