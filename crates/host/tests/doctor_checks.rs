@@ -183,7 +183,12 @@ fn bigbox_finds_every_mistuning() {
     assert_eq!(um.value, "16384 24576 32768");
     assert!(um.raise_only);
     // The Bloomberg talk's bulk-TCP limits: only the max field is raised.
-    expect(&rows, "tcp-buffers", Warn, &["tcp_rmem=4096 131072 6291456"]);
+    expect(
+        &rows,
+        "tcp-buffers",
+        Warn,
+        &["tcp_rmem=4096 131072 6291456"],
+    );
     let tb = &row(&rows, "tcp-buffers").steps;
     assert_eq!(tb.len(), 2);
     assert_eq!(tb[0].value, "4096 131072 67108864");
