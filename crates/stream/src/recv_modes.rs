@@ -105,6 +105,11 @@ fn copy(f: &mut FlowRecv<'_>) -> Result<(), StreamError> {
 fn mmap(f: &mut FlowRecv<'_>) -> Result<MmapCounts, StreamError> {
     let fd = f.sock.as_raw_fd();
     let mut win = ZcWindow::new(fd, f.chunk).map_err(|e| transfer(f, e))?;
+    // Wake only for a window's worth (at most half the buffer, or the sender could stall),
+    // as the tcp_mmap selftest does: mapping a few pages per call costs more than copying.
+    let rcvbuf = f.sock.rcvbuf().map_err(|e| transfer(f, e))?;
+    let lowat = (win.len() as i32).min(rcvbuf / 2).max(1);
+    f.sock.set_rcvlowat(lowat).map_err(|e| transfer(f, e))?;
     let mut copybuf = vec![0u8; f.chunk];
     let mut c = MmapCounts::default();
     loop {

@@ -267,6 +267,28 @@ impl TcpSock {
         Ok(get_int(self.fd(), libc::SOL_SOCKET, SO_ZEROCOPY, "SO_ZEROCOPY")? != 0)
     }
 
+    /// SO_RCVLOWAT: wake a reader only when this many bytes are queued (the tcp_mmap
+    /// selftest sets it to its chunk so each zero-copy call maps many pages at once).
+    pub fn set_rcvlowat(&self, bytes: i32) -> SysResult<()> {
+        set_int(
+            self.fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            bytes,
+            "SO_RCVLOWAT",
+        )
+    }
+
+    /// The SO_RCVLOWAT in force.
+    pub fn rcvlowat(&self) -> SysResult<i32> {
+        get_int(
+            self.fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            "SO_RCVLOWAT",
+        )
+    }
+
     /// TCP_INFO, parsed.
     pub fn tcp_info(&self) -> SysResult<TcpInfo> {
         let mut buf = [0u8; 256];
@@ -407,6 +429,8 @@ mod tests {
         assert_eq!(c.sndbuf().unwrap(), 2 << 20, "kernel doubles the request");
         assert_eq!(c.congestion().unwrap(), "reno");
         assert!(c.zerocopy().unwrap());
+        s.set_rcvlowat(65536).unwrap();
+        assert_eq!(s.rcvlowat().unwrap(), 65536);
         assert!(c.maxseg().unwrap() <= 1000);
         c.send_all(b"hello").unwrap();
         c.shutdown_write().unwrap();
