@@ -17,6 +17,7 @@ mod recv_modes;
 pub mod report;
 mod send_modes;
 pub mod sender;
+mod side;
 
 pub use modes::{RecvMode, SendMode};
 pub use report::StreamReport;

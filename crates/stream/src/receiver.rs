@@ -5,9 +5,10 @@
 use crate::cpu;
 use crate::pattern::{Checker, Header, HEADER_LEN};
 use crate::recv_modes::{self, FlowRecv};
-use crate::report::{cpu_report, FlowReport, SideReport};
+use crate::report::{FlowReport, SideReport};
 use crate::sender::intervals;
-use crate::{gbps, Interval, RecvMode, StreamError};
+use crate::side::{finish, join_all, Side};
+use crate::{Interval, RecvMode, StreamError};
 use firehose_sys::ifaddr::interface_of;
 use firehose_sys::tcp::{TcpListener, TcpSock};
 use firehose_sys::uring::UringSupport;
@@ -189,49 +190,19 @@ impl Receiver {
             intervals(&counters, start, self.cfg.interval, on_interval, || {
                 handles.iter().all(|h| h.is_finished())
             });
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(StreamError::Protocol("a flow thread panicked".into()))
-                    })
-                })
-                .collect()
+            join_all(handles)
         });
-        let after = cpu::sample();
-        let secs = before.elapsed(&after);
-        let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        let mut reports = Vec::new();
-        for r in results {
-            match r {
-                Ok(fr) => reports.push(fr),
-                Err(StreamError::Transfer { flow, source, .. }) => {
-                    return Err(StreamError::Transfer {
-                        flow,
-                        bytes: total,
-                        source,
-                    })
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        for r in &mut reports {
-            r.gbps = gbps(r.bytes, secs);
-        }
-        let host = cpu::host_cpu(&before, &after, &self.cfg.cpus);
-        let report = SideReport {
-            role: "receiver".into(),
-            mode: self.cfg.mode.name().into(),
-            bytes: total,
-            seconds: secs,
-            gbps: gbps(total, secs),
-            flows: reports,
-            cpu: cpu_report(cpu::process_cpu(&before, &after), host, total, secs),
-            power: cpu::power(&before, &after),
-            checked: self.cfg.check,
-            cpus: self.cfg.cpus.clone(),
-            notes: Vec::new(),
-        };
+        let report = finish(
+            Side {
+                role: "receiver",
+                mode: self.cfg.mode.name(),
+                cpus: &self.cfg.cpus,
+                checked: self.cfg.check,
+            },
+            &before,
+            &counters,
+            results,
+        )?;
         let json = serde_json::to_vec(&report).map_err(|e| StreamError::Protocol(e.to_string()))?;
         let mut msg = (json.len() as u32).to_le_bytes().to_vec();
         msg.extend_from_slice(&json);

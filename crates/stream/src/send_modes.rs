@@ -54,6 +54,23 @@ impl FlowSend<'_> {
     fn sent(&self, n: usize) -> u64 {
         self.sent.fetch_add(n as u64, Ordering::Relaxed) + n as u64
     }
+
+    /// Calls `send(k, m, len)` for message `m` from buffer `k` until the flow is done.
+    fn each_message(
+        &self,
+        mut send: impl FnMut(usize, u64, usize) -> SysResult<()>,
+    ) -> SysResult<()> {
+        let (mut m, mut done) = (0u64, 0u64);
+        loop {
+            let len = self.next_len(done);
+            if len == 0 {
+                return Ok(());
+            }
+            send((m % self.buffers as u64) as usize, m, len)?;
+            done = self.sent(len);
+            m += 1;
+        }
+    }
 }
 
 /// Runs the flow to its end; returns the zero-copy counters for zero-copy modes.
@@ -80,20 +97,12 @@ fn static_buffers(f: &FlowSend<'_>) -> Vec<Vec<u8>> {
 
 fn copy(f: &FlowSend<'_>) -> SysResult<()> {
     let mut bufs = static_buffers(f);
-    let (mut m, mut done) = (0u64, 0u64);
-    loop {
-        let len = f.next_len(done);
-        if len == 0 {
-            return Ok(());
-        }
-        let k = (m % f.buffers as u64) as usize;
+    f.each_message(|k, m, len| {
         if f.rewrite {
             fill(&mut bufs[k], f.flow, f.tag(m));
         }
-        f.sock.send_all(&bufs[k][..len])?;
-        done = f.sent(len);
-        m += 1;
-    }
+        f.sock.send_all(&bufs[k][..len])
+    })
 }
 
 fn msg_zerocopy(f: &FlowSend<'_>) -> SysResult<ZeroCopyCounts> {
@@ -101,23 +110,14 @@ fn msg_zerocopy(f: &FlowSend<'_>) -> SysResult<ZeroCopyCounts> {
     for k in 0..f.buffers {
         fill(z.buffer_mut(k).expect("fresh buffer"), f.flow, k as u64);
     }
-    let (mut m, mut done) = (0u64, 0u64);
-    loop {
-        let len = f.next_len(done);
-        if len == 0 {
-            break;
-        }
-        let k = (m % f.buffers as u64) as usize;
+    f.each_message(|k, m, len| {
         z.wait_free(f.sock, k, COMPLETION_TIMEOUT_MS)?;
         if f.rewrite {
-            let tag = f.tag(m);
-            fill(z.buffer_mut(k).expect("completed buffer"), f.flow, tag);
+            fill(z.buffer_mut(k).expect("completed buffer"), f.flow, f.tag(m));
         }
         z.send(f.sock, k, len)?;
-        done = f.sent(len);
-        m += 1;
-        z.reap(f.sock, 0)?;
-    }
+        z.reap(f.sock, 0)
+    })?;
     z.drain(f.sock, COMPLETION_TIMEOUT_MS)?;
     Ok(ZeroCopyCounts {
         sends: z.stats.sends,
@@ -131,13 +131,8 @@ fn msg_zerocopy(f: &FlowSend<'_>) -> SysResult<ZeroCopyCounts> {
 fn send_file(f: &FlowSend<'_>) -> SysResult<()> {
     let file: Vec<u8> = static_buffers(f).concat();
     let fd = memfd_with("firehose-stream", &file)?;
-    let (mut m, mut done) = (0u64, 0u64);
-    loop {
-        let len = f.next_len(done);
-        if len == 0 {
-            return Ok(());
-        }
-        let mut off = ((m % f.buffers as u64) as usize * f.msg_size) as i64;
+    f.each_message(|k, _, len| {
+        let mut off = (k * f.msg_size) as i64;
         let mut left = len;
         while left > 0 {
             match sendfile(f.sock.as_raw_fd(), fd.as_raw_fd(), &mut off, left) {
@@ -146,9 +141,8 @@ fn send_file(f: &FlowSend<'_>) -> SysResult<()> {
                 Err(e) => return Err(e),
             }
         }
-        done = f.sent(len);
-        m += 1;
-    }
+        Ok(())
+    })
 }
 
 fn splice(f: &FlowSend<'_>) -> SysResult<()> {
@@ -158,13 +152,8 @@ fn splice(f: &FlowSend<'_>) -> SysResult<()> {
         }
     })?;
     let pipe = Pipe::new((f.msg_size + 4096).clamp(8192, 1 << 20))?;
-    let (mut m, mut done) = (0u64, 0u64);
-    loop {
-        let len = f.next_len(done);
-        if len == 0 {
-            return Ok(());
-        }
-        let base = (m % f.buffers as u64) as usize * f.msg_size;
+    f.each_message(|k, _, len| {
+        let base = k * f.msg_size;
         let mut off = 0;
         while off < len {
             // One pipe slot holds one page: an unaligned chunk of pipe.size() bytes spans one
@@ -180,9 +169,8 @@ fn splice(f: &FlowSend<'_>) -> SysResult<()> {
             }
             off += in_pipe;
         }
-        done = f.sent(len);
-        m += 1;
-    }
+        Ok(())
+    })
 }
 
 fn uring(f: &FlowSend<'_>, zc: bool) -> SysResult<ZeroCopyCounts> {
@@ -190,22 +178,13 @@ fn uring(f: &FlowSend<'_>, zc: bool) -> SysResult<ZeroCopyCounts> {
     for k in 0..f.buffers {
         fill(r.buffer_mut(k).expect("fresh buffer"), f.flow, k as u64);
     }
-    let (mut m, mut done) = (0u64, 0u64);
-    loop {
-        let len = f.next_len(done);
-        if len == 0 {
-            break;
-        }
-        let k = (m % f.buffers as u64) as usize;
+    f.each_message(|k, m, len| {
         r.wait_free(k)?;
         if f.rewrite {
-            let tag = f.tag(m);
-            fill(r.buffer_mut(k).expect("released buffer"), f.flow, tag);
+            fill(r.buffer_mut(k).expect("released buffer"), f.flow, f.tag(m));
         }
-        r.send(f.sock.as_raw_fd(), k, len)?;
-        done = f.sent(len);
-        m += 1;
-    }
+        r.send(f.sock.as_raw_fd(), k, len)
+    })?;
     r.drain()?;
     Ok(ZeroCopyCounts {
         sends: r.stats.requests,

@@ -4,8 +4,9 @@
 
 use crate::cpu;
 use crate::pattern::Header;
-use crate::report::{cpu_report, FlowReport, SideReport, StreamReport};
+use crate::report::{FlowReport, StreamReport};
 use crate::send_modes::{self, FlowSend};
+use crate::side::{finish, join_all, Side};
 use crate::{gbps, Interval, SendMode, StreamError};
 use firehose_sys::tcp::{ConnectOptions, TcpSock};
 use firehose_sys::uring::UringSupport;
@@ -201,48 +202,19 @@ pub fn run(
             &handles,
             &mut on_interval,
         );
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(StreamError::Protocol("a flow thread panicked".into())))
-            })
-            .collect()
+        join_all(handles)
     });
-    let after = cpu::sample();
-    let secs = before.elapsed(&after);
-    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    let mut reports = Vec::new();
-    for r in results {
-        match r {
-            Ok(fr) => reports.push(fr),
-            Err(StreamError::Transfer { flow, source, .. }) => {
-                return Err(StreamError::Transfer {
-                    flow,
-                    bytes: total,
-                    source,
-                })
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    for r in &mut reports {
-        r.gbps = gbps(r.bytes, secs);
-    }
-    let host = cpu::host_cpu(&before, &after, &cfg.cpus);
-    let sender = SideReport {
-        role: "sender".into(),
-        mode: cfg.mode.name().into(),
-        bytes: total,
-        seconds: secs,
-        gbps: gbps(total, secs),
-        flows: reports,
-        cpu: cpu_report(cpu::process_cpu(&before, &after), host, total, secs),
-        power: cpu::power(&before, &after),
-        checked: cfg.rewrite,
-        cpus: cfg.cpus.clone(),
-        notes: Vec::new(),
-    };
+    let sender = finish(
+        Side {
+            role: "sender",
+            mode: cfg.mode.name(),
+            cpus: &cfg.cpus,
+            checked: cfg.rewrite,
+        },
+        &before,
+        &counters,
+        results,
+    )?;
     let (receiver, receiver_missing) = match read_receiver_report(&flows[0].sock) {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e)),
