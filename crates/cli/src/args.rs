@@ -288,6 +288,8 @@ mod same_strings {
         &["lab", "compare", "--duration"],
         &["lab", "compare", "--warmup"],
         &["lab", "compare", "--timeout"],
+        &["stream", "--target", "127.0.0.1:9", "--duration"],
+        &["stream", "--target", "127.0.0.1:9", "--interval"],
     ];
     /// Of those, the ones where zero means "none".
     const DURATION_OR_ZERO: &[&[&str]] = &[
@@ -308,6 +310,11 @@ mod same_strings {
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],
+        &["stream", "--target", "127.0.0.1:9", "--msg-size"],
+        &["stream", "--target", "127.0.0.1:9", "--bytes"],
+        &["stream", "--target", "127.0.0.1:9", "--window"],
+        &["stream", "--target", "127.0.0.1:9", "--sndbuf"],
+        &["stream", "--target", "127.0.0.1:9", "--rcvbuf"],
     ];
     const CPULIST: &[&[&str]] = &[
         &["serve", "--pin"],
@@ -316,6 +323,7 @@ mod same_strings {
         &["lab", "ladder", "--client-cpus"],
         &["lab", "compare", "--server-cpus"],
         &["lab", "compare", "--client-cpus"],
+        &["stream", "--target", "127.0.0.1:9", "--cpus"],
     ];
     /// Flags that place one thread: the CPU-list syntax naming one CPU.
     const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];

@@ -35,7 +35,7 @@ pub struct StreamArgs {
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
     msg_size: Option<usize>,
     /// How long to send.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Send exactly SIZE bytes per flow instead of running for --duration.
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
@@ -73,7 +73,7 @@ pub struct StreamArgs {
     #[arg(long)]
     once: bool,
     /// Interval between progress lines.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     interval: Option<Duration>,
     /// Print the report as JSON (no interval lines).
     #[arg(long)]
