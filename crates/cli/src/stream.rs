@@ -345,6 +345,9 @@ fn print_side(s: &SideReport, gbps: f64) {
             u.arms
         );
     }
+    for n in &s.notes {
+        say!("         note: {n}");
+    }
     let roi = |cores: f64| firehose_stream::cpu::roi(gbps, cores);
     say!(
         "         ROI (Gbit/s)^2/CPU: process {}",

@@ -86,7 +86,7 @@ pub struct SideReport {
     pub checked: bool,
     /// Where each flow's thread was pinned (empty: not pinned).
     pub cpus: Vec<usize>,
-    /// Notes on choices made at run time (fallbacks, probes).
+    /// What the counters say about the path taken (see [`notes`]).
     pub notes: Vec<String>,
 }
 
@@ -165,5 +165,68 @@ pub(crate) fn cpu_report(
         host_cpu_s_per_gb: host.as_ref().map(|h| per_gb(h.busy)),
         process,
         host,
+    }
+}
+
+/// Plain-language readings of a side's counters, so a reader of a table of Gbit/s knows
+/// which path the bytes really took.
+pub fn notes(flows: &[FlowReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut done, mut copied) = (0, 0);
+    for z in flows.iter().filter_map(|f| f.zerocopy.as_ref()) {
+        done += z.completed;
+        copied += z.copied;
+    }
+    if done > 0 && copied == done {
+        out.push("the kernel copied every zero-copy send: delivery to a local socket (loopback, veth) copies, so zero-copy only adds notifications here".into());
+    }
+    let (mut mapped, mut fell) = (0, 0);
+    let mut mmap = false;
+    for m in flows.iter().filter_map(|f| f.mmap.as_ref()) {
+        mmap = true;
+        mapped += m.mapped_bytes;
+        fell += m.copied_bytes;
+    }
+    if mmap && mapped == 0 && fell > 0 {
+        out.push("TCP_ZEROCOPY_RECEIVE mapped nothing: the payload sat in page fragments (a copying sender), so every byte took the recv fallback".into());
+    }
+    if flows
+        .iter()
+        .filter_map(|f| f.uring_recv.as_ref())
+        .any(|u| !u.multishot)
+    {
+        out.push(
+            "no provided-buffer ring on this kernel: io_uring receive used single-shot RECV".into(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_read_the_counters() {
+        let zc = |completed, copied| FlowReport {
+            zerocopy: Some(ZeroCopyCounts {
+                sends: completed,
+                completed,
+                copied,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(notes(&[zc(10, 10)]).len(), 1);
+        assert!(notes(&[zc(10, 3)]).is_empty());
+        let mm = FlowReport {
+            mmap: Some(MmapCounts {
+                copied_bytes: 5,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(notes(&[mm])[0].contains("mapped nothing"));
+        assert!(notes(&[]).is_empty());
     }
 }

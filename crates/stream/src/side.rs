@@ -2,7 +2,7 @@
 //! the counters and the CPU samples into a [`SideReport`].
 
 use crate::cpu::{self, Sample};
-use crate::report::{cpu_report, FlowReport, SideReport};
+use crate::report::{cpu_report, notes, FlowReport, SideReport};
 use crate::{gbps, StreamError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ScopedJoinHandle;
@@ -63,11 +63,11 @@ pub(crate) fn finish(
         bytes: total,
         seconds: secs,
         gbps: gbps(total, secs),
+        notes: notes(&flows),
         flows,
         cpu: cpu_report(cpu::process_cpu(before, &after), host, total, secs),
         power: cpu::power(before, &after),
         checked: side.checked,
         cpus: side.cpus.to_vec(),
-        notes: Vec::new(),
     })
 }
