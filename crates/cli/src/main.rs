@@ -17,7 +17,9 @@ mod bench;
 mod doctor;
 mod lab;
 mod load;
+mod metrics;
 mod serve;
+mod serve_xdp;
 mod stream;
 
 use clap::{Parser, Subcommand};

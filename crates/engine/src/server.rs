@@ -180,6 +180,17 @@ impl Server {
             .collect()
     }
 
+    /// What a metrics scrape reads: shared handles to the counters and sockets, usable from
+    /// another thread while the server runs.
+    pub fn metrics_source(&self, proto: &'static str) -> crate::metrics::MetricsSource {
+        crate::metrics::MetricsSource::new(
+            proto,
+            self.counters.clone(),
+            self.sockets.clone(),
+            self.applied.worker_cpus.clone(),
+        )
+    }
+
     /// Asks workers to stop and waits for them; returns the handlers' own counters summed.
     pub fn shutdown(mut self) -> Vec<(&'static str, u64)> {
         let mut sums = Vec::new();

@@ -24,8 +24,52 @@ pub struct WorkerCounters {
     /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
     pub rxq_ovfl: AtomicU64,
     /// The backend's own counters, named once when first published.
-    backend_names: OnceLock<Vec<&'static str>>,
-    backend: [AtomicU64; MAX_BACKEND_COUNTERS],
+    backend: NamedCounters,
+    /// The handler's own counters (e.g. DNS responses by rcode), published once per batch.
+    handler: NamedCounters,
+    /// Receive batches by size: bucket `k` counts batches of `2^(k-1) < n <= 2^k` requests.
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
+}
+
+/// Buckets of the batch-size histogram: upper bounds 1, 2, 4, ... 1024 (the largest batch).
+pub const BATCH_BUCKETS: usize = 11;
+
+/// Most counters a handler may publish live (see [`crate::handler::Handler::live_counters`]).
+pub const MAX_HANDLER_COUNTERS: usize = 32;
+
+/// Counters named by their publisher the first time it publishes; values are stored, not
+/// added, because the publisher keeps the cumulative count itself.
+#[derive(Default)]
+struct NamedCounters {
+    names: OnceLock<Vec<&'static str>>,
+    values: [AtomicU64; MAX_HANDLER_COUNTERS],
+}
+
+impl NamedCounters {
+    #[inline]
+    fn publish(&self, counters: &[(&'static str, u64)], max: usize) {
+        if counters.is_empty() {
+            return;
+        }
+        self.names
+            .get_or_init(|| counters.iter().take(max).map(|(n, _)| *n).collect());
+        for (slot, (_, v)) in self.values.iter().take(max).zip(counters) {
+            slot.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.names
+            .get()
+            .map(|names| {
+                names
+                    .iter()
+                    .zip(&self.values)
+                    .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl WorkerCounters {
@@ -41,19 +85,30 @@ impl WorkerCounters {
     /// between calls). Counters past [`MAX_BACKEND_COUNTERS`] are not reported.
     #[inline]
     pub fn publish_backend(&self, counters: &[(&'static str, u64)]) {
-        if counters.is_empty() {
-            return;
-        }
-        self.backend_names.get_or_init(|| {
-            counters
-                .iter()
-                .take(MAX_BACKEND_COUNTERS)
-                .map(|(n, _)| *n)
-                .collect()
-        });
-        for (slot, (_, v)) in self.backend.iter().zip(counters) {
-            slot.store(*v, Ordering::Relaxed);
-        }
+        self.backend.publish(counters, MAX_BACKEND_COUNTERS);
+    }
+
+    /// Publishes the handler's live counters (cumulative values, names fixed).
+    #[inline]
+    pub fn publish_handler(&self, counters: &[(&'static str, u64)]) {
+        self.handler.publish(counters, MAX_HANDLER_COUNTERS);
+    }
+
+    /// Counts one receive batch of `n` requests in the batch-size histogram.
+    #[inline]
+    pub fn record_batch(&self, n: usize) {
+        let k = (usize::BITS - n.max(1).saturating_sub(1).leading_zeros()) as usize;
+        self.batch_sizes[k.min(BATCH_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Batches per size bucket (not cumulative); bucket `k` has the upper bound `2^k`.
+    pub fn batch_histogram(&self) -> [u64; BATCH_BUCKETS] {
+        std::array::from_fn(|k| self.batch_sizes[k].load(Ordering::Relaxed))
+    }
+
+    /// The handler's live counters as last published.
+    pub fn handler_snapshot(&self) -> BTreeMap<String, u64> {
+        self.handler.snapshot()
     }
 
     /// A consistent-enough copy for reporting.
@@ -72,17 +127,7 @@ impl WorkerCounters {
             handler_errors: g(&self.handler_errors),
             handler_drops: g(&self.handler_drops),
             rxq_ovfl: g(&self.rxq_ovfl),
-            backend: self
-                .backend_names
-                .get()
-                .map(|names| {
-                    names
-                        .iter()
-                        .zip(&self.backend)
-                        .map(|(n, v)| (n.to_string(), g(v)))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            backend: self.backend.snapshot(),
         }
     }
 }
@@ -171,6 +216,34 @@ pub struct SocketStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_sizes_fall_in_power_of_two_buckets() {
+        let c = WorkerCounters::default();
+        for n in [1, 2, 3, 4, 5, 64, 65, 1024, 5000] {
+            c.record_batch(n);
+        }
+        let h = c.batch_histogram();
+        // Upper bounds 1, 2, 4, 8, ... 1024; 5000 is counted in the last bucket.
+        assert_eq!(h[0], 1, "n=1");
+        assert_eq!(h[1], 1, "n=2");
+        assert_eq!(h[2], 2, "n=3,4");
+        assert_eq!(h[3], 1, "n=5");
+        assert_eq!(h[6], 1, "n=64");
+        assert_eq!(h[7], 1, "n=65");
+        assert_eq!(h[10], 2, "n=1024, 5000");
+        assert_eq!(h.iter().sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn handler_counters_are_published_by_name() {
+        let c = WorkerCounters::default();
+        assert!(c.handler_snapshot().is_empty());
+        c.publish_handler(&[("dns_noerror", 3), ("dns_nxdomain", 1)]);
+        c.publish_handler(&[("dns_noerror", 5), ("dns_nxdomain", 1)]);
+        let s = c.handler_snapshot();
+        assert_eq!((s["dns_noerror"], s["dns_nxdomain"]), (5, 1));
+    }
 
     #[test]
     fn backend_counters_are_named_summed_and_differenced() {

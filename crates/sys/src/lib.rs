@@ -29,6 +29,7 @@ pub mod epoll;
 pub mod ethtool;
 pub mod ifaddr;
 pub mod mmsg;
+pub mod netns;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;
@@ -38,6 +39,7 @@ pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod uring;
 pub mod uring_recv;
+pub mod xdp;
 pub mod zerocopy;
 
 use std::io;

@@ -134,12 +134,12 @@ impl UdpSock {
 
     /// Sets an integer socket option.
     pub fn set_int(&self, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
-        crate::sockopt::set_int(self.as_raw_fd(), level, name, value, label)
+        set_int_opt(self.as_raw_fd(), level, name, value, label)
     }
 
     /// Reads an integer socket option.
     pub fn get_int(&self, level: i32, name: i32, label: &str) -> SysResult<i32> {
-        crate::sockopt::get_int(self.as_raw_fd(), level, name, label)
+        get_int_opt(self.as_raw_fd(), level, name, label)
     }
 
     /// SO_REUSEPORT on or off.
@@ -473,6 +473,39 @@ impl UdpSock {
 /// True when an error only means "nothing to read now" (EAGAIN/EWOULDBLOCK/EINTR).
 pub fn is_would_block(e: &SysError) -> bool {
     matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR))
+}
+
+/// Sets an integer option on any socket fd (UDP, AF_XDP, ...).
+pub fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
+    // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
+}
+
+/// Reads an integer option of any socket fd.
+pub fn get_int_opt(fd: RawFd, level: i32, name: i32, label: &str) -> SysResult<i32> {
+    let mut value: i32 = 0;
+    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut value as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    cvt(ret, || format!("getsockopt({label})"))?;
+    Ok(value)
 }
 
 #[cfg(test)]

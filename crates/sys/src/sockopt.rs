@@ -2,41 +2,10 @@
 //! option is set and read back through one place that names it in errors.
 
 use crate::{cvt, SysResult};
-use std::mem;
 use std::os::fd::RawFd;
 
-/// Sets an integer socket option.
-pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
-    // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &value as *const i32 as *const libc::c_void,
-            mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
-}
-
-/// Reads an integer socket option.
-pub fn get_int(fd: RawFd, level: i32, name: i32, label: &str) -> SysResult<i32> {
-    let mut value: i32 = 0;
-    let mut len = mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut value as *mut i32 as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    cvt(ret, || format!("getsockopt({label})"))?;
-    Ok(value)
-}
+/// The integer getters and setters live with the UDP socket; re-exported under short names.
+pub use crate::socket::{get_int_opt as get_int, set_int_opt as set_int};
 
 /// Sets an option whose value is a byte string (e.g. TCP_CONGESTION).
 pub fn set_bytes(fd: RawFd, level: i32, name: i32, value: &[u8], label: &str) -> SysResult<()> {
