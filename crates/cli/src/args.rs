@@ -290,6 +290,8 @@ mod same_strings {
         &["lab", "compare", "--timeout"],
         &["stream", "--target", "127.0.0.1:9", "--duration"],
         &["stream", "--target", "127.0.0.1:9", "--interval"],
+        &["sink", "--listen", "127.0.0.1:9", "--duration"],
+        &["flood", "--target", "127.0.0.1:9", "--duration"],
     ];
     /// Of those, the ones where zero means "none".
     const DURATION_OR_ZERO: &[&[&str]] = &[
@@ -303,6 +305,7 @@ mod same_strings {
         &["bench", "--rate"],
         &["lab", "ladder", "--rate"],
         &["lab", "compare", "--rate"],
+        &["flood", "--target", "127.0.0.1:9", "--rate"],
     ];
     const SIZE: &[&[&str]] = &[
         &["serve", "--rcvbuf"],
@@ -315,6 +318,8 @@ mod same_strings {
         &["stream", "--target", "127.0.0.1:9", "--window"],
         &["stream", "--target", "127.0.0.1:9", "--sndbuf"],
         &["stream", "--target", "127.0.0.1:9", "--rcvbuf"],
+        &["sink", "--listen", "127.0.0.1:9", "--rcvbuf"],
+        &["flood", "--target", "127.0.0.1:9", "--size"],
     ];
     const CPULIST: &[&[&str]] = &[
         &["serve", "--pin"],
@@ -324,6 +329,8 @@ mod same_strings {
         &["lab", "compare", "--server-cpus"],
         &["lab", "compare", "--client-cpus"],
         &["stream", "--target", "127.0.0.1:9", "--cpus"],
+        &["sink", "--listen", "127.0.0.1:9", "--cpus"],
+        &["flood", "--target", "127.0.0.1:9", "--cpus"],
     ];
     /// Flags that place one thread: the CPU-list syntax naming one CPU.
     const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];

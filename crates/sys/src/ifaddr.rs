@@ -1,19 +1,31 @@
-//! Which interface holds a local IP address (getifaddrs), e.g. to probe zero-copy receive
-//! on the interface a connection arrived on.
+//! The host's interface addresses (getifaddrs): which interface holds a local IP address
+//! (to bind a packet socket or probe zero-copy receive on it), and whether an address is
+//! this host's at all (a flood refuses other targets).
 
 use crate::sockaddr::storage_to_std;
 use crate::{cvt, SysResult};
 use std::ffi::CStr;
 use std::net::IpAddr;
 
-/// The (ifindex, name) of the interface that has `ip` configured; `None` if none has it.
-pub fn interface_of(ip: IpAddr) -> SysResult<Option<(u32, String)>> {
+/// One configured address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IfAddr {
+    /// The address.
+    pub ip: IpAddr,
+    /// The interface's index.
+    pub ifindex: u32,
+    /// The interface's name.
+    pub name: String,
+}
+
+/// Every IPv4 and IPv6 address configured in this network namespace.
+pub fn addresses() -> SysResult<Vec<IfAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head pointer into the local; freed below.
     cvt(unsafe { libc::getifaddrs(&mut head) }, || {
         "getifaddrs".into()
     })?;
-    let mut found = None;
+    let mut out = Vec::new();
     let mut cur = head;
     while !cur.is_null() {
         // SAFETY: cur is a node of the list getifaddrs returned, alive until freeifaddrs.
@@ -37,18 +49,57 @@ pub fn interface_of(ip: IpAddr) -> SysResult<Option<(u32, String)>> {
             );
             s
         };
-        if storage_to_std(&storage).map(|a| a.ip()) == Some(ip) {
+        if let Some(a) = storage_to_std(&storage) {
             // SAFETY: ifa_name is a NUL-terminated string owned by the list.
             let name = unsafe { CStr::from_ptr(ifa.ifa_name) };
             // SAFETY: if_nametoindex reads the NUL-terminated name.
-            let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
-            found = Some((idx, name.to_string_lossy().into_owned()));
-            break;
+            let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+            out.push(IfAddr {
+                ip: a.ip(),
+                ifindex,
+                name: name.to_string_lossy().into_owned(),
+            });
         }
     }
     // SAFETY: frees the list getifaddrs returned; no reference into it survives.
     unsafe { libc::freeifaddrs(head) };
-    Ok(found)
+    Ok(out)
+}
+
+/// The addresses configured in the network namespace bound at `path` (an `ip netns`
+/// file such as /run/netns/NAME), read from a short-lived thread that enters it
+/// (setns needs CAP_SYS_ADMIN; EPERM otherwise). The calling thread's namespace is
+/// untouched.
+pub fn addresses_in_netns(path: &std::path::Path) -> SysResult<Vec<IfAddr>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).map_err(|e| crate::SysError {
+        what: format!("open({})", path.display()),
+        source: e,
+    })?;
+    let what = format!("setns({}, CLONE_NEWNET)", path.display());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns on an open namespace fd; it moves only this helper thread.
+            let ret = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            cvt(ret, || what)?;
+            addresses()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(crate::SysError {
+                what: "reading a namespace's addresses".into(),
+                source: std::io::Error::other("thread panicked"),
+            })
+        })
+    })
+}
+
+/// The (ifindex, name) of the interface that has `ip` configured; `None` if none has it.
+pub fn interface_of(ip: IpAddr) -> SysResult<Option<(u32, String)>> {
+    Ok(addresses()?
+        .into_iter()
+        .find(|a| a.ip == ip)
+        .map(|a| (a.ifindex, a.name)))
 }
 
 #[cfg(test)]
@@ -64,5 +115,9 @@ mod tests {
             super::interface_of("192.0.2.77".parse().unwrap()).unwrap(),
             None
         );
+        assert!(super::addresses()
+            .unwrap()
+            .iter()
+            .any(|a| a.ip == "::1".parse::<std::net::IpAddr>().unwrap() && a.name == "lo"));
     }
 }

@@ -30,6 +30,7 @@ pub mod ethtool;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
+pub mod packet;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;

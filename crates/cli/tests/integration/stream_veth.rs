@@ -2,8 +2,7 @@
 //! at MTU 9000: every send mode against every receive mode moves exactly the bytes sent,
 //! every byte matching the pattern; zcrx on veth is refused with the errno.
 
-mod common;
-use common::bin;
+use crate::util::{bin, root_or_skip};
 use firehose_lab::topology::{client_ns, run_id, server_ns, Topology, VETH_SERVER_ADDR};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -83,8 +82,7 @@ fn pair(srv: &str, cli: &str, addr: &str, send: &str, recv: &str) -> serde_json:
 
 #[test]
 fn every_pair_over_veth_ipv4_and_ipv6() {
-    if !firehose_sys::cpu::is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+    if !root_or_skip() {
         return;
     }
     let mut topo = Topology::veth(&run_id(Some(11)), 1).unwrap();

@@ -1,7 +1,6 @@
 //! `firehose stream` as a user runs it: a receiver and a sender process over loopback.
 
-mod common;
-use common::{bin, run};
+use crate::util::{bin, run};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
