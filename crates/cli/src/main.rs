@@ -1,8 +1,8 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`), `report` (`firehose report merge`);
-//! `metrics` serves `serve --metrics`; `args`
+//! `lab/dns.rs` for `lab compare --proto dns`), `stream` (`firehose stream`), `report`
+//! (`firehose report merge`); `metrics` serves `serve --metrics`; `args`
 //! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
 //! The work is in the library crates.
 
@@ -26,6 +26,7 @@ mod report;
 mod serve;
 mod serve_xdp;
 mod sink;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -54,6 +55,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
+    Stream(stream::StreamArgs),
     /// Work on saved reports: `report merge` adds several agents' `load --json` into one.
     Report(report::ReportArgs),
 }
@@ -101,6 +104,7 @@ fn main() {
             }
         }),
         Command::Lab(a) => lab::run(a),
+        Command::Stream(a) => stream::run(a),
         Command::Report(a) => report::run(a),
     };
     if let Err(e) = res {

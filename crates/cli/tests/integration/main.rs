@@ -15,6 +15,8 @@ mod load;
 mod report_merge;
 mod serve;
 mod sink_flood;
+mod stream;
+mod stream_veth;
 mod util;
 mod xdp;
 mod xdp_frames;
