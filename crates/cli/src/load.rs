@@ -107,7 +107,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "UNIX_TIME", value_parser = parse_unix_time)]
     start_at: Option<SystemTime>,
     /// Write an HdrHistogram interval log here: one latency histogram (ns) per --interval,
-    /// readable by HdrHistogram's log tools (HistogramLogProcessor).
+    /// in the format of HdrHistogram's log tools (HistogramLogWriter/Reader).
     #[arg(long, value_name = "FILE")]
     hdr_log: Option<std::path::PathBuf>,
     /// PID of the server, to measure its CPU per transaction over the same window.
