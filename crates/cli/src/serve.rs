@@ -7,6 +7,7 @@ use firehose_engine::{
     parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
     Steer, WorkerStats,
 };
+use firehose_proto::dns::{LiveZones, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,6 +109,28 @@ pub struct ServeArgs {
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    #[command(flatten)]
+    dns: DnsArgs,
+}
+
+/// Options of `--proto dns` beyond the zone files.
+#[derive(Debug, Args)]
+struct DnsArgs {
+    /// DNS over TCP on the same address (RFC 7766): on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on")]
+    tcp: bool,
+    /// TCP connections open at once, all clients together.
+    #[arg(long, value_parser = parse_positive, default_value = "128")]
+    tcp_max_conns: usize,
+    /// TCP connections open at once from one client address.
+    #[arg(long, value_parser = parse_positive, default_value = "8")]
+    tcp_max_per_client: usize,
+    /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    tcp_idle: Duration,
+    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    #[arg(long, value_name = "PREFIX")]
+    allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }
 
 impl ServeArgs {
@@ -202,22 +225,64 @@ struct IntervalDoc {
     kernel_drops: u64,
 }
 
-fn start_server(cfg: &ServeConfig, proto: Proto, zones: &[std::path::PathBuf]) -> Result<Server> {
+/// The UDP engine and, for DNS, the TCP side beside it.
+struct Running {
+    server: Server,
+    tcp: Option<TcpServer>,
+}
+
+fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Running> {
+    let zones = &a.zones;
     let res = match proto {
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
+        }
+        Proto::Echo if !a.dns.allow_transfer.is_empty() => {
+            return Err(Usage("--allow-transfer applies only to --proto dns".into()).into())
         }
         Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
             }
+            if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
+                return Err(
+                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
+                );
+            }
             let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
-            let h = firehose_proto::DnsHandler::new(db, firehose_proto::dns::DEFAULT_MAX_UDP);
-            Server::start(cfg, move |_| h.clone())
+            let live = LiveZones::new(db);
+            let h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+            let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
+            let tcp = if a.dns.tcp {
+                let tcfg = TcpConfig {
+                    max_conns: a.dns.tcp_max_conns,
+                    max_per_client: a.dns.tcp_max_per_client,
+                    idle: a.dns.tcp_idle,
+                    allow_transfer: a.dns.allow_transfer.clone(),
+                    max_udp: DEFAULT_MAX_UDP,
+                };
+                let t = TcpServer::start(server.local_addr(), live, tcfg).map_err(|e| {
+                    Usage(format!(
+                        "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
+                        server.local_addr()
+                    ))
+                })?;
+                Some(t)
+            } else {
+                None
+            };
+            return Ok(Running { server, tcp });
         }
     };
-    res.map_err(|e| match e {
+    Ok(Running {
+        server: res.map_err(serve_error)?,
+        tcp: None,
+    })
+}
+
+fn serve_error(e: ServeError) -> anyhow::Error {
+    match e {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {
             let hint = match k.errno().map(firehose_sys::errno_name) {
@@ -231,7 +296,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, zones: &[std::path::PathBuf]) -
             };
             Usage(format!("the kernel refused {k}{hint}")).into()
         }
-    })
+    }
 }
 
 fn proto_name(p: Proto) -> &'static str {
@@ -248,8 +313,23 @@ pub fn run(a: ServeArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let server = start_server(&cfg, a.proto, &a.zones)?;
+    let Running { server, tcp } = start_server(&cfg, a.proto, &a)?;
     print_applied(&server, a.proto);
+    if let Some(t) = &tcp {
+        say!(
+            "  tcp: listening on {} (max {} connections, {} per client, idle {:?}, AXFR to {})",
+            t.local_addr(),
+            a.dns.tcp_max_conns,
+            a.dns.tcp_max_per_client,
+            a.dns.tcp_idle,
+            if a.dns.allow_transfer.is_empty() {
+                "nobody".to_string()
+            } else {
+                let v: Vec<String> = a.dns.allow_transfer.iter().map(|p| p.to_string()).collect();
+                v.join(" ")
+            }
+        );
+    }
     let started = Instant::now();
     let mut json_lines = match (&a.stats_json, a.interval) {
         (Some(p), Some(_)) => Some(interval_file(p)?),
@@ -303,9 +383,20 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let workers = server.worker_stats();
     let sockets = server.socket_stats();
     let applied = server.applied().clone();
-    let handler: std::collections::BTreeMap<_, _> = server.shutdown().into_iter().collect();
+    let mut handler: std::collections::BTreeMap<_, _> = server.shutdown().into_iter().collect();
+    if let Some(t) = tcp {
+        handler.extend(t.shutdown());
+    }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
+    if a.proto == Proto::Dns {
+        let line: Vec<String> = handler
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        say!("  dns: {}", line.join(", "));
+    }
     if let Some(p) = &a.stats_json {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
         let doc = StatsDoc {

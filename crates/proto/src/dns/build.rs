@@ -140,6 +140,8 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
         node_name,
         nxdomain: 0,
         nodata: 0,
+        axfr: Box::default(),
+        soa_len: 0,
     };
     (zone, by_node)
 }
@@ -156,6 +158,7 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
     let nodata = push(set, neg(rcode::NOERROR));
     set.zones[zi].nxdomain = nx;
     set.zones[zi].nodata = nodata;
+    (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(zr);
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
         let name = z.node_name[n].to_vec();
@@ -200,6 +203,38 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         }
         set.zones[zi].node[n] = node;
     }
+}
+
+/// All records of a zone in wire form, uncompressed, the SOA first; and its length.
+fn transfer_bytes(zr: &ZoneRecords<'_>) -> (Box<[u8]>, usize) {
+    let mut out = Vec::new();
+    let soa = zr.by_node[0].iter().filter(|r| r.rtype == rtype::SOA);
+    let rest = zr
+        .by_node
+        .iter()
+        .flatten()
+        .filter(|r| r.rtype != rtype::SOA);
+    let mut soa_len = 0;
+    for (i, r) in soa.chain(rest).enumerate() {
+        out.extend_from_slice(&r.owner);
+        out.extend_from_slice(&r.rtype.to_be_bytes());
+        out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&r.ttl.to_be_bytes());
+        let len_at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        for p in &r.rdata {
+            match p {
+                Part::Bytes(b) => out.extend_from_slice(b),
+                Part::Name { wire, .. } => out.extend_from_slice(wire),
+            }
+        }
+        let len = (out.len() - len_at - 2) as u16;
+        out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+        if i == 0 {
+            soa_len = out.len();
+        }
+    }
+    (out.into_boxed_slice(), soa_len)
 }
 
 /// The SOA for a negative answer; its TTL is the smaller of its own and its MINIMUM
@@ -425,7 +460,11 @@ impl Renderer {
 /// model's own name is never a compression target: its owner is the query name).
 fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
     let mut r = Renderer::new(model, owner_is_qname);
-    for sec in &s.sec {
+    let mut additional_at = 0;
+    for (i, sec) in s.sec.iter().enumerate() {
+        if i == 2 {
+            additional_at = r.out.len() as u16;
+        }
         for rr in sec {
             r.rr(rr);
         }
@@ -439,6 +478,7 @@ fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
             s.sec[2].len() as u16,
         ],
         model_len: model.len() as u16,
+        additional_at,
         bytes: r.out.into_boxed_slice(),
         fixups: r.fixups.into_boxed_slice(),
     }

@@ -2,8 +2,9 @@
 //! the question (which is already where the response needs it), patch the header.
 
 use super::db::{Answer, Template, ZoneSet};
+use super::live::LiveZones;
 use super::wire::{
-    parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
+    get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
     MAX_NAME,
 };
 use firehose_engine::{Handler, Peer, Verdict};
@@ -11,8 +12,12 @@ use std::sync::Arc;
 
 /// Largest UDP response the server sends by default (the DNS flag day 2020 value).
 pub const DEFAULT_MAX_UDP: u16 = 1232;
-/// Size of the OPT record we append.
+/// Largest DNS message over TCP (the 2-byte length prefix).
+pub const MAX_TCP_MESSAGE: usize = 65535;
+/// Size of the OPT record we append, without options.
 const OPT_LEN: usize = 11;
+/// EDNS option code of edns-tcp-keepalive (RFC 7828).
+pub const OPT_TCP_KEEPALIVE: u16 = 11;
 
 /// What the handler has done, per worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,15 +26,60 @@ pub struct DnsStats {
     pub rcode: [u64; 17],
     /// Responses sent with TC because the answer did not fit.
     pub truncated: u64,
+    /// Responses whose additional section was cut to fit (TC clear).
+    pub additional_trimmed: u64,
     /// Datagrams shorter than a header, dropped.
     pub dropped_short: u64,
     /// Datagrams with QR set (responses), dropped.
     pub dropped_response: u64,
 }
 
+impl DnsStats {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &DnsStats) {
+        for (a, b) in self.rcode.iter_mut().zip(o.rcode) {
+            *a += b;
+        }
+        self.truncated += o.truncated;
+        self.additional_trimmed += o.additional_trimmed;
+        self.dropped_short += o.dropped_short;
+        self.dropped_response += o.dropped_response;
+    }
+
+    /// The counters as (name, value), names prefixed with `prefix` (e.g. "dns_").
+    pub fn named(&self, names: &[&'static str; 10]) -> Vec<(&'static str, u64)> {
+        let v = [
+            self.rcode[0],
+            self.rcode[1],
+            self.rcode[3],
+            self.rcode[4],
+            self.rcode[5],
+            self.rcode[16],
+            self.truncated,
+            self.additional_trimmed,
+            self.dropped_short,
+            self.dropped_response,
+        ];
+        names.iter().copied().zip(v).collect()
+    }
+}
+
+/// How the response leaves: the size limit and the transport's own OPT options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    /// Over TCP; `keepalive` is the idle timeout to advertise (units of 100 ms) when the
+    /// query carried edns-tcp-keepalive.
+    Tcp {
+        keepalive: Option<u16>,
+    },
+}
+
 /// An authoritative DNS responder for the engine. Cheap to clone: the zones are shared.
 #[derive(Clone)]
 pub struct DnsHandler {
+    live: Arc<LiveZones>,
+    generation: u64,
     db: Arc<ZoneSet>,
     max_udp: u16,
     name: Box<NameBuf>,
@@ -41,7 +91,15 @@ impl DnsHandler {
     /// A handler serving `db`, sending UDP responses of at most `max_udp` bytes (at
     /// least 512) to EDNS clients.
     pub fn new(db: Arc<ZoneSet>, max_udp: u16) -> Self {
+        Self::live(LiveZones::new(db), max_udp)
+    }
+
+    /// A handler serving whatever `live` publishes (reloads included).
+    pub fn live(live: Arc<LiveZones>, max_udp: u16) -> Self {
+        let (generation, db) = live.get();
         DnsHandler {
+            live,
+            generation,
             db,
             max_udp: max_udp.max(512),
             name: Box::default(),
@@ -53,6 +111,20 @@ impl DnsHandler {
     /// Counters so far.
     pub fn stats(&self) -> &DnsStats {
         &self.stats
+    }
+
+    /// The zone set this handler answers from now.
+    pub fn zones(&mut self) -> &Arc<ZoneSet> {
+        self.refresh();
+        &self.db
+    }
+
+    /// Picks up a newly published zone set: one atomic load when nothing changed.
+    #[inline]
+    fn refresh(&mut self) {
+        if self.live.generation() != self.generation {
+            (self.generation, self.db) = self.live.get();
+        }
     }
 
     /// Writes the header of a response with `counts` (QD, AN, NS, AR).
@@ -67,9 +139,27 @@ impl DnsHandler {
         }
     }
 
+    /// Length of our OPT record for `tr`.
+    #[inline]
+    fn opt_len(tr: Transport) -> usize {
+        match tr {
+            Transport::Tcp {
+                keepalive: Some(_), ..
+            } => OPT_LEN + 6,
+            _ => OPT_LEN,
+        }
+    }
+
     /// Appends our OPT record at `at`; returns the new length.
     #[inline]
-    fn opt(&self, buf: &mut [u8], at: usize, ext_rcode: u8, dnssec_ok: bool) -> usize {
+    fn opt(
+        &self,
+        buf: &mut [u8],
+        at: usize,
+        ext_rcode: u8,
+        dnssec_ok: bool,
+        tr: Transport,
+    ) -> usize {
         let [hi, lo] = self.max_udp.to_be_bytes();
         let rr = [
             0,
@@ -85,56 +175,94 @@ impl DnsHandler {
             0,
         ];
         buf[at..at + OPT_LEN].copy_from_slice(&rr);
-        at + OPT_LEN
+        let mut end = at + OPT_LEN;
+        if let Transport::Tcp {
+            keepalive: Some(t), ..
+        } = tr
+        {
+            put16(buf, at + 9, 6);
+            put16(buf, end, OPT_TCP_KEEPALIVE);
+            put16(buf, end + 2, 2);
+            put16(buf, end + 4, t);
+            end += 6;
+        }
+        end
     }
 
     /// A response with the question and no records (errors, truncation).
-    fn bare(&mut self, buf: &mut [u8], q: &Query, rc: u16, aa: bool, tc: bool) -> Verdict {
+    fn bare(
+        &mut self,
+        buf: &mut [u8],
+        q: &Query,
+        rc: u16,
+        aa: bool,
+        tc: bool,
+        tr: Transport,
+    ) -> Verdict {
         self.stats.rcode[rc as usize] += 1;
         let mut end = q.question_end;
         let mut ar = 0;
         if let Some(e) = q.edns {
-            end = self.opt(buf, end, (rc >> 4) as u8, e.dnssec_ok);
+            end = self.opt(buf, end, (rc >> 4) as u8, e.dnssec_ok, tr);
             ar = 1;
         }
         self.header(buf, aa, tc, (rc & 0xF) as u8, [1, 0, 0, ar]);
         Verdict::Reply(end)
     }
 
-    fn answer(&mut self, buf: &mut [u8], q: &Query) -> Verdict {
+    fn answer(&mut self, buf: &mut [u8], q: &Query, tr: Transport) -> Verdict {
         if q.edns.is_some_and(|e| e.version != 0) {
-            return self.bare(buf, q, rcode::BADVERS, false, false);
+            return self.bare(buf, q, rcode::BADVERS, false, false, tr);
         }
         if q.qclass != CLASS_IN {
-            return self.bare(buf, q, rcode::REFUSED as u16, false, false);
+            return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr);
         }
         match q.qtype {
-            rtype::OPT => return self.bare(buf, q, rcode::FORMERR as u16, false, false),
-            // IXFR, AXFR, MAILB, MAILA: no transfers here.
-            251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false),
+            rtype::OPT => return self.bare(buf, q, rcode::FORMERR as u16, false, false, tr),
+            // IXFR, AXFR (over TCP, handled before this), MAILB, MAILA.
+            251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false, tr),
             _ => {}
         }
         let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
-            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false),
+            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
             Answer::Template(t) => t,
         };
-        let limit = match q.edns {
-            Some(e) => e.udp_size.clamp(512, self.max_udp) as usize,
-            None => 512,
+        let limit = match (tr, q.edns) {
+            (Transport::Tcp { .. }, _) => MAX_TCP_MESSAGE,
+            (Transport::Udp, Some(e)) => e.udp_size.clamp(512, self.max_udp) as usize,
+            (Transport::Udp, None) => 512,
         }
         .min(buf.len());
-        let opt = if q.edns.is_some() { OPT_LEN } else { 0 };
+        let opt = if q.edns.is_some() {
+            Self::opt_len(tr)
+        } else {
+            0
+        };
         let start = q.question_end;
-        let end = start + t.bytes.len();
-        if end + opt > limit {
-            self.stats.truncated += 1;
-            let (rc, aa) = (t.rcode as u16, t.aa);
-            return self.bare(buf, q, rc, aa, true);
+        let [an, ns, mut ar] = t.counts;
+        let mut keep = t.bytes.len();
+        let mut tc = false;
+        if start + keep + opt > limit {
+            // RFC 2181 §9: drop additional records first; TC only if the answer and
+            // authority sections themselves do not fit.
+            let room = limit.saturating_sub(start + opt);
+            if (t.additional_at as usize) > room {
+                self.stats.truncated += 1;
+                return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
+            }
+            (keep, ar) = t.additional_fitting(room);
+            self.stats.additional_trimmed += 1;
+            // A referral without all its glue is incomplete (RFC 9471 §3).
+            tc = t.is_referral();
         }
-        buf[start..end].copy_from_slice(&t.bytes);
+        let end = start + keep;
+        buf[start..end].copy_from_slice(&t.bytes[..keep]);
         let delta = q.name_len as i32 - t.model_len as i32;
         if delta != 0 {
             for &f in t.fixups.iter() {
+                if f as usize >= keep {
+                    break;
+                }
                 let at = start + f as usize;
                 let ptr = u16::from_be_bytes([buf[at], buf[at + 1]]);
                 let moved = ((ptr & 0x3FFF) as i32 + delta) as u16;
@@ -142,22 +270,21 @@ impl DnsHandler {
             }
         }
         let mut len = end;
-        let [an, ns, mut ar] = t.counts;
         if let Some(e) = q.edns {
-            len = self.opt(buf, end, 0, e.dnssec_ok);
+            len = self.opt(buf, end, 0, e.dnssec_ok, tr);
             ar += 1;
         }
         let (aa, rc) = (t.aa, t.rcode);
         self.stats.rcode[rc as usize] += 1;
-        self.header(buf, aa, false, rc, [1, an, ns, ar]);
+        self.header(buf, aa, tc, rc, [1, an, ns, ar]);
         Verdict::Reply(len)
     }
-}
 
-impl Handler for DnsHandler {
-    fn handle(&mut self, buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
+    /// Answers the message `buf[..len]` in place for transport `tr`.
+    pub fn respond(&mut self, buf: &mut [u8], len: usize, tr: Transport) -> Verdict {
+        self.refresh();
         match parse_query(&buf[..len], &mut self.name) {
-            Parsed::Query(q) => self.answer(buf, &q),
+            Parsed::Query(q) => self.answer(buf, &q, tr),
             Parsed::Drop(DropReason::Short) => {
                 self.stats.dropped_short += 1;
                 Verdict::Drop
@@ -169,30 +296,98 @@ impl Handler for DnsHandler {
             Parsed::NotImp(question_end) => {
                 self.stats.rcode[rcode::NOTIMP as usize] += 1;
                 let qd = question_end.is_some() as u16;
-                self.header(buf, false, false, rcode::NOTIMP, [qd, 0, 0, 0]);
-                Verdict::Reply(question_end.unwrap_or(HEADER))
+                let end = question_end.unwrap_or(HEADER);
+                self.error_reply(buf, len, end, rcode::NOTIMP, qd, tr)
             }
             Parsed::FormErr(_) => {
-                // The question cannot be trusted: answer with the header alone.
+                // The question cannot be trusted: answer with the header alone (and our
+                // OPT when the query's own OPT is readable, RFC 6891 §7).
                 self.stats.rcode[rcode::FORMERR as usize] += 1;
-                self.header(buf, false, false, rcode::FORMERR, [0; 4]);
-                Verdict::Reply(HEADER)
+                self.error_reply(buf, len, HEADER, rcode::FORMERR, 0, tr)
             }
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.stats;
-        vec![
-            ("dns_noerror", s.rcode[0]),
-            ("dns_formerr", s.rcode[1]),
-            ("dns_nxdomain", s.rcode[3]),
-            ("dns_notimp", s.rcode[4]),
-            ("dns_refused", s.rcode[5]),
-            ("dns_badvers", s.rcode[16]),
-            ("dns_truncated", s.truncated),
-            ("dns_dropped_short", s.dropped_short),
-            ("dns_dropped_response", s.dropped_response),
-        ]
+    /// Answers the query `buf[..len]` with rcode `rc` and no records (a transfer that
+    /// is not allowed, say). `None` if it is not a readable query.
+    pub fn refuse(&mut self, buf: &mut [u8], len: usize, rc: u8, tr: Transport) -> Option<usize> {
+        match parse_query(&buf[..len], &mut self.name) {
+            Parsed::Query(q) => match self.bare(buf, &q, rc as u16, false, false, tr) {
+                Verdict::Reply(n) => Some(n),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// An error reply of the first `end` bytes, with an OPT if the query had one right
+    /// after them.
+    fn error_reply(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        end: usize,
+        rc: u8,
+        qd: u16,
+        tr: Transport,
+    ) -> Verdict {
+        let opt = (get16(buf, 6) == 0 && get16(buf, 8) == 0 && get16(buf, 10) == 1)
+            .then(|| opt_spans_rest(&buf[..len], end))
+            .flatten();
+        let (end, ar) = match opt {
+            Some(dnssec_ok) => (self.opt(buf, end, 0, dnssec_ok, tr), 1),
+            None => (end, 0),
+        };
+        self.header(buf, false, false, rc, [qd, 0, 0, ar]);
+        Verdict::Reply(end)
     }
 }
+
+/// If `msg[at..]` is exactly one OPT record at the root, its DO bit.
+fn opt_spans_rest(msg: &[u8], at: usize) -> Option<bool> {
+    let rr = msg.get(at..at + OPT_LEN)?;
+    let ok = rr[0] == 0
+        && get16(rr, 1) == rtype::OPT
+        && at + OPT_LEN + get16(rr, 9) as usize == msg.len();
+    ok.then_some(rr[7] & 0x80 != 0)
+}
+
+/// Whether the query `msg` (whose question ends at `question_end`) carries the EDNS
+/// option `code`.
+pub fn has_edns_option(msg: &[u8], question_end: usize, code: u16) -> bool {
+    let Some(rdata) = msg.get(question_end + OPT_LEN..) else {
+        return false;
+    };
+    let mut o = 0;
+    while o + 4 <= rdata.len() {
+        if get16(rdata, o) == code {
+            return true;
+        }
+        o += 4 + get16(rdata, o + 2) as usize;
+    }
+    false
+}
+
+impl Handler for DnsHandler {
+    fn handle(&mut self, buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
+        self.respond(buf, len, Transport::Udp)
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.stats.named(&UDP_COUNTERS)
+    }
+}
+
+/// Counter names of [`DnsStats::named`] for UDP.
+pub const UDP_COUNTERS: [&str; 10] = [
+    "dns_noerror",
+    "dns_formerr",
+    "dns_nxdomain",
+    "dns_notimp",
+    "dns_refused",
+    "dns_badvers",
+    "dns_truncated",
+    "dns_additional_trimmed",
+    "dns_dropped_short",
+    "dns_dropped_response",
+];

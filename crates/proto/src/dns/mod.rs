@@ -8,12 +8,16 @@
 pub mod build;
 pub mod db;
 pub mod handler;
+pub mod live;
+pub mod tcp;
 pub mod wire;
 pub mod zone;
 
 pub use build::BuildError;
 pub use db::ZoneSet;
-pub use handler::{DnsHandler, DnsStats, DEFAULT_MAX_UDP};
+pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
+pub use live::LiveZones;
+pub use tcp::{Prefix, TcpConfig, TcpServer};
 pub use zone::ZoneError;
 
 use std::path::Path;

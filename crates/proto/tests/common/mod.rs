@@ -163,3 +163,39 @@ impl Drop for Knot {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Our responder on 127.0.0.1 over UDP and TCP, serving `zones` (test data file names).
+pub fn start_udp_tcp(
+    zones: &[&str],
+    cfg: firehose_proto::dns::TcpConfig,
+) -> (Server, firehose_proto::dns::TcpServer) {
+    let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
+    let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
+    let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
+    let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+    let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
+    let tcp =
+        firehose_proto::dns::TcpServer::start(udp.local_addr(), live, cfg).expect("tcp listens");
+    (udp, tcp)
+}
+
+/// Writes `msgs` to a TCP stream as one burst of length-prefixed messages.
+pub fn send_framed(s: &mut std::net::TcpStream, msgs: &[Vec<u8>]) {
+    use std::io::Write;
+    let mut out = Vec::new();
+    for m in msgs {
+        out.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        out.extend_from_slice(m);
+    }
+    s.write_all(&out).unwrap();
+}
+
+/// Reads one length-prefixed message, or `None` at end of stream.
+pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut m = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut m).ok()?;
+    Some(m)
+}
