@@ -5,7 +5,10 @@ use super::db::{Found, NameMap, Node, Template, Tid, Zone, ZoneSet};
 use super::wire::{
     label_offsets, name_to_text, rcode, read_name, rtype, NameBuf, CLASS_IN, HEADER, MAX_NAME,
 };
-use super::zone::{Part, Record, ZoneData};
+use super::zone::{is_subdomain, Part, Record, ZoneData};
+
+/// Record type DNAME (RFC 6672).
+pub const DNAME: u16 = 39;
 use std::collections::BTreeSet;
 
 /// Why zones cannot be served together.
@@ -118,13 +121,23 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
     let is_cut =
         |n: usize| *node_name[n] != *zd.apex && by_node[n].iter().any(|r| r.rtype == rtype::NS);
     let mut node = vec![Node::default(); node_name.len()];
+    // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
+    // the DNAME owner.
+    let dnames: Vec<usize> = (0..node_name.len())
+        .filter(|&n| by_node[n].iter().any(|r| r.rtype == DNAME))
+        .collect();
+    for &d in &dnames {
+        node[d].dname = true;
+        let owner = node_name[d].clone();
+        nodes.retain(|name, _| name.len() <= owner.len() || !is_subdomain(name, &owner));
+    }
     for (i, name) in node_name.iter().enumerate() {
         // The highest cut at or above the node wins: everything below it is glue.
         node[i].cut = label_offsets(name)
             .into_iter()
             .rev()
             .filter(|&off| name.len() - off > zd.apex.len())
-            .map(|off| nodes[&name[off..]])
+            .filter_map(|off| nodes.get(&name[off..]).copied())
             .find(|&a| is_cut(a as usize));
     }
     let zone = Zone {
@@ -165,6 +178,7 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         let recs = &zr.by_node[n];
         let mut node = Node {
             cut: z.node[n].cut,
+            dname: z.node[n].dname,
             other: nodata,
             any: nodata,
             ..Node::default()
@@ -172,6 +186,17 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         if node.cut == Some(n as u32) {
             let t = render(&referral(set, zi, zr, &name), &name, false);
             node.referral = Some(push(set, t));
+            // DS is the parent's side of the cut (RFC 4035 §3.1.4.1): answered here.
+            let ds = rrset(zr, n, &Owner::Name(name.clone()), rtype::DS);
+            if !ds.is_empty() {
+                let s = Sections {
+                    rcode: rcode::NOERROR,
+                    aa: true,
+                    sec: [ds, Vec::new(), Vec::new()],
+                };
+                let tid = push(set, render(&s, &name, false));
+                node.answers.push((rtype::DS, tid));
+            }
         }
         if node.cut.is_none() {
             let wild = name.starts_with(b"\x01*");
@@ -366,8 +391,16 @@ fn resolve_at<'a>(
                     s.sec[1] = neg.sec[1].clone();
                     return s;
                 }
-                // Outside this zone or below a delegation: the client resolves on.
-                Some(Found::Referral(_)) | None => return s,
+                // Below a delegation: the referral goes with the CNAME (RFC 1034
+                // §4.3.2 step 3b), still authoritative for the CNAME.
+                Some(Found::Referral(c)) => {
+                    let cut = set.zones[zi].node_name[c as usize].clone();
+                    let r = referral(set, zi, zr, &cut);
+                    [_, s.sec[1], s.sec[2]] = r.sec;
+                    return s;
+                }
+                // Outside this zone or through a DNAME: the client resolves on.
+                Some(Found::Dname(_)) | None => return s,
             }
             continue;
         }

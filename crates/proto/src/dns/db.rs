@@ -7,6 +7,7 @@
 //! that does not point at the whole question is then shifted by the length difference.
 //! Lookups hash lower-case wire names held in fixed scratch buffers: nothing allocates.
 
+use super::build::DNAME;
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -110,11 +111,13 @@ pub struct Node {
     pub any: Tid,
     /// The referral, if this node is a zone cut.
     pub referral: Option<Tid>,
+    /// The node owns a DNAME: names below it are synthesized (RFC 6672).
+    pub dname: bool,
 }
 
 impl Node {
     #[inline]
-    fn template_for(&self, qtype: u16) -> Tid {
+    pub fn template_for(&self, qtype: u16) -> Tid {
         if qtype == rtype::ANY {
             return self.any;
         }
@@ -158,6 +161,8 @@ pub enum Found {
     Wildcard(u32),
     /// The name exists below a zone cut, or its closest encloser does (cut node index).
     Referral(u32),
+    /// An ancestor (node index) owns a DNAME that rewrites the name.
+    Dname(u32),
     /// Neither the name nor a wildcard exists.
     NxDomain,
 }
@@ -168,6 +173,13 @@ pub enum Answer<'a> {
     /// The name is in none of our zones.
     Refused,
     Template(&'a Template),
+    /// Below the DNAME of node `node` in zone `zone`: the DNAME RRset's template
+    /// (rendered against the owner's name) starts the answer.
+    Dname {
+        dname: &'a Template,
+        zone: u32,
+        owner_len: usize,
+    },
 }
 
 /// All zones served.
@@ -185,8 +197,45 @@ impl ZoneSet {
     /// label where that apex starts.
     #[inline]
     pub fn zone_for(&self, nb: &NameBuf, name_len: usize, labels: usize) -> Option<(u32, usize)> {
-        (labels.saturating_sub(self.max_apex_labels)..=labels)
+        self.zone_from(nb, name_len, labels, 0)
+    }
+
+    /// Like [`Self::zone_for`], for apexes starting at label `first` or later.
+    #[inline]
+    fn zone_from(
+        &self,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        first: usize,
+    ) -> Option<(u32, usize)> {
+        (labels.saturating_sub(self.max_apex_labels).max(first)..=labels)
             .find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
+    }
+
+    /// The template for `qtype` at `nb` if it is an existing name of zone `zi`, not
+    /// a wildcard match (for following a DNAME's synthesized CNAME).
+    pub fn chase(
+        &self,
+        zi: u32,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        qtype: u16,
+        wild: &mut [u8; MAX_NAME + 2],
+    ) -> Option<&Template> {
+        let (z, apex_at) = self.zone_for(nb, name_len, labels)?;
+        if z != zi {
+            return None;
+        }
+        let z = &self.zones[zi as usize];
+        let tid = match self.find(z, nb, name_len, labels, apex_at, wild) {
+            Found::Exact(n) => z.node[n as usize].template_for(qtype),
+            Found::Referral(c) => z.node[c as usize].referral?,
+            Found::NxDomain => z.nxdomain,
+            Found::Wildcard(_) | Found::Dname(_) => return None,
+        };
+        Some(&self.templates[tid as usize])
     }
 
     /// Finds `name` (in `nb`, `labels` labels) in zone `z` whose apex starts at label
@@ -217,6 +266,9 @@ impl ZoneSet {
             if let Some(c) = z.node[n as usize].cut {
                 return Found::Referral(c);
             }
+            if z.node[n as usize].dname {
+                return Found::Dname(n);
+            }
             let enc = nb.suffix(i, name_len);
             wild[0] = 1;
             wild[1] = b'*';
@@ -232,21 +284,33 @@ impl ZoneSet {
     /// The answer to a parsed query whose lower-case name is in `nb`.
     #[inline]
     pub fn answer(&self, nb: &NameBuf, q: &Query, wild: &mut [u8; MAX_NAME + 2]) -> Answer<'_> {
-        let Some((zi, apex_at)) = self.zone_for(nb, q.name_len, q.labels) else {
+        let Some((mut zi, mut apex_at)) = self.zone_for(nb, q.name_len, q.labels) else {
             return Answer::Refused;
         };
+        // DS at a child apex we also serve: the parent answers (RFC 4035 §3.1.4.1).
+        if q.qtype == rtype::DS && apex_at == 0 {
+            if let Some(p) = self.zone_from(nb, q.name_len, q.labels, 1) {
+                (zi, apex_at) = p;
+            }
+        }
         let z = &self.zones[zi as usize];
         let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
             Found::Exact(n) => z.node[n as usize].template_for(q.qtype),
             Found::Wildcard(n) => z.node[n as usize].template_for(q.qtype),
             Found::Referral(c) => {
                 let cut = &z.node[c as usize];
-                // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1); we hold
-                // none, so the parent's answer is NODATA.
+                // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1).
                 if q.qtype == rtype::DS && z.node_name[c as usize].len() == q.name_len {
-                    z.nodata
+                    cut.template_for(rtype::DS)
                 } else {
                     cut.referral.unwrap_or(z.nodata)
+                }
+            }
+            Found::Dname(n) => {
+                return Answer::Dname {
+                    dname: &self.templates[z.node[n as usize].template_for(DNAME) as usize],
+                    zone: zi,
+                    owner_len: z.node_name[n as usize].len(),
                 }
             }
             Found::NxDomain => z.nxdomain,

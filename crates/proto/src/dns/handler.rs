@@ -2,6 +2,7 @@
 //! the question (which is already where the response needs it), patch the header.
 
 use super::db::{Answer, Template, ZoneSet};
+use super::dname::{synthesize, Scratch};
 use super::live::LiveZones;
 use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
@@ -83,6 +84,8 @@ pub struct DnsHandler {
     db: Arc<ZoneSet>,
     max_udp: u16,
     name: Box<NameBuf>,
+    /// The name a DNAME rewrites the query name to.
+    target: Box<NameBuf>,
     wild: Box<[u8; MAX_NAME + 2]>,
     stats: DnsStats,
 }
@@ -103,6 +106,7 @@ impl DnsHandler {
             db,
             max_udp: max_udp.max(512),
             name: Box::default(),
+            target: Box::default(),
             wild: Box::new([0; MAX_NAME + 2]),
             stats: DnsStats::default(),
         }
@@ -223,10 +227,6 @@ impl DnsHandler {
             251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false, tr),
             _ => {}
         }
-        let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
-            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
-            Answer::Template(t) => t,
-        };
         let limit = match (tr, q.edns) {
             (Transport::Tcp { .. }, _) => MAX_TCP_MESSAGE,
             (Transport::Udp, Some(e)) => e.udp_size.clamp(512, self.max_udp) as usize,
@@ -237,6 +237,44 @@ impl DnsHandler {
             Self::opt_len(tr)
         } else {
             0
+        };
+        let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
+            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
+            Answer::Template(t) => t,
+            Answer::Dname {
+                dname,
+                zone,
+                owner_len,
+            } => {
+                let scratch = Scratch {
+                    name: &mut self.target,
+                    wild: &mut self.wild,
+                };
+                let synth = synthesize(
+                    &self.db,
+                    buf,
+                    q,
+                    &self.name,
+                    dname,
+                    zone,
+                    owner_len,
+                    limit - opt,
+                    scratch,
+                );
+                let Some(s) = synth else {
+                    self.stats.truncated += 1;
+                    return self.bare(buf, q, 0, true, true, tr);
+                };
+                let mut len = s.end;
+                let [an, ns, mut ar] = s.counts;
+                if let Some(e) = q.edns {
+                    len = self.opt(buf, len, 0, e.dnssec_ok, tr);
+                    ar += 1;
+                }
+                self.stats.rcode[s.rcode as usize] += 1;
+                self.header(buf, true, false, s.rcode, [1, an, ns, ar]);
+                return Verdict::Reply(len);
+            }
         };
         let start = q.question_end;
         let [an, ns, mut ar] = t.counts;

@@ -7,6 +7,7 @@
 
 pub mod build;
 pub mod db;
+pub mod dname;
 pub mod handler;
 pub mod live;
 pub mod tcp;

@@ -20,9 +20,19 @@ pub fn zone_path(file: &str) -> PathBuf {
 
 pub const ZONES: [&str; 2] = ["example.zone", "reverse.zone"];
 
+/// The operator cases (DNAME, DS at cuts, a child zone, big additional sections), as
+/// (apex, file).
+pub const OPERATOR_ZONES: [(&str, &str); 2] =
+    [("op.test", "op.zone"), ("child.op.test", "child.zone")];
+
 /// A handler over the test zones.
 pub fn handler() -> DnsHandler {
-    let paths: Vec<PathBuf> = ZONES.iter().map(|z| zone_path(z)).collect();
+    handler_for(&ZONES)
+}
+
+/// A handler over the named test zone files.
+pub fn handler_for(zones: &[&str]) -> DnsHandler {
+    let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     DnsHandler::new(
         load_zones(&paths).expect("test zones load"),
         DEFAULT_MAX_UDP,
@@ -31,8 +41,13 @@ pub fn handler() -> DnsHandler {
 
 /// Our responder on 127.0.0.1 with one worker.
 pub fn start_server() -> Server {
+    start_server_for(&ZONES)
+}
+
+/// Our responder on 127.0.0.1 with one worker, serving the named test zone files.
+pub fn start_server_for(zones: &[&str]) -> Server {
     let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
-    let h = handler();
+    let h = handler_for(zones);
     Server::start(&cfg, move |_| h.clone()).expect("server starts")
 }
 
@@ -104,8 +119,16 @@ pub struct Knot {
 }
 
 impl Knot {
-    /// Starts knotd, or returns why it cannot (not installed).
+    /// Starts knotd on the test zones, or returns why it cannot (not installed).
     pub fn start() -> Result<Knot, String> {
+        Self::start_with(&[
+            ("example.com", "example.zone"),
+            ("2.0.192.in-addr.arpa", "reverse.zone"),
+        ])
+    }
+
+    /// Starts knotd serving `zones` as (apex, test data file).
+    pub fn start_with(zones: &[(&str, &str)]) -> Result<Knot, String> {
         if Command::new("knotd").arg("--version").output().is_err() {
             return Err("knotd is not installed (Debian package knot)".into());
         }
@@ -120,10 +143,7 @@ impl Knot {
              zone:\n",
             d = dir.display()
         );
-        for (apex, file) in [
-            ("example.com", "example.zone"),
-            ("2.0.192.in-addr.arpa", "reverse.zone"),
-        ] {
+        for &(apex, file) in zones {
             conf += &format!(
                 "  - domain: {apex}\n    file: \"{}\"\n",
                 zone_path(file).display()
@@ -145,7 +165,8 @@ impl Knot {
         // Ready once it answers the apex SOA authoritatively.
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(r) = exchange(knot.addr, &query("example.com.", RecordType::SOA, None)) {
+            let apex = format!("{}.", zones[0].0);
+            if let Some(r) = exchange(knot.addr, &query(&apex, RecordType::SOA, None)) {
                 if Message::from_vec(&r).is_ok_and(|m| m.authoritative()) {
                     return Ok(knot);
                 }
