@@ -128,6 +128,9 @@ struct DnsArgs {
     /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     tcp_idle: Duration,
+    /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
+    #[arg(long, value_parser = parse_bytes, default_value = "256M")]
+    zone_max_size: usize,
     /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
     #[arg(long, value_name = "PREFIX")]
     allow_transfer: Vec<firehose_proto::dns::Prefix>,
@@ -143,6 +146,7 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
+        check_workers(workers)?;
         let mut cfg = ServeConfig::profile(self.profile.unwrap_or(Profile::Naive), listen, workers);
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
@@ -185,6 +189,25 @@ impl ServeArgs {
         cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
         Ok(cfg)
     }
+}
+
+/// Workers per allowed CPU beyond which more threads only contend.
+const WORKERS_PER_CPU: usize = 4;
+
+/// Refuses a worker count far beyond the CPUs this process may run on.
+fn check_workers(workers: usize) -> Result<()> {
+    let cpus = firehose_sys::cpu::allowed_cpus()
+        .map(|c| c.len())
+        .unwrap_or(1)
+        .max(1);
+    let max = cpus * WORKERS_PER_CPU;
+    if workers > max {
+        return Err(Usage(format!(
+            "--workers {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -250,11 +273,18 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
                 );
             }
-            let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
+            let db = firehose_proto::dns::load_zones_limited(zones, a.dns.zone_max_size as u64)
+                .map_err(|e| Usage(e.to_string()))?;
             let live = LiveZones::new(db);
-            let h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
-            let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
-            let tcp = if a.dns.tcp {
+            // With port 0 the UDP side picks the port; TCP must get the same one, so a
+            // port already taken for TCP means starting over on another.
+            let tries = if cfg.listen.port() == 0 { 5 } else { 1 };
+            for attempt in 1..=tries {
+                let h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+                let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
+                if !a.dns.tcp {
+                    return Ok(Running { server, tcp: None });
+                }
                 let tcfg = TcpConfig {
                     max_conns: a.dns.tcp_max_conns,
                     max_per_client: a.dns.tcp_max_per_client,
@@ -262,17 +292,23 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     allow_transfer: a.dns.allow_transfer.clone(),
                     max_udp: DEFAULT_MAX_UDP,
                 };
-                let t = TcpServer::start(server.local_addr(), live, tcfg).map_err(|e| {
-                    Usage(format!(
-                        "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
-                        server.local_addr()
-                    ))
-                })?;
-                Some(t)
-            } else {
-                None
-            };
-            return Ok(Running { server, tcp });
+                match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
+                    Ok(t) => return Ok(Running { server, tcp: Some(t) }),
+                    Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
+                        server.shutdown();
+                    }
+                    Err(e) => {
+                        return Err(Usage(format!(
+                            "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
+                            server.local_addr()
+                        ))
+                        .into())
+                    }
+                }
+            }
+            return Err(
+                Usage("no port free for both UDP and TCP; pass a --listen port".into()).into(),
+            );
         }
     };
     Ok(Running {

@@ -157,3 +157,66 @@ fn bad_zone_and_query_files_are_usage_errors() {
     let _ = std::fs::remove_file(bad);
     let _ = std::fs::remove_file(q);
 }
+
+#[test]
+fn serve_answers_over_tcp_on_the_same_port_and_counts_it() {
+    let stats = tmp("tcp.json");
+    let stats_s = stats.display().to_string();
+    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
+    let Some(text) = kdig(&srv, &["+tcp", "big.example.com", "TXT"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("ANSWER: 20;"), "{text}");
+    assert!(text.contains("(TCP)"), "{text}");
+    // Over UDP the same question is truncated; kdig then retries over TCP by itself.
+    let text = kdig(&srv, &["+bufsize=1232", "big.example.com", "TXT"]).unwrap();
+    assert!(
+        text.contains("ANSWER: 20;") && text.contains("(TCP)"),
+        "{text}"
+    );
+    let out = srv.stop();
+    assert!(out.contains("dns_tcp_queries 2"), "{out}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["handler"]["dns_tcp_queries"], 2);
+    assert_eq!(s["handler"]["dns_truncated"], 1);
+    let _ = std::fs::remove_file(stats);
+}
+
+#[test]
+fn absurd_workers_and_unbounded_zone_files_are_refused() {
+    let zone_file = zone("example.zone");
+    let out = run(&[
+        "serve",
+        "--proto",
+        "dns",
+        "--zone",
+        &zone_file,
+        "--workers",
+        "100000",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--workers 100000 is more than"), "{err}");
+    let out = run(&["serve", "--proto", "dns", "--zone", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "firehose: /dev/zero: is not a regular file; pass a zone file"
+    );
+    let out = run(&[
+        "serve",
+        "--proto",
+        "dns",
+        "--zone",
+        &zone_file,
+        "--zone-max-size",
+        "1K",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("raise --zone-max-size"), "{err}");
+}
