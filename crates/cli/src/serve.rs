@@ -7,7 +7,7 @@ use firehose_engine::{
     parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
     Steer, WorkerStats,
 };
-use firehose_proto::dns::{LiveZones, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{Outcome, Reloader, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,6 +252,8 @@ struct IntervalDoc {
 struct Running {
     server: Server,
     tcp: Option<TcpServer>,
+    /// Re-reads the zone files on SIGHUP.
+    reloader: Option<Reloader>,
 }
 
 fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Running> {
@@ -273,9 +275,9 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
                 );
             }
-            let db = firehose_proto::dns::load_zones_limited(zones, a.dns.zone_max_size as u64)
+            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64)
                 .map_err(|e| Usage(e.to_string()))?;
-            let live = LiveZones::new(db);
+            let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another.
             let tries = if cfg.listen.port() == 0 { 5 } else { 1 };
@@ -283,7 +285,11 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                 let h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
                 let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
                 if !a.dns.tcp {
-                    return Ok(Running { server, tcp: None });
+                    return Ok(Running {
+                        server,
+                        tcp: None,
+                        reloader: Some(reloader),
+                    });
                 }
                 let tcfg = TcpConfig {
                     max_conns: a.dns.tcp_max_conns,
@@ -293,7 +299,13 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     max_udp: DEFAULT_MAX_UDP,
                 };
                 match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
-                    Ok(t) => return Ok(Running { server, tcp: Some(t) }),
+                    Ok(t) => {
+                        return Ok(Running {
+                            server,
+                            tcp: Some(t),
+                            reloader: Some(reloader),
+                        })
+                    }
                     Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
                         server.shutdown();
                     }
@@ -314,6 +326,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
     Ok(Running {
         server: res.map_err(serve_error)?,
         tcp: None,
+        reloader: None,
     })
 }
 
@@ -349,7 +362,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let Running { server, tcp } = start_server(&cfg, a.proto, &a)?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handler")?;
+    let Running {
+        server,
+        tcp,
+        mut reloader,
+    } = start_server(&cfg, a.proto, &a)?;
     print_applied(&server, a.proto);
     if let Some(t) = &tcp {
         say!(
@@ -378,6 +398,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match reloader.as_mut() {
+                Some(r) => reload(r),
+                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
+            }
         }
         if let (Some(t), Some(iv)) = (next_tick, a.interval) {
             if Instant::now() >= t {
@@ -462,6 +488,31 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Re-reads the zone files (SIGHUP) and says what happened to each.
+fn reload(r: &mut Reloader) {
+    let t = Instant::now();
+    match r.reload() {
+        Ok(outcomes) => {
+            for (p, o) in outcomes {
+                match o {
+                    Outcome::Loaded(n) => {
+                        say!("firehose serve: reloaded {} ({n} records)", p.display())
+                    }
+                    Outcome::Kept(e) => say!(
+                        "firehose serve: reload of {} failed, still serving its previous version: {e}",
+                        p.display()
+                    ),
+                }
+            }
+            say!(
+                "firehose serve: zones swapped in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Err(e) => say!("firehose serve: reload failed, nothing changed: {e}"),
+    }
 }
 
 fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {

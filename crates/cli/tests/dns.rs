@@ -220,3 +220,69 @@ fn absurd_workers_and_unbounded_zone_files_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("raise --zone-max-size"), "{err}");
 }
+
+/// Reads serve's stdout until a line containing `want`; returns the lines read.
+fn read_until(srv: &mut Served, want: &str) -> String {
+    use std::io::BufRead;
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if srv.stdout.read_line(&mut line).unwrap() == 0 {
+            panic!("serve ended before {want:?}:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(want) {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn sighup_reloads_zones_and_a_broken_file_keeps_the_old_one() {
+    let path = tmp("hup.zone");
+    let write = |a: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "$ORIGIN hup.test.\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\nwww A {a}\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("192.0.2.10");
+    let p = path.display().to_string();
+    let mut srv = Served::start(&["--proto", "dns", "--zone", &p, "--listen", "127.0.0.1:0"]);
+    let Some(text) = kdig(&srv, &["www.hup.test", "A"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("192.0.2.10"), "{text}");
+    write("192.0.2.20");
+    let hup = |srv: &Served| {
+        let ok = Command::new("kill")
+            .args(["-HUP", &srv.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    hup(&srv);
+    let out = read_until(&mut srv, "zones swapped");
+    assert!(out.contains(&format!("reloaded {p} (4 records)")), "{out}");
+    let text = kdig(&srv, &["www.hup.test", "A"]).unwrap();
+    assert!(text.contains("192.0.2.20"), "{text}");
+    std::fs::write(
+        &path,
+        "$ORIGIN hup.test.\n@ SOA ns h 1 2 3 4 5\nwww A 192.0.2\n",
+    )
+    .unwrap();
+    hup(&srv);
+    let out = read_until(&mut srv, "zones swapped");
+    assert!(
+        out.contains(&format!("reload of {p} failed, still serving its previous version: {p}:3: expected IPv4 address")),
+        "{out}"
+    );
+    let text = kdig(&srv, &["www.hup.test", "A"]).unwrap();
+    assert!(text.contains("192.0.2.20"), "{text}");
+    srv.stop();
+    let _ = std::fs::remove_file(path);
+}

@@ -11,6 +11,7 @@ pub mod dname;
 mod entries;
 pub mod handler;
 pub mod live;
+pub mod reload;
 pub mod tcp;
 pub mod wire;
 pub mod zone;
@@ -19,6 +20,7 @@ pub use build::BuildError;
 pub use db::ZoneSet;
 pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
+pub use reload::{Outcome, Reloader};
 pub use tcp::{Prefix, TcpConfig, TcpServer};
 pub use zone::ZoneError;
 
