@@ -7,7 +7,7 @@ use firehose_engine::{
     parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
     Steer, WorkerStats,
 };
-use firehose_proto::dns::{Outcome, Reloader, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,6 +131,15 @@ struct DnsArgs {
     /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
     #[arg(long, value_parser = parse_bytes, default_value = "256M")]
     zone_max_size: usize,
+    /// Response rate limiting: responses per second per client network (/24, /56),
+    /// response kind and name; past it UDP responses are dropped or slipped (off by
+    /// default; TCP is never limited).
+    #[arg(long, value_name = "RATE", value_parser = parse_positive)]
+    rrl: Option<usize>,
+    /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
+    /// over TCP (0 drops them all).
+    #[arg(long, value_name = "N")]
+    rrl_slip: Option<u32>,
     /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
     #[arg(long, value_name = "PREFIX")]
     allow_transfer: Vec<firehose_proto::dns::Prefix>,
@@ -262,13 +271,16 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
-        Proto::Echo if !a.dns.allow_transfer.is_empty() => {
-            return Err(Usage("--allow-transfer applies only to --proto dns".into()).into())
+        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+            return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
         Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
+            }
+            if a.dns.rrl_slip.is_some() && a.dns.rrl.is_none() {
+                return Err(Usage("--rrl-slip needs --rrl RATE".into()).into());
             }
             if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
                 return Err(
@@ -282,7 +294,14 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
             // port already taken for TCP means starting over on another.
             let tries = if cfg.listen.port() == 0 { 5 } else { 1 };
             for attempt in 1..=tries {
-                let h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+                if let Some(rate) = a.dns.rrl {
+                    // Each worker keeps its own table and allows its share.
+                    h = h.with_rrl(RrlConfig {
+                        rate: rate.div_ceil(cfg.workers).min(u32::MAX as usize) as u32,
+                        slip: a.dns.rrl_slip.unwrap_or(2),
+                    });
+                }
                 let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
                 if !a.dns.tcp {
                     return Ok(Running {

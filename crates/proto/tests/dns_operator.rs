@@ -132,3 +132,47 @@ fn formerr_and_notimp_carry_opt_when_the_query_had_one() {
     assert_eq!((r[3] & 0xF, r[11], r.len()), (4, 0, q.len()));
     srv.shutdown();
 }
+
+#[test]
+fn rrl_drops_and_slips_past_the_rate() {
+    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_proto::dns::RrlConfig;
+    let mut h = common::handler_for(&FILES).with_rrl(RrlConfig { rate: 5, slip: 2 });
+    let mut buf = vec![0u8; 65536];
+    let q = query("mx.op.test.", RecordType::MX, None);
+    let mut ask_from = |ip: &str| {
+        buf[..q.len()].copy_from_slice(&q);
+        let peer = Peer::from_addr(format!("{ip}:5353").parse().unwrap());
+        match h.handle(&mut buf, q.len(), &peer) {
+            Verdict::Reply(n) => Some(hickory_proto::op::Message::from_vec(&buf[..n]).unwrap()),
+            _ => None,
+        }
+    };
+    let (mut full, mut slipped, mut dropped) = (0, 0, 0);
+    for i in 0..20 {
+        // The same /24 throughout.
+        match ask_from(&format!("192.0.2.{}", 10 + i)) {
+            Some(m) if m.truncated() => {
+                assert!(m.answers().is_empty());
+                assert_eq!(m.queries().len(), 1);
+                slipped += 1;
+            }
+            Some(m) => {
+                assert_eq!(m.answers().len(), 20);
+                full += 1;
+            }
+            None => dropped += 1,
+        }
+    }
+    // 5 per second; 20 queries take well under a second but may straddle one boundary.
+    assert!((5..=10).contains(&full), "{full} full answers");
+    assert!(
+        slipped >= 5 && dropped >= 5,
+        "{slipped} slipped, {dropped} dropped"
+    );
+    // Another network has its own budget.
+    assert!(ask_from("198.51.100.1").is_some_and(|m| !m.truncated()));
+    let c = h.counters();
+    assert!(c.contains(&("dns_rrl_slipped", slipped)), "{c:?}");
+    assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
+}

@@ -4,6 +4,7 @@
 use super::db::{Answer, Template, ZoneSet};
 use super::dname::{synthesize, Scratch};
 use super::live::LiveZones;
+use super::rrl::{Class, Decision, Rrl, RrlConfig};
 use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
     MAX_NAME,
@@ -88,6 +89,8 @@ pub struct DnsHandler {
     target: Box<NameBuf>,
     wild: Box<[u8; MAX_NAME + 2]>,
     stats: DnsStats,
+    /// Response rate limiting of UDP answers, if on.
+    rrl: Option<Box<Rrl>>,
 }
 
 impl DnsHandler {
@@ -109,7 +112,15 @@ impl DnsHandler {
             target: Box::default(),
             wild: Box::new([0; MAX_NAME + 2]),
             stats: DnsStats::default(),
+            rrl: None,
         }
+    }
+
+    /// Limits the rate of UDP responses (each handler, that is each worker, applies
+    /// `cfg` on its own).
+    pub fn with_rrl(mut self, cfg: RrlConfig) -> Self {
+        self.rrl = Some(Box::new(Rrl::new(cfg)));
+        self
     }
 
     /// Counters so far.
@@ -406,13 +417,72 @@ pub fn has_edns_option(msg: &[u8], question_end: usize, code: u16) -> bool {
     false
 }
 
+impl DnsHandler {
+    /// Applies response rate limiting to the response `buf[..n]` for `peer`.
+    #[cold]
+    fn limit(&mut self, buf: &mut [u8], n: usize, peer: &Peer<'_>) -> Verdict {
+        let (Some(rrl), Some(addr)) = (self.rrl.as_mut(), peer.addr()) else {
+            return Verdict::Reply(n);
+        };
+        let rc = buf[3] & 0xF;
+        let (qd, an) = (get16(buf, 4), get16(buf, 6));
+        let aa = buf[2] & 0x04 != 0;
+        // The echoed question's name is in `self.name`, lower-cased; find its length.
+        let (mut name_len, mut labels) = (0, 0);
+        if qd == 1 {
+            while HEADER + name_len < n && buf[HEADER + name_len] != 0 {
+                name_len += 1 + buf[HEADER + name_len] as usize;
+                labels += 1;
+            }
+            name_len += 1;
+        }
+        let qname = &self.name.bytes[..name_len.min(MAX_NAME)];
+        let (class, key): (Class, &[u8]) = match (rc, an > 0, aa) {
+            (rcode::NXDOMAIN, _, _) if qd == 1 => {
+                // One bucket per zone: random names must not each get their own.
+                let apex = self.db.zone_for(&self.name, name_len, labels);
+                let key = apex.map_or(qname, |(_, i)| self.name.suffix(i, name_len));
+                (Class::NxDomain, key)
+            }
+            (rcode::NOERROR, true, _) => (Class::Positive, qname),
+            (rcode::NOERROR, false, true) => (Class::NoData, qname),
+            (rcode::NOERROR, false, false) => (Class::Referral, qname),
+            _ => (Class::Error, &[][..]),
+        };
+        match rrl.check(addr.ip(), class, key) {
+            Decision::Send => Verdict::Reply(n),
+            Decision::Drop => Verdict::Drop,
+            Decision::Slip if qd == 1 => {
+                // The question alone, TC=1: a real client retries over TCP.
+                buf[2] |= 0x02;
+                for i in [6, 8, 10] {
+                    put16(buf, i, 0);
+                }
+                Verdict::Reply(HEADER + name_len + 4)
+            }
+            Decision::Slip => Verdict::Drop,
+        }
+    }
+}
+
 impl Handler for DnsHandler {
-    fn handle(&mut self, buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
-        self.respond(buf, len, Transport::Udp)
+    fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict {
+        let v = self.respond(buf, len, Transport::Udp);
+        match v {
+            Verdict::Reply(n) if self.rrl.is_some() => self.limit(buf, n, peer),
+            v => v,
+        }
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.stats.named(&UDP_COUNTERS)
+        let mut v = self.stats.named(&UDP_COUNTERS);
+        if let Some(r) = &self.rrl {
+            v.extend([
+                ("dns_rrl_dropped", r.dropped),
+                ("dns_rrl_slipped", r.slipped),
+            ]);
+        }
+        v
     }
 }
 

@@ -12,6 +12,7 @@ mod entries;
 pub mod handler;
 pub mod live;
 pub mod reload;
+pub mod rrl;
 pub mod tcp;
 pub mod wire;
 pub mod zone;
@@ -21,6 +22,7 @@ pub use db::ZoneSet;
 pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
 pub use reload::{Outcome, Reloader};
+pub use rrl::RrlConfig;
 pub use tcp::{Prefix, TcpConfig, TcpServer};
 pub use zone::ZoneError;
 
