@@ -287,7 +287,8 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
                 );
             }
-            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64)
+            let transfers = !a.dns.allow_transfer.is_empty();
+            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
                 .map_err(|e| Usage(e.to_string()))?;
             let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a

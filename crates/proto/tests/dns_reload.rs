@@ -56,7 +56,8 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
     let path: PathBuf =
         std::env::temp_dir().join(format!("fh-dns-reload-{}.zone", std::process::id()));
     write_version(&path, 1);
-    let mut reloader = Reloader::load(std::slice::from_ref(&path), DEFAULT_ZONE_MAX_SIZE).unwrap();
+    let mut reloader =
+        Reloader::load(std::slice::from_ref(&path), DEFAULT_ZONE_MAX_SIZE, false).unwrap();
     let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 2);
     let h = DnsHandler::live(reloader.live(), 1232);
     let srv = Server::start(&cfg, move |_| h.clone()).unwrap();

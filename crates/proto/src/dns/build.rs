@@ -51,8 +51,14 @@ struct ZoneRecords<'a> {
     by_node: Vec<Vec<&'a Record>>,
 }
 
-/// Builds the served data from loaded zones.
+/// Builds the served data from loaded zones, ready for zone transfers too.
 pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
+    build_for(zones, true)
+}
+
+/// Builds the served data; with `transfers`, also keeps every zone's records in wire
+/// form for AXFR (as much memory again as the zone's wire size).
+pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -77,6 +83,9 @@ pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
         .collect();
     for (zi, group) in groups.iter().enumerate() {
         fill_templates(&mut set, zi, group, &all_types);
+        if transfers {
+            (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(group);
+        }
     }
     Ok(set)
 }
@@ -171,7 +180,6 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
     let nodata = push(set, neg(rcode::NOERROR));
     set.zones[zi].nxdomain = nx;
     set.zones[zi].nodata = nodata;
-    (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(zr);
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
         let name = z.node_name[n].to_vec();

@@ -27,13 +27,14 @@ pub struct Reloader {
     paths: Vec<PathBuf>,
     max_size: u64,
     good: Vec<Vec<u8>>,
+    transfers: bool,
     live: Arc<LiveZones>,
 }
 
 impl Reloader {
     /// Loads `paths` (each a regular file of at most `max_size` bytes) for the first
-    /// time; any failure is an error.
-    pub fn load(paths: &[PathBuf], max_size: u64) -> Result<Self, DnsError> {
+    /// time; any failure is an error. `transfers` keeps what AXFR needs.
+    pub fn load(paths: &[PathBuf], max_size: u64, transfers: bool) -> Result<Self, DnsError> {
         let mut good = Vec::with_capacity(paths.len());
         let mut zones = Vec::with_capacity(paths.len());
         for p in paths {
@@ -41,11 +42,12 @@ impl Reloader {
             zones.push(zone::parse_zone(&text, &p.display().to_string())?);
             good.push(text);
         }
-        let set = build::build(&zones)?;
+        let set = build::build_for(&zones, transfers)?;
         Ok(Reloader {
             paths: paths.to_vec(),
             max_size,
             good,
+            transfers,
             live: LiveZones::new(Arc::new(set)),
         })
     }
@@ -79,7 +81,7 @@ impl Reloader {
                 }
             }
         }
-        let set = build::build(&zones)?;
+        let set = build::build_for(&zones, self.transfers)?;
         self.live.publish(Arc::new(set));
         for (g, t) in self.good.iter_mut().zip(texts) {
             if let Some(t) = t {

@@ -451,7 +451,9 @@ impl<'a> Conn<'a> {
             .get(&self.name.bytes[..name_len])
             .map(|&z| &db.zones[z as usize]);
         let rc = match zone {
+            // Not allowed, or the zones were built without their transfer data.
             _ if !allowed => rcode::REFUSED,
+            Some(z) if z.axfr.is_empty() => rcode::REFUSED,
             None => NOTAUTH,
             Some(_) => rcode::NOERROR,
         };
