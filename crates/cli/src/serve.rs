@@ -7,6 +7,7 @@ use firehose_engine::{
     parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
     Steer, WorkerStats,
 };
+use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -140,6 +141,17 @@ struct DnsArgs {
     /// over TCP (0 drops them all).
     #[arg(long, value_name = "N")]
     rrl_slip: Option<u32>,
+    /// Answer NSID requests (RFC 5001) with this identifier (e.g. the host name).
+    #[arg(long, value_name = "TEXT")]
+    nsid: Option<String>,
+    /// DNS cookies (RFC 7873, server cookies per RFC 9018): on or off. A query with a
+    /// valid server cookie is exempt from --rrl.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off")]
+    cookies: bool,
+    /// The cookie secret, 32 hex digits, shared by servers behind one address
+    /// [default: random at start].
+    #[arg(long, value_name = "HEX", value_parser = parse_secret)]
+    cookie_secret: Option<[u8; 16]>,
     /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
     #[arg(long, value_name = "PREFIX")]
     allow_transfer: Vec<firehose_proto::dns::Prefix>,
@@ -219,6 +231,46 @@ fn check_workers(workers: usize) -> Result<()> {
     Ok(())
 }
 
+fn parse_secret(s: &str) -> Result<[u8; 16], String> {
+    let bad = || format!("'{s}' is not 32 hex digits (16 bytes)");
+    if s.len() != 32 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// The EDNS options to answer, from the flags.
+fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
+    if let Some(n) = &d.nsid {
+        if n.is_empty() || n.len() > MAX_NSID {
+            return Err(Usage(format!("--nsid must be 1 to {MAX_NSID} bytes")).into());
+        }
+    }
+    if d.cookie_secret.is_some() && !d.cookies {
+        return Err(Usage("--cookie-secret needs --cookies on".into()).into());
+    }
+    let cookie_secret = match (d.cookies, d.cookie_secret) {
+        (false, _) => None,
+        (true, Some(s)) => Some(s),
+        (true, None) => {
+            use std::io::Read;
+            let mut s = [0u8; 16];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut s))
+                .context("reading a cookie secret from /dev/urandom")?;
+            Some(s)
+        }
+    };
+    Ok(OptionsConfig {
+        nsid: d.nsid.as_ref().map(|n| n.as_bytes().to_vec()),
+        cookie_secret,
+    })
+}
+
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
@@ -287,6 +339,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
                 );
             }
+            let options = options_config(&a.dns)?;
             let transfers = !a.dns.allow_transfer.is_empty();
             let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
                 .map_err(|e| Usage(e.to_string()))?;
@@ -295,7 +348,8 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
             // port already taken for TCP means starting over on another.
             let tries = if cfg.listen.port() == 0 { 5 } else { 1 };
             for attempt in 1..=tries {
-                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
+                    .with_options(options.clone());
                 if let Some(rate) = a.dns.rrl {
                     // Each worker keeps its own table and allows its share.
                     h = h.with_rrl(RrlConfig {
@@ -317,6 +371,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                     idle: a.dns.tcp_idle,
                     allow_transfer: a.dns.allow_transfer.clone(),
                     max_udp: DEFAULT_MAX_UDP,
+                    options: options.clone(),
                 };
                 match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
                     Ok(t) => {

@@ -176,3 +176,91 @@ fn rrl_drops_and_slips_past_the_rate() {
     assert!(c.contains(&("dns_rrl_slipped", slipped)), "{c:?}");
     assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
 }
+
+/// A query with EDNS options `opts` (code, value) in its OPT.
+fn with_options(name: &str, opts: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut q = query(name, RecordType::A, Some(1232));
+    let mut rdata = Vec::new();
+    for (code, v) in opts {
+        rdata.extend_from_slice(&code.to_be_bytes());
+        rdata.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        rdata.extend_from_slice(v);
+    }
+    let at = q.len() - 2;
+    q[at..].copy_from_slice(&(rdata.len() as u16).to_be_bytes());
+    q.extend_from_slice(&rdata);
+    q
+}
+
+/// The options of the OPT that ends a response, as (code, value).
+fn response_options(r: &[u8]) -> Vec<(u16, Vec<u8>)> {
+    let n = r.len();
+    let at = (11..n.min(300))
+        .map(|k| n - k)
+        .find(|&at| {
+            r[at..at + 3] == [0, 0, 41]
+                && u16::from_be_bytes([r[at + 9], r[at + 10]]) as usize == n - at - 11
+        })
+        .expect("an OPT at the end");
+    let mut out = Vec::new();
+    let mut o = at + 11;
+    while o + 4 <= n {
+        let code = u16::from_be_bytes([r[o], r[o + 1]]);
+        let len = u16::from_be_bytes([r[o + 2], r[o + 3]]) as usize;
+        out.push((code, r[o + 4..o + 4 + len].to_vec()));
+        o += 4 + len;
+    }
+    out
+}
+
+#[test]
+fn nsid_and_cookies_when_switched_on() {
+    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_proto::dns::options::OptionsConfig;
+    use firehose_proto::dns::RrlConfig;
+    let plain = common::handler_for(&FILES);
+    let mut h = plain
+        .clone()
+        .with_options(OptionsConfig {
+            nsid: Some(b"ns-a".to_vec()),
+            cookie_secret: Some([7; 16]),
+        })
+        .with_rrl(RrlConfig { rate: 1, slip: 0 });
+    let peer = Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+    let mut buf = vec![0u8; 65536];
+    let mut ask = |h: &mut firehose_proto::DnsHandler, q: &[u8]| {
+        buf[..q.len()].copy_from_slice(q);
+        match h.handle(&mut buf, q.len(), &peer) {
+            Verdict::Reply(n) => Some(buf[..n].to_vec()),
+            _ => None,
+        }
+    };
+    let client = [1, 2, 3, 4, 5, 6, 7, 8];
+    let q = with_options("newdept.op.test.", &[(3, b""), (10, &client)]);
+    let r = ask(&mut h, &q).unwrap();
+    let opts = response_options(&r);
+    assert_eq!(opts[0], (3, b"ns-a".to_vec()));
+    let (code, cookie) = &opts[1];
+    assert_eq!(
+        (*code, cookie.len(), &cookie[..8], cookie[8]),
+        (10, 24, &client[..], 1)
+    );
+    // Rate 1: without a valid server cookie the next answers are dropped (at least one
+    // of three, should a second begin between them)...
+    let dropped = (0..3).filter(|_| ask(&mut h, &q).is_none()).count();
+    assert!(dropped >= 1);
+    // ...with the one we got, they are not.
+    let q2 = with_options("newdept.op.test.", &[(10, cookie)]);
+    for _ in 0..3 {
+        let r = ask(&mut h, &q2).expect("a valid cookie is not rate limited");
+        assert_eq!(response_options(&r)[0].1[..8], client);
+    }
+    // A cookie option of a forbidden length: FORMERR.
+    let bad = with_options("newdept.op.test.", &[(10, &[1, 2, 3, 4, 5])]);
+    let r = ask(&mut h, &bad).unwrap();
+    assert_eq!(r[3] & 0xF, 1);
+    // Switched off, the options are ignored.
+    let mut off = plain;
+    let r = ask(&mut off, &q).unwrap();
+    assert!(response_options(&r).is_empty());
+}

@@ -4,6 +4,7 @@
 use super::db::{Answer, Template, ZoneSet};
 use super::dname::{synthesize, Scratch};
 use super::live::LiveZones;
+use super::options::{self, OptionsConfig, EXTRA_MAX};
 use super::rrl::{Class, Decision, Rrl, RrlConfig};
 use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
@@ -91,6 +92,13 @@ pub struct DnsHandler {
     stats: DnsStats,
     /// Response rate limiting of UDP answers, if on.
     rrl: Option<Box<Rrl>>,
+    /// NSID and cookies, if either is on.
+    options: Option<Arc<OptionsConfig>>,
+    /// Our EDNS options for the current response, and their length.
+    extra: Box<[u8; EXTRA_MAX]>,
+    extra_len: usize,
+    /// The current query carried a valid server cookie (exempt from rate limiting).
+    cookie_ok: bool,
 }
 
 impl DnsHandler {
@@ -113,7 +121,18 @@ impl DnsHandler {
             wild: Box::new([0; MAX_NAME + 2]),
             stats: DnsStats::default(),
             rrl: None,
+            options: None,
+            extra: Box::new([0; EXTRA_MAX]),
+            extra_len: 0,
+            cookie_ok: false,
         }
+    }
+
+    /// Answers NSID and cookie options as `cfg` says (nothing if both are off).
+    pub fn with_options(mut self, cfg: OptionsConfig) -> Self {
+        let on = cfg.nsid.is_some() || cfg.cookie_secret.is_some();
+        self.options = on.then(|| Arc::new(cfg));
+        self
     }
 
     /// Limits the rate of UDP responses (each handler, that is each worker, applies
@@ -154,15 +173,16 @@ impl DnsHandler {
         }
     }
 
-    /// Length of our OPT record for `tr`.
+    /// Length of our OPT record for `tr`, with the options this query asked for.
     #[inline]
-    fn opt_len(tr: Transport) -> usize {
-        match tr {
+    fn opt_len(&self, tr: Transport) -> usize {
+        let keepalive = match tr {
             Transport::Tcp {
                 keepalive: Some(_), ..
-            } => OPT_LEN + 6,
-            _ => OPT_LEN,
-        }
+            } => 6,
+            _ => 0,
+        };
+        OPT_LEN + keepalive + self.extra_len
     }
 
     /// Appends our OPT record at `at`; returns the new length.
@@ -195,12 +215,16 @@ impl DnsHandler {
             keepalive: Some(t), ..
         } = tr
         {
-            put16(buf, at + 9, 6);
             put16(buf, end, OPT_TCP_KEEPALIVE);
             put16(buf, end + 2, 2);
             put16(buf, end + 4, t);
             end += 6;
         }
+        if self.extra_len > 0 {
+            buf[end..end + self.extra_len].copy_from_slice(&self.extra[..self.extra_len]);
+            end += self.extra_len;
+        }
+        put16(buf, at + 9, (end - at - OPT_LEN) as u16);
         end
     }
 
@@ -245,7 +269,7 @@ impl DnsHandler {
         }
         .min(buf.len());
         let opt = if q.edns.is_some() {
-            Self::opt_len(tr)
+            self.opt_len(tr)
         } else {
             0
         };
@@ -329,10 +353,26 @@ impl DnsHandler {
         Verdict::Reply(len)
     }
 
-    /// Answers the message `buf[..len]` in place for transport `tr`.
-    pub fn respond(&mut self, buf: &mut [u8], len: usize, tr: Transport) -> Verdict {
+    /// Answers the message `buf[..len]` from `peer` in place for transport `tr`.
+    pub fn respond(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        tr: Transport,
+        peer: &Peer<'_>,
+    ) -> Verdict {
         self.refresh();
+        self.extra_len = 0;
+        self.cookie_ok = false;
         match parse_query(&buf[..len], &mut self.name) {
+            Parsed::Query(q) if self.options.is_some() && q.edns.is_some() => {
+                if self.read_options(buf, len, &q, peer) {
+                    self.answer(buf, &q, tr)
+                } else {
+                    // A cookie of a forbidden length (RFC 7873 §5.2.2).
+                    self.bare(buf, &q, rcode::FORMERR as u16, false, false, tr)
+                }
+            }
             Parsed::Query(q) => self.answer(buf, &q, tr),
             Parsed::Drop(DropReason::Short) => {
                 self.stats.dropped_short += 1;
@@ -357,9 +397,27 @@ impl DnsHandler {
         }
     }
 
+    /// Reads the query's EDNS options and prepares ours; false if they are malformed.
+    #[cold]
+    fn read_options(&mut self, buf: &[u8], len: usize, q: &Query, peer: &Peer<'_>) -> bool {
+        let Some(cfg) = self.options.as_deref() else {
+            return true;
+        };
+        let ip = cfg.cookie_secret.and(peer.addr()).map(|a| a.ip());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as u32);
+        let rdata = buf.get(q.question_end + OPT_LEN..len).unwrap_or_default();
+        let asked = options::read(rdata, cfg, ip, now);
+        self.cookie_ok = asked.cookie_valid;
+        self.extra_len = options::write(&mut self.extra, &asked, cfg, ip, now);
+        !asked.cookie_malformed
+    }
+
     /// Answers the query `buf[..len]` with rcode `rc` and no records (a transfer that
     /// is not allowed, say). `None` if it is not a readable query.
     pub fn refuse(&mut self, buf: &mut [u8], len: usize, rc: u8, tr: Transport) -> Option<usize> {
+        self.extra_len = 0;
         match parse_query(&buf[..len], &mut self.name) {
             Parsed::Query(q) => match self.bare(buf, &q, rc as u16, false, false, tr) {
                 Verdict::Reply(n) => Some(n),
@@ -467,9 +525,9 @@ impl DnsHandler {
 
 impl Handler for DnsHandler {
     fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict {
-        let v = self.respond(buf, len, Transport::Udp);
+        let v = self.respond(buf, len, Transport::Udp, peer);
         match v {
-            Verdict::Reply(n) if self.rrl.is_some() => self.limit(buf, n, peer),
+            Verdict::Reply(n) if self.rrl.is_some() && !self.cookie_ok => self.limit(buf, n, peer),
             v => v,
         }
     }

@@ -11,6 +11,7 @@ pub mod dname;
 mod entries;
 pub mod handler;
 pub mod live;
+pub mod options;
 pub mod reload;
 pub mod rrl;
 pub mod tcp;

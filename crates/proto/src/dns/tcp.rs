@@ -96,6 +96,8 @@ pub struct TcpConfig {
     pub allow_transfer: Vec<Prefix>,
     /// The UDP payload size we advertise in OPT.
     pub max_udp: u16,
+    /// NSID and cookies, answered as over UDP.
+    pub options: super::options::OptionsConfig,
 }
 
 impl Default for TcpConfig {
@@ -106,6 +108,7 @@ impl Default for TcpConfig {
             idle: Duration::from_secs(10),
             allow_transfer: Vec::new(),
             max_udp: super::DEFAULT_MAX_UDP,
+            options: Default::default(),
         }
     }
 }
@@ -352,7 +355,8 @@ impl<'a> Conn<'a> {
         Conn {
             sh,
             peer,
-            handler: DnsHandler::live(sh.live.clone(), sh.cfg.max_udp),
+            handler: DnsHandler::live(sh.live.clone(), sh.cfg.max_udp)
+                .with_options(sh.cfg.options.clone()),
             inbuf: vec![0; 2 * (2 + MAX_TCP_MESSAGE)],
             msg: vec![0; MAX_TCP_MESSAGE],
             out: Vec::with_capacity(4096),
@@ -422,7 +426,8 @@ impl<'a> Conn<'a> {
         if let Some(q) = q.filter(|q| q.qtype == AXFR && q.qclass == super::wire::CLASS_IN) {
             return self.transfer(len, q.name_len, q.question_end, tr, s);
         }
-        match self.handler.respond(&mut self.msg, len, tr) {
+        let peer = firehose_engine::Peer::from_addr(self.peer);
+        match self.handler.respond(&mut self.msg, len, tr, &peer) {
             Verdict::Reply(n) => push_framed(&mut self.out, &self.msg[..n]),
             // A response sent to us, or a runt: RFC 7766 §6.2.2 lets the server close.
             Verdict::Drop | Verdict::Error => return false,
