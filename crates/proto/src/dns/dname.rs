@@ -29,6 +29,7 @@ pub struct Scratch<'a> {
 /// whose template is `dname` and whose owner is `owner_len` bytes long, in zone `zone`.
 /// `None` if it does not fit in `limit` bytes.
 #[allow(clippy::too_many_arguments)]
+#[cold]
 pub fn synthesize(
     db: &ZoneSet,
     buf: &mut [u8],
