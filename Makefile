@@ -2,20 +2,28 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench lint clean
+.PHONY: build demo test bench lint clean deps
+
+# The Debian packages every target uses (one list: mk/deps); installs them as root.
+deps:
+	@sh mk/deps all
+
 build:
 	$(CARGO) build --release --locked
 
 # A short climb of the server profiles on loopback (server on CPU 0, client on CPU 1).
 demo: build
+	@sh mk/deps demo
 	$(BIN) bench --repetitions 1 --duration 2
 
 # The test suite (root-only tests skip with a reason when not root).
 test:
+	@sh mk/deps test
 	$(CARGO) test --workspace --locked
 
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build
+	@sh mk/deps bench
 	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
 
 lint:

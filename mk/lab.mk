@@ -5,22 +5,20 @@ LAB_BIN ?= $(or $(CARGO_TARGET_DIR),target)/release/firehose
 LAB_OUT ?= results
 # Three interleaved repetitions of 5 s per step, as the rules of measurement ask.
 LAB_ARGS ?= --repetitions 3 --duration 5 --warmup 1
-# Debian packages of the peers the benchmarks measure against (sockperf; Knot DNS, NSD,
-# dnsperf and kdig for DNS) and of perf, which counts a peer server's syscalls
-# (raw_syscalls:sys_enter).
-PEER_PACKAGES ?= sockperf knot knot-dnsutils nsd dnsperf linux-perf
 
 .PHONY: ladder peers
 
 # The NTT ladder on loopback, then on veth (root: namespaces), each with a report:
 # $(LAB_OUT)/ladder-<topology>/report.html, report.md and results.json.
 ladder: build
+	@sh mk/deps lab
 	mkdir -p $(LAB_OUT)
 	$(LAB_BIN) lab ladder --topology loopback $(LAB_ARGS) \
 		--json $(LAB_OUT)/ladder-loopback.json --report $(LAB_OUT)/ladder-loopback
 	$(LAB_BIN) lab ladder --topology veth $(LAB_ARGS) \
 		--json $(LAB_OUT)/ladder-veth.json --report $(LAB_OUT)/ladder-veth
 
-# Installs the peers from Debian packages (root).
+# Installs the peers (sockperf, Knot DNS, NSD, dnsperf, perf) from Debian packages (root;
+# otherwise prints the apt-get line). The list is in mk/deps.
 peers:
-	apt-get install -y $(PEER_PACKAGES)
+	@sh mk/deps peers

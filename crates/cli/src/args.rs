@@ -1,5 +1,9 @@
-//! Argument parsers shared by subcommands, and the error that means "bad usage" (exit 2).
+//! The value parsers every subcommand shares, one per kind of value, so a string means the
+//! same thing wherever it is given: durations (`10`, `2.5s`, `250ms`; a bare number is
+//! seconds), rates (`50k`, `1.5M`), sizes (`64`, `4K`, `1M`), CPUs (`0-3,6`, `auto`,
+//! `none`), counts. And the error that means "bad usage" (exit 2).
 
+use firehose_sys::cpu::CpuSet;
 use std::time::Duration;
 
 /// Bad input from the user: printed as one line, exit code 2.
@@ -14,8 +18,19 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
-/// Parses a duration: `10` or `10s` (seconds, fractions allowed), `250ms`, `50us`, `2m`.
+/// Parses a duration greater than zero: `10` or `10s` (seconds, fractions allowed),
+/// `250ms`, `50us`, `2m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration(s, false)
+}
+
+/// Parses a duration as [`parse_duration`] does, where zero means "none" (a warm-up, an
+/// interval).
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    duration(s, true)
+}
+
+fn duration(s: &str, zero_ok: bool) -> Result<Duration, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -32,10 +47,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a duration (examples: 10, 2.5s, 250ms, 1m)"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("'{s}' must be greater than zero"));
+    if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
+        return Err(if zero_ok {
+            format!("'{s}' must be zero or more")
+        } else {
+            format!("'{s}' must be greater than zero")
+        });
     }
-    Ok(Duration::from_secs_f64(v * scale))
+    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("'{s}' is too long"))
 }
 
 /// Parses a byte size: `4194304`, `4M`, `256K`, `1G`.
@@ -66,6 +85,53 @@ pub fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Whole seconds of `d`, for a flag whose consumer counts in seconds.
+pub fn whole_secs(flag: &str, d: Duration) -> Result<u64, Usage> {
+    if d.subsec_nanos() != 0 {
+        return Err(Usage(format!(
+            "{flag} {}s: only whole seconds are supported here; give e.g. {}s",
+            d.as_secs_f64(),
+            d.as_secs().max(1)
+        )));
+    }
+    Ok(d.as_secs())
+}
+
+/// Whole milliseconds of `d`, for a flag whose consumer counts in milliseconds.
+pub fn whole_millis(flag: &str, d: Duration) -> Result<u64, Usage> {
+    if !d.as_nanos().is_multiple_of(1_000_000) {
+        return Err(Usage(format!(
+            "{flag} {:?}: only whole milliseconds are supported here; give e.g. {}ms",
+            d,
+            d.as_millis().max(1)
+        )));
+    }
+    Ok(d.as_millis() as u64)
+}
+
+/// A rate as a whole number per second, for a consumer that takes integers.
+pub fn whole_rate(flag: &str, r: f64) -> Result<u64, Usage> {
+    if r.fract() != 0.0 {
+        return Err(Usage(format!(
+            "{flag} {r}: only a whole number of transactions per second is supported here"
+        )));
+    }
+    Ok(r as u64)
+}
+
+/// Parses one CPU in the CPU-list syntax (`3`), for flags that place one thread.
+pub fn parse_cpu(s: &str) -> Result<usize, String> {
+    match parse_cpus(s)? {
+        Cpus::List(l) if l.len() == 1 => Ok(l.to_vec()[0]),
+        Cpus::List(l) => Err(format!(
+            "'{s}' names {} CPUs; give one, e.g. {}",
+            l.len(),
+            l.to_vec()[0]
+        )),
+        _ => Err(format!("'{s}': give one CPU number, e.g. 0")),
+    }
+}
+
 /// Parses a positive rate (transactions per second); `k`/`M` suffixes allowed.
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -81,6 +147,35 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         return Err(format!("'{s}' must be greater than zero"));
     }
     Ok(v * mult)
+}
+
+/// Where threads run, as every subcommand takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpus {
+    /// `auto`: the program places them (one per allowed CPU, in order, unless a
+    /// subcommand says otherwise).
+    Auto,
+    /// `none`: wherever the scheduler puts them.
+    None,
+    /// A CPU list such as `0-3,6`, naming at least one CPU.
+    List(CpuSet),
+}
+
+/// Parses `auto`, `none` or a CPU list (`0-3,6`).
+pub fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    match s.trim() {
+        "auto" => Ok(Cpus::Auto),
+        "none" => Ok(Cpus::None),
+        t => {
+            let set = CpuSet::parse_list(t).map_err(|e| e.to_string())?;
+            if set.is_empty() {
+                return Err(format!(
+                    "'{s}' names no CPU (expected auto, none, or a CPU list such as 0-3,6)"
+                ));
+            }
+            Ok(Cpus::List(set))
+        }
+    }
 }
 
 /// Formats a count with thousands separators.
@@ -109,6 +204,54 @@ mod tests {
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("ten").is_err());
+        assert_eq!(parse_duration_or_zero("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration_or_zero("0ms").unwrap(), Duration::ZERO);
+        assert!(parse_duration_or_zero("-1").is_err());
+        assert!(parse_duration("1e300").is_err(), "too long for a Duration");
+    }
+
+    #[test]
+    fn whole_units_for_consumers_that_count_them() {
+        assert_eq!(whole_secs("--duration", Duration::from_secs(5)).unwrap(), 5);
+        let e = whole_secs("--duration", Duration::from_millis(2500)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--duration 2.5s: only whole seconds are supported here; give e.g. 2s"
+        );
+        assert_eq!(
+            whole_millis("--timeout", Duration::from_secs(1)).unwrap(),
+            1000
+        );
+        assert!(whole_millis("--timeout", Duration::from_micros(1500)).is_err());
+        assert_eq!(whole_rate("--rate", 10e3).unwrap(), 10_000);
+        assert!(whole_rate("--rate", 2.5).is_err());
+    }
+
+    #[test]
+    fn one_cpu() {
+        assert_eq!(parse_cpu("3").unwrap(), 3);
+        assert_eq!(parse_cpu(" 1\n").unwrap(), 1);
+        assert_eq!(parse_cpu("2-2").unwrap(), 2);
+        let e = parse_cpu("0-1").unwrap_err();
+        assert_eq!(e, "'0-1' names 2 CPUs; give one, e.g. 0");
+        assert!(parse_cpu("auto").is_err());
+        assert!(parse_cpu("x")
+            .unwrap_err()
+            .contains("'x' is not a CPU number"));
+    }
+
+    #[test]
+    fn cpus() {
+        assert_eq!(parse_cpus("auto").unwrap(), Cpus::Auto);
+        assert_eq!(parse_cpus("none").unwrap(), Cpus::None);
+        let Cpus::List(l) = parse_cpus("0-3,6").unwrap() else {
+            panic!("not a list")
+        };
+        assert_eq!(l.to_vec(), [0, 1, 2, 3, 6]);
+        let e = parse_cpus("0-x").unwrap_err();
+        assert!(e.contains("'x' is not a CPU number"), "{e}");
+        let e = parse_cpus(" ").unwrap_err();
+        assert!(e.contains("names no CPU"), "{e}");
     }
 
     #[test]
@@ -120,5 +263,181 @@ mod tests {
         assert!(parse_positive("-3").is_err());
         assert_eq!(thousands(1234567.0), "1,234,567");
         assert_eq!(thousands(12.0), "12");
+    }
+}
+
+/// Every subcommand accepts the same strings for the same kind of value.
+#[cfg(test)]
+mod same_strings {
+    use clap::{CommandFactory, Parser};
+
+    /// The words before the value, for every flag of a kind; a test below checks that the
+    /// lists name every flag whose value name says it is of that kind.
+    const DURATION: &[&[&str]] = &[
+        &["serve", "--interval"],
+        &["serve", "--duration"],
+        &["load", "--target", "127.0.0.1:9", "--duration"],
+        &["load", "--target", "127.0.0.1:9", "--warmup"],
+        &["load", "--target", "127.0.0.1:9", "--timeout"],
+        &["load", "--target", "127.0.0.1:9", "--interval"],
+        &["bench", "--duration"],
+        &["doctor", "--sample"],
+        &["lab", "ladder", "--duration"],
+        &["lab", "ladder", "--warmup"],
+        &["lab", "ladder", "--timeout"],
+        &["lab", "compare", "--duration"],
+        &["lab", "compare", "--warmup"],
+        &["lab", "compare", "--timeout"],
+    ];
+    /// Of those, the ones where zero means "none".
+    const DURATION_OR_ZERO: &[&[&str]] = &[
+        &["load", "--target", "127.0.0.1:9", "--warmup"],
+        &["load", "--target", "127.0.0.1:9", "--interval"],
+        &["lab", "ladder", "--warmup"],
+        &["lab", "compare", "--warmup"],
+    ];
+    const RATE: &[&[&str]] = &[
+        &["load", "--target", "127.0.0.1:9", "--rate"],
+        &["bench", "--rate"],
+        &["lab", "ladder", "--rate"],
+        &["lab", "compare", "--rate"],
+    ];
+    const SIZE: &[&[&str]] = &[
+        &["serve", "--rcvbuf"],
+        &["serve", "--sndbuf"],
+        &["load", "--target", "127.0.0.1:9", "--size"],
+        &["lab", "ladder", "--size"],
+        &["lab", "compare", "--size"],
+    ];
+    const CPULIST: &[&[&str]] = &[
+        &["serve", "--pin"],
+        &["load", "--target", "127.0.0.1:9", "--cpus"],
+        &["lab", "ladder", "--server-cpus"],
+        &["lab", "ladder", "--client-cpus"],
+        &["lab", "compare", "--server-cpus"],
+        &["lab", "compare", "--client-cpus"],
+    ];
+    /// Flags that place one thread: the CPU-list syntax naming one CPU.
+    const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];
+
+    fn parses(words: &[&str], value: &str) -> Result<(), clap::Error> {
+        let mut argv: Vec<String> = std::iter::once("firehose")
+            .chain(words.iter().copied())
+            .map(String::from)
+            .collect();
+        if value.starts_with('-') {
+            // `--flag=-1`: as a separate word, clap takes `-1` for a flag.
+            let flag = argv.pop().unwrap_or_default();
+            argv.push(format!("{flag}={value}"));
+        } else {
+            argv.push(value.to_string());
+        }
+        crate::Cli::try_parse_from(argv).map(|_| ())
+    }
+
+    /// Every flag of `flags` accepts every string of `good` and refuses every one of `bad`
+    /// as an invalid value.
+    fn check(flags: &[&[&str]], good: &[&str], bad: &[&str]) {
+        for words in flags {
+            for v in good {
+                if let Err(e) = parses(words, v) {
+                    panic!("{words:?} refused {v:?}: {e}");
+                }
+            }
+            for v in bad {
+                let e = parses(words, v).expect_err(&format!("{words:?} took {v:?}"));
+                assert_eq!(
+                    e.kind(),
+                    clap::error::ErrorKind::ValueValidation,
+                    "{words:?} {v:?}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn durations() {
+        let good = ["10", "2.5s", "250ms", "1m", "50us", " 3 "];
+        check(DURATION, &good, &["ten", "-1", "5 parsecs", ""]);
+        check(DURATION_OR_ZERO, &["0", "0s"], &[]);
+        let positive: Vec<&[&str]> = DURATION
+            .iter()
+            .filter(|f| !DURATION_OR_ZERO.contains(f))
+            .copied()
+            .collect();
+        check(&positive, &[], &["0"]);
+    }
+
+    #[test]
+    fn rates() {
+        check(
+            RATE,
+            &["50000", "50k", "10k", "1.5M", "2.5"],
+            &["fast", "0", "-5k", "1G"],
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        check(
+            SIZE,
+            &["64", "4K", "4k", "1M", "1G"],
+            &["big", "0", "-1", "4KB"],
+        );
+    }
+
+    #[test]
+    fn cpus() {
+        check(
+            CPULIST,
+            &["0", "0-1", "0,1", " 0-1\n", "1-1,0", "auto"],
+            &["0-x", "1-0", "x", ""],
+        );
+        check(CPU, &["0", "1", " 1\n", "1-1"], &["0-1", "auto", "x", ""]);
+    }
+
+    /// The lists above name every flag whose value name declares one of these kinds, so a
+    /// new flag cannot slip in with a parser of its own.
+    #[test]
+    fn the_tables_cover_every_flag_of_each_kind() {
+        fn walk(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, String)>) {
+            for a in cmd.get_arguments() {
+                let (Some(long), Some(names)) = (a.get_long(), a.get_value_names()) else {
+                    continue;
+                };
+                let kind = names[0].to_string();
+                if ["DURATION", "RATE", "SIZE", "CPULIST", "CPU"].contains(&kind.as_str()) {
+                    out.push((format!("{} --{long}", path.join(" ")), kind));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                path.push(sub.get_name().to_string());
+                walk(sub, path, out);
+                path.pop();
+            }
+        }
+        let mut found = Vec::new();
+        walk(&crate::Cli::command(), &mut Vec::new(), &mut found);
+        let mut listed = Vec::new();
+        for (kind, flags) in [
+            ("DURATION", DURATION),
+            ("RATE", RATE),
+            ("SIZE", SIZE),
+            ("CPULIST", CPULIST),
+            ("CPU", CPU),
+        ] {
+            for words in flags {
+                let flag = words.last().unwrap();
+                let path: Vec<&str> = words
+                    .iter()
+                    .take_while(|w| !w.starts_with("--"))
+                    .copied()
+                    .collect();
+                listed.push((format!("{} {flag}", path.join(" ")), kind.to_string()));
+            }
+        }
+        found.sort();
+        listed.sort();
+        assert_eq!(found, listed);
     }
 }

@@ -6,7 +6,7 @@
 //! latency at a fixed open-loop rate; then unloaded ping-pong RTT side by side with
 //! sockperf's own server and client. It prints figures; it never passes or fails.
 
-use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
+use crate::args::{parse_cpu, parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use firehose_lab::stats::Summary;
@@ -20,20 +20,20 @@ use std::time::Duration;
 /// Arguments of `firehose bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Measured seconds per run (each run also warms up for 1 s).
-    #[arg(long, default_value = "3", value_parser = parse_duration)]
+    /// Measured time per run, e.g. 3, 2.5s (each run also warms up for 1 s).
+    #[arg(long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
     /// Repetitions of every measurement, interleaved across profiles.
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// CPU for the server process.
-    #[arg(long, default_value = "0")]
+    /// CPU for the server process (one).
+    #[arg(long, value_name = "CPU", default_value = "0", value_parser = parse_cpu)]
     server_cpu: usize,
-    /// CPU for the client (generator) thread.
-    #[arg(long, default_value = "1")]
+    /// CPU for the client (generator) thread (one).
+    #[arg(long, value_name = "CPU", default_value = "1", value_parser = parse_cpu)]
     client_cpu: usize,
-    /// Open-loop rate for the latency column.
-    #[arg(long, default_value = "50k", value_parser = parse_rate)]
+    /// Open-loop rate for the latency column, e.g. 50000, 50k.
+    #[arg(long, value_name = "RATE", default_value = "50k", value_parser = parse_rate)]
     rate: f64,
     /// Profiles to measure, comma-separated [default: all in ladder order].
     #[arg(long, value_delimiter = ',')]

@@ -29,7 +29,7 @@ pub struct DoctorArgs {
     #[arg(long, value_parser = parse_port)]
     port: Option<u16>,
     /// Sample live counters for this long (e.g. 2, 500ms) and judge deltas.
-    #[arg(long, value_parser = parse_duration, value_name = "SECONDS")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     sample: Option<Duration>,
     /// Print JSON instead of a table.
     #[arg(long)]

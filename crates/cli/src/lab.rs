@@ -4,11 +4,13 @@
 
 mod dns;
 
-use crate::args::{parse_positive, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
+    whole_millis, whole_rate, whole_secs, Cpus, Usage,
+};
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use firehose_engine::parse_cpu_list;
 use firehose_lab::experiment::{self, Cell, Progress};
 use firehose_lab::report::{self, LabReport, Skipped};
 use firehose_lab::runner::{self, LoadSpec, Placement, Runner};
@@ -18,6 +20,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Arguments of `firehose lab`.
 #[derive(Debug, Args)]
@@ -52,18 +55,18 @@ struct RunArgs {
     /// Runs of each configuration, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured seconds per run.
-    #[arg(long, default_value = "5", value_parser = parse_positive)]
-    duration: usize,
-    /// Seconds of load before the measured window [default: 1].
-    #[arg(long, value_parser = parse_count)]
-    warmup: Option<usize>,
-    /// CPUs of the server [default: the first half of the allowed CPUs].
-    #[arg(long)]
-    server_cpus: Option<String>,
-    /// CPUs of the client [default: the rest].
-    #[arg(long)]
-    client_cpus: Option<String>,
+    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns).
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
+    duration: Duration,
+    /// Load before the measured window, whole seconds, 0 for none [default: 1].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    warmup: Option<Duration>,
+    /// CPUs of the server, or auto: the first half of the allowed CPUs [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    server_cpus: Option<Cpus>,
+    /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    client_cpus: Option<Cpus>,
     /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
     /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
@@ -77,15 +80,16 @@ struct RunArgs {
     /// Requests outstanding per flow [default: ladder 4; compare: no cap in open loop].
     #[arg(long, value_parser = parse_positive)]
     window: Option<usize>,
-    /// Open loop at this many transactions/s [default: ladder closed loop, compare 10000].
-    #[arg(long, value_parser = parse_positive)]
-    rate: Option<usize>,
+    /// Open loop at this many transactions/s, e.g. 10000, 10k [default: ladder closed
+    /// loop, compare 10k].
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    rate: Option<f64>,
     /// Request payload bytes (the talk used 100) [default: 100].
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     size: Option<usize>,
-    /// Milliseconds after which an unanswered request is lost [default: 200].
-    #[arg(long, value_parser = parse_positive)]
-    timeout: Option<usize>,
+    /// An unanswered request is lost after this long, e.g. 200ms, 1 [default: 200ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Write the results as JSON here [default: firehose-lab-<ladder|compare|compare-dns>.json].
     #[arg(long)]
     json: Option<PathBuf>,
@@ -169,12 +173,6 @@ impl RunArgs {
     }
 }
 
-fn parse_count(s: &str) -> Result<usize, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number of seconds"))
-}
-
 /// Turns a lab error into the binary's: usage errors exit 2.
 fn lab_err(e: LabError) -> anyhow::Error {
     match e {
@@ -183,8 +181,16 @@ fn lab_err(e: LabError) -> anyhow::Error {
     }
 }
 
-fn cpus(flag: &str, s: &str) -> Result<Vec<usize>> {
-    parse_cpu_list(s).map_err(|e| Usage(format!("{flag}: {e}")).into())
+/// The CPUs of one side if given as a list; `None` for auto.
+fn side_cpus(flag: &str, c: &Option<Cpus>) -> Result<Option<Vec<usize>>> {
+    match c {
+        None | Some(Cpus::Auto) => Ok(None),
+        Some(Cpus::List(l)) => Ok(Some(l.to_vec())),
+        Some(Cpus::None) => Err(Usage(format!(
+            "{flag} none: the lab always pins server and client apart; give a CPU list or auto"
+        ))
+        .into()),
+    }
 }
 
 /// Runs `firehose lab`.
@@ -250,19 +256,21 @@ struct Setup {
 
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
-    Ok(match (&r.server_cpus, &r.client_cpus) {
+    let s = side_cpus("--server-cpus", &r.server_cpus)?;
+    let c = side_cpus("--client-cpus", &r.client_cpus)?;
+    Ok(match (s, c) {
         (None, None) => Placement::split(allowed).map_err(lab_err)?,
         (s, c) => {
             let split = Placement::split(allowed).ok();
             let server = match s {
-                Some(s) => cpus("--server-cpus", s)?,
+                Some(s) => s,
                 None => split
                     .as_ref()
                     .map(|p| p.server_cpus.clone())
                     .unwrap_or_default(),
             };
             let client = match c {
-                Some(c) => cpus("--client-cpus", c)?,
+                Some(c) => c,
                 None => allowed
                     .iter()
                     .copied()
@@ -322,12 +330,21 @@ fn setup(
     let load = LoadSpec {
         flows,
         window: r.window.or(default_window),
-        rate: r.rate.or(default_rate).map(|x| x as u64),
+        rate: match r.rate {
+            Some(x) => Some(whole_rate("--rate", x)?),
+            None => default_rate.map(|x| x as u64),
+        },
         threads,
         size,
-        duration_s: r.duration as u64,
-        warmup_s: r.warmup.unwrap_or(1) as u64,
-        timeout_ms: r.timeout.unwrap_or(200) as u64,
+        duration_s: whole_secs("--duration", r.duration)?,
+        warmup_s: match r.warmup {
+            Some(w) => whole_secs("--warmup", w)?,
+            None => 1,
+        },
+        timeout_ms: match r.timeout {
+            Some(t) => whole_millis("--timeout", t)?,
+            None => 200,
+        },
     };
     if size < 20 {
         return Err(Usage(format!(

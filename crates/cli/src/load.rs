@@ -1,12 +1,15 @@
 //! `firehose load`: drive a UDP request/response server and measure it.
 
-use crate::args::{parse_duration, parse_positive, parse_rate, thousands, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
+    thousands, Cpus, Usage,
+};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_engine::parse_cpu_list;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
+use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -49,28 +52,35 @@ pub struct LoadArgs {
     #[arg(long, value_parser = parse_positive)]
     window: Option<usize>,
     /// Open loop at this many transactions/s across all flows (e.g. 50000, 50k).
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     rate: Option<f64>,
     /// Generator threads; flows are shared out among them.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     threads: usize,
-    /// Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3).
-    #[arg(long)]
-    cpus: Option<String>,
+    /// Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3), or auto (the i-th
+    /// allowed CPU), or none [default: none].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<Cpus>,
     /// Measurement length (after warm-up), e.g. 10, 2.5s.
-    #[arg(long, default_value = "10", value_parser = parse_duration, conflicts_with = "requests")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10",
+        value_parser = parse_duration,
+        conflicts_with = "requests"
+    )]
     duration: Duration,
     /// Send exactly this many requests instead of running for --duration.
     #[arg(long, value_parser = parse_positive)]
     requests: Option<usize>,
     /// Run this long before measuring (e.g. 1, 500ms; 0 for none).
-    #[arg(long, default_value = "0", value_parser = parse_warmup)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration_or_zero)]
     warmup: Duration,
     /// Request payload bytes (echo: at least 20 for the id and timestamp header).
-    #[arg(long, default_value = "100")]
+    #[arg(long, value_name = "SIZE", default_value = "100", value_parser = parse_bytes)]
     size: usize,
     /// An unanswered request is lost after this long (e.g. 1s, 200ms).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     timeout: Duration,
     /// Datagrams per sendmmsg/recvmmsg.
     #[arg(long, default_value = "64", value_parser = parse_positive)]
@@ -82,7 +92,7 @@ pub struct LoadArgs {
     #[arg(long)]
     no_gso: bool,
     /// Print a line every interval (0 for none).
-    #[arg(long, default_value = "1", value_parser = parse_warmup)]
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
     /// Write the summary (with the percentile distribution) as JSON to this file.
     #[arg(long)]
@@ -96,13 +106,6 @@ pub struct LoadArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-fn parse_warmup(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    parse_duration(s)
 }
 
 /// The JSON document of a run.
@@ -167,8 +170,21 @@ enum Proto {
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
     let cpus = match &a.cpus {
-        Some(s) => Some(parse_cpu_list(s).map_err(|e| Usage(format!("--cpus: {e}")))?),
-        None => None,
+        None | Some(Cpus::None) => None,
+        Some(Cpus::List(l)) => Some(l.to_vec()),
+        Some(Cpus::Auto) => {
+            let allowed = firehose_sys::cpu::allowed_cpus()?;
+            if allowed.len() < a.threads {
+                return Err(Usage(format!(
+                    "--cpus auto needs a CPU per thread: {} threads but {} allowed CPUs ({}); lower --threads or use --cpus none",
+                    a.threads,
+                    allowed.len(),
+                    CpuSet::from(&allowed)
+                ))
+                .into());
+            }
+            Some(allowed)
+        }
     };
     let cfg = LoadConfig {
         target,

@@ -1,11 +1,13 @@
 //! `firehose serve`: the engine with a protocol handler, every technique a switch.
 
-use crate::args::{parse_bytes, parse_duration, parse_positive, thousands, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
+};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_engine::{
-    parse_cpu_list, Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode,
-    Steer, WorkerStats,
+    Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode, Steer,
+    WorkerStats,
 };
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
@@ -79,8 +81,8 @@ pub struct ServeArgs {
     #[arg(long, value_enum)]
     steer: Option<SteerArg>,
     /// Pin workers: none, auto (1:1 over allowed CPUs) or a CPU list like 0-3,6.
-    #[arg(long)]
-    pin: Option<String>,
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    pin: Option<Cpus>,
     /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
     #[arg(long, value_parser = parse_positive)]
     batch: Option<usize>,
@@ -96,19 +98,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     rxq_ovfl: Option<bool>,
     /// Receive buffer per socket (SO_RCVBUFFORCE as root, else SO_RCVBUF), e.g. 4M.
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     rcvbuf: Option<usize>,
     /// Send buffer per socket, e.g. 4M.
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     sndbuf: Option<usize>,
     /// Print a counter line every interval (e.g. 1, 500ms).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Write counters as JSON to this file at exit (and a line per interval with --interval).
     #[arg(long)]
     stats_json: Option<std::path::PathBuf>,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     #[command(flatten)]
     dns: DnsArgs,
@@ -183,10 +185,10 @@ impl ServeArgs {
             };
         }
         if let Some(p) = &self.pin {
-            cfg.pin = match p.as_str() {
-                "none" => Pin::None,
-                "auto" => Pin::Auto,
-                list => Pin::List(parse_cpu_list(list).map_err(|e| Usage(format!("--pin: {e}")))?),
+            cfg.pin = match p {
+                Cpus::None => Pin::None,
+                Cpus::Auto => Pin::Auto,
+                Cpus::List(l) => Pin::List(l.to_vec()),
             };
         }
         if let Some(b) = self.batch {
@@ -646,7 +648,14 @@ fn print_applied(server: &Server, proto: Proto) {
         }
         say!("{line}");
     }
-    for n in &a.notes {
+    if let Some(b) = &a.backend {
+        say!("  {b}");
+    }
+    for n in a
+        .notes
+        .iter()
+        .chain(a.backend.iter().flat_map(|b| &b.notes))
+    {
         say!("  note: {n}");
     }
 }
@@ -701,5 +710,8 @@ fn print_counters(
     }
     if t.rxq_ovfl > 0 {
         say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
+    }
+    for (name, v) in &t.backend {
+        say!("  {name}: {v}");
     }
 }

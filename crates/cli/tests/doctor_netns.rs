@@ -18,10 +18,24 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+fn ethtool_installed() -> bool {
+    Command::new("sh")
+        .args(["-c", "command -v ethtool"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
 macro_rules! require_root {
     () => {
         if !is_root() {
             eprintln!("skipped: needs root to create a network namespace");
+            return;
+        }
+        if !ethtool_installed() {
+            eprintln!(
+                "skipped: ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)"
+            );
             return;
         }
     };

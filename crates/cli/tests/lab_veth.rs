@@ -11,11 +11,15 @@ use lab_util::{firehose, short_run};
 use std::time::{Duration, Instant};
 
 fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
+    if !is_root() {
+        eprintln!("skipping {test}: needs root to create network namespaces");
+        return false;
     }
-    eprintln!("skipping {test}: needs root to create network namespaces");
-    false
+    if !lab_util::installed("ethtool") {
+        eprintln!("skipping {test}: ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)");
+        return false;
+    }
+    true
 }
 
 fn is_root() -> bool {

@@ -188,44 +188,9 @@ impl ServeConfig {
     }
 }
 
-/// Parses a CPU list such as `0-3,6,8-9` into CPU numbers, in the order given.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |x: &str| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("'{x}' in CPU list '{s}' is not a CPU number"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("range '{part}' in CPU list '{s}' runs backwards"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("CPU list '{s}' names no CPU"));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
-        assert_eq!(parse_cpu_list("3").unwrap(), vec![3]);
-        assert!(parse_cpu_list("2-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
-        assert!(parse_cpu_list("").is_err());
-    }
 
     #[test]
     fn profiles_parse_by_name() {

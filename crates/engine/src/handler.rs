@@ -1,7 +1,7 @@
 //! The contract between the engine's I/O loop and a protocol.
 //!
 //! A handler sees bytes and a peer, never a socket: the same handler runs under
-//! recvfrom, recvmmsg or any later backend unchanged.
+//! recvfrom, recvmmsg or any other backend (see [`crate::backend`]) unchanged.
 
 use firehose_sys::mmsg::PeerView;
 use std::net::SocketAddr;
@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 /// What to do with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Send the first `n` bytes of the buffer back to the peer.
+    /// Send the first `n` bytes of the buffer back to the peer. `n` must not exceed the
+    /// buffer's length; a larger `n` is counted as a handler error and nothing is sent.
     Reply(usize),
     /// Send nothing, deliberately (counted as `handler_drops`).
     Drop,
@@ -17,34 +18,32 @@ pub enum Verdict {
     Error,
 }
 
-/// The sender of a request, converted to a `SocketAddr` only if the handler asks.
-pub struct Peer<'a> {
-    view: Option<PeerView<'a>>,
-    fixed: Option<SocketAddr>,
+/// The sender of a request. A socket backend lends the kernel's address record and it
+/// is converted to a `SocketAddr` only if the handler asks; a backend that reads
+/// addresses from packet headers (AF_XDP) hands over a `SocketAddr` directly.
+pub struct Peer<'a>(PeerRepr<'a>);
+
+enum PeerRepr<'a> {
+    Kernel(PeerView<'a>),
+    Addr(SocketAddr),
 }
 
 impl<'a> Peer<'a> {
-    pub(crate) fn new(view: PeerView<'a>) -> Self {
-        Peer {
-            view: Some(view),
-            fixed: None,
-        }
+    /// A peer read lazily from a received datagram's address record.
+    pub fn from_view(view: PeerView<'a>) -> Self {
+        Peer(PeerRepr::Kernel(view))
     }
 
-    /// A peer with a known address, for driving a handler outside the engine (tests,
-    /// fuzzing).
+    /// A peer with a known address (a backend that parsed headers, tests, fuzzing).
     pub fn from_addr(addr: SocketAddr) -> Peer<'static> {
-        Peer {
-            view: None,
-            fixed: Some(addr),
-        }
+        Peer(PeerRepr::Addr(addr))
     }
 
-    /// The sender's address.
+    /// The sender's address; `None` for a family other than IPv4/IPv6.
     pub fn addr(&self) -> Option<SocketAddr> {
-        match &self.view {
-            Some(v) => v.addr(),
-            None => self.fixed,
+        match &self.0 {
+            PeerRepr::Kernel(v) => v.addr(),
+            PeerRepr::Addr(a) => Some(*a),
         }
     }
 }
@@ -52,9 +51,12 @@ impl<'a> Peer<'a> {
 /// A request handler. One instance is created per worker, so it may keep mutable state
 /// (scratch space, counters) without locks.
 pub trait Handler: Send {
-    /// `buf` is the whole receive buffer (at least 65536 bytes); the request is
-    /// `buf[..len]`. Write the response into `buf` (in place) and return its length.
-    /// Must not allocate on the common path.
+    /// The request is `buf[..len]`. Write the response into `buf` (in place, over the
+    /// request) and return its length. `buf.len()` is the reply capacity and depends on
+    /// the backend: 65536 bytes on the socket path, a few KiB inside an AF_XDP frame. A
+    /// response that does not fit must be shortened by the protocol's own rules (DNS sets
+    /// TC) or dropped; it is never written past `buf.len()`. Must not allocate on the
+    /// common path.
     fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict;
 
     /// Protocol-specific counters to report beside the engine's, as (name, value).

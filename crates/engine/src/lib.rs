@@ -1,21 +1,32 @@
 //! The firehose UDP transaction engine.
 //!
-//! `config -> sockets (+ options, read back) -> one thread per worker -> Handler`.
-//! Each worker owns a [`firehose_sys::mmsg::Batch`] of receive slots; a request is
-//! handled in place and the reply goes out from the same slot, so the hot path neither
-//! allocates nor copies beyond what the kernel does.
+//! `config -> sockets (+ options, read back) -> one thread per worker -> Backend -> Handler`.
+//! Each worker runs one loop ([`worker`]) over its own [`backend::Backend`]: a batch of
+//! requests in, each handled in place by the [`Handler`], a batch of replies out. The
+//! backend is the only part that knows how packets move; the first one is the socket
+//! path ([`socket_io`]: recvfrom or recvmmsg, sendto or sendmmsg), where a request is
+//! handled in the slot it arrived in and the reply leaves from the same slot, so the hot
+//! path neither allocates nor copies beyond what the kernel does.
 //!
 //! Socket order and steering: sockets are bound in worker order, and the kernel numbers
 //! a reuseport group in bind order. The steering program returns `cpu % workers`, and
 //! workers are ordered so that worker (and socket) `j` is pinned to a CPU `c` with
 //! `c % workers == j`; with `--pin auto` on CPUs `0..N` that is simply socket `j` on CPU `j`.
 
+pub mod backend;
 pub mod config;
 pub mod handler;
+mod placement;
 pub mod server;
+pub mod socket_io;
+mod sockets;
 pub mod stats;
+pub mod worker;
 
-pub use config::{parse_cpu_list, Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+pub use backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
+pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use handler::{Handler, Peer, Verdict};
-pub use server::{Applied, AppliedSocket, ServeError, Server};
+pub use server::{Applied, ServeError, Server};
+pub use socket_io::{SocketIo, SLOT_SIZE};
+pub use sockets::AppliedSocket;
 pub use stats::{SocketStats, WorkerStats};

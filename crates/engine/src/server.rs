@@ -1,20 +1,20 @@
-//! Socket set-up and the worker loop.
+//! A server: configuration checked, workers placed, sockets opened, one thread per
+//! worker running the loop over its backend.
 
-use crate::config::{Pin, PmtuDisc, ServeConfig, SocketMode, Steer};
-use crate::handler::{Handler, Peer, Verdict};
+use crate::backend::{BackendApplied, Io, WorkerSeat};
+use crate::config::{ServeConfig, SocketMode, Steer};
+use crate::handler::Handler;
+use crate::placement::{order_for_steering, resolve_cpus};
+use crate::socket_io::SocketIo;
+use crate::sockets::{AppliedSocket, SocketSet};
 use crate::stats::{SocketStats, WorkerCounters, WorkerStats};
-use firehose_sys::mmsg::{recv_some, Batch};
-use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
-use firehose_sys::{bpf, cpu, SysError};
+use firehose_sys::socket::UdpSock;
+use firehose_sys::{cpu, SysError};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-/// Largest UDP payload over IPv4, plus room: every slot can hold any datagram.
-pub const SLOT_SIZE: usize = 65536;
 
 /// Why a server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -25,22 +25,6 @@ pub enum ServeError {
     /// The kernel refused a call or option; the message names it and the errno.
     #[error("{0}")]
     Kernel(#[from] SysError),
-}
-
-/// One socket as the kernel configured it, read back with getsockopt.
-#[derive(Debug, Clone, Serialize)]
-pub struct AppliedSocket {
-    pub index: usize,
-    pub local: String,
-    pub reuseport: bool,
-    pub steering: &'static str,
-    pub rcvbuf: i32,
-    pub sndbuf: i32,
-    pub mtu_discover: &'static str,
-    pub busy_poll_us: i32,
-    pub prefer_busy_poll: Option<bool>,
-    pub busy_poll_budget: Option<i32>,
-    pub rxq_ovfl: bool,
 }
 
 /// The configuration in force once the server runs.
@@ -59,282 +43,103 @@ pub struct Applied {
     pub socket_detail: Vec<AppliedSocket>,
     /// Notes on choices made at run time (e.g. an option the kernel lacks).
     pub notes: Vec<String>,
+    /// What a backend other than the socket path set up; absent for the socket path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendApplied>,
 }
+
+/// What a worker thread hands back when it ends: its handler's counters.
+type Finished = Vec<(&'static str, u64)>;
 
 /// A running server.
 pub struct Server {
     stop: Arc<AtomicBool>,
     sockets: Vec<Arc<UdpSock>>,
     counters: Arc<Vec<WorkerCounters>>,
-    threads: Vec<JoinHandle<Vec<(&'static str, u64)>>>,
+    threads: Vec<JoinHandle<Finished>>,
     applied: Applied,
     local: SocketAddr,
 }
 
-fn resolve_cpus(cfg: &ServeConfig) -> Result<Vec<Option<usize>>, ServeError> {
-    let allowed = cpu::allowed_cpus()?;
-    let list = match &cfg.pin {
-        Pin::None => return Ok(vec![None; cfg.workers]),
-        Pin::Auto => {
-            if cfg.workers > allowed.len() {
-                return Err(ServeError::Config(format!(
-                    "--pin auto needs a CPU per worker: {} workers but only {} allowed CPUs ({:?}); lower --workers or use --pin none",
-                    cfg.workers,
-                    allowed.len(),
-                    allowed
-                )));
-            }
-            allowed[..cfg.workers].to_vec()
-        }
-        Pin::List(l) => {
-            if l.len() < cfg.workers {
-                return Err(ServeError::Config(format!(
-                    "--pin lists {} CPUs for {} workers; give one CPU per worker",
-                    l.len(),
-                    cfg.workers
-                )));
-            }
-            for c in l {
-                if !allowed.contains(c) {
-                    return Err(ServeError::Config(format!(
-                        "CPU {c} in --pin does not exist or is not allowed for this process (allowed: {allowed:?})"
-                    )));
-                }
-            }
-            l[..cfg.workers].to_vec()
-        }
-    };
-    Ok(list.into_iter().map(Some).collect())
-}
-
-/// Orders workers so that socket `j` (bind order) is read by the worker pinned to a CPU
-/// `c` with `c % n == j`: the steering program sends a packet received on CPU `c` to
-/// socket `c % n`, so each packet is read on the CPU that received it.
-fn order_for_steering(cpus: &[Option<usize>]) -> Result<Vec<Option<usize>>, ServeError> {
-    let n = cpus.len();
-    if cpus.iter().any(|c| c.is_none()) {
-        return Ok(cpus.to_vec());
+/// Rejects configurations that cannot work, with a message naming the flag.
+fn validate(cfg: &ServeConfig) -> Result<(), ServeError> {
+    if cfg.workers == 0 {
+        return Err(ServeError::Config("--workers must be at least 1".into()));
     }
-    let mut ordered = vec![None; n];
-    for c in cpus.iter().flatten() {
-        let j = c % n;
-        if ordered[j].is_some() {
-            return Err(ServeError::Config(format!(
-                "CPU steering maps CPU c to socket c % workers, so pinned CPUs must differ modulo {n}; {:?} do not (choose CPUs such as 0-{})",
-                cpus.iter().flatten().collect::<Vec<_>>(),
-                n - 1
-            )));
-        }
-        ordered[j] = Some(*c);
+    if cfg.batch == 0 || cfg.batch > 1024 {
+        return Err(ServeError::Config(format!(
+            "--batch {} is out of range; use 1 (recvfrom/sendto) to 1024",
+            cfg.batch
+        )));
     }
-    Ok(ordered)
-}
-
-fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, ServeError> {
-    let s = UdpSock::new_for(&cfg.listen)?;
-    if s.is_v6() {
-        s.set_v6only(true)?;
+    if cfg.steer != Steer::None && cfg.sockets != SocketMode::Reuseport {
+        return Err(ServeError::Config(
+            "--steer needs --sockets reuseport (steering picks among a reuseport group)".into(),
+        ));
     }
-    if reuseport {
-        s.set_reuseport(true)?;
-    }
-    let force = cpu::is_root();
-    if let Some(b) = cfg.rcvbuf {
-        s.set_rcvbuf(clamp_i32(b), force)?;
-    }
-    if let Some(b) = cfg.sndbuf {
-        s.set_sndbuf(clamp_i32(b), force)?;
-    }
-    match cfg.pmtudisc {
-        PmtuDisc::Default => {}
-        PmtuDisc::Dont => s.set_mtu_discover(consts::IP_PMTUDISC_DONT)?,
-        PmtuDisc::Do => s.set_mtu_discover(consts::IP_PMTUDISC_DO)?,
-        PmtuDisc::Omit => s.set_mtu_discover(consts::IP_PMTUDISC_OMIT)?,
-    }
-    if let Some(us) = cfg.busy_poll {
-        s.set_busy_poll(us.min(i32::MAX as u32) as i32)?;
-    }
-    if cfg.rxq_ovfl {
-        s.set_rxq_ovfl(true)?;
-    }
-    Ok(s)
-}
-
-fn clamp_i32(v: usize) -> i32 {
-    v.min(i32::MAX as usize / 2) as i32
-}
-
-fn read_back(
-    s: &UdpSock,
-    index: usize,
-    steering: &'static str,
-    busy: bool,
-) -> Result<AppliedSocket, ServeError> {
-    let opt = |r: Result<i32, SysError>| r.ok();
-    Ok(AppliedSocket {
-        index,
-        local: s.local_addr()?.to_string(),
-        reuseport: s.reuseport()?,
-        steering,
-        rcvbuf: s.rcvbuf()?,
-        sndbuf: s.sndbuf()?,
-        mtu_discover: pmtudisc_name(s.mtu_discover()?),
-        busy_poll_us: s.busy_poll()?,
-        prefer_busy_poll: if busy {
-            s.prefer_busy_poll().ok()
-        } else {
-            None
-        },
-        busy_poll_budget: if busy {
-            opt(s.busy_poll_budget())
-        } else {
-            None
-        },
-        rxq_ovfl: s.rxq_ovfl()?,
-    })
+    Ok(())
 }
 
 impl Server {
-    /// Opens the sockets, applies every option, and starts the workers. `make` builds
-    /// one handler per worker (called with the worker index).
+    /// Opens the sockets, applies every option, and starts the workers on the socket
+    /// path. `make` builds one handler per worker (called with the worker index).
     pub fn start<H, F>(cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
     where
         H: Handler + 'static,
         F: Fn(usize) -> H,
     {
-        if cfg.workers == 0 {
-            return Err(ServeError::Config("--workers must be at least 1".into()));
-        }
-        if cfg.batch == 0 || cfg.batch > 1024 {
-            return Err(ServeError::Config(format!(
-                "--batch {} is out of range; use 1 (recvfrom/sendto) to 1024",
-                cfg.batch
-            )));
-        }
-        if cfg.steer != Steer::None && cfg.sockets != SocketMode::Reuseport {
-            return Err(ServeError::Config(
-                "--steer needs --sockets reuseport (steering picks among a reuseport group)".into(),
-            ));
-        }
+        Self::start_with(cfg, SocketIo::new(cfg), make)
+    }
+
+    /// As [`Self::start`], with the workers' I/O through `io` (see [`crate::backend`]).
+    /// The sockets are opened and configured as for the socket path either way.
+    pub fn start_with<I, H, F>(cfg: &ServeConfig, io: I, make: F) -> Result<Server, ServeError>
+    where
+        I: Io,
+        H: Handler + 'static,
+        F: Fn(usize) -> H,
+    {
+        validate(cfg)?;
         let mut cpus = resolve_cpus(cfg)?;
         if cfg.steer != Steer::None {
             cpus = order_for_steering(&cpus)?;
         }
-        let mut notes = Vec::new();
-        let n_sockets = match cfg.sockets {
-            SocketMode::Shared => 1,
-            SocketMode::Reuseport => cfg.workers,
-        };
-        let reuseport = cfg.sockets == SocketMode::Reuseport;
-        if reuseport && cfg.listen.port() != 0 {
-            // A reuseport bind silently joins another process's group on the same port
-            // (same uid); probe with a plain bind first so "port in use" is an error.
-            let probe = UdpSock::new_for(&cfg.listen)?;
-            if probe.is_v6() {
-                probe.set_v6only(true)?;
-            }
-            probe.bind(&cfg.listen)?;
-        }
-        let mut sockets = Vec::with_capacity(n_sockets);
-        let mut listen = cfg.listen;
-        for i in 0..n_sockets {
-            let s = open_socket(cfg, reuseport)?;
-            if cfg.busy_poll.is_some() {
-                if let Err(e) = s.set_prefer_busy_poll(true) {
-                    notes.push(format!("SO_PREFER_BUSY_POLL not applied: {e}"));
-                }
-                // The default budget is 8; ask for the batch size, which needs CAP_NET_ADMIN above 8.
-                let want = (cfg.batch as i32).max(8);
-                if let Err(e) = s.set_busy_poll_budget(want) {
-                    notes.push(format!("SO_BUSY_POLL_BUDGET={want} not applied: {e}"));
-                }
-            }
-            s.bind(&listen)?;
-            if i == 0 {
-                // With port 0, every later socket joins the port the first one got.
-                listen = s.local_addr()?;
-            }
-            sockets.push(s);
-        }
-        let steering: &'static str = match cfg.steer {
-            Steer::None => "none",
-            Steer::Cpu => {
-                sockets[0].attach_reuseport_cbpf_cpu(n_sockets as u32)?;
-                "cbpf: cpu % n"
-            }
-            Steer::CpuEbpf => {
-                let prog = bpf::load_cpu_steering(n_sockets as u32)?;
-                sockets[0].attach_reuseport_ebpf(&prog)?;
-                // The reuseport group holds its own reference; our fd can close.
-                "ebpf: cpu % n"
-            }
-        };
-        let busy = cfg.busy_poll.is_some();
-        let mut detail = Vec::new();
-        for (i, s) in sockets.iter().enumerate() {
-            detail.push(read_back(s, i, steering, busy)?);
-            if !busy {
-                s.set_recv_timeout(Duration::from_millis(100))?;
-            }
-        }
-        if busy {
-            for s in &sockets {
-                s.set_nonblocking(true)?;
-            }
-        }
-        dedup_notes(&mut notes);
-
-        let sockets: Vec<Arc<UdpSock>> = sockets.into_iter().map(Arc::new).collect();
-        let stop = Arc::new(AtomicBool::new(false));
-        let counters: Arc<Vec<WorkerCounters>> = Arc::new(
-            (0..cfg.workers)
-                .map(|_| WorkerCounters::default())
-                .collect(),
-        );
-        let worker_sockets: Vec<usize> = (0..cfg.workers).map(|i| i % n_sockets).collect();
-        let mut threads = Vec::new();
-        for (i, cpu_choice) in cpus.iter().enumerate() {
-            let sock = sockets[worker_sockets[i]].clone();
-            let stop = stop.clone();
-            let counters = counters.clone();
-            let handler = make(i);
-            let cpu_choice = *cpu_choice;
-            let batch = cfg.batch;
-            let rxq_ovfl = cfg.rxq_ovfl;
-            let t = std::thread::Builder::new()
-                .name(format!("fh-worker-{i}"))
-                .spawn(move || {
-                    if let Some(c) = cpu_choice {
-                        // Checked against the allowed set above; a failure here is a race
-                        // with a cpuset change, and the worker runs unpinned rather than die.
-                        let _ = cpu::pin_current_thread(c);
-                    }
-                    worker_loop(&sock, handler, &counters[i], &stop, batch, busy, rxq_ovfl)
-                })
-                .map_err(|e| {
-                    ServeError::Config(format!("could not start worker thread {i}: {e}"))
-                })?;
-            threads.push(t);
-        }
+        let set = SocketSet::open(cfg)?;
+        let sockets: Vec<Arc<UdpSock>> = set.sockets.into_iter().map(Arc::new).collect();
+        let worker_sockets: Vec<usize> = (0..cfg.workers).map(|i| i % sockets.len()).collect();
+        let seats: Vec<WorkerSeat> = cpus
+            .iter()
+            .enumerate()
+            .map(|(index, &cpu)| WorkerSeat {
+                index,
+                cpu,
+                socket: sockets[worker_sockets[index]].clone(),
+            })
+            .collect();
         let applied = Applied {
-            listen: listen.to_string(),
+            listen: set.listen.to_string(),
             workers: cfg.workers,
             sockets: cfg.sockets,
             steer: cfg.steer,
             batch: cfg.batch,
-            busy_poll: busy,
+            busy_poll: cfg.busy_poll.is_some(),
             worker_cpus: cpus,
             worker_sockets,
-            socket_detail: detail,
-            notes,
+            socket_detail: set.detail,
+            notes: set.notes,
+            backend: io.applied(),
         };
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters: Arc<Vec<WorkerCounters>> =
+            Arc::new(seats.iter().map(|_| WorkerCounters::default()).collect());
+        let threads = spawn_workers(Arc::new(io), seats, make, &counters, &stop)?;
         Ok(Server {
             stop,
             sockets,
             counters,
             threads,
             applied,
-            local: listen,
+            local: set.listen,
         })
     }
 
@@ -377,15 +182,12 @@ impl Server {
 
     /// Asks workers to stop and waits for them; returns the handlers' own counters summed.
     pub fn shutdown(mut self) -> Vec<(&'static str, u64)> {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut sums: Vec<(&'static str, u64)> = Vec::new();
-        for t in self.threads.drain(..) {
-            if let Ok(cs) = t.join() {
-                for (k, v) in cs {
-                    match sums.iter_mut().find(|(n, _)| *n == k) {
-                        Some(e) => e.1 += v,
-                        None => sums.push((k, v)),
-                    }
+        let mut sums = Vec::new();
+        for cs in stop_and_join(&self.stop, &mut self.threads) {
+            for (k, v) in cs {
+                match sums.iter_mut().find(|(n, _)| *n == k) {
+                    Some(e) => e.1 += v,
+                    None => sums.push((k, v)),
                 }
             }
         }
@@ -393,78 +195,144 @@ impl Server {
     }
 }
 
-fn dedup_notes(notes: &mut Vec<String>) {
-    let mut seen = std::collections::HashSet::new();
-    notes.retain(|n| seen.insert(n.clone()));
-}
-
-/// The hot loop: receive a batch, handle each request in place, send the replies.
-fn worker_loop<H: Handler>(
-    sock: &UdpSock,
-    mut handler: H,
-    c: &WorkerCounters,
-    stop: &AtomicBool,
-    batch_size: usize,
-    busy: bool,
-    rxq_ovfl: bool,
-) -> Vec<(&'static str, u64)> {
-    let one_by_one = batch_size == 1;
-    let mut batch = Batch::new(batch_size, SLOT_SIZE, !one_by_one && rxq_ovfl);
-    let flags = if busy { libc_dontwait() } else { 0 };
-    while !stop.load(Ordering::Relaxed) {
-        let n = match recv_some(&mut batch, sock, batch_size, flags, one_by_one) {
-            Ok(n) => n,
-            Err(_) => {
-                c.add(&c.recv_errors, 1);
-                c.add(&c.syscalls, 1);
-                continue;
-            }
-        };
-        c.add(&c.syscalls, 1);
-        if n == 0 {
-            if busy {
-                std::hint::spin_loop();
-            }
-            continue;
-        }
-        let mut bytes_in = 0;
-        let mut errors = 0;
-        let mut drops = 0;
-        for i in 0..n {
-            let len = batch.len(i);
-            bytes_in += len as u64;
-            if batch.truncated(i) {
-                errors += 1;
-                continue;
-            }
-            let verdict = {
-                // The handler gets the whole slot; it reads buf[..len] and writes in place.
-                let (slot, peer) = batch.slot_and_peer(i);
-                handler.handle(slot, len, &Peer::new(peer))
-            };
-            match verdict {
-                Verdict::Reply(out) => batch.queue_reply(i, out),
-                Verdict::Drop => drops += 1,
-                Verdict::Error => errors += 1,
+/// Starts one thread per seat: pin, open the backend, report ready, run the loop. Returns
+/// once every worker has opened its backend, or with the first worker's error (after
+/// stopping the others).
+fn spawn_workers<I, H, F>(
+    io: Arc<I>,
+    seats: Vec<WorkerSeat>,
+    make: F,
+    counters: &Arc<Vec<WorkerCounters>>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<JoinHandle<Finished>>, ServeError>
+where
+    I: Io,
+    H: Handler + 'static,
+    F: Fn(usize) -> H,
+{
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ServeError>>();
+    let mut threads = Vec::with_capacity(seats.len());
+    for seat in seats {
+        let i = seat.index;
+        let (io, quit, counters, ready) =
+            (io.clone(), stop.clone(), counters.clone(), ready_tx.clone());
+        let mut handler = make(i);
+        let spawned = std::thread::Builder::new()
+            .name(format!("fh-worker-{i}"))
+            .spawn(move || {
+                if let Some(c) = seat.cpu {
+                    // Checked against the allowed set above; a failure here is a race
+                    // with a cpuset change, and the worker runs unpinned rather than die.
+                    let _ = cpu::pin_current_thread(c);
+                }
+                let mut backend = match io.open(&seat) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return Vec::new();
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                crate::worker::run(&mut backend, &mut handler, &counters[i], &quit);
+                handler.counters()
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                stop_and_join(stop, &mut threads);
+                return Err(ServeError::Config(format!(
+                    "could not start worker thread {i}: {e}"
+                )));
             }
         }
-        if let Some(ovfl) = batch.rxq_ovfl(n - 1) {
-            c.rxq_ovfl.store(ovfl as u64, Ordering::Relaxed);
-        }
-        // Count the requests before replying, so whoever sees a reply also sees it counted.
-        c.add(&c.packets_in, n as u64);
-        c.add(&c.bytes_in, bytes_in);
-        let f = batch.flush(sock, 0, one_by_one);
-        c.add(&c.packets_out, f.sent as u64);
-        c.add(&c.send_errors, f.failed as u64);
-        c.add(&c.syscalls, f.syscalls as u64);
-        c.add(&c.batches, 1);
-        c.add(&c.handler_errors, errors);
-        c.add(&c.handler_drops, drops);
     }
-    handler.counters()
+    drop(ready_tx);
+    let mut first_err = None;
+    for _ in 0..threads.len() {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => break,
+        }
+    }
+    match first_err {
+        None => Ok(threads),
+        Some(e) => {
+            stop_and_join(stop, &mut threads);
+            Err(e)
+        }
+    }
 }
 
-fn libc_dontwait() -> i32 {
-    firehose_sys::socket::MSG_DONTWAIT
+/// Sets the stop flag and collects each worker's result (a panicked worker gives none).
+fn stop_and_join(stop: &AtomicBool, threads: &mut Vec<JoinHandle<Finished>>) -> Vec<Finished> {
+    stop.store(true, Ordering::Relaxed);
+    threads.drain(..).filter_map(|t| t.join().ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::BackendApplied;
+    use crate::config::Profile;
+    use crate::socket_io::SocketBackend;
+    use crate::Verdict;
+
+    struct Echo;
+    impl Handler for Echo {
+        fn handle(&mut self, _: &mut [u8], len: usize, _: &crate::Peer<'_>) -> Verdict {
+            Verdict::Reply(len)
+        }
+    }
+
+    /// The socket path, except that worker `fail` cannot open its backend.
+    struct Failing {
+        inner: SocketIo,
+        fail: usize,
+    }
+    impl Io for Failing {
+        type Backend = SocketBackend;
+        fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
+            if seat.index == self.fail {
+                return Err(ServeError::Config(format!("queue {} is busy", seat.index)));
+            }
+            self.inner.open(seat)
+        }
+        fn applied(&self) -> Option<BackendApplied> {
+            Some(BackendApplied {
+                name: "failing".into(),
+                ..BackendApplied::default()
+            })
+        }
+    }
+
+    #[test]
+    fn a_worker_that_cannot_open_its_backend_stops_the_start() {
+        let cfg = ServeConfig::profile(Profile::Reuseport, "127.0.0.1:0".parse().unwrap(), 3);
+        let io = Failing {
+            inner: SocketIo::new(&cfg),
+            fail: 2,
+        };
+        let err = Server::start_with(&cfg, io, |_| Echo)
+            .err()
+            .expect("must fail");
+        assert_eq!(err.to_string(), "queue 2 is busy");
+    }
+
+    #[test]
+    fn a_backend_description_is_part_of_the_applied_configuration() {
+        let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
+        let io = Failing {
+            inner: SocketIo::new(&cfg),
+            fail: usize::MAX,
+        };
+        let srv = Server::start_with(&cfg, io, |_| Echo).unwrap();
+        assert_eq!(srv.applied().backend.as_ref().unwrap().name, "failing");
+        srv.shutdown();
+        let plain = Server::start(&cfg, |_| Echo).unwrap();
+        assert!(plain.applied().backend.is_none());
+        plain.shutdown();
+    }
 }

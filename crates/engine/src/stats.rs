@@ -1,7 +1,12 @@
 //! Per-worker counters: written by one worker, read by anyone, never locked.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Most counters a backend may add (see [`crate::backend::Backend::counters`]).
+pub const MAX_BACKEND_COUNTERS: usize = 8;
 
 /// One worker's counters, padded to their own cache lines so workers never share one.
 #[repr(align(128))]
@@ -18,6 +23,9 @@ pub struct WorkerCounters {
     pub handler_drops: AtomicU64,
     /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
     pub rxq_ovfl: AtomicU64,
+    /// The backend's own counters, named once when first published.
+    backend_names: OnceLock<Vec<&'static str>>,
+    backend: [AtomicU64; MAX_BACKEND_COUNTERS],
 }
 
 impl WorkerCounters {
@@ -26,6 +34,25 @@ impl WorkerCounters {
     pub fn add(&self, c: &AtomicU64, v: u64) {
         if v != 0 {
             c.fetch_add(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes the backend's counters (cumulative values; the names must not change
+    /// between calls). Counters past [`MAX_BACKEND_COUNTERS`] are not reported.
+    #[inline]
+    pub fn publish_backend(&self, counters: &[(&'static str, u64)]) {
+        if counters.is_empty() {
+            return;
+        }
+        self.backend_names.get_or_init(|| {
+            counters
+                .iter()
+                .take(MAX_BACKEND_COUNTERS)
+                .map(|(n, _)| *n)
+                .collect()
+        });
+        for (slot, (_, v)) in self.backend.iter().zip(counters) {
+            slot.store(*v, Ordering::Relaxed);
         }
     }
 
@@ -45,6 +72,17 @@ impl WorkerCounters {
             handler_errors: g(&self.handler_errors),
             handler_drops: g(&self.handler_drops),
             rxq_ovfl: g(&self.rxq_ovfl),
+            backend: self
+                .backend_names
+                .get()
+                .map(|names| {
+                    names
+                        .iter()
+                        .zip(&self.backend)
+                        .map(|(n, v)| (n.to_string(), g(v)))
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }
@@ -64,6 +102,9 @@ pub struct WorkerStats {
     pub handler_errors: u64,
     pub handler_drops: u64,
     pub rxq_ovfl: u64,
+    /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backend: BTreeMap<String, u64>,
 }
 
 impl WorkerStats {
@@ -81,6 +122,9 @@ impl WorkerStats {
             t.handler_errors += w.handler_errors;
             t.handler_drops += w.handler_drops;
             t.rxq_ovfl = t.rxq_ovfl.max(w.rxq_ovfl);
+            for (k, v) in &w.backend {
+                *t.backend.entry(k.clone()).or_insert(0) += v;
+            }
         }
         t
     }
@@ -100,6 +144,16 @@ impl WorkerStats {
             handler_errors: self.handler_errors - before.handler_errors,
             handler_drops: self.handler_drops - before.handler_drops,
             rxq_ovfl: self.rxq_ovfl,
+            backend: self
+                .backend
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(before.backend.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -112,4 +166,27 @@ pub struct SocketStats {
     pub kernel_drops: u64,
     /// SO_INCOMING_CPU: the CPU whose softirq last queued a packet to this socket.
     pub incoming_cpu: Option<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_counters_are_named_summed_and_differenced() {
+        let (a, b) = (WorkerCounters::default(), WorkerCounters::default());
+        assert!(
+            a.snapshot(0, None).backend.is_empty(),
+            "none until published"
+        );
+        a.publish_backend(&[("xdp_answered", 5), ("fallback_answered", 1)]);
+        b.publish_backend(&[("xdp_answered", 7), ("fallback_answered", 0)]);
+        let before = a.snapshot(0, None);
+        a.publish_backend(&[("xdp_answered", 9), ("fallback_answered", 1)]);
+        let after = a.snapshot(0, None);
+        assert_eq!(after.delta(&before).backend["xdp_answered"], 4);
+        let t = WorkerStats::total(&[after, b.snapshot(1, None)]);
+        assert_eq!(t.backend["xdp_answered"], 16);
+        assert_eq!(t.backend["fallback_answered"], 1);
+    }
 }

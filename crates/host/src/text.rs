@@ -1,89 +1,8 @@
-//! Small parsers for the formats of /sys and /proc that the doctor reads: CPU lists
-//! (`0-3,8`), CPU bitmasks (`00000000,0000000f`), /proc/interrupts, /proc/modules, the kernel
-//! command line, sysctl vectors. Pure functions over text.
+//! Small parsers for the formats of /sys and /proc that the doctor reads: /proc/interrupts,
+//! /proc/modules, the kernel command line, sysctl vectors. Pure functions over text. CPU
+//! lists and masks are read by `firehose_sys::cpu::CpuSet`.
 
-use std::collections::BTreeSet;
-
-/// A set of CPU ids.
-pub type CpuSet = BTreeSet<usize>;
-
-/// Parses a CPU list such as `0-3,8,10-11` (empty text is the empty set).
-pub fn parse_cpulist(text: &str) -> Option<CpuSet> {
-    let mut set = CpuSet::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b || b - a > 65536 {
-                    return None;
-                }
-                set.extend(a..=b);
-            }
-            None => {
-                set.insert(part.parse().ok()?);
-            }
-        }
-    }
-    Some(set)
-}
-
-/// Formats a CPU set as the kernel's list format, collapsing runs (`0-3,8`).
-pub fn format_cpulist(set: &CpuSet) -> String {
-    let mut out = Vec::new();
-    let mut iter = set.iter().copied().peekable();
-    while let Some(start) = iter.next() {
-        let mut end = start;
-        while iter.peek() == Some(&(end + 1)) {
-            end = iter.next().unwrap_or(end);
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-    }
-    out.join(",")
-}
-
-/// Parses a hex CPU mask in 32-bit comma-separated groups (`ff,00000001`), as rps_cpus,
-/// xps_cpus and smp_affinity use.
-pub fn parse_mask(text: &str) -> Option<CpuSet> {
-    let mut set = CpuSet::new();
-    let groups: Vec<&str> = text.trim().split(',').collect();
-    for (i, g) in groups.iter().rev().enumerate() {
-        if g.is_empty() && groups.len() == 1 {
-            break;
-        }
-        let v = u32::from_str_radix(g, 16).ok()?;
-        for bit in 0..32 {
-            if v & (1 << bit) != 0 {
-                set.insert(i * 32 + bit);
-            }
-        }
-    }
-    Some(set)
-}
-
-/// Formats a CPU set as a hex mask in comma-separated 32-bit groups, as the kernel accepts.
-pub fn format_mask(set: &CpuSet) -> String {
-    let top = set.iter().next_back().copied().unwrap_or(0);
-    let groups = top / 32 + 1;
-    let mut out = Vec::new();
-    for g in (0..groups).rev() {
-        let mut v = 0u32;
-        for bit in 0..32 {
-            if set.contains(&(g * 32 + bit)) {
-                v |= 1 << bit;
-            }
-        }
-        out.push(if out.is_empty() {
-            format!("{v:x}")
-        } else {
-            format!("{v:08x}")
-        });
-    }
-    out.join(",")
-}
+use firehose_sys::cpu::CpuSet;
 
 /// One line of /proc/interrupts for a numbered IRQ.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -184,11 +103,11 @@ pub fn parse_irqbalance_config(text: &str) -> IrqbalanceConfig {
             }
             "IRQBALANCE_BANNED_CPUS" => {
                 cfg.banned_cpus
-                    .extend(parse_mask(value).unwrap_or_default());
+                    .extend(CpuSet::from_mask_hex(value).unwrap_or_default());
             }
             "IRQBALANCE_BANNED_CPULIST" => {
                 cfg.banned_cpus
-                    .extend(parse_cpulist(value).unwrap_or_default());
+                    .extend(CpuSet::parse_list(value).unwrap_or_default());
             }
             _ => {}
         }
@@ -199,31 +118,6 @@ pub fn parse_irqbalance_config(text: &str) -> IrqbalanceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpulists() {
-        let s = parse_cpulist("0-3,8,10-11\n").unwrap();
-        assert_eq!(
-            s.iter().copied().collect::<Vec<_>>(),
-            [0, 1, 2, 3, 8, 10, 11]
-        );
-        assert_eq!(format_cpulist(&s), "0-3,8,10-11");
-        assert_eq!(parse_cpulist("").unwrap().len(), 0);
-        assert_eq!(parse_cpulist("3-1"), None);
-        assert_eq!(parse_cpulist("x"), None);
-    }
-
-    #[test]
-    fn masks() {
-        let s = parse_mask("00000001,00000003\n").unwrap();
-        assert_eq!(s.iter().copied().collect::<Vec<_>>(), [0, 1, 32]);
-        assert_eq!(format_mask(&s), "1,00000003");
-        assert_eq!(parse_mask("0").unwrap().len(), 0);
-        assert_eq!(parse_mask("10040").unwrap(), parse_cpulist("6,16").unwrap());
-        assert_eq!(format_mask(&CpuSet::new()), "0");
-        assert_eq!(format_mask(&parse_cpulist("0,19").unwrap()), "80001");
-        assert_eq!(parse_mask("zz"), None);
-    }
 
     #[test]
     fn interrupts() {
@@ -253,7 +147,7 @@ mod tests {
             "# x\nIRQBALANCE_ARGS=\"-h exact\"\nIRQBALANCE_BANNED_CPUS=0000000c\n",
         );
         assert_eq!(c.args, "-h exact");
-        assert_eq!(c.banned_cpus, parse_cpulist("2-3").unwrap());
+        assert_eq!(c.banned_cpus.to_string(), "2-3");
         assert_eq!(
             parse_modules("nf_conntrack 1 2 - Live 0x0\nip_tables 3 0 - Live 0x0\n"),
             ["nf_conntrack", "ip_tables"]

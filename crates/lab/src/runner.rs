@@ -5,8 +5,9 @@
 use crate::cmd;
 use crate::sample::{port_bound, thread_cpus, HostSample, ThreadCpu, Watch, Window};
 use crate::sockperf;
-use crate::topology::{cpu_list, KnobState, Side, Topology};
+use crate::topology::{KnobState, Side, Topology};
 use crate::{LabError, LabResult};
+use firehose_sys::cpu::CpuSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs::File;
@@ -36,7 +37,7 @@ impl Placement {
         if let Some(c) = server.iter().chain(&client).find(|c| !allowed.contains(c)) {
             return Err(LabError::Usage(format!(
                 "CPU {c} is not available here (allowed: {}): pick CPUs from that list",
-                cpu_list(allowed)
+                CpuSet::from(allowed)
             )));
         }
         Ok(Placement {
@@ -51,7 +52,7 @@ impl Placement {
         if allowed.len() < 2 {
             return Err(LabError::Usage(format!(
                 "the lab needs at least 2 CPUs to keep server and client apart; this process may use {}",
-                cpu_list(allowed)
+                CpuSet::from(allowed)
             )));
         }
         let half = allowed.len() / 2;
@@ -400,7 +401,7 @@ impl Runner<'_> {
                     "--threads",
                     &l.threads.to_string(),
                     "--cpus",
-                    &cpu_list(cpus),
+                    &CpuSet::from(cpus).to_string(),
                 ]);
                 c.args(["--duration", &l.duration_s.to_string()]);
                 c.args(["--warmup", &l.warmup_s.to_string()]);

@@ -10,6 +10,7 @@
 
 use crate::cmd::{self, run};
 use crate::{LabError, LabResult};
+use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
@@ -226,7 +227,7 @@ impl Topology {
     /// A command that runs `program` on one side, confined to `cpus` (taskset). `ip netns
     /// exec` and `taskset` both exec, so the child's pid is the program's pid.
     pub fn command(&self, side: Side, cpus: &[usize], program: &str) -> Command {
-        let list = cpu_list(cpus);
+        let list = CpuSet::from(cpus).to_string();
         match self.netns(side) {
             None => {
                 let mut c = Command::new("taskset");
@@ -304,7 +305,7 @@ impl Topology {
         }
         if let Some(on) = knobs.rps {
             let mask = if on {
-                cpu_mask(server_cpus)
+                CpuSet::from(server_cpus).to_mask_hex()
             } else {
                 "0".into()
             };
@@ -322,7 +323,7 @@ impl Topology {
                     let mask = if on && !cpus.is_empty() {
                         // Queue q for the q-th CPU of the side; extra queues stay unused.
                         cpus.get(q)
-                            .map(|&c| cpu_mask(&[c]))
+                            .map(|&c| CpuSet::from(&[c][..]).to_mask_hex())
                             .unwrap_or_else(|| "0".into())
                     } else {
                         "0".into()
@@ -497,51 +498,6 @@ pub fn down(all: bool) -> LabResult<Vec<String>> {
     Ok(removed)
 }
 
-/// `0-3,6` style list for taskset and for reports.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            end += 1;
-            i += 1;
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
-
-/// A CPU bitmap in the kernel's sysfs format: hex, 32-bit words separated by commas.
-pub fn cpu_mask(cpus: &[usize]) -> String {
-    let words = cpus.iter().map(|c| c / 32 + 1).max().unwrap_or(1);
-    let mut w = vec![0u32; words];
-    for &c in cpus {
-        w[c / 32] |= 1 << (c % 32);
-    }
-    let mut s: Vec<String> = w.iter().rev().map(|x| format!("{x:08x}")).collect();
-    // The top word without leading zeros reads like the kernel's own output.
-    s[0] = format!("{:x}", w[words - 1]);
-    s.join(",")
-}
-
-/// The CPUs of a sysfs bitmap such as `00000003` or `1,00000000`.
-pub fn parse_cpu_mask(mask: &str) -> Result<Vec<usize>, String> {
-    let mut cpus = Vec::new();
-    for (i, word) in mask.trim().rsplit(',').enumerate() {
-        let v = u32::from_str_radix(word, 16).map_err(|_| format!("bad CPU mask {mask:?}"))?;
-        cpus.extend((0..32).filter(|b| v & (1 << b) != 0).map(|b| i * 32 + b));
-    }
-    cpus.sort_unstable();
-    Ok(cpus)
-}
-
 /// The state of a feature in `ethtool -k` output (`name: on [fixed]`).
 pub fn feature(text: &str, name: &str) -> Option<bool> {
     text.lines().find_map(|l| {
@@ -553,24 +509,6 @@ pub fn feature(text: &str, name: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn masks_round_trip_in_kernel_format() {
-        assert_eq!(cpu_mask(&[0]), "1");
-        assert_eq!(cpu_mask(&[0, 1]), "3");
-        assert_eq!(cpu_mask(&[4, 16]), "10010");
-        assert_eq!(cpu_mask(&[33]), "2,00000000");
-        assert_eq!(parse_cpu_mask("2,00000001").unwrap(), vec![0, 33]);
-        assert_eq!(parse_cpu_mask("00000003").unwrap(), vec![0, 1]);
-        assert_eq!(parse_cpu_mask("0").unwrap(), Vec::<usize>::new());
-        assert!(parse_cpu_mask("xyz").is_err());
-    }
-
-    #[test]
-    fn cpu_lists_collapse_ranges() {
-        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert_eq!(cpu_list(&[3]), "3");
-    }
 
     #[test]
     fn ethtool_features() {

@@ -4,7 +4,8 @@
 
 use firehose_host::procfs::snmp;
 use firehose_lab::cmd::run;
-use firehose_lab::topology::{self, parse_cpu_mask, Knobs, Topology, VETH_SERVER_ADDR};
+use firehose_lab::topology::{self, Knobs, Topology, VETH_SERVER_ADDR};
+use firehose_sys::cpu::CpuSet;
 use std::sync::Mutex;
 
 /// Tests here create and delete namespaces; one at a time keeps `down` from seeing another
@@ -85,14 +86,26 @@ fn knobs_are_set_and_read_back() {
     assert!(s.server_gro && s.client_gro);
     assert_eq!(s.server_rps_cpus.len(), 2);
     for m in &s.server_rps_cpus {
-        assert_eq!(parse_cpu_mask(m).unwrap(), vec![0], "{m}");
+        assert_eq!(CpuSet::from_mask_hex(m).unwrap().to_vec(), vec![0], "{m}");
     }
-    assert_eq!(parse_cpu_mask(&s.server_xps_cpus[0]).unwrap(), vec![0]);
     assert_eq!(
-        parse_cpu_mask(&s.server_xps_cpus[1]).unwrap(),
+        CpuSet::from_mask_hex(&s.server_xps_cpus[0])
+            .unwrap()
+            .to_vec(),
+        vec![0]
+    );
+    assert_eq!(
+        CpuSet::from_mask_hex(&s.server_xps_cpus[1])
+            .unwrap()
+            .to_vec(),
         Vec::<usize>::new()
     );
-    assert_eq!(parse_cpu_mask(&s.client_xps_cpus[0]).unwrap(), vec![1]);
+    assert_eq!(
+        CpuSet::from_mask_hex(&s.client_xps_cpus[0])
+            .unwrap()
+            .to_vec(),
+        vec![1]
+    );
     assert_eq!(s.server_rp_filter, 0);
 
     let off = Knobs {
@@ -106,11 +119,11 @@ fn knobs_are_set_and_read_back() {
     assert!(s
         .server_rps_cpus
         .iter()
-        .all(|m| parse_cpu_mask(m).unwrap().is_empty()));
+        .all(|m| CpuSet::from_mask_hex(m).unwrap().is_empty()));
     assert!(s
         .server_xps_cpus
         .iter()
-        .all(|m| parse_cpu_mask(m).unwrap().is_empty()));
+        .all(|m| CpuSet::from_mask_hex(m).unwrap().is_empty()));
     assert_eq!(s.server_rp_filter, 1);
     // Reading again without setting gives the same state.
     assert_eq!(topo.read_knobs().unwrap(), s);

@@ -1,38 +1,15 @@
 //! DNS queries from a dnsperf-style query file ("name TYPE" per line).
 //!
-//! Each line is rendered to wire form once; sending copies the bytes and patches the
-//! 16-bit message id (the wire format helpers are the responder's own, in
-//! `firehose_proto::dns::wire`). The question sent under each id is remembered, so an answer
-//! counts only if it echoes that question (names compared ignoring case).
+//! Each line is rendered to wire form once (with `firehose-dnswire`, the wire format the
+//! responder uses too); sending copies the bytes and patches the 16-bit message id. The
+//! question sent under each id is remembered, so an answer counts only if it echoes that
+//! question (names compared ignoring case).
 
 use crate::workload::Workload;
-use firehose_proto::dns::wire::{name_from_text, rcode_name, HEADER};
+use firehose_dnswire::{
+    question_end, rcode_name, type_from_name, Edns, Header, QueryBuilder, HEADER,
+};
 use std::path::Path;
-
-/// Record types accepted by mnemonic; any other is written `TYPEnnn` (RFC 3597).
-const TYPES: &[(&str, u16)] = &[
-    ("A", 1),
-    ("NS", 2),
-    ("CNAME", 5),
-    ("SOA", 6),
-    ("PTR", 12),
-    ("HINFO", 13),
-    ("MX", 15),
-    ("TXT", 16),
-    ("AAAA", 28),
-    ("SRV", 33),
-    ("NAPTR", 35),
-    ("DS", 43),
-    ("SSHFP", 44),
-    ("RRSIG", 46),
-    ("NSEC", 47),
-    ("DNSKEY", 48),
-    ("TLSA", 52),
-    ("SVCB", 64),
-    ("HTTPS", 65),
-    ("ANY", 255),
-    ("CAA", 257),
-];
 
 /// Why a query file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +24,6 @@ pub enum QueryFileError {
     },
     #[error("{path}: no queries (expected lines such as \"www.example.com A\")")]
     Empty { path: String },
-}
-
-/// The type number of a mnemonic such as `AAAA` or `TYPE65`.
-pub fn parse_type(s: &str) -> Option<u16> {
-    let up = s.to_ascii_uppercase();
-    if let Some(&(_, t)) = TYPES.iter().find(|(n, _)| *n == up) {
-        return Some(t);
-    }
-    up.strip_prefix("TYPE")?.parse().ok()
 }
 
 /// Queries read from a file, rendered to wire form.
@@ -74,6 +42,15 @@ impl DnsWorkload {
     /// Parses query file text; `path` names it in errors. `edns` adds an OPT record
     /// advertising that UDP payload size.
     pub fn parse(text: &str, path: &str, edns: Option<u16>) -> Result<Self, QueryFileError> {
+        // id 0 (patched per send), RD clear (an authoritative query), class IN.
+        let builder = QueryBuilder {
+            edns: edns.map(|udp_size| Edns {
+                udp_size,
+                version: 0,
+                dnssec_ok: false,
+            }),
+            ..QueryBuilder::default()
+        };
         let mut wire = Vec::new();
         let mut offs = vec![0];
         for (i, raw) in text.lines().enumerate() {
@@ -90,20 +67,14 @@ impl DnsWorkload {
             let (Some(name), Some(ty), None) = (it.next(), it.next(), it.next()) else {
                 return Err(err(format!("expected \"NAME TYPE\", got \"{line}\"")));
             };
-            let t = parse_type(ty).ok_or_else(|| {
+            let t = type_from_name(ty).ok_or_else(|| {
                 err(format!(
                     "unknown record type '{ty}' (use a mnemonic such as AAAA or TYPE65)"
                 ))
             })?;
-            // id 0, no flags (an authoritative query: RD clear), one question.
-            wire.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
-            name_from_text(name, &mut wire).map_err(err)?;
-            wire.extend_from_slice(&t.to_be_bytes());
-            wire.extend_from_slice(&1u16.to_be_bytes());
-            if let Some(size) = edns {
-                let [hi, lo] = size.to_be_bytes();
-                wire.extend_from_slice(&[0, 0, 41, hi, lo, 0, 0, 0, 0, 0, 0]);
-            }
+            builder
+                .write(name, t, &mut wire)
+                .map_err(|e| err(e.to_string()))?;
             offs.push(wire.len());
         }
         if offs.len() == 1 {
@@ -151,23 +122,6 @@ impl DnsWorkload {
     }
 }
 
-/// The end of the question of `msg` (name, type, class), if well formed and
-/// uncompressed.
-fn question_end(msg: &[u8]) -> Option<usize> {
-    let mut at = HEADER;
-    loop {
-        let len = *msg.get(at)? as usize;
-        if len & 0xC0 != 0 {
-            return None;
-        }
-        at += 1 + len;
-        if len == 0 {
-            break;
-        }
-    }
-    (at + 4 <= msg.len()).then_some(at + 4)
-}
-
 impl Workload for DnsWorkload {
     fn id_bits(&self) -> u32 {
         16
@@ -185,11 +139,8 @@ impl Workload for DnsWorkload {
     }
 
     fn response_id(&mut self, resp: &[u8]) -> Option<(u64, u16)> {
-        if resp.len() < HEADER || resp[2] & 0x80 == 0 {
-            return None;
-        }
-        let id = u16::from_be_bytes([resp[0], resp[1]]);
-        Some((u64::from(id), u16::from(resp[3] & 0x0F)))
+        let h = Header::parse(resp).filter(|h| h.qr)?;
+        Some((u64::from(h.id), u16::from(h.rcode)))
     }
 
     fn matches(&mut self, id: u64, resp: &[u8]) -> bool {
@@ -268,6 +219,5 @@ mod tests {
             "{e}"
         );
         assert!(DnsWorkload::parse("; nothing\n", "q.txt", None).is_err());
-        assert_eq!(parse_type("aaaa"), Some(28));
     }
 }

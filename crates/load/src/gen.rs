@@ -12,7 +12,7 @@
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::epoll::Epoll;
-use firehose_sys::mmsg::Batch;
+use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 use firehose_sys::{cpu, SysError};
 use hdrhistogram::Histogram;
@@ -340,7 +340,6 @@ struct Thread<'a, W: Workload> {
     send_errors: u64,
     syscalls: u64,
     gso_sends: u64,
-    gso_refused: bool,
     gso_error: Option<String>,
     next_flow: usize,
     /// Open loop: index of the next scheduled send.
@@ -397,8 +396,14 @@ impl<'a, W: Workload> Thread<'a, W> {
             .map_err(|e| LoadError::Config(format!("histogram: {e}")))?;
         Ok(Thread {
             table: Table::new(capacity, bits >= 64),
-            rx: Batch::new(plan.batch, SLOT, false),
-            tx: Batch::new(plan.batch.max(plan.window.clamp(1, 1024)), SLOT, false),
+            rx: Batch::new(plan.batch, SLOT),
+            tx: Batch::new(plan.batch.max(plan.window.clamp(1, 1024)), SLOT).with_send(
+                if plan.gso {
+                    SendMode::Gso
+                } else {
+                    SendMode::Batch
+                },
+            ),
             flows: socks
                 .into_iter()
                 .map(|sock| Flow {
@@ -425,7 +430,6 @@ impl<'a, W: Workload> Thread<'a, W> {
             send_errors: 0,
             syscalls: 0,
             gso_sends: 0,
-            gso_refused: false,
             gso_error: None,
             next_flow: 0,
             next_seq: 0,
@@ -593,19 +597,11 @@ impl<'a, W: Workload> Thread<'a, W> {
             return 0;
         }
         let sock = &self.flows[f].sock;
-        let res = if self.plan.gso && queued > 1 && !self.gso_refused {
-            match self.tx.flush_gso(sock) {
-                Ok(r) => r,
-                Err(e) => {
-                    // The kernel or path cannot do GSO: say so once and use sendmmsg.
-                    self.gso_refused = true;
-                    self.gso_error = Some(e.to_string());
-                    self.tx.flush(sock, 0, false)
-                }
-            }
-        } else {
-            self.tx.flush(sock, 0, false)
-        };
+        let res = self.tx.flush(sock, 0);
+        if res.gso_unavailable && self.gso_error.is_none() {
+            // The kernel or path cannot do GSO: the batch fell back to sendmmsg; say why once.
+            self.gso_error = sock.gso_unavailable().map(str::to_string);
+        }
         self.gso_sends += res.gso_sends as u64;
         self.syscalls += res.syscalls as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their

@@ -308,6 +308,46 @@ fn large_answers_truncate_to_the_clients_size() {
     srv.shutdown();
 }
 
+/// The engine's contract: `buf.len()` is the reply capacity (64 KiB on the socket path,
+/// a few KiB in an AF_XDP frame). A handler allowed 4096-byte answers must fit each reply
+/// into the buffer it gets, truncating with TC when the answer does not fit.
+#[test]
+fn replies_fit_the_buffer_the_backend_lends() {
+    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_proto::dns::{load_zones, DnsHandler};
+    let paths: Vec<_> = common::ZONES.iter().map(|z| common::zone_path(z)).collect();
+    let mut h = DnsHandler::new(load_zones(&paths).unwrap(), 4096);
+    let peer = Peer::from_addr("127.0.0.1:9".parse().unwrap());
+    let big = common::query("big.example.com.", RecordType::TXT, Some(4096));
+    for (cap, truncated) in [(3900, false), (1500, true), (big.len(), true)] {
+        let mut buf = vec![0u8; cap];
+        buf[..big.len()].copy_from_slice(&big);
+        let Verdict::Reply(n) = h.handle(&mut buf, big.len(), &peer) else {
+            panic!("no reply in {cap} bytes");
+        };
+        assert!(n <= cap, "{n} bytes written into {cap}");
+        let m = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+        assert_eq!(m.truncated(), truncated, "capacity {cap}");
+        assert_eq!(m.answers().is_empty(), truncated, "capacity {cap}");
+    }
+    // Every kind of answer in a buffer exactly as long as its query.
+    for (name, t) in [
+        ("www.example.com.", RecordType::A),
+        ("example.com.", RecordType::NS),
+        ("nx.example.com.", RecordType::AAAA),
+        ("x.y.wild.example.com.", RecordType::TXT),
+    ] {
+        for edns in [None, Some(4096)] {
+            let q = common::query(name, t, edns);
+            let mut buf = q.clone();
+            match h.handle(&mut buf, q.len(), &peer) {
+                Verdict::Reply(n) => assert!(n <= q.len()),
+                v => panic!("{name} {t}: {v:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn edns_version_and_opcode_and_malformed_queries() {
     let srv = start_server();

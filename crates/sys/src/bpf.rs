@@ -9,9 +9,6 @@ use crate::{cvt, SysResult};
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-const SKF_AD_OFF: i32 = -0x1000;
-const SKF_AD_CPU: i32 = 36;
-
 /// `A = cpu; A %= n; return A` as classic BPF.
 pub fn cbpf_cpu_mod(n: u32) -> Vec<libc::sock_filter> {
     let ins = |code: u16, k: u32| libc::sock_filter {
@@ -24,7 +21,7 @@ pub fn cbpf_cpu_mod(n: u32) -> Vec<libc::sock_filter> {
     let alu_mod_k = (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16;
     let ret_a = (libc::BPF_RET | libc::BPF_A) as u16;
     vec![
-        ins(ld_w_abs, (SKF_AD_OFF + SKF_AD_CPU) as u32),
+        ins(ld_w_abs, (libc::SKF_AD_OFF + libc::SKF_AD_CPU) as u32),
         ins(alu_mod_k, n.max(1)),
         ins(ret_a, 0),
     ]

@@ -1,5 +1,9 @@
 //! CPU placement and CPU-time accounting for threads and processes.
 
+mod set;
+
+pub use set::{CpuSet, CpuSetError, MAX_CPU};
+
 use crate::{cvt, SysResult};
 use std::mem;
 use std::time::Duration;

@@ -80,8 +80,8 @@ impl Ethtool {
             unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
             || "socket(AF_INET, SOCK_DGRAM) for SIOCETHTOOL".into(),
         )?;
-        // SAFETY: fd was just returned by socket() and is owned by nobody else.
         Ok(Ethtool {
+            // SAFETY: fd was just returned by socket() and is owned by nobody else.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }
@@ -104,8 +104,8 @@ impl Ethtool {
             });
         }
         req.name[..iface.len()].copy_from_slice(iface.as_bytes());
-        // SAFETY: req is a live ifreq whose data pointer the caller guarantees valid.
         cvt(
+            // SAFETY: req is a live ifreq whose data pointer the caller guarantees valid.
             unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) },
             || format!("ioctl(SIOCETHTOOL, {what}) on {iface}"),
         )?;

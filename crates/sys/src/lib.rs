@@ -1,13 +1,29 @@
 //! The system-call layer of firehose: the only crate that uses `unsafe` and libc.
 //!
 //! Every syscall goes through [`cvt`], which turns a `-1` into an [`std::io::Error`]
-//! that names the call, so an error always says which kernel interface refused.
+//! that names the call, so an error always says which kernel interface refused. Every
+//! `unsafe` block carries a `// SAFETY:` line saying why the kernel or libc call is
+//! sound there.
 //!
-//! Contract of the I/O backends (one file each): a backend moves a batch of datagrams
-//! between a socket and a [`mmsg::Batch`] — a fixed set of buffers owned by the caller,
-//! with one [`mmsg::Meta`] (length, peer) per slot. No allocation happens per packet.
+//! What it offers, and the contract each part keeps:
+//! - [`socket::UdpSock`]: a UDP socket whose every option has a setter and a getter,
+//!   so callers report what the kernel applied. It also remembers whether UDP GSO works
+//!   on it (probed once, turned off for good when a send is refused).
+//! - [`mmsg::Batch`]: batched datagram I/O over caller-owned slots allocated once. A
+//!   receive fills slots `0..n` (length, sender, control messages); replies are queued by
+//!   slot and length and sent by one flush. How it receives and sends is data chosen once
+//!   ([`mmsg::RecvMode`], [`mmsg::SendMode`]: recvfrom or recvmmsg; sendto, sendmmsg or
+//!   UDP GSO with sendmmsg as the fallback it takes by itself). No allocation per packet.
+//! - [`cmsg`]: the one encoder and iterator for control messages.
+//! - [`bpf`], [`cpu`], [`epoll`], [`ethtool`], [`sockaddr`]: reuseport steering
+//!   programs, CPU affinity and times, readiness, NIC queries, address conversion.
+//!
+//! Later I/O paths (AF_XDP, io_uring, AF_PACKET) add their kernel calls here, one file
+//! each; the engine's backend seam (`firehose_engine::backend`) is where they meet the
+//! worker loop.
 
 pub mod bpf;
+pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
 pub mod ethtool;

@@ -1,25 +1,50 @@
-//! Batched datagram I/O with recvmmsg(2)/sendmmsg(2).
+//! Batched datagram I/O: recvfrom/recvmmsg in, sendto/sendmmsg/UDP GSO out.
 //!
 //! A [`Batch`] owns `slots` buffers of `slot_size` bytes plus the kernel structures that
 //! point into them, allocated once. Receiving fills slots `0..n`; a handler rewrites a slot
-//! in place; [`Batch::queue_reply`] marks it to go back to its sender, and
-//! [`Batch::flush`] sends everything queued in as few sendmmsg calls as the kernel allows.
-//! Nothing is allocated per packet.
+//! in place; [`Batch::queue_reply`] marks it to go back to its sender (or
+//! [`Batch::queue_send`] on a connected socket), and [`Batch::flush`] sends everything
+//! queued. How it receives and sends is data chosen once ([`RecvMode`], [`SendMode`]);
+//! with [`SendMode::Gso`] the batch probes the socket, groups equal-sized datagrams into
+//! UDP_SEGMENT super-datagrams, and falls back to sendmmsg by itself (and for good, on
+//! that socket) when the kernel refuses. Nothing is allocated per packet.
 
+mod gso;
+
+use crate::cmsg::{self, Space};
 use crate::sockaddr::{storage_to_std, RawAddr};
-use crate::socket::{consts::SO_RXQ_OVFL, is_would_block, UdpSock};
-use crate::{cvt, SysError, SysResult};
+use crate::socket::{is_would_block, UdpSock};
+use crate::{cvt, SysResult};
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
+pub use gso::GSO_MAX_SEGMENTS;
+
+/// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 today).
 const CTRL_LEN: usize = 64;
-const SOL_UDP: i32 = 17;
-const UDP_SEGMENT: i32 = 103;
-/// Most segments the kernel accepts in one UDP GSO send (UDP_MAX_SEGMENTS was 64 before 6.x).
-pub const GSO_MAX_SEGMENTS: usize = 64;
-/// Largest UDP GSO send: the IP total length field (16 bits) less IPv6/UDP headers.
-const GSO_MAX_BYTES: usize = 65535 - 48;
+
+/// How a batch receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// recvfrom: one datagram per call, into slot 0 (the unbatched baseline).
+    Single,
+    /// recvmmsg: up to a batch per call.
+    Batch,
+}
+
+/// How a batch sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// sendto: one datagram per call (the unbatched baseline).
+    Single,
+    /// sendmmsg: the whole queue in as few calls as the kernel takes.
+    Batch,
+    /// UDP GSO where it pays (connected socket, datagrams queued with
+    /// [`Batch::queue_send`], sizes repeating), sendmmsg otherwise or once the socket
+    /// has refused GSO.
+    Gso,
+}
 
 /// What a flush did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +53,15 @@ pub struct Flushed {
     pub sent: usize,
     /// Datagrams dropped because the kernel refused them (the errno is in `last_error`).
     pub failed: usize,
-    /// sendmmsg calls made.
+    /// Send calls made.
     pub syscalls: usize,
     /// The errno of the last refusal, if any.
     pub last_error: Option<i32>,
     /// sendmsg calls that carried a UDP GSO super-datagram.
     pub gso_sends: usize,
+    /// GSO was asked for but the socket cannot do it (see
+    /// [`UdpSock::gso_unavailable`] for the reason); the datagrams went by sendmmsg.
+    pub gso_unavailable: bool,
 }
 
 /// The sender of a received datagram, converted to a `SocketAddr` only on demand.
@@ -55,11 +83,15 @@ pub struct Batch {
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     addrs: Vec<libc::sockaddr_storage>,
-    ctrl: Vec<[u8; CTRL_LEN]>,
+    ctrl: Vec<Space<CTRL_LEN>>,
     out_iovs: Vec<libc::iovec>,
     out_hdrs: Vec<libc::mmsghdr>,
     queued: usize,
+    /// Some queued datagram carries an address (GSO needs a connected socket).
+    queued_addressed: bool,
     with_ctrl: bool,
+    recv_mode: RecvMode,
+    send_mode: SendMode,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this Batch's own heap
@@ -67,23 +99,27 @@ pub struct Batch {
 unsafe impl Send for Batch {}
 
 impl Batch {
-    /// Allocates `slots` buffers of `slot_size` bytes. With `with_ctrl`, receive calls
-    /// also collect control messages (the SO_RXQ_OVFL drop counter).
-    pub fn new(slots: usize, slot_size: usize, with_ctrl: bool) -> Self {
+    /// Allocates `slots` buffers of `slot_size` bytes, receiving with recvmmsg and
+    /// sending with sendmmsg, without control messages.
+    pub fn new(slots: usize, slot_size: usize) -> Self {
         let slots = slots.max(1);
+        // SAFETY: iovec, mmsghdr and sockaddr_storage are plain C structs for which
+        // all-zero is a valid value.
+        let (iov, hdr, addr) = unsafe { (mem::zeroed(), mem::zeroed(), mem::zeroed()) };
         let mut b = Batch {
             slot_size,
             bufs: vec![0u8; slots * slot_size],
-            // SAFETY (all zeroed below): iovec, mmsghdr and sockaddr_storage are plain C
-            // structs for which all-zero is a valid value.
-            iovs: vec![unsafe { mem::zeroed() }; slots],
-            hdrs: vec![unsafe { mem::zeroed() }; slots],
-            addrs: vec![unsafe { mem::zeroed() }; slots],
-            ctrl: vec![[0u8; CTRL_LEN]; slots],
-            out_iovs: vec![unsafe { mem::zeroed() }; slots],
-            out_hdrs: vec![unsafe { mem::zeroed() }; slots],
+            iovs: vec![iov; slots],
+            hdrs: vec![hdr; slots],
+            addrs: vec![addr; slots],
+            ctrl: Vec::new(),
+            out_iovs: vec![iov; slots],
+            out_hdrs: vec![hdr; slots],
             queued: 0,
-            with_ctrl,
+            queued_addressed: false,
+            with_ctrl: false,
+            recv_mode: RecvMode::Batch,
+            send_mode: SendMode::Batch,
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..slots {
@@ -92,6 +128,31 @@ impl Batch {
             b.iovs[i].iov_len = slot_size;
         }
         b
+    }
+
+    /// Receives with `mode`.
+    pub fn with_recv(mut self, mode: RecvMode) -> Self {
+        self.recv_mode = mode;
+        self
+    }
+
+    /// Sends with `mode`.
+    pub fn with_send(mut self, mode: SendMode) -> Self {
+        self.send_mode = mode;
+        self
+    }
+
+    /// With `on`, batched receives also collect control messages (the SO_RXQ_OVFL drop
+    /// counter, when the socket has it set). recvfrom carries none.
+    pub fn with_rxq_ovfl(mut self, on: bool) -> Self {
+        self.with_ctrl = on;
+        self.ctrl = vec![Space::default(); if on { self.capacity() } else { 0 }];
+        self
+    }
+
+    /// The send mode chosen.
+    pub fn send_mode(&self) -> SendMode {
+        self.send_mode
     }
 
     /// Number of slots.
@@ -113,7 +174,7 @@ impl Batch {
             h.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
             h.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             if self.with_ctrl {
-                h.msg_control = self.ctrl[i].as_mut_ptr() as *mut libc::c_void;
+                h.msg_control = self.ctrl[i].as_mut_ptr();
                 h.msg_controllen = CTRL_LEN;
             } else {
                 h.msg_control = std::ptr::null_mut();
@@ -124,9 +185,13 @@ impl Batch {
         }
     }
 
-    /// Receives up to `max` datagrams (recvmmsg). `flags` may hold MSG_DONTWAIT; with a
-    /// blocking socket the call waits for the first datagram only (MSG_WAITFORONE).
+    /// Receives up to `max` datagrams into slots `0..n` (recvmmsg, or one with
+    /// recvfrom in [`RecvMode::Single`]). `flags` may hold MSG_DONTWAIT; with a blocking
+    /// socket recvmmsg waits for the first datagram only (MSG_WAITFORONE).
     pub fn recv(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
+        if self.recv_mode == RecvMode::Single {
+            return self.recv_one(sock, flags);
+        }
         let n = max.min(self.capacity()).max(1);
         self.prepare_recv(n);
         // SAFETY: hdrs[0..n] point at live iovecs, address and control buffers owned by
@@ -143,14 +208,24 @@ impl Batch {
         cvt(got, || "recvmmsg".into()).map(|g| g as usize)
     }
 
-    /// Receives one datagram into slot 0 with recvfrom, the one-packet-per-call path.
-    pub fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> SysResult<usize> {
+    /// As [`Self::recv`], with "nothing to read now" (EAGAIN, EINTR) as `Ok(0)`.
+    pub fn recv_some(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
+        match self.recv(sock, max, flags) {
+            Err(e) if is_would_block(&e) => Ok(0),
+            r => r,
+        }
+    }
+
+    /// Receives one datagram into slot 0 with recvfrom.
+    fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> SysResult<usize> {
         let slot = &mut self.bufs[..self.slot_size];
         let (len, raw) = sock.recv_from(slot, flags)?;
         self.addrs[0] = raw.storage;
-        self.hdrs[0].msg_hdr.msg_namelen = raw.len;
-        self.hdrs[0].msg_hdr.msg_controllen = 0;
-        self.hdrs[0].msg_hdr.msg_flags = 0;
+        let h = &mut self.hdrs[0].msg_hdr;
+        h.msg_namelen = raw.len;
+        h.msg_control = std::ptr::null_mut();
+        h.msg_controllen = 0;
+        h.msg_flags = 0;
         self.hdrs[0].msg_len = len as u32;
         Ok(1)
     }
@@ -207,26 +282,18 @@ impl Batch {
         }
     }
 
+    /// The control messages received with slot `i`.
+    pub fn cmsgs(&self, i: usize) -> cmsg::Iter<'_> {
+        let buf = self.ctrl.get(i).map(|c| c.bytes()).unwrap_or(&[]);
+        cmsg::Iter::new(&self.hdrs[i].msg_hdr, buf)
+    }
+
     /// The socket's cumulative drop count carried by slot `i` (SO_RXQ_OVFL). The kernel
     /// attaches it only once the socket has dropped something, so `None` means zero so far.
     pub fn rxq_ovfl(&self, i: usize) -> Option<u32> {
-        if !self.with_ctrl {
-            return None;
-        }
-        let h = &self.hdrs[i].msg_hdr;
-        // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
-        // msg_controllen, which the kernel set to the bytes it wrote.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(h);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_RXQ_OVFL {
-                    let p = libc::CMSG_DATA(c) as *const u32;
-                    return Some(std::ptr::read_unaligned(p));
-                }
-                c = libc::CMSG_NXTHDR(h, c);
-            }
-        }
-        None
+        self.cmsgs(i)
+            .find(|c| c.level == libc::SOL_SOCKET && c.ty == libc::SO_RXQ_OVFL)
+            .and_then(|c| c.read::<u32>())
     }
 
     /// Queues slot `i`'s first `len` bytes to go back to the slot's sender.
@@ -251,6 +318,7 @@ impl Batch {
         if with_addr {
             h.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
             h.msg_namelen = self.hdrs[i].msg_hdr.msg_namelen;
+            self.queued_addressed = true;
         } else {
             h.msg_name = std::ptr::null_mut();
             h.msg_namelen = 0;
@@ -266,19 +334,44 @@ impl Batch {
         self.queued
     }
 
-    /// Sends everything queued. `one_by_one` uses sendto per datagram (the unbatched
-    /// baseline). A datagram the kernel refuses is counted and skipped, never retried
-    /// forever: UDP may drop, and a full socket buffer is overload, not an error.
-    pub fn flush(&mut self, sock: &UdpSock, flags: i32, one_by_one: bool) -> Flushed {
+    /// Sends everything queued, by the batch's [`SendMode`]. A datagram the kernel
+    /// refuses is counted and skipped, never retried forever: UDP may drop, and a full
+    /// socket buffer is overload, not an error.
+    pub fn flush(&mut self, sock: &UdpSock, flags: i32) -> Flushed {
         let mut f = Flushed::default();
+        match self.send_mode {
+            SendMode::Single => self.send_from(sock, 0, flags, true, &mut f),
+            SendMode::Batch => self.send_from(sock, 0, flags, false, &mut f),
+            SendMode::Gso if self.queued < 2 || self.queued_addressed => {
+                self.send_from(sock, 0, flags, false, &mut f)
+            }
+            SendMode::Gso if !sock.gso_usable() => {
+                f.gso_unavailable = true;
+                self.send_from(sock, 0, flags, false, &mut f)
+            }
+            SendMode::Gso => self.flush_gso(sock, &mut f),
+        }
+        self.queued = 0;
+        self.queued_addressed = false;
+        f
+    }
+
+    /// Sends queued datagrams `from..queued` with sendto each (`single`) or sendmmsg.
+    fn send_from(
+        &mut self,
+        sock: &UdpSock,
+        from: usize,
+        flags: i32,
+        single: bool,
+        f: &mut Flushed,
+    ) {
         let total = self.queued;
-        let mut at = 0;
+        let mut at = from;
         while at < total {
-            let res = if one_by_one {
-                f.syscalls += 1;
+            f.syscalls += 1;
+            let res = if single {
                 self.send_single(sock, at, flags).map(|_| 1)
             } else {
-                f.syscalls += 1;
                 // SAFETY: out_hdrs[at..total] were filled by queue() and point at live
                 // slots, iovecs and addresses owned by self.
                 let r = unsafe {
@@ -308,83 +401,6 @@ impl Batch {
                 }
             }
         }
-        self.queued = 0;
-        f
-    }
-
-    /// Sends everything queued for a connected socket as UDP GSO super-datagrams
-    /// (UDP_SEGMENT): one skb carries up to 64 equal datagrams through the sender's IP
-    /// stack, and the kernel splits it late. Datagrams are grouped by size (their order on
-    /// a connected socket does not matter) and each group goes in as few sends as the
-    /// limits allow; when the sizes are too mixed for groups to pay, it uses sendmmsg.
-    /// Returns `Err` with the errno if the kernel refuses GSO on the first send (the caller
-    /// then falls back to [`Self::flush`]); nothing queued is lost in that case.
-    pub fn flush_gso(&mut self, sock: &UdpSock) -> SysResult<Flushed> {
-        let total = self.queued;
-        // Descending and stable: same-size datagrams keep their order.
-        self.out_iovs[..total].sort_by_key(|v| std::cmp::Reverse(v.iov_len));
-        let groups = 1 + self.out_iovs[..total]
-            .windows(2)
-            .filter(|w| w[0].iov_len != w[1].iov_len)
-            .count();
-        if groups > 1 && groups * 3 > total {
-            return Ok(self.flush(sock, 0, false));
-        }
-        let mut f = Flushed::default();
-        let mut at = 0;
-        while at < total {
-            let seg = self.out_iovs[at].iov_len;
-            let run = self.out_iovs[at..total]
-                .iter()
-                .take_while(|v| v.iov_len == seg)
-                .count();
-            let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / seg.max(1)).max(1);
-            let end = at + run;
-            while at < end {
-                let n = per_send.min(end - at);
-                f.syscalls += 1;
-                match self.send_gso(sock, at, n, seg) {
-                    Ok(()) => {
-                        f.sent += n;
-                        f.gso_sends += 1;
-                        at += n;
-                    }
-                    Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
-                    Err(e) if f.sent == 0 && f.failed == 0 && gso_unsupported(&e) => return Err(e),
-                    Err(e) => {
-                        f.failed += n;
-                        f.last_error = e.errno();
-                        at += n;
-                    }
-                }
-            }
-        }
-        self.queued = 0;
-        Ok(f)
-    }
-
-    /// One sendmsg of `n` queued datagrams from `at`, all `seg` bytes, with UDP_SEGMENT.
-    fn send_gso(&mut self, sock: &UdpSock, at: usize, n: usize, seg: usize) -> SysResult<()> {
-        let mut ctrl = [0u64; 4];
-        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-        let mut h: libc::msghdr = unsafe { mem::zeroed() };
-        h.msg_iov = self.out_iovs[at..].as_mut_ptr();
-        h.msg_iovlen = n;
-        h.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
-        // SAFETY: CMSG_SPACE only computes a size.
-        h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-        // SAFETY: the control buffer (32 bytes, 8-aligned) holds one cmsghdr with a u16;
-        // CMSG_FIRSTHDR/CMSG_DATA point inside it.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&h);
-            (*c).cmsg_level = SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
-        }
-        // SAFETY: h points at n live iovecs (our slots) and the local control buffer.
-        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
-        cvt(r, || format!("sendmsg(UDP_SEGMENT={seg})")).map(|_| ())
     }
 
     fn send_single(&self, sock: &UdpSock, k: usize, flags: i32) -> SysResult<usize> {
@@ -406,40 +422,12 @@ impl Batch {
     }
 }
 
-/// Errnos that mean "this kernel or path cannot do UDP GSO" rather than a lost datagram.
-fn gso_unsupported(e: &SysError) -> bool {
-    matches!(
-        e.errno(),
-        Some(libc::EINVAL) | Some(libc::EIO) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)
-    )
-}
-
-/// Receives with recvmmsg or recvfrom; EAGAIN becomes `Ok(0)`.
-pub fn recv_some(
-    batch: &mut Batch,
-    sock: &UdpSock,
-    max: usize,
-    flags: i32,
-    one_by_one: bool,
-) -> Result<usize, SysError> {
-    let r = if one_by_one {
-        batch.recv_one(sock, flags)
-    } else {
-        batch.recv(sock, max, flags)
-    };
-    match r {
-        Ok(n) => Ok(n),
-        Err(e) if is_would_block(&e) => Ok(0),
-        Err(e) => Err(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A bound server socket and a client socket connected to it, on loopback.
-    fn connected_pair() -> (UdpSock, UdpSock) {
+    pub(super) fn connected_pair() -> (UdpSock, UdpSock) {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let srv = UdpSock::new_for(&any).unwrap();
         srv.bind(&any).unwrap();
@@ -450,82 +438,22 @@ mod tests {
     }
 
     #[test]
-    fn gso_send_arrives_as_separate_datagrams() {
-        let (srv, cli) = connected_pair();
-        let n = 100; // more than one GSO send's worth of segments
-        let mut tx = Batch::new(n, 256, false);
-        for i in 0..n {
-            let len = if i == n - 1 { 7 } else { 100 };
-            tx.slot_mut(i)[..len].fill(i as u8);
-            tx.queue_send(i, len);
-        }
-        let f = tx.flush_gso(&cli).expect("loopback supports UDP GSO");
-        assert_eq!(f.sent, n);
-        // 99 of 100 bytes (two sends: 64 + 35 segments) and the 7-byte one on its own.
-        assert_eq!(f.syscalls, 3);
-        let mut rx = Batch::new(128, 2048, false);
-        let mut got = 0;
-        while got < n {
-            let k = rx.recv(&srv, 128, 0).unwrap();
-            for i in 0..k {
-                let want = if got + i == n - 1 { 7 } else { 100 };
-                assert_eq!(
-                    rx.data(i),
-                    &vec![(got + i) as u8; want][..],
-                    "datagram {}",
-                    got + i
-                );
-            }
-            got += k;
-        }
-    }
-
-    #[test]
-    fn gso_groups_mixed_sizes_and_never_cuts_a_datagram() {
-        let (srv, cli) = connected_pair();
-        // Three sizes, interleaved: 29, 33, 31, 29, 33, 31, ...
-        let sizes = [29usize, 33, 31];
-        let n = 30;
-        let mut tx = Batch::new(n, 64, false);
-        for i in 0..n {
-            let len = sizes[i % 3];
-            tx.slot_mut(i)[..len].fill(i as u8);
-            tx.queue_send(i, len);
-        }
-        let f = tx.flush_gso(&cli).unwrap();
-        assert_eq!((f.sent, f.gso_sends), (n, 3), "one send per size");
-        let mut rx = Batch::new(64, 2048, false);
-        let mut seen = vec![false; n];
-        let mut got = 0;
-        while got < n {
-            let k = rx.recv(&srv, 64, 0).unwrap();
-            for i in 0..k {
-                let d = rx.data(i);
-                let id = d[0] as usize;
-                assert_eq!(d.len(), sizes[id % 3], "datagram {id} arrived whole");
-                assert!(d.iter().all(|&b| b as usize == id));
-                seen[id] = true;
-            }
-            got += k;
-        }
-        assert!(seen.iter().all(|&s| s));
-    }
-
-    #[test]
     fn batch_echo_round_trip() {
         let (srv, cli) = connected_pair();
         srv.set_rxq_ovfl(true).unwrap();
 
-        let mut tx = Batch::new(4, 2048, false);
+        let mut tx = Batch::new(4, 2048);
         for i in 0..4 {
             tx.slot_mut(i)[..3].copy_from_slice(&[i as u8; 3]);
             tx.queue_send(i, 3);
         }
-        let f = tx.flush(&cli, 0, false);
+        let f = tx.flush(&cli, 0);
         assert_eq!(f.sent, 4);
         assert_eq!(f.syscalls, 1);
 
-        let mut rx = Batch::new(8, 2048, true);
+        let mut rx = Batch::new(8, 2048)
+            .with_rxq_ovfl(true)
+            .with_send(SendMode::Single);
         let mut got = 0;
         while got < 4 {
             let n = rx.recv(&srv, 8, 0).unwrap();
@@ -536,12 +464,54 @@ mod tests {
                 rx.queue_reply(i, 3);
             }
             got += n;
-            assert_eq!(rx.flush(&srv, 0, true).sent, n);
+            let f = rx.flush(&srv, 0);
+            assert_eq!((f.sent, f.syscalls), (n, n), "one sendto each");
         }
-        let mut back = Batch::new(8, 2048, false);
+        let mut back = Batch::new(8, 2048);
         let mut seen = 0;
         while seen < 4 {
             seen += back.recv(&cli, 8, 0).unwrap();
         }
+    }
+
+    #[test]
+    fn the_drop_count_arrives_as_a_control_message() {
+        let (srv, cli) = connected_pair();
+        srv.set_rxq_ovfl(true).unwrap();
+        srv.set_rcvbuf(1, false).unwrap(); // the kernel's minimum: a few datagrams
+        let mut tx = Batch::new(64, 1000);
+        for i in 0..64 {
+            tx.queue_send(i, 1000);
+        }
+        assert_eq!(tx.flush(&cli, 0).sent, 64);
+        let dropped = srv.drops().unwrap();
+        assert!(dropped > 0, "a tiny receive buffer overflows");
+        // The kernel stamps a datagram with the count when it queues it, so the ones
+        // queued before the overflow carry nothing; one sent after it carries the count.
+        let mut rx = Batch::new(64, 2048).with_rxq_ovfl(true);
+        let n = rx.recv(&srv, 64, libc::MSG_DONTWAIT).unwrap();
+        assert_eq!(n as u32 + dropped, 64, "every datagram read or dropped");
+        assert_eq!(rx.rxq_ovfl(0), None);
+        cli.send_to(b"after", None, 0).unwrap();
+        assert_eq!(rx.recv(&srv, 64, 0).unwrap(), 1);
+        assert_eq!(rx.data(0), b"after");
+        assert_eq!(
+            rx.rxq_ovfl(0),
+            Some(dropped),
+            "SO_RXQ_OVFL equals SO_MEMINFO"
+        );
+    }
+
+    #[test]
+    fn single_receive_uses_slot_zero_and_carries_no_control_messages() {
+        let (srv, cli) = connected_pair();
+        srv.set_rxq_ovfl(true).unwrap();
+        cli.send_to(b"hi", None, 0).unwrap();
+        let mut rx = Batch::new(4, 64)
+            .with_recv(RecvMode::Single)
+            .with_rxq_ovfl(true);
+        assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
+        assert_eq!(rx.data(0), b"hi");
+        assert_eq!(rx.cmsgs(0).count(), 0);
     }
 }

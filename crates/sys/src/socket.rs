@@ -1,4 +1,4 @@
-//! A UDP socket with the options the seeds turn, each set and read back by name.
+//! A UDP socket with the options the source documents turn, each set and read back by name.
 //!
 //! Every setter is paired with a getter so callers can report what the kernel
 //! actually applied (it may round or clamp a value, or refuse it with an errno).
@@ -8,28 +8,22 @@ use crate::{cvt, SysError, SysResult};
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-/// Socket option numbers that older libc releases may not carry.
+/// The IP_MTU_DISCOVER modes, re-exported so callers need no libc.
 pub mod consts {
-    pub const SO_RXQ_OVFL: i32 = 40;
-    pub const SO_INCOMING_CPU: i32 = 49;
-    pub const SO_ATTACH_REUSEPORT_CBPF: i32 = 51;
-    pub const SO_ATTACH_REUSEPORT_EBPF: i32 = 52;
-    pub const SO_MEMINFO: i32 = 55;
-    pub const SO_PREFER_BUSY_POLL: i32 = 69;
-    pub const SO_BUSY_POLL_BUDGET: i32 = 70;
-    pub const IP_PMTUDISC_DONT: i32 = 0;
-    pub const IP_PMTUDISC_WANT: i32 = 1;
-    pub const IP_PMTUDISC_DO: i32 = 2;
-    pub const IP_PMTUDISC_PROBE: i32 = 3;
-    pub const IP_PMTUDISC_INTERFACE: i32 = 4;
-    pub const IP_PMTUDISC_OMIT: i32 = 5;
-    /// Index of the drop counter in the `SO_MEMINFO` array.
-    pub const SK_MEMINFO_DROPS: usize = 8;
-    pub const SK_MEMINFO_VARS: usize = 9;
+    pub use libc::{
+        IP_PMTUDISC_DO, IP_PMTUDISC_DONT, IP_PMTUDISC_INTERFACE, IP_PMTUDISC_OMIT,
+        IP_PMTUDISC_PROBE, IP_PMTUDISC_WANT,
+    };
 }
 use consts::*;
+
+/// Length of the `SO_MEMINFO` array (the kernel's `SK_MEMINFO_VARS`, one past the last
+/// index, `SK_MEMINFO_DROPS`; libc carries the indices but not the count).
+const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
 
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
@@ -54,7 +48,20 @@ pub fn pmtudisc_name(mode: i32) -> &'static str {
 pub struct UdpSock {
     fd: OwnedFd,
     v6: bool,
+    gso: Gso,
 }
+
+/// What this socket knows about UDP GSO: probed once, then degraded at run time if a
+/// send is refused (quinn-udp's approach). Atomic because workers may share a socket.
+#[derive(Debug, Default)]
+struct Gso {
+    state: AtomicU8,
+    why_not: OnceLock<String>,
+}
+
+const GSO_UNPROBED: u8 = 0;
+const GSO_ON: u8 = 1;
+const GSO_OFF: u8 = 2;
 
 impl AsRawFd for UdpSock {
     fn as_raw_fd(&self) -> RawFd {
@@ -76,7 +83,48 @@ impl UdpSock {
         )?;
         // SAFETY: fd was just returned by socket() and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(UdpSock { fd, v6 })
+        Ok(UdpSock {
+            fd,
+            v6,
+            gso: Gso::default(),
+        })
+    }
+
+    /// Whether UDP GSO sends (UDP_SEGMENT) may be tried on this socket. The first call
+    /// probes with getsockopt(UDP_SEGMENT) (kernel 4.18+); false from then on if the
+    /// probe failed or the kernel has since refused a GSO send.
+    pub fn gso_usable(&self) -> bool {
+        match self.gso.state.load(Ordering::Relaxed) {
+            GSO_ON => true,
+            GSO_OFF => false,
+            _ => match self.get_int(libc::SOL_UDP, libc::UDP_SEGMENT, "UDP_SEGMENT") {
+                Ok(_) => {
+                    let _ = self.gso.state.compare_exchange(
+                        GSO_UNPROBED,
+                        GSO_ON,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                    self.gso.state.load(Ordering::Relaxed) == GSO_ON
+                }
+                Err(e) => {
+                    self.disable_gso(&e);
+                    false
+                }
+            },
+        }
+    }
+
+    /// Stops GSO on this socket for good, remembering the kernel's reason.
+    pub(crate) fn disable_gso(&self, why: &SysError) {
+        let _ = self.gso.why_not.set(why.to_string());
+        self.gso.state.store(GSO_OFF, Ordering::Relaxed);
+    }
+
+    /// Why this socket sends without GSO: the failed probe or the refused send, with
+    /// its errno. `None` while GSO is usable or untried.
+    pub fn gso_unavailable(&self) -> Option<&str> {
+        self.gso.why_not.get().map(String::as_str)
     }
 
     /// True for an AF_INET6 socket.
@@ -217,7 +265,7 @@ impl UdpSock {
     pub fn set_prefer_busy_poll(&self, on: bool) -> SysResult<()> {
         self.set_int(
             libc::SOL_SOCKET,
-            SO_PREFER_BUSY_POLL,
+            libc::SO_PREFER_BUSY_POLL,
             on as i32,
             "SO_PREFER_BUSY_POLL",
         )
@@ -225,7 +273,11 @@ impl UdpSock {
 
     /// Whether SO_PREFER_BUSY_POLL is set.
     pub fn prefer_busy_poll(&self) -> SysResult<bool> {
-        Ok(self.get_int(libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL")? != 0)
+        Ok(self.get_int(
+            libc::SOL_SOCKET,
+            libc::SO_PREFER_BUSY_POLL,
+            "SO_PREFER_BUSY_POLL",
+        )? != 0)
     }
 
     /// SO_BUSY_POLL_BUDGET: packets per busy-poll round (kernel 5.11+; raising it above
@@ -233,7 +285,7 @@ impl UdpSock {
     pub fn set_busy_poll_budget(&self, budget: i32) -> SysResult<()> {
         self.set_int(
             libc::SOL_SOCKET,
-            SO_BUSY_POLL_BUDGET,
+            libc::SO_BUSY_POLL_BUDGET,
             budget,
             "SO_BUSY_POLL_BUDGET",
         )
@@ -241,22 +293,31 @@ impl UdpSock {
 
     /// The busy-poll budget in force.
     pub fn busy_poll_budget(&self) -> SysResult<i32> {
-        self.get_int(libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET")
+        self.get_int(
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL_BUDGET,
+            "SO_BUSY_POLL_BUDGET",
+        )
     }
 
     /// SO_RXQ_OVFL: the kernel attaches the socket's cumulative drop count to each datagram.
     pub fn set_rxq_ovfl(&self, on: bool) -> SysResult<()> {
-        self.set_int(libc::SOL_SOCKET, SO_RXQ_OVFL, on as i32, "SO_RXQ_OVFL")
+        self.set_int(
+            libc::SOL_SOCKET,
+            libc::SO_RXQ_OVFL,
+            on as i32,
+            "SO_RXQ_OVFL",
+        )
     }
 
     /// Whether SO_RXQ_OVFL is set.
     pub fn rxq_ovfl(&self) -> SysResult<bool> {
-        Ok(self.get_int(libc::SOL_SOCKET, SO_RXQ_OVFL, "SO_RXQ_OVFL")? != 0)
+        Ok(self.get_int(libc::SOL_SOCKET, libc::SO_RXQ_OVFL, "SO_RXQ_OVFL")? != 0)
     }
 
     /// SO_INCOMING_CPU: the CPU that last processed this socket's packets in softirq.
     pub fn incoming_cpu(&self) -> SysResult<i32> {
-        self.get_int(libc::SOL_SOCKET, SO_INCOMING_CPU, "SO_INCOMING_CPU")
+        self.get_int(libc::SOL_SOCKET, libc::SO_INCOMING_CPU, "SO_INCOMING_CPU")
     }
 
     /// IPV6_V6ONLY, so a `[::]` listener does or does not take IPv4 too.
@@ -278,13 +339,13 @@ impl UdpSock {
             libc::getsockopt(
                 self.as_raw_fd(),
                 libc::SOL_SOCKET,
-                SO_MEMINFO,
+                libc::SO_MEMINFO,
                 info.as_mut_ptr() as *mut libc::c_void,
                 &mut len,
             )
         };
         cvt(ret, || "getsockopt(SO_MEMINFO)".into())?;
-        Ok(info[SK_MEMINFO_DROPS])
+        Ok(info[libc::SK_MEMINFO_DROPS as usize])
     }
 
     /// Binds to a local address.
@@ -375,7 +436,7 @@ impl UdpSock {
             libc::setsockopt(
                 self.as_raw_fd(),
                 libc::SOL_SOCKET,
-                SO_ATTACH_REUSEPORT_CBPF,
+                libc::SO_ATTACH_REUSEPORT_CBPF,
                 &fprog as *const _ as *const libc::c_void,
                 mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
             )
@@ -387,7 +448,7 @@ impl UdpSock {
     pub fn attach_reuseport_ebpf(&self, prog: &crate::bpf::Program) -> SysResult<()> {
         self.set_int(
             libc::SOL_SOCKET,
-            SO_ATTACH_REUSEPORT_EBPF,
+            libc::SO_ATTACH_REUSEPORT_EBPF,
             prog.as_raw_fd(),
             "SO_ATTACH_REUSEPORT_EBPF",
         )

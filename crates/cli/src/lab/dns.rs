@@ -3,12 +3,12 @@
 //! `firehose_lab::dns_compare`). Here: which flags apply, defaults, and the outputs.
 
 use super::{lab_err, placement, stop_flag, CompareArgs};
-use crate::args::Usage;
+use crate::args::{whole_rate, Cpus, Usage};
 use anyhow::{Context, Result};
 use firehose_lab::dns_compare::{self, parse_names, DnsCompareOptions, Driver, ServerKind};
 use firehose_lab::topology::Kind;
+use firehose_sys::cpu::CpuSet;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Why each flag of `lab compare --proto echo` means nothing for DNS.
 const ECHO_ONLY: [&str; 7] = [
@@ -59,10 +59,10 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     .map_err(lab_err)?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
     let place = placement(r, &allowed)?;
-    if r.client_cpus.is_some() && place.client_cpus.len() > 1 {
+    if matches!(r.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
         return Err(Usage(format!(
             "--client-cpus {}: both DNS drivers run one thread; give one CPU",
-            r.client_cpus.as_deref().unwrap_or_default()
+            CpuSet::from(&place.client_cpus)
         ))
         .into());
     }
@@ -80,11 +80,11 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         server_cpus: place.server_cpus.clone(),
         client_cpus: place.client_cpus[..1].to_vec(),
         repetitions: r.repetitions,
-        duration: Duration::from_secs(r.duration as u64),
+        duration: r.duration,
         names: c.names.unwrap_or(10_000),
         queries: c.query_count.unwrap_or(100_000),
         outstanding: r.window.unwrap_or(100),
-        rate: r.rate.map(|x| x as u64),
+        rate: r.rate.map(|x| whole_rate("--rate", x)).transpose()?,
         syscalls: !c.no_syscalls,
         stop: Some(stop),
         ..DnsCompareOptions::default()

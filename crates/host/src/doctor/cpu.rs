@@ -6,7 +6,8 @@ use super::irq::local_cpus;
 use super::plan::{Kind, Phase, Step, Target};
 use super::{per_iface, Row, Status};
 use crate::procfs::stat;
-use crate::text::{self, CpuSet};
+use crate::text;
+use firehose_sys::cpu::CpuSet;
 
 /// CPUs busier than 50% over the sample window, with their busy percent.
 fn busy_cpus(facts: &Facts) -> Option<Vec<(usize, f64)>> {
@@ -52,7 +53,7 @@ pub(super) fn smt(facts: &Facts) -> Vec<Row> {
             .siblings
             .as_ref()
             .ok()
-            .and_then(|t| text::parse_cpulist(t))
+            .and_then(|t| CpuSet::parse_list(t).ok())
         {
             if !cores.contains(&s) {
                 cores.push(s);
@@ -64,7 +65,7 @@ pub(super) fn smt(facts: &Facts) -> Vec<Row> {
     }
     let threads = cores.iter().map(|c| c.len()).max().unwrap_or(1);
     let mut value = if threads > 1 {
-        let ex: Vec<String> = cores.iter().take(3).map(text::format_cpulist).collect();
+        let ex: Vec<String> = cores.iter().take(3).map(CpuSet::to_string).collect();
         format!(
             "SMT on: {} cores x {threads} threads (siblings {} ...)",
             cores.len(),
@@ -85,7 +86,7 @@ pub(super) fn smt(facts: &Facts) -> Vec<Row> {
         .collect();
     let idle_cores = cores.iter().filter(|c| c.is_disjoint(&busy_set)).count();
     if !shared.is_empty() && idle_cores > 0 {
-        let s: Vec<String> = shared.iter().map(|c| text::format_cpulist(c)).collect();
+        let s: Vec<String> = shared.iter().map(|c| c.to_string()).collect();
         return vec![row
             .status(
                 Status::Warn,
@@ -117,7 +118,7 @@ pub(super) fn numa(facts: &Facts) -> Vec<Row> {
         }
         let local = local_cpus(facts, i);
         let online = facts.online();
-        let value = format!("node {node}, local CPUs {}", text::format_cpulist(&local));
+        let value = format!("node {node}, local CPUs {}", local);
         if local == online {
             return row.status(Status::Ok, format!("{value} (all online CPUs)"));
         }
@@ -140,7 +141,7 @@ pub(super) fn numa(facts: &Facts) -> Vec<Row> {
                     )
                     .fix(format!(
                         "run the server on CPUs {} (taskset -c / firehose serve --pin)",
-                        text::format_cpulist(&local)
+                        local
                     ))
                 }
             }
@@ -251,7 +252,7 @@ pub(super) fn isolation(facts: &Facts) -> Vec<Row> {
         facts
             .file(p)
             .ok()
-            .and_then(text::parse_cpulist)
+            .and_then(|t| CpuSet::parse_list(t).ok())
             .filter(|s| !s.is_empty())
             .or_else(|| {
                 let cmd = facts.file("/proc/cmdline").ok()?;
@@ -261,7 +262,7 @@ pub(super) fn isolation(facts: &Facts) -> Vec<Row> {
                     .split(',')
                     .filter(|p| p.starts_with(|c: char| c.is_ascii_digit()))
                     .collect();
-                text::parse_cpulist(&cpus.join(","))
+                CpuSet::parse_list(&cpus.join(",")).ok()
             })
             .unwrap_or_default()
     };
@@ -272,12 +273,12 @@ pub(super) fn isolation(facts: &Facts) -> Vec<Row> {
         if iso.is_empty() {
             "none".into()
         } else {
-            text::format_cpulist(&iso)
+            iso.to_string()
         },
         if nohz.is_empty() {
             "none".into()
         } else {
-            text::format_cpulist(&nohz)
+            nohz.to_string()
         }
     );
     let mut on_isolated = Vec::new();
@@ -287,7 +288,7 @@ pub(super) fn isolation(facts: &Facts) -> Vec<Row> {
                 .effective_list
                 .as_ref()
                 .ok()
-                .and_then(|t| text::parse_cpulist(t))
+                .and_then(|t| CpuSet::parse_list(t).ok())
                 .unwrap_or_default();
             if !eff.is_disjoint(&iso) {
                 on_isolated.push(format!("IRQ {} ({})", irq.irq, irq.name));

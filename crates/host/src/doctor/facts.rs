@@ -4,7 +4,8 @@
 
 use crate::fs::{FsError, HostFs};
 use crate::nic::{Channels, Feature, Nic, NicError};
-use crate::text::{self, CpuSet};
+use crate::text;
+use firehose_sys::cpu::CpuSet;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -153,7 +154,7 @@ impl Facts {
         if let Some(set) = self
             .file("/sys/devices/system/cpu/online")
             .ok()
-            .and_then(text::parse_cpulist)
+            .and_then(|t| CpuSet::parse_list(t).ok())
         {
             return set;
         }
@@ -348,7 +349,7 @@ fn gather_cpus(fs: &HostFs) -> Vec<Cpu> {
     let online = fs
         .read("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|t| text::parse_cpulist(&t))
+        .and_then(|t| CpuSet::parse_list(&t).ok())
         .unwrap_or_default();
     online
         .into_iter()

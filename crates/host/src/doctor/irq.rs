@@ -5,7 +5,8 @@ use super::facts::{Facts, Iface, Queue};
 use super::plan::{Kind, Phase, Step, Target};
 use super::{per_iface, Row, Status};
 use crate::procfs::softirqs;
-use crate::text::{self, CpuSet};
+use crate::text;
+use firehose_sys::cpu::CpuSet;
 
 /// CPUs local to the NIC's NUMA node, or every online CPU when it does not say.
 pub(super) fn local_cpus(facts: &Facts, i: &Iface) -> CpuSet {
@@ -13,7 +14,7 @@ pub(super) fn local_cpus(facts: &Facts, i: &Iface) -> CpuSet {
     i.local_cpulist
         .as_ref()
         .ok()
-        .and_then(|t| text::parse_cpulist(t))
+        .and_then(|t| CpuSet::parse_list(t).ok())
         .map(|l| l.intersection(&online).copied().collect::<CpuSet>())
         .filter(|l| !l.is_empty())
         .unwrap_or(online)
@@ -56,7 +57,7 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                 .affinity_list
                 .as_ref()
                 .ok()
-                .and_then(|t| text::parse_cpulist(t))
+                .and_then(|t| CpuSet::parse_list(t).ok())
             else {
                 return row.na(format!("IRQ {}: cannot read smp_affinity_list", irq.irq));
             };
@@ -64,7 +65,7 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                 .effective_list
                 .as_ref()
                 .ok()
-                .and_then(|t| text::parse_cpulist(t))
+                .and_then(|t| CpuSet::parse_list(t).ok())
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| aff.clone());
             landing.extend(eff.iter().copied());
@@ -72,25 +73,19 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                 .affinity_hint
                 .as_ref()
                 .ok()
-                .and_then(|t| text::parse_mask(t))
+                .and_then(|t| CpuSet::from_mask_hex(t).ok())
                 .filter(|s| !s.is_empty());
             if let Some(h) = &hint {
                 if *h != aff {
                     problems.push(format!(
                         "IRQ {} ({}) on {} but hint {}",
-                        irq.irq,
-                        irq.name,
-                        text::format_cpulist(&aff),
-                        text::format_cpulist(h)
+                        irq.irq, irq.name, aff, h
                     ));
                 }
             } else if !eff.is_subset(&local) {
                 problems.push(format!(
                     "IRQ {} ({}) on {} outside NIC-local CPUs {}",
-                    irq.irq,
-                    irq.name,
-                    text::format_cpulist(&eff),
-                    text::format_cpulist(&local)
+                    irq.irq, irq.name, eff, local
                 ));
             }
             let want = hint.unwrap_or_else(|| targets[k].clone());
@@ -103,7 +98,7 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                             format!("/proc/irq/{}/smp_affinity_list", irq.irq),
                             Kind::CpuList,
                         ),
-                        text::format_cpulist(&want),
+                        want.to_string(),
                     )
                     .on(&i.name),
                 );
@@ -117,11 +112,7 @@ pub(super) fn affinity(facts: &Facts) -> Vec<Row> {
                 landing.len()
             ));
         }
-        let value = format!(
-            "{} queue IRQs on CPUs {}",
-            i.irqs.len(),
-            text::format_cpulist(&landing)
-        );
+        let value = format!("{} queue IRQs on CPUs {}", i.irqs.len(), landing);
         if problems.is_empty() {
             row.status(Status::Ok, value)
         } else {
@@ -166,7 +157,7 @@ pub(super) fn irqbalance(facts: &Facts) -> Vec<Row> {
     let oneshot = args.contains("--oneshot") || args.split_whitespace().any(|a| a == "-o");
     let mut value = format!("running (pid {}): {}", p.pid, args.trim());
     if !banned.is_empty() {
-        value.push_str(&format!("; banned CPUs {}", text::format_cpulist(&banned)));
+        value.push_str(&format!("; banned CPUs {}", banned));
     }
     if oneshot || exact {
         return vec![row.status(Status::Ok, value)];
@@ -264,7 +255,7 @@ fn masks(queues: &[Queue]) -> Result<Vec<CpuSet>, String> {
     queues
         .iter()
         .map(|q| match &q.mask {
-            Ok(t) => text::parse_mask(t).ok_or_else(|| format!("{}: bad mask {t:?}", q.name)),
+            Ok(t) => CpuSet::from_mask_hex(t).map_err(|e| format!("{}: {e}", q.name)),
             Err(e) => Err(e.to_string()),
         })
         .collect()
@@ -320,7 +311,7 @@ pub(super) fn rps(facts: &Facts) -> Vec<Row> {
                         ),
                         Kind::Mask,
                     ),
-                    text::format_mask(&set),
+                    set.to_mask_hex(),
                 )
                 .on(&i.name)
             })
@@ -358,10 +349,7 @@ pub(super) fn xps(facts: &Facts) -> Vec<Row> {
         if missing.is_empty() {
             return row.status(Status::Ok, format!("{value}; every CPU has a queue"));
         }
-        value.push_str(&format!(
-            "; CPUs {} have no queue",
-            text::format_cpulist(&missing)
-        ));
+        value.push_str(&format!("; CPUs {} have no queue", missing));
         let plan = spread(&facts.online(), i.tx.len());
         let steps =
             i.tx.iter()
@@ -376,7 +364,7 @@ pub(super) fn xps(facts: &Facts) -> Vec<Row> {
                             format!("/sys/class/net/{}/queues/{}/xps_cpus", i.name, q.name),
                             Kind::Mask,
                         ),
-                        text::format_mask(&want),
+                        want.to_mask_hex(),
                     )
                     .on(&i.name)
                 })

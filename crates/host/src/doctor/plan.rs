@@ -4,6 +4,7 @@
 
 use crate::nic::Feature;
 use crate::text;
+use firehose_sys::cpu::CpuSet;
 
 /// How two readings of a target are compared (the kernel reformats what it is given: writing
 /// `3` to xps_cpus reads back `03`, udp_mem comes back tab-separated).
@@ -26,12 +27,8 @@ impl Kind {
         match self {
             Kind::Text => a.trim() == b.trim(),
             Kind::Words => a.split_whitespace().eq(b.split_whitespace()),
-            Kind::Mask => {
-                text::parse_mask(a).is_some() && text::parse_mask(a) == text::parse_mask(b)
-            }
-            Kind::CpuList => {
-                text::parse_cpulist(a).is_some() && text::parse_cpulist(a) == text::parse_cpulist(b)
-            }
+            Kind::Mask => CpuSet::from_mask_hex(a).is_ok_and(|x| CpuSet::from_mask_hex(b) == Ok(x)),
+            Kind::CpuList => CpuSet::parse_list(a).is_ok_and(|x| CpuSet::parse_list(b) == Ok(x)),
         }
     }
 }

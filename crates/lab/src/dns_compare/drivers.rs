@@ -1,9 +1,9 @@
 //! The load drivers: dnsperf and `firehose load --proto dns`, pinned with taskset, with
 //! their own CPU time read from the wrapping shell's cutime/cstime once they exit.
 
-use crate::topology::cpu_list;
 use crate::LabError;
 use firehose_host::procfs::pidstat;
+use firehose_sys::cpu::CpuSet;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -136,7 +136,7 @@ pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, LabError> {
     let out = Command::new("sh")
         .arg("-c")
         .arg(script)
-        .arg(cpu_list(p.cpus))
+        .arg(CpuSet::from(p.cpus).to_string())
         .args(&args)
         .output()
         .map_err(|e| LabError::Run(format!("cannot run sh: {e}")))?;

@@ -2,11 +2,10 @@
 //! with a generated config in a temp dir, pinned with `taskset`, and killed (dir removed)
 //! when dropped. CPU time is summed over the whole process tree (NSD forks its servers).
 
-use crate::topology::cpu_list;
 use crate::LabError;
+use firehose_dnswire::{question_end, rtype, Header, QueryBuilder, HEADER};
 use firehose_host::procfs::pidstat;
-use firehose_load::dns::DnsWorkload;
-use firehose_load::Workload;
+use firehose_sys::cpu::CpuSet;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -166,7 +165,7 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, LabError> {
     }
     std::fs::create_dir_all(&plan.dir).map_err(|e| LabError::io(plan.dir.display(), e))?;
     let mut cmd = Command::new("taskset");
-    cmd.arg("-c").arg(cpu_list(plan.cpus));
+    cmd.arg("-c").arg(CpuSet::from(plan.cpus).to_string());
     match plan.kind {
         ServerKind::Firehose => {
             cmd.arg(plan.firehose)
@@ -224,25 +223,32 @@ pub fn start(plan: &ServerPlan<'_>) -> Result<Proc, LabError> {
 
 /// True if 127.0.0.1:`port` answers an SOA query for `apex` with NOERROR and AA.
 fn answers_soa(port: u16, apex: &str) -> bool {
-    let Ok(mut w) = DnsWorkload::parse(&format!("{apex} SOA"), "probe", None) else {
-        return false;
+    let mut q = Vec::new();
+    let b = QueryBuilder {
+        id: 0x5151,
+        ..QueryBuilder::default()
     };
+    if b.write(apex, rtype::SOA, &mut q).is_err() {
+        return false;
+    }
     let Ok(s) = UdpSocket::bind("127.0.0.1:0") else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = [0u8; 512];
-    let n = w.write_request(0x5151, 0, &mut buf);
-    if s.send_to(&buf[..n], ("127.0.0.1", port)).is_err() {
+    if s.send_to(&q, ("127.0.0.1", port)).is_err() {
         return false;
     }
-    match s.recv(&mut buf) {
-        Ok(n) => {
-            let r = &buf[..n];
-            w.response_id(r) == Some((0x5151, 0)) && w.matches(0x5151, r) && r[2] & 0x04 != 0
-        }
-        Err(_) => false,
-    }
+    let mut buf = [0u8; 512];
+    let Ok(n) = s.recv(&mut buf) else {
+        return false;
+    };
+    let r = &buf[..n];
+    let qe = q.len();
+    // Our id, a NOERROR authoritative response echoing our question (name case aside).
+    Header::parse(r)
+        .is_some_and(|h| h.id == 0x5151 && h.qr && h.aa && h.rcode == 0 && h.qdcount == 1)
+        && question_end(r) == Some(qe)
+        && r[HEADER..qe].eq_ignore_ascii_case(&q[HEADER..qe])
 }
 
 /// /proc/PID/stat of a process, if it is still there.

@@ -53,8 +53,8 @@ pub fn render(rep: &LabReport) -> LabResult<String> {
         esc(&rep.environment.kernel),
         esc(&rep.environment.cpu_model),
         rep.environment.nproc,
-        crate::topology::cpu_list(&rep.placement.server_cpus),
-        crate::topology::cpu_list(&rep.placement.client_cpus),
+        firehose_sys::cpu::CpuSet::from(&rep.placement.server_cpus),
+        firehose_sys::cpu::CpuSet::from(&rep.placement.client_cpus),
         rep.workers,
         rep.repetitions,
         rep.load.duration_s

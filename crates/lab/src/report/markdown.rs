@@ -2,7 +2,7 @@
 
 use super::table::{self, cells, HEADERS};
 use super::LabReport;
-use crate::topology::cpu_list;
+use firehose_sys::cpu::CpuSet;
 
 fn esc(s: &str) -> String {
     s.replace('|', "\\|")
@@ -39,8 +39,8 @@ pub fn render(rep: &LabReport) -> String {
          - host: kernel {}, {}, {} CPUs; iptables modules loaded: {}\n\n",
         rep.topology,
         rep.queues,
-        cpu_list(&rep.placement.server_cpus),
-        cpu_list(&rep.placement.client_cpus),
+        CpuSet::from(&rep.placement.server_cpus),
+        CpuSet::from(&rep.placement.client_cpus),
         rep.workers,
         rep.load.flows,
         rep.load.window.map_or("default".into(), |w| w.to_string()),

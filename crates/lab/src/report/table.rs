@@ -137,8 +137,8 @@ pub fn render(rep: &LabReport) -> String {
         rep.kind,
         rep.topology,
         rep.queues,
-        crate::topology::cpu_list(&rep.placement.server_cpus),
-        crate::topology::cpu_list(&rep.placement.client_cpus),
+        firehose_sys::cpu::CpuSet::from(&rep.placement.server_cpus),
+        firehose_sys::cpu::CpuSet::from(&rep.placement.client_cpus),
         rep.workers,
         rep.repetitions,
         rep.load.duration_s

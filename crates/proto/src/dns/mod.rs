@@ -15,8 +15,10 @@ pub mod options;
 pub mod reload;
 pub mod rrl;
 pub mod tcp;
-pub mod wire;
 pub mod zone;
+
+/// The wire format lives in its own leaf crate, shared with the load generator.
+pub use firehose_dnswire as wire;
 
 pub use build::BuildError;
 pub use db::ZoneSet;

@@ -1,7 +1,9 @@
-//! DNS wire format: constants, names, and the request parser of the hot path.
+//! Messages: the header, the question, and the request parser of the hot path.
 //!
 //! The parser reads a query in place and writes its name, lower-cased, into a fixed
 //! scratch buffer owned by the handler, so parsing never allocates.
+
+use crate::types::rtype;
 
 /// Largest wire length of a name (RFC 1035 §2.3.4).
 pub const MAX_NAME: usize = 255;
@@ -9,57 +11,6 @@ pub const MAX_NAME: usize = 255;
 pub const MAX_LABELS: usize = 128;
 /// Size of the fixed DNS header.
 pub const HEADER: usize = 12;
-
-/// Record types the responder knows by name (others are served by number).
-pub mod rtype {
-    pub const A: u16 = 1;
-    pub const NS: u16 = 2;
-    pub const CNAME: u16 = 5;
-    pub const SOA: u16 = 6;
-    pub const PTR: u16 = 12;
-    pub const MX: u16 = 15;
-    pub const TXT: u16 = 16;
-    pub const AAAA: u16 = 28;
-    pub const SRV: u16 = 33;
-    pub const OPT: u16 = 41;
-    pub const DS: u16 = 43;
-    pub const ANY: u16 = 255;
-    pub const CAA: u16 = 257;
-}
-
-/// Response codes (the low 4 bits in the header; BADVERS lives in the OPT record).
-pub mod rcode {
-    pub const NOERROR: u8 = 0;
-    pub const FORMERR: u8 = 1;
-    pub const SERVFAIL: u8 = 2;
-    pub const NXDOMAIN: u8 = 3;
-    pub const NOTIMP: u8 = 4;
-    pub const REFUSED: u8 = 5;
-    /// Extended rcode 16: the upper 8 bits (1) go in the OPT TTL, the header keeps 0.
-    pub const BADVERS: u16 = 16;
-}
-
-/// The class IN.
-pub const CLASS_IN: u16 = 1;
-
-/// Name of a response code, as dig prints it.
-pub fn rcode_name(code: u16) -> String {
-    match code {
-        0 => "NOERROR".into(),
-        1 => "FORMERR".into(),
-        2 => "SERVFAIL".into(),
-        3 => "NXDOMAIN".into(),
-        4 => "NOTIMP".into(),
-        5 => "REFUSED".into(),
-        6 => "YXDOMAIN".into(),
-        7 => "YXRRSET".into(),
-        8 => "NXRRSET".into(),
-        9 => "NOTAUTH".into(),
-        10 => "NOTZONE".into(),
-        16 => "BADVERS".into(),
-        n => format!("RCODE{n}"),
-    }
-}
 
 /// Reads a big-endian u16 at `at` (caller checked the bounds).
 #[inline]
@@ -71,6 +22,84 @@ pub fn get16(b: &[u8], at: usize) -> u16 {
 #[inline]
 pub fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// The fixed header, decoded; for clients and probes (the responder patches bytes in place).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Header {
+    pub id: u16,
+    /// Set in a response.
+    pub qr: bool,
+    pub opcode: u8,
+    /// Authoritative answer.
+    pub aa: bool,
+    /// Truncated.
+    pub tc: bool,
+    /// Recursion desired.
+    pub rd: bool,
+    /// Recursion available.
+    pub ra: bool,
+    /// The low 4 bits of the response code.
+    pub rcode: u8,
+    pub qdcount: u16,
+    pub ancount: u16,
+    pub nscount: u16,
+    pub arcount: u16,
+}
+
+impl Header {
+    /// Decodes the header at the start of `msg`; `None` if it is shorter than a header.
+    pub fn parse(msg: &[u8]) -> Option<Header> {
+        let h = msg.get(..HEADER)?;
+        Some(Header {
+            id: get16(h, 0),
+            qr: h[2] & 0x80 != 0,
+            opcode: (h[2] >> 3) & 0x0F,
+            aa: h[2] & 0x04 != 0,
+            tc: h[2] & 0x02 != 0,
+            rd: h[2] & 0x01 != 0,
+            ra: h[3] & 0x80 != 0,
+            rcode: h[3] & 0x0F,
+            qdcount: get16(h, 4),
+            ancount: get16(h, 6),
+            nscount: get16(h, 8),
+            arcount: get16(h, 10),
+        })
+    }
+
+    /// The header in wire form.
+    pub fn to_bytes(&self) -> [u8; HEADER] {
+        let mut h = [0u8; HEADER];
+        put16(&mut h, 0, self.id);
+        h[2] = u8::from(self.qr) << 7
+            | (self.opcode & 0x0F) << 3
+            | u8::from(self.aa) << 2
+            | u8::from(self.tc) << 1
+            | u8::from(self.rd);
+        h[3] = u8::from(self.ra) << 7 | (self.rcode & 0x0F);
+        put16(&mut h, 4, self.qdcount);
+        put16(&mut h, 6, self.ancount);
+        put16(&mut h, 8, self.nscount);
+        put16(&mut h, 10, self.arcount);
+        h
+    }
+}
+
+/// The end of the first question of `msg` (name, type, class), if its name is well
+/// formed and uncompressed.
+pub fn question_end(msg: &[u8]) -> Option<usize> {
+    let mut at = HEADER;
+    loop {
+        let len = *msg.get(at)? as usize;
+        if len & 0xC0 != 0 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    (at + 4 <= msg.len()).then_some(at + 4)
 }
 
 /// Why a datagram is dropped without an answer.
@@ -278,68 +307,10 @@ fn parse_opt(msg: &[u8], at: usize) -> Result<(Edns, usize), FormErr> {
     ))
 }
 
-/// Appends a dotted name (`"www.Example.com."` or `"."`) to `out` in wire form.
-pub fn name_from_text(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
-    let t = text.strip_suffix('.').unwrap_or(text);
-    let start = out.len();
-    if !t.is_empty() {
-        for label in t.split('.') {
-            if label.is_empty() || label.len() > 63 {
-                return Err(format!(
-                    "'{text}' has an empty label or one longer than 63 bytes"
-                ));
-            }
-            out.push(label.len() as u8);
-            out.extend_from_slice(label.as_bytes());
-        }
-    }
-    out.push(0);
-    if out.len() - start > MAX_NAME {
-        return Err(format!("'{text}' is longer than 255 bytes in wire form"));
-    }
-    Ok(())
-}
-
-/// Renders a wire name as text with a trailing dot, for messages.
-pub fn name_to_text(wire: &[u8]) -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while i < wire.len() && wire[i] != 0 {
-        let len = wire[i] as usize;
-        let end = (i + 1 + len).min(wire.len());
-        for &c in &wire[i + 1..end] {
-            if c.is_ascii_graphic() && c != b'.' && c != b'\\' {
-                s.push(c as char);
-            } else {
-                s.push_str(&format!("\\{c:03}"));
-            }
-        }
-        s.push('.');
-        i = end;
-    }
-    if s.is_empty() {
-        s.push('.');
-    }
-    s
-}
-
-/// Byte offsets of each label of a wire name (the root's zero byte last).
-pub fn label_offsets(wire: &[u8]) -> Vec<usize> {
-    let mut offs = Vec::new();
-    let mut i = 0;
-    while i < wire.len() {
-        offs.push(i);
-        if wire[i] == 0 {
-            break;
-        }
-        i += 1 + wire[i] as usize;
-    }
-    offs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::name::name_from_text;
 
     fn query(name: &str, qtype: u16) -> Vec<u8> {
         let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -410,13 +381,34 @@ mod tests {
     }
 
     #[test]
-    fn names_round_trip_as_text() {
-        let mut w = Vec::new();
-        name_from_text("a.b.", &mut w).unwrap();
-        assert_eq!(w, b"\x01a\x01b\x00");
-        assert_eq!(name_to_text(&w), "a.b.");
-        assert_eq!(name_to_text(b"\x00"), ".");
-        assert_eq!(label_offsets(&w), vec![0, 2, 4]);
-        assert!(name_from_text("a..b", &mut w).is_err());
+    fn header_round_trips_every_field() {
+        let h = Header {
+            id: 0xBEEF,
+            qr: true,
+            opcode: 5,
+            aa: true,
+            tc: false,
+            rd: true,
+            ra: true,
+            rcode: 3,
+            qdcount: 1,
+            ancount: 2,
+            nscount: 3,
+            arcount: 4,
+        };
+        let b = h.to_bytes();
+        assert_eq!(b, [0xBE, 0xEF, 0xAD, 0x83, 0, 1, 0, 2, 0, 3, 0, 4]);
+        assert_eq!(Header::parse(&b), Some(h));
+        assert_eq!(Header::parse(&b[..11]), None);
+    }
+
+    #[test]
+    fn finds_the_end_of_an_uncompressed_question() {
+        let m = query("a.b.", 1);
+        assert_eq!(question_end(&m), Some(m.len()));
+        assert_eq!(question_end(&m[..m.len() - 1]), None, "class cut short");
+        let mut c = m.clone();
+        c[12] = 0xC0;
+        assert_eq!(question_end(&c), None, "a pointer");
     }
 }

@@ -1,0 +1,142 @@
+//! The backend seam: how a worker gets requests in and replies out.
+//!
+//! A worker runs one loop ([`crate::worker::run`]) over one [`Backend`] and one
+//! [`Handler`](crate::Handler). The loop never sees a socket and the backend never sees a
+//! protocol; between them is a batch:
+//!
+//! 1. **Batch in.** [`Backend::recv`] waits for (or polls for) requests and leaves
+//!    `count` of them in slots `0..count`. It returns within a bounded time even when
+//!    nothing arrives (a receive timeout, a poll), so the loop notices a stop request.
+//! 2. **In place.** [`Backend::request`] lends slot `i` as a [`Request`]: a writable
+//!    buffer whose first `len` bytes are the request, and the peer. `buf.len()` is the
+//!    reply capacity, which is whatever room the backend has: 64 KiB for the socket path,
+//!    the rest of a UMEM frame after the headers (a few KiB) for AF_XDP. The handler
+//!    writes its reply over the request in the same buffer.
+//! 3. **Batch out.** [`Backend::reply`] queues slot `i`'s first `len` bytes to go back to
+//!    that slot's peer, and [`Backend::flush`] sends everything queued, reporting what
+//!    went out, what the kernel refused and how many system calls it took.
+//!
+//! The engine's counters are computed by the loop from what these calls return
+//! ([`Received`], [`Sent`]), so a new backend adds no counting code; a backend with
+//! facts of its own (e.g. `xdp_answered`) publishes them through
+//! [`Backend::counters`], and they are reported beside the engine's per-worker counters.
+//!
+//! Life cycle: an [`Io`] value is made once per server and shared by the workers; each
+//! worker calls [`Io::open`] inside its own thread, after pinning, so per-queue state
+//! (an AF_XDP socket per RX queue, an io_uring per thread) is created on the CPU that
+//! will use it. [`Io::applied`] describes what the backend set up, for the start-up
+//! printout and the stats JSON.
+//!
+//! The first implementation is [`crate::socket_io`] (recvfrom/sendto or
+//! recvmmsg/sendmmsg, blocking with a timeout or busy-polling).
+
+use crate::handler::Peer;
+use crate::server::ServeError;
+use firehose_sys::socket::UdpSock;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What one [`Backend::recv`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Requests now in slots `0..count`; 0 when nothing arrived in time.
+    pub count: usize,
+    /// System calls made (0 for a ring that needed none).
+    pub syscalls: u64,
+    /// Receive calls the kernel refused with an error (the loop carries on).
+    pub errors: u64,
+    /// The kernel's cumulative drop count for this worker's queue, when the backend
+    /// learns it in-band (SO_RXQ_OVFL); `None` leaves the last value standing.
+    pub drops: Option<u64>,
+}
+
+/// What one [`Backend::flush`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Replies the kernel accepted.
+    pub sent: u64,
+    /// Replies the kernel refused (dropped, never retried: UDP may drop).
+    pub failed: u64,
+    /// System calls made.
+    pub syscalls: u64,
+}
+
+/// One request lent to the handler.
+pub struct Request<'a> {
+    /// The request is `buf[..len]`; the reply is written into `buf`, whose length is the
+    /// reply capacity.
+    pub buf: &'a mut [u8],
+    /// Length of the request. Never more than `buf.len()`.
+    pub len: usize,
+    /// The sender, to which a reply goes.
+    pub peer: Peer<'a>,
+    /// The datagram was longer than the buffer and arrived cut; it is not handled
+    /// (counted in `handler_errors`, as a request that could not be handled).
+    pub truncated: bool,
+}
+
+/// A worker's I/O path. See the module documentation for the contract.
+pub trait Backend {
+    /// Receives the next batch of requests into slots `0..count`.
+    fn recv(&mut self) -> Received;
+    /// Slot `i` (`i < count` of the last [`Self::recv`]) for the handler.
+    fn request(&mut self, i: usize) -> Request<'_>;
+    /// Queues the first `len` bytes of slot `i`'s buffer (`len <= buf.len()`) as the
+    /// reply to slot `i`'s peer.
+    fn reply(&mut self, i: usize, len: usize);
+    /// Sends every queued reply.
+    fn flush(&mut self) -> Sent;
+    /// The backend's own counters as (name, cumulative value), the same names in the same
+    /// order on every call; empty for a backend without any. Read once per batch.
+    fn counters(&self) -> &[(&'static str, u64)] {
+        &[]
+    }
+}
+
+/// Where a worker runs and what it reads: given to [`Io::open`].
+#[derive(Debug, Clone)]
+pub struct WorkerSeat {
+    /// Worker index, `0..workers`.
+    pub index: usize,
+    /// CPU the worker is pinned to, if any.
+    pub cpu: Option<usize>,
+    /// The UDP socket this worker is assigned (bound to the listen address with every
+    /// option applied). A backend that does not read it still keeps the port owned.
+    pub socket: Arc<UdpSock>,
+}
+
+/// A backend as configured for a server: makes one [`Backend`] per worker.
+pub trait Io: Send + Sync + 'static {
+    /// The per-worker backend.
+    type Backend: Backend;
+    /// Opens worker `seat.index`'s backend, called inside that worker's thread after
+    /// pinning. An error stops the server from starting, with this message.
+    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, ServeError>;
+    /// What this backend set up beyond the sockets, for the start-up printout and the
+    /// stats JSON; `None` for the plain socket path.
+    fn applied(&self) -> Option<BackendApplied> {
+        None
+    }
+}
+
+/// A backend's own applied configuration.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct BackendApplied {
+    /// The backend's name, e.g. `af_xdp`.
+    pub name: String,
+    /// Settings as the kernel applied them (read back where possible), by name.
+    pub settings: BTreeMap<String, String>,
+    /// Choices made at run time (a mode the driver lacks, a fallback taken).
+    pub notes: Vec<String>,
+}
+
+impl std::fmt::Display for BackendApplied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "backend {}:", self.name)?;
+        for (k, v) in &self.settings {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! The socket set every backend starts from: sockets opened, every option applied,
+//! bound (port-in-use checked even for reuseport), steered, and read back.
+
+use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
+use crate::server::ServeError;
+use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
+use firehose_sys::{bpf, cpu, SysError};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One socket as the kernel configured it, read back with getsockopt.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppliedSocket {
+    pub index: usize,
+    pub local: String,
+    pub reuseport: bool,
+    pub steering: &'static str,
+    pub rcvbuf: i32,
+    pub sndbuf: i32,
+    pub mtu_discover: &'static str,
+    pub busy_poll_us: i32,
+    pub prefer_busy_poll: Option<bool>,
+    pub busy_poll_budget: Option<i32>,
+    pub rxq_ovfl: bool,
+}
+
+/// The bound, configured sockets of a server, in bind order.
+pub(crate) struct SocketSet {
+    pub sockets: Vec<UdpSock>,
+    /// The address bound (with the real port when 0 was asked).
+    pub listen: SocketAddr,
+    pub detail: Vec<AppliedSocket>,
+    /// Options the kernel refused that the server can run without.
+    pub notes: Vec<String>,
+}
+
+impl SocketSet {
+    /// Opens one socket (shared) or one per worker (reuseport) for `cfg`.
+    pub fn open(cfg: &ServeConfig) -> Result<SocketSet, ServeError> {
+        let n_sockets = match cfg.sockets {
+            SocketMode::Shared => 1,
+            SocketMode::Reuseport => cfg.workers,
+        };
+        let reuseport = cfg.sockets == SocketMode::Reuseport;
+        if reuseport && cfg.listen.port() != 0 {
+            // A reuseport bind silently joins another process's group on the same port
+            // (same uid); probe with a plain bind first so "port in use" is an error.
+            let probe = UdpSock::new_for(&cfg.listen)?;
+            if probe.is_v6() {
+                probe.set_v6only(true)?;
+            }
+            probe.bind(&cfg.listen)?;
+        }
+        let mut notes = Vec::new();
+        let mut sockets = Vec::with_capacity(n_sockets);
+        let mut listen = cfg.listen;
+        for i in 0..n_sockets {
+            let s = open_socket(cfg, reuseport)?;
+            if cfg.busy_poll.is_some() {
+                busy_poll_extras(&s, cfg.batch, &mut notes);
+            }
+            s.bind(&listen)?;
+            if i == 0 {
+                // With port 0, every later socket joins the port the first one got.
+                listen = s.local_addr()?;
+            }
+            sockets.push(s);
+        }
+        let steering = attach_steering(cfg.steer, &sockets)?;
+        let busy = cfg.busy_poll.is_some();
+        let mut detail = Vec::new();
+        for (i, s) in sockets.iter().enumerate() {
+            detail.push(read_back(s, i, steering, busy)?);
+            if busy {
+                s.set_nonblocking(true)?;
+            } else {
+                s.set_recv_timeout(Duration::from_millis(100))?;
+            }
+        }
+        dedup_notes(&mut notes);
+        Ok(SocketSet {
+            sockets,
+            listen,
+            detail,
+            notes,
+        })
+    }
+}
+
+/// SO_PREFER_BUSY_POLL and SO_BUSY_POLL_BUDGET: wanted, not required (kernel 5.11+).
+fn busy_poll_extras(s: &UdpSock, batch: usize, notes: &mut Vec<String>) {
+    if let Err(e) = s.set_prefer_busy_poll(true) {
+        notes.push(format!("SO_PREFER_BUSY_POLL not applied: {e}"));
+    }
+    // The default budget is 8; ask for the batch size, which needs CAP_NET_ADMIN above 8.
+    let want = (batch as i32).max(8);
+    if let Err(e) = s.set_busy_poll_budget(want) {
+        notes.push(format!("SO_BUSY_POLL_BUDGET={want} not applied: {e}"));
+    }
+}
+
+/// Attaches the steering program to the reuseport group; returns its description.
+fn attach_steering(steer: Steer, sockets: &[UdpSock]) -> Result<&'static str, ServeError> {
+    let n = sockets.len() as u32;
+    Ok(match steer {
+        Steer::None => "none",
+        Steer::Cpu => {
+            sockets[0].attach_reuseport_cbpf_cpu(n)?;
+            "cbpf: cpu % n"
+        }
+        Steer::CpuEbpf => {
+            let prog = bpf::load_cpu_steering(n)?;
+            sockets[0].attach_reuseport_ebpf(&prog)?;
+            // The reuseport group holds its own reference; our fd can close.
+            "ebpf: cpu % n"
+        }
+    })
+}
+
+fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, ServeError> {
+    let s = UdpSock::new_for(&cfg.listen)?;
+    if s.is_v6() {
+        s.set_v6only(true)?;
+    }
+    if reuseport {
+        s.set_reuseport(true)?;
+    }
+    let force = cpu::is_root();
+    if let Some(b) = cfg.rcvbuf {
+        s.set_rcvbuf(clamp_i32(b), force)?;
+    }
+    if let Some(b) = cfg.sndbuf {
+        s.set_sndbuf(clamp_i32(b), force)?;
+    }
+    match cfg.pmtudisc {
+        PmtuDisc::Default => {}
+        PmtuDisc::Dont => s.set_mtu_discover(consts::IP_PMTUDISC_DONT)?,
+        PmtuDisc::Do => s.set_mtu_discover(consts::IP_PMTUDISC_DO)?,
+        PmtuDisc::Omit => s.set_mtu_discover(consts::IP_PMTUDISC_OMIT)?,
+    }
+    if let Some(us) = cfg.busy_poll {
+        s.set_busy_poll(us.min(i32::MAX as u32) as i32)?;
+    }
+    if cfg.rxq_ovfl {
+        s.set_rxq_ovfl(true)?;
+    }
+    Ok(s)
+}
+
+fn clamp_i32(v: usize) -> i32 {
+    v.min(i32::MAX as usize / 2) as i32
+}
+
+fn read_back(
+    s: &UdpSock,
+    index: usize,
+    steering: &'static str,
+    busy: bool,
+) -> Result<AppliedSocket, ServeError> {
+    let opt = |r: Result<i32, SysError>| r.ok();
+    Ok(AppliedSocket {
+        index,
+        local: s.local_addr()?.to_string(),
+        reuseport: s.reuseport()?,
+        steering,
+        rcvbuf: s.rcvbuf()?,
+        sndbuf: s.sndbuf()?,
+        mtu_discover: pmtudisc_name(s.mtu_discover()?),
+        busy_poll_us: s.busy_poll()?,
+        prefer_busy_poll: if busy {
+            s.prefer_busy_poll().ok()
+        } else {
+            None
+        },
+        busy_poll_budget: if busy {
+            opt(s.busy_poll_budget())
+        } else {
+            None
+        },
+        rxq_ovfl: s.rxq_ovfl()?,
+    })
+}
+
+fn dedup_notes(notes: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    notes.retain(|n| seen.insert(n.clone()));
+}

@@ -1,0 +1,247 @@
+//! The worker loop: a batch in through the [`Backend`], each request through the
+//! [`Handler`] in place, a batch out; the engine's counters from what the backend returns.
+
+use crate::backend::{Backend, Request};
+use crate::handler::{Handler, Verdict};
+use crate::stats::WorkerCounters;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Runs until `stop` is set; every counter of `c` is written here and only here.
+pub fn run<B: Backend, H: Handler>(
+    backend: &mut B,
+    handler: &mut H,
+    c: &WorkerCounters,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let r = backend.recv();
+        c.add(&c.syscalls, r.syscalls);
+        c.add(&c.recv_errors, r.errors);
+        if let Some(d) = r.drops {
+            c.rxq_ovfl.store(d, Ordering::Relaxed);
+        }
+        if r.count == 0 {
+            continue;
+        }
+        let mut bytes_in = 0;
+        let mut errors = 0;
+        let mut drops = 0;
+        for i in 0..r.count {
+            let Request {
+                buf,
+                len,
+                peer,
+                truncated,
+            } = backend.request(i);
+            bytes_in += len as u64;
+            if truncated {
+                errors += 1;
+                continue;
+            }
+            let cap = buf.len();
+            match handler.handle(buf, len, &peer) {
+                Verdict::Reply(out) if out <= cap => backend.reply(i, out),
+                Verdict::Reply(_) | Verdict::Error => errors += 1,
+                Verdict::Drop => drops += 1,
+            }
+        }
+        // Count the requests before replying, so whoever sees a reply also sees it counted.
+        c.add(&c.packets_in, r.count as u64);
+        c.add(&c.bytes_in, bytes_in);
+        let s = backend.flush();
+        c.add(&c.packets_out, s.sent);
+        c.add(&c.send_errors, s.failed);
+        c.add(&c.syscalls, s.syscalls);
+        c.add(&c.batches, 1);
+        c.add(&c.handler_errors, errors);
+        c.add(&c.handler_drops, drops);
+        c.publish_backend(backend.counters());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The seam as a contract: the loop driven by an in-memory backend, no sockets.
+    use super::*;
+    use crate::backend::{Received, Sent};
+    use crate::handler::Peer;
+    use std::collections::VecDeque;
+    use std::net::SocketAddr;
+
+    /// Batches of (payload, peer) in; replies collected as (payload, peer) out. Stops
+    /// the loop once every batch is consumed. Slots are `cap` bytes, like a UMEM frame.
+    struct Fake<'s> {
+        pending: VecDeque<Vec<(Vec<u8>, SocketAddr)>>,
+        slots: Vec<(Vec<u8>, usize, SocketAddr)>,
+        queued: Vec<(usize, usize)>,
+        out: Vec<(Vec<u8>, SocketAddr)>,
+        refuse_every: Option<usize>,
+        stop: &'s AtomicBool,
+        stats: [(&'static str, u64); 1],
+    }
+
+    impl<'s> Fake<'s> {
+        fn new(batches: Vec<Vec<(Vec<u8>, SocketAddr)>>, cap: usize, stop: &'s AtomicBool) -> Self {
+            Fake {
+                pending: batches.into(),
+                slots: (0..8).map(|_| (vec![0; cap], 0, peer(0))).collect(),
+                queued: Vec::new(),
+                out: Vec::new(),
+                refuse_every: None,
+                stop,
+                stats: [("fake_batches", 0)],
+            }
+        }
+    }
+
+    impl Backend for Fake<'_> {
+        fn recv(&mut self) -> Received {
+            let Some(batch) = self.pending.pop_front() else {
+                self.stop.store(true, Ordering::Relaxed);
+                return Received {
+                    syscalls: 1,
+                    ..Received::default()
+                };
+            };
+            for (i, (data, from)) in batch.iter().enumerate() {
+                let cap = self.slots[i].0.len();
+                let n = data.len().min(cap);
+                self.slots[i].0[..n].copy_from_slice(&data[..n]);
+                self.slots[i].1 = data.len();
+                self.slots[i].2 = *from;
+            }
+            self.stats[0].1 += 1;
+            Received {
+                count: batch.len(),
+                syscalls: 1,
+                errors: 0,
+                drops: Some(7),
+            }
+        }
+
+        fn request(&mut self, i: usize) -> Request<'_> {
+            let (buf, len, from) = &mut self.slots[i];
+            let cap = buf.len();
+            Request {
+                truncated: *len > cap,
+                len: (*len).min(cap),
+                buf,
+                peer: Peer::from_addr(*from),
+            }
+        }
+
+        fn reply(&mut self, i: usize, len: usize) {
+            self.queued.push((i, len));
+        }
+
+        fn flush(&mut self) -> Sent {
+            let mut s = Sent {
+                syscalls: 1,
+                ..Sent::default()
+            };
+            for (k, (i, len)) in self.queued.drain(..).enumerate() {
+                if self.refuse_every.is_some_and(|e| k % e == e - 1) {
+                    s.failed += 1;
+                    continue;
+                }
+                let (buf, _, to) = &self.slots[i];
+                self.out.push((buf[..len].to_vec(), *to));
+                s.sent += 1;
+            }
+            s
+        }
+
+        fn counters(&self) -> &[(&'static str, u64)] {
+            &self.stats
+        }
+    }
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([192, 0, 2, 1], port))
+    }
+
+    /// Upper-cases the request and appends the peer's port; drops "drop"; fails "bad".
+    struct Shout;
+    impl Handler for Shout {
+        fn handle(&mut self, buf: &mut [u8], len: usize, p: &Peer<'_>) -> Verdict {
+            match &buf[..len] {
+                b"drop" => return Verdict::Drop,
+                b"bad" => return Verdict::Error,
+                b"huge" => return Verdict::Reply(buf.len() + 1),
+                _ => {}
+            }
+            buf[..len].make_ascii_uppercase();
+            let port = p.addr().unwrap().port().to_be_bytes();
+            if len + 2 > buf.len() {
+                return Verdict::Drop;
+            }
+            buf[len..len + 2].copy_from_slice(&port);
+            Verdict::Reply(len + 2)
+        }
+    }
+
+    fn drive(fake: &mut Fake<'_>) -> crate::stats::WorkerStats {
+        let c = WorkerCounters::default();
+        run(fake, &mut Shout, &c, fake.stop);
+        c.snapshot(0, None)
+    }
+
+    #[test]
+    fn replies_go_to_their_peers_and_every_counter_adds_up() {
+        let stop = AtomicBool::new(false);
+        let batches = vec![
+            vec![(b"ab".to_vec(), peer(1)), (b"drop".to_vec(), peer(2))],
+            vec![
+                (b"bad".to_vec(), peer(3)),
+                (b"xyz".to_vec(), peer(4)),
+                (b"huge".to_vec(), peer(5)),
+            ],
+        ];
+        let mut fake = Fake::new(batches, 64, &stop);
+        let s = drive(&mut fake);
+        assert_eq!(
+            fake.out,
+            vec![
+                (b"AB\x00\x01".to_vec(), peer(1)),
+                (b"XYZ\x00\x04".to_vec(), peer(4))
+            ]
+        );
+        assert_eq!((s.packets_in, s.packets_out, s.bytes_in), (5, 2, 16));
+        assert_eq!((s.batches, s.syscalls), (2, 2 + 2 + 1));
+        assert_eq!(
+            (s.handler_errors, s.handler_drops),
+            (2, 1),
+            "bad and huge; drop"
+        );
+        assert_eq!((s.recv_errors, s.send_errors, s.rxq_ovfl), (0, 0, 7));
+        assert_eq!(s.backend.get("fake_batches"), Some(&2));
+    }
+
+    #[test]
+    fn small_frames_bound_the_reply_and_truncated_requests_are_not_handled() {
+        let stop = AtomicBool::new(false);
+        // 8-byte slots: "abcdef" + 2 bytes fits exactly, "abcdefg" + 2 does not (the
+        // handler drops it), and a 9-byte request arrived cut.
+        let batches = vec![vec![
+            (b"abcdef".to_vec(), peer(9)),
+            (b"abcdefg".to_vec(), peer(9)),
+            (b"123456789".to_vec(), peer(9)),
+        ]];
+        let mut fake = Fake::new(batches, 8, &stop);
+        let s = drive(&mut fake);
+        assert_eq!(fake.out, vec![(b"ABCDEF\x00\x09".to_vec(), peer(9))]);
+        assert_eq!((s.packets_in, s.packets_out), (3, 1));
+        assert_eq!((s.handler_errors, s.handler_drops), (1, 1));
+    }
+
+    #[test]
+    fn refused_replies_are_send_errors() {
+        let stop = AtomicBool::new(false);
+        let batch: Vec<_> = (0..6).map(|i| (vec![b'a' + i], peer(i as u16))).collect();
+        let mut fake = Fake::new(vec![batch], 64, &stop);
+        fake.refuse_every = Some(3);
+        let s = drive(&mut fake);
+        assert_eq!((s.packets_in, s.packets_out, s.send_errors), (6, 4, 2));
+        assert_eq!(fake.out.len(), 4);
+    }
+}

@@ -1,0 +1,214 @@
+//! UDP GSO (UDP_SEGMENT) sends for a [`Batch`]: one skb carries up to 64 equal
+//! datagrams through the sender's IP stack, and the kernel splits it late.
+//!
+//! The queue is planned as [`Transmit`]s, each carrying its segment size; a refusal
+//! that means "this kernel or path cannot do GSO" (EIO, EINVAL, EOPNOTSUPP,
+//! ENOPROTOOPT) turns GSO off on that socket for good and the rest of the queue goes by
+//! sendmmsg, so nothing queued is lost and no caller handles the fallback.
+
+use super::{Batch, Flushed};
+use crate::cmsg::{Encoder, Space};
+use crate::socket::UdpSock;
+use crate::{cvt, SysError, SysResult};
+use std::cmp::Reverse;
+use std::mem;
+use std::os::fd::AsRawFd;
+
+/// Most segments the kernel accepts in one UDP GSO send (UDP_MAX_SEGMENTS was 64 before 6.x).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+/// Largest UDP GSO send: the IP total length field (16 bits) less IPv6/UDP headers.
+const GSO_MAX_BYTES: usize = 65535 - 48;
+
+/// One GSO send: `count` queued datagrams from index `at`, each `segment` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Transmit {
+    at: usize,
+    count: usize,
+    segment: usize,
+}
+
+/// Errnos that mean "this kernel or path cannot do UDP GSO" rather than a lost datagram.
+fn refuses_gso(e: &SysError) -> bool {
+    matches!(
+        e.errno(),
+        Some(libc::EINVAL) | Some(libc::EIO) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)
+    )
+}
+
+impl Batch {
+    /// Sends the queue (datagrams without addresses, at least two) as GSO transmits.
+    /// Datagrams are grouped by size (their order on a connected socket does not
+    /// matter); when the sizes are too mixed for groups to pay, it uses sendmmsg.
+    pub(super) fn flush_gso(&mut self, sock: &UdpSock, f: &mut Flushed) {
+        let total = self.queued;
+        // Descending and stable: same-size datagrams keep their order.
+        self.out_iovs[..total].sort_by_key(|v| Reverse(v.iov_len));
+        let groups = 1 + self.out_iovs[..total]
+            .windows(2)
+            .filter(|w| w[0].iov_len != w[1].iov_len)
+            .count();
+        if groups > 1 && groups * 3 > total {
+            return self.send_from(sock, 0, 0, false, f);
+        }
+        let mut at = 0;
+        while at < total {
+            let t = self.transmit_at(at);
+            f.syscalls += 1;
+            match self.send_gso(sock, t) {
+                Ok(()) => {
+                    f.sent += t.count;
+                    f.gso_sends += 1;
+                    at += t.count;
+                }
+                Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
+                Err(e) if refuses_gso(&e) => {
+                    sock.disable_gso(&e);
+                    f.gso_unavailable = true;
+                    return self.send_from(sock, at, 0, false, f);
+                }
+                Err(e) => {
+                    f.failed += t.count;
+                    f.last_error = e.errno();
+                    at += t.count;
+                }
+            }
+        }
+    }
+
+    /// The next transmit from queued index `at` (the queue sorted by size): as many
+    /// datagrams of that size as one GSO send may carry.
+    fn transmit_at(&self, at: usize) -> Transmit {
+        let segment = self.out_iovs[at].iov_len;
+        let run = self.out_iovs[at..self.queued]
+            .iter()
+            .take_while(|v| v.iov_len == segment)
+            .count();
+        let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / segment.max(1)).max(1);
+        Transmit {
+            at,
+            count: run.min(per_send),
+            segment,
+        }
+    }
+
+    /// One sendmsg of a transmit with its UDP_SEGMENT control message.
+    fn send_gso(&mut self, sock: &UdpSock, t: Transmit) -> SysResult<()> {
+        let mut space = Space::<32>::default();
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut h: libc::msghdr = unsafe { mem::zeroed() };
+        h.msg_iov = self.out_iovs[t.at..].as_mut_ptr();
+        h.msg_iovlen = t.count;
+        let mut enc = Encoder::new(&mut h, &mut space);
+        enc.push(libc::SOL_UDP, libc::UDP_SEGMENT, t.segment as u16)
+            .expect("32 bytes hold one u16 control message (24)");
+        enc.finish();
+        // SAFETY: h points at t.count live iovecs (our slots) and at `space`, both alive
+        // for the call; the kernel only reads them.
+        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
+        cvt(r, || format!("sendmsg(UDP_SEGMENT={})", t.segment)).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::connected_pair;
+    use super::super::SendMode;
+    use super::*;
+
+    /// Receives `n` datagrams from `sock`.
+    fn recv_all(sock: &UdpSock, n: usize) -> Vec<Vec<u8>> {
+        let mut rx = Batch::new(128, 2048);
+        let mut got = Vec::new();
+        while got.len() < n {
+            let k = rx.recv(sock, 128, 0).unwrap();
+            got.extend((0..k).map(|i| rx.data(i).to_vec()));
+        }
+        got
+    }
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams() {
+        let (srv, cli) = connected_pair();
+        let n = 100; // more than one GSO send's worth of segments
+        let mut tx = Batch::new(n, 256).with_send(SendMode::Gso);
+        for i in 0..n {
+            let len = if i == n - 1 { 7 } else { 100 };
+            tx.slot_mut(i)[..len].fill(i as u8);
+            tx.queue_send(i, len);
+        }
+        let f = tx.flush(&cli, 0);
+        assert_eq!((f.sent, f.gso_unavailable), (n, false));
+        // 99 of 100 bytes (two sends: 64 + 35 segments) and the 7-byte one on its own.
+        assert_eq!((f.syscalls, f.gso_sends), (3, 3));
+        for (i, d) in recv_all(&srv, n).iter().enumerate() {
+            let want = if i == n - 1 { 7 } else { 100 };
+            assert_eq!(d, &vec![i as u8; want], "datagram {i}");
+        }
+    }
+
+    #[test]
+    fn gso_groups_mixed_sizes_and_never_cuts_a_datagram() {
+        let (srv, cli) = connected_pair();
+        // Three sizes, interleaved: 29, 33, 31, 29, 33, 31, ...
+        let sizes = [29usize, 33, 31];
+        let n = 30;
+        let mut tx = Batch::new(n, 64).with_send(SendMode::Gso);
+        for i in 0..n {
+            let len = sizes[i % 3];
+            tx.slot_mut(i)[..len].fill(i as u8);
+            tx.queue_send(i, len);
+        }
+        let f = tx.flush(&cli, 0);
+        assert_eq!((f.sent, f.gso_sends), (n, 3), "one send per size");
+        let mut seen = vec![false; n];
+        for d in recv_all(&srv, n) {
+            let id = d[0] as usize;
+            assert_eq!(d.len(), sizes[id % 3], "datagram {id} arrived whole");
+            assert!(d.iter().all(|&b| b as usize == id));
+            seen[id] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    /// SO_NO_CHECK (no UDP checksum) makes the kernel refuse every GSO send with
+    /// EINVAL while plain sends work: a real refusal, no namespace needed.
+    #[test]
+    fn a_refused_gso_send_falls_back_to_sendmmsg_and_stays_off() {
+        let (srv, cli) = connected_pair();
+        cli.set_int(libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")
+            .unwrap();
+        assert!(cli.gso_usable(), "the probe alone cannot tell");
+        let mut tx = Batch::new(10, 64).with_send(SendMode::Gso);
+        for round in 0..2u8 {
+            for i in 0..10 {
+                tx.slot_mut(i)[..20].fill(round * 10 + i as u8);
+                tx.queue_send(i, 20);
+            }
+            let f = tx.flush(&cli, 0);
+            assert_eq!((f.sent, f.failed, f.gso_sends), (10, 0, 0), "round {round}");
+            assert!(f.gso_unavailable);
+            // The first round tried GSO once, then one sendmmsg; the second went
+            // straight to sendmmsg.
+            assert_eq!(f.syscalls, if round == 0 { 2 } else { 1 });
+            let got = recv_all(&srv, 10);
+            let want: Vec<Vec<u8>> = (0..10).map(|i| vec![round * 10 + i; 20]).collect();
+            assert_eq!(got, want, "every datagram, exactly, in order");
+        }
+        assert!(!cli.gso_usable());
+        let why = cli.gso_unavailable().unwrap();
+        assert!(
+            why.contains("UDP_SEGMENT=20") && why.contains("EINVAL"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_single_datagram_goes_without_gso() {
+        let (srv, cli) = connected_pair();
+        let mut tx = Batch::new(4, 64).with_send(SendMode::Gso);
+        tx.queue_send(0, 5);
+        let f = tx.flush(&cli, 0);
+        assert_eq!((f.sent, f.gso_sends, f.syscalls), (1, 0, 1));
+        recv_all(&srv, 1);
+    }
+}
