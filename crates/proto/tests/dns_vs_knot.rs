@@ -316,3 +316,122 @@ fn operator_zones_match_knot() {
         diffs.join("\n")
     );
 }
+
+/// Signs `files` (test data) with fresh keys in a temp dir using ldns; their paths, or
+/// why not.
+fn signed_copies(files: &[(&str, &str)]) -> Result<Vec<(String, std::path::PathBuf)>, String> {
+    use std::process::Command;
+    let dir = std::env::temp_dir().join(format!("fh-dnssec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Vec::new();
+    for (apex, file) in files {
+        let keygen = |extra: &[&str]| -> Result<String, String> {
+            let o = Command::new("ldns-keygen")
+                .current_dir(&dir)
+                .args(["-a", "ECDSAP256SHA256"])
+                .args(extra)
+                .arg(apex)
+                .output()
+                .map_err(|_| {
+                    "ldns-keygen is not installed (Debian package ldnsutils)".to_string()
+                })?;
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let ksk = keygen(&["-k"])?;
+        let zsk = keygen(&[])?;
+        let src = common::zone_path(file);
+        let dst = dir.join(format!("{file}.signed"));
+        let ok = Command::new("ldns-signzone")
+            .current_dir(&dir)
+            .args(["-o", apex, "-f"])
+            .arg(&dst)
+            .arg(&src)
+            .args([&ksk, &zsk])
+            .status()
+            .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
+        assert!(ok.success(), "ldns-signzone failed");
+        out.push((apex.to_string(), dst));
+    }
+    Ok(out)
+}
+
+/// A query with EDNS 1232 and DO set.
+fn query_do(name: &str, t: RecordType) -> Vec<u8> {
+    let mut q = query(name, t, Some(1232));
+    let at = q.len() - 11 + 7;
+    q[at] |= 0x80;
+    q
+}
+
+#[test]
+fn signed_zones_match_knot_with_do() {
+    let signed = match signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let paths: Vec<String> = signed
+        .iter()
+        .map(|(_, p)| p.display().to_string())
+        .collect();
+    let zones: Vec<(&str, &str)> = signed
+        .iter()
+        .zip(&paths)
+        .map(|((apex, _), p)| (apex.as_str(), p.as_str()))
+        .collect();
+    let knot = match Knot::start_with(&zones) {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let files: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+    let ours = start_server_for(&files);
+    let mut diffs = Vec::new();
+    let mut n = 0;
+    let names = NAMES.iter().chain(OPERATOR_NAMES).filter(|n| n.len() < 100);
+    let types = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::NS,
+        RecordType::SOA,
+        RecordType::MX,
+        RecordType::TXT,
+        RecordType::DS,
+        RecordType::DNSKEY,
+        RecordType::CNAME,
+        RecordType::ANY,
+    ];
+    for (i, name) in names.enumerate() {
+        for (j, &t) in types.iter().enumerate() {
+            let name = mix_case(name, i + j);
+            for req in [query_do(&name, t), query(&name, t, Some(1232))] {
+                let (k, o) = (
+                    summary_trimmed(knot.addr, &req),
+                    summary_trimmed(ours.local_addr(), &req),
+                );
+                n += 1;
+                let subset =
+                    o.1.iter().all(|r| k.1.contains(r)) || k.1.iter().all(|r| o.1.contains(r));
+                if k.0 != o.0 || !subset {
+                    let dnssec = req[req.len() - 4] & 0x80 != 0;
+                    diffs.push(format!(
+                        "{name} {t} do={dnssec}\n knot: {}\n   {:?}\n ours: {}\n   {:?}",
+                        k.0, k.1, o.0, o.1
+                    ));
+                }
+            }
+        }
+    }
+    ours.shutdown();
+    let _ = std::fs::remove_dir_all(paths[0].rsplit_once('/').unwrap().0);
+    assert!(
+        diffs.is_empty(),
+        "{} of {n} answers differ:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}

@@ -6,7 +6,7 @@
 //! a pointer to the DNAME's target; the followed answer's template is copied behind
 //! and its compression pointers redirected from its model question to the new name.
 
-use super::db::{Template, ZoneSet};
+use super::db::{Answer, Template, ZoneSet};
 use super::wire::{put16, read_name, rtype, NameBuf, Query, HEADER, MAX_NAME};
 
 /// Response code YXDOMAIN: the synthesized name would be too long (RFC 6672 §2.2).
@@ -43,7 +43,8 @@ pub fn synthesize(
 ) -> Option<Synthesized> {
     let start = q.question_end;
     let dn_end = start + dname.bytes.len();
-    if dname.counts[0] != 1 || dn_end > limit {
+    // The DNAME comes first (its RRSIG after it, with DO).
+    if dname.counts[0] == 0 || dn_end > limit {
         return None;
     }
     buf[start..dn_end].copy_from_slice(&dname.bytes);
@@ -62,7 +63,7 @@ pub fn synthesize(
     if new_len > MAX_NAME {
         return Some(Synthesized {
             end: dn_end,
-            counts: [1, 0, 0],
+            counts: [dname.counts[0], 0, 0],
             rcode: YXDOMAIN,
         });
     }
@@ -81,7 +82,7 @@ pub fn synthesize(
     put16(buf, rdata_at + prefix_len, 0xC000 | target_at as u16);
     let mut out = Synthesized {
         end,
-        counts: [2, 0, 0],
+        counts: [dname.counts[0] + 1, 0, 0],
         rcode: 0,
     };
     if q.qtype == rtype::CNAME {
@@ -91,8 +92,16 @@ pub fn synthesize(
     wire[..prefix_len].copy_from_slice(&qname.bytes[..prefix_len]);
     wire[prefix_len..new_len].copy_from_slice(&buf[target_at..target_at + target_len]);
     let (_, labels) = read_name(&wire[..new_len], 0, s.name).ok()?;
-    let Some(t) = db.chase(zone, s.name, new_len, labels, q.qtype, s.wild) else {
-        return Some(out);
+    let dnssec = q.edns.is_some_and(|e| e.dnssec_ok);
+    let (t, proofs) = match db.chase(zone, s.name, new_len, labels, q.qtype, dnssec, s.wild) {
+        Some(Answer::Template(t)) => (t, None),
+        Some(Answer::Denial {
+            t,
+            chain,
+            proofs,
+            n,
+        }) => (t, Some((chain, proofs, n))),
+        _ => return Some(out),
     };
     let p = end;
     if p + t.bytes.len() > limit || p + t.bytes.len() > 0x3FFF {
@@ -118,7 +127,19 @@ pub fn synthesize(
         put16(buf, at, 0xC000 | moved as u16);
     }
     out.end = p + t.bytes.len();
-    out.counts = [2 + t.counts[0], t.counts[1], t.counts[2]];
+    out.counts = [dname.counts[0] + 1 + t.counts[0], t.counts[1], t.counts[2]];
+    // A signed denial's NSECs, behind its authority section (it has no additional).
+    if let Some((chain, proofs, n)) = proofs {
+        for &i in &proofs[..n] {
+            let (bytes, count) = chain.entry(i as usize);
+            if out.end + bytes.len() > limit {
+                return None;
+            }
+            buf[out.end..out.end + bytes.len()].copy_from_slice(bytes);
+            out.end += bytes.len();
+            out.counts[1] += count;
+        }
+    }
     out.rcode = t.rcode;
     Some(out)
 }

@@ -276,6 +276,41 @@ impl DnsHandler {
         let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
             Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
             Answer::Template(t) => t,
+            Answer::Denial {
+                t,
+                chain,
+                proofs,
+                n,
+            } => {
+                // A signed template (no additional section) and the NSECs behind it.
+                let start = q.question_end;
+                let extra: usize = proofs[..n]
+                    .iter()
+                    .map(|&p| chain.entry(p as usize).0.len())
+                    .sum();
+                let mut end = start + t.bytes.len();
+                if end + extra + opt > limit {
+                    self.stats.truncated += 1;
+                    return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
+                }
+                buf[start..end].copy_from_slice(&t.bytes);
+                shift_pointers(buf, start, t, t.bytes.len(), q.name_len);
+                let [an, mut ns, mut ar] = t.counts;
+                for &p in &proofs[..n] {
+                    let (bytes, count) = chain.entry(p as usize);
+                    buf[end..end + bytes.len()].copy_from_slice(bytes);
+                    end += bytes.len();
+                    ns += count;
+                }
+                let (aa, rc) = (t.aa, t.rcode);
+                if let Some(e) = q.edns {
+                    end = self.opt(buf, end, 0, e.dnssec_ok, tr);
+                    ar += 1;
+                }
+                self.stats.rcode[rc as usize] += 1;
+                self.header(buf, aa, false, rc, [1, an, ns, ar]);
+                return Verdict::Reply(end);
+            }
             Answer::Dname {
                 dname,
                 zone,
@@ -330,18 +365,7 @@ impl DnsHandler {
         }
         let end = start + keep;
         buf[start..end].copy_from_slice(&t.bytes[..keep]);
-        let delta = q.name_len as i32 - t.model_len as i32;
-        if delta != 0 {
-            for &f in t.fixups.iter() {
-                if f as usize >= keep {
-                    break;
-                }
-                let at = start + f as usize;
-                let ptr = u16::from_be_bytes([buf[at], buf[at + 1]]);
-                let moved = ((ptr & 0x3FFF) as i32 + delta) as u16;
-                put16(buf, at, 0xC000 | moved);
-            }
-        }
+        shift_pointers(buf, start, t, keep, q.name_len);
         let mut len = end;
         if let Some(e) = q.edns {
             len = self.opt(buf, end, 0, e.dnssec_ok, tr);
@@ -447,6 +471,25 @@ impl DnsHandler {
         };
         self.header(buf, false, false, rc, [qd, 0, 0, ar]);
         Verdict::Reply(end)
+    }
+}
+
+/// Moves the compression pointers of template `t`, copied to `buf[start..start +
+/// keep]`, for a question name of `name_len` bytes instead of the model's.
+#[inline]
+fn shift_pointers(buf: &mut [u8], start: usize, t: &Template, keep: usize, name_len: usize) {
+    let delta = name_len as i32 - t.model_len as i32;
+    if delta == 0 {
+        return;
+    }
+    for &f in t.fixups.iter() {
+        if f as usize >= keep {
+            break;
+        }
+        let at = start + f as usize;
+        let ptr = u16::from_be_bytes([buf[at], buf[at + 1]]);
+        let moved = ((ptr & 0x3FFF) as i32 + delta) as u16;
+        put16(buf, at, 0xC000 | moved);
     }
 }
 

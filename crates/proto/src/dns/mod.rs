@@ -8,6 +8,7 @@
 pub mod build;
 pub mod db;
 pub mod dname;
+pub mod dnssec;
 mod entries;
 pub mod handler;
 pub mod live;

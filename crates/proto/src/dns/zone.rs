@@ -258,10 +258,11 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
-    // Owners holding something other than a CNAME, to find a CNAME beside other data.
+    // Owners holding something other than a CNAME, to find a CNAME beside other data
+    // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5).
     let with_data: std::collections::HashSet<Vec<u8>> = records
         .iter()
-        .filter(|r| r.rtype != rtype::CNAME)
+        .filter(|r| !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC))
         .map(|r| r.owner.to_ascii_lowercase())
         .collect();
     // The first CNAME and DNAME seen per owner: a second, different one is an error.
@@ -313,6 +314,7 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
 
 /// Record type DNAME (RFC 6672).
 const DNAME: u16 = 39;
+use super::dnssec::{NSEC, RRSIG};
 
 /// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
 /// stopped, after the offending token: an error about the last token of a line shows
