@@ -120,7 +120,7 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 struct DnsArgs {
     /// DNS over TCP on the same address (RFC 7766): on or off.
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on")]
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     tcp: bool,
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
@@ -148,7 +148,7 @@ struct DnsArgs {
     nsid: Option<String>,
     /// DNS cookies (RFC 7873, server cookies per RFC 9018): on or off. A query with a
     /// valid server cookie is exempt from --rrl.
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off")]
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
     cookies: bool,
     /// The cookie secret, 32 hex digits, shared by servers behind one address
     /// [default: random at start].

@@ -286,3 +286,28 @@ fn sighup_reloads_zones_and_a_broken_file_keeps_the_old_one() {
     srv.stop();
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn tcp_off_nsid_and_cookies_switches() {
+    let srv = serve_dns(
+        "127.0.0.1:0",
+        &["--tcp", "off", "--nsid", "ns-test", "--cookies", "on"],
+    );
+    assert!(
+        std::net::TcpStream::connect(srv.addr).is_err(),
+        "--tcp off: nothing listens on TCP"
+    );
+    let Some(text) = kdig(&srv, &["+nsid", "+cookie", "www.example.com", "A"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("NSID: 6E732D74657374 \"ns-test\""), "{text}");
+    // The client's 8 bytes, then our 16: version 1, three reserved zero bytes, ...
+    let cookie = text
+        .lines()
+        .find_map(|l| l.strip_prefix(";; COOKIE: "))
+        .unwrap_or_else(|| panic!("no cookie in {text}"));
+    assert_eq!(cookie.trim().len(), 48, "{cookie}");
+    assert_eq!(&cookie[16..24], "01000000", "{cookie}");
+    srv.stop();
+}

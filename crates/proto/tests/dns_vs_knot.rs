@@ -317,44 +317,6 @@ fn operator_zones_match_knot() {
     );
 }
 
-/// Signs `files` (test data) with fresh keys in a temp dir using ldns; their paths, or
-/// why not.
-fn signed_copies(files: &[(&str, &str)]) -> Result<Vec<(String, std::path::PathBuf)>, String> {
-    use std::process::Command;
-    let dir = std::env::temp_dir().join(format!("fh-dnssec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut out = Vec::new();
-    for (apex, file) in files {
-        let keygen = |extra: &[&str]| -> Result<String, String> {
-            let o = Command::new("ldns-keygen")
-                .current_dir(&dir)
-                .args(["-a", "ECDSAP256SHA256"])
-                .args(extra)
-                .arg(apex)
-                .output()
-                .map_err(|_| {
-                    "ldns-keygen is not installed (Debian package ldnsutils)".to_string()
-                })?;
-            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-        };
-        let ksk = keygen(&["-k"])?;
-        let zsk = keygen(&[])?;
-        let src = common::zone_path(file);
-        let dst = dir.join(format!("{file}.signed"));
-        let ok = Command::new("ldns-signzone")
-            .current_dir(&dir)
-            .args(["-o", apex, "-f"])
-            .arg(&dst)
-            .arg(&src)
-            .args([&ksk, &zsk])
-            .status()
-            .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
-        assert!(ok.success(), "ldns-signzone failed");
-        out.push((apex.to_string(), dst));
-    }
-    Ok(out)
-}
-
 /// A query with EDNS 1232 and DO set.
 fn query_do(name: &str, t: RecordType) -> Vec<u8> {
     let mut q = query(name, t, Some(1232));
@@ -365,13 +327,14 @@ fn query_do(name: &str, t: RecordType) -> Vec<u8> {
 
 #[test]
 fn signed_zones_match_knot_with_do() {
-    let signed = match signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
-        Ok(s) => s,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    let signed =
+        match common::signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
+            Ok(s) => s,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
     let paths: Vec<String> = signed
         .iter()
         .map(|(_, p)| p.display().to_string())
@@ -427,7 +390,7 @@ fn signed_zones_match_knot_with_do() {
         }
     }
     ours.shutdown();
-    let _ = std::fs::remove_dir_all(paths[0].rsplit_once('/').unwrap().0);
+    common::remove_signed(&signed);
     assert!(
         diffs.is_empty(),
         "{} of {n} answers differ:\n{}",

@@ -3,8 +3,8 @@
 //!
 //! Everything is written straight into the response buffer: the DNAME template is
 //! copied like any other; the CNAME's target is the query's leading labels followed by
-//! a pointer to the DNAME's target; the followed answer's template is copied behind
-//! and its compression pointers redirected from its model question to the new name.
+//! the DNAME's target; the followed answer's template is copied behind and its
+//! compression pointers redirected from its model question to the new name.
 
 use super::db::{Answer, Template, ZoneSet};
 use super::wire::{put16, read_name, rtype, NameBuf, Query, HEADER, MAX_NAME};
@@ -68,7 +68,7 @@ pub fn synthesize(
         });
     }
     let rdata_at = dn_end + 12;
-    let end = rdata_at + prefix_len + 2;
+    let end = rdata_at + new_len;
     if end > limit || target_at > 0x3FFF {
         return None;
     }
@@ -77,9 +77,11 @@ pub fn synthesize(
     put16(buf, dn_end + 2, rtype::CNAME);
     put16(buf, dn_end + 4, super::wire::CLASS_IN);
     buf.copy_within(start + 6..start + 10, dn_end + 6);
-    put16(buf, dn_end + 10, (prefix_len + 2) as u16);
+    put16(buf, dn_end + 10, new_len as u16);
+    // The new name written out whole: validating resolvers (BIND) want the CNAME they
+    // would synthesize themselves, uncompressed.
     buf.copy_within(HEADER..HEADER + prefix_len, rdata_at);
-    put16(buf, rdata_at + prefix_len, 0xC000 | target_at as u16);
+    buf.copy_within(target_at..target_at + target_len, rdata_at + prefix_len);
     let mut out = Synthesized {
         end,
         counts: [dname.counts[0] + 1, 0, 0],
@@ -117,12 +119,7 @@ pub fn synthesize(
         } else {
             // A suffix of the model question: the same suffix of the new name, which
             // is the CNAME's RDATA (its labels, then the DNAME target).
-            let k = v - HEADER + (new_len - t.model_len as usize);
-            if k < prefix_len {
-                rdata_at + k
-            } else {
-                target_at + (k - prefix_len)
-            }
+            rdata_at + v - HEADER + (new_len - t.model_len as usize)
         };
         put16(buf, at, 0xC000 | moved as u16);
     }

@@ -220,3 +220,72 @@ pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
     s.read_exact(&mut m).ok()?;
     Some(m)
 }
+
+/// Signs `files` (test data) with fresh keys in a temp dir using ldns; their paths, or
+/// why not.
+pub fn signed_copies(files: &[(&str, &str)]) -> Result<Vec<(String, PathBuf)>, String> {
+    use std::process::Command;
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("fh-dnssec-{}-{k}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Vec::new();
+    for (apex, file) in files {
+        let keygen = |extra: &[&str]| -> Result<String, String> {
+            let o = Command::new("ldns-keygen")
+                .current_dir(&dir)
+                .args(["-a", "ECDSAP256SHA256"])
+                .args(extra)
+                .arg(apex)
+                .output()
+                .map_err(|_| {
+                    "ldns-keygen is not installed (Debian package ldnsutils)".to_string()
+                })?;
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let ksk = keygen(&["-k"])?;
+        let zsk = keygen(&[])?;
+        let src = zone_path(file);
+        let dst = dir.join(format!("{file}.signed"));
+        let ok = Command::new("ldns-signzone")
+            .current_dir(&dir)
+            .args(["-o", apex, "-f"])
+            .arg(&dst)
+            .arg(&src)
+            .args([&ksk, &zsk])
+            .status()
+            .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
+        assert!(ok.success(), "ldns-signzone failed");
+        out.push((apex.to_string(), dst));
+    }
+    Ok(out)
+}
+
+/// Removes what [`signed_copies`] made.
+pub fn remove_signed(signed: &[(String, PathBuf)]) {
+    if let Some(dir) = signed.first().and_then(|(_, p)| p.parent()) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The public KSK of a zone signed by [`signed_copies`], as a delv trust anchor line.
+pub fn trust_anchor(signed_file: &std::path::Path, apex: &str) -> String {
+    let dir = signed_file.parent().unwrap();
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with(&format!("K{apex}.")) && name.ends_with(".key") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            // owner IN DNSKEY flags proto alg key
+            if f.len() >= 7 && f[3] == "257" {
+                lines.push(format!(
+                    "  {apex}. static-key 257 {} {} \"{}\";",
+                    f[4], f[5], f[6]
+                ));
+            }
+        }
+    }
+    format!("trust-anchors {{\n{}\n}};\n", lines.join("\n"))
+}
