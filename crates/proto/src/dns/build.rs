@@ -281,12 +281,13 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
                 nodata_here = resolve_at(set, zi, zr, n, &owner, None);
                 node.other = push(set, render(&nodata_here, &name, wild));
             }
-            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too.
+            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too. Its
+            // answer was rendered above: share it.
             if let Some(first) = recs.iter().map(|r| r.rtype).min() {
-                let s = resolve_at(set, zi, zr, n, &owner, Some(first));
-                let (tid, st) = pair(set, sg, &s, &name, wild);
-                node.any = tid;
-                signed.any = st.unwrap_or(tid);
+                if let Some(i) = node.answers.iter().position(|&(t, _)| t == first) {
+                    node.any = node.answers[i].1;
+                    signed.any = signed_answers[i];
+                }
             }
         }
         if let Some(sg) = sg {
