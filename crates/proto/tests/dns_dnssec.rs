@@ -12,14 +12,9 @@ fn a_validating_resolver_accepts_signed_answers() {
         eprintln!("skipped: delv is not installed (Debian package bind9-dnsutils)");
         return;
     }
-    let signed =
-        match common::signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
-            Ok(s) => s,
-            Err(why) => {
-                eprintln!("skipped: {why}");
-                return;
-            }
-        };
+    let Some(signed) = common::signed_test_zones() else {
+        return;
+    };
     let files: Vec<String> = signed
         .iter()
         .map(|(_, p)| p.display().to_string())

@@ -289,3 +289,15 @@ pub fn trust_anchor(signed_file: &std::path::Path, apex: &str) -> String {
     }
     format!("trust-anchors {{\n{}\n}};\n", lines.join("\n"))
 }
+
+/// The two test zones with DNSSEC cases (wildcards, DNAME, delegations), signed, or
+/// `None` after printing why the test is skipped.
+pub fn signed_test_zones() -> Option<Vec<(String, PathBuf)>> {
+    match signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
+        Ok(s) => Some(s),
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
