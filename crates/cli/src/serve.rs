@@ -3,15 +3,16 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
+use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{
-    Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode, Steer,
-    WorkerStats,
+    IntervalRecord, Pin, PmtuDisc, ProcessCpu, Profile, ServeConfig, ServeError, Server,
+    SocketMode, StatsDocument, Steer, WorkerStats, XdpIo,
 };
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
-use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -68,9 +69,10 @@ pub struct ServeArgs {
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: String,
-    /// Preset for a step of the NTT ladder.
-    #[arg(long, value_parser = |s: &str| s.parse::<Profile>())]
-    profile: Option<Profile>,
+    /// Preset for a step of the NTT ladder, or `xdp` (the default with --io xdp): tuned
+    /// settings for the fallback socket, workers pinned, batches of 64.
+    #[arg(long, value_parser = parse_profile)]
+    profile: Option<ProfileArg>,
     /// Worker threads [default: 1].
     #[arg(long, value_parser = parse_positive)]
     workers: Option<usize>,
@@ -112,6 +114,11 @@ pub struct ServeArgs {
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    xdp: XdpArgs,
     #[command(flatten)]
     dns: DnsArgs,
 }
@@ -159,6 +166,22 @@ struct DnsArgs {
     allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }
 
+/// A socket-path profile, or `xdp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProfileArg {
+    Socket(Profile),
+    Xdp,
+}
+
+fn parse_profile(s: &str) -> Result<ProfileArg, String> {
+    if s == PROFILE_XDP {
+        return Ok(ProfileArg::Xdp);
+    }
+    s.parse::<Profile>()
+        .map(ProfileArg::Socket)
+        .map_err(|e| e.replace(")", ", xdp)"))
+}
+
 impl ServeArgs {
     /// Merges the profile preset with explicit flags.
     fn config(&self) -> Result<ServeConfig> {
@@ -170,7 +193,21 @@ impl ServeArgs {
         })?;
         let workers = self.workers.unwrap_or(1);
         check_workers(workers)?;
-        let mut cfg = ServeConfig::profile(self.profile.unwrap_or(Profile::Naive), listen, workers);
+        self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
+        let base = match self.profile {
+            // --io xdp without a profile takes the xdp profile's socket settings.
+            None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
+            None => Profile::Naive,
+            Some(ProfileArg::Socket(p)) => p,
+            // The fallback socket gets the tuned settings; workers pinned, batches of 64.
+            Some(ProfileArg::Xdp) => Profile::Tuned,
+        };
+        let mut cfg = ServeConfig::profile(base, listen, workers);
+        if self.xdp.io == IoArg::Xdp && self.profile != Some(ProfileArg::Socket(base)) {
+            // The fallback socket answers what XDP cannot, large replies included: let
+            // the kernel fragment them rather than refuse with EMSGSIZE.
+            cfg.pmtudisc = PmtuDisc::Default;
+        }
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
                 SocketsArg::Shared => SocketMode::Shared,
@@ -273,42 +310,12 @@ fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
     })
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
         "off" | "0" | "false" => Ok(false),
         _ => Err(format!("'{s}' is not on or off")),
     }
-}
-
-/// The document written by `--stats-json` at exit.
-#[derive(Serialize)]
-struct StatsDoc<'a> {
-    proto: &'static str,
-    applied: &'a Applied,
-    elapsed_s: f64,
-    totals: WorkerStats,
-    workers: Vec<WorkerStats>,
-    sockets: Vec<firehose_engine::SocketStats>,
-    handler: std::collections::BTreeMap<&'static str, u64>,
-    cpu: CpuDoc,
-    syscalls_per_packet: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct CpuDoc {
-    user_s: f64,
-    sys_s: f64,
-}
-
-/// One `--interval` record.
-#[derive(Serialize)]
-struct IntervalDoc {
-    t: f64,
-    rx_pps: f64,
-    tx_pps: f64,
-    totals: WorkerStats,
-    kernel_drops: u64,
 }
 
 /// The UDP engine and, for DNS, the TCP side beside it.
@@ -319,7 +326,12 @@ struct Running {
     reloader: Option<Reloader>,
 }
 
-fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Running> {
+fn start_server(
+    cfg: &ServeConfig,
+    proto: Proto,
+    a: &ServeArgs,
+    mut xdp: Option<XdpIo>,
+) -> Result<Running> {
     let zones = &a.zones;
     let res = match proto {
         Proto::Echo if !zones.is_empty() => {
@@ -328,7 +340,10 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
         Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
-        Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
+        Proto::Echo => match xdp {
+            Some(io) => Server::start_with(cfg, io, |_| firehose_proto::Echo),
+            None => Server::start(cfg, |_| firehose_proto::Echo),
+        },
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
@@ -347,8 +362,13 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                 .map_err(|e| Usage(e.to_string()))?;
             let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
-            // port already taken for TCP means starting over on another.
-            let tries = if cfg.listen.port() == 0 { 5 } else { 1 };
+            // port already taken for TCP means starting over on another (not with XDP,
+            // whose queues are taken once).
+            let tries = if cfg.listen.port() == 0 && xdp.is_none() {
+                5
+            } else {
+                1
+            };
             for attempt in 1..=tries {
                 let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
                     .with_options(options.clone());
@@ -359,7 +379,11 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
                         slip: a.dns.rrl_slip.unwrap_or(2),
                     });
                 }
-                let server = Server::start(cfg, move |_| h.clone()).map_err(serve_error)?;
+                let server = match xdp.take() {
+                    Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
+                    None => Server::start(cfg, move |_| h.clone()),
+                }
+                .map_err(serve_error)?;
                 if !a.dns.tcp {
                     return Ok(Running {
                         server,
@@ -407,6 +431,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, a: &ServeArgs) -> Result<Runnin
     })
 }
 
+/// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
 fn serve_error(e: ServeError) -> anyhow::Error {
     match e {
         ServeError::Config(m) => Usage(m).into(),
@@ -434,11 +459,20 @@ fn proto_name(p: Proto) -> &'static str {
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
-    let cfg = a.config()?;
+    let mut cfg = a.config()?;
+    let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
+    let xdp = match xdp_cfg {
+        Some(x) => {
+            let io = XdpIo::new(x, cfg.listen).map_err(serve_error)?;
+            cfg.workers = io.queues().len();
+            Some(io)
+        }
+        None => None,
+    };
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handler")?;
@@ -446,7 +480,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         server,
         tcp,
         mut reloader,
-    } = start_server(&cfg, a.proto, &a)?;
+    } = start_server(&cfg, a.proto, &a, xdp)?;
     print_applied(&server, a.proto);
     if let Some(t) = &tcp {
         say!(
@@ -462,6 +496,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 v.join(" ")
             }
         );
+    }
+    if let Some(addr) = a.metrics {
+        let source = server.metrics_source(proto_name(a.proto));
+        let version = env!("CARGO_PKG_VERSION");
+        let bound = crate::metrics::spawn(addr, move || source.render(version))
+            .map_err(|e| Usage(format!("{e:#}")))?;
+        say!("  metrics: http://{bound}/metrics");
     }
     let started = Instant::now();
     let mut json_lines = match (&a.stats_json, a.interval) {
@@ -502,7 +543,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     drops
                 );
                 if let Some(f) = json_lines.as_mut() {
-                    let rec = IntervalDoc {
+                    let rec = IntervalRecord {
                         t: started.elapsed().as_secs_f64(),
                         rx_pps: d.packets_in as f64 / secs,
                         tx_pps: d.packets_out as f64 / secs,
@@ -522,9 +563,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let workers = server.worker_stats();
     let sockets = server.socket_stats();
     let applied = server.applied().clone();
-    let mut handler: std::collections::BTreeMap<_, _> = server.shutdown().into_iter().collect();
+    let mut handler: std::collections::BTreeMap<String, u64> = server
+        .shutdown()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     if let Some(t) = tcp {
-        handler.extend(t.shutdown());
+        handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
     }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
@@ -538,17 +583,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(p) = &a.stats_json {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
-        let doc = StatsDoc {
-            proto: proto_name(a.proto),
-            applied: &applied,
+        let doc = StatsDocument {
+            proto: proto_name(a.proto).to_string(),
+            applied,
             elapsed_s: elapsed,
-            syscalls_per_packet: (totals.packets_in > 0)
-                .then(|| totals.syscalls as f64 / totals.packets_in as f64),
+            syscalls_per_packet: syscalls_per_packet(&totals),
             totals,
             workers,
             sockets,
             handler,
-            cpu: CpuDoc {
+            cpu: ProcessCpu {
                 user_s: u.as_secs_f64(),
                 sys_s: s.as_secs_f64(),
             },
@@ -613,10 +657,11 @@ fn print_applied(server: &Server, proto: Proto) {
         },
         a.socket_detail
             .first()
-            .map(|s| s.steering)
-            .unwrap_or("none"),
+            .map_or("none", |s| s.steering.as_str()),
         a.batch,
-        if a.batch == 1 {
+        if a.backend.is_some() {
+            " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"
+        } else if a.batch == 1 {
             " (recvfrom/sendto)"
         } else {
             " (recvmmsg/sendmmsg)"

@@ -63,4 +63,11 @@ pub trait Handler: Send {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// The same counters, cumulative, for live reading (metrics): the engine copies them
+    /// into atomics once per batch, so a scrape never touches the handler. Names must not
+    /// change between calls. Empty by default.
+    fn live_counters(&self) -> &[(&'static str, u64)] {
+        &[]
+    }
 }

@@ -10,7 +10,7 @@ use crate::sockets::{AppliedSocket, SocketSet};
 use crate::stats::{SocketStats, WorkerCounters, WorkerStats};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::{cpu, SysError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -28,7 +28,7 @@ pub enum ServeError {
 }
 
 /// The configuration in force once the server runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Applied {
     pub listen: String,
     pub workers: usize,
@@ -178,6 +178,17 @@ impl Server {
                 incoming_cpu: s.incoming_cpu().ok().filter(|c| *c >= 0),
             })
             .collect()
+    }
+
+    /// What a metrics scrape reads: shared handles to the counters and sockets, usable from
+    /// another thread while the server runs.
+    pub fn metrics_source(&self, proto: &'static str) -> crate::metrics::MetricsSource {
+        crate::metrics::MetricsSource::new(
+            proto,
+            self.counters.clone(),
+            self.sockets.clone(),
+            self.applied.worker_cpus.clone(),
+        )
     }
 
     /// Asks workers to stop and waits for them; returns the handlers' own counters summed.

@@ -1,6 +1,7 @@
 //! Per-worker counters: written by one worker, read by anyone, never locked.
 
-use serde::Serialize;
+use crate::server::Applied;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -24,8 +25,52 @@ pub struct WorkerCounters {
     /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
     pub rxq_ovfl: AtomicU64,
     /// The backend's own counters, named once when first published.
-    backend_names: OnceLock<Vec<&'static str>>,
-    backend: [AtomicU64; MAX_BACKEND_COUNTERS],
+    backend: NamedCounters,
+    /// The handler's own counters (e.g. DNS responses by rcode), published once per batch.
+    handler: NamedCounters,
+    /// Receive batches by size: bucket `k` counts batches of `2^(k-1) < n <= 2^k` requests.
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
+}
+
+/// Buckets of the batch-size histogram: upper bounds 1, 2, 4, ... 1024 (the largest batch).
+pub const BATCH_BUCKETS: usize = 11;
+
+/// Most counters a handler may publish live (see [`crate::handler::Handler::live_counters`]).
+pub const MAX_HANDLER_COUNTERS: usize = 32;
+
+/// Counters named by their publisher the first time it publishes; values are stored, not
+/// added, because the publisher keeps the cumulative count itself.
+#[derive(Default)]
+struct NamedCounters {
+    names: OnceLock<Vec<&'static str>>,
+    values: [AtomicU64; MAX_HANDLER_COUNTERS],
+}
+
+impl NamedCounters {
+    #[inline]
+    fn publish(&self, counters: &[(&'static str, u64)], max: usize) {
+        if counters.is_empty() {
+            return;
+        }
+        self.names
+            .get_or_init(|| counters.iter().take(max).map(|(n, _)| *n).collect());
+        for (slot, (_, v)) in self.values.iter().take(max).zip(counters) {
+            slot.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.names
+            .get()
+            .map(|names| {
+                names
+                    .iter()
+                    .zip(&self.values)
+                    .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl WorkerCounters {
@@ -41,19 +86,30 @@ impl WorkerCounters {
     /// between calls). Counters past [`MAX_BACKEND_COUNTERS`] are not reported.
     #[inline]
     pub fn publish_backend(&self, counters: &[(&'static str, u64)]) {
-        if counters.is_empty() {
-            return;
-        }
-        self.backend_names.get_or_init(|| {
-            counters
-                .iter()
-                .take(MAX_BACKEND_COUNTERS)
-                .map(|(n, _)| *n)
-                .collect()
-        });
-        for (slot, (_, v)) in self.backend.iter().zip(counters) {
-            slot.store(*v, Ordering::Relaxed);
-        }
+        self.backend.publish(counters, MAX_BACKEND_COUNTERS);
+    }
+
+    /// Publishes the handler's live counters (cumulative values, names fixed).
+    #[inline]
+    pub fn publish_handler(&self, counters: &[(&'static str, u64)]) {
+        self.handler.publish(counters, MAX_HANDLER_COUNTERS);
+    }
+
+    /// Counts one receive batch of `n` requests in the batch-size histogram.
+    #[inline]
+    pub fn record_batch(&self, n: usize) {
+        let k = (usize::BITS - n.max(1).saturating_sub(1).leading_zeros()) as usize;
+        self.batch_sizes[k.min(BATCH_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Batches per size bucket (not cumulative); bucket `k` has the upper bound `2^k`.
+    pub fn batch_histogram(&self) -> [u64; BATCH_BUCKETS] {
+        std::array::from_fn(|k| self.batch_sizes[k].load(Ordering::Relaxed))
+    }
+
+    /// The handler's live counters as last published.
+    pub fn handler_snapshot(&self) -> BTreeMap<String, u64> {
+        self.handler.snapshot()
     }
 
     /// A consistent-enough copy for reporting.
@@ -72,23 +128,13 @@ impl WorkerCounters {
             handler_errors: g(&self.handler_errors),
             handler_drops: g(&self.handler_drops),
             rxq_ovfl: g(&self.rxq_ovfl),
-            backend: self
-                .backend_names
-                .get()
-                .map(|names| {
-                    names
-                        .iter()
-                        .zip(&self.backend)
-                        .map(|(n, v)| (n.to_string(), g(v)))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            backend: self.backend.snapshot(),
         }
     }
 }
 
 /// A snapshot of one worker's counters.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WorkerStats {
     pub worker: usize,
     pub cpu: Option<usize>,
@@ -103,7 +149,7 @@ pub struct WorkerStats {
     pub handler_drops: u64,
     pub rxq_ovfl: u64,
     /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub backend: BTreeMap<String, u64>,
 }
 
@@ -159,7 +205,7 @@ impl WorkerStats {
 }
 
 /// Kernel-side counters of one socket.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SocketStats {
     pub index: usize,
     /// sk_drops from SO_MEMINFO: datagrams the kernel dropped for this socket.
@@ -168,9 +214,175 @@ pub struct SocketStats {
     pub incoming_cpu: Option<i32>,
 }
 
+/// CPU time of the server process over its whole run (getrusage).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCpu {
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+/// The document `firehose serve --stats-json` writes at exit. The writer and every reader
+/// (the lab, `firehose bench`) share this type, so the keys cannot drift apart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatsDocument {
+    /// The protocol served ("echo", "dns").
+    pub proto: String,
+    pub applied: Applied,
+    pub elapsed_s: f64,
+    pub totals: WorkerStats,
+    pub workers: Vec<WorkerStats>,
+    pub sockets: Vec<SocketStats>,
+    /// The handler's own counters (e.g. `dns_noerror`).
+    pub handler: BTreeMap<String, u64>,
+    pub cpu: ProcessCpu,
+    pub syscalls_per_packet: Option<f64>,
+}
+
+/// One `--interval` record of `--stats-json` (a JSON line each, before the final document).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Seconds since the server started.
+    pub t: f64,
+    pub rx_pps: f64,
+    pub tx_pps: f64,
+    pub totals: WorkerStats,
+    pub kernel_drops: u64,
+}
+
+/// Syscalls per received packet, `None` before the first packet.
+pub fn syscalls_per_packet(totals: &WorkerStats) -> Option<f64> {
+    (totals.packets_in > 0).then(|| totals.syscalls as f64 / totals.packets_in as f64)
+}
+
+impl StatsDocument {
+    /// Reads what `--stats-json` wrote: the document alone, or (with `--interval`) interval
+    /// lines followed by the document as the last line.
+    pub fn parse(text: &str) -> Result<StatsDocument, serde_json::Error> {
+        serde_json::from_str(text).or_else(|whole| {
+            match text.lines().rev().find(|l| !l.trim().is_empty()) {
+                Some(last) if last.len() < text.trim_end().len() => serde_json::from_str(last),
+                _ => Err(whole),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn doc() -> StatsDocument {
+        let totals = WorkerStats {
+            packets_in: 200,
+            packets_out: 200,
+            syscalls: 300,
+            ..WorkerStats::default()
+        };
+        StatsDocument {
+            proto: "echo".into(),
+            applied: Applied {
+                listen: "127.0.0.1:9000".into(),
+                workers: 1,
+                sockets: crate::SocketMode::Shared,
+                steer: crate::Steer::None,
+                batch: 1,
+                busy_poll: false,
+                worker_cpus: vec![Some(0)],
+                worker_sockets: vec![0],
+                socket_detail: Vec::new(),
+                notes: Vec::new(),
+                backend: None,
+            },
+            elapsed_s: 1.5,
+            syscalls_per_packet: syscalls_per_packet(&totals),
+            workers: vec![totals.clone()],
+            totals,
+            sockets: vec![SocketStats {
+                index: 0,
+                kernel_drops: 3,
+                incoming_cpu: Some(0),
+            }],
+            handler: BTreeMap::from([("dns_noerror".to_string(), 7)]),
+            cpu: ProcessCpu {
+                user_s: 0.25,
+                sys_s: 0.5,
+            },
+        }
+    }
+
+    #[test]
+    fn document_reads_back_alone_and_after_interval_lines() {
+        let d = doc();
+        assert_eq!(d.syscalls_per_packet, Some(1.5));
+        let pretty = serde_json::to_string_pretty(&d).unwrap();
+        let back = StatsDocument::parse(&pretty).unwrap();
+        assert_eq!(back.totals, d.totals);
+        assert_eq!(back.handler["dns_noerror"], 7);
+        let rec = IntervalRecord {
+            t: 1.0,
+            rx_pps: 10.0,
+            tx_pps: 10.0,
+            totals: d.totals.clone(),
+            kernel_drops: 0,
+        };
+        let lines = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&rec).unwrap(),
+            serde_json::to_string(&d).unwrap()
+        );
+        let back = StatsDocument::parse(&lines).unwrap();
+        assert_eq!(back.sockets[0].kernel_drops, 3);
+        assert!(StatsDocument::parse("{}").is_err());
+        assert_eq!(syscalls_per_packet(&WorkerStats::default()), None);
+    }
+
+    #[test]
+    fn keys_are_those_the_readme_documents() {
+        let v = serde_json::to_value(doc()).unwrap();
+        for k in [
+            "proto",
+            "applied",
+            "elapsed_s",
+            "totals",
+            "workers",
+            "sockets",
+            "handler",
+            "cpu",
+            "syscalls_per_packet",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert_eq!(v["cpu"]["sys_s"], 0.5);
+        assert_eq!(v["totals"]["packets_in"], 200);
+    }
+
+    #[test]
+    fn batch_sizes_fall_in_power_of_two_buckets() {
+        let c = WorkerCounters::default();
+        for n in [1, 2, 3, 4, 5, 64, 65, 1024, 5000] {
+            c.record_batch(n);
+        }
+        let h = c.batch_histogram();
+        // Upper bounds 1, 2, 4, 8, ... 1024; 5000 is counted in the last bucket.
+        assert_eq!(h[0], 1, "n=1");
+        assert_eq!(h[1], 1, "n=2");
+        assert_eq!(h[2], 2, "n=3,4");
+        assert_eq!(h[3], 1, "n=5");
+        assert_eq!(h[6], 1, "n=64");
+        assert_eq!(h[7], 1, "n=65");
+        assert_eq!(h[10], 2, "n=1024, 5000");
+        assert_eq!(h.iter().sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn handler_counters_are_published_by_name() {
+        let c = WorkerCounters::default();
+        assert!(c.handler_snapshot().is_empty());
+        c.publish_handler(&[("dns_noerror", 3), ("dns_nxdomain", 1)]);
+        c.publish_handler(&[("dns_noerror", 5), ("dns_nxdomain", 1)]);
+        let s = c.handler_snapshot();
+        assert_eq!((s["dns_noerror"], s["dns_nxdomain"]), (5, 1));
+    }
 
     #[test]
     fn backend_counters_are_named_summed_and_differenced() {

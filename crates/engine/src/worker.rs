@@ -56,6 +56,8 @@ pub fn run<B: Backend, H: Handler>(
         c.add(&c.handler_errors, errors);
         c.add(&c.handler_drops, drops);
         c.publish_backend(backend.counters());
+        c.publish_handler(handler.live_counters());
+        c.record_batch(r.count);
     }
 }
 

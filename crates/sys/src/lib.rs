@@ -27,9 +27,13 @@ pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
+pub mod ifaddr;
 pub mod mmsg;
+pub mod netns;
+pub mod packet;
 pub mod sockaddr;
 pub mod socket;
+pub mod xdp;
 
 use std::io;
 

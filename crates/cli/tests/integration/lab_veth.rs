@@ -1,0 +1,301 @@
+//! `firehose lab` on the veth topology, with the real binary and the real kernel: traffic
+//! crosses the veth pair with the knobs read back, and the namespaces (and every process in
+//! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
+//! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
+
+use crate::util::{bin, root_or_skip, run, short_run, tmp};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn namespaces() -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+fn pids_in(ns: &str) -> Vec<u32> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let state = s
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            !matches!(state, Some('Z') | Some('X'))
+        })
+        .unwrap_or(false)
+}
+
+/// Starts a long veth ladder and waits until its server runs inside the server namespace.
+/// Returns the child, its namespaces and the pids running in them.
+// The child is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32>) {
+    let mut child = Command::new(bin())
+        .args([
+            "lab",
+            "ladder",
+            "--topology",
+            "veth",
+            "--steps",
+            "shared,rps",
+            "--repetitions",
+            "3",
+            "--duration",
+            duration,
+            "--warmup",
+            "0",
+            "--json",
+            json,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let srv = pids_in(&nss[0]);
+        let cli = pids_in(&nss[1]);
+        if !srv.is_empty() && !cli.is_empty() {
+            return (child, nss, srv.into_iter().chain(cli).collect());
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the lab never started its server and client");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the lab did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
+    if !root_or_skip() {
+        return;
+    }
+    let json = tmp("veth.json");
+    let args = [
+        "lab",
+        "ladder",
+        "--topology",
+        "veth",
+        "--queues",
+        "2",
+        "--steps",
+        "shared,rps,gro-off",
+    ];
+    let out = run(&short_run(&args, &json));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["topology"], "veth");
+    let server_cpu = v["placement"]["server_cpus"][0].as_u64().unwrap();
+    let trials = v["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 3);
+    for t in trials {
+        // Requests crossed the veth into the server namespace: its own UDP counters saw them.
+        let completed = t["completed"].as_u64().unwrap();
+        let in_dgrams = t["window"]["udp_server"]["in_datagrams"].as_u64().unwrap();
+        assert!(completed > 0 && in_dgrams > 0, "{t}");
+        assert!(t["server_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("ip netns exec fh-srv-"));
+        let k = &t["knobs"];
+        assert_eq!(k["queues"], 2);
+        let rps_mask = if t["config"] == "shared" {
+            0
+        } else {
+            1u64 << server_cpu
+        };
+        for m in k["server_rps_cpus"].as_array().unwrap() {
+            let m = m.as_str().unwrap().replace(',', "");
+            assert_eq!(
+                u64::from_str_radix(&m, 16).unwrap(),
+                rps_mask,
+                "{}: {k}",
+                t["config"]
+            );
+        }
+        let gro = t["config"] != "gro-off";
+        assert_eq!(k["server_gro"], gro, "{k}");
+        assert_eq!(k["client_gro"], gro, "{k}");
+    }
+    // With RPS to the server CPU, that CPU's softnet shows RPS-steered packets.
+    let rps = trials.iter().find(|t| t["config"] == "rps").unwrap();
+    let steered: u64 = rps["window"]["softnet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["received_rps"].as_u64().unwrap())
+        .sum();
+    assert!(
+        steered > 0,
+        "RPS steered nothing: {}",
+        rps["window"]["softnet"]
+    );
+    let id = v["trials"][0]["server_command"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .to_string();
+    assert!(!namespaces().contains(&id), "{id} left behind");
+    let _ = std::fs::remove_file(&json);
+}
+
+/// The run's namespaces and every process that ran in them are gone `after` something.
+fn assert_test_host_gone(nss: &[String], pids: &[u32], after: &str) {
+    let have = namespaces();
+    for ns in nss {
+        assert!(!have.contains(ns), "{ns} left behind after {after}");
+    }
+    for &pid in pids {
+        assert!(
+            !alive(pid),
+            "process {pid} of the run still alive after {after}"
+        );
+    }
+}
+
+fn interrupted_run_cleans_up(signal: &str) {
+    let json = tmp(&format!("veth-{signal}.json"));
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(
+        workdir.exists(),
+        "logs go to {} during the run",
+        workdir.display()
+    );
+    let st = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_test_host_gone(&nss, &pids, &format!("SIG{signal}"));
+    assert!(!json.exists(), "an interrupted run writes no results");
+    assert!(!workdir.exists(), "its temporary logs are removed");
+}
+
+#[test]
+fn sigterm_mid_run_removes_the_test_host() {
+    if root_or_skip() {
+        interrupted_run_cleans_up("TERM");
+    }
+}
+
+#[test]
+fn sigint_mid_run_removes_the_test_host() {
+    if root_or_skip() {
+        interrupted_run_cleans_up("INT");
+    }
+}
+
+#[test]
+fn after_sigkill_lab_down_removes_the_leftovers() {
+    if !root_or_skip() {
+        return;
+    }
+    let json = tmp("veth-kill.json");
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
+    child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
+    child.wait().unwrap();
+    let have = namespaces();
+    assert!(
+        nss.iter().all(|ns| have.contains(ns)),
+        "SIGKILL cannot clean up: {have:?}"
+    );
+
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(workdir.exists(), "a killed run leaves its logs");
+    let out = run(&["lab", "down"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!workdir.exists(), "lab down removes them: {said}");
+    for ns in &nss {
+        assert!(said.contains(&format!("removed netns {ns}")), "{said}");
+    }
+    let have = namespaces();
+    assert!(nss.iter().all(|ns| !have.contains(ns)), "{have:?}");
+    // What ran inside is gone too (a zombie of a reparented child is reaped by init).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} survived lab down");
+    }
+}
+
+#[test]
+fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
+    if !root_or_skip() {
+        return;
+    }
+    let json = tmp("veth-server-dies.json");
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "5");
+    // The server dies under the run: the trial cannot be measured.
+    for pid in pids_in(&nss[0]) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(
+        err.contains("lab ladder failed") && err.contains(&workdir.display().to_string()),
+        "the error names the logs kept for it: {err}"
+    );
+    assert_test_host_gone(&nss, &pids, "a failed run");
+    assert!(!json.exists(), "a failed run writes no results");
+    assert!(workdir.exists(), "a failed run keeps its logs");
+    std::fs::remove_dir_all(&workdir).unwrap();
+}
