@@ -136,15 +136,15 @@ struct DnsArgs {
     #[arg(long, value_parser = parse_positive, default_value = "8")]
     tcp_max_per_client: usize,
     /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     tcp_idle: Duration,
     /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
-    #[arg(long, value_parser = parse_bytes, default_value = "256M")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
     zone_max_size: usize,
     /// Response rate limiting: responses per second per client network (/24, /56),
     /// response kind and name; past it UDP responses are dropped or slipped (off by
     /// default; TCP is never limited).
-    #[arg(long, value_name = "RATE", value_parser = parse_positive)]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     rrl: Option<usize>,
     /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
     /// over TCP (0 drops them all).
