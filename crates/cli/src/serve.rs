@@ -349,7 +349,7 @@ fn start_server(
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
             }
             if a.dns.rrl_slip.is_some() && a.dns.rrl.is_none() {
-                return Err(Usage("--rrl-slip needs --rrl RATE".into()).into());
+                return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
             if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
                 return Err(
