@@ -231,15 +231,30 @@ pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
     Some(m)
 }
 
-/// Signs `files` (test data) with fresh keys in a temp dir using ldns; their paths, or
-/// why not.
-pub fn signed_copies(files: &[(&str, &str)]) -> Result<Vec<(String, PathBuf)>, String> {
+/// Signed copies of test zones in a temp dir, removed on drop (a failing test included).
+pub struct Signed {
+    dir: PathBuf,
+    /// (apex, signed file).
+    pub zones: Vec<(String, PathBuf)>,
+}
+
+impl Drop for Signed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Signs `files` (test data) with fresh keys in a temp dir using ldns, or says why not.
+pub fn signed_copies(files: &[(&str, &str)]) -> Result<Signed, String> {
     use std::process::Command;
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("fh-dnssec-{}-{k}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut out = Vec::new();
+    let mut out = Signed {
+        dir: dir.clone(),
+        zones: Vec::new(),
+    };
     for (apex, file) in files {
         let keygen = |extra: &[&str]| -> Result<String, String> {
             let o = Command::new("ldns-keygen")
@@ -266,16 +281,9 @@ pub fn signed_copies(files: &[(&str, &str)]) -> Result<Vec<(String, PathBuf)>, S
             .status()
             .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
         assert!(ok.success(), "ldns-signzone failed");
-        out.push((apex.to_string(), dst));
+        out.zones.push((apex.to_string(), dst));
     }
     Ok(out)
-}
-
-/// Removes what [`signed_copies`] made.
-pub fn remove_signed(signed: &[(String, PathBuf)]) {
-    if let Some(dir) = signed.first().and_then(|(_, p)| p.parent()) {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }
 
 /// The public KSK of a zone signed by [`signed_copies`], as a delv trust anchor line.
@@ -302,7 +310,7 @@ pub fn trust_anchor(signed_file: &std::path::Path, apex: &str) -> String {
 
 /// The two test zones with DNSSEC cases (wildcards, DNAME, delegations), signed, or
 /// `None` after printing why the test is skipped.
-pub fn signed_test_zones() -> Option<Vec<(String, PathBuf)>> {
+pub fn signed_test_zones() -> Option<Signed> {
     match signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
         Ok(s) => Some(s),
         Err(why) => {
