@@ -276,6 +276,7 @@ mod same_strings {
     const DURATION: &[&[&str]] = &[
         &["serve", "--interval"],
         &["serve", "--duration"],
+        &["serve", "--tcp-idle"],
         &["load", "--target", "127.0.0.1:9", "--duration"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--timeout"],
@@ -310,6 +311,7 @@ mod same_strings {
     const SIZE: &[&[&str]] = &[
         &["serve", "--rcvbuf"],
         &["serve", "--sndbuf"],
+        &["serve", "--zone-max-size"],
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],

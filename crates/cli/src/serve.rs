@@ -11,6 +11,8 @@ use firehose_engine::{
     IntervalRecord, Pin, PmtuDisc, ProcessCpu, Profile, ServeConfig, ServeError, Server,
     SocketMode, StatsDocument, Steer, WorkerStats, XdpIo,
 };
+use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
+use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -117,6 +119,51 @@ pub struct ServeArgs {
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     xdp: XdpArgs,
+    #[command(flatten)]
+    dns: DnsArgs,
+}
+
+/// Options of `--proto dns` beyond the zone files.
+#[derive(Debug, Args)]
+struct DnsArgs {
+    /// DNS over TCP on the same address (RFC 7766): on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    tcp: bool,
+    /// TCP connections open at once, all clients together.
+    #[arg(long, value_parser = parse_positive, default_value = "128")]
+    tcp_max_conns: usize,
+    /// TCP connections open at once from one client address.
+    #[arg(long, value_parser = parse_positive, default_value = "8")]
+    tcp_max_per_client: usize,
+    /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    tcp_idle: Duration,
+    /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
+    zone_max_size: usize,
+    /// Response rate limiting: responses per second per client network (/24, /56),
+    /// response kind and name; past it UDP responses are dropped or slipped (off by
+    /// default; TCP is never limited).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    rrl: Option<usize>,
+    /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
+    /// over TCP (0 drops them all).
+    #[arg(long, value_name = "N")]
+    rrl_slip: Option<u32>,
+    /// Answer NSID requests (RFC 5001) with this identifier (e.g. the host name).
+    #[arg(long, value_name = "TEXT")]
+    nsid: Option<String>,
+    /// DNS cookies (RFC 7873, server cookies per RFC 9018): on or off. A query with a
+    /// valid server cookie is exempt from --rrl.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
+    cookies: bool,
+    /// The cookie secret, 32 hex digits, shared by servers behind one address
+    /// [default: random at start].
+    #[arg(long, value_name = "HEX", value_parser = parse_secret)]
+    cookie_secret: Option<[u8; 16]>,
+    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    #[arg(long, value_name = "PREFIX")]
+    allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }
 
 /// A socket-path profile, or `xdp`.
@@ -145,6 +192,7 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
+        check_workers(workers)?;
         self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
@@ -203,6 +251,65 @@ impl ServeArgs {
     }
 }
 
+/// Workers per allowed CPU beyond which more threads only contend.
+const WORKERS_PER_CPU: usize = 4;
+
+/// Refuses a worker count far beyond the CPUs this process may run on.
+fn check_workers(workers: usize) -> Result<()> {
+    let cpus = firehose_sys::cpu::allowed_cpus()
+        .map(|c| c.len())
+        .unwrap_or(1)
+        .max(1);
+    let max = cpus * WORKERS_PER_CPU;
+    if workers > max {
+        return Err(Usage(format!(
+            "--workers {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn parse_secret(s: &str) -> Result<[u8; 16], String> {
+    let bad = || format!("'{s}' is not 32 hex digits (16 bytes)");
+    if s.len() != 32 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// The EDNS options to answer, from the flags.
+fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
+    if let Some(n) = &d.nsid {
+        if n.is_empty() || n.len() > MAX_NSID {
+            return Err(Usage(format!("--nsid must be 1 to {MAX_NSID} bytes")).into());
+        }
+    }
+    if d.cookie_secret.is_some() && !d.cookies {
+        return Err(Usage("--cookie-secret needs --cookies on".into()).into());
+    }
+    let cookie_secret = match (d.cookies, d.cookie_secret) {
+        (false, _) => None,
+        (true, Some(s)) => Some(s),
+        (true, None) => {
+            use std::io::Read;
+            let mut s = [0u8; 16];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut s))
+                .context("reading a cookie secret from /dev/urandom")?;
+            Some(s)
+        }
+    };
+    Ok(OptionsConfig {
+        nsid: d.nsid.as_ref().map(|n| n.as_bytes().to_vec()),
+        cookie_secret,
+    })
+}
+
 pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
@@ -211,15 +318,27 @@ pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// The UDP engine and, for DNS, the TCP side beside it.
+struct Running {
+    server: Server,
+    tcp: Option<TcpServer>,
+    /// Re-reads the zone files on SIGHUP.
+    reloader: Option<Reloader>,
+}
+
 fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
-    zones: &[std::path::PathBuf],
-    xdp: Option<XdpIo>,
-) -> Result<Server> {
+    a: &ServeArgs,
+    mut xdp: Option<XdpIo>,
+) -> Result<Running> {
+    let zones = &a.zones;
     let res = match proto {
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
+        }
+        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+            return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
         Proto::Echo => match xdp {
             Some(io) => Server::start_with(cfg, io, |_| firehose_proto::Echo),
@@ -229,15 +348,87 @@ fn start_server(
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
             }
-            let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
-            let h = firehose_proto::DnsHandler::new(db, firehose_proto::dns::DEFAULT_MAX_UDP);
-            match xdp {
-                Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
-                None => Server::start(cfg, move |_| h.clone()),
+            if a.dns.rrl_slip.is_some() && a.dns.rrl.is_none() {
+                return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
+            if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
+                return Err(
+                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
+                );
+            }
+            let options = options_config(&a.dns)?;
+            let transfers = !a.dns.allow_transfer.is_empty();
+            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
+                .map_err(|e| Usage(e.to_string()))?;
+            let live = reloader.live();
+            // With port 0 the UDP side picks the port; TCP must get the same one, so a
+            // port already taken for TCP means starting over on another (not with XDP,
+            // whose queues are taken once).
+            let tries = if cfg.listen.port() == 0 && xdp.is_none() {
+                5
+            } else {
+                1
+            };
+            for attempt in 1..=tries {
+                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
+                    .with_options(options.clone());
+                if let Some(rate) = a.dns.rrl {
+                    // Each worker keeps its own table and allows its share.
+                    h = h.with_rrl(RrlConfig {
+                        rate: rate.div_ceil(cfg.workers).min(u32::MAX as usize) as u32,
+                        slip: a.dns.rrl_slip.unwrap_or(2),
+                    });
+                }
+                let server = match xdp.take() {
+                    Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
+                    None => Server::start(cfg, move |_| h.clone()),
+                }
+                .map_err(serve_error)?;
+                if !a.dns.tcp {
+                    return Ok(Running {
+                        server,
+                        tcp: None,
+                        reloader: Some(reloader),
+                    });
+                }
+                let tcfg = TcpConfig {
+                    max_conns: a.dns.tcp_max_conns,
+                    max_per_client: a.dns.tcp_max_per_client,
+                    idle: a.dns.tcp_idle,
+                    allow_transfer: a.dns.allow_transfer.clone(),
+                    max_udp: DEFAULT_MAX_UDP,
+                    options: options.clone(),
+                };
+                match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
+                    Ok(t) => {
+                        return Ok(Running {
+                            server,
+                            tcp: Some(t),
+                            reloader: Some(reloader),
+                        })
+                    }
+                    Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
+                        server.shutdown();
+                    }
+                    Err(e) => {
+                        return Err(Usage(format!(
+                            "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
+                            server.local_addr()
+                        ))
+                        .into())
+                    }
+                }
+            }
+            return Err(
+                Usage("no port free for both UDP and TCP; pass a --listen port".into()).into(),
+            );
         }
     };
-    res.map_err(serve_error)
+    Ok(Running {
+        server: res.map_err(serve_error)?,
+        tcp: None,
+        reloader: None,
+    })
 }
 
 /// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
@@ -282,8 +473,30 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let server = start_server(&cfg, a.proto, &a.zones, xdp)?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handler")?;
+    let Running {
+        server,
+        tcp,
+        mut reloader,
+    } = start_server(&cfg, a.proto, &a, xdp)?;
     print_applied(&server, a.proto);
+    if let Some(t) = &tcp {
+        say!(
+            "  tcp: listening on {} (max {} connections, {} per client, idle {:?}, AXFR to {})",
+            t.local_addr(),
+            a.dns.tcp_max_conns,
+            a.dns.tcp_max_per_client,
+            a.dns.tcp_idle,
+            if a.dns.allow_transfer.is_empty() {
+                "nobody".to_string()
+            } else {
+                let v: Vec<String> = a.dns.allow_transfer.iter().map(|p| p.to_string()).collect();
+                v.join(" ")
+            }
+        );
+    }
     if let Some(addr) = a.metrics {
         let source = server.metrics_source(proto_name(a.proto));
         let version = env!("CARGO_PKG_VERSION");
@@ -303,6 +516,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match reloader.as_mut() {
+                Some(r) => reload(r),
+                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
+            }
         }
         if let (Some(t), Some(iv)) = (next_tick, a.interval) {
             if Instant::now() >= t {
@@ -344,13 +563,24 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let workers = server.worker_stats();
     let sockets = server.socket_stats();
     let applied = server.applied().clone();
-    let handler = server
+    let mut handler: std::collections::BTreeMap<String, u64> = server
         .shutdown()
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    if let Some(t) = tcp {
+        handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
+    }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
+    if a.proto == Proto::Dns {
+        let line: Vec<String> = handler
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        say!("  dns: {}", line.join(", "));
+    }
     if let Some(p) = &a.stats_json {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
         let doc = StatsDocument {
@@ -379,6 +609,31 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Re-reads the zone files (SIGHUP) and says what happened to each.
+fn reload(r: &mut Reloader) {
+    let t = Instant::now();
+    match r.reload() {
+        Ok(outcomes) => {
+            for (p, o) in outcomes {
+                match o {
+                    Outcome::Loaded(n) => {
+                        say!("firehose serve: reloaded {} ({n} records)", p.display())
+                    }
+                    Outcome::Kept(e) => say!(
+                        "firehose serve: reload of {} failed, still serving its previous version: {e}",
+                        p.display()
+                    ),
+                }
+            }
+            say!(
+                "firehose serve: zones swapped in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Err(e) => say!("firehose serve: reload failed, nothing changed: {e}"),
+    }
 }
 
 fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
