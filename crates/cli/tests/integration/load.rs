@@ -371,12 +371,14 @@ fn warmup_traffic_is_left_out_of_the_totals() {
     for p in [json, stats] {
         std::fs::remove_file(p).unwrap();
     }
-    // One measured second at 1000/s: 1000 requests were due, sent or counted unsent.
+    // One measured second at 1000/s: about 1000 requests were due, sent or counted unsent
+    // (a loaded host shifts the window's edges by a few ms); the warm-up's 1000 are not
+    // among them.
     let (sent, unsent) = (
         doc["sent"].as_u64().unwrap(),
         doc["unsent"].as_u64().unwrap(),
     );
-    assert!((999..=1001).contains(&(sent + unsent)), "{doc}");
+    assert!((980..=1020).contains(&(sent + unsent)), "{doc}");
     assert_eq!(
         doc["completed"].as_u64().unwrap() + doc["lost"].as_u64().unwrap(),
         sent
