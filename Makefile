@@ -24,7 +24,7 @@ test:
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build
 	@sh mk/deps bench
-	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
+	$(BIN) bench --repetitions 3 --duration 5 --json-file bench.json
 
 lint:
 	$(CARGO) fmt --all -- --check

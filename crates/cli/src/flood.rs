@@ -69,9 +69,8 @@ pub struct FloodArgs {
     /// Allow a target that is not an address of this host.
     #[arg(long)]
     allow_remote: bool,
-    /// Write the summary as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
@@ -115,6 +114,7 @@ fn payload_for_frame(frame: usize, v6: bool) -> Result<usize, Usage> {
 
 /// Runs `firehose flood`.
 pub fn run(a: FloodArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let v6 = a.target.is_ipv6();
     let ip_hdr = if v6 { 40 } else { 20 };
     let payload = match (a.size, a.frame) {
@@ -254,9 +254,6 @@ pub fn run(a: FloodArgs) -> Result<()> {
             .map(|e| format!(" (last {e})"))
             .unwrap_or_default()
     );
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&r)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
+    json.write(&r)?;
     Ok(())
 }

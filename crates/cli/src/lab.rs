@@ -9,6 +9,7 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     whole_millis, whole_rate, whole_secs, Cpus, Usage,
 };
+use crate::meta::JsonOut;
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -92,9 +93,8 @@ struct RunArgs {
     /// An unanswered request is lost after this long, e.g. 200ms, 1 [default: 200ms].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
-    /// Write the results as JSON here [default: firehose-lab-<ladder|compare|compare-dns>.json].
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Also write report.md, report.html (SVG charts) and the run logs into this directory
     /// (with `compare --proto dns`: report.md).
     #[arg(long)]
@@ -309,10 +309,10 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
 /// the report directory) and prints the table.
 fn run_and_print(
-    kind: &str,
     r: &RunArgs,
     run: impl FnOnce(&RunOptions, RunContext<'_>) -> Result<LabReport, LabError>,
 ) -> Result<()> {
+    let mut json = r.json.open()?;
     let opts = r.options()?;
     let stop = stop_flag()?;
     let mut progress = progress_printer();
@@ -324,24 +324,22 @@ fn run_and_print(
     let res = run(&opts, ctx);
     finish_progress();
     let rep = res.map_err(lab_err)?;
-    let json = r
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("firehose-lab-{kind}.json")));
-    rep.write_json(&json).map_err(lab_err)?;
     print!("{}", report::table::render(&rep));
-    println!("results: {}", json.display());
+    json.write(&rep)?;
+    if let Some(p) = json.path() {
+        println!("results: {}", p.display());
+    }
     if let Some(dir) = &r.report {
         rep.write_dir(dir).map_err(lab_err)?;
+        // The directory's copy carries the build, like every document.
+        JsonOut::File(dir.join("results.json")).write(&rep)?;
         println!("report: {}", dir.join("report.html").display());
     }
     Ok(())
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print("ladder", &l.run, |o, ctx| {
-        session::ladder(o, l.steps.as_deref(), ctx)
-    })
+    run_and_print(&l.run, |o, ctx| session::ladder(o, l.steps.as_deref(), ctx))
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
@@ -357,7 +355,7 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
             return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
         }
     }
-    run_and_print("compare", &c.run, |o, ctx| {
+    run_and_print(&c.run, |o, ctx| {
         session::compare(o, c.servers.as_deref(), c.generators.as_deref(), ctx)
     })
 }

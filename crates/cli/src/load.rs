@@ -95,9 +95,8 @@ pub struct LoadArgs {
     /// Print a line every interval (0 for none).
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
-    /// Write the summary (with the percentile distribution) as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// PID of the server, to measure its CPU per transaction over the same window.
     #[arg(long)]
     server_pid: Option<u32>,
@@ -169,6 +168,7 @@ enum Proto {
 /// Runs `firehose load`.
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
+    let mut json = a.json.open()?;
     let cpus = match &a.cpus {
         None | Some(Cpus::None) => None,
         Some(Cpus::List(l)) => Some(l.to_vec()),
@@ -246,14 +246,10 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
     };
     print_summary(&a, &config_doc, &report);
-    if let Some(p) = &a.json {
-        let doc = Doc {
-            report: &report,
-            config: config_doc,
-        };
-        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
+    json.write(&Doc {
+        report: &report,
+        config: config_doc,
+    })?;
     Ok(())
 }
 

@@ -80,9 +80,10 @@ pub struct ServeArgs {
     /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
     #[arg(long, value_enum)]
     steer: Option<SteerArg>,
-    /// Pin workers: none, auto (1:1 over allowed CPUs) or a CPU list like 0-3,6.
+    /// CPUs of the workers, one each in order: none, auto (1:1 over allowed CPUs) or a CPU
+    /// list like 0-3,6 (formerly --pin).
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
-    pin: Option<Cpus>,
+    cpus: Option<Cpus>,
     /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
     #[arg(long, value_parser = parse_positive)]
     batch: Option<usize>,
@@ -106,9 +107,10 @@ pub struct ServeArgs {
     /// Print a counter line every interval (e.g. 1, 500ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
-    /// Write counters as JSON to this file at exit (and a line per interval with --interval).
-    #[arg(long)]
-    stats_json: Option<std::path::PathBuf>,
+    /// The counters as one JSON document at exit (`--json`: stdout, `--json-file FILE`;
+    /// formerly --stats-json), with a record per --interval.
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -173,7 +175,7 @@ impl ServeArgs {
                 SteerArg::CpuEbpf => Steer::CpuEbpf,
             };
         }
-        if let Some(p) = &self.pin {
+        if let Some(p) = &self.cpus {
             cfg.pin = match p {
                 Cpus::None => Pin::None,
                 Cpus::Auto => Pin::Auto,
@@ -268,6 +270,7 @@ fn proto_name(p: Proto) -> &'static str {
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let mut cfg = a.config()?;
     let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -292,10 +295,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         say!("  metrics: http://{bound}/metrics");
     }
     let started = Instant::now();
-    let mut json_lines = match (&a.stats_json, a.interval) {
-        (Some(p), Some(_)) => Some(interval_file(p)?),
-        _ => None,
-    };
+    let mut records = Vec::new();
     let mut last = WorkerStats::total(&server.worker_stats());
     let mut last_t = started;
     let mut next_tick = a.interval.map(|i| started + i);
@@ -323,16 +323,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     },
                     drops
                 );
-                if let Some(f) = json_lines.as_mut() {
-                    let rec = IntervalRecord {
+                if json.wanted() {
+                    records.push(IntervalRecord {
                         t: started.elapsed().as_secs_f64(),
                         rx_pps: d.packets_in as f64 / secs,
                         tx_pps: d.packets_out as f64 / secs,
                         totals: total.clone(),
                         kernel_drops: drops,
-                    };
-                    use std::io::Write;
-                    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+                    });
                 }
                 last = total;
                 last_t = now;
@@ -351,9 +349,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .collect();
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
-    if let Some(p) = &a.stats_json {
+    if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
-        let doc = StatsDocument {
+        let stats = StatsDocument {
             proto: proto_name(a.proto).to_string(),
             applied,
             elapsed_s: elapsed,
@@ -367,26 +365,21 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 sys_s: s.as_secs_f64(),
             },
         };
-        let text = serde_json::to_string_pretty(&doc)?;
-        if json_lines.is_some() {
-            // Interval records came first, one per line; the final document is the last line.
-            use std::io::Write;
-            let mut f = interval_file(p)?;
-            writeln!(f, "{}", serde_json::to_string(&doc)?)?;
-        } else {
-            std::fs::write(p, text + "\n")
-                .with_context(|| format!("writing --stats-json {}", p.display()))?;
-        }
+        json.write(&ServeDocument {
+            stats: &stats,
+            intervals: records,
+        })?;
     }
     Ok(())
 }
 
-fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
-        .map_err(|e| Usage(format!("cannot open --stats-json {}: {e}", p.display())).into())
+/// What `serve --json` writes: the counters at exit, and one record per `--interval`.
+#[derive(serde::Serialize)]
+struct ServeDocument<'a> {
+    #[serde(flatten)]
+    stats: &'a StatsDocument,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    intervals: Vec<IntervalRecord>,
 }
 
 fn print_applied(server: &Server, proto: Proto) {

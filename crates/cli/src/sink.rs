@@ -89,9 +89,8 @@ pub struct SinkArgs {
     /// Packet mode: how the fanout group spreads frames over workers.
     #[arg(long, value_enum, default_value = "hash")]
     fanout: FanoutArg,
-    /// Write the summary as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
@@ -182,6 +181,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
 /// Runs `firehose sink`.
 pub fn run(a: SinkArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let mut json = a.json.open()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
@@ -329,10 +329,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
         per_cpu: snap.per_cpu.clone(),
     };
     print_summary(&report);
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
+    json.write(&report)?;
     Ok(())
 }
 

@@ -33,6 +33,7 @@ pub mod netns;
 pub mod packet;
 pub mod sockaddr;
 pub mod socket;
+pub mod stdio;
 pub mod xdp;
 
 use std::io;
