@@ -25,9 +25,12 @@ use std::time::{Duration, Instant};
 
 /// Arguments of `firehose bench`.
 #[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:\n  \
+  firehose bench --repetitions 1 --duration 2          (what make demo runs)\n  \
+  firehose bench --profiles naive,tuned --server-cpus 0 --client-cpus 1 -J > bench.json")]
 pub struct BenchArgs {
     /// Measured time per run, e.g. 3, 2.5s (each run also warms up for 1 s).
-    #[arg(long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
     /// Repetitions of every measurement, interleaved across profiles.
     #[arg(long, default_value = "3", value_parser = parse_positive)]
@@ -41,8 +44,9 @@ pub struct BenchArgs {
     /// Open-loop rate for the latency column, e.g. 50000, 50k.
     #[arg(long, value_name = "RATE", default_value = "50k", value_parser = parse_rate)]
     rate: f64,
-    /// Profiles to measure, comma-separated [default: all in ladder order].
-    #[arg(long, value_delimiter = ',')]
+    /// Profiles to measure, comma-separated, of: naive, reuseport, steered, tuned, latency
+    /// [default: all in ladder order].
+    #[arg(long, value_name = "PROFILES", value_delimiter = ',')]
     profiles: Vec<String>,
     /// Skip the ping-pong comparison with sockperf.
     #[arg(long)]

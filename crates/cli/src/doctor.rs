@@ -21,6 +21,15 @@ use std::time::Duration;
 const DEFAULT_SAMPLE: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit code 1 when a check is bad (or a change failed), 0 otherwise.\n\n\
+EXAMPLES:\n  \
+  firehose doctor                      audit, one line per check\n  \
+  firehose doctor --verbose rmem       why and from where\n  \
+  firehose doctor --port 9000 --sample 2\n  \
+  firehose doctor --apply --dry-run    the plan; then as root: firehose doctor --apply\n  \
+  firehose doctor --revert             undo what --apply changed"
+)]
 pub struct DoctorArgs {
     /// Checks to run or apply (default: all). `firehose doctor --list` names them.
     #[arg(value_name = "CHECK")]

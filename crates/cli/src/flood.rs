@@ -30,7 +30,10 @@ const RFC2544_FRAMES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
     after_help = "Sends UDP datagrams to --target until --count have left, --duration \
 passes, or Ctrl-C.\nA refused send (ENOBUFS: queue full) is counted and retried, never fatal.\n\
 Only local targets (loopback, an address of this host or of one of its network namespaces)\n\
-unless --allow-remote."
+unless --allow-remote.\n\n\
+EXAMPLES:\n  \
+  firehose flood --target 127.0.0.1:9000 --mode sendmmsg -t 5\n  \
+  firehose flood --target 127.0.0.1:9000 --rate 100k --size 64"
 )]
 pub struct FloodArgs {
     /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -61,7 +64,7 @@ pub struct FloodArgs {
     #[arg(long, value_parser = parse_positive)]
     count: Option<usize>,
     /// Stop after this long, e.g. 10, 2.5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Datagrams per send call (sendmmsg, gso).
     #[arg(long, default_value = "64", value_parser = parse_positive)]

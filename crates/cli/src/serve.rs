@@ -56,7 +56,11 @@ enum PmtuArg {
   tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
   latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
 Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
-to a CPU c with c % workers == j, so a packet is read on the CPU that received it.")]
+to a CPU c with c % workers == j, so a packet is read on the CPU that received it.\n\n\
+EXAMPLES:\n  \
+  firehose serve --listen '[::1]:9000' --workers 2\n  \
+  firehose serve --profile naive --interval 1\n  \
+  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300")]
 pub struct ServeArgs {
     /// Protocol to serve.
     #[arg(long, value_enum, default_value = "echo")]
@@ -65,11 +69,12 @@ pub struct ServeArgs {
     #[arg(long = "zone", value_name = "FILE")]
     zones: Vec<std::path::PathBuf>,
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
-    #[arg(long, default_value = "127.0.0.1:9000")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9000")]
     listen: String,
-    /// Preset for a step of the NTT ladder, or `xdp` (the default with --io xdp): tuned
-    /// settings for the fallback socket, workers pinned, batches of 64.
-    #[arg(long, value_parser = parse_profile)]
+    /// Preset for a step of the NTT ladder [default: tuned], or `xdp` (the default with
+    /// --io xdp): tuned settings for the fallback socket, workers pinned, batches of 64.
+    /// One of: naive, reuseport, steered, tuned, latency, xdp.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     profile: Option<ProfileArg>,
     /// Worker threads [default: 1].
     #[arg(long, value_parser = parse_positive)]
@@ -105,14 +110,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     sndbuf: Option<usize>,
     /// Print a counter line every interval (e.g. 1, 500ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
     /// The counters as one JSON document at exit (`--json`: stdout, `--json-file FILE`;
     /// formerly --stats-json), with a record per --interval.
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -151,7 +156,8 @@ impl ServeArgs {
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
             None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
-            None => Profile::Naive,
+            // The fast configuration unless asked otherwise (before 0.2 it was naive).
+            None => Profile::Tuned,
             Some(ProfileArg::Socket(p)) => p,
             // The fallback socket gets the tuned settings; workers pinned, batches of 64.
             Some(ProfileArg::Xdp) => Profile::Tuned,
@@ -293,6 +299,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         let bound = crate::metrics::spawn(addr, move || source.render(version))
             .map_err(|e| Usage(format!("{e:#}")))?;
         say!("  metrics: http://{bound}/metrics");
+    }
+    if a.duration.is_none() {
+        say!("  Ctrl-C to stop");
     }
     let started = Instant::now();
     let mut records = Vec::new();

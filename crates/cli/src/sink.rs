@@ -47,7 +47,10 @@ pub enum SocketsArg {
     after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
-(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS)."
+(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS).\n\n\
+EXAMPLES:\n  \
+  firehose sink --listen 127.0.0.1:9000 --mode recvmmsg -t 5\n  \
+  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3"
 )]
 pub struct SinkArgs {
     /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -63,7 +66,7 @@ pub struct SinkArgs {
     #[arg(long, default_value = "1", value_parser = parse_positive, requires = "count")]
     repeat: usize,
     /// Stop after this long (from start), e.g. 10, 2.5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Receiving threads.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
