@@ -220,3 +220,54 @@ fn man_pages_render() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README's quick-start pair, run exactly as written: the `firehose serve` and
+/// `firehose load` lines of its "terminal 1 / terminal 2" block.
+#[test]
+fn readme_quick_start_pair_runs_as_written() {
+    let readme = include_str!("../../../../README.md");
+    let block = readme
+        .split("```sh\n")
+        .find(|b| b.starts_with("# terminal 1"))
+        .and_then(|b| b.split("```").next())
+        .expect("README has a terminal 1 / terminal 2 block");
+    let line = |p: &str| -> Vec<String> {
+        let l = block.lines().find(|l| l.starts_with(p)).unwrap();
+        l.split_whitespace().skip(1).map(String::from).collect()
+    };
+    let (serve, load) = (line("firehose serve "), line("firehose load "));
+    let mut srv = Command::new(bin())
+        .args(&serve)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    if !first.starts_with("firehose serve: listening on") {
+        let _ = srv.wait();
+        let mut e = String::new();
+        let _ = std::io::Read::read_to_string(&mut srv.stderr.take().unwrap(), &mut e);
+        assert!(e.contains("EADDRINUSE"), "serve did not start: {first}{e}");
+        eprintln!("skipping: the README's port is in use here ({e})");
+        return;
+    }
+    let o = Command::new(bin()).args(&load).output().unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &srv.id().to_string()])
+        .status();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut out, &mut rest);
+    srv.wait().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("summary: 127.0.0.1:9000 closed loop"),
+        "{text}"
+    );
+    assert!(
+        rest.contains("Ctrl-C to stop") && rest.contains("stopped after"),
+        "{rest}"
+    );
+}
