@@ -1,7 +1,8 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! `lab/dns.rs` for `lab compare --proto dns`), `stream` (`firehose stream`);
+//! `metrics` serves `serve --metrics`; `args`
 //! holds the value parsers they share and `Usage`, the error for bad input (exit code 2);
 //! `meta` the version and the JSON convention; `compat` the old flag spellings. The work
 //! is in the library crates.
@@ -27,6 +28,7 @@ mod metrics;
 mod serve;
 mod serve_xdp;
 mod sink;
+mod stream;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -67,6 +69,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
+    Stream(stream::StreamArgs),
     /// Print a shell completion script, e.g. `firehose completions bash`.
     Completions {
         /// The shell to complete for.
@@ -159,6 +163,7 @@ fn main() {
             }
         }),
         Command::Lab(a) => lab::run(a),
+        Command::Stream(a) => stream::run(a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir),
     };
