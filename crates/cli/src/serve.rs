@@ -58,7 +58,11 @@ enum PmtuArg {
   tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
   latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
 Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
-to a CPU c with c % workers == j, so a packet is read on the CPU that received it.")]
+to a CPU c with c % workers == j, so a packet is read on the CPU that received it.\n\n\
+EXAMPLES:\n  \
+  firehose serve --listen '[::1]:9000' --workers 2\n  \
+  firehose serve --profile naive --interval 1\n  \
+  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300")]
 pub struct ServeArgs {
     /// Protocol to serve.
     #[arg(long, value_enum, default_value = "echo")]
@@ -67,11 +71,12 @@ pub struct ServeArgs {
     #[arg(long = "zone", value_name = "FILE")]
     zones: Vec<std::path::PathBuf>,
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
-    #[arg(long, default_value = "127.0.0.1:9000")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9000")]
     listen: String,
-    /// Preset for a step of the NTT ladder, or `xdp` (the default with --io xdp): tuned
-    /// settings for the fallback socket, workers pinned, batches of 64.
-    #[arg(long, value_parser = parse_profile)]
+    /// Preset for a step of the NTT ladder [default: tuned], or `xdp` (the default with
+    /// --io xdp): tuned settings for the fallback socket, workers pinned, batches of 64.
+    /// One of: naive, reuseport, steered, tuned, latency, xdp.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     profile: Option<ProfileArg>,
     /// Worker threads [default: 1].
     #[arg(long, value_parser = parse_positive)]
@@ -82,9 +87,10 @@ pub struct ServeArgs {
     /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
     #[arg(long, value_enum)]
     steer: Option<SteerArg>,
-    /// Pin workers: none, auto (1:1 over allowed CPUs) or a CPU list like 0-3,6.
+    /// CPUs of the workers, one each in order: none, auto (1:1 over allowed CPUs) or a CPU
+    /// list like 0-3,6 (formerly --pin).
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
-    pin: Option<Cpus>,
+    cpus: Option<Cpus>,
     /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
     #[arg(long, value_parser = parse_positive)]
     batch: Option<usize>,
@@ -106,13 +112,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     sndbuf: Option<usize>,
     /// Print a counter line every interval (e.g. 1, 500ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
-    /// Write counters as JSON to this file at exit (and a line per interval with --interval).
-    #[arg(long)]
-    stats_json: Option<std::path::PathBuf>,
+    /// The counters as one JSON document at exit (`--json`: stdout, `--json-file FILE`;
+    /// formerly --stats-json), with a record per --interval.
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -197,7 +204,8 @@ impl ServeArgs {
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
             None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
-            None => Profile::Naive,
+            // The fast configuration unless asked otherwise (before 0.2 it was naive).
+            None => Profile::Tuned,
             Some(ProfileArg::Socket(p)) => p,
             // The fallback socket gets the tuned settings; workers pinned, batches of 64.
             Some(ProfileArg::Xdp) => Profile::Tuned,
@@ -221,7 +229,7 @@ impl ServeArgs {
                 SteerArg::CpuEbpf => Steer::CpuEbpf,
             };
         }
-        if let Some(p) = &self.pin {
+        if let Some(p) = &self.cpus {
             cfg.pin = match p {
                 Cpus::None => Pin::None,
                 Cpus::Auto => Pin::Auto,
@@ -459,6 +467,7 @@ fn proto_name(p: Proto) -> &'static str {
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let mut cfg = a.config()?;
     let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -504,11 +513,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .map_err(|e| Usage(format!("{e:#}")))?;
         say!("  metrics: http://{bound}/metrics");
     }
+    if a.duration.is_none() {
+        say!("  Ctrl-C to stop");
+    }
     let started = Instant::now();
-    let mut json_lines = match (&a.stats_json, a.interval) {
-        (Some(p), Some(_)) => Some(interval_file(p)?),
-        _ => None,
-    };
+    let mut records = Vec::new();
     let mut last = WorkerStats::total(&server.worker_stats());
     let mut last_t = started;
     let mut next_tick = a.interval.map(|i| started + i);
@@ -542,16 +551,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     },
                     drops
                 );
-                if let Some(f) = json_lines.as_mut() {
-                    let rec = IntervalRecord {
+                if json.wanted() {
+                    records.push(IntervalRecord {
                         t: started.elapsed().as_secs_f64(),
                         rx_pps: d.packets_in as f64 / secs,
                         tx_pps: d.packets_out as f64 / secs,
                         totals: total.clone(),
                         kernel_drops: drops,
-                    };
-                    use std::io::Write;
-                    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+                    });
                 }
                 last = total;
                 last_t = now;
@@ -581,9 +588,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .collect();
         say!("  dns: {}", line.join(", "));
     }
-    if let Some(p) = &a.stats_json {
+    if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
-        let doc = StatsDocument {
+        let stats = StatsDocument {
             proto: proto_name(a.proto).to_string(),
             applied,
             elapsed_s: elapsed,
@@ -597,16 +604,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 sys_s: s.as_secs_f64(),
             },
         };
-        let text = serde_json::to_string_pretty(&doc)?;
-        if json_lines.is_some() {
-            // Interval records came first, one per line; the final document is the last line.
-            use std::io::Write;
-            let mut f = interval_file(p)?;
-            writeln!(f, "{}", serde_json::to_string(&doc)?)?;
-        } else {
-            std::fs::write(p, text + "\n")
-                .with_context(|| format!("writing --stats-json {}", p.display()))?;
-        }
+        json.write(&ServeDocument {
+            stats: &stats,
+            intervals: records,
+        })?;
     }
     Ok(())
 }
@@ -636,12 +637,13 @@ fn reload(r: &mut Reloader) {
     }
 }
 
-fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
-        .map_err(|e| Usage(format!("cannot open --stats-json {}: {e}", p.display())).into())
+/// What `serve --json` writes: the counters at exit, and one record per `--interval`.
+#[derive(serde::Serialize)]
+struct ServeDocument<'a> {
+    #[serde(flatten)]
+    stats: &'a StatsDocument,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    intervals: Vec<IntervalRecord>,
 }
 
 fn print_applied(server: &Server, proto: Proto) {

@@ -57,7 +57,7 @@ fn kdig_gets_authoritative_answers_from_the_binary() {
 fn load_counts_every_answer_and_its_rcode() {
     let stats = tmp("dns-serve.json");
     let stats_s = stats.display().to_string();
-    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
+    let srv = serve_dns("127.0.0.1:0", &["--json-file", &stats_s]);
     let queries = tmp("dns-queries.txt");
     std::fs::write(
         &queries,
@@ -79,7 +79,7 @@ fn load_counts_every_answer_and_its_rcode() {
         "--window",
         "4",
         "--quiet",
-        "--json",
+        "--json-file",
         &json.display().to_string(),
     ]);
     assert!(
