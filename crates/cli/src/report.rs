@@ -4,7 +4,7 @@
 
 use crate::args::{thousands, Usage};
 use crate::load::print_summary;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use firehose_load::merge::{merge, MergeError};
 use firehose_load::report::LatencyUs;
@@ -30,7 +30,7 @@ enum ReportCommand {
 /// Arguments of `firehose report merge`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Each agent runs `firehose load ... --start-at T --json FILE`; gather the files and\n\
+    after_help = "Each agent runs `firehose load ... --start-at T --json-file FILE`; gather the files and\n\
 merge them. tps is all completions over the span from the earliest agent's start to the\n\
 latest one's end, so agents that did not run together are never overstated."
 )]
@@ -38,9 +38,9 @@ struct MergeArgs {
     /// Reports written by `firehose load --json`, one per agent.
     #[arg(required = true, value_name = "REPORT.json")]
     reports: Vec<PathBuf>,
-    /// Write the merged report here as JSON: the keys of `load --json`, plus `agents`.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    /// The merged report as JSON: the keys of `load`'s document, plus `agents`.
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
 }
 
 /// One agent's report as read.
@@ -48,6 +48,7 @@ struct Agent {
     source: String,
     report: LoadReport,
     config: Value,
+    environment: Value,
 }
 
 /// One agent's row in the merged JSON.
@@ -66,6 +67,7 @@ struct AgentRow<'a> {
     unsent: u64,
     latency_us: &'a LatencyUs,
     config: &'a Value,
+    environment: &'a Value,
 }
 
 /// The merged JSON document: the shape of `load --json`, plus the agents.
@@ -78,6 +80,8 @@ struct MergedDoc<'a> {
     /// The agents' common `config`, when they all ran with the same one.
     #[serde(skip_serializing_if = "Option::is_none")]
     config: Option<&'a Value>,
+    /// Null: the load ran on the agents, not here; each agent's is in its row.
+    environment: Value,
     agents: Vec<AgentRow<'a>>,
 }
 
@@ -118,10 +122,12 @@ fn read_agent(path: &Path) -> Result<Agent> {
         source: name.to_string(),
         report,
         config: v.get("config").cloned().unwrap_or(Value::Null),
+        environment: v.get("environment").cloned().unwrap_or(Value::Null),
     })
 }
 
 fn run_merge(a: MergeArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let agents = a
         .reports
         .iter()
@@ -157,11 +163,12 @@ fn run_merge(a: MergeArgs) -> Result<()> {
         );
     }
     print_summary(&config_str("target"), &config_str("mode"), None, r);
-    if let Some(p) = &a.json {
+    if json.wanted() {
         let doc = MergedDoc {
             report: r,
             overlap_s: merged.overlap_s,
             config: common,
+            environment: Value::Null,
             agents: agents
                 .iter()
                 .map(|g| AgentRow {
@@ -178,11 +185,11 @@ fn run_merge(a: MergeArgs) -> Result<()> {
                     unsent: g.report.unsent,
                     latency_us: &g.report.latency_us,
                     config: &g.config,
+                    environment: &g.environment,
                 })
                 .collect(),
         };
-        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
+        json.write(&doc)?;
     }
     Ok(())
 }

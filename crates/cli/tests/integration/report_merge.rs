@@ -41,7 +41,7 @@ fn two_agents_merge_to_the_sum_of_their_counts_and_histograms() {
             Command::new(bin())
                 .args(["load", "--target", &target, "--requests", "4000"])
                 .args(["--flows", flows, "--window", window, "--quiet"])
-                .args(["--start-at", &at.to_string(), "--json"])
+                .args(["--start-at", &at.to_string(), "--json-file"])
                 .arg(p)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -65,7 +65,7 @@ fn two_agents_merge_to_the_sum_of_their_counts_and_histograms() {
     let merged_path = tmp("merge-total.json");
     let mut args: Vec<String> = vec!["report".into(), "merge".into()];
     args.extend(paths.iter().map(|p| p.display().to_string()));
-    args.extend(["--json".into(), merged_path.display().to_string()]);
+    args.extend(["--json-file".into(), merged_path.display().to_string()]);
     let out = run(&args);
     assert!(
         out.status.success(),
@@ -128,7 +128,7 @@ fn hdr_log_has_its_header_and_one_decodable_interval_per_second() {
         "--quiet",
         "--hdr-log",
         log.to_str().unwrap(),
-        "--json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     assert!(
@@ -236,7 +236,7 @@ fn bad_input_for_several_agents_is_one_line_and_exit_2() {
         "--requests",
         "10",
         "--quiet",
-        "--json",
+        "--json-file",
         old.to_str().unwrap(),
     ]);
     assert!(out.status.success());
