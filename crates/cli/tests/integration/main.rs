@@ -19,6 +19,7 @@ mod sink_flood;
 mod stream;
 mod stream_veth;
 mod util;
+mod workspace;
 mod xdp;
 mod xdp_frames;
 mod xdp_util;
