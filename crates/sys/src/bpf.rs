@@ -131,7 +131,7 @@ pub fn load_cpu_steering(n: u32) -> SysResult<Program> {
         if verifier.is_empty() {
             "bpf(BPF_PROG_LOAD, socket filter)".into()
         } else {
-            format!("bpf(BPF_PROG_LOAD, socket filter) [verifier: {verifier}]")
+            format!("bpf(BPF_PROG_LOAD, socket filter) [verifier: {verifier}]").into()
         }
     })?;
     // SAFETY: the kernel returned a new fd that nobody else owns.

@@ -99,7 +99,7 @@ impl Ethtool {
         };
         if iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
             return Err(SysError {
-                what: format!("{what} on {iface:?}"),
+                what: format!("{what} on {iface:?}").into(),
                 source: std::io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
@@ -107,7 +107,7 @@ impl Ethtool {
         cvt(
             // SAFETY: req is a live ifreq whose data pointer the caller guarantees valid.
             unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) },
-            || format!("ioctl(SIOCETHTOOL, {what}) on {iface}"),
+            || format!("ioctl(SIOCETHTOOL, {what}) on {iface}").into(),
         )?;
         Ok(())
     }

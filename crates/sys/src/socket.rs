@@ -144,7 +144,7 @@ impl UdpSock {
                 mem::size_of::<i32>() as libc::socklen_t,
             )
         };
-        cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
+        cvt(ret, || format!("setsockopt({label}={value})").into()).map(|_| ())
     }
 
     /// Reads an integer socket option.
@@ -161,7 +161,7 @@ impl UdpSock {
                 &mut len,
             )
         };
-        cvt(ret, || format!("getsockopt({label})"))?;
+        cvt(ret, || format!("getsockopt({label})").into())?;
         Ok(value)
     }
 
@@ -353,7 +353,7 @@ impl UdpSock {
         let raw = RawAddr::from_std(addr);
         // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
         let ret = unsafe { libc::bind(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
-        cvt(ret, || format!("bind({addr})")).map(|_| ())
+        cvt(ret, || format!("bind({addr})").into()).map(|_| ())
     }
 
     /// Connects, so the kernel fixes the peer and plain send/recv can be used.
@@ -361,7 +361,7 @@ impl UdpSock {
         let raw = RawAddr::from_std(addr);
         // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
         let ret = unsafe { libc::connect(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
-        cvt(ret, || format!("connect({addr})")).map(|_| ())
+        cvt(ret, || format!("connect({addr})").into()).map(|_| ())
     }
 
     /// The address the socket is bound to.
