@@ -18,6 +18,7 @@ mod lab;
 mod load;
 mod metrics;
 mod serve;
+mod serve_xdp;
 
 use clap::{Parser, Subcommand};
 

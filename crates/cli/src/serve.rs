@@ -3,11 +3,12 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
+use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_engine::{
     Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode, Steer,
-    WorkerStats,
+    WorkerStats, XdpIo,
 };
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -66,9 +67,10 @@ pub struct ServeArgs {
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: String,
-    /// Preset for a step of the NTT ladder.
-    #[arg(long, value_parser = |s: &str| s.parse::<Profile>())]
-    profile: Option<Profile>,
+    /// Preset for a step of the NTT ladder, or `xdp` (the default with --io xdp): tuned
+    /// settings for the fallback socket, workers pinned, batches of 64.
+    #[arg(long, value_parser = parse_profile)]
+    profile: Option<ProfileArg>,
     /// Worker threads [default: 1].
     #[arg(long, value_parser = parse_positive)]
     workers: Option<usize>,
@@ -113,6 +115,24 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    xdp: XdpArgs,
+}
+
+/// A socket-path profile, or `xdp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProfileArg {
+    Socket(Profile),
+    Xdp,
+}
+
+fn parse_profile(s: &str) -> Result<ProfileArg, String> {
+    if s == PROFILE_XDP {
+        return Ok(ProfileArg::Xdp);
+    }
+    s.parse::<Profile>()
+        .map(ProfileArg::Socket)
+        .map_err(|e| e.replace(")", ", xdp)"))
 }
 
 impl ServeArgs {
@@ -125,7 +145,21 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
-        let mut cfg = ServeConfig::profile(self.profile.unwrap_or(Profile::Naive), listen, workers);
+        self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
+        let base = match self.profile {
+            // --io xdp without a profile takes the xdp profile's socket settings.
+            None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
+            None => Profile::Naive,
+            Some(ProfileArg::Socket(p)) => p,
+            // The fallback socket gets the tuned settings; workers pinned, batches of 64.
+            Some(ProfileArg::Xdp) => Profile::Tuned,
+        };
+        let mut cfg = ServeConfig::profile(base, listen, workers);
+        if self.xdp.io == IoArg::Xdp && self.profile != Some(ProfileArg::Socket(base)) {
+            // The fallback socket answers what XDP cannot, large replies included: let
+            // the kernel fragment them rather than refuse with EMSGSIZE.
+            cfg.pmtudisc = PmtuDisc::Default;
+        }
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
                 SocketsArg::Shared => SocketMode::Shared,
@@ -169,7 +203,7 @@ impl ServeArgs {
     }
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
         "off" | "0" | "false" => Ok(false),
@@ -207,22 +241,38 @@ struct IntervalDoc {
     kernel_drops: u64,
 }
 
-fn start_server(cfg: &ServeConfig, proto: Proto, zones: &[std::path::PathBuf]) -> Result<Server> {
+fn start_server(
+    cfg: &ServeConfig,
+    proto: Proto,
+    zones: &[std::path::PathBuf],
+    xdp: Option<XdpIo>,
+) -> Result<Server> {
     let res = match proto {
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
-        Proto::Echo => Server::start(cfg, |_| firehose_proto::Echo),
+        Proto::Echo => match xdp {
+            Some(io) => Server::start_with(cfg, io, |_| firehose_proto::Echo),
+            None => Server::start(cfg, |_| firehose_proto::Echo),
+        },
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
             }
             let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
             let h = firehose_proto::DnsHandler::new(db, firehose_proto::dns::DEFAULT_MAX_UDP);
-            Server::start(cfg, move |_| h.clone())
+            match xdp {
+                Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
+                None => Server::start(cfg, move |_| h.clone()),
+            }
         }
     };
-    res.map_err(|e| match e {
+    res.map_err(serve_error)
+}
+
+/// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
+fn serve_error(e: ServeError) -> anyhow::Error {
+    match e {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {
             let hint = match k.errno().map(firehose_sys::errno_name) {
@@ -236,7 +286,7 @@ fn start_server(cfg: &ServeConfig, proto: Proto, zones: &[std::path::PathBuf]) -
             };
             Usage(format!("the kernel refused {k}{hint}")).into()
         }
-    })
+    }
 }
 
 fn proto_name(p: Proto) -> &'static str {
@@ -248,12 +298,21 @@ fn proto_name(p: Proto) -> &'static str {
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
-    let cfg = a.config()?;
+    let mut cfg = a.config()?;
+    let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let server = start_server(&cfg, a.proto, &a.zones)?;
+    let xdp = match xdp_cfg {
+        Some(x) => {
+            let io = XdpIo::new(x, cfg.listen).map_err(serve_error)?;
+            cfg.workers = io.queues().len();
+            Some(io)
+        }
+        None => None,
+    };
+    let server = start_server(&cfg, a.proto, &a.zones, xdp)?;
     print_applied(&server, a.proto);
     if let Some(addr) = a.metrics {
         let source = server.metrics_source(proto_name(a.proto));
@@ -373,7 +432,9 @@ fn print_applied(server: &Server, proto: Proto) {
             .map(|s| s.steering)
             .unwrap_or("none"),
         a.batch,
-        if a.batch == 1 {
+        if a.backend.is_some() {
+            " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"
+        } else if a.batch == 1 {
             " (recvfrom/sendto)"
         } else {
             " (recvmmsg/sendmmsg)"

@@ -23,11 +23,15 @@ pub mod socket_io;
 mod sockets;
 pub mod stats;
 pub mod worker;
+pub mod xdp_backend;
+pub mod xdp_io;
 
 pub use backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
 pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+pub use firehose_sys::xdp::xsk::ZeroCopy;
 pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, ServeError, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
 pub use stats::{SocketStats, WorkerStats};
+pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};

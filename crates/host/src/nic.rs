@@ -27,7 +27,7 @@ impl From<firehose_sys::SysError> for NicError {
         let text = e.source.to_string();
         let text = text.split(" (os error").next().unwrap_or(&text).to_string();
         NicError {
-            what: e.what.into_owned(),
+            what: e.what,
             errno,
             message: format!("{text} ({name})"),
         }

@@ -13,7 +13,7 @@ use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, SendMode};
-use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+use firehose_sys::socket::{UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 use firehose_sys::{cpu, SysError};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -669,9 +669,9 @@ impl<'a, W: Workload> Thread<'a, W> {
         // duplicate): with one outstanding, recvfrom does what recvmmsg would, cheaper.
         let max = self.plan.batch.min(self.flows[f].outstanding.max(1));
         self.syscalls += 1;
-        let got = match self.rx.recv(&self.flows[f].sock, max, flags) {
+        let got = match self.rx.recv_some(&self.flows[f].sock, max, flags) {
+            Ok(0) => return Ok(None),
             Ok(n) => n,
-            Err(e) if is_would_block(&e) => return Ok(None),
             // ECONNREFUSED: the target port is closed (ICMP port unreachable). The request
             // stays pending and is counted lost at its timeout.
             Err(e) if e.errno() == Some(ECONNREFUSED) => return Ok(None),

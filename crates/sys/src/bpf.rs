@@ -37,6 +37,38 @@ pub struct Insn {
     imm: i32,
 }
 
+impl Insn {
+    /// An instruction from its fields (registers 0..=10).
+    pub const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: (src << 4) | (dst & 0x0f),
+            off,
+            imm,
+        }
+    }
+
+    /// The opcode.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The offset field (jump distance or memory offset).
+    pub fn off(&self) -> i16 {
+        self.off
+    }
+
+    /// The immediate.
+    pub fn imm(&self) -> i32 {
+        self.imm
+    }
+
+    /// The jump offset, for assemblers that patch it after placing a label.
+    pub fn set_off(&mut self, off: i16) {
+        self.off = off;
+    }
+}
+
 const BPF_FUNC_GET_SMP_PROCESSOR_ID: i32 = 8;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 const BPF_PROG_LOAD: i32 = 5;
@@ -99,20 +131,39 @@ impl AsRawFd for Program {
 
 /// Loads the eBPF CPU-steering program for a group of `n` sockets.
 pub fn load_cpu_steering(n: u32) -> SysResult<Program> {
-    let insns = ebpf_cpu_mod(n);
+    let fd = prog_load(
+        BPF_PROG_TYPE_SOCKET_FILTER,
+        0,
+        &ebpf_cpu_mod(n),
+        "fh_reuseport_c",
+        "socket filter",
+    )?;
+    Ok(Program { fd })
+}
+
+/// BPF_PROG_LOAD with the verifier's log in the error; `name` is cut to 15 bytes.
+pub(crate) fn prog_load(
+    prog_type: u32,
+    expected_attach_type: u32,
+    insns: &[Insn],
+    name: &str,
+    kind: &str,
+) -> SysResult<OwnedFd> {
     let license = b"GPL\0";
-    let mut log = vec![0u8; 4096];
+    let mut log = vec![0u8; 65536];
     let mut attr = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        prog_type,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,
         log_level: 1,
         log_size: log.len() as u32,
         log_buf: log.as_mut_ptr() as u64,
+        expected_attach_type,
         ..Default::default()
     };
-    attr.prog_name[..14].copy_from_slice(b"fh_reuseport_c");
+    let n = name.len().min(15);
+    attr.prog_name[..n].copy_from_slice(&name.as_bytes()[..n]);
     // SAFETY: attr points to a live, initialised bpf_attr prefix whose size we pass; the
     // kernel reads insns/license and writes at most log_size bytes to log, all alive here.
     let fd = unsafe {
@@ -129,14 +180,29 @@ pub fn load_cpu_steering(n: u32) -> SysResult<Program> {
             .trim()
             .replace('\n', "; ");
         if verifier.is_empty() {
-            "bpf(BPF_PROG_LOAD, socket filter)".into()
+            format!("bpf(BPF_PROG_LOAD, {kind})")
         } else {
-            format!("bpf(BPF_PROG_LOAD, socket filter) [verifier: {verifier}]").into()
+            format!("bpf(BPF_PROG_LOAD, {kind}) [verifier: {verifier}]")
         }
     })?;
     // SAFETY: the kernel returned a new fd that nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    Ok(Program { fd })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Issues bpf(cmd, attr) for a command whose attr is a plain struct; returns the result
+/// (an fd or 0).
+pub(crate) fn bpf_call<A>(cmd: i32, attr: &mut A, what: impl FnOnce() -> String) -> SysResult<i64> {
+    // SAFETY: attr is a live, initialised #[repr(C)] bpf_attr variant whose size we pass;
+    // pointers inside it (set by callers) point to buffers alive for this call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut A,
+            mem::size_of::<A>() as u32,
+        )
+    };
+    cvt(ret, what)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub fn pin_current_thread(cpu: usize) -> SysResult<()> {
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
     };
-    cvt(ret, || format!("sched_setaffinity(cpu {cpu})").into()).map(|_| ())
+    cvt(ret, || format!("sched_setaffinity(cpu {cpu})")).map(|_| ())
 }
 
 /// The CPUs the calling thread may run on (its affinity mask), ascending.
@@ -47,7 +47,7 @@ fn clock(id: libc::clockid_t, name: &str) -> SysResult<Duration> {
     let ts = unsafe {
         let mut ts: libc::timespec = mem::zeroed();
         cvt(libc::clock_gettime(id, &mut ts), || {
-            format!("clock_gettime({name})").into()
+            format!("clock_gettime({name})")
         })?;
         ts
     };

@@ -89,3 +89,19 @@ impl Epoll {
 
 /// Size of an epoll event, for callers sizing buffers.
 pub const EVENT_SIZE: usize = mem::size_of::<libc::epoll_event>();
+
+/// Waits up to `timeout_ms` for any of `fds` to become readable (poll(2)); returns which
+/// are. An interrupted wait counts as none ready.
+pub fn poll_readable<const N: usize>(fds: [RawFd; N], timeout_ms: i32) -> SysResult<[bool; N]> {
+    let mut p = fds.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    // SAFETY: p is a live array of p.len() pollfds.
+    let ret = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    match cvt(ret, || "poll".into()) {
+        Err(e) if e.errno() == Some(libc::EINTR) => Ok([false; N]),
+        r => r.map(|_| p.map(|p| p.revents & (libc::POLLIN | libc::POLLERR) != 0)),
+    }
+}

@@ -99,7 +99,7 @@ impl Ethtool {
         };
         if iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
             return Err(SysError {
-                what: format!("{what} on {iface:?}").into(),
+                what: format!("{what} on {iface:?}"),
                 source: std::io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
@@ -107,9 +107,47 @@ impl Ethtool {
         cvt(
             // SAFETY: req is a live ifreq whose data pointer the caller guarantees valid.
             unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) },
-            || format!("ioctl(SIOCETHTOOL, {what}) on {iface}").into(),
+            || format!("ioctl(SIOCETHTOOL, {what}) on {iface}"),
         )?;
         Ok(())
+    }
+
+    /// The first bytes of an ifreq's union after a netdevice ioctl (SIOCGIFFLAGS, ...).
+    fn ifreq(&self, iface: &str, req: libc::c_ulong, what: &str) -> SysResult<[u8; 24]> {
+        #[repr(C)]
+        struct IfReqRaw {
+            name: [u8; libc::IFNAMSIZ],
+            ifru: [u8; 24],
+        }
+        if iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
+            return Err(SysError {
+                what: format!("{what} on {iface:?}"),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        let mut r = IfReqRaw {
+            name: [0; libc::IFNAMSIZ],
+            ifru: [0; 24],
+        };
+        r.name[..iface.len()].copy_from_slice(iface.as_bytes());
+        cvt(
+            // SAFETY: r is a live ifreq (name + union) that the kernel fills in place.
+            unsafe { libc::ioctl(self.fd.as_raw_fd(), req as _, &mut r) },
+            || format!("ioctl({what}) on {iface}"),
+        )?;
+        Ok(r.ifru)
+    }
+
+    /// The interface flags (IFF_UP, ...), as SIOCGIFFLAGS reports them in this namespace.
+    pub fn if_flags(&self, iface: &str) -> SysResult<u32> {
+        let u = self.ifreq(iface, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?;
+        Ok(u16::from_ne_bytes([u[0], u[1]]) as u32)
+    }
+
+    /// The interface MTU (SIOCGIFMTU).
+    pub fn mtu(&self, iface: &str) -> SysResult<u32> {
+        let u = self.ifreq(iface, libc::SIOCGIFMTU, "SIOCGIFMTU")?;
+        Ok(i32::from_ne_bytes([u[0], u[1], u[2], u[3]]) as u32)
     }
 
     /// ETHTOOL_GCHANNELS: queue counts, as `ethtool -l`.

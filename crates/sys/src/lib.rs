@@ -28,18 +28,18 @@ pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
 pub mod mmsg;
+pub mod netns;
 pub mod sockaddr;
 pub mod socket;
+pub mod xdp;
 
-use std::borrow::Cow;
 use std::io;
 
 /// An error from a named system call, carrying the OS errno.
 #[derive(Debug)]
 pub struct SysError {
-    /// The call or option that failed, e.g. `setsockopt(SO_REUSEPORT)`. Borrowed for a
-    /// fixed name, so a hot path's EAGAIN costs no allocation.
-    pub what: Cow<'static, str>,
+    /// The call or option that failed, e.g. `setsockopt(SO_REUSEPORT)`.
+    pub what: String,
     /// The underlying OS error.
     pub source: io::Error,
 }
@@ -68,7 +68,7 @@ impl SysError {
 pub type SysResult<T> = Result<T, SysError>;
 
 /// Turns a libc return value into a result, naming the call on failure.
-pub fn cvt<T: IsMinusOne>(ret: T, what: impl FnOnce() -> Cow<'static, str>) -> SysResult<T> {
+pub fn cvt<T: IsMinusOne>(ret: T, what: impl FnOnce() -> String) -> SysResult<T> {
     if ret.is_minus_one() {
         Err(SysError {
             what: what(),

@@ -13,8 +13,9 @@ mod gso;
 
 use crate::cmsg::{self, Space};
 use crate::sockaddr::{storage_to_std, RawAddr};
-use crate::socket::{is_would_block, UdpSock};
-use crate::{cvt, SysResult};
+use crate::socket::UdpSock;
+use crate::{cvt, SysError, SysResult};
+use std::io;
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -201,9 +202,33 @@ impl Batch {
     /// `flags` may hold MSG_DONTWAIT; with a blocking socket recvmmsg waits for the
     /// first datagram only (MSG_WAITFORONE).
     pub fn recv(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
+        let (got, call) = self.recv_call(sock, max, flags);
+        cvt(got, || call.into()).map(|g| g as usize)
+    }
+
+    /// As [`Self::recv`], with "nothing to read now" (EAGAIN, EINTR) as `Ok(0)`, found
+    /// from the errno before any error value is built: a busy poll's empty read costs
+    /// the syscall and nothing else.
+    pub fn recv_some(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
+        let (got, call) = self.recv_call(sock, max, flags);
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) {
+                return Ok(0);
+            }
+            return Err(SysError {
+                what: call.into(),
+                source: e,
+            });
+        }
+        Ok(got as usize)
+    }
+
+    /// One receive call: the kernel's return (-1 with errno set on failure) and its name.
+    fn recv_call(&mut self, sock: &UdpSock, max: usize, flags: i32) -> (isize, &'static str) {
         let n = max.min(self.capacity()).max(1);
         if self.recv_mode == RecvMode::Single || (n == 1 && !self.with_ctrl) {
-            return self.recv_one(sock, flags);
+            return (self.recv_one(sock, flags), "recvfrom");
         }
         self.prepare_recv(n);
         // SAFETY: hdrs[0..n] point at live iovecs, address and control buffers owned by
@@ -219,30 +244,35 @@ impl Batch {
         };
         // The kernel wrote the headers of what it returned; on an error, assume the first.
         self.dirty = self.dirty.max(if got > 0 { got as usize } else { 1 });
-        cvt(got, || "recvmmsg".into()).map(|g| g as usize)
+        (got as isize, "recvmmsg")
     }
 
-    /// As [`Self::recv`], with "nothing to read now" (EAGAIN, EINTR) as `Ok(0)`.
-    pub fn recv_some(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
-        match self.recv(sock, max, flags) {
-            Err(e) if is_would_block(&e) => Ok(0),
-            r => r,
-        }
-    }
-
-    /// Receives one datagram into slot 0 with recvfrom.
-    fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> SysResult<usize> {
-        let slot = &mut self.bufs[..self.slot_size];
+    /// Receives one datagram into slot 0 with recvfrom; returns 1, or -1 with errno set.
+    fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> isize {
         self.dirty = self.dirty.max(1);
-        let (len, raw) = sock.recv_from(slot, flags)?;
-        self.addrs[0] = raw.storage;
+        let mut namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: slot 0 (slot_size bytes) and addrs[0] (namelen bytes) are live and
+        // writable; the kernel writes within them and updates namelen.
+        let len = unsafe {
+            libc::recvfrom(
+                sock.as_raw_fd(),
+                self.bufs.as_mut_ptr() as *mut libc::c_void,
+                self.slot_size,
+                flags,
+                &mut self.addrs[0] as *mut _ as *mut libc::sockaddr,
+                &mut namelen,
+            )
+        };
+        if len < 0 {
+            return -1;
+        }
         let h = &mut self.hdrs[0].msg_hdr;
-        h.msg_namelen = raw.len;
+        h.msg_namelen = namelen;
         h.msg_control = std::ptr::null_mut();
         h.msg_controllen = 0;
         h.msg_flags = 0;
         self.hdrs[0].msg_len = len as u32;
-        Ok(1)
+        1
     }
 
     /// Length of the datagram received in slot `i`.

@@ -134,35 +134,12 @@ impl UdpSock {
 
     /// Sets an integer socket option.
     pub fn set_int(&self, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
-        // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
-        let ret = unsafe {
-            libc::setsockopt(
-                self.as_raw_fd(),
-                level,
-                name,
-                &value as *const i32 as *const libc::c_void,
-                mem::size_of::<i32>() as libc::socklen_t,
-            )
-        };
-        cvt(ret, || format!("setsockopt({label}={value})").into()).map(|_| ())
+        set_int_opt(self.as_raw_fd(), level, name, value, label)
     }
 
     /// Reads an integer socket option.
     pub fn get_int(&self, level: i32, name: i32, label: &str) -> SysResult<i32> {
-        let mut value: i32 = 0;
-        let mut len = mem::size_of::<i32>() as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                level,
-                name,
-                &mut value as *mut i32 as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || format!("getsockopt({label})").into())?;
-        Ok(value)
+        get_int_opt(self.as_raw_fd(), level, name, label)
     }
 
     /// SO_REUSEPORT on or off.
@@ -353,7 +330,7 @@ impl UdpSock {
         let raw = RawAddr::from_std(addr);
         // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
         let ret = unsafe { libc::bind(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
-        cvt(ret, || format!("bind({addr})").into()).map(|_| ())
+        cvt(ret, || format!("bind({addr})")).map(|_| ())
     }
 
     /// Connects, so the kernel fixes the peer and plain send/recv can be used.
@@ -361,7 +338,7 @@ impl UdpSock {
         let raw = RawAddr::from_std(addr);
         // SAFETY: raw holds a valid sockaddr of raw.len() bytes for the duration of the call.
         let ret = unsafe { libc::connect(self.as_raw_fd(), raw.as_ptr(), raw.len()) };
-        cvt(ret, || format!("connect({addr})").into()).map(|_| ())
+        cvt(ret, || format!("connect({addr})")).map(|_| ())
     }
 
     /// The address the socket is bound to.
@@ -496,6 +473,39 @@ impl UdpSock {
 /// True when an error only means "nothing to read now" (EAGAIN/EWOULDBLOCK/EINTR).
 pub fn is_would_block(e: &SysError) -> bool {
     matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR))
+}
+
+/// Sets an integer option on any socket fd (UDP, AF_XDP, ...).
+pub fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
+    // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
+}
+
+/// Reads an integer option of any socket fd.
+pub fn get_int_opt(fd: RawFd, level: i32, name: i32, label: &str) -> SysResult<i32> {
+    let mut value: i32 = 0;
+    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut value as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    cvt(ret, || format!("getsockopt({label})"))?;
+    Ok(value)
 }
 
 #[cfg(test)]

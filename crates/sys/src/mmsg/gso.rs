@@ -105,7 +105,7 @@ impl Batch {
         // SAFETY: h points at t.count live iovecs (our slots) and at `space`, both alive
         // for the call; the kernel only reads them.
         let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
-        cvt(r, || format!("sendmsg(UDP_SEGMENT={})", t.segment).into()).map(|_| ())
+        cvt(r, || format!("sendmsg(UDP_SEGMENT={})", t.segment)).map(|_| ())
     }
 }
 

@@ -1,0 +1,190 @@
+//! The `--io xdp` switches of `firehose serve` and `--profile xdp`.
+
+use crate::args::Usage;
+use clap::{Args, ValueEnum};
+use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
+
+/// Which I/O path the workers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// Kernel UDP sockets (recvfrom/recvmmsg).
+    Socket,
+    /// AF_XDP: an XDP program steers the served UDP port to one AF_XDP socket per queue.
+    Xdp,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Auto,
+    Native,
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ZeroCopyArg {
+    Auto,
+    On,
+    Off,
+}
+
+/// Flags that apply only with `--io xdp`.
+#[derive(Debug, Args)]
+pub struct XdpArgs {
+    /// I/O path: kernel sockets, or AF_XDP on --iface (root).
+    #[arg(long = "io", value_enum, default_value = "socket")]
+    pub io: IoArg,
+    /// Interface to serve on with --io xdp (the --listen address must be one of its own).
+    #[arg(long)]
+    iface: Option<String>,
+    /// Rx queues to serve with --io xdp: all, or a list like 0,2-3 (one worker each).
+    #[arg(long)]
+    queues: Option<String>,
+    /// Where the XDP program runs: in the driver (native), on the skb path (generic), or
+    /// native where the driver has it (auto).
+    #[arg(long, value_enum)]
+    xdp_mode: Option<ModeArg>,
+    /// AF_XDP zero-copy: probe (auto), insist (on), or never (off).
+    #[arg(long, value_enum)]
+    zerocopy: Option<ZeroCopyArg>,
+    /// Entries per AF_XDP ring (fill, completion, rx, tx): a power of two [default: 2048].
+    #[arg(long)]
+    ring: Option<u32>,
+    /// UMEM frame size, 2048 or 4096 [default: 4096].
+    #[arg(long)]
+    frame_size: Option<u32>,
+    /// XDP_USE_NEED_WAKEUP: enter the kernel only when a ring asks [default: on].
+    #[arg(long, value_name = "on|off", value_parser = crate::serve::parse_on_off)]
+    need_wakeup: Option<bool>,
+    /// SO_BUSY_POLL_BUDGET for the AF_XDP sockets when --busy-poll is set [default: --batch].
+    #[arg(long)]
+    busy_poll_budget: Option<i32>,
+    /// Replace a foreign XDP program already attached to --iface.
+    #[arg(long)]
+    force: bool,
+}
+
+/// `--profile xdp`: the tuned socket settings for the fallback socket, AF_XDP batches of 64
+/// over rings of 2048 with need_wakeup, workers pinned one per queue.
+pub const PROFILE_XDP: &str = "xdp";
+
+fn parse_queues(s: &str) -> Result<Queues, Usage> {
+    if s == "all" {
+        return Ok(Queues::All);
+    }
+    // The same syntax as a CPU list: 0,2-3.
+    let set = firehose_sys::cpu::CpuSet::parse_list(s).map_err(|e| {
+        Usage(format!(
+            "--queues: {}",
+            e.to_string().replace("CPU", "queue")
+        ))
+    })?;
+    if set.is_empty() {
+        return Err(Usage(format!(
+            "--queues '{s}' names no queue (all, or a list such as 0,2-3)"
+        )));
+    }
+    let cpus = set.to_vec();
+    Ok(Queues::List(cpus.into_iter().map(|q| q as u32).collect()))
+}
+
+impl XdpArgs {
+    /// True when any xdp-only flag was given.
+    fn any_given(&self) -> Option<&'static str> {
+        [
+            (self.iface.is_some(), "--iface"),
+            (self.queues.is_some(), "--queues"),
+            (self.xdp_mode.is_some(), "--xdp-mode"),
+            (self.zerocopy.is_some(), "--zerocopy"),
+            (self.ring.is_some(), "--ring"),
+            (self.frame_size.is_some(), "--frame-size"),
+            (self.need_wakeup.is_some(), "--need-wakeup"),
+            (self.busy_poll_budget.is_some(), "--busy-poll-budget"),
+            (self.force, "--force"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, name)| name)
+    }
+
+    /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
+    pub fn config(&self, cfg: &ServeConfig, xdp_profile: bool) -> Result<Option<XdpConfig>, Usage> {
+        if self.io == IoArg::Socket {
+            if xdp_profile {
+                return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
+            }
+            if let Some(flag) = self.any_given() {
+                return Err(Usage(format!("{flag} applies only to --io xdp")));
+            }
+            return Ok(None);
+        }
+        let Some(iface) = self.iface.clone() else {
+            return Err(Usage(
+                "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
+            ));
+        };
+        let frame_size = self.frame_size.unwrap_or(4096);
+        if !firehose_sys::xdp::umem::FRAME_SIZES.contains(&frame_size) {
+            return Err(Usage(format!(
+                "--frame-size {frame_size}: use 2048 or 4096"
+            )));
+        }
+        Ok(Some(XdpConfig {
+            iface,
+            queues: match &self.queues {
+                Some(q) => parse_queues(q)?,
+                None => Queues::All,
+            },
+            mode: match self.xdp_mode {
+                None | Some(ModeArg::Auto) => ModeChoice::Auto,
+                Some(ModeArg::Native) => ModeChoice::Native,
+                Some(ModeArg::Generic) => ModeChoice::Generic,
+            },
+            zerocopy: match self.zerocopy {
+                None | Some(ZeroCopyArg::Auto) => ZeroCopy::Auto,
+                Some(ZeroCopyArg::On) => ZeroCopy::On,
+                Some(ZeroCopyArg::Off) => ZeroCopy::Off,
+            },
+            ring: self.ring.unwrap_or(2048),
+            frame_size,
+            need_wakeup: self.need_wakeup.unwrap_or(true),
+            busy_poll: cfg
+                .busy_poll
+                .map(|us| (us as i32, self.busy_poll_budget.unwrap_or(cfg.batch as i32))),
+            force: self.force,
+            batch: cfg.batch,
+        }))
+    }
+
+    /// Socket-path flags that mean nothing under --io xdp.
+    pub fn refuse_socket_only(
+        &self,
+        rxq_ovfl: Option<bool>,
+        workers: Option<usize>,
+    ) -> Result<(), Usage> {
+        if self.io != IoArg::Xdp {
+            return Ok(());
+        }
+        if rxq_ovfl.is_some() {
+            return Err(Usage("--rxq-ovfl applies only to --io socket".into()));
+        }
+        if workers.is_some() {
+            return Err(Usage(
+                "--workers does not apply to --io xdp: it runs one worker per queue (choose them with --queues)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_lists() {
+        assert_eq!(parse_queues("all").unwrap(), Queues::All);
+        assert_eq!(parse_queues("0,2-3").unwrap(), Queues::List(vec![0, 2, 3]));
+        assert!(parse_queues("x").unwrap_err().0.contains("queue"));
+    }
+}

@@ -1,0 +1,250 @@
+//! A veth pair between two namespaces for `serve --io xdp` tests, and a served child
+//! inside the server namespace. Everything is removed on drop.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const SRV4: &str = "10.203.0.1";
+pub const CLI4: &str = "10.203.0.2";
+pub const SRV6: &str = "fd00:203::1";
+pub const CLI6: &str = "fd00:203::2";
+
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn ip(args: &[&str]) {
+    let st = Command::new("ip").args(args).status().expect("run ip");
+    assert!(st.success(), "ip {args:?}");
+}
+
+/// Two namespaces and a 2-queue veth pair, IPv4 and IPv6 on both ends.
+pub struct Lab {
+    pub srv: String,
+    pub cli: String,
+    pub dev: String,
+}
+
+impl Lab {
+    /// `tag` keeps concurrent tests in one process apart.
+    pub fn new(tag: &str) -> Lab {
+        let id = format!("{}{tag}", std::process::id());
+        let lab = Lab {
+            srv: format!("fhxs-{id}"),
+            cli: format!("fhxc-{id}"),
+            dev: format!("fx{id}"),
+        };
+        ip(&["netns", "add", &lab.srv]);
+        ip(&["netns", "add", &lab.cli]);
+        let peer = format!("{}p", lab.dev);
+        ip(&[
+            "link",
+            "add",
+            &lab.dev,
+            "netns",
+            &lab.srv,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+            "netns",
+            &lab.cli,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+        ]);
+        for (ns, dev, a4, a6) in [
+            (&lab.srv, &lab.dev, SRV4, SRV6),
+            (&lab.cli, &peer, CLI4, CLI6),
+        ] {
+            ip(&["-n", ns, "addr", "add", &format!("{a4}/24"), "dev", dev]);
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{a6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        lab
+    }
+
+    /// `ip link show` of the served interface, where an attached program appears as
+    /// `prog/xdp id N`.
+    pub fn link_show(&self) -> String {
+        let out = Command::new("ip")
+            .args(["-n", &self.srv, "link", "show", "dev", &self.dev])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn has_xdp(&self) -> bool {
+        self.link_show().contains("prog/xdp")
+    }
+
+    /// Runs `firehose ARGS` in the server namespace to completion.
+    pub fn run_srv(&self, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.srv, env!("CARGO_BIN_EXE_firehose")])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Udp InCsumErrors of the client namespace's kernel.
+    pub fn client_csum_errors(&self) -> u64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.cli, "cat", "/proc/net/snmp"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "InCsumErrors")
+            .unwrap();
+        values.split_whitespace().nth(i).unwrap().parse().unwrap()
+    }
+
+    /// Runs `f` on a thread inside namespace `ns`.
+    pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let ns = ns.to_string();
+        std::thread::spawn(move || {
+            firehose_sys::netns::enter(&ns).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in [&self.srv, &self.cli] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// `firehose serve ARGS` in the server namespace, killed on drop.
+pub struct Served {
+    pub child: Child,
+    pub stdout: BufReader<std::process::ChildStdout>,
+    pub banner: String,
+}
+
+impl Served {
+    /// Starts the server and reads its start-up printout up to the first worker line.
+    pub fn start(lab: &Lab, args: &[&str]) -> Served {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.srv,
+                env!("CARGO_BIN_EXE_firehose"),
+                "serve",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                panic!("serve ended during start-up: {banner}");
+            }
+            banner.push_str(&line);
+            if line.contains("backend af_xdp")
+                || line.contains("socket 0:") && !args.contains(&"xdp")
+            {
+                break;
+            }
+        }
+        Served {
+            child,
+            stdout,
+            banner,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        let first = self.banner.lines().next().unwrap();
+        first
+            .trim_start_matches("firehose serve: listening on ")
+            .parse()
+            .unwrap()
+    }
+
+    /// Sends `sig` (e.g. "-INT") and returns the rest of stdout and the exit status.
+    pub fn stop(mut self, sig: &str) -> (String, std::process::ExitStatus) {
+        Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        let st = self.child.wait().unwrap();
+        (rest, st)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A UDP socket with a 2 s receive timeout, for use inside a namespace thread.
+pub fn udp(bind: &str) -> std::net::UdpSocket {
+    let s = std::net::UdpSocket::bind(bind).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s
+}
+
+/// Sends `msg` to `to` and returns the answer.
+pub fn ask(s: &std::net::UdpSocket, to: SocketAddr, msg: &[u8]) -> Vec<u8> {
+    s.send_to(msg, to).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let (n, from) = s
+        .recv_from(&mut buf)
+        .unwrap_or_else(|e| panic!("no answer from {to} to {} bytes: {e}", msg.len()));
+    assert_eq!(from, to);
+    buf.truncate(n);
+    buf
+}
+
+/// A backend counter from the `  name: value` lines serve prints at exit.
+pub fn counter(out: &str, name: &str) -> u64 {
+    let prefix = format!("{name}: ");
+    out.lines()
+        .find_map(|l| l.trim_start().strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

@@ -1,0 +1,284 @@
+//! The XDP program, assembled as an instruction array: redirect UDP to ADDR:PORT into the
+//! receiving queue's AF_XDP socket, pass everything else to the kernel untouched.
+//!
+//! Matched: Ethernet, optionally one 802.1Q tag, then IPv4 without options and not a fragment
+//! (MF clear, offset 0) or IPv6 whose next header is UDP directly (a fragment header, 44, or
+//! any other extension header passes), then the destination address (unless the server
+//! listens on the unspecified address) and port. ARP, NDP, ICMP, TCP, other ports and
+//! fragments all take XDP_PASS, and so does a packet whose queue has no socket in the map
+//! (bpf_redirect_map's fallback action). No C toolchain, no object file: the address and
+//! port are patched in as immediates when the program is built.
+
+use crate::bpf::Insn;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The name the kernel shows for our program; it is how a later run recognises its own.
+pub const PROG_NAME: &str = "fh_xdp_udp";
+
+/// Which destination addresses of one family the program matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrMatch<A> {
+    /// This family is not served.
+    Off,
+    /// Any address (the server listens on the unspecified address).
+    Any,
+    /// Exactly this address.
+    Is(A),
+}
+
+/// What the program redirects: UDP to `port` (through `port_last`, when set) at the given
+/// destination addresses, and only from `from` when set. A server matches one port; a
+/// generator matches its range of source ports, answered from its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpMatch {
+    pub port: u16,
+    pub port_last: Option<u16>,
+    pub v4: AddrMatch<Ipv4Addr>,
+    pub v6: AddrMatch<Ipv6Addr>,
+    pub from: Option<std::net::SocketAddr>,
+}
+
+impl UdpMatch {
+    /// UDP to `port` at these addresses, from anyone.
+    pub fn to(port: u16, v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> UdpMatch {
+        UdpMatch {
+            port,
+            port_last: None,
+            v4,
+            v6,
+            from: None,
+        }
+    }
+}
+
+const XDP_PASS: i32 = 2;
+const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+// Opcodes (class | op | source).
+const MOV64_X: u8 = 0xbf;
+const MOV64_K: u8 = 0xb7;
+const ADD64_K: u8 = 0x07;
+const AND64_K: u8 = 0x57;
+const LDX_W: u8 = 0x61;
+const LDX_H: u8 = 0x69;
+const LDX_B: u8 = 0x71;
+const LD_IMM64: u8 = 0x18;
+const JA: u8 = 0x05;
+const JEQ_K: u8 = 0x15;
+const JNE_K: u8 = 0x55;
+const JGT_X: u8 = 0x2d;
+const JGT_K: u8 = 0x25;
+const JLT_K: u8 = 0xa5;
+const TO_BE: u8 = 0xdc;
+const JNE32_K: u8 = 0x56;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Label {
+    L3,
+    V4,
+    V6,
+    Redirect,
+    Pass,
+}
+
+/// A tiny assembler: jumps name a label, resolved when the program is finished.
+struct Asm {
+    insns: Vec<Insn>,
+    fixups: Vec<(usize, Label)>,
+    labels: Vec<(Label, usize)>,
+}
+
+impl Asm {
+    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
+        self.insns.push(Insn::new(code, dst, src, off, imm));
+    }
+    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, to: Label) {
+        self.fixups.push((self.insns.len(), to));
+        self.op(code, dst, src, 0, imm);
+    }
+    fn label(&mut self, l: Label) {
+        self.labels.push((l, self.insns.len()));
+    }
+    /// `r4 = r2 + need; if r4 > data_end goto pass`: the bounds check the verifier wants.
+    fn need(&mut self, need: i32) {
+        self.op(MOV64_X, 4, 2, 0, 0);
+        self.op(ADD64_K, 4, 0, 0, need);
+        self.jump(JGT_X, 4, 3, 0, Label::Pass);
+    }
+    /// `r5 = *(size *)(r2 + off); if r5 != imm goto pass`.
+    fn expect(&mut self, load: u8, off: i16, imm: i32) {
+        self.op(load, 5, 2, off, 0);
+        let jne = if load == LDX_W { JNE32_K } else { JNE_K };
+        self.jump(jne, 5, 0, imm, Label::Pass);
+    }
+    /// The 16 bytes at `off` equal `addr`.
+    fn expect_v6(&mut self, off: i16, addr: &Ipv6Addr) {
+        for (k, w) in addr.octets().chunks_exact(4).enumerate() {
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as i32;
+            self.expect(LDX_W, off + 4 * k as i16, w);
+        }
+    }
+
+    /// The UDP header at `l4`: destination port (or range) and, when asked, the source port.
+    fn ports(&mut self, l4: i16, m: &UdpMatch) {
+        match m.port_last {
+            Some(last) if last != m.port => {
+                self.op(LDX_H, 5, 2, l4 + 2, 0);
+                self.op(TO_BE, 5, 0, 0, 16); // network order to host order on little endian
+                self.jump(JLT_K, 5, 0, m.port as i32, Label::Pass);
+                self.jump(JGT_K, 5, 0, last as i32, Label::Pass);
+            }
+            _ => self.expect(LDX_H, l4 + 2, be16(m.port)),
+        }
+        if let Some(from) = m.from {
+            self.expect(LDX_H, l4, be16(from.port()));
+        }
+    }
+
+    fn finish(mut self) -> Vec<Insn> {
+        for (at, to) in self.fixups {
+            let target = self.labels.iter().find(|(l, _)| *l == to).map(|(_, i)| *i);
+            let target = target.expect("every jump target is placed");
+            self.insns[at].set_off((target as i64 - at as i64 - 1) as i16);
+        }
+        self.insns
+    }
+}
+
+/// A 16-bit field in network order as a little-endian load sees it.
+fn be16(v: u16) -> i32 {
+    v.swap_bytes() as i32
+}
+
+/// Builds the program for `m`, with `map_fd` the XSKMAP indexed by rx queue.
+pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
+    let mut a = Asm {
+        insns: Vec::with_capacity(64),
+        fixups: Vec::new(),
+        labels: Vec::new(),
+    };
+    // r6 = ctx; r2 = data; r3 = data_end.
+    a.op(MOV64_X, 6, 1, 0, 0);
+    a.op(LDX_W, 2, 1, 0, 0);
+    a.op(LDX_W, 3, 1, 4, 0);
+    a.need(14);
+    a.op(LDX_H, 5, 2, 12, 0);
+    a.jump(JNE_K, 5, 0, be16(0x8100), Label::L3);
+    // One 802.1Q tag: read the inner type and move r2 so the IP header is at r2 + 14.
+    a.need(18);
+    a.op(LDX_H, 5, 2, 16, 0);
+    a.op(ADD64_K, 2, 0, 0, 4);
+    a.label(Label::L3);
+    if m.v4 != AddrMatch::Off {
+        a.jump(JEQ_K, 5, 0, be16(0x0800), Label::V4);
+    }
+    if m.v6 != AddrMatch::Off {
+        a.jump(JEQ_K, 5, 0, be16(0x86dd), Label::V6);
+    }
+    a.jump(JA, 0, 0, 0, Label::Pass);
+
+    a.label(Label::V4);
+    if m.v4 != AddrMatch::Off {
+        a.need(14 + 20 + 8);
+        a.expect(LDX_B, 14, 0x45); // version 4, no options
+        a.expect(LDX_B, 14 + 9, 17); // UDP
+        a.op(LDX_H, 5, 2, 14 + 6, 0); // flags + fragment offset
+        a.op(AND64_K, 5, 0, 0, be16(0x3fff)); // MF and offset; DF does not matter
+        a.jump(JNE_K, 5, 0, 0, Label::Pass);
+        if let AddrMatch::Is(addr) = m.v4 {
+            a.expect(LDX_W, 14 + 16, u32::from_le_bytes(addr.octets()) as i32);
+        }
+        if let Some(std::net::SocketAddr::V4(from)) = m.from {
+            a.expect(
+                LDX_W,
+                14 + 12,
+                u32::from_le_bytes(from.ip().octets()) as i32,
+            );
+        }
+        a.ports(14 + 20, m);
+        a.jump(JA, 0, 0, 0, Label::Redirect);
+    }
+
+    a.label(Label::V6);
+    if m.v6 != AddrMatch::Off {
+        a.need(14 + 40 + 8);
+        a.expect(LDX_B, 14 + 6, 17); // next header UDP; 44 (fragment) and others pass
+        if let AddrMatch::Is(addr) = m.v6 {
+            a.expect_v6(14 + 24, &addr);
+        }
+        if let Some(std::net::SocketAddr::V6(from)) = m.from {
+            a.expect_v6(14 + 8, from.ip());
+        }
+        a.ports(14 + 40, m);
+    }
+
+    a.label(Label::Redirect);
+    a.op(LDX_W, 2, 6, 16, 0); // rx_queue_index
+    a.op(LD_IMM64, 1, BPF_PSEUDO_MAP_FD, 0, map_fd);
+    a.op(0, 0, 0, 0, 0);
+    a.op(MOV64_K, 3, 0, 0, XDP_PASS); // action when the queue has no socket
+    a.op(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+    a.op(EXIT, 0, 0, 0, 0);
+
+    a.label(Label::Pass);
+    a.op(MOV64_K, 0, 0, 0, XDP_PASS);
+    a.op(EXIT, 0, 0, 0, 0);
+    a.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prog(v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> Vec<Insn> {
+        udp_redirect(&UdpMatch::to(5353, v4, v6), 7)
+    }
+
+    #[test]
+    fn every_jump_lands_inside_the_program() {
+        for p in [
+            prog(AddrMatch::Is(Ipv4Addr::new(10, 0, 0, 200)), AddrMatch::Any),
+            prog(AddrMatch::Off, AddrMatch::Is(Ipv6Addr::LOCALHOST)),
+            prog(AddrMatch::Any, AddrMatch::Off),
+        ] {
+            for (i, insn) in p.iter().enumerate() {
+                if insn.code() & 0x07 == 0x05 || insn.code() & 0x07 == 0x06 {
+                    if insn.code() == CALL || insn.code() == EXIT {
+                        continue;
+                    }
+                    let to = i as i64 + 1 + insn.off() as i64;
+                    assert!(
+                        to > i as i64 && (to as usize) < p.len(),
+                        "jump at {i} to {to}"
+                    );
+                }
+            }
+            assert_eq!(*p.last().unwrap(), Insn::new(EXIT, 0, 0, 0, 0));
+        }
+    }
+
+    #[test]
+    fn a_generator_matches_a_port_range_from_its_target() {
+        let mut m = UdpMatch::to(40000, AddrMatch::Any, AddrMatch::Off);
+        m.port_last = Some(40063);
+        m.from = Some("10.0.0.1:7000".parse().unwrap());
+        let p = udp_redirect(&m, 7);
+        assert!(p.iter().any(|i| i.code() == TO_BE && i.imm() == 16));
+        assert!(p.iter().any(|i| i.code() == JLT_K && i.imm() == 40000));
+        assert!(p.iter().any(|i| i.code() == JGT_K && i.imm() == 40063));
+        assert!(p.iter().any(|i| i.imm() == 0x581b)); // source port 7000 = 0x1b58
+        assert!(p.iter().any(|i| i.imm() == 0x0100000a)); // source 10.0.0.1
+    }
+
+    #[test]
+    fn port_and_address_are_patched_in_network_order() {
+        let p = prog(AddrMatch::Is(Ipv4Addr::new(10, 0, 0, 200)), AddrMatch::Off);
+        assert!(p.iter().any(|i| i.imm() == 0xe914)); // 5353 = 0x14e9
+        assert!(p.iter().any(|i| i.imm() == 0xc800000a_u32 as i32));
+        // Without IPv6 there is no IPv6 ethertype test.
+        assert!(!p.iter().any(|i| i.imm() == 0xdd86));
+    }
+}
