@@ -1,6 +1,9 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
-//! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`),
-//! `bench.rs` (`firehose bench`), `doctor.rs` (`firehose doctor`).
+//! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
+//! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
+//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
+//! The work is in the library crates.
 
 /// Prints a line to stdout, ignoring a closed pipe: a server must not die because whoever
 /// read its output went away.
@@ -14,11 +17,13 @@ macro_rules! say {
 mod args;
 mod bench;
 mod doctor;
+mod flood;
 mod lab;
 mod load;
 mod metrics;
 mod serve;
 mod serve_xdp;
+mod sink;
 
 use clap::{Parser, Subcommand};
 
@@ -33,10 +38,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve UDP transactions (echo) on a multi-core engine.
+    /// Serve UDP transactions (echo or authoritative DNS) on a multi-core engine.
     Serve(serve::ServeArgs),
-    /// Drive a UDP request/response server and measure it.
+    /// Drive a UDP request/response server (echo or DNS) and measure tps, latency and loss.
     Load(load::LoadArgs),
+    /// Receive-only packet-rate benchmark: recv, recvfrom, recvmsg, recvmmsg, AF_PACKET.
+    Sink(sink::SinkArgs),
+    /// Send-only packet-rate generator: sendto, sendmmsg, UDP GSO.
+    Flood(flood::FloodArgs),
     /// The engine benchmark: profiles side by side on loopback, and ping-pong vs sockperf.
     Bench(bench::BenchArgs),
     /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
@@ -79,6 +88,8 @@ fn main() {
     let res = match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(a),
+        Command::Sink(a) => sink::run(a),
+        Command::Flood(a) => flood::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Doctor(a) => doctor::run(a).map(|code| {
             if code != 0 {

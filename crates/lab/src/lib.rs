@@ -1,5 +1,5 @@
 //! The firehose lab: test hosts in network namespaces, an experiment runner that measures
-//! each run with the seeds' instruments, the NTT ladder, peer comparisons and reports.
+//! each run with the NTT talk's instruments, the NTT ladder, peer comparisons and reports.
 //!
 //! Flow of one run: [`topology::Topology`] (host loopback, or two namespaces joined by a
 //! veth pair with chosen knobs) -> [`runner`] starts a server and the load generator on
@@ -12,14 +12,20 @@
 
 pub mod cmd;
 pub mod compare;
+pub mod cputime;
 pub mod dns_compare;
 pub mod env;
 pub mod experiment;
 pub mod ladder;
+pub mod metrics;
+pub mod perf;
 pub mod plain_echo;
+pub mod proc;
 pub mod report;
 pub mod runner;
 pub mod sample;
+pub mod server;
+pub mod session;
 pub mod sockperf;
 pub mod stats;
 pub mod topology;

@@ -4,8 +4,11 @@
 //! a request looks like; [`report`] turns counts and histograms into the figures.
 
 pub mod dns;
+pub mod flood;
 pub mod gen;
+mod join;
 pub mod report;
+pub mod sink;
 pub mod table;
 pub mod workload;
 
