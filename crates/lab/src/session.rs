@@ -339,6 +339,7 @@ pub fn compare(
     }
     let mut notes = vec![
         "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
+        "the generators are compared as a blocking pair: firehose load waits in epoll_wait and sockperf ping-pong in recvfrom (neither spins); the spinning pair is measured by firehose bench".to_string(),
     ];
     if !cmd::installed("perf") {
         notes.push(format!(
