@@ -103,7 +103,8 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Steps, in ladder order (each includes those above it):\n  \
+    after_help = "Steps, in ladder order (each includes those above it but a step that hurt,\n\
+which is reverted unless --keep-hurt):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
   rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)"
 )]
@@ -113,6 +114,10 @@ struct LadderArgs {
     /// Comma-separated subset of steps [default: all this topology allows].
     #[arg(long)]
     steps: Option<String>,
+    /// Keep a step that hurt in every later step (by default it is reverted before the
+    /// next one and shown as "hurt, reverted"); all steps are then interleaved.
+    #[arg(long)]
+    keep_hurt: bool,
 }
 
 #[derive(Debug, Args)]
@@ -340,7 +345,7 @@ fn run_and_print(
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
     run_and_print("ladder", &l.run, |o, ctx| {
-        session::ladder(o, l.steps.as_deref(), ctx)
+        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
     })
 }
 
