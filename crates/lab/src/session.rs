@@ -168,22 +168,24 @@ fn setup(r: &RunOptions, d: Defaults) -> LabResult<Setup> {
 }
 
 /// What to run, what was left out and why, and notes for the report.
-struct Plan<'a> {
+struct Plan {
     cells: Vec<Cell>,
     skipped: Vec<Skipped>,
     notes: Vec<String>,
-    drive: Drive<'a>,
+    drive: Drive,
 }
 
 /// How the cells of a plan are run.
-enum Drive<'a> {
+enum Drive {
     /// Every cell `repetitions` times, interleaved (A B C A B C ...).
     Interleaved,
     /// The ladder one step at a time (each step's repetitions in a row), a step that hurt
-    /// reverted before the next: `cell` builds a step's cell from the steps reverted so far.
+    /// reverted before the next; each step's cell is built for `workers` (and its OS knobs
+    /// set when `veth`) from the steps reverted so far.
     Climb {
         steps: Vec<ladder::Step>,
-        cell: Box<dyn Fn(&ladder::Step, &[&'static str]) -> Cell + 'a>,
+        workers: usize,
+        veth: bool,
     },
 }
 
@@ -276,7 +278,7 @@ fn execute(
     r: &RunOptions,
     ctx: Context<'_>,
     mut s: Setup,
-    plan: Plan<'_>,
+    plan: Plan,
     make_rows: impl Fn(&Ran) -> (Vec<report::Row>, Vec<report::Ratio>),
 ) -> LabResult<LabReport> {
     let started_unix = std::time::SystemTime::now()
@@ -307,7 +309,11 @@ fn execute(
                     },
                 )
             }
-            Drive::Climb { steps, cell } => {
+            Drive::Climb {
+                steps,
+                workers,
+                veth,
+            } => {
                 let total = steps.len() * r.repetitions;
                 let progress = ctx.progress;
                 let mut run_step = |c: &Cell, before: usize| {
@@ -324,7 +330,9 @@ fn execute(
                     let one = std::slice::from_ref(c);
                     experiment::run(&runner, &s.topo, one, r.repetitions, &mut whole)
                 };
-                climb(steps, cell.as_ref(), &mut run_step)
+                let cell =
+                    |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, *workers, *veth, rev);
+                climb(steps, &cell, &mut run_step)
             }
         }
     });
@@ -400,11 +408,10 @@ pub fn ladder(
     };
     let s = setup(r, defaults)?;
     let veth = r.topology() == Kind::Veth;
-    let workers = s.workers;
-    let cell = move |st: &ladder::Step, reverted: &[&'static str]| {
-        ladder_cell(st, workers, veth, reverted)
-    };
-    let cells: Vec<Cell> = steps.iter().map(|st| cell(st, &[])).collect();
+    let cells: Vec<Cell> = steps
+        .iter()
+        .map(|st| ladder_cell(st, s.workers, veth, &[]))
+        .collect();
     let (drive, note) = if keep_hurt {
         (
             Drive::Interleaved,
@@ -414,7 +421,8 @@ pub fn ladder(
         (
             Drive::Climb {
                 steps,
-                cell: Box::new(cell),
+                workers: s.workers,
+                veth,
             },
             "a step that hurt is reverted before the next one (shown as 'hurt, reverted'); each step runs its repetitions in a row, since what it builds on depends on the verdicts above it (--keep-hurt interleaves all steps and keeps every step)",
         )
