@@ -146,10 +146,20 @@ pub fn select(requested: Option<&str>, topology: Kind) -> LabResult<(Vec<Step>, 
     Ok((steps, skipped))
 }
 
+/// The step whose technique `step` builds on and cannot run without (steering picks among
+/// a reuseport group), if any.
+pub fn needs(step: &Step) -> Option<&'static str> {
+    (step.name == "steer").then_some("reuseport")
+}
+
 /// True when `step` includes the technique of step `name`: it comes at or after it in the
 /// ladder, and `name` was not reverted (a step that hurt is left out of the later ones).
+/// A technique whose prerequisite was reverted is left out too.
 fn includes(step: &Step, name: &str, reverted: &[&str]) -> bool {
-    position(step.name) >= position(name) && !reverted.contains(&name)
+    let needed = position(name).and_then(|i| needs(&STEPS[i]));
+    position(step.name) >= position(name)
+        && !reverted.contains(&name)
+        && needed.is_none_or(|n| !reverted.contains(&n))
 }
 
 /// The server of a step: `firehose serve` with every application technique up to it but
@@ -235,6 +245,8 @@ mod tests {
             flags(server_for(&s("pin"), 1, &["steer"])),
             "--workers 1 --sockets reuseport --steer none --pin auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
+        assert!(flags(server_for(&s("pin"), 1, &["reuseport"]))
+            .contains("--sockets shared --steer none --pin auto"));
         let k = knobs_for(&s("gro-off"), &["rps"]);
         assert_eq!(
             (k.gro, k.rps, k.xps, k.rp_filter),

@@ -189,11 +189,13 @@ enum Drive {
     },
 }
 
-/// What a drive ran: the cells as run, the trials in run order, the steps reverted.
+/// What a drive ran: the cells as run, the trials in run order, the steps reverted, and
+/// the steps left out because a step they need was reverted.
 struct Ran {
     cells: Vec<Cell>,
     trials: Vec<Trial>,
     reverted: Vec<&'static str>,
+    skipped: Vec<Skipped>,
 }
 
 /// Climbs `steps`: `run_step` measures a step's cell (given the trials run before it) with
@@ -208,9 +210,17 @@ fn climb(
         cells: Vec::new(),
         trials: Vec::new(),
         reverted: Vec::new(),
+        skipped: Vec::new(),
     };
     let mut kept: Option<report::Row> = None;
     for st in steps {
+        if let Some(n) = ladder::needs(st).filter(|n| ran.reverted.contains(n)) {
+            ran.skipped.push(Skipped {
+                name: st.name.into(),
+                reason: format!("needs {n}, which hurt and was reverted"),
+            });
+            continue;
+        }
         let cell = cell_for(st, &ran.reverted);
         let trials = run_step(&cell, ran.trials.len())?;
         let mut row = report::rows(std::slice::from_ref(&cell), &trials).remove(0);
@@ -306,6 +316,7 @@ fn execute(
                         cells: plan.cells.clone(),
                         trials,
                         reverted: Vec::new(),
+                        skipped: Vec::new(),
                     },
                 )
             }
@@ -366,6 +377,8 @@ fn execute(
     remove_temp(&s);
     let (rows, ratios) = make_rows(&ran);
     let trials = ran.trials;
+    let mut skipped = plan.skipped;
+    skipped.extend(ran.skipped);
     Ok(LabReport {
         kind: kind.into(),
         started_unix,
@@ -377,7 +390,7 @@ fn execute(
         load: s.load,
         environment,
         rows,
-        skipped: plan.skipped,
+        skipped,
         ratios,
         notes: plan.notes,
         trials,
@@ -523,8 +536,10 @@ mod tests {
 
     #[test]
     fn a_step_that_hurt_is_reverted_before_the_next() {
-        let (steps, _) = ladder::select(Some("shared,reuseport,steer"), Kind::Loopback).unwrap();
-        // Made-up medians: reuseport halves tps (hurt), steer on top of shared adds 10%.
+        let (steps, _) =
+            ladder::select(Some("shared,reuseport,steer,pin"), Kind::Loopback).unwrap();
+        // Made-up medians: reuseport halves tps (hurt), pin on top of shared adds 10%; steer
+        // cannot run without reuseport.
         let tps = |name: &str| match name {
             "shared" => 100_000.0,
             "reuseport" => 50_000.0,
@@ -544,16 +559,20 @@ mod tests {
             [
                 ("shared".into(), 0),
                 ("reuseport".into(), 3),
-                ("steer".into(), 6)
+                ("pin".into(), 6)
             ]
         );
         assert_eq!(ran.reverted, ["reuseport"]);
+        assert_eq!(
+            (ran.skipped[0].name.as_str(), ran.skipped[0].reason.as_str()),
+            ("steer", "needs reuseport, which hurt and was reverted")
+        );
         let ServerKind::Firehose { flags } = &ran.cells[2].server else {
             panic!("{:?}", ran.cells[2].server)
         };
         let flags = flags.join(" ");
         assert!(
-            flags.contains("--sockets shared") && flags.contains("--steer cpu"),
+            flags.contains("--sockets shared --steer none --pin auto"),
             "{flags}"
         );
         assert!(ran.cells[2]
@@ -571,7 +590,7 @@ mod tests {
                 (Verdict::Helped, false)
             ]
         );
-        // steer is judged against shared, the last step kept.
+        // pin is judged against shared, the last step kept.
         assert!(
             (rows[2].gain.unwrap() - 1.1).abs() < 0.01,
             "{:?}",

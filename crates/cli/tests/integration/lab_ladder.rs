@@ -336,7 +336,7 @@ fn a_run_on_a_terminal_shows_progress() {
 fn tiny_climb(name: &str, extra: &[&str]) -> (Value, String) {
     let dir = tempdir(name);
     let json = dir.join("ladder.json");
-    let mut args = vec!["lab", "ladder", "--steps", "shared,reuseport,steer"];
+    let mut args = vec!["lab", "ladder", "--steps", "shared,reuseport,pin"];
     args.extend(extra);
     let out = run(&short_run(&args, &json));
     assert!(out.status.success(), "{}", stderr(&out));
@@ -386,13 +386,15 @@ fn a_step_that_hurt_is_reverted_unless_keep_hurt() {
             kept = row;
         }
     }
-    let steer = server_command(&v, "steer");
-    let sockets = if rows[1]["reverted"] == true {
-        "--sockets shared"
+    // pin builds on reuseport and steering unless reuseport was reverted (then steering,
+    // which needs it, goes too).
+    let pin = server_command(&v, "pin");
+    let base = if rows[1]["reverted"] == true {
+        "--sockets shared --steer none --pin auto"
     } else {
-        "--sockets reuseport"
+        "--sockets reuseport --steer cpu --pin auto"
     };
-    assert!(steer.contains(sockets), "{steer}");
+    assert!(pin.contains(base), "{pin}");
 
     let (v, table) = tiny_climb("ladder-keep-hurt", &["--keep-hurt"]);
     assert!(v["notes"][0].as_str().unwrap().contains("--keep-hurt"));
@@ -403,5 +405,5 @@ fn a_step_that_hurt_is_reverted_unless_keep_hurt() {
         let verdict = expected_verdict(&rows[i - 1]["tps"], &rows[i]["tps"]);
         assert_eq!(rows[i]["verdict"], verdict, "{}", rows[i]["name"]);
     }
-    assert!(server_command(&v, "steer").contains("--sockets reuseport"));
+    assert!(server_command(&v, "pin").contains("--sockets reuseport --steer cpu"));
 }
