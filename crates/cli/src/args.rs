@@ -4,7 +4,7 @@
 //! `none`), counts. And the error that means "bad usage" (exit 2).
 
 use firehose_sys::cpu::CpuSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Bad input from the user: printed as one line, exit code 2.
 #[derive(Debug)]
@@ -119,16 +119,12 @@ pub fn whole_rate(flag: &str, r: f64) -> Result<u64, Usage> {
     Ok(r as u64)
 }
 
-/// Parses one CPU in the CPU-list syntax (`3`), for flags that place one thread.
-pub fn parse_cpu(s: &str) -> Result<usize, String> {
+/// Parses a CPU list (`0-3,6`) naming at least one CPU, for flags where `auto` and `none`
+/// mean nothing (the side of a benchmark always runs on the CPUs given).
+pub fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
     match parse_cpus(s)? {
-        Cpus::List(l) if l.len() == 1 => Ok(l.to_vec()[0]),
-        Cpus::List(l) => Err(format!(
-            "'{s}' names {} CPUs; give one, e.g. {}",
-            l.len(),
-            l.to_vec()[0]
-        )),
-        _ => Err(format!("'{s}': give one CPU number, e.g. 0")),
+        Cpus::List(l) => Ok(l),
+        _ => Err(format!("'{s}': give a CPU list, e.g. 0 or 2-3")),
     }
 }
 
@@ -147,6 +143,32 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         return Err(format!("'{s}' must be greater than zero"));
     }
     Ok(v * mult)
+}
+
+/// Parses a moment as seconds since the Unix epoch (`1700000000`, `1700000000.5`), at most
+/// a second in the past and at most a day ahead: a time for several processes to act at
+/// together (`load --start-at`).
+pub fn parse_unix_time(s: &str) -> Result<SystemTime, String> {
+    let v: f64 = s.trim().parse().map_err(|_| {
+        format!("'{s}' is not a Unix time in seconds (example: $(( $(date +%s) + 10 )))")
+    })?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| format!("the system clock is before 1970: {e}"))?
+        .as_secs_f64();
+    if !v.is_finite() || v < now - 1.0 {
+        return Err(format!(
+            "'{s}' is {:.1} s in the past; give a time ahead, e.g. $(( $(date +%s) + 10 ))",
+            now - v
+        ));
+    }
+    if v > now + 86_400.0 {
+        return Err(format!(
+            "'{s}' is {:.0} s ahead, more than a day; check it is in seconds, not ms",
+            v - now
+        ));
+    }
+    Ok(UNIX_EPOCH + Duration::from_secs_f64(v))
 }
 
 /// Where threads run, as every subcommand takes it.
@@ -211,6 +233,22 @@ mod tests {
     }
 
     #[test]
+    fn unix_times_near_now_only() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let at = parse_unix_time(&(now + 5).to_string()).unwrap();
+        assert_eq!(at, UNIX_EPOCH + Duration::from_secs(now + 5));
+        assert!(parse_unix_time(&format!("{}.25", now + 5)).is_ok());
+        let past = parse_unix_time(&(now - 60).to_string()).unwrap_err();
+        assert!(past.contains("in the past"), "{past}");
+        let far = parse_unix_time(&((now + 2 * 86_400) * 1000).to_string()).unwrap_err();
+        assert!(far.contains("more than a day"), "{far}");
+        assert!(parse_unix_time("soon").is_err());
+    }
+
+    #[test]
     fn whole_units_for_consumers_that_count_them() {
         assert_eq!(whole_secs("--duration", Duration::from_secs(5)).unwrap(), 5);
         let e = whole_secs("--duration", Duration::from_millis(2500)).unwrap_err();
@@ -228,14 +266,13 @@ mod tests {
     }
 
     #[test]
-    fn one_cpu() {
-        assert_eq!(parse_cpu("3").unwrap(), 3);
-        assert_eq!(parse_cpu(" 1\n").unwrap(), 1);
-        assert_eq!(parse_cpu("2-2").unwrap(), 2);
-        let e = parse_cpu("0-1").unwrap_err();
-        assert_eq!(e, "'0-1' names 2 CPUs; give one, e.g. 0");
-        assert!(parse_cpu("auto").is_err());
-        assert!(parse_cpu("x")
+    fn cpu_list_without_auto() {
+        assert_eq!(parse_cpu_list("3").unwrap().to_vec(), [3]);
+        assert_eq!(parse_cpu_list(" 1\n").unwrap().to_vec(), [1]);
+        assert_eq!(parse_cpu_list("0-1").unwrap().to_vec(), [0, 1]);
+        let e = parse_cpu_list("auto").unwrap_err();
+        assert_eq!(e, "'auto': give a CPU list, e.g. 0 or 2-3");
+        assert!(parse_cpu_list("x")
             .unwrap_err()
             .contains("'x' is not a CPU number"));
     }
@@ -276,6 +313,7 @@ mod same_strings {
     const DURATION: &[&[&str]] = &[
         &["serve", "--interval"],
         &["serve", "--duration"],
+        &["serve", "--tcp-idle"],
         &["load", "--target", "127.0.0.1:9", "--duration"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--timeout"],
@@ -288,6 +326,8 @@ mod same_strings {
         &["lab", "compare", "--duration"],
         &["lab", "compare", "--warmup"],
         &["lab", "compare", "--timeout"],
+        &["stream", "--target", "127.0.0.1:9", "--duration"],
+        &["stream", "--target", "127.0.0.1:9", "--interval"],
         &["sink", "--listen", "127.0.0.1:9", "--duration"],
         &["flood", "--target", "127.0.0.1:9", "--duration"],
     ];
@@ -308,24 +348,31 @@ mod same_strings {
     const SIZE: &[&[&str]] = &[
         &["serve", "--rcvbuf"],
         &["serve", "--sndbuf"],
+        &["serve", "--zone-max-size"],
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],
+        &["stream", "--target", "127.0.0.1:9", "--msg-size"],
+        &["stream", "--target", "127.0.0.1:9", "--bytes"],
+        &["stream", "--target", "127.0.0.1:9", "--window"],
+        &["stream", "--target", "127.0.0.1:9", "--sndbuf"],
+        &["stream", "--target", "127.0.0.1:9", "--rcvbuf"],
         &["sink", "--listen", "127.0.0.1:9", "--rcvbuf"],
         &["flood", "--target", "127.0.0.1:9", "--size"],
     ];
     const CPULIST: &[&[&str]] = &[
-        &["serve", "--pin"],
+        &["serve", "--cpus"],
         &["load", "--target", "127.0.0.1:9", "--cpus"],
         &["lab", "ladder", "--server-cpus"],
         &["lab", "ladder", "--client-cpus"],
         &["lab", "compare", "--server-cpus"],
         &["lab", "compare", "--client-cpus"],
+        &["stream", "--target", "127.0.0.1:9", "--cpus"],
         &["sink", "--listen", "127.0.0.1:9", "--cpus"],
         &["flood", "--target", "127.0.0.1:9", "--cpus"],
     ];
-    /// Flags that place one thread: the CPU-list syntax naming one CPU.
-    const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];
+    /// CPU lists where `auto` and `none` mean nothing.
+    const CPU_LIST_ONLY: &[&[&str]] = &[&["bench", "--server-cpus"], &["bench", "--client-cpus"]];
 
     fn parses(words: &[&str], value: &str) -> Result<(), clap::Error> {
         let mut argv: Vec<String> = std::iter::once("firehose")
@@ -400,7 +447,11 @@ mod same_strings {
             &["0", "0-1", "0,1", " 0-1\n", "1-1,0", "auto"],
             &["0-x", "1-0", "x", ""],
         );
-        check(CPU, &["0", "1", " 1\n", "1-1"], &["0-1", "auto", "x", ""]);
+        check(
+            CPU_LIST_ONLY,
+            &["0", "0-1", " 1\n", "1-1"],
+            &["auto", "none", "x", ""],
+        );
     }
 
     /// The lists above name every flag whose value name declares one of these kinds, so a
@@ -413,7 +464,7 @@ mod same_strings {
                     continue;
                 };
                 let kind = names[0].to_string();
-                if ["DURATION", "RATE", "SIZE", "CPULIST", "CPU"].contains(&kind.as_str()) {
+                if ["DURATION", "RATE", "SIZE", "CPULIST"].contains(&kind.as_str()) {
                     out.push((format!("{} --{long}", path.join(" ")), kind));
                 }
             }
@@ -431,7 +482,7 @@ mod same_strings {
             ("RATE", RATE),
             ("SIZE", SIZE),
             ("CPULIST", CPULIST),
-            ("CPU", CPU),
+            ("CPULIST", CPU_LIST_ONLY),
         ] {
             for words in flags {
                 let flag = words.last().unwrap();

@@ -2,20 +2,23 @@
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
-    thousands, Cpus, Usage,
+    parse_unix_time, thousands, Cpus, Usage,
 };
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
+use firehose_load::gen::Live;
+use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The protocol the generator speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -33,17 +36,22 @@ pub enum LoadProto {
     after_help = "Closed loop (default): each flow keeps --window requests outstanding.\n\
 Open loop (--rate): requests leave on a fixed schedule; latency is measured from the\n\
 intended send time, so a slow server cannot hide its delay (coordinated omission).\n\
-A request unanswered within --timeout counts as lost and the run goes on."
+A request unanswered within --timeout counts as lost and the run goes on.\n\
+Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\n\
+EXAMPLES:\n  \
+  firehose load --target 127.0.0.1:9000 -t 5\n  \
+  firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
+  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt"
 )]
 pub struct LoadArgs {
-    /// Server address and port.
-    #[arg(long)]
+    /// Server address and port (IPv4, [IPv6] or host:port).
+    #[arg(long, value_name = "ADDR:PORT")]
     target: String,
     /// Protocol to speak.
     #[arg(long, value_enum, default_value = "echo")]
     proto: LoadProto,
     /// Query file for --proto dns, dnsperf's format: "NAME TYPE" per line.
-    #[arg(long, value_name = "FILE", conflicts_with = "size")]
+    #[arg(short = 'q', long, value_name = "FILE", conflicts_with = "size")]
     queries: Option<std::path::PathBuf>,
     /// Flows: each its own socket and source port.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
@@ -64,6 +72,7 @@ pub struct LoadArgs {
     cpus: Option<Cpus>,
     /// Measurement length (after warm-up), e.g. 10, 2.5s.
     #[arg(
+        short = 't',
         long,
         value_name = "DURATION",
         default_value = "10",
@@ -93,20 +102,58 @@ pub struct LoadArgs {
     #[arg(long)]
     no_gso: bool,
     /// Print a line every interval (0 for none).
-    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
+    #[arg(short = 'i', long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
-    /// Write the summary (with the percentile distribution) as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
+    /// Start at this Unix time in seconds (e.g. $(( $(date +%s) + 10 ))), so generators on
+    /// several machines run together; at most a day ahead.
+    #[arg(long, value_name = "UNIX_TIME", value_parser = parse_unix_time)]
+    start_at: Option<SystemTime>,
+    /// Write an HdrHistogram interval log here: one latency histogram (ns) per --interval,
+    /// in the format of HdrHistogram's log tools (HistogramLogWriter/Reader).
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<std::path::PathBuf>,
     /// PID of the server, to measure its CPU per transaction over the same window.
     #[arg(long)]
     server_pid: Option<u32>,
     /// Server worker count, to tell a saturated server from a saturated client.
     #[arg(long, value_parser = parse_positive)]
     server_workers: Option<usize>,
+    /// Exit 1 when more than this percentage of the requests sent was lost (e.g. 0.1);
+    /// whatever the value, a run that completed nothing exits 1.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    max_loss: Option<f64>,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage from 0 to 100")),
+    }
+}
+
+/// The run's verdict: nothing completed, or more lost than `--max-loss`, fails (exit 1).
+fn verdict(r: &LoadReport, max_loss: Option<f64>) -> Result<()> {
+    if r.completed == 0 {
+        anyhow::bail!(
+            "no transaction completed ({} sent, {} lost): is a server answering at the target?",
+            r.sent,
+            r.lost
+        );
+    }
+    let lost = if r.sent > 0 {
+        100.0 * r.lost as f64 / r.sent as f64
+    } else {
+        0.0
+    };
+    match max_loss {
+        Some(m) if lost > m => anyhow::bail!("lost {lost:.3}% of requests, above --max-loss {m}%"),
+        _ => Ok(()),
+    }
 }
 
 /// The JSON document of a run.
@@ -169,6 +216,7 @@ enum Proto {
 /// Runs `firehose load`.
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
+    let mut json = a.json.open()?;
     let cpus = match &a.cpus {
         None | Some(Cpus::None) => None,
         Some(Cpus::List(l)) => Some(l.to_vec()),
@@ -220,6 +268,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if let Some(pid) = a.server_pid {
         check_server_pid(pid)?;
     }
+    if a.hdr_log.is_some() && a.interval.is_zero() {
+        return Err(Usage(
+            "--hdr-log writes one histogram per --interval; give an --interval above 0".into(),
+        )
+        .into());
+    }
     let config_doc = ConfigDoc {
         target: target.to_string(),
         proto: match a.proto {
@@ -245,16 +299,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
     };
-    print_summary(&a, &config_doc, &report);
-    if let Some(p) = &a.json {
-        let doc = Doc {
-            report: &report,
-            config: config_doc,
-        };
-        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
-    Ok(())
+    print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
+    json.write(&Doc {
+        report: &report,
+        config: config_doc,
+    })?;
+    verdict(&report, a.max_loss)
 }
 
 /// The server's CPU time at both edges of the measured window (`--server-pid`): two
@@ -377,6 +427,103 @@ fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
     );
 }
 
+/// The `--hdr-log` side of a run. Intervals start where the warm-up ends (the warm-up records
+/// nothing) and end every `--interval` after, when the driver asks the threads for them;
+/// boundaries stop before the send window ends, so the last interval runs through the
+/// drain and the intervals add up to the run's histogram.
+struct HdrIntervals<'a> {
+    log: HdrLog<'a>,
+    every: Duration,
+    send_end: Option<Duration>,
+    /// When the next interval ends: the warm-up's end first (not written), then every
+    /// `--interval`.
+    next: Duration,
+    in_warmup: bool,
+    /// Where the interval being collected began.
+    last: Duration,
+    epoch: u64,
+    pending: hdrhistogram::Histogram<u64>,
+}
+
+impl<'a> HdrIntervals<'a> {
+    fn new(log: HdrLog<'a>, every: Duration, cfg: &LoadConfig) -> Self {
+        let in_warmup = !cfg.warmup.is_zero();
+        HdrIntervals {
+            log,
+            every,
+            send_end: match cfg.length {
+                Length::Duration(d) => Some(cfg.warmup + d),
+                Length::Requests(_) => None,
+            },
+            next: if in_warmup { cfg.warmup } else { every },
+            in_warmup,
+            last: Duration::ZERO,
+            epoch: 0,
+            pending: firehose_load::report::new_histogram(),
+        }
+    }
+
+    fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
+        live.iter().map(|l| &l.interval).collect()
+    }
+
+    /// Collects, and writes, an interval if one ended by `el`.
+    fn tick(&mut self, el: Duration, live: &[Live]) -> Result<()> {
+        if el < self.next || self.send_end.is_some_and(|end| self.next >= end) {
+            return Ok(());
+        }
+        let ended = self.next;
+        self.next += self.every;
+        self.epoch += 1;
+        let h = interval::collect(&Self::slots(live), self.epoch, Duration::from_millis(50));
+        // Same bounds everywhere: adding cannot fail.
+        let _ = self.pending.add(h);
+        if std::mem::take(&mut self.in_warmup) {
+            // What was recorded since the warm-up ended goes into the first interval.
+            self.last = ended;
+            return Ok(());
+        }
+        self.write(el)
+    }
+
+    /// Writes the last interval, once every thread has finished.
+    fn finish(mut self, el: Duration, live: &[Live]) -> Result<()> {
+        let _ = self.pending.add(interval::take_all(&Self::slots(live)));
+        self.write(el)
+    }
+
+    fn write(&mut self, until: Duration) -> Result<()> {
+        self.log
+            .write(&self.pending, self.last, until.saturating_sub(self.last))
+            .context("writing --hdr-log")?;
+        self.pending.reset();
+        self.last = until;
+        Ok(())
+    }
+}
+
+/// Sleeps until `at` (`--start-at`), unless `stop` is raised first.
+fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
+    if let Ok(left) = at.duration_since(SystemTime::now()) {
+        if !quiet {
+            say!(
+                "firehose load: starting at {:.3} (in {:.1} s)",
+                at.duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+                left.as_secs_f64()
+            );
+        }
+    }
+    while let Ok(left) = at.duration_since(SystemTime::now()) {
+        if stop.load(Ordering::Relaxed) {
+            anyhow::bail!("interrupted while waiting for --start-at");
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+    Ok(())
+}
+
 /// Starts the generator, prints interval lines, and summarises.
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
@@ -388,10 +535,33 @@ fn drive<W: Workload + 'static>(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let run = firehose_load::start(cfg, make).map_err(|e| match e {
+    let load_error = |e| match e {
         LoadError::Config(m) => anyhow::Error::from(Usage(m)),
         LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    })?;
+    };
+    let mut hdr_file = match &a.hdr_log {
+        Some(p) => Some(
+            HdrLogFile::create(p).map_err(|e| Usage(format!("--hdr-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if let Some(at) = a.start_at {
+        firehose_load::validate(cfg).map_err(load_error)?;
+        wait_until(at, &stop, a.quiet)?;
+    }
+    let run = firehose_load::start(cfg, make).map_err(load_error)?;
+    // The wall-clock time of the run's clock zero, to place it among other agents' runs.
+    let started_unix = SystemTime::now() - run.started.elapsed();
+    let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));
+    let mut hdr = match hdr_file.as_mut() {
+        Some(f) => {
+            let log = f
+                .begin(started_unix, &writer)
+                .context("writing --hdr-log")?;
+            Some(HdrIntervals::new(log, a.interval, cfg))
+        }
+        None => None,
+    };
     if !a.quiet {
         print_header(a, cfg);
     }
@@ -428,6 +598,9 @@ fn drive<W: Workload + 'static>(
                 signalled || total_len.is_some_and(|t| el >= t),
             );
         }
+        if let Some(h) = hdr.as_mut() {
+            h.tick(el, &run.live)?;
+        }
         let last_t = lines.t;
         if let Some(iv) = lines.due(el, &run.live) {
             if !a.quiet {
@@ -455,17 +628,28 @@ fn drive<W: Workload + 'static>(
         eprint!("\r\x1b[K");
     }
     let server = server.and_then(ServerWindow::finish);
+    let (live, started) = (run.live.clone(), run.started);
     let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(summarize(
+    if let Some(h) = hdr {
+        h.finish(started.elapsed(), &live)?;
+    }
+    let start_unix = (started_unix + cfg.warmup)
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    summarize(
         &results,
         server,
         a.server_workers,
         intervals,
+        start_unix,
         |c| code_namer.code_name(c),
-    ))
+    )
+    .context("summarising the latency histogram")
 }
 
-fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
+/// Prints a load report (one agent's or several merged) as `firehose load` does.
+pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &LoadReport) {
     let pct = |n: u64| {
         if r.sent > 0 {
             100.0 * n as f64 / r.sent as f64
@@ -475,8 +659,8 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     };
     say!(
         "summary: {} {} loop, {:.2} s measured",
-        cfg.target,
-        cfg.mode,
+        target,
+        mode,
         r.duration_s
     );
     say!("  tps         {}", thousands(r.tps));
@@ -512,7 +696,7 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
             "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
             s,
             u * 100.0,
-            a.server_pid.unwrap_or(0)
+            server_pid.unwrap_or(0)
         );
     }
     if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {

@@ -180,7 +180,7 @@ pub fn server_for(step: &Step, workers: usize, reverted: &[&str]) -> ServerKind 
         },
     );
     push("--steer", if at("steer") { "cpu" } else { "none" });
-    push("--pin", if at("pin") { "auto" } else { "none" });
+    push("--cpus", if at("pin") { "auto" } else { "none" });
     push("--batch", if at("batch") { "64" } else { "1" });
     push("--busy-poll", if at("busy-poll") { "50" } else { "0" });
     push("--pmtudisc", if at("pmtu-do") { "do" } else { "default" });
@@ -216,15 +216,15 @@ mod tests {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
             flags(server_for(&s("shared"), 2, &[])),
-            "--workers 2 --sockets shared --steer none --pin none --batch 1 --busy-poll 0 --pmtudisc default"
+            "--workers 2 --sockets shared --steer none --cpus none --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
             flags(server_for(&s("pin"), 1, &[])),
-            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 1 --busy-poll 0 --pmtudisc default"
+            "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
             flags(server_for(&s("gro-off"), 1, &[])),
-            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc do"
+            "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 64 --busy-poll 50 --pmtudisc do"
         );
         let k = knobs_for(&s("shared"), &[]);
         assert_eq!(
@@ -243,10 +243,10 @@ mod tests {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
             flags(server_for(&s("pin"), 1, &["steer"])),
-            "--workers 1 --sockets reuseport --steer none --pin auto --batch 1 --busy-poll 0 --pmtudisc default"
+            "--workers 1 --sockets reuseport --steer none --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert!(flags(server_for(&s("pin"), 1, &["reuseport"]))
-            .contains("--sockets shared --steer none --pin auto"));
+            .contains("--sockets shared --steer none --cpus auto"));
         let k = knobs_for(&s("gro-off"), &["rps"]);
         assert_eq!(
             (k.gro, k.rps, k.xps, k.rp_filter),

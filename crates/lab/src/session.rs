@@ -572,7 +572,7 @@ mod tests {
         };
         let flags = flags.join(" ");
         assert!(
-            flags.contains("--sockets shared --steer none --pin auto"),
+            flags.contains("--sockets shared --steer none --cpus auto"),
             "{flags}"
         );
         assert!(ran.cells[2]

@@ -88,7 +88,7 @@ pub(super) struct PingPong {
 impl Bench<'_> {
     /// `sockperf sr` on the server CPU, once its port is bound.
     fn start_sockperf_server(&self, port: u16, tag: &str, flags: &[&str]) -> Result<Proc> {
-        let mut cmd = proc::pinned(&[self.a.server_cpu], "sockperf");
+        let mut cmd = proc::pinned(&self.a.server_cpus.to_vec(), "sockperf");
         cmd.args(["sr", "-i", "127.0.0.1", "-p", &port.to_string()]);
         cmd.args(flags);
         let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-sr"), &self.dir)?;
@@ -107,7 +107,7 @@ impl Bench<'_> {
 
     /// `sockperf pp` on the client CPU: (p50, p99, mean) of the full round trip in us.
     fn sockperf_pp(&self, port: u16, tag: &str, flags: &[&str]) -> Result<(f64, f64, f64)> {
-        let mut cmd = proc::pinned(&[self.a.client_cpu], "sockperf");
+        let mut cmd = proc::pinned(&self.a.client_cpus.to_vec()[..1], "sockperf");
         cmd.args([
             "pp",
             "-i",

@@ -5,7 +5,7 @@ use firehose_sys::socket::UdpSock;
 use std::net::SocketAddr;
 use std::process::{Command, Output};
 
-fn assert_usage_error(args: &[&str], must_mention: &str) {
+pub fn assert_usage_error(args: &[&str], must_mention: &str) {
     check_usage_error(&run(args), args, must_mention);
 }
 
@@ -38,8 +38,8 @@ fn serve_rejects_bad_input() {
     assert_usage_error(&["serve", "--listen", "127.0.0.1:99999"], "--listen");
     assert_usage_error(&["serve", "--workers", "0"], "--workers");
     assert_usage_error(&["serve", "--workers", "-2"], "--workers");
-    assert_usage_error(&["serve", "--pin", "4096"], "CPU 4096");
-    assert_usage_error(&["serve", "--pin", "0-x"], "--pin");
+    assert_usage_error(&["serve", "--cpus", "4096"], "CPU 4096");
+    assert_usage_error(&["serve", "--cpus", "0-x"], "--cpus");
     assert_usage_error(&["serve", "--profile", "warp"], "unknown profile");
     assert_usage_error(
         &["serve", "--sockets", "shared", "--steer", "cpu"],

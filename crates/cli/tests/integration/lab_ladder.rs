@@ -212,7 +212,7 @@ fn bad_input_is_refused_with_exit_2() {
         (&["lab", "ladder", "--steps", "rps"], "use --topology veth"),
         (
             &["lab", "ladder", "--topology", "tap"],
-            "unknown topology 'tap'",
+            "invalid value 'tap' for '--topology",
         ),
         (
             &["lab", "ladder", "--server-cpus", "0", "--client-cpus", "0"],
@@ -278,7 +278,14 @@ fn veth_without_root_suggests_loopback() {
     }
     // As root, run as nobody (the binary must be reachable for that user); without root,
     // the test already is an unprivileged user.
-    let args = ["lab", "ladder", "--topology", "veth", "--json", "/dev/null"];
+    let args = [
+        "lab",
+        "ladder",
+        "--topology",
+        "veth",
+        "--json-file",
+        "/dev/null",
+    ];
     let out = if firehose_sys::cpu::is_root() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -310,7 +317,7 @@ fn a_run_on_a_terminal_shows_progress() {
     let dir = tempdir("ladder-progress");
     let json = dir.join("p.json");
     let line = format!(
-        "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json {}",
+        "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json-file {}",
         bin(),
         json.display()
     );
@@ -390,9 +397,9 @@ fn a_step_that_hurt_is_reverted_unless_keep_hurt() {
     // which needs it, goes too).
     let pin = server_command(&v, "pin");
     let base = if rows[1]["reverted"] == true {
-        "--sockets shared --steer none --pin auto"
+        "--sockets shared --steer none --cpus auto"
     } else {
-        "--sockets reuseport --steer cpu --pin auto"
+        "--sockets reuseport --steer cpu --cpus auto"
     };
     assert!(pin.contains(base), "{pin}");
 

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod bench;
+mod conventions;
 mod dns;
 mod doctor_cli;
 mod doctor_netns;
@@ -12,9 +13,13 @@ mod lab_dns;
 mod lab_ladder;
 mod lab_veth;
 mod load;
+mod report_merge;
 mod serve;
 mod sink_flood;
+mod stream;
+mod stream_veth;
 mod util;
+mod workspace;
 mod xdp;
 mod xdp_frames;
 mod xdp_util;

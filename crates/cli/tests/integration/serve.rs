@@ -1,5 +1,5 @@
 //! What `firehose serve` reports about itself: per-worker counters and each socket's kernel
-//! drops when stopped with SIGINT, a line and a JSON object per `--interval`, and `--duration`.
+//! drops when stopped with SIGINT, a line and a JSON record per `--interval`, and `--duration`.
 
 use crate::util::{json_of, signal_pid, tmp, Served};
 use std::net::UdpSocket;
@@ -27,10 +27,31 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
     }
     signal_pid(srv.pid(), "CONT");
-    // The socket is read in order: once the marker comes back, the burst has been read.
-    c.send_to(b"marker", srv.addr).unwrap();
+    // The socket is read in order: once a marker comes back, everything sent before it has
+    // been read. A marker sent while the buffer is still full is dropped too, so markers go
+    // until one returns; then a last one, into a drained buffer, proves the rest were read.
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut buf = [0u8; 64];
-    while c.recv(&mut buf).expect("the marker's echo") != 6 {}
+    let mut markers = 0u64;
+    let echoed = |c: &UdpSocket, buf: &mut [u8; 64], want: &[u8]| loop {
+        match c.recv(buf) {
+            Ok(n) if &buf[..n] == want => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    };
+    loop {
+        assert!(markers < 50, "no marker came back in 10 s");
+        markers += 1;
+        c.send_to(b"marker", srv.addr).unwrap();
+        if echoed(&c, &mut buf, b"marker") {
+            break;
+        }
+    }
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.send_to(b"finish", srv.addr).unwrap();
+    assert!(echoed(&c, &mut buf, b"finish"), "the last marker's echo");
     let out = srv.stop_with("INT");
     let report = out
         .split_once("firehose serve: stopped after")
@@ -59,7 +80,7 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
     );
     assert_eq!(
         packets_in + drops,
-        burst + 1,
+        burst + markers + 1,
         "every datagram is read or counted as dropped: {report}"
     );
 }
@@ -72,7 +93,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
         "200ms",
         "--duration",
         "2",
-        "--stats-json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -94,15 +115,12 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
         );
     }
     let text = std::fs::read_to_string(&json).unwrap();
-    let docs: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (last, per_interval) = docs.split_last().unwrap();
+    let last: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let per_interval = last["intervals"].as_array().unwrap();
     assert_eq!(
         per_interval.len(),
         lines.len(),
-        "one JSON line per printed line"
+        "one JSON record per printed line"
     );
     let mut t = 0.0;
     let mut seen = 0;
@@ -123,7 +141,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
     assert!(seen <= 50);
     assert!(
         last["applied"].is_object(),
-        "the final document closes the file: {last}"
+        "one document: the counters at exit and the records: {last}"
     );
     std::fs::remove_file(&json).unwrap();
 }
@@ -134,7 +152,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
 fn steered_reads_on_the_receiving_cpu(pin: &str) {
     let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
     if !(cpus.contains(&0) && cpus.contains(&1)) {
-        eprintln!("skipping --pin {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
+        eprintln!("skipping --cpus {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
         return;
     }
     let json = tmp(&format!("serve-pin-{pin}.json"));
@@ -145,9 +163,9 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
         "2",
         "--profile",
         "steered",
-        "--pin",
+        "--cpus",
         pin,
-        "--stats-json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     // "  worker J: pinned to CPU C -> socket J", with C % 2 == J: socket j is read on CPU j.
@@ -158,7 +176,7 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
     for j in 0..2 {
         assert!(
             startup.contains(&format!("worker {j}: pinned to CPU {j} -> socket {j}")),
-            "--pin {pin}: {startup}"
+            "--cpus {pin}: {startup}"
         );
     }
     let to = srv.addr;
@@ -184,7 +202,7 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
         let cpu = w["cpu"].as_u64().unwrap() as usize;
         assert_eq!(
             w["packets_in"], sent[cpu],
-            "--pin {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
+            "--cpus {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
             doc["workers"]
         );
     }
