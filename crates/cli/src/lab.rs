@@ -105,7 +105,8 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Steps, in ladder order (each includes those above it):\n  \
+    after_help = "Steps, in ladder order (each includes those above it but a step that hurt,\n\
+which is reverted unless --keep-hurt):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
   rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n\n\
 EXAMPLES:\n  \
@@ -124,6 +125,10 @@ struct LadderArgs {
     /// Comma-separated subset of the steps listed below [default: all this topology allows].
     #[arg(long, value_name = "STEPS")]
     steps: Option<String>,
+    /// Keep a step that hurt in every later step (by default it is reverted before the
+    /// next one and shown as "hurt, reverted"); all steps are then interleaved.
+    #[arg(long)]
+    keep_hurt: bool,
 }
 
 #[derive(Debug, Args)]
@@ -356,7 +361,9 @@ fn run_and_print(
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print(&l.run, |o, ctx| session::ladder(o, l.steps.as_deref(), ctx))
+    run_and_print(&l.run, |o, ctx| {
+        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
+    })
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {

@@ -15,7 +15,7 @@ use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, SendMode};
-use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+use firehose_sys::socket::{UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 use firehose_sys::{cpu, SysError};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -85,6 +85,15 @@ pub struct Live {
     pub dup: AtomicU64,
     /// Where the thread hands over its interval histograms (`--hdr-log`).
     pub interval: IntervalSlot,
+}
+
+/// Adds to a live counter. Only its own thread writes it, so a load and a store are
+/// exact, without a locked read-modify-write on every request.
+#[inline]
+fn bump(c: &AtomicU64, v: u64) {
+    if v != 0 {
+        c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+    }
 }
 
 /// What one thread measured.
@@ -489,8 +498,8 @@ impl<'a, W: Workload> Thread<'a, W> {
                 self.send_due(now);
             }
             let wait = self.wait_budget(now, drain_until);
-            self.receive(wait)?;
-            let now = self.now_ns();
+            // An empty poll reads no clock: the one taken above is recent enough to expire by.
+            let now = self.receive(wait)?.unwrap_or(now);
             self.expire(now.saturating_sub(self.plan.timeout_ns));
         }
         // Whatever is still pending at the end of the drain is lost.
@@ -619,17 +628,25 @@ impl<'a, W: Workload> Thread<'a, W> {
         self.flows[f].outstanding += queued;
         self.sent_total += queued as u64;
         self.sent += counted_sends;
-        self.live.sent.fetch_add(queued as u64, Ordering::Relaxed);
+        bump(&self.live.sent, queued as u64);
         queued
     }
 
-    fn receive(&mut self, wait: Duration) -> Result<(), LoadError> {
+    /// Reads what arrived; returns the clock read after the last receive that got
+    /// something, or `None` when nothing came (or only after a wait that may have slept).
+    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
         match self.epoll.as_mut() {
             None => {
+                let mut last = None;
                 for f in 0..self.flows.len() {
-                    self.drain_flow(f)?;
+                    last = self.drain_flow(f)?.or(last);
                 }
-                Ok(())
+                // A blocking receive may have waited out its timeout with nothing read.
+                Ok(if self.plan.spin || last.is_some() {
+                    last
+                } else {
+                    Some(self.now_ns())
+                })
             }
             Some(ep) => {
                 let mut ready = [0usize; 256];
@@ -644,24 +661,29 @@ impl<'a, W: Workload> Thread<'a, W> {
                 for &f in &ready[..n] {
                     self.drain_flow(f)?;
                 }
-                Ok(())
+                // epoll_wait may have slept: read the clock again.
+                Ok(Some(self.now_ns()))
             }
         }
     }
 
-    fn drain_flow(&mut self, f: usize) -> Result<(), LoadError> {
+    /// Receives what flow `f` has; returns the clock read just after, if anything came.
+    fn drain_flow(&mut self, f: usize) -> Result<Option<u64>, LoadError> {
         let flags = if self.epoll.is_some() || self.plan.spin {
             MSG_DONTWAIT
         } else {
             0
         };
+        // Ask for no more than the flow has outstanding (at least one, for a late
+        // duplicate): with one outstanding, recvfrom does what recvmmsg would, cheaper.
+        let max = self.plan.batch.min(self.flows[f].outstanding.max(1));
         self.syscalls += 1;
-        let got = match self.rx.recv(&self.flows[f].sock, self.plan.batch, flags) {
+        let got = match self.rx.recv_some(&self.flows[f].sock, max, flags) {
+            Ok(0) => return Ok(None),
             Ok(n) => n,
-            Err(e) if is_would_block(&e) => return Ok(()),
             // ECONNREFUSED: the target port is closed (ICMP port unreachable). The request
             // stays pending and is counted lost at its timeout.
-            Err(e) if e.errno() == Some(ECONNREFUSED) => return Ok(()),
+            Err(e) if e.errno() == Some(ECONNREFUSED) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let now = self.now_ns();
@@ -670,7 +692,7 @@ impl<'a, W: Workload> Thread<'a, W> {
             let data = self.rx.data(i);
             let Some((id, code)) = self.workload.response_id(data) else {
                 self.stray += 1;
-                self.live.stray.fetch_add(1, Ordering::Relaxed);
+                bump(&self.live.stray, 1);
                 continue;
             };
             let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
@@ -695,18 +717,16 @@ impl<'a, W: Workload> Thread<'a, W> {
                 }
                 Answer::Duplicate => {
                     self.dup += 1;
-                    self.live.dup.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.dup, 1);
                 }
                 Answer::Stray => {
                     self.stray += 1;
-                    self.live.stray.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.stray, 1);
                 }
             }
         }
-        self.live
-            .completed
-            .fetch_add(completed_now, Ordering::Relaxed);
-        Ok(())
+        bump(&self.live.completed, completed_now);
+        Ok(Some(now))
     }
 
     fn expire(&mut self, deadline: u64) {
@@ -721,7 +741,7 @@ impl<'a, W: Workload> Thread<'a, W> {
             }
         });
         self.lost += lost_counted;
-        self.live.lost.fetch_add(lost_all, Ordering::Relaxed);
+        bump(&self.live.lost, lost_all);
     }
 
     fn finish(mut self) -> Result<ThreadResult, LoadError> {
