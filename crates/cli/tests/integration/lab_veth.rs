@@ -71,9 +71,21 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
     let id = child.id();
     let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
     let deadline = Instant::now() + Duration::from_secs(20);
+    // Wait for the server and the generator themselves: the lab also runs short helpers
+    // (ip, sysctl, ethtool) inside the namespaces while it sets them up, and on a loaded
+    // host those can be the only processes seen there for a while.
+    let firehose_in = |ns: &str| -> Vec<u32> {
+        pids_in(ns)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "firehose")
+            })
+            .collect()
+    };
     loop {
-        let srv = pids_in(&nss[0]);
-        let cli = pids_in(&nss[1]);
+        let srv = firehose_in(&nss[0]);
+        let cli = firehose_in(&nss[1]);
         if !srv.is_empty() && !cli.is_empty() {
             return (child, nss, srv.into_iter().chain(cli).collect());
         }
