@@ -8,6 +8,7 @@ mod dns;
 mod doctor_cli;
 mod doctor_netns;
 mod echo;
+mod gso;
 mod lab_compare;
 mod lab_dns;
 mod lab_ladder;
