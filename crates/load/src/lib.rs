@@ -5,10 +5,11 @@
 
 pub mod dns;
 pub mod gen;
+pub mod io;
 pub mod report;
 pub mod table;
 pub mod workload;
 
-pub use gen::{start, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
+pub use gen::{start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

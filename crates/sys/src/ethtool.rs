@@ -150,6 +150,14 @@ impl Ethtool {
         Ok(i32::from_ne_bytes([u[0], u[1], u[2], u[3]]) as u32)
     }
 
+    /// The interface's link-layer address (SIOCGIFHWADDR): the source MAC of frames built
+    /// for it.
+    pub fn hwaddr(&self, iface: &str) -> SysResult<[u8; 6]> {
+        let u = self.ifreq(iface, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR")?;
+        // A struct sockaddr: the family (2 bytes), then the address.
+        Ok([u[2], u[3], u[4], u[5], u[6], u[7]])
+    }
+
     /// ETHTOOL_GCHANNELS: queue counts, as `ethtool -l`.
     pub fn channels(&self, iface: &str) -> SysResult<Channels> {
         let mut c = EthtoolChannels {
