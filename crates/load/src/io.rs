@@ -40,8 +40,8 @@ pub struct Datagram<'a> {
 pub trait FlowIo: Send {
     /// Flows this thread sends on.
     fn flows(&self) -> usize;
-    /// The most requests one `send` takes.
-    fn tx_capacity(&self) -> usize;
+    /// The most requests the next `send` takes (may reclaim sent buffers first).
+    fn tx_capacity(&mut self) -> usize;
     /// Where the payload of request `k` of the next send goes.
     fn tx_slot(&mut self, k: usize) -> &mut [u8];
     /// Request `k` is written and `len` bytes long.
@@ -147,7 +147,7 @@ impl FlowIo for SocketIo {
         self.socks.len()
     }
 
-    fn tx_capacity(&self) -> usize {
+    fn tx_capacity(&mut self) -> usize {
         self.tx.capacity()
     }
 

@@ -9,6 +9,7 @@ pub mod io;
 pub mod report;
 pub mod table;
 pub mod workload;
+pub mod xdp;
 
 pub use gen::{start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
 pub use report::{summarize, LoadReport};

@@ -158,6 +158,25 @@ impl Ethtool {
         Ok([u[2], u[3], u[4], u[5], u[6], u[7]])
     }
 
+    /// Number of rx queues of `iface`: rx-only plus combined channels (ETHTOOL_GCHANNELS),
+    /// or the rx-N entries under /sys/class/net/IFACE/queues for a driver without channels.
+    pub fn rx_queues(&self, iface: &str) -> usize {
+        if let Ok(c) = self.channels(iface) {
+            let n = (c.rx + c.combined) as usize;
+            if n > 0 {
+                return n;
+            }
+        }
+        std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// ETHTOOL_GCHANNELS: queue counts, as `ethtool -l`.
     pub fn channels(&self, iface: &str) -> SysResult<Channels> {
         let mut c = EthtoolChannels {
