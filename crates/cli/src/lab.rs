@@ -1,4 +1,4 @@
-//! `firehose lab`: test hosts, the seeds' measurements, the NTT ladder and peer comparisons
+//! `firehose lab`: test hosts, measured runs, the NTT ladder and peer comparisons
 //! in one command, with a report. The work is in the `firehose-lab` crate; this module
 //! parses arguments, handles Ctrl-C/SIGTERM, prints progress on a terminal and the table.
 
@@ -33,11 +33,11 @@ pub struct LabArgs {
 enum LabCommand {
     /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
     Ladder(LadderArgs),
-    /// Run several servers (and generators) under the same load, interleaved; print ratios.
+    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD).
     Compare(CompareArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
-    /// The seeds' baseline server: one UDP socket, N threads, recvfrom/sendto echo.
+    /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
     #[command(hide = true)]
     PlainEcho(PlainEchoArgs),
 }

@@ -1,6 +1,9 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
-//! One file per subcommand: `serve.rs` (`firehose serve`), `load.rs` (`firehose load`),
-//! `bench.rs` (`firehose bench`), `doctor.rs` (`firehose doctor`).
+//! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
+//! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
+//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
+//! The work is in the library crates.
 
 /// Prints a line to stdout, ignoring a closed pipe: a server must not die because whoever
 /// read its output went away.
@@ -33,9 +36,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve UDP transactions (echo) on a multi-core engine.
+    /// Serve UDP transactions (echo or authoritative DNS) on a multi-core engine.
     Serve(serve::ServeArgs),
-    /// Drive a UDP request/response server and measure it.
+    /// Drive a UDP request/response server (echo or DNS) and measure tps, latency and loss.
     Load(load::LoadArgs),
     /// The engine benchmark: profiles side by side on loopback, and ping-pong vs sockperf.
     Bench(bench::BenchArgs),

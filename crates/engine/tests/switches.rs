@@ -5,7 +5,7 @@ use firehose_engine::{
     Handler, Peer, Pin, PmtuDisc, Profile, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
 use firehose_sys::cpu;
-use firehose_sys::socket::consts;
+use firehose_sys::socket::{consts, UdpSock};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -68,12 +68,18 @@ fn shared_mode_has_one_socket_without_reuseport() {
 
 #[test]
 fn port_in_use_is_refused_even_with_reuseport() {
-    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The holder has SO_REUSEPORT and our uid, so the kernel would let a reuseport socket
+    // join its group: only the server's own plain-bind probe can refuse the port.
+    let holder = UdpSock::new_for(&any4()).unwrap();
+    holder.set_reuseport(true).unwrap();
+    holder.bind(&any4()).unwrap();
     let addr = holder.local_addr().unwrap();
     for p in [Profile::Naive, Profile::Tuned] {
         let cfg = ServeConfig::profile(p, addr, 1);
-        let err = Server::start(&cfg, |_| Echo).err().expect("must fail");
-        assert!(err.to_string().contains("EADDRINUSE"), "{err}");
+        let err = Server::start(&cfg, |_| Echo)
+            .err()
+            .unwrap_or_else(|| panic!("{p:?}: a port held by another socket must be refused"));
+        assert!(err.to_string().contains("EADDRINUSE"), "{p:?}: {err}");
     }
 }
 
@@ -95,16 +101,24 @@ fn send_from_cpu(cpu_k: usize, to: SocketAddr, n: usize) {
 
 fn steering_sends_each_cpu_to_its_worker(steer: Steer) {
     let cpus = cpu::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        // With one CPU every packet reaches the one worker whatever the program does.
+        eprintln!(
+            "skipping {steer:?} steering: needs 2 allowed CPUs to tell workers apart, have {cpus:?}"
+        );
+        return;
+    }
     let mut cfg = ServeConfig::profile(Profile::Steered, any4(), cpus.len());
     cfg.steer = steer;
     cfg.pin = Pin::List(cpus.clone());
     let srv = match Server::start(&cfg, |_| Echo) {
         Ok(s) => s,
-        Err(e) if e.to_string().contains("EPERM") => {
+        // Without root the kernel may refuse to load a BPF program; as root it must not.
+        Err(e) if e.to_string().contains("EPERM") && !cpu::is_root() => {
             eprintln!("skipping {steer:?}: the kernel refused the BPF program ({e})");
             return;
         }
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("{steer:?}: {e}"),
     };
     let to = srv.local_addr();
     for &k in &cpus {
@@ -153,16 +167,24 @@ fn ebpf_steering_by_cpu() {
 fn steering_needs_reuseport_and_distinct_cpus() {
     let mut cfg = ServeConfig::profile(Profile::Naive, any4(), 1);
     cfg.steer = Steer::Cpu;
-    assert!(Server::start(&cfg, |_| Echo).is_err());
+    let e = Server::start(&cfg, |_| Echo)
+        .err()
+        .expect("steering a shared socket must fail");
+    assert!(
+        e.to_string().contains("--steer needs --sockets reuseport"),
+        "{e}"
+    );
+    // Two workers pinned to the same CPU collide modulo 2 (any host has its first CPU).
     let cpus = cpu::allowed_cpus().unwrap();
-    if cpus.len() >= 2 {
-        let mut cfg = ServeConfig::profile(Profile::Steered, any4(), 2);
-        cfg.pin = Pin::List(vec![cpus[0], cpus[0]]);
-        let e = Server::start(&cfg, |_| Echo)
-            .err()
-            .expect("same CPU twice must fail");
-        assert!(e.to_string().contains("differ modulo"), "{e}");
-    }
+    let mut cfg = ServeConfig::profile(Profile::Steered, any4(), 2);
+    cfg.pin = Pin::List(vec![cpus[0], cpus[0]]);
+    let e = Server::start(&cfg, |_| Echo)
+        .err()
+        .expect("same CPU twice must fail");
+    assert!(
+        e.to_string().contains("pinned CPUs must differ modulo 2"),
+        "{e}"
+    );
 }
 
 #[test]

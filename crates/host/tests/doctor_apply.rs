@@ -1,6 +1,6 @@
 //! Apply and revert over an in-memory host: journal before change, read-back, raise-only,
 //! refused IRQs, third-party changes, failed restores and foreign journals. (The same code
-//! runs for real in crates/cli/tests/doctor_netns.rs.)
+//! runs for real in crates/cli/tests/integration/doctor_netns.rs.)
 
 use firehose_host::doctor::apply::{self, ActError, Actuator, Verdict};
 use firehose_host::doctor::journal::{Identity, Journal, JournalError};
@@ -317,4 +317,51 @@ fn dry_run_reads_but_never_writes() {
         .iter()
         .all(|o| o.result == Verdict::Done("would change".into())));
     assert_eq!(*m.files.borrow(), before);
+}
+
+/// An actuator that, before every write, reads the journal from disk and records whether
+/// it already holds an entry for that target with the value about to be replaced.
+struct JournalFirst<'a> {
+    host: &'a Mem,
+    journal: PathBuf,
+    seen: RefCell<Vec<(String, bool)>>,
+}
+
+impl Actuator for JournalFirst<'_> {
+    fn read(&self, t: &Target) -> Result<String, ActError> {
+        self.host.read(t)
+    }
+    fn write(&self, t: &Target, value: &str) -> Result<(), ActError> {
+        let now = self.host.get(&t.label());
+        let entries = Journal::new(&self.journal).entries().unwrap_or_default();
+        let journaled = entries
+            .iter()
+            .any(|e| e.target.label() == t.label() && e.old == now && e.new == value);
+        self.seen.borrow_mut().push((t.label(), journaled));
+        self.host.write(t, value)
+    }
+}
+
+#[test]
+fn every_change_is_journaled_on_disk_before_it_is_made() {
+    let m = host();
+    let tj = TempJournal::new("first");
+    let act = JournalFirst {
+        host: &m,
+        journal: tj.0.clone(),
+        seen: RefCell::new(Vec::new()),
+    };
+    let out = apply::apply(&steps(), &act, &tj.journal(), &id(), 7).unwrap();
+    assert!(
+        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        "{out:#?}"
+    );
+    let seen = act.seen.into_inner();
+    assert_eq!(seen.len(), 4, "every step wrote: {seen:?}");
+    for (target, journaled) in seen {
+        assert!(
+            journaled,
+            "{target} was changed before its journal entry was on disk"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! The firehose lab: test hosts in network namespaces, an experiment runner that measures
-//! each run with the seeds' instruments, the NTT ladder, peer comparisons and reports.
+//! each run with the NTT talk's instruments, the NTT ladder, peer comparisons and reports.
 //!
 //! Flow of one run: [`topology::Topology`] (host loopback, or two namespaces joined by a
 //! veth pair with chosen knobs) -> [`runner`] starts a server and the load generator on

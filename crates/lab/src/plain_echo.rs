@@ -1,4 +1,4 @@
-//! The seeds' baseline server, built in so every host has it: one UDP socket shared by N
+//! The NTT talk's baseline server, built in so every host has it: one UDP socket shared by N
 //! threads, each calling recvfrom() then sendto() (the NTT talk's "simple multi-threaded
 //! echo server"). Deliberately naive; it is the yardstick, not a contender.
 //!

@@ -85,7 +85,7 @@ pub struct LoadSpec {
 pub enum ServerKind {
     /// `firehose serve --proto echo` with these extra flags.
     Firehose { flags: Vec<String> },
-    /// The lab's one-socket echo server (`firehose lab plain-echo`), the seeds' baseline.
+    /// The lab's one-socket echo server (`firehose lab plain-echo`), the NTT talk's baseline.
     PlainEcho { threads: usize },
     /// `sockperf sr`.
     Sockperf,

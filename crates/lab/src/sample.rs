@@ -1,7 +1,8 @@
-//! The seeds' instruments, built in: snapshots of /proc taken at both edges of a measured
-//! window, and their differences. /proc/stat, /proc/softirqs and softnet_stat are host-wide;
-//! /proc/<pid>/net/* are read through the server's (and client's) pid, so on the veth
-//! topology they show the counters of that process's namespace and nothing else.
+//! The instruments of the NTT talk and the NFV sheet, built in: snapshots of /proc taken at
+//! both edges of a measured window, and their differences. /proc/stat, /proc/softirqs and
+//! softnet_stat are host-wide; /proc/<pid>/net/* are read through the server's (and
+//! client's) pid, so on the veth topology they show the counters of that process's
+//! namespace and nothing else.
 
 use crate::LabResult;
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
@@ -159,7 +160,7 @@ impl HostSample {
     }
 }
 
-/// One CPU over the window: percent split (the seeds' `sar -u ALL -P ALL`) and NET_RX count.
+/// One CPU over the window: percent split (the NTT talk's `sar -u ALL -P ALL`) and NET_RX count.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuRow {
     pub cpu: usize,

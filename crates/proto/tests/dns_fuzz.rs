@@ -23,7 +23,7 @@ impl Rng {
     }
 }
 
-fn seeds() -> Vec<Vec<u8>> {
+fn corpus() -> Vec<Vec<u8>> {
     let mut v = Vec::new();
     for (name, t) in [
         ("www.example.com.", RecordType::A),
@@ -39,8 +39,8 @@ fn seeds() -> Vec<Vec<u8>> {
     v
 }
 
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut m = seed.to_vec();
+fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
+    let mut m = base.to_vec();
     match rng.below(6) {
         0 => {
             // Random bytes, random length.
@@ -74,13 +74,13 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
 fn random_datagrams_never_break_the_handler() {
     let mut h = common::handler();
     let peer = Peer::from_addr("127.0.0.1:9".parse().unwrap());
-    let seeds = seeds();
+    let corpus = corpus();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut buf = vec![0u8; 65536];
     let (mut replies, mut drops) = (0u64, 0u64);
     for _ in 0..1_000_000 {
-        let pick = rng.below(seeds.len());
-        let req = mutate(&mut rng, &seeds[pick]);
+        let pick = rng.below(corpus.len());
+        let req = mutate(&mut rng, &corpus[pick]);
         buf[..req.len()].copy_from_slice(&req);
         match h.handle(&mut buf, req.len(), &peer) {
             Verdict::Reply(n) => {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{ask, exchange, section, start_server};
-use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::RecordType;
+use hickory_proto::op::{Message, Query, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
 use std::process::Command;
 
 #[test]
@@ -276,17 +276,44 @@ fn refuses_names_outside_every_zone_and_other_classes() {
     assert_eq!(m.response_code(), ResponseCode::Refused);
     assert!(!m.authoritative());
     assert!(m.answers().is_empty());
+    // A name that exists, asked in class CH (a CHAOS query built by hickory, not patched
+    // bytes): refused, not answered from the IN data.
+    let mut q = Message::new();
+    q.set_id(0x5151);
+    let mut question = Query::query(Name::from_ascii("www.example.com.").unwrap(), RecordType::A);
+    question.set_query_class(DNSClass::CH);
+    q.add_query(question);
+    let req = q.to_vec().unwrap();
+    assert_eq!(
+        u16::from_be_bytes([req[req.len() - 2], req[req.len() - 1]]),
+        3,
+        "class CH on the wire"
+    );
+    let m = Message::from_vec(&exchange(srv.local_addr(), &req).expect("an answer")).unwrap();
+    assert_eq!(m.id(), 0x5151);
+    assert_eq!(m.response_code(), ResponseCode::Refused);
+    assert!(m.answers().is_empty());
+    assert_eq!(
+        m.queries()[0].query_class(),
+        DNSClass::CH,
+        "the question is echoed"
+    );
     srv.shutdown();
 }
 
 #[test]
 fn any_gets_one_rrset_per_rfc8482() {
     let srv = start_server();
+    // The apex holds SOA (6), NS (2), A (1), AAAA (28), MX (15), TXT (16) and CAA (257), in
+    // that order in the file: the README promises the lowest-numbered type, A, which is
+    // neither the first in the file nor the largest set.
     let m = ask(srv.local_addr(), "example.com.", RecordType::ANY, None);
     assert_eq!(m.response_code(), ResponseCode::NoError);
-    assert!(!m.answers().is_empty());
-    let first = m.answers()[0].record_type();
-    assert!(m.answers().iter().all(|r| r.record_type() == first));
+    assert!(m.authoritative());
+    assert_eq!(section(m.answers()), ["example.com. 3600 A 192.0.2.1"]);
+    // A name with A and AAAA: A again.
+    let m = ask(srv.local_addr(), "ns1.example.com.", RecordType::ANY, None);
+    assert_eq!(section(m.answers()), ["ns1.example.com. 3600 A 192.0.2.53"]);
     srv.shutdown();
 }
 

@@ -1,4 +1,5 @@
-//! A UDP socket with the options the source documents turn, each set and read back by name.
+//! A UDP socket with the options the NTT talk and the NFV sheet turn, each set and read back
+//! by name.
 //!
 //! Every setter is paired with a getter so callers can report what the kernel
 //! actually applied (it may round or clamp a value, or refuse it with an errno).

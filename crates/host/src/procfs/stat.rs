@@ -1,5 +1,5 @@
 //! /proc/stat: CPU time per CPU in clock ticks, the source of the per-CPU usr/sys/irq/soft/idle
-//! split (the seeds' `sar -P ALL`).
+//! split (the NTT talk's `sar -P ALL`).
 
 use super::{dec, ParseError};
 

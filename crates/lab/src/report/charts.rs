@@ -111,7 +111,7 @@ pub const CPU_PARTS: [(&str, (u8, u8, u8)); 4] = [
 ];
 
 /// For each row, one stacked bar per CPU: usr, sys, soft+irq, idle (percent), as in the
-/// seeds' `sar -u ALL -P ALL`.
+/// NTT talk's `sar -u ALL -P ALL`.
 pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     let mut svg = String::new();
     {

@@ -8,7 +8,7 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// The seeds' `sar -u ALL -P ALL` view with NET_RX and softnet beside it, per row.
+/// The NTT talk's `sar -u ALL -P ALL` view with NET_RX and softnet beside it, per row.
 fn per_cpu(rep: &LabReport) -> String {
     let mut out = format!(
         "\n## Per CPU (median repetition)\n\n| {} |\n|{}\n",

@@ -236,7 +236,7 @@ pub fn num(v: f64) -> String {
     }
 }
 
-/// `c0 1/40/55` per CPU: usr/sys/soft percent (the seeds' sar columns that matter).
+/// `c0 1/40/55` per CPU: usr/sys/soft percent (the NTT talk's sar columns that matter).
 pub fn cpu_split(cpus: &[CpuRow]) -> String {
     cpus.iter()
         .map(|c| {

@@ -18,7 +18,7 @@ pub const HEADERS: [&str; 12] = [
     "per-CPU usr/sys/soft %",
 ];
 
-/// Headers of the per-CPU table (the seeds' `sar -u ALL -P ALL` with NET_RX and softnet).
+/// Headers of the per-CPU table (the NTT talk's `sar -u ALL -P ALL` with NET_RX and softnet).
 pub const PER_CPU_HEADERS: [&str; 12] = [
     "config",
     "CPU",

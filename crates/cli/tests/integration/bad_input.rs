@@ -1,11 +1,16 @@
 //! Bad input: one line naming what was wrong, exit code 2, never a panic.
 
-mod common;
-use common::run;
-use std::net::UdpSocket;
+use crate::util::{bin, run};
+use firehose_sys::socket::UdpSock;
+use std::net::SocketAddr;
+use std::process::{Command, Output};
 
 fn assert_usage_error(args: &[&str], must_mention: &str) {
-    let out = run(args);
+    check_usage_error(&run(args), args, must_mention);
+}
+
+/// One line on stderr naming `must_mention`, exit code 2, no panic.
+fn check_usage_error(out: &Output, args: &[&str], must_mention: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -45,11 +50,28 @@ fn serve_rejects_bad_input() {
 
 #[test]
 fn serve_reports_port_in_use() {
-    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A SO_REUSEPORT holder of our own uid: the kernel would let `--profile tuned` join its
+    // group, so only the server's own check refuses the port. `--duration` bounds the run
+    // should that check ever be missing.
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let holder = UdpSock::new_for(&any).unwrap();
+    holder.set_reuseport(true).unwrap();
+    holder.bind(&any).unwrap();
     let addr = holder.local_addr().unwrap().to_string();
-    assert_usage_error(&["serve", "--listen", &addr], "EADDRINUSE");
     assert_usage_error(
-        &["serve", "--listen", &addr, "--profile", "tuned"],
+        &["serve", "--listen", &addr, "--duration", "2"],
+        "EADDRINUSE",
+    );
+    assert_usage_error(
+        &[
+            "serve",
+            "--listen",
+            &addr,
+            "--profile",
+            "tuned",
+            "--duration",
+            "2",
+        ],
         "EADDRINUSE",
     );
 }
@@ -70,4 +92,38 @@ fn load_rejects_bad_input() {
     );
     assert_usage_error(&["load", "--target", "127.0.0.1:0"], "port 0");
     assert_usage_error(&["load"], "--target");
+}
+
+#[test]
+fn serve_reports_a_socket_option_the_kernel_refuses() {
+    // As uid 0 of a new user namespace firehose asks for SO_RCVBUFFORCE, as it does for
+    // root, and the kernel refuses it: the namespace has no CAP_NET_ADMIN over the host's
+    // network namespace.
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--rcvbuf",
+        "1M",
+        "--duration",
+        "2",
+    ];
+    let out = match Command::new("unshare")
+        .args(["-U", "-r", bin()])
+        .args(args)
+        .output()
+    {
+        Ok(o) if !String::from_utf8_lossy(&o.stderr).starts_with("unshare:") => o,
+        Ok(o) => {
+            let e = String::from_utf8_lossy(&o.stderr);
+            eprintln!("skipping: no user namespace here ({})", e.trim());
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipping: unshare (util-linux) cannot run: {e}");
+            return;
+        }
+    };
+    check_usage_error(&out, &args, "setsockopt(SO_RCVBUFFORCE=1048576)");
+    check_usage_error(&out, &args, "(EPERM)");
 }

@@ -2,23 +2,10 @@
 //! repetition) writes a complete JSON document and a report whose HTML renders in headless
 //! Chromium without console errors; bad input is refused with exit code 2.
 
+use crate::util::{bin, installed, run, short_run, stderr, tempdir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-mod lab_util;
-use lab_util::{firehose, short_run};
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fh-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::path::Path;
+use std::process::Command;
 
 /// Renders `html` in headless Chromium: (console error lines, screenshot bytes).
 fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
@@ -28,7 +15,7 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
         );
         return None;
     }
-    let profile = tempdir("chromium-profile");
+    let profile = tempdir("ladder-chromium-profile");
     let out = Command::new("chromium")
         .args([
             "--headless",
@@ -59,15 +46,33 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
     ))
 }
 
+/// The verdict the README defines, from two `{median, min, max}` summaries of tps: helped
+/// or hurt only when the medians differ by more than the larger relative spread of the two
+/// (at least 5%) and the min-max ranges do not overlap; otherwise within noise.
+fn expected_verdict(before: &Value, after: &Value) -> &'static str {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    let spread = |v: &Value| (f(v, "max") - f(v, "min")) / f(v, "median");
+    let change = f(after, "median") / f(before, "median") - 1.0;
+    let band = spread(before).max(spread(after)).max(0.05);
+    let separated = f(after, "min") > f(before, "max") || f(after, "max") < f(before, "min");
+    if change.abs() <= band || !separated {
+        "within-noise"
+    } else if change > 0.0 {
+        "helped"
+    } else {
+        "hurt"
+    }
+}
+
 #[test]
 fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
-    let dir = tempdir("ladder");
+    let dir = tempdir("ladder-tiny");
     let json = dir.join("ladder.json");
     let report = dir.join("report");
     let args = ["lab", "ladder", "--steps", "shared,reuseport", "--report"];
     let mut args = short_run(&args, &json);
     args.insert(5, report.display().to_string());
-    let out = firehose(&args);
+    let out = run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         out.stderr.is_empty(),
@@ -96,8 +101,20 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
         .as_str()
         .unwrap()
         .contains("the talk: 2,540,000 tps"));
-    assert!(["helped", "hurt", "within-noise"].contains(&rows[1]["verdict"].as_str().unwrap()));
-    assert!(rows[1]["gain"].as_f64().unwrap() > 0.0);
+    // The gain and the verdict follow from the JSON's own medians and ranges.
+    assert_eq!(rows[1]["verdict_on"], "tps");
+    let (before, after) = (&rows[0]["tps"], &rows[1]["tps"]);
+    let gain = after["median"].as_f64().unwrap() / before["median"].as_f64().unwrap();
+    assert!(
+        (rows[1]["gain"].as_f64().unwrap() - gain).abs() < 1e-9,
+        "gain {} is not the ratio of the medians {gain}",
+        rows[1]["gain"]
+    );
+    assert_eq!(
+        rows[1]["verdict"],
+        expected_verdict(before, after),
+        "{before} -> {after}"
+    );
     let trials = v["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 2);
     let ncpu = v["environment"]["nproc"].as_u64().unwrap() as usize;
@@ -169,7 +186,7 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
 
 #[test]
 fn a_cpu_this_host_lacks_is_refused() {
-    let out = firehose(&[
+    let out = run(&[
         "lab",
         "ladder",
         "--server-cpus",
@@ -244,7 +261,7 @@ fn bad_input_is_refused_with_exit_2() {
         ),
     ];
     for (args, want) in cases {
-        let out = firehose(args);
+        let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let e = stderr(&out);
         assert!(e.contains(want), "{args:?}: {e}");
@@ -265,15 +282,12 @@ fn veth_without_root_suggests_loopback() {
     let out = if firehose_sys::cpu::is_root() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_firehose"))
+            .arg(bin())
             .args(args)
             .output()
             .unwrap()
     } else {
-        Command::new(env!("CARGO_BIN_EXE_firehose"))
-            .args(args)
-            .output()
-            .unwrap()
+        Command::new(bin()).args(args).output().unwrap()
     };
     if stderr(&out).contains("Permission denied") {
         eprintln!("skipping: the test binary is not executable by nobody here");
@@ -289,15 +303,15 @@ fn veth_without_root_suggests_loopback() {
 
 #[test]
 fn a_run_on_a_terminal_shows_progress() {
-    if !lab_util::installed("script") {
+    if !installed("script") {
         eprintln!("skipping: script (util-linux) is not installed to give the run a terminal");
         return;
     }
-    let dir = tempdir("progress");
+    let dir = tempdir("ladder-progress");
     let json = dir.join("p.json");
     let line = format!(
         "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json {}",
-        env!("CARGO_BIN_EXE_firehose"),
+        bin(),
         json.display()
     );
     // script(1) runs the command on a pseudo-terminal and copies what it wrote.

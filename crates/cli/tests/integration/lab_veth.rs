@@ -3,33 +3,10 @@
 //! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
+use crate::util::{bin, root_or_skip, run, short_run, tmp};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
-
-mod lab_util;
-use lab_util::{firehose, short_run};
 use std::time::{Duration, Instant};
-
-fn root_or_skip(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("skipping {test}: needs root to create network namespaces");
-        return false;
-    }
-    if !lab_util::installed("ethtool") {
-        eprintln!("skipping {test}: ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)");
-        return false;
-    }
-    true
-}
-
-fn is_root() -> bool {
-    // The test does not link libc; `id -u` tells.
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
 
 fn namespaces() -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -69,8 +46,8 @@ fn alive(pid: u32) -> bool {
 /// Returns the child, its namespaces and the pids running in them.
 // The child is handed to the caller, which waits for it.
 #[allow(clippy::zombie_processes)]
-fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_firehose"))
+fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32>) {
+    let mut child = Command::new(bin())
         .args([
             "lab",
             "ladder",
@@ -81,7 +58,7 @@ fn start_long_ladder(json: &str) -> (Child, [String; 2], Vec<u32>) {
             "--repetitions",
             "3",
             "--duration",
-            "30",
+            duration,
             "--warmup",
             "0",
             "--json",
@@ -125,10 +102,10 @@ fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
 
 #[test]
 fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
-    if !root_or_skip("veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing") {
+    if !root_or_skip() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("fh-test-veth-{}.json", std::process::id()));
+    let json = tmp("veth.json");
     let args = [
         "lab",
         "ladder",
@@ -139,7 +116,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         "--steps",
         "shared,rps,gro-off",
     ];
-    let out = firehose(&short_run(&args, &json));
+    let out = run(&short_run(&args, &json));
     assert!(
         out.status.success(),
         "{}",
@@ -203,9 +180,23 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
     let _ = std::fs::remove_file(&json);
 }
 
+/// The run's namespaces and every process that ran in them are gone `after` something.
+fn assert_test_host_gone(nss: &[String], pids: &[u32], after: &str) {
+    let have = namespaces();
+    for ns in nss {
+        assert!(!have.contains(ns), "{ns} left behind after {after}");
+    }
+    for &pid in pids {
+        assert!(
+            !alive(pid),
+            "process {pid} of the run still alive after {after}"
+        );
+    }
+}
+
 fn interrupted_run_cleans_up(signal: &str) {
-    let json = std::env::temp_dir().join(format!("fh-test-{signal}-{}.json", std::process::id()));
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
+    let json = tmp(&format!("veth-{signal}.json"));
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(
         workdir.exists(),
@@ -222,41 +213,32 @@ fn interrupted_run_cleans_up(signal: &str) {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    let have = namespaces();
-    for ns in &nss {
-        assert!(!have.contains(ns), "{ns} left behind after SIG{signal}");
-    }
-    for pid in pids {
-        assert!(
-            !alive(pid),
-            "process {pid} of the run still alive after SIG{signal}"
-        );
-    }
+    assert_test_host_gone(&nss, &pids, &format!("SIG{signal}"));
     assert!(!json.exists(), "an interrupted run writes no results");
     assert!(!workdir.exists(), "its temporary logs are removed");
 }
 
 #[test]
 fn sigterm_mid_run_removes_the_test_host() {
-    if root_or_skip("sigterm_mid_run_removes_the_test_host") {
+    if root_or_skip() {
         interrupted_run_cleans_up("TERM");
     }
 }
 
 #[test]
 fn sigint_mid_run_removes_the_test_host() {
-    if root_or_skip("sigint_mid_run_removes_the_test_host") {
+    if root_or_skip() {
         interrupted_run_cleans_up("INT");
     }
 }
 
 #[test]
 fn after_sigkill_lab_down_removes_the_leftovers() {
-    if !root_or_skip("after_sigkill_lab_down_removes_the_leftovers") {
+    if !root_or_skip() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("fh-test-kill-{}.json", std::process::id()));
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap());
+    let json = tmp("veth-kill.json");
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
     child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
     child.wait().unwrap();
     let have = namespaces();
@@ -267,7 +249,7 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
 
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(workdir.exists(), "a killed run leaves its logs");
-    let out = firehose(&["lab", "down"]);
+    let out = run(&["lab", "down"]);
     assert!(
         out.status.success(),
         "{}",
@@ -288,4 +270,32 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
     for pid in pids {
         assert!(!alive(pid), "process {pid} survived lab down");
     }
+}
+
+#[test]
+fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
+    if !root_or_skip() {
+        return;
+    }
+    let json = tmp("veth-server-dies.json");
+    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "5");
+    // The server dies under the run: the trial cannot be measured.
+    for pid in pids_in(&nss[0]) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    assert!(
+        err.contains("lab ladder failed") && err.contains(&workdir.display().to_string()),
+        "the error names the logs kept for it: {err}"
+    );
+    assert_test_host_gone(&nss, &pids, "a failed run");
+    assert!(!json.exists(), "a failed run writes no results");
+    assert!(workdir.exists(), "a failed run keeps its logs");
+    std::fs::remove_dir_all(&workdir).unwrap();
 }

@@ -2,11 +2,9 @@
 //! driven by dnsperf and `firehose load`, one short repetition; a peer that is not
 //! installed is skipped with an install hint, not failed.
 
+use crate::util::{bin, installed, run, tmp};
 use serde_json::Value;
 use std::path::Path;
-
-mod lab_util;
-use lab_util::{firehose, installed};
 
 /// `lab compare --proto dns` for one repetition of one second on a small zone, writing its
 /// JSON to `json`, followed by `extra`.
@@ -36,7 +34,7 @@ fn short_dns_run(json: &Path, extra: &[&str]) -> Vec<String> {
 
 /// Runs it and returns the JSON it wrote.
 fn run_json(args: &[String], json: &Path, path_env: Option<&Path>) -> Value {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_firehose"));
+    let mut cmd = std::process::Command::new(bin());
     cmd.args(args);
     if let Some(p) = path_env {
         cmd.env("PATH", p);
@@ -87,8 +85,8 @@ fn dns_compare_gives_a_row_per_server_and_driver() {
         eprintln!("skipped: {p} is not installed (make peers)");
         return;
     }
-    let json = std::env::temp_dir().join(format!("fh-test-dns-{}.json", std::process::id()));
-    let report = std::env::temp_dir().join(format!("fh-test-dns-report-{}", std::process::id()));
+    let json = tmp("dns-compare.json");
+    let report = tmp("dns-compare-report");
     let mut args = short_dns_run(&json, &["--workers", "1", "--report"]);
     args.push(report.display().to_string());
     let v = run_json(&args, &json, None);
@@ -116,7 +114,7 @@ fn dns_compare_skips_peers_that_are_not_installed() {
         return;
     }
     // A PATH holding only the tools the run itself needs: knotd, nsd and dnsperf are absent.
-    let bin = std::env::temp_dir().join(format!("fh-test-dns-path-{}", std::process::id()));
+    let bin = tmp("dns-compare-path");
     std::fs::create_dir_all(&bin).unwrap();
     for tool in ["sh", "taskset", "kill", "cat", "sleep", "perf"] {
         let found = std::process::Command::new("sh")
@@ -128,7 +126,7 @@ fn dns_compare_skips_peers_that_are_not_installed() {
             std::os::unix::fs::symlink(&path, bin.join(tool)).unwrap();
         }
     }
-    let json = std::env::temp_dir().join(format!("fh-test-dns-skip-{}.json", std::process::id()));
+    let json = tmp("dns-compare-skip.json");
     let v = run_json(
         &short_dns_run(&json, &["--workers", "1", "--no-syscalls"]),
         &json,
@@ -166,7 +164,7 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
     ] {
         let mut a = vec!["lab", "compare"];
         a.extend_from_slice(args);
-        let out = firehose(&a);
+        let out = run(&a);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(

@@ -1,13 +1,12 @@
 //! `firehose serve --proto echo`, driven over real sockets.
 
-mod common;
-use common::Served;
+use crate::util::{tmp, Served};
 use std::net::UdpSocket;
 use std::time::Duration;
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
+fn pattern(n: usize, salt: u8) -> Vec<u8> {
     (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
         .collect()
 }
 
@@ -63,7 +62,7 @@ fn pmtudisc_do_refuses_oversize_replies_and_counts_them() {
         eprintln!("skipping: no IPv6 loopback on this host");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("fh-do-{}", std::process::id()));
+    let dir = tmp("echo-do");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.json");
     let srv = Served::start(&[
@@ -99,7 +98,7 @@ fn pmtudisc_do_refuses_oversize_replies_and_counts_them() {
 
 #[test]
 fn stats_json_counts_what_was_served() {
-    let dir = std::env::temp_dir().join(format!("fh-stats-{}", std::process::id()));
+    let dir = tmp("echo-stats");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.json");
     let srv = Served::tuned(&["--stats-json", path.to_str().unwrap()]);
@@ -132,9 +131,15 @@ fn startup_prints_the_read_back_configuration() {
     assert!(lines.contains("IP_MTU_DISCOVER=do"), "{lines}");
     assert!(lines.contains("SO_REUSEPORT=1"), "{lines}");
     if firehose_sys::cpu::is_root() {
+        // SO_RCVBUFFORCE grants the size asked for; the kernel reports it doubled.
         assert!(
             lines.contains("SO_RCVBUF=2097152"),
             "granted size is printed: {lines}"
+        );
+    } else {
+        eprintln!(
+            "skipping the granted-buffer check: not root, so SO_RCVBUF is clamped to \
+             net.core.rmem_max instead of forced to 1M"
         );
     }
     srv.stop();

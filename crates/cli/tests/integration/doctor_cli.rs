@@ -1,20 +1,15 @@
 //! `firehose doctor` audit through the real binary: bad usage, JSON rows, and a live
 //! `--sample` with `--port` watching a socket the test floods over loopback.
 
+use crate::util::{run, stderr};
 use std::net::UdpSocket;
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 fn doctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firehose"))
-        .arg("doctor")
-        .args(args)
-        .output()
-        .expect("spawn firehose")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run(&[&["doctor"], args].concat())
 }
 
 #[test]
@@ -76,10 +71,13 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
     // A socket nobody reads: its buffer fills and the kernel drops the rest.
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = sink.local_addr().unwrap().port();
+    // The flood lasts until the doctor has exited, however long its sample takes to start
+    // and end on a loaded host.
+    let done = Arc::new(AtomicBool::new(false));
+    let flooding = done.clone();
     let flood = std::thread::spawn(move || {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(1500) {
+        while !flooding.load(Ordering::Relaxed) {
             for _ in 0..200 {
                 let _ = tx.send_to(&[0u8; 64], ("127.0.0.1", port));
             }
@@ -97,6 +95,7 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
         "udp-errors",
         "softnet",
     ]);
+    done.store(true, Ordering::Relaxed);
     flood.join().unwrap();
     drop(sink);
     assert_eq!(

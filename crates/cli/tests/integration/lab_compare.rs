@@ -2,14 +2,12 @@
 //! our load, and sockperf's server and client where installed, at one rate; ratios printed;
 //! what cannot run is skipped with the reason, not failed.
 
+use crate::util::{installed, run, short_run, tmp};
 use serde_json::Value;
-
-mod lab_util;
-use lab_util::{firehose, installed, short_run};
 
 #[test]
 fn compare_runs_peers_side_by_side_and_prints_ratios() {
-    let json = std::env::temp_dir().join(format!("fh-test-compare-{}.json", std::process::id()));
+    let json = tmp("compare.json");
     let args = [
         "lab",
         "compare",
@@ -20,7 +18,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
         "--rate",
         "2000",
     ];
-    let out = firehose(&short_run(&args, &json));
+    let out = run(&short_run(&args, &json));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -99,7 +97,13 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
             }
         }
         // Without root, perf_event_paranoid usually forbids the tracepoint.
-        if installed("perf") && firehose_sys::cpu::is_root() {
+        if !installed("perf") {
+            eprintln!(
+                "skipping the perf check: perf is not installed (apt-get install -y linux-perf)"
+            );
+        } else if !firehose_sys::cpu::is_root() {
+            eprintln!("skipping the perf check: not root, so perf_event_paranoid may forbid the tracepoint");
+        } else {
             assert!(counted_by_perf > 0, "perf is installed but counted no peer");
         }
         let sp = v["trials"]

@@ -1,8 +1,7 @@
 //! `firehose serve --proto dns` and `firehose load --proto dns`, run as real binaries
 //! and checked with kdig and with the generator's own accounting.
 
-mod common;
-use common::{run, Served};
+use crate::util::{run, tmp, Served};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -12,10 +11,6 @@ fn zone(file: &str) -> String {
         .join(file)
         .display()
         .to_string()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("fh-dns-{}-{name}", std::process::id()))
 }
 
 fn serve_dns(listen: &str, extra: &[&str]) -> Served {
@@ -60,16 +55,16 @@ fn kdig_gets_authoritative_answers_from_the_binary() {
 
 #[test]
 fn load_counts_every_answer_and_its_rcode() {
-    let stats = tmp("serve.json");
+    let stats = tmp("dns-serve.json");
     let stats_s = stats.display().to_string();
     let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
-    let queries = tmp("queries.txt");
+    let queries = tmp("dns-queries.txt");
     std::fs::write(
         &queries,
         "www.example.com A\nexample.com MX\n; a comment\nnx.example.com AAAA\nsub.example.com A\n",
     )
     .unwrap();
-    let json = tmp("load.json");
+    let json = tmp("dns-load.json");
     let target = srv.addr.to_string();
     let out = run(&[
         "load",
@@ -113,7 +108,7 @@ fn load_counts_every_answer_and_its_rcode() {
 
 #[test]
 fn bad_zone_and_query_files_are_usage_errors() {
-    let bad = tmp("bad.zone");
+    let bad = tmp("dns-bad.zone");
     std::fs::write(
         &bad,
         "$ORIGIN example.com.\n@ SOA ns h 1 2 3 4 5\n\nwww A 192.0.2\n",
@@ -135,7 +130,7 @@ fn bad_zone_and_query_files_are_usage_errors() {
     let out = run(&["serve", "--proto", "dns"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--zone"));
-    let q = tmp("bad-queries.txt");
+    let q = tmp("dns-bad-queries.txt");
     std::fs::write(&q, "www.example.com A\nwww.example.com NOPE\n").unwrap();
     let out = run(&[
         "load",

@@ -2,40 +2,13 @@
 //! on namespace-scoped settings only: veth GRO, RPS/XPS masks, rp_filter and accept_local.
 //! Needs root (skips with a reason otherwise); the namespace is deleted by a Drop guard.
 
+use crate::util::{bin, root_or_skip};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_firehose")
-}
-
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        .unwrap_or(false)
-}
-
-fn ethtool_installed() -> bool {
-    Command::new("sh")
-        .args(["-c", "command -v ethtool"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 macro_rules! require_root {
     () => {
-        if !is_root() {
-            eprintln!("skipped: needs root to create a network namespace");
-            return;
-        }
-        if !ethtool_installed() {
-            eprintln!(
-                "skipped: ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)"
-            );
+        if !root_or_skip() {
             return;
         }
     };

@@ -1,0 +1,132 @@
+//! `firehose bench`, a short run: profiles interleaved repetition by repetition, a row per
+//! profile, the target lines, and every repetition in the JSON with the environment.
+
+use crate::util::{run, tmp};
+
+#[test]
+fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
+    let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
+    if !(cpus.contains(&0) && cpus.contains(&1)) {
+        eprintln!(
+            "skipping: the bench puts the server on CPU 0 and the client on CPU 1, have {cpus:?}"
+        );
+        return;
+    }
+    let json = tmp("bench.json");
+    let out = run(&[
+        "bench",
+        "--repetitions",
+        "2",
+        "--duration",
+        "1",
+        "--profiles",
+        "naive,tuned",
+        "--rate",
+        "5k",
+        "--no-pingpong",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (text, progress) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{progress}");
+    // Interleaved: A B A B, never A A B B.
+    let order: Vec<&str> = progress
+        .lines()
+        .filter_map(|l| l.trim().split_once("] ").map(|(_, r)| r))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "naive, repetition 1",
+            "tuned, repetition 1",
+            "naive, repetition 2",
+            "tuned, repetition 2"
+        ],
+        "{progress}"
+    );
+    assert!(
+        text.starts_with("firehose bench: kernel ")
+            && text.contains("server on CPU 0, client on CPU 1; 2 x 1 s per cell, interleaved"),
+        "{text}"
+    );
+    for p in ["naive", "tuned"] {
+        assert!(text.lines().any(|l| l.starts_with(p)), "no {p} row: {text}");
+    }
+    // Four targets, each met, not met or not measured; ping-pong was not run.
+    let targets: Vec<&str> = text
+        .split_once("targets:\n")
+        .unwrap_or_else(|| panic!("no targets: {text}"))
+        .1
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(targets.len(), 4, "{text}");
+    for t in &targets {
+        assert!(
+            t.contains(" met ") || t.contains(" not met ") || t.contains(" not measured "),
+            "{t}"
+        );
+    }
+    assert!(
+        targets
+            .iter()
+            .any(|t| t.contains("ping-pong") && t.contains("not measured")),
+        "{text}"
+    );
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_file(&json).unwrap();
+    assert_eq!(doc["repetitions"], 2);
+    assert_eq!(doc["duration_s"], 1.0);
+    assert_eq!(doc["rate"], 5000.0);
+    assert_eq!(doc["env"]["server_cpu"], 0);
+    assert_eq!(doc["env"]["client_cpu"], 1);
+    assert!(doc["env"]["nproc"].as_u64().unwrap() >= 2, "{}", doc["env"]);
+    assert!(!doc["env"]["kernel"].as_str().unwrap().is_empty());
+    assert_eq!(
+        doc["pingpong"].as_array().unwrap().len(),
+        0,
+        "--no-pingpong"
+    );
+    let runs = doc["profiles"].as_array().unwrap();
+    let seen: Vec<(&str, u64)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["profile"].as_str().unwrap(),
+                r["repetition"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("naive", 1), ("tuned", 1), ("naive", 2), ("tuned", 2)]
+    );
+    for r in runs {
+        for k in [
+            "max_tps",
+            "server_cpu_us_per_txn",
+            "client_cpu_us_per_txn",
+            "server_syscalls_per_txn",
+            "rate_tps",
+            "rate_p50_us",
+        ] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        }
+        assert!(
+            r["rate_p99_us"].as_f64() >= r["rate_p50_us"].as_f64(),
+            "{r}"
+        );
+        assert!(r["client_bound"].is_boolean(), "{r}");
+        if r["profile"] == "naive" {
+            // recvfrom + sendto per transaction, counted by the engine (a receive timeout
+            // on a stalled host may add a few).
+            let s = r["server_syscalls_per_txn"].as_f64().unwrap();
+            assert!((2.0..2.01).contains(&s), "{r}");
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The `firehose` binary's integration tests, one test binary (as ripgrep does): each
+//! module runs the real binary for one area; `util` holds what they share.
+
+mod bad_input;
+mod bench;
+mod dns;
+mod doctor_cli;
+mod doctor_netns;
+mod echo;
+mod lab_compare;
+mod lab_dns;
+mod lab_ladder;
+mod lab_veth;
+mod load;
+mod serve;
+mod util;

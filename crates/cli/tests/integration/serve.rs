@@ -1,0 +1,201 @@
+//! What `firehose serve` reports about itself: per-worker counters and each socket's kernel
+//! drops when stopped with SIGINT, a line and a JSON object per `--interval`, and `--duration`.
+
+use crate::util::{json_of, signal_pid, tmp, Served};
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// The whitespace-separated fields of the stop report's line starting with `first`.
+fn row<'a>(report: &'a str, first: &str) -> Vec<&'a str> {
+    report
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&first))
+        .unwrap_or_else(|| panic!("no '{first}' row in:\n{report}"))
+}
+
+#[test]
+fn sigint_prints_per_worker_counters_and_kernel_drops() {
+    // One worker whose small buffer overflows while the process is stopped: every
+    // datagram sent is then either read by the worker or dropped by the kernel.
+    let srv = Served::tuned(&["--rcvbuf", "16K"]);
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    signal_pid(srv.pid(), "STOP");
+    let burst = 2000u64;
+    for i in 0..burst {
+        c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
+    }
+    signal_pid(srv.pid(), "CONT");
+    // The socket is read in order: once the marker comes back, the burst has been read.
+    c.send_to(b"marker", srv.addr).unwrap();
+    let mut buf = [0u8; 64];
+    while c.recv(&mut buf).expect("the marker's echo") != 6 {}
+    let out = srv.stop_with("INT");
+    let report = out
+        .split_once("firehose serve: stopped after")
+        .unwrap_or_else(|| panic!("no stop report: {out}"))
+        .1;
+    let header = row(report, "worker");
+    let worker = row(report, "0");
+    let total = row(report, "total");
+    let col = |r: &[&str], name: &str| -> u64 {
+        let i = header.iter().position(|h| *h == name).unwrap();
+        r[i].parse().unwrap_or_else(|_| panic!("{name} in {r:?}"))
+    };
+    let packets_in = col(&worker, "packets_in");
+    assert_eq!(packets_in, col(&total, "packets_in"), "{report}");
+    assert_eq!(col(&worker, "packets_out"), packets_in, "{report}");
+    assert!(col(&worker, "syscalls") > 0, "{report}");
+    // "socket 0: kernel drops N (SO_MEMINFO), ..."
+    let drops: u64 = report
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("socket 0: kernel drops "))
+        .and_then(|l| l.split(" (SO_MEMINFO)").next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no SO_MEMINFO drops line in:\n{report}"));
+    assert!(
+        drops > 0,
+        "a stopped reader's small buffer must overflow: {report}"
+    );
+    assert_eq!(
+        packets_in + drops,
+        burst + 1,
+        "every datagram is read or counted as dropped: {report}"
+    );
+}
+
+#[test]
+fn interval_lines_and_json_then_duration_stops_the_server() {
+    let json = tmp("serve-intervals.json");
+    let srv = Served::tuned(&[
+        "--interval",
+        "200ms",
+        "--duration",
+        "2",
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 64];
+    for i in 0..50u32 {
+        c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
+        c.recv(&mut buf).unwrap();
+    }
+    // No signal: --duration stops it.
+    let out = srv.rest();
+    assert!(out.contains("firehose serve: stopped after 2.0 s"), "{out}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with('[')).collect();
+    assert!(lines.len() >= 5, "a line per 200 ms over 2 s: {out}");
+    for l in &lines {
+        assert!(
+            l.contains(" pps") && l.contains("syscalls/pkt") && l.contains("kernel drops"),
+            "{l}"
+        );
+    }
+    let text = std::fs::read_to_string(&json).unwrap();
+    let docs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (last, per_interval) = docs.split_last().unwrap();
+    assert_eq!(
+        per_interval.len(),
+        lines.len(),
+        "one JSON line per printed line"
+    );
+    let mut t = 0.0;
+    let mut seen = 0;
+    for d in per_interval {
+        let now = d["t"].as_f64().unwrap();
+        assert!(now > t, "interval times increase: {text}");
+        t = now;
+        let n = d["totals"]["packets_in"].as_u64().unwrap();
+        assert!(n >= seen, "interval counters are running totals: {text}");
+        seen = n;
+        assert!(
+            d["rx_pps"].is_number() && d["kernel_drops"].is_number(),
+            "{d}"
+        );
+    }
+    assert_eq!(last["totals"]["packets_in"], 50, "{last}");
+    assert_eq!(last["totals"]["packets_out"], 50, "{last}");
+    assert!(seen <= 50);
+    assert!(
+        last["applied"].is_object(),
+        "the final document closes the file: {last}"
+    );
+    std::fs::remove_file(&json).unwrap();
+}
+
+/// Serves with CPU steering over workers pinned by `pin`, sends 30 echoes from a thread
+/// pinned to CPU 0 and 70 from CPU 1, and checks that each CPU's datagrams were all read
+/// by the worker pinned to that CPU (the kernel selftest reuseport_bpf_cpu's check).
+fn steered_reads_on_the_receiving_cpu(pin: &str) {
+    let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
+    if !(cpus.contains(&0) && cpus.contains(&1)) {
+        eprintln!("skipping --pin {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
+        return;
+    }
+    let json = tmp(&format!("serve-pin-{pin}.json"));
+    let mut srv = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--profile",
+        "steered",
+        "--pin",
+        pin,
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
+    // "  worker J: pinned to CPU C -> socket J", with C % 2 == J: socket j is read on CPU j.
+    let mut startup = String::new();
+    for _ in 0..3 {
+        std::io::BufRead::read_line(&mut srv.stdout, &mut startup).unwrap();
+    }
+    for j in 0..2 {
+        assert!(
+            startup.contains(&format!("worker {j}: pinned to CPU {j} -> socket {j}")),
+            "--pin {pin}: {startup}"
+        );
+    }
+    let to = srv.addr;
+    let sent = [30u32, 70];
+    for k in [1usize, 0] {
+        std::thread::spawn(move || {
+            firehose_sys::cpu::pin_current_thread(k).unwrap();
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 16];
+            for i in 0..sent[k] {
+                c.send_to(&i.to_le_bytes(), to).unwrap();
+                c.recv(&mut buf).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    srv.stop();
+    let doc = json_of(&json);
+    std::fs::remove_file(&json).unwrap();
+    for w in doc["workers"].as_array().unwrap() {
+        let cpu = w["cpu"].as_u64().unwrap() as usize;
+        assert_eq!(
+            w["packets_in"], sent[cpu],
+            "--pin {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
+            doc["workers"]
+        );
+    }
+}
+
+#[test]
+fn steering_with_a_reversed_pin_list_reads_on_the_receiving_cpu() {
+    steered_reads_on_the_receiving_cpu("1,0");
+}
+
+#[test]
+fn steering_with_pin_auto_reads_on_the_receiving_cpu() {
+    steered_reads_on_the_receiving_cpu("auto");
+}

@@ -1,0 +1,176 @@
+//! Helpers shared by the integration tests: the real `firehose` binary run to completion or
+//! as a server child, scratch paths, and the checks that decide whether a test can run here.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// Path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_firehose")
+}
+
+/// Runs firehose with arguments to completion.
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("spawn firehose")
+}
+
+/// A child's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scratch path unique to this test process: every module names its own `name`.
+pub fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("fh-test-{}-{name}", std::process::id()))
+}
+
+/// A fresh, empty scratch directory (see [`tmp`]).
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The JSON document in `path`.
+pub fn json_of(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// True when `program` is on PATH.
+pub fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// True when the namespace tests can run here: as root, with ethtool installed (they set
+/// veth offloads with it). Otherwise prints that the calling test (libtest names its thread
+/// after it) is skipped, and why.
+pub fn root_or_skip() -> bool {
+    let why = if !firehose_sys::cpu::is_root() {
+        "needs root to create network namespaces"
+    } else if !installed("ethtool") {
+        "ethtool is not installed (apt-get install ethtool, or `sh mk/deps test`)"
+    } else {
+        return true;
+    };
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
+/// `args` followed by the flags of the shortest useful lab run (one repetition of one
+/// second, no warm-up) writing its JSON to `json`.
+pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    for s in [
+        "--repetitions",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+    ] {
+        v.push(s.into());
+    }
+    v.push(json.display().to_string());
+    v
+}
+
+/// A `firehose serve` child, stopped with SIGTERM by [`Served::stop`], killed when dropped.
+pub struct Served {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Served {
+    /// Starts `firehose serve ARGS` and waits for its "listening on" line.
+    pub fn start(args: &[&str]) -> Served {
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn firehose serve");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("firehose serve: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .parse()
+            .unwrap();
+        Served {
+            child,
+            addr,
+            stdout,
+        }
+    }
+
+    /// Starts one `tuned` worker on a free loopback port, plus `extra` flags.
+    pub fn tuned(extra: &[&str]) -> Served {
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            "tuned",
+            "--workers",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Served::start(&args)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and returns the rest of stdout.
+    pub fn stop(self) -> String {
+        self.stop_with("TERM")
+    }
+
+    /// Sends `signal` (a name for kill(1): TERM, INT) and returns the rest of stdout.
+    pub fn stop_with(self, signal: &str) -> String {
+        signal_pid(self.pid(), signal);
+        self.rest()
+    }
+
+    /// Waits for the server to exit by itself (`--duration`) and returns the rest of stdout.
+    pub fn rest(mut self) -> String {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "serve exited with {status}");
+        rest
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `signal` (a name for kill(1): TERM, INT, STOP, CONT) to process `pid`.
+pub fn signal_pid(pid: u32, signal: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -{signal} {pid}");
+}
