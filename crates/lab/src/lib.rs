@@ -23,6 +23,7 @@ pub mod sample;
 pub mod sockperf;
 pub mod stats;
 pub mod topology;
+pub mod xdp_compare;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

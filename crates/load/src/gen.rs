@@ -443,6 +443,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 }
             } else {
                 self.send_due(now);
+                self.io.flush();
             }
             let wait = self.wait_budget(now, drain_until);
             self.receive(wait)?;

@@ -46,8 +46,10 @@ pub trait FlowIo: Send {
     fn tx_slot(&mut self, k: usize) -> &mut [u8];
     /// Request `k` is written and `len` bytes long.
     fn queue(&mut self, k: usize, len: usize);
-    /// Sends the queued requests on `flow`.
+    /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
     fn send(&mut self, flow: usize) -> Sent;
+    /// Makes everything `send` queued leave: called once per round of sends.
+    fn flush(&mut self) {}
     /// Why the kernel refused GSO on `flow`, once it has.
     fn gso_refusal(&self, flow: usize) -> Option<String>;
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many

@@ -86,6 +86,8 @@ pub struct XdpIo {
     /// Frames holding the requests of the next send, by slot.
     tx_frames: Vec<u64>,
     tx_lens: Vec<usize>,
+    /// Frames put on the tx ring since the last kick.
+    unkicked: u32,
     /// The last read: its socket, its descriptors and, per datagram, (flow, addr, len) of
     /// the payload.
     rx_from: usize,
@@ -241,6 +243,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         batch: cfg.batch,
         tx_frames: Vec::with_capacity(slots),
         tx_lens: vec![0; slots],
+        unkicked: 0,
         rx_from: 0,
         rx_descs: 0,
         rx: Vec::with_capacity(cfg.batch),
@@ -440,13 +443,19 @@ impl FlowIo for XdpIo {
         }
         self.tx_frames.clear();
         xsk.tx.submit(n);
-        if n > 0 && (!xsk.uses_need_wakeup() || xsk.tx.needs_wakeup()) {
+        self.unkicked += n;
+        out
+    }
+
+    fn flush(&mut self) {
+        let xsk = &self.xsks[0];
+        if self.unkicked > 0 && (!xsk.uses_need_wakeup() || xsk.tx.needs_wakeup()) {
             self.syscalls += 1;
             // A refused kick leaves the frames on the ring for the next one; requests that
             // never leave end as lost at their timeout.
             let _ = xsk.kick_tx();
         }
-        out
+        self.unkicked = 0;
     }
 
     fn gso_refusal(&self, _flow: usize) -> Option<String> {
@@ -456,6 +465,15 @@ impl FlowIo for XdpIo {
     fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
         self.give_back();
         self.ready.clear();
+        // Answers already on a ring need no syscall to be found.
+        for (i, x) in self.xsks.iter_mut().enumerate() {
+            if x.rx.available(1) > 0 {
+                self.ready.push(i);
+            }
+        }
+        if !self.ready.is_empty() {
+            return Ok(self.ready.len());
+        }
         match self.epoll.as_mut() {
             Some(ep) if !wait.is_zero() => {
                 self.syscalls += 1;
