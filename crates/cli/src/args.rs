@@ -288,6 +288,8 @@ mod same_strings {
         &["lab", "compare", "--duration"],
         &["lab", "compare", "--warmup"],
         &["lab", "compare", "--timeout"],
+        &["sink", "--listen", "127.0.0.1:9", "--duration"],
+        &["flood", "--target", "127.0.0.1:9", "--duration"],
     ];
     /// Of those, the ones where zero means "none".
     const DURATION_OR_ZERO: &[&[&str]] = &[
@@ -301,6 +303,7 @@ mod same_strings {
         &["bench", "--rate"],
         &["lab", "ladder", "--rate"],
         &["lab", "compare", "--rate"],
+        &["flood", "--target", "127.0.0.1:9", "--rate"],
     ];
     const SIZE: &[&[&str]] = &[
         &["serve", "--rcvbuf"],
@@ -308,6 +311,8 @@ mod same_strings {
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],
+        &["sink", "--listen", "127.0.0.1:9", "--rcvbuf"],
+        &["flood", "--target", "127.0.0.1:9", "--size"],
     ];
     const CPULIST: &[&[&str]] = &[
         &["serve", "--pin"],
@@ -316,6 +321,8 @@ mod same_strings {
         &["lab", "ladder", "--client-cpus"],
         &["lab", "compare", "--server-cpus"],
         &["lab", "compare", "--client-cpus"],
+        &["sink", "--listen", "127.0.0.1:9", "--cpus"],
+        &["flood", "--target", "127.0.0.1:9", "--cpus"],
     ];
     /// Flags that place one thread: the CPU-list syntax naming one CPU.
     const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];

@@ -17,11 +17,13 @@ macro_rules! say {
 mod args;
 mod bench;
 mod doctor;
+mod flood;
 mod lab;
 mod load;
 mod metrics;
 mod serve;
 mod serve_xdp;
+mod sink;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +42,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Drive a UDP request/response server (echo or DNS) and measure tps, latency and loss.
     Load(load::LoadArgs),
+    /// Receive-only packet-rate benchmark: recv, recvfrom, recvmsg, recvmmsg, AF_PACKET.
+    Sink(sink::SinkArgs),
+    /// Send-only packet-rate generator: sendto, sendmmsg, UDP GSO.
+    Flood(flood::FloodArgs),
     /// The engine benchmark: profiles side by side on loopback, and ping-pong vs sockperf.
     Bench(bench::BenchArgs),
     /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
@@ -82,6 +88,8 @@ fn main() {
     let res = match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(a),
+        Command::Sink(a) => sink::run(a),
+        Command::Flood(a) => flood::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Doctor(a) => doctor::run(a).map(|code| {
             if code != 0 {

@@ -4,9 +4,12 @@
 //! a request looks like; [`report`] turns counts and histograms into the figures.
 
 pub mod dns;
+pub mod flood;
 pub mod gen;
 pub mod io;
+mod join;
 pub mod report;
+pub mod sink;
 pub mod table;
 pub mod workload;
 pub mod xdp;

@@ -27,6 +27,39 @@ pub fn cbpf_cpu_mod(n: u32) -> Vec<libc::sock_filter> {
     ]
 }
 
+/// Attaches a classic BPF socket filter (SO_ATTACH_FILTER) to any socket: a frame or
+/// datagram the program returns 0 for is dropped before it is queued.
+pub fn attach_cbpf(fd: RawFd, prog: &[libc::sock_filter]) -> SysResult<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: the kernel copies `len` instructions from `filter`, which lives for the call.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog as *const _ as *const libc::c_void,
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, || {
+        format!("setsockopt(SO_ATTACH_FILTER, {} instructions)", prog.len())
+    })
+    .map(|_| ())
+}
+
+/// `return 0`: a filter that drops everything (holds a UDP port without queueing).
+pub fn cbpf_drop_all() -> Vec<libc::sock_filter> {
+    vec![libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }]
+}
+
 /// One eBPF instruction in the kernel's layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -423,11 +423,11 @@ impl Batch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A bound server socket and a client socket connected to it, on loopback.
-    pub(super) fn connected_pair() -> (UdpSock, UdpSock) {
+    pub(crate) fn connected_pair() -> (UdpSock, UdpSock) {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let srv = UdpSock::new_for(&any).unwrap();
         srv.bind(&any).unwrap();

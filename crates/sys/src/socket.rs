@@ -26,8 +26,12 @@ use consts::*;
 /// index, `SK_MEMINFO_DROPS`; libc carries the indices but not the count).
 const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
 
+/// Receive flag: report a datagram's full length even when it did not fit.
+pub const MSG_TRUNC: i32 = libc::MSG_TRUNC;
 /// Non-blocking receive flag, re-exported so callers need no libc.
 pub const MSG_DONTWAIT: i32 = libc::MSG_DONTWAIT;
+/// Errno of a send the device or qdisc queue refused (reported with IP_RECVERR).
+pub const ENOBUFS: i32 = libc::ENOBUFS;
 /// Errno of a send/receive on a connected UDP socket whose peer port is closed.
 pub const ECONNREFUSED: i32 = libc::ECONNREFUSED;
 
@@ -298,6 +302,21 @@ impl UdpSock {
         self.get_int(libc::SOL_SOCKET, libc::SO_INCOMING_CPU, "SO_INCOMING_CPU")
     }
 
+    /// IP_RECVERR (IPV6_RECVERR on IPv6): without it the kernel hides a send the device
+    /// queue dropped (ENOBUFS) and reports success; a generator that counts refusals sets it.
+    pub fn set_recverr(&self, on: bool) -> SysResult<()> {
+        if self.v6 {
+            self.set_int(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVERR,
+                on as i32,
+                "IPV6_RECVERR",
+            )
+        } else {
+            self.set_int(libc::IPPROTO_IP, libc::IP_RECVERR, on as i32, "IP_RECVERR")
+        }
+    }
+
     /// IPV6_V6ONLY, so a `[::]` listener does or does not take IPv4 too.
     pub fn set_v6only(&self, on: bool) -> SysResult<()> {
         self.set_int(
@@ -450,6 +469,41 @@ impl UdpSock {
         Ok((n as usize, raw))
     }
 
+    /// Receives one datagram into `buf` with recv (no sender address). Returns its length.
+    pub fn recv(&self, buf: &mut [u8], flags: i32) -> SysResult<usize> {
+        // SAFETY: buf is live and writable for buf.len() bytes.
+        let n = unsafe {
+            libc::recv(
+                self.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                flags,
+            )
+        };
+        cvt(n, || "recv".into()).map(|n| n as usize)
+    }
+
+    /// Receives one datagram into `buf` with recvmsg (one iovec, the sender address, no
+    /// control data), the call udp_sink's `--recvmsg` makes. Returns length and sender.
+    pub fn recv_msg(&self, buf: &mut [u8], flags: i32) -> SysResult<(usize, RawAddr)> {
+        let mut raw = RawAddr::empty();
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero is valid before the fields are set.
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_name = &mut raw.storage as *mut _ as *mut libc::c_void;
+        msg.msg_namelen = raw.len;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        // SAFETY: msg points at a live iovec over buf and at raw.storage, with their lengths.
+        let n = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, flags) };
+        let n = cvt(n, || "recvmsg".into())?;
+        raw.len = msg.msg_namelen;
+        Ok((n as usize, raw))
+    }
+
     /// Sends one datagram (sendto); `to` may be `None` on a connected socket.
     pub fn send_to(&self, buf: &[u8], to: Option<&RawAddr>, flags: i32) -> SysResult<usize> {
         let (ptr, len) = match to {
@@ -528,6 +582,21 @@ mod tests {
         s.bind(&addr).unwrap();
         assert_ne!(s.local_addr().unwrap().port(), 0);
         assert_eq!(s.drops().unwrap(), 0);
+    }
+
+    #[test]
+    fn recv_and_recvmsg_take_one_datagram_each() {
+        let (srv, cli) = crate::mmsg::tests::connected_pair();
+        cli.send_to(b"one", None, 0).unwrap();
+        cli.send_to(b"two!", None, 0).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(srv.recv(&mut buf, 0).unwrap(), 3);
+        assert_eq!(&buf[..3], b"one");
+        let (n, from) = srv.recv_msg(&mut buf, 0).unwrap();
+        assert_eq!((n, &buf[..4]), (4, &b"two!"[..]));
+        assert_eq!(from.to_std(), Some(cli.local_addr().unwrap()));
+        let e = srv.recv(&mut buf, libc::MSG_DONTWAIT).unwrap_err();
+        assert!(is_would_block(&e), "{e}");
     }
 
     #[test]

@@ -3,11 +3,10 @@
 //! the shapes the program must leave to the kernel (IPv4 with options, IPv6 with a fragment
 //! header) reach the fallback socket instead. Needs root and python3; skips otherwise.
 
-mod xdp_util;
+use crate::xdp_util::*;
 use firehose_packet::{csum, write_request, Endpoints};
 use std::net::SocketAddr;
 use std::process::Command;
-use xdp_util::*;
 
 fn mac(ns: &str, dev: &str) -> [u8; 6] {
     let out = Command::new("ip")

@@ -4,20 +4,12 @@
 //! run and after Ctrl-C; bad input refused with one line and exit 2, nothing left attached.
 //! Needs root; skips with a reason otherwise.
 
-mod xdp_util;
+use crate::util::root_or_skip;
+use crate::xdp_util::*;
 use firehose_sys::xdp::attach::XdpProg;
 use firehose_sys::xdp::{ifindex, netlink};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use xdp_util::*;
-
-fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    eprintln!("skipping {test}: AF_XDP needs root (network namespaces, BPF)");
-    false
-}
 
 /// The client end of the lab's veth pair.
 fn cli_dev(lab: &Lab) -> String {
@@ -86,10 +78,10 @@ fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Val
 
 #[test]
 fn load_over_xdp_counts_every_request_against_both_server_paths() {
-    if !root_or_skip("load_over_xdp_counts_every_request_against_both_server_paths") {
+    if !root_or_skip() {
         return;
     }
-    let lab = Lab::new("L");
+    let lab = Lab::new("g");
     const N: usize = 20000;
     for server_io in ["socket", "xdp"] {
         for (family, addr) in [
@@ -123,10 +115,10 @@ fn load_over_xdp_counts_every_request_against_both_server_paths() {
 
 #[test]
 fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
-    if !root_or_skip("ctrl_c_ends_the_run_with_a_summary_and_detaches") {
+    if !root_or_skip() {
         return;
     }
-    let lab = Lab::new("C");
+    let lab = Lab::new("i");
     let addr = format!("{SRV4}:7101");
     let srv = Served::start(&lab, &["--listen", &addr]);
     let child = load_cmd(
@@ -178,10 +170,10 @@ fn refused(lab: &Lab, out: &Output, needle: &str) {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2_with_nothing_attached() {
-    if !root_or_skip("bad_input_is_one_line_and_exit_2_with_nothing_attached") {
+    if !root_or_skip() {
         return;
     }
-    let lab = Lab::new("B");
+    let lab = Lab::new("j");
     let dev = cli_dev(&lab);
     let target = format!("{SRV4}:7102");
     let base = ["--target", target.as_str(), "--requests", "10"];

@@ -5,13 +5,12 @@
 //! untouched, DNS answers identical to the socket path, and the program gone after Ctrl-C and
 //! after SIGKILL. Needs root; skips with a reason otherwise.
 
-mod xdp_util;
+use crate::xdp_util::*;
 use firehose_sys::xdp::attach::{XdpMode, XdpProg};
 use firehose_sys::xdp::{ifindex, netlink};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
-use xdp_util::*;
 
 fn root_or_skip(test: &str) -> bool {
     if is_root() {

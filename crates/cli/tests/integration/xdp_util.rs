@@ -13,13 +13,7 @@ pub const CLI4: &str = "10.203.0.2";
 pub const SRV6: &str = "fd00:203::1";
 pub const CLI6: &str = "fd00:203::2";
 
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
+pub use firehose_sys::cpu::is_root;
 
 fn ip(args: &[&str]) {
     let st = Command::new("ip").args(args).status().expect("run ip");

@@ -1,0 +1,262 @@
+//! `firehose flood`: send-only packet-rate generator (pktgen's job in user space).
+
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage,
+};
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use firehose_load::flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The send call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    Sendto,
+    Sendmmsg,
+    /// UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses.
+    Gso,
+}
+
+/// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
+const RFC2544_FRAMES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// Arguments of `firehose flood`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Sends UDP datagrams to --target until --count have left, --duration \
+passes, or Ctrl-C.\nA refused send (ENOBUFS: queue full) is counted and retried, never fatal.\n\
+Only local targets (loopback, an address of this host or of one of its network namespaces)\n\
+unless --allow-remote."
+)]
+pub struct FloodArgs {
+    /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.
+    #[arg(long, value_name = "ADDR:PORT")]
+    target: SocketAddr,
+    /// Send call.
+    #[arg(long, value_enum, default_value = "sendmmsg")]
+    io: IoArg,
+    /// UDP payload bytes [default: 18, a 64-byte IPv4 frame].
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, conflicts_with = "frame")]
+    size: Option<usize>,
+    /// RFC 2544 frame size on the wire: 64, 128, 256, 512, 1024, 1280 or 1518.
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive)]
+    frame: Option<usize>,
+    /// Distinct source ports (one socket each).
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    flows: usize,
+    /// Sending threads (flows are shared out among them).
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    threads: usize,
+    /// Pin thread i to the i-th CPU of this list, or auto, or none [default: none].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<Cpus>,
+    /// Datagrams per second across all threads (e.g. 100k); flat out without.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Send exactly this many datagrams.
+    #[arg(long, value_parser = parse_positive)]
+    count: Option<usize>,
+    /// Stop after this long, e.g. 10, 2.5s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Datagrams per send call (sendmmsg, gso).
+    #[arg(long, default_value = "64", value_parser = parse_positive)]
+    batch: usize,
+    /// Allow a target that is not an address of this host.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Write the summary as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Print only the summary.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct FloodReport {
+    mode: &'static str,
+    target: String,
+    payload: usize,
+    frame: usize,
+    flows: usize,
+    threads: usize,
+    source_ports: Vec<u16>,
+    sent: u64,
+    seconds: f64,
+    pps: f64,
+    mbit_s: f64,
+    cpu_us_per_packet: Option<f64>,
+    syscalls_per_packet: Option<f64>,
+    enobufs: u64,
+    other_errors: u64,
+    last_errno: Option<String>,
+    per_thread: Vec<u64>,
+}
+
+/// UDP payload for an RFC 2544 frame: minus Ethernet header and FCS (18), IP, UDP (8).
+fn payload_for_frame(frame: usize, v6: bool) -> Result<usize, Usage> {
+    if !RFC2544_FRAMES.contains(&frame) {
+        return Err(Usage(format!(
+            "--frame {frame}: RFC 2544 sizes are 64, 128, 256, 512, 1024, 1280, 1518"
+        )));
+    }
+    let overhead = 18 + if v6 { 40 } else { 20 } + 8;
+    frame.checked_sub(overhead).ok_or_else(|| {
+        Usage(format!(
+            "--frame {frame} is too small for UDP over IPv6 ({overhead} bytes of headers); use 128 or more"
+        ))
+    })
+}
+
+/// Runs `firehose flood`.
+pub fn run(a: FloodArgs) -> Result<()> {
+    let v6 = a.target.is_ipv6();
+    let ip_hdr = if v6 { 40 } else { 20 };
+    let payload = match (a.size, a.frame) {
+        (Some(s), _) => s,
+        (None, Some(f)) => payload_for_frame(f, v6)?,
+        (None, None) => payload_for_frame(if v6 { 128 } else { 64 }, v6)?,
+    };
+    if payload > 65507 {
+        return Err(Usage(format!(
+            "--size {payload}: a UDP datagram holds at most 65507 bytes"
+        ))
+        .into());
+    }
+    if !a.allow_remote && !is_local_target(a.target.ip())? {
+        return Err(Usage(format!(
+            "--target {}: not an address of this host or of its network namespaces; a flood goes only where you own the receiver (add --allow-remote if you do)",
+            a.target.ip()
+        ))
+        .into());
+    }
+    let cpus = match &a.cpus {
+        None | Some(Cpus::None) => None,
+        Some(Cpus::List(l)) => Some(l.to_vec()),
+        Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
+    };
+    let cfg = FloodConfig {
+        target: a.target,
+        io: match a.io {
+            IoArg::Sendto => FloodIo::Sendto,
+            IoArg::Sendmmsg => FloodIo::Sendmmsg,
+            IoArg::Gso => FloodIo::Gso,
+        },
+        payload,
+        flows: a.flows,
+        threads: a.threads,
+        cpus,
+        rate: a.rate,
+        count: a.count.map(|c| c as u64),
+        batch: a.batch,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let cpu0 = firehose_sys::cpu::process_cpu_time()?;
+    let flood = Flood::start(&cfg).map_err(|e| match e {
+        FloodError::Config(m) => anyhow::Error::from(Usage(m)),
+        FloodError::Kernel(k) => {
+            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
+        }
+    })?;
+    let start = Instant::now();
+    let frame = payload + 8 + ip_hdr + 18;
+    if !a.quiet {
+        say!(
+            "firehose flood: {} --io {}, {}-byte payload ({}-byte frame), {} flow(s), {} thread(s){}",
+            a.target,
+            cfg.io.name(),
+            payload,
+            frame,
+            a.flows,
+            a.threads,
+            match a.rate {
+                Some(r) => format!(", {} pps", thousands(r)),
+                None => ", flat out".into(),
+            }
+        );
+    }
+    let mut last = (start, 0u64);
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = Instant::now();
+        if !a.quiet && now.duration_since(last.0) >= Duration::from_secs(1) {
+            let s = flood.snapshot();
+            let dt = now.duration_since(last.0).as_secs_f64();
+            say!(
+                "  {:>6.1}s  {:>12} pps  ENOBUFS {}  other errors {}",
+                now.duration_since(start).as_secs_f64(),
+                thousands((s.sent - last.1) as f64 / dt),
+                s.enobufs,
+                s.other_errors
+            );
+            last = (now, s.sent);
+        }
+        if flood.finished()
+            || stop.load(Ordering::Relaxed)
+            || a.duration.is_some_and(|d| start.elapsed() >= d)
+        {
+            break;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let ports = flood.source_ports.clone();
+    let s = flood
+        .stop()
+        .map_err(|e| anyhow::anyhow!("flood thread failed: {e}"))?;
+    let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
+    let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
+    let r = FloodReport {
+        mode: cfg.io.name(),
+        target: a.target.to_string(),
+        payload,
+        frame,
+        flows: a.flows,
+        threads: a.threads,
+        source_ports: ports,
+        sent: s.sent,
+        seconds,
+        pps: s.sent as f64 / seconds.max(1e-9),
+        mbit_s: (s.sent * frame as u64) as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        cpu_us_per_packet: per(cpu.as_secs_f64() * 1e6),
+        syscalls_per_packet: per(s.syscalls as f64),
+        enobufs: s.enobufs,
+        other_errors: s.other_errors,
+        last_errno: s
+            .last_errno
+            .map(|e| firehose_sys::errno_name(e).to_string()),
+        per_thread: s.per_thread.clone(),
+    };
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "n/a".into());
+    say!(
+        "flood {}: {} datagrams in {:.3} s: {} pps, {:.1} Mbit/s of frames",
+        r.mode,
+        r.sent,
+        r.seconds,
+        thousands(r.pps),
+        r.mbit_s
+    );
+    say!(
+        "  cpu {} us/packet, {} syscalls/packet, ENOBUFS {}, other errors {}{}",
+        opt(r.cpu_us_per_packet),
+        opt(r.syscalls_per_packet),
+        r.enobufs,
+        r.other_errors,
+        r.last_errno
+            .as_ref()
+            .map(|e| format!(" (last {e})"))
+            .unwrap_or_default()
+    );
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&r)? + "\n")
+            .with_context(|| format!("writing --json {}", p.display()))?;
+    }
+    Ok(())
+}

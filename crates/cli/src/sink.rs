@@ -1,0 +1,388 @@
+//! `firehose sink`: receive-only packet-rate benchmark (udp_sink's job, plus AF_PACKET).
+
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
+};
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use firehose_load::sink::drops::HostDrops;
+use firehose_load::sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
+use firehose_sys::packet::{Fanout, RxRingConfig};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The receive call, as udp_sink names them, plus AF_PACKET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    Recv,
+    Recvfrom,
+    Recvmsg,
+    Recvmmsg,
+    /// AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW).
+    Packet,
+}
+
+/// PACKET_FANOUT modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FanoutArg {
+    Hash,
+    Cpu,
+    Lb,
+    Qm,
+}
+
+/// One socket per worker, or one shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SocketsArg {
+    Shared,
+    Reuseport,
+}
+
+/// Arguments of `firehose sink`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
+passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
+Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
+(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS)."
+)]
+pub struct SinkArgs {
+    /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// Receive call.
+    #[arg(long, value_enum, default_value = "recvmsg")]
+    io: IoArg,
+    /// Stop a round after this many datagrams.
+    #[arg(long, value_parser = parse_positive)]
+    count: Option<usize>,
+    /// Rounds of --count, each reported.
+    #[arg(long, default_value = "1", value_parser = parse_positive, requires = "count")]
+    repeat: usize,
+    /// Stop after this long (from start), e.g. 10, 2.5s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Receiving threads.
+    #[arg(long, default_value = "1", value_parser = parse_positive)]
+    workers: usize,
+    /// Pin worker i to the i-th CPU of this list, or auto, or none [default: none].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<Cpus>,
+    /// Datagrams per recvmmsg call.
+    #[arg(long, default_value = "64", value_parser = parse_positive)]
+    batch: usize,
+    /// SO_BUSY_POLL microseconds on each socket.
+    #[arg(long, value_name = "USEC", value_parser = parse_positive)]
+    busy_poll: Option<usize>,
+    /// Receive buffer per socket (SO_RCVBUFFORCE when permitted), e.g. 4M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    rcvbuf: Option<usize>,
+    /// Sockets: one SO_REUSEPORT socket per worker, or one shared by all.
+    #[arg(long, value_enum, default_value = "reuseport")]
+    sockets: SocketsArg,
+    /// Packet mode: interface to open [default: the one holding --listen's address].
+    #[arg(long, value_name = "NAME")]
+    interface: Option<String>,
+    /// Packet mode: how the fanout group spreads frames over workers.
+    #[arg(long, value_enum, default_value = "hash")]
+    fanout: FanoutArg,
+    /// Write the summary as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Print only the summary.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// One round of --count datagrams.
+#[derive(Debug, Clone, Serialize)]
+struct Round {
+    packets: u64,
+    seconds: f64,
+    pps: f64,
+}
+
+/// The summary, as printed and as JSON.
+#[derive(Debug, Serialize)]
+struct SinkReport {
+    mode: &'static str,
+    listen: String,
+    workers: usize,
+    interface: Option<String>,
+    fanout: Option<&'static str>,
+    rcvbuf_granted: Option<i32>,
+    packets: u64,
+    bytes: u64,
+    /// From the first datagram seen to the last.
+    seconds: f64,
+    pps: f64,
+    mbit_s: f64,
+    cpu_us_per_packet: Option<f64>,
+    syscalls_per_packet: Option<f64>,
+    socket_drops: u64,
+    ring_drops: u64,
+    ring_freezes: u64,
+    host: HostDrops,
+    /// Packet mode: datagrams the port-holding socket's filter discarded, by design
+    /// (subtracted from host.udp_in_errors).
+    held_port_filtered: u64,
+    rounds: Vec<Round>,
+    per_worker: Vec<firehose_load::sink::WorkerSnapshot>,
+    per_cpu: Vec<(usize, u64)>,
+}
+
+fn config(a: &SinkArgs) -> Result<SinkConfig> {
+    let cpus = match &a.cpus {
+        None | Some(Cpus::None) => None,
+        Some(Cpus::List(l)) => Some(l.to_vec()),
+        Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
+    };
+    if let Some(c) = &cpus {
+        if c.len() < a.workers {
+            return Err(Usage(format!(
+                "--cpus names {} CPU(s) for {} workers: give one CPU per worker or lower --workers",
+                c.len(),
+                a.workers
+            ))
+            .into());
+        }
+    }
+    if a.io != IoArg::Packet && a.interface.is_some() {
+        return Err(Usage("--interface applies only to --io packet".into()).into());
+    }
+    Ok(SinkConfig {
+        listen: a.listen,
+        io: match a.io {
+            IoArg::Recv => SinkIo::Recv,
+            IoArg::Recvfrom => SinkIo::Recvfrom,
+            IoArg::Recvmsg => SinkIo::Recvmsg,
+            IoArg::Recvmmsg => SinkIo::Recvmmsg,
+            IoArg::Packet => SinkIo::Packet,
+        },
+        workers: a.workers,
+        cpus,
+        batch: a.batch,
+        busy_poll_us: a.busy_poll.map(|u| u.min(u32::MAX as usize) as u32),
+        rcvbuf: a.rcvbuf,
+        reuseport: a.sockets == SocketsArg::Reuseport,
+        interface: a.interface.clone(),
+        fanout: match a.fanout {
+            FanoutArg::Hash => Fanout::Hash,
+            FanoutArg::Cpu => Fanout::Cpu,
+            FanoutArg::Lb => Fanout::Lb,
+            FanoutArg::Qm => Fanout::Qm,
+        },
+        ring: RxRingConfig::default(),
+    })
+}
+
+/// Runs `firehose sink`.
+pub fn run(a: SinkArgs) -> Result<()> {
+    let cfg = config(&a)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let host0 = HostDrops::read();
+    let sink = Sink::start(&cfg).map_err(|e| match e {
+        SinkError::Config(m) => anyhow::Error::from(Usage(m)),
+        SinkError::Kernel(k) => {
+            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
+        }
+    })?;
+    if !a.quiet {
+        say!(
+            "firehose sink: {} --io {}, {} worker(s){}{}",
+            sink.local_addr(),
+            cfg.io.name(),
+            cfg.workers,
+            cfg.cpus
+                .as_ref()
+                .map(|c| format!(" on CPUs {:?}", &c[..cfg.workers]))
+                .unwrap_or_default(),
+            match (&sink.interface, cfg.workers > 1) {
+                (Some(i), true) => format!(", ring on {i}, fanout {}", cfg.fanout.name()),
+                (Some(i), false) => format!(", ring on {i}"),
+                (None, _) => format!(
+                    ", {} socket(s), rcvbuf {}",
+                    if cfg.reuseport { cfg.workers } else { 1 },
+                    sink.rcvbuf_granted.unwrap_or(0)
+                ),
+            }
+        );
+    }
+    let start = Instant::now();
+    let cpu0 = firehose_sys::cpu::process_cpu_time()?;
+    let mut first: Option<(Instant, Duration)> = None;
+    let mut rounds = Vec::new();
+    let mut round_start: Option<(Instant, u64)> = None;
+    let mut last_line = (Instant::now(), 0u64, 0u64);
+    let mut last_packet = (Instant::now(), 0u64);
+    loop {
+        std::thread::sleep(Duration::from_millis(1));
+        let snap = sink.snapshot();
+        let total = snap.total(|w| w.packets);
+        let now = Instant::now();
+        if total != last_packet.1 {
+            last_packet = (now, total);
+        }
+        if total > 0 && first.is_none() {
+            first = Some((now, firehose_sys::cpu::process_cpu_time()?));
+            last_line = (now, 0, 0);
+        }
+        if let Some(n) = a.count {
+            let base = rounds.len() as u64 * n as u64;
+            if round_start.is_none() && total > base {
+                round_start = Some((now, base));
+            }
+            if let Some((t0, b)) = round_start {
+                if total >= b + n as u64 {
+                    let secs = now.duration_since(t0).as_secs_f64();
+                    let r = Round {
+                        packets: n as u64,
+                        seconds: secs,
+                        pps: n as f64 / secs.max(1e-9),
+                    };
+                    if !a.quiet {
+                        say!(
+                            "  round {}: {} datagrams in {:.3} s, {} pps",
+                            rounds.len() + 1,
+                            thousands(r.packets as f64),
+                            r.seconds,
+                            thousands(r.pps)
+                        );
+                    }
+                    rounds.push(r);
+                    round_start = None;
+                    if rounds.len() >= a.repeat {
+                        break;
+                    }
+                }
+            }
+        }
+        if !a.quiet && first.is_some() && now.duration_since(last_line.0) >= Duration::from_secs(1)
+        {
+            let bytes = snap.total(|w| w.bytes);
+            let dt = now.duration_since(last_line.0).as_secs_f64();
+            say!(
+                "  {:>6.1}s  {:>12} pps  {:>9.1} Mbit/s  socket drops {}  ring drops {}",
+                now.duration_since(first.map(|f| f.0).unwrap_or(start))
+                    .as_secs_f64(),
+                thousands((total - last_line.1) as f64 / dt),
+                (bytes - last_line.2) as f64 * 8.0 / dt / 1e6,
+                snap.total(|w| w.socket_drops),
+                snap.total(|w| w.ring_drops),
+            );
+            last_line = (now, total, bytes);
+        }
+        if stop.load(Ordering::Relaxed)
+            || a.duration.is_some_and(|d| start.elapsed() >= d)
+            || sink.any_finished()
+        {
+            break;
+        }
+    }
+    let end = if first.is_some() {
+        last_packet.0
+    } else {
+        Instant::now()
+    };
+    let cpu1 = firehose_sys::cpu::process_cpu_time()?;
+    let held = sink.held_port_drops();
+    let interface = sink.interface.clone();
+    let rcvbuf_granted = sink.rcvbuf_granted;
+    let listen = sink.local_addr();
+    let snap: Snapshot = sink
+        .stop()
+        .map_err(|e| anyhow::anyhow!("sink worker failed: {e}"))?;
+    let mut host = HostDrops::read().since(&host0);
+    host.udp_in_errors = host.udp_in_errors.saturating_sub(held);
+    let packets = snap.total(|w| w.packets);
+    let bytes = snap.total(|w| w.bytes);
+    let (t0, c0) = first.unwrap_or((start, cpu0));
+    let seconds = end.duration_since(t0).as_secs_f64();
+    let per = |v: f64| (packets > 0).then(|| v / packets as f64);
+    let report = SinkReport {
+        mode: cfg.io.name(),
+        listen: listen.to_string(),
+        workers: cfg.workers,
+        interface,
+        fanout: (cfg.io == SinkIo::Packet && cfg.workers > 1).then(|| cfg.fanout.name()),
+        rcvbuf_granted,
+        packets,
+        bytes,
+        seconds,
+        pps: packets as f64 / seconds.max(1e-9),
+        mbit_s: bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        cpu_us_per_packet: per(cpu1.saturating_sub(c0).as_secs_f64() * 1e6),
+        syscalls_per_packet: per(snap.total(|w| w.syscalls) as f64),
+        socket_drops: snap.total(|w| w.socket_drops),
+        ring_drops: snap.total(|w| w.ring_drops),
+        ring_freezes: snap.total(|w| w.ring_freezes),
+        host,
+        held_port_filtered: held,
+        rounds,
+        per_worker: snap.workers.clone(),
+        per_cpu: snap.per_cpu.clone(),
+    };
+    print_summary(&report);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("writing --json {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn print_summary(r: &SinkReport) {
+    let opt = |v: Option<f64>, digits: usize| match v {
+        Some(v) => format!("{v:.digits$}"),
+        None => "n/a (no datagrams)".into(),
+    };
+    say!(
+        "sink {}: {} datagrams, {} bytes in {:.3} s: {} pps, {:.1} Mbit/s",
+        r.mode,
+        r.packets,
+        r.bytes,
+        r.seconds,
+        thousands(r.pps),
+        r.mbit_s
+    );
+    say!(
+        "  cpu {} us/packet, {} syscalls/packet",
+        opt(r.cpu_us_per_packet, 3),
+        opt(r.syscalls_per_packet, 3)
+    );
+    say!(
+        "  drops: socket {}, ring {} (freezes {}), Udp RcvbufErrors {}, InErrors {}, softnet dropped {}, time_squeeze {}",
+        r.socket_drops,
+        r.ring_drops,
+        r.ring_freezes,
+        r.host.udp_rcvbuf_errors,
+        r.host.udp_in_errors,
+        r.host.softnet_dropped,
+        r.host.softnet_time_squeeze
+    );
+    for w in &r.per_worker {
+        say!(
+            "  worker {}{}: {} datagrams, {} bytes, {} syscalls, socket drops {}, ring drops {}",
+            w.worker,
+            w.cpu.map(|c| format!(" (cpu {c})")).unwrap_or_default(),
+            w.packets,
+            w.bytes,
+            w.syscalls,
+            w.socket_drops,
+            w.ring_drops
+        );
+    }
+    let cpus: Vec<String> = r
+        .per_cpu
+        .iter()
+        .map(|(c, n)| format!("cpu{c} {n}"))
+        .collect();
+    if !cpus.is_empty() {
+        say!("  per CPU: {}", cpus.join(", "));
+    }
+}

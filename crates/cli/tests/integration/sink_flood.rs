@@ -1,0 +1,495 @@
+//! `firehose sink` and `firehose flood` with the real binary and kernel: exact counts per
+//! mode over IPv4 and IPv6 on loopback, flows as distinct source ports, fanout across
+//! workers, ENOBUFS counted under a rate-limited qdisc in namespaces this test creates, and
+//! bad input. AF_PACKET and namespace tests need root and skip with a reason otherwise.
+
+use crate::util::bin;
+use firehose_sys::cpu::is_root;
+use firehose_sys::socket::UdpSock;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port free on `ip` for UDP right now.
+fn free_port(ip: &str) -> u16 {
+    UdpSocket::bind(format!("{ip}:0"))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn json_tmp(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("firehose-{tag}-{}.json", std::process::id()))
+}
+
+fn read_json(p: &std::path::Path) -> Value {
+    let v = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let _ = std::fs::remove_file(p);
+    v
+}
+
+/// Starts a sink and waits until its socket or ring is open (its first line is printed).
+fn start_sink(args: &[&str]) -> Child {
+    let mut c = Command::new(bin())
+        .arg("sink")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = c.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    use std::io::Read;
+    // The banner is printed once every socket or ring is in place.
+    assert_eq!(out.read(&mut first).unwrap(), 1, "sink printed nothing");
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = out.read_to_end(&mut rest);
+    });
+    c
+}
+
+fn finish(c: Child) -> Output {
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+/// Sends `n` datagrams of `len` bytes to `to`, gently (no receive-side drops).
+fn send_gently(to: &str, n: usize, len: usize) {
+    let any = if to.starts_with('[') {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let s = UdpSocket::bind(any).unwrap();
+    for i in 0..n {
+        s.send_to(&vec![i as u8; len], to).unwrap();
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
+    let port = free_port(ip);
+    let addr = if bracket {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    };
+    let j = json_tmp(&format!("sink-{io}-{port}"));
+    let c = start_sink(&[
+        "--listen",
+        &addr,
+        "--io",
+        io,
+        "--count",
+        "1000",
+        "--duration",
+        "20",
+        "--rcvbuf",
+        "8M",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    send_gently(&addr, 1000, 100);
+    finish(c);
+    let v = read_json(&j);
+    assert_eq!(v["packets"], 1000, "{io} over {ip}: {v}");
+    assert_eq!(v["bytes"], 100_000, "{io} over {ip}");
+    assert_eq!(v["rounds"].as_array().unwrap().len(), 1);
+    assert_eq!(v["socket_drops"], 0);
+}
+
+#[test]
+fn every_socket_sink_mode_counts_exactly_n_of_n_v4_and_v6() {
+    for io in ["recv", "recvfrom", "recvmsg", "recvmmsg"] {
+        sink_counts_exactly(io, "127.0.0.1", false);
+        sink_counts_exactly(io, "::1", true);
+    }
+}
+
+#[test]
+fn packet_sink_counts_exactly_n_of_n_v4_and_v6() {
+    if !is_root() {
+        eprintln!("skipping packet_sink_counts_exactly_n_of_n_v4_and_v6: AF_PACKET needs root");
+        return;
+    }
+    sink_counts_exactly("packet", "127.0.0.1", false);
+    sink_counts_exactly("packet", "::1", true);
+}
+
+#[test]
+fn packet_fanout_spreads_over_workers() {
+    if !is_root() {
+        eprintln!("skipping packet_fanout_spreads_over_workers: AF_PACKET needs root");
+        return;
+    }
+    let port = free_port("127.0.0.1");
+    let addr = format!("127.0.0.1:{port}");
+    let j = json_tmp("fanout");
+    let c = start_sink(&[
+        "--listen",
+        &addr,
+        "--io",
+        "packet",
+        "--workers",
+        "2",
+        "--fanout",
+        "lb",
+        "--count",
+        "400",
+        "--duration",
+        "20",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    send_gently(&addr, 400, 64);
+    finish(c);
+    let v = read_json(&j);
+    let per: Vec<u64> = v["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["packets"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per.iter().sum::<u64>(), 400, "{v}");
+    assert!(
+        per.iter().all(|&n| n > 0),
+        "round robin reaches both workers: {per:?}"
+    );
+    assert_eq!(v["fanout"], "lb");
+}
+
+/// A kernel socket to count a flood with, its receive buffer large enough to hold a whole
+/// test's datagrams even when this busy host deschedules the reader.
+fn receiver(addr: &str) -> UdpSock {
+    let a: SocketAddr = addr.parse().unwrap();
+    let s = UdpSock::new_for(&a).unwrap();
+    if s.set_rcvbuf(16 << 20, true).is_err() {
+        s.set_rcvbuf(16 << 20, false).unwrap();
+    }
+    s.bind(&a).unwrap();
+    s.set_recv_timeout(Duration::from_millis(500)).unwrap();
+    s
+}
+
+/// Counts what a flood sends: datagrams, their lengths, source ports.
+fn receive(sock: &UdpSock, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u16>) {
+    let mut buf = [0u8; 2048];
+    let (mut n, mut lens, mut ports) = (0, BTreeSet::new(), BTreeSet::new());
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        match sock.recv_from(&mut buf, 0) {
+            Ok((len, from)) => {
+                n += 1;
+                lens.insert(len);
+                ports.insert(from.to_std().unwrap().port());
+            }
+            Err(_) if n >= want => break,
+            Err(_) => {}
+        }
+    }
+    (n, lens, ports)
+}
+
+fn flood_sends_exactly(io: &str, bind: &str) {
+    let rx = receiver(bind);
+    let to: SocketAddr = rx.local_addr().unwrap();
+    let j = json_tmp(&format!("flood-{io}-{}", to.port()));
+    let target = to.to_string();
+    let mut c = Command::new(bin())
+        .args([
+            "flood",
+            "--target",
+            &target,
+            "--io",
+            io,
+            "--count",
+            "3000",
+            "--flows",
+            "3",
+            "--threads",
+            "3",
+            "--size",
+            "200",
+            "--rate",
+            "30k",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&j)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (n, lens, ports) = receive(&rx, 3000);
+    let st = c.wait().unwrap();
+    assert!(st.success(), "flood --io {io} to {target} failed");
+    let v = read_json(&j);
+    assert_eq!(v["sent"], 3000, "{v}");
+    assert_eq!(
+        n, 3000,
+        "--io {io} to {target}: the kernel socket counts every datagram"
+    );
+    assert_eq!(
+        lens,
+        BTreeSet::from([200]),
+        "--io {io}: every datagram 200 bytes"
+    );
+    assert_eq!(
+        ports.len(),
+        3,
+        "--io {io}: three flows, three source ports: {ports:?}"
+    );
+    let reported: BTreeSet<u16> = v["source_ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u16)
+        .collect();
+    assert_eq!(reported, ports);
+}
+
+#[test]
+fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
+    for io in ["sendto", "sendmmsg", "gso"] {
+        flood_sends_exactly(io, "127.0.0.1:0");
+        flood_sends_exactly(io, "[::1]:0");
+    }
+}
+
+#[test]
+fn rfc2544_frame_sizes_become_payloads() {
+    let rx = receiver("127.0.0.1:0");
+    let target = rx.local_addr().unwrap().to_string();
+    for (frame, payload) in [(64, 18), (1518, 1472)] {
+        let o = Command::new(bin())
+            .args([
+                "flood",
+                "--target",
+                &target,
+                "--frame",
+                &frame.to_string(),
+                "--count",
+                "5",
+                "--quiet",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (n, lens, _) = receive(&rx, 5);
+        assert_eq!((n, lens), (5, BTreeSet::from([payload])), "--frame {frame}");
+    }
+}
+
+#[test]
+fn a_remote_target_is_refused_unless_allowed() {
+    let o = Command::new(bin())
+        .args(["flood", "--target", "192.0.2.1:9", "--count", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("not an address of this host") && err.contains("--allow-remote"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    for args in [
+        vec!["flood", "--target", "127.0.0.1:9", "--frame", "100"],
+        vec!["flood", "--target", "[::1]:9", "--frame", "64"],
+        vec!["flood", "--target", "127.0.0.1:9", "--io", "carrier-pigeon"],
+        vec![
+            "flood",
+            "--target",
+            "127.0.0.1:9",
+            "--threads",
+            "4",
+            "--flows",
+            "2",
+        ],
+        vec!["sink", "--listen", "127.0.0.1:9", "--io", "nope"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--repeat", "3"],
+        vec![
+            "sink",
+            "--listen",
+            "127.0.0.1:9",
+            "--workers",
+            "3",
+            "--cpus",
+            "0",
+        ],
+        vec!["sink", "--listen", "127.0.0.1:9", "--interface", "lo"],
+    ] {
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    if is_root() {
+        let o = Command::new(bin())
+            .args([
+                "sink",
+                "--listen",
+                "0.0.0.0:9",
+                "--io",
+                "packet",
+                "--duration",
+                "1",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--interface"));
+    }
+}
+
+/// Two namespaces joined by a veth pair, removed on drop (also when the test fails).
+struct Pair {
+    a: String,
+    b: String,
+}
+
+impl Pair {
+    fn new(tag: &str) -> Option<Pair> {
+        let id = std::process::id();
+        let p = Pair {
+            a: format!("fh-sink-{tag}-{id}-a"),
+            b: format!("fh-sink-{tag}-{id}-b"),
+        };
+        let sub = id % 200 + 20;
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        let ok = ip(&["netns", "add", &p.a])
+            && ip(&["netns", "add", &p.b])
+            && ip(&[
+                "-n", &p.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
+                &p.b,
+            ])
+            && ip(&[
+                "-n",
+                &p.a,
+                "addr",
+                "add",
+                &format!("10.201.{sub}.1/24"),
+                "dev",
+                "va",
+            ])
+            && ip(&[
+                "-n",
+                &p.b,
+                "addr",
+                "add",
+                &format!("10.201.{sub}.2/24"),
+                "dev",
+                "vb",
+            ])
+            && ip(&["-n", &p.a, "link", "set", "va", "up"])
+            && ip(&["-n", &p.b, "link", "set", "vb", "up"]);
+        ok.then_some(p)
+    }
+
+    fn b_addr(&self) -> String {
+        format!("10.201.{}.2", std::process::id() % 200 + 20)
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
+    if !is_root() {
+        eprintln!("skipping enobufs test: needs root to create network namespaces");
+        return;
+    }
+    let Some(pair) = Pair::new("nobufs") else {
+        eprintln!("skipping enobufs test: could not create namespaces and a veth pair (ip netns)");
+        return;
+    };
+    // A token bucket of 2 Mbit/s with a one-frame queue: sendmmsg flat out overflows it.
+    let tbf = Command::new("ip")
+        .args([
+            "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "va", "root", "tbf", "rate",
+            "2mbit", "burst", "1600", "limit", "1600",
+        ])
+        .status();
+    if !tbf.map(|s| s.success()).unwrap_or(false) {
+        eprintln!("skipping enobufs test: tc tbf qdisc unavailable");
+        return;
+    }
+    let port = 9999;
+    let j = json_tmp("enobufs");
+    let sink = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.b,
+            bin(),
+            "sink",
+            "--listen",
+            &format!("{}:{port}", pair.b_addr()),
+            "--count",
+            "300",
+            "--duration",
+            "30",
+            "--quiet",
+            "--rcvbuf",
+            "4M",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.a,
+            bin(),
+            "flood",
+            "--target",
+            &format!("{}:{port}", pair.b_addr()),
+            "--count",
+            "300",
+            "--size",
+            "100",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = read_json(&j);
+    assert_eq!(v["sent"], 300, "{v}");
+    assert!(
+        v["enobufs"].as_u64().unwrap() > 0,
+        "the queue refused some sends: {v}"
+    );
+    let out = sink.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("300 datagrams"),
+        "the sink in the other namespace got all: {text}"
+    );
+}

@@ -1,0 +1,312 @@
+//! The packet-rate generator: send-only, pktgen's job in user space, over the socket send
+//! calls (sendto, sendmmsg, UDP GSO).
+//!
+//! Each flow is a socket of its own, bound to its own source port and connected to the
+//! target, so `--flows` distinct source ports spread the traffic over RSS queues and
+//! reuseport sockets. Threads share the flows out. A datagram the kernel refuses (ENOBUFS
+//! from a full device queue, ECONNREFUSED after a port-unreachable) is counted by errno and
+//! sent again, so `--count` is the number that left, exactly. IP_RECVERR is set on every
+//! socket: without it the kernel reports a queue drop as a success.
+
+use firehose_sys::mmsg::{Batch, SendMode};
+use firehose_sys::socket::UdpSock;
+use firehose_sys::SysError;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The send call a flood thread makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloodIo {
+    /// sendto(): one datagram per call.
+    Sendto,
+    /// sendmmsg(): a batch per call.
+    Sendmmsg,
+    /// UDP GSO: a batch as one UDP_SEGMENT super-datagram (sendmmsg where refused).
+    Gso,
+}
+
+impl FloodIo {
+    /// The name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloodIo::Sendto => "sendto",
+            FloodIo::Sendmmsg => "sendmmsg",
+            FloodIo::Gso => "gso",
+        }
+    }
+}
+
+/// What a flood is asked to do.
+#[derive(Debug, Clone)]
+pub struct FloodConfig {
+    pub target: SocketAddr,
+    pub io: FloodIo,
+    /// UDP payload bytes per datagram.
+    pub payload: usize,
+    /// Distinct source ports (one socket each).
+    pub flows: usize,
+    pub threads: usize,
+    /// Thread i is pinned to `cpus[i]` when given.
+    pub cpus: Option<Vec<usize>>,
+    /// Datagrams per second across all threads; flat out when None.
+    pub rate: Option<f64>,
+    /// Datagrams to send in all; until stopped when None.
+    pub count: Option<u64>,
+    /// Datagrams per send call (sendmmsg, GSO).
+    pub batch: usize,
+}
+
+/// Why a flood could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FloodError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Kernel(#[from] SysError),
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    syscalls: AtomicU64,
+    enobufs: AtomicU64,
+    other_errors: AtomicU64,
+    last_errno: AtomicU64,
+    done: AtomicBool,
+}
+
+/// The figures at one moment, summed over threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FloodSnapshot {
+    pub sent: u64,
+    pub syscalls: u64,
+    /// Sends refused with ENOBUFS (device or qdisc queue full); the datagrams went later.
+    pub enobufs: u64,
+    /// Sends refused with another errno (the last in `last_errno`).
+    pub other_errors: u64,
+    pub last_errno: Option<i32>,
+    /// Per thread: datagrams sent.
+    pub per_thread: Vec<u64>,
+}
+
+/// A running flood.
+pub struct Flood {
+    stop: Arc<AtomicBool>,
+    counters: Arc<Vec<Counters>>,
+    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    /// The source ports in use, one per flow.
+    pub source_ports: Vec<u16>,
+}
+
+impl Flood {
+    /// Opens a socket per flow and starts the threads.
+    pub fn start(cfg: &FloodConfig) -> Result<Flood, FloodError> {
+        if cfg.threads == 0 || cfg.flows == 0 || cfg.batch == 0 {
+            return Err(FloodError::Config(
+                "threads, flows and batch must be at least 1".into(),
+            ));
+        }
+        if cfg.flows < cfg.threads {
+            return Err(FloodError::Config(format!(
+                "{} threads need at least as many flows (each thread sends on its own sockets); raise --flows to {}",
+                cfg.threads, cfg.threads
+            )));
+        }
+        if let Some(c) = &cfg.cpus {
+            if c.len() < cfg.threads {
+                return Err(FloodError::Config(format!(
+                    "{} threads but {} CPUs given: give a CPU per thread",
+                    cfg.threads,
+                    c.len()
+                )));
+            }
+        }
+        let any: SocketAddr = match cfg.target.ip() {
+            IpAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
+            IpAddr::V6(_) => "[::]:0".parse().expect("literal"),
+        };
+        let mut per_thread: Vec<Vec<UdpSock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+        let mut source_ports = Vec::new();
+        for f in 0..cfg.flows {
+            let s = UdpSock::new_for(&cfg.target)?;
+            s.bind(&any)?;
+            s.connect(&cfg.target)?;
+            s.set_recverr(true)?;
+            source_ports.push(s.local_addr()?.port());
+            per_thread[f % cfg.threads].push(s);
+        }
+        let counters: Arc<Vec<Counters>> =
+            Arc::new((0..cfg.threads).map(|_| Counters::default()).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        for (i, socks) in per_thread.into_iter().enumerate() {
+            let quota = cfg
+                .count
+                .map(|n| n / cfg.threads as u64 + u64::from((i as u64) < n % cfg.threads as u64));
+            let t = Thread {
+                index: i,
+                cpu: cfg.cpus.as_ref().map(|c| c[i]),
+                io: cfg.io,
+                payload: cfg.payload,
+                batch: cfg.batch,
+                rate: cfg.rate.map(|r| r / cfg.threads as f64),
+                quota,
+                counters: counters.clone(),
+                stop: stop.clone(),
+            };
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("flood-{i}"))
+                    .spawn(move || t.run(socks))
+                    .map_err(|e| SysError {
+                        what: "spawning a flood thread".into(),
+                        source: e,
+                    })?,
+            );
+        }
+        Ok(Flood {
+            stop,
+            counters,
+            handles,
+            source_ports,
+        })
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> FloodSnapshot {
+        let mut s = FloodSnapshot::default();
+        for c in self.counters.iter() {
+            let sent = c.sent.load(Ordering::Relaxed);
+            s.sent += sent;
+            s.per_thread.push(sent);
+            s.syscalls += c.syscalls.load(Ordering::Relaxed);
+            s.enobufs += c.enobufs.load(Ordering::Relaxed);
+            s.other_errors += c.other_errors.load(Ordering::Relaxed);
+            match c.last_errno.load(Ordering::Relaxed) {
+                0 => {}
+                e => s.last_errno = Some(e as i32),
+            }
+        }
+        s
+    }
+
+    /// True when every thread has sent its share of `--count` (or stopped on an error).
+    pub fn finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+            || self.counters.iter().all(|c| c.done.load(Ordering::Relaxed))
+    }
+
+    /// Stops the threads; the final counters, or the first thread's error.
+    pub fn stop(mut self) -> Result<FloodSnapshot, FloodError> {
+        self.stop.store(true, Ordering::Relaxed);
+        crate::join::join_all(std::mem::take(&mut self.handles), "flood")?;
+        Ok(self.snapshot())
+    }
+}
+
+struct Thread {
+    index: usize,
+    cpu: Option<usize>,
+    io: FloodIo,
+    payload: usize,
+    batch: usize,
+    rate: Option<f64>,
+    quota: Option<u64>,
+    counters: Arc<Vec<Counters>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Thread {
+    fn run(self, socks: Vec<UdpSock>) -> Result<(), SysError> {
+        if let Some(c) = self.cpu {
+            firehose_sys::cpu::pin_current_thread(c)?;
+        }
+        let c = &self.counters[self.index];
+        let mode = match self.io {
+            FloodIo::Sendto => SendMode::Single,
+            FloodIo::Sendmmsg => SendMode::Batch,
+            FloodIo::Gso => SendMode::Gso,
+        };
+        let batch_n = if self.io == FloodIo::Sendto {
+            1
+        } else {
+            self.batch
+        };
+        let mut b = Batch::new(batch_n, self.payload.max(1)).with_send(mode);
+        for i in 0..batch_n {
+            for (k, byte) in b.slot_mut(i).iter_mut().enumerate() {
+                *byte = (k % 251) as u8;
+            }
+        }
+        let (mut sent, mut syscalls, mut enobufs, mut other) = (0u64, 0u64, 0u64, 0u64);
+        let start = Instant::now();
+        let mut flow = 0;
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut n = batch_n as u64;
+            if let Some(q) = self.quota {
+                n = n.min(q - sent);
+                if n == 0 {
+                    break;
+                }
+            }
+            if let Some(r) = self.rate {
+                let allowed = (start.elapsed().as_secs_f64() * r) as u64;
+                if allowed <= sent {
+                    std::thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
+                n = n.min(allowed - sent);
+            }
+            for i in 0..n as usize {
+                b.queue_send(i, self.payload);
+            }
+            let f = b.flush(&socks[flow], 0);
+            flow = (flow + 1) % socks.len();
+            sent += f.sent as u64;
+            syscalls += f.syscalls as u64;
+            if f.failed > 0 {
+                match f.last_error {
+                    Some(firehose_sys::socket::ENOBUFS) => enobufs += f.failed as u64,
+                    e => {
+                        other += f.failed as u64;
+                        c.last_errno.store(e.unwrap_or(0) as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+            c.sent.store(sent, Ordering::Relaxed);
+            c.syscalls.store(syscalls, Ordering::Relaxed);
+            c.enobufs.store(enobufs, Ordering::Relaxed);
+            c.other_errors.store(other, Ordering::Relaxed);
+        }
+        c.done.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Whether `ip` is this host's: loopback, configured in this network namespace, or in a
+/// namespace bound under /run/netns (the lab's). `Err` only when none of that could be read.
+pub fn is_local_target(ip: IpAddr) -> Result<bool, SysError> {
+    if ip.is_loopback() {
+        return Ok(true);
+    }
+    if firehose_sys::ifaddr::addresses()?
+        .iter()
+        .any(|a| a.ip == ip)
+    {
+        return Ok(true);
+    }
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return Ok(false);
+    };
+    for e in dir.flatten() {
+        if let Ok(addrs) = firehose_sys::ifaddr::addresses_in_netns(&e.path()) {
+            if addrs.iter().any(|a| a.ip == ip) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}

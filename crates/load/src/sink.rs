@@ -1,0 +1,370 @@
+//! The packet-rate sink: receive-only, counting datagrams and bytes per worker and per CPU,
+//! the user-space side of the Red Hat article on UDP receive (its udp_sink, with the same
+//! receive calls: recv, recvfrom, recvmsg, recvmmsg) plus AF_PACKET's TPACKET_V3 ring with
+//! PACKET_FANOUT across workers, the NFV testing and tuning sheet's raw path.
+//!
+//! [`Sink::start`] opens every socket or ring before any thread runs, so a refusal (an
+//! address in use, AF_PACKET without CAP_NET_RAW, a ring size the kernel rejects) comes
+//! back as an error naming the call and errno. Workers publish their counters with plain
+//! stores after each receive call; [`Sink::snapshot`] reads them at any time.
+//! [`drops`](mod@drops) reads the host's drop counters around a run.
+
+pub mod drops;
+mod worker;
+
+use firehose_sys::packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
+use firehose_sys::socket::UdpSock;
+use firehose_sys::SysError;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The receive call a sink worker makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkIo {
+    /// recv(): one datagram, no sender address.
+    Recv,
+    /// recvfrom(): one datagram and its sender.
+    Recvfrom,
+    /// recvmsg(): one datagram through a msghdr (udp_sink's `--recvmsg`, the article's).
+    Recvmsg,
+    /// recvmmsg(): up to `--batch` datagrams per call.
+    Recvmmsg,
+    /// AF_PACKET TPACKET_V3 ring on the interface, fanout across workers.
+    Packet,
+}
+
+impl SinkIo {
+    /// The name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkIo::Recv => "recv",
+            SinkIo::Recvfrom => "recvfrom",
+            SinkIo::Recvmsg => "recvmsg",
+            SinkIo::Recvmmsg => "recvmmsg",
+            SinkIo::Packet => "packet",
+        }
+    }
+}
+
+/// What a sink is asked to do.
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// Address and port to receive on.
+    pub listen: SocketAddr,
+    /// The receive call.
+    pub io: SinkIo,
+    /// Receiving threads.
+    pub workers: usize,
+    /// Worker i is pinned to `cpus[i]` when given.
+    pub cpus: Option<Vec<usize>>,
+    /// Datagrams per recvmmsg call.
+    pub batch: usize,
+    /// SO_BUSY_POLL microseconds on each socket.
+    pub busy_poll_us: Option<u32>,
+    /// SO_RCVBUF (SO_RCVBUFFORCE when permitted) bytes.
+    pub rcvbuf: Option<usize>,
+    /// One SO_REUSEPORT socket per worker (else one socket shared by all workers).
+    pub reuseport: bool,
+    /// Packet mode: the interface to open (default: the one holding the listen address).
+    pub interface: Option<String>,
+    /// Packet mode: how the fanout group spreads frames over workers.
+    pub fanout: Fanout,
+    /// Packet mode: the receive ring of each worker.
+    pub ring: RxRingConfig,
+}
+
+/// Why a sink could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The configuration is unusable (says what to change).
+    #[error("{0}")]
+    Config(String),
+    /// The kernel refused a call (names it and the errno).
+    #[error("{0}")]
+    Kernel(#[from] SysError),
+}
+
+/// One worker's counters, written by the worker only.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub syscalls: AtomicU64,
+    /// Packet mode: frames dropped by the ring (PACKET_STATISTICS), and ring freezes.
+    pub ring_drops: AtomicU64,
+    pub ring_freezes: AtomicU64,
+    /// Packets counted while running on each CPU.
+    pub per_cpu: Vec<AtomicU64>,
+}
+
+/// A worker's figures at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WorkerSnapshot {
+    pub worker: usize,
+    /// The CPU it is pinned to, if any.
+    pub cpu: Option<usize>,
+    pub packets: u64,
+    pub bytes: u64,
+    pub syscalls: u64,
+    /// Datagrams its socket dropped (SO_MEMINFO); 0 for a shared socket but worker 0's.
+    pub socket_drops: u64,
+    /// Packet mode: frames its ring dropped, and times the ring froze.
+    pub ring_drops: u64,
+    pub ring_freezes: u64,
+}
+
+/// All workers at one moment, plus packets counted per CPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Snapshot {
+    pub workers: Vec<WorkerSnapshot>,
+    /// (cpu, packets) for each CPU that counted any.
+    pub per_cpu: Vec<(usize, u64)>,
+}
+
+impl Snapshot {
+    /// Sum over workers of one field.
+    pub fn total(&self, f: impl Fn(&WorkerSnapshot) -> u64) -> u64 {
+        self.workers.iter().map(f).sum()
+    }
+}
+
+/// A running sink.
+pub struct Sink {
+    stop: Arc<AtomicBool>,
+    counters: Arc<Vec<Counters>>,
+    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    sockets: Vec<Arc<UdpSock>>,
+    /// Packet mode: a UDP socket holding the port with a drop-all filter, so the kernel
+    /// neither queues the datagrams nor answers them with port-unreachable.
+    holder: Option<UdpSock>,
+    cpus: Vec<Option<usize>>,
+    local: SocketAddr,
+    /// Packet mode: the interface the rings are on.
+    pub interface: Option<String>,
+    /// The receive buffer the kernel granted, per socket.
+    pub rcvbuf_granted: Option<i32>,
+}
+
+/// What a worker receives from.
+pub(crate) enum Source {
+    Socket(Arc<UdpSock>),
+    Ring(Box<RxRing>),
+}
+
+impl Sink {
+    /// Opens the sockets or rings and starts the workers.
+    pub fn start(cfg: &SinkConfig) -> Result<Sink, SinkError> {
+        if cfg.workers == 0 || cfg.batch == 0 {
+            return Err(SinkError::Config(
+                "workers and batch must be at least 1".into(),
+            ));
+        }
+        if let Some(c) = &cfg.cpus {
+            if c.len() < cfg.workers {
+                return Err(SinkError::Config(format!(
+                    "{} workers but {} CPUs given: give a CPU per worker",
+                    cfg.workers,
+                    c.len()
+                )));
+            }
+        }
+        let ncpu = firehose_sys::cpu::allowed_cpus()?
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+            .max(cfg.cpus.iter().flatten().copied().max().unwrap_or(0))
+            + 1;
+        let mut sockets = Vec::new();
+        let mut sources = Vec::new();
+        let mut holder = None;
+        let mut interface = None;
+        let mut rcvbuf_granted = None;
+        let mut local = cfg.listen;
+        if cfg.io == SinkIo::Packet {
+            let hold = udp_socket(cfg, false)?;
+            firehose_sys::bpf::attach_cbpf(hold.as_raw_fd(), &firehose_sys::bpf::cbpf_drop_all())?;
+            hold.bind(&cfg.listen)?;
+            local = hold.local_addr()?;
+            let (ifindex, name) = packet_interface(cfg)?;
+            let group = (std::process::id() as u16) ^ 0x5eed;
+            for _ in 0..cfg.workers {
+                let ring = RxRing::new(PacketSock::open(ifindex)?, cfg.ring)?;
+                ring.sock()
+                    .attach_filter(&packet::udp_port_filter(local.port()))?;
+                ring.sock().bind()?;
+                if cfg.workers > 1 {
+                    ring.sock().join_fanout(group, cfg.fanout)?;
+                }
+                sources.push(Source::Ring(Box::new(ring)));
+            }
+            holder = Some(hold);
+            interface = Some(name);
+        } else {
+            let n = if cfg.reuseport { cfg.workers } else { 1 };
+            for _ in 0..n {
+                let s = udp_socket(cfg, cfg.reuseport)?;
+                s.bind(&local)?;
+                local = s.local_addr()?;
+                rcvbuf_granted = Some(s.rcvbuf()?);
+                sockets.push(Arc::new(s));
+            }
+            for i in 0..cfg.workers {
+                sources.push(Source::Socket(sockets[i % sockets.len()].clone()));
+            }
+        }
+        let counters: Arc<Vec<Counters>> = Arc::new(
+            (0..cfg.workers)
+                .map(|_| Counters {
+                    per_cpu: (0..ncpu).map(|_| AtomicU64::new(0)).collect(),
+                    ..Counters::default()
+                })
+                .collect(),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus: Vec<Option<usize>> = (0..cfg.workers)
+            .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
+            .collect();
+        let mut handles = Vec::new();
+        for (i, src) in sources.into_iter().enumerate() {
+            let w = worker::Worker {
+                index: i,
+                cpu: cpus[i],
+                io: cfg.io,
+                batch: cfg.batch,
+                counters: counters.clone(),
+                stop: stop.clone(),
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("sink-{i}"))
+                .spawn(move || w.run(src))
+                .map_err(|e| SysError {
+                    what: "spawning a sink worker".into(),
+                    source: e,
+                })?;
+            handles.push(h);
+        }
+        Ok(Sink {
+            stop,
+            counters,
+            handles,
+            sockets,
+            holder,
+            cpus,
+            local,
+            interface,
+            rcvbuf_granted,
+        })
+    }
+
+    /// The address the sink is bound to (the port the kernel chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut per_cpu: Vec<u64> = Vec::new();
+        let workers = self
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if per_cpu.len() < c.per_cpu.len() {
+                    per_cpu.resize(c.per_cpu.len(), 0);
+                }
+                for (k, v) in c.per_cpu.iter().enumerate() {
+                    per_cpu[k] += v.load(Ordering::Relaxed);
+                }
+                let socket_drops = if i < self.sockets.len() {
+                    self.sockets[i].drops().map(u64::from).unwrap_or(0)
+                } else {
+                    0
+                };
+                WorkerSnapshot {
+                    worker: i,
+                    cpu: self.cpus[i],
+                    packets: c.packets.load(Ordering::Relaxed),
+                    bytes: c.bytes.load(Ordering::Relaxed),
+                    syscalls: c.syscalls.load(Ordering::Relaxed),
+                    socket_drops,
+                    ring_drops: c.ring_drops.load(Ordering::Relaxed),
+                    ring_freezes: c.ring_freezes.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        Snapshot {
+            workers,
+            per_cpu: per_cpu
+                .into_iter()
+                .enumerate()
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        }
+    }
+
+    /// Packet mode: datagrams the port-holding socket's drop-all filter discarded (the
+    /// kernel counts them in Udp InErrors too, so a report subtracts them).
+    pub fn held_port_drops(&self) -> u64 {
+        self.holder
+            .as_ref()
+            .and_then(|h| h.drops().ok())
+            .map(u64::from)
+            .unwrap_or(0)
+    }
+
+    /// True once any worker has stopped (on an error).
+    pub fn any_finished(&self) -> bool {
+        self.handles.iter().any(|h| h.is_finished())
+    }
+
+    /// Stops the workers and returns the final counters, or the first worker's error.
+    pub fn stop(mut self) -> Result<Snapshot, SinkError> {
+        self.stop.store(true, Ordering::Relaxed);
+        crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
+        Ok(self.snapshot())
+    }
+}
+
+/// A UDP socket with the sink's options, not yet bound.
+fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
+    let s = UdpSock::new_for(&cfg.listen)?;
+    if cfg.listen.is_ipv6() {
+        s.set_v6only(true)?;
+    }
+    if reuseport {
+        s.set_reuseport(true)?;
+    }
+    if let Some(b) = cfg.rcvbuf {
+        let b = b.min(i32::MAX as usize) as i32;
+        if s.set_rcvbuf(b, true).is_err() {
+            s.set_rcvbuf(b, false)?;
+        }
+    }
+    if let Some(us) = cfg.busy_poll_us {
+        s.set_busy_poll(us as i32)?;
+    }
+    s.set_recv_timeout(Duration::from_millis(100))?;
+    Ok(s)
+}
+
+/// The interface for packet mode: as given, or the one holding the listen address.
+fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
+    if let Some(name) = &cfg.interface {
+        return Ok((packet::ifindex(name)?, name.clone()));
+    }
+    let ip = cfg.listen.ip();
+    if ip.is_unspecified() {
+        return Err(SinkError::Config(format!(
+            "--io packet on {ip} needs --interface NAME: a packet ring is opened on one interface"
+        )));
+    }
+    firehose_sys::ifaddr::interface_of(ip)?.ok_or_else(|| {
+        SinkError::Config(format!(
+            "--listen {ip} is not an address of this host, so no interface to open a packet ring on; give a local address or --interface NAME"
+        ))
+    })
+}

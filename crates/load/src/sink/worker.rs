@@ -1,0 +1,169 @@
+//! One sink worker: receive, count, publish, until told to stop.
+
+use super::{Counters, SinkIo, Source};
+use firehose_sys::mmsg::Batch;
+use firehose_sys::packet::RxRing;
+use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
+use firehose_sys::SysError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Receive buffer per datagram. With MSG_TRUNC the kernel reports a longer datagram's
+/// full length, so bytes are counted exactly whatever the size.
+const SLOT: usize = 2048;
+
+pub(crate) struct Worker {
+    pub index: usize,
+    pub cpu: Option<usize>,
+    pub io: SinkIo,
+    pub batch: usize,
+    pub counters: Arc<Vec<Counters>>,
+    pub stop: Arc<AtomicBool>,
+}
+
+/// The counts a worker keeps locally and publishes with plain stores.
+#[derive(Default)]
+struct Local {
+    packets: u64,
+    bytes: u64,
+    syscalls: u64,
+}
+
+impl Worker {
+    pub fn run(self, source: Source) -> Result<(), SysError> {
+        if let Some(c) = self.cpu {
+            firehose_sys::cpu::pin_current_thread(c)?;
+        }
+        match source {
+            Source::Socket(s) => self.run_socket(&s),
+            Source::Ring(r) => self.run_ring(*r),
+        }
+    }
+
+    fn c(&self) -> &Counters {
+        &self.counters[self.index]
+    }
+
+    /// Publishes the local counts, attributing `new` packets to the CPU running now.
+    fn publish(&self, l: &Local, new: u64) {
+        let c = self.c();
+        c.packets.store(l.packets, Ordering::Relaxed);
+        c.bytes.store(l.bytes, Ordering::Relaxed);
+        c.syscalls.store(l.syscalls, Ordering::Relaxed);
+        if new > 0 {
+            let cpu = match self.cpu {
+                Some(c) => c,
+                None => firehose_sys::cpu::current_cpu().unwrap_or(0),
+            };
+            if let Some(slot) = c.per_cpu.get(cpu) {
+                slot.store(slot.load(Ordering::Relaxed) + new, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn run_socket(&self, sock: &UdpSock) -> Result<(), SysError> {
+        let mut l = Local::default();
+        let mut buf = vec![0u8; SLOT];
+        let mut batch = (self.io == SinkIo::Recvmmsg).then(|| Batch::new(self.batch, SLOT));
+        while !self.stop.load(Ordering::Relaxed) {
+            l.syscalls += 1;
+            let got: Result<(u64, u64), SysError> = match (self.io, batch.as_mut()) {
+                (SinkIo::Recvmmsg, Some(b)) => b.recv(sock, self.batch, MSG_TRUNC).map(|n| {
+                    let bytes = (0..n).map(|i| b.len(i) as u64).sum();
+                    (n as u64, bytes)
+                }),
+                (SinkIo::Recv, _) => sock.recv(&mut buf, MSG_TRUNC).map(|n| (1, n as u64)),
+                (SinkIo::Recvfrom, _) => sock
+                    .recv_from(&mut buf, MSG_TRUNC)
+                    .map(|(n, _)| (1, n as u64)),
+                (_, _) => sock
+                    .recv_msg(&mut buf, MSG_TRUNC)
+                    .map(|(n, _)| (1, n as u64)),
+            };
+            match got {
+                Ok((n, bytes)) => {
+                    l.packets += n;
+                    l.bytes += bytes;
+                    self.publish(&l, n);
+                }
+                Err(e) if is_would_block(&e) => self.publish(&l, 0),
+                Err(e) => return Err(e),
+            }
+        }
+        self.publish(&l, 0);
+        Ok(())
+    }
+
+    fn run_ring(&self, mut ring: RxRing) -> Result<(), SysError> {
+        let mut l = Local::default();
+        let mut stats_at = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            l.syscalls += 1;
+            if ring.wait(Duration::from_millis(100))? {
+                let mut new = 0;
+                while let Some(block) = ring.next_block() {
+                    for f in block.frames() {
+                        new += 1;
+                        l.bytes += udp_payload_len(f.data).unwrap_or(0) as u64;
+                    }
+                }
+                l.packets += new;
+                self.publish(&l, new);
+            }
+            if stats_at.elapsed() >= Duration::from_millis(200) {
+                self.take_ring_stats(&ring)?;
+                stats_at = Instant::now();
+            }
+        }
+        self.take_ring_stats(&ring)?;
+        self.publish(&l, 0);
+        Ok(())
+    }
+
+    /// Adds the ring's drop counters (read-and-reset by the kernel) to the worker's.
+    fn take_ring_stats(&self, ring: &RxRing) -> Result<(), SysError> {
+        let st = ring.sock().take_stats()?;
+        let c = self.c();
+        c.ring_drops.fetch_add(st.drops, Ordering::Relaxed);
+        c.ring_freezes.fetch_add(st.freeze_q, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The UDP payload length of an Ethernet frame carrying IPv4 or IPv6 (at most one VLAN
+/// tag), from the UDP header's length field; None for anything else.
+fn udp_payload_len(f: &[u8]) -> Option<usize> {
+    let be16 = |at: usize| -> Option<usize> {
+        Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]) as usize)
+    };
+    let (mut ty, mut at) = (be16(12)?, 14);
+    if ty == 0x8100 {
+        ty = be16(16)?;
+        at = 18;
+    }
+    let udp = match ty {
+        0x0800 => at + (*f.get(at)? as usize & 0xf) * 4,
+        0x86dd => at + 40,
+        _ => return None,
+    };
+    be16(udp + 4)?.checked_sub(8)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn payload_length_from_the_udp_header() {
+        let mut f = vec![0u8; 14 + 20 + 8 + 5];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&13u16.to_be_bytes());
+        assert_eq!(super::udp_payload_len(&f), Some(5));
+        f[12] = 0x86;
+        f[13] = 0xdd;
+        assert_eq!(super::udp_payload_len(&f), None, "too short for IPv6");
+        f[12] = 0x08;
+        f[13] = 0x06; // ARP
+        assert_eq!(super::udp_payload_len(&f), None);
+    }
+}
