@@ -5,11 +5,15 @@
 //! Cells, each a server command and a generator command:
 //! - echo at saturation (closed loop, many flows): `serve --io socket --profile tuned` and
 //!   `serve --io xdp --profile xdp`, both driven by `load --io xdp` (the cheapest generator,
-//!   so the server is what saturates), and the socket server driven by `load --io socket`
-//!   too (the two generators' CPU per transaction side by side);
+//!   so the server is what saturates), and both driven by `load --io socket` too (the two
+//!   generators' CPU per transaction side by side, against the same server);
 //! - unloaded ping-pong (one flow, one request in flight), busy-polling both ends: the
 //!   socket path (`--profile latency`, `load --spin`) and AF_XDP (`--profile xdp
-//!   --busy-poll`, `load --io xdp --spin`).
+//!   --busy-poll`, `load --io xdp --spin`);
+//! - DNS at saturation over one generated zone: `serve --proto dns --io xdp` against Knot
+//!   DNS in its XDP mode (`xdp: listen: IFACE@PORT`) and in its socket mode, under `load
+//!   --proto dns --io xdp` and under dnsperf (kernel sockets) as a second driver. A knotd
+//!   that cannot run its XDP mode is skipped with the reason.
 //!
 //! Per trial: tps and latency from load's JSON, server and client process CPU per
 //! transaction (load's `--server-pid` and its own threads), and the headline, total host CPU
@@ -51,16 +55,43 @@ pub struct XdpCompareOptions {
     pub flows: usize,
     pub window: usize,
     pub workdir: PathBuf,
+    /// Add the DNS cells (zone of this many names).
+    pub dns_names: Option<usize>,
+}
+
+/// A server of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ServerCmd {
+    /// `firehose serve --listen ADDR:PORT` and these flags.
+    Firehose(Vec<String>),
+    /// knotd over the cell's zone, in its XDP mode on the server's veth or on sockets.
+    Knot { xdp: bool },
+}
+
+/// What drives a cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Driver {
+    /// `firehose load --target ADDR:PORT` and these flags.
+    Load(Vec<String>),
+    /// dnsperf over the query file, one thread, `outstanding` queries in flight.
+    Dnsperf { outstanding: usize },
 }
 
 /// One configuration: a server and the generator driving it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
-    /// "echo" (saturation) or "rtt" (ping-pong).
+    /// "echo" (saturation), "rtt" (ping-pong) or "dns".
     pub group: &'static str,
     pub name: String,
-    pub server_args: Vec<String>,
-    pub client_args: Vec<String>,
+    pub server: ServerCmd,
+    pub driver: Driver,
+}
+
+/// The zone and query file of the DNS cells.
+#[derive(Debug, Clone)]
+pub struct DnsFiles {
+    pub zone: PathBuf,
+    pub queries: PathBuf,
 }
 
 /// What one trial measured.
@@ -73,6 +104,7 @@ pub struct Measured {
     pub p99_us: f64,
     pub server_cpu_us_per_txn: Option<f64>,
     pub client_cpu_us_per_txn: Option<f64>,
+    pub client_syscalls_per_txn: Option<f64>,
     pub host_cpu_us_per_txn: Option<f64>,
     pub client_bound: bool,
 }
@@ -88,6 +120,8 @@ pub struct Row {
     pub server_cpu_us_per_txn: Option<Summary>,
     pub client_cpu_us_per_txn: Option<Summary>,
     pub host_cpu_us_per_txn: Option<Summary>,
+    /// Why the cell did not run.
+    pub skipped: Option<String>,
 }
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -95,7 +129,7 @@ fn s(v: &[&str]) -> Vec<String> {
 }
 
 /// The cells for the asked server paths, on a topology whose devices are `sdev`/`cdev`.
-pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str) -> Vec<Cell> {
+pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str, dns: Option<&DnsFiles>) -> Vec<Cell> {
     let load_xdp = s(&["--io", "xdp", "--iface", cdev]);
     let sat = |extra: &[String]| {
         let mut v = s(&[
@@ -107,59 +141,122 @@ pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str) -> Vec<Cell> {
             &o.size.to_string(),
         ]);
         v.extend_from_slice(extra);
-        v
+        Driver::Load(v)
     };
     let rtt = |extra: &[String]| {
         let mut v = s(&["--flows", "1", "--window", "1", "--spin"]);
         v.extend(s(&["--size", &o.size.to_string()]));
         v.extend_from_slice(extra);
-        v
+        Driver::Load(v)
     };
-    let socket_srv = |profile: &str| s(&["--io", "socket", "--profile", profile, "--workers", "1"]);
+    let socket_srv = |profile: &str| {
+        ServerCmd::Firehose(s(&[
+            "--io",
+            "socket",
+            "--profile",
+            profile,
+            "--workers",
+            "1",
+        ]))
+    };
     let xdp_srv = |extra: &[&str]| {
         let mut v = s(&["--io", "xdp", "--iface", sdev, "--profile", "xdp"]);
         v.extend(s(extra));
-        v
+        ServerCmd::Firehose(v)
+    };
+    let cell = |group, name: &str, server, driver| Cell {
+        group,
+        name: name.into(),
+        server,
+        driver,
     };
     let mut out = Vec::new();
-    let want = |io: &str| o.ios.iter().any(|i| i == io);
+    // With a zone, the DNS cells alone; otherwise echo and ping-pong for the asked paths.
+    let want = |io: &str| dns.is_none() && o.ios.iter().any(|i| i == io);
     if want("socket") {
-        out.push(Cell {
-            group: "echo",
-            name: "serve socket tuned <- load xdp".into(),
-            server_args: socket_srv("tuned"),
-            client_args: sat(&load_xdp),
-        });
-        out.push(Cell {
-            group: "echo",
-            name: "serve socket tuned <- load socket".into(),
-            server_args: socket_srv("tuned"),
-            client_args: sat(&[]),
-        });
+        out.push(cell(
+            "echo",
+            "serve socket tuned <- load xdp",
+            socket_srv("tuned"),
+            sat(&load_xdp),
+        ));
+        out.push(cell(
+            "echo",
+            "serve socket tuned <- load socket",
+            socket_srv("tuned"),
+            sat(&[]),
+        ));
     }
     if want("xdp") {
-        out.push(Cell {
-            group: "echo",
-            name: "serve xdp <- load xdp".into(),
-            server_args: xdp_srv(&[]),
-            client_args: sat(&load_xdp),
-        });
+        out.push(cell(
+            "echo",
+            "serve xdp <- load xdp",
+            xdp_srv(&[]),
+            sat(&load_xdp),
+        ));
+        out.push(cell(
+            "echo",
+            "serve xdp <- load socket",
+            xdp_srv(&[]),
+            sat(&[]),
+        ));
     }
     if want("socket") {
-        out.push(Cell {
-            group: "rtt",
-            name: "ping-pong socket (busy poll) <- load socket --spin".into(),
-            server_args: socket_srv("latency"),
-            client_args: rtt(&[]),
-        });
+        out.push(cell(
+            "rtt",
+            "ping-pong socket (busy poll) <- load socket --spin",
+            socket_srv("latency"),
+            rtt(&[]),
+        ));
     }
     if want("xdp") {
-        out.push(Cell {
-            group: "rtt",
-            name: "ping-pong xdp (busy poll) <- load xdp --spin".into(),
-            server_args: xdp_srv(&["--busy-poll", "50"]),
-            client_args: rtt(&load_xdp),
-        });
+        out.push(cell(
+            "rtt",
+            "ping-pong xdp (busy poll) <- load xdp --spin",
+            xdp_srv(&["--busy-poll", "50"]),
+            rtt(&load_xdp),
+        ));
+    }
+    if let Some(f) = dns {
+        let zone = f.zone.to_string_lossy().into_owned();
+        let queries = f.queries.to_string_lossy().into_owned();
+        let dns_load = || {
+            let mut v = s(&["--proto", "dns", "--queries", &queries]);
+            v.extend(s(&[
+                "--flows",
+                &o.flows.to_string(),
+                "--window",
+                &o.window.to_string(),
+            ]));
+            v.extend_from_slice(&load_xdp);
+            Driver::Load(v)
+        };
+        let dnsperf = Driver::Dnsperf {
+            outstanding: o.flows * o.window,
+        };
+        let mut fh = s(&["--proto", "dns", "--zone", &zone]);
+        fh.extend(s(&["--io", "xdp", "--iface", sdev, "--profile", "xdp"]));
+        let servers = [
+            ("firehose xdp", ServerCmd::Firehose(fh)),
+            ("knot xdp", ServerCmd::Knot { xdp: true }),
+            ("knot socket", ServerCmd::Knot { xdp: false }),
+        ];
+        for (name, srv) in &servers {
+            out.push(cell(
+                "dns",
+                &format!("dns {name} <- load xdp"),
+                srv.clone(),
+                dns_load(),
+            ));
+        }
+        for (name, srv) in servers {
+            out.push(cell(
+                "dns",
+                &format!("dns {name} <- dnsperf"),
+                srv,
+                dnsperf.clone(),
+            ));
+        }
     }
     out
 }
@@ -172,51 +269,116 @@ fn host_jiffies() -> LabResult<(u64, u64)> {
     Ok((busy, busy + t.idle + t.iowait))
 }
 
-/// A started server: its process and the thread draining its output.
+/// utime + stime of process `pid` so far, in clock ticks (0 once it is gone).
+fn ticks(pid: u32) -> u64 {
+    procfs::read(&format!("/proc/{pid}/stat"), procfs::pidstat::parse)
+        .map(|s| s.utime + s.stime)
+        .unwrap_or(0)
+}
+
+/// knotd's configuration: the zone, one UDP worker, and in XDP mode the server's veth.
+fn knot_conf(
+    dir: &std::path::Path,
+    addr: &str,
+    port: u16,
+    xdp: Option<&str>,
+    zone: &str,
+) -> String {
+    let d = dir.display();
+    let xdp = xdp.map_or(String::new(), |dev| {
+        format!("xdp:\n  listen: {dev}@{port}\n")
+    });
+    format!(
+        "server:\n  rundir: \"{d}\"\n  listen: {addr}@{port}\n  udp-workers: 1\n  tcp-workers: 1\n  \
+         background-workers: 1\n{xdp}\
+         database:\n  storage: \"{d}\"\n\
+         log:\n  - target: stderr\n    any: error\n\
+         template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n\
+         zone:\n  - domain: {apex}\n    file: \"{zone}\"\n",
+        apex = crate::dns_compare::APEX,
+    )
+}
+
+/// A started server, killed on drop.
 struct Server {
     child: Child,
+}
+
+/// Why a server did not start: knotd's XDP mode may be missing (the cell is skipped).
+enum StartError {
+    Refused(String),
+    Lab(LabError),
 }
 
 impl Server {
     fn start(
         topo: &Topology,
         o: &XdpCompareOptions,
-        args: &[String],
+        cmd: &ServerCmd,
         port: u16,
-    ) -> LabResult<Server> {
-        let mut c = topo.command(Side::Server, &[o.server_cpu], &o.bin.to_string_lossy());
-        c.args([
-            "serve",
-            "--listen",
-            &format!("{}:{port}", topo.server_addr()),
-        ]);
-        c.args(args);
+        dns: Option<&DnsFiles>,
+    ) -> Result<Server, StartError> {
+        let addr = topo.server_addr().to_string();
+        let mut c = match cmd {
+            ServerCmd::Firehose(args) => {
+                let mut c = topo.command(Side::Server, &[o.server_cpu], &o.bin.to_string_lossy());
+                c.args(["serve", "--listen", &format!("{addr}:{port}")]);
+                c.args(args);
+                c
+            }
+            ServerCmd::Knot { xdp } => {
+                let zone = dns
+                    .map(|f| f.zone.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let dir = o.workdir.join(format!("knot-{port}"));
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| StartError::Lab(LabError::io(dir.display(), e)))?;
+                let dev = topo.dev(Side::Server);
+                let conf = dir.join("knot.conf");
+                let text = knot_conf(&dir, &addr, port, xdp.then_some(dev.as_str()), &zone);
+                std::fs::write(&conf, text)
+                    .map_err(|e| StartError::Lab(LabError::io(conf.display(), e)))?;
+                let mut c = topo.command(Side::Server, &[o.server_cpu], "knotd");
+                c.arg("-c").arg(conf);
+                c
+            }
+        };
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = c
             .spawn()
-            .map_err(|e| LabError::Command(format!("starting firehose serve: {e}")))?;
+            .map_err(|e| StartError::Lab(LabError::Command(format!("starting {cmd:?}: {e}"))))?;
         let out = child.stdout.take().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(out).lines().map_while(Result::ok) {
-                // The socket table or the AF_XDP backend line ends the start-up printout.
+                // The socket table or the AF_XDP backend line ends serve's start-up printout.
                 if !sent && (line.contains("backend af_xdp") || line.contains("socket 0:")) {
                     sent = tx.send(()).is_ok();
                 }
             }
         });
         let mut srv = Server { child };
-        if rx.recv_timeout(Duration::from_secs(15)).is_err() {
+        let ready = match cmd {
+            ServerCmd::Firehose(_) => rx.recv_timeout(Duration::from_secs(15)).is_ok(),
+            // knotd prints nothing when all is well: give it time to load the zone (and
+            // attach its program), then check that it is still running.
+            ServerCmd::Knot { .. } => {
+                std::thread::sleep(Duration::from_secs(2));
+                matches!(srv.child.try_wait(), Ok(None))
+            }
+        };
+        if !ready {
+            let _ = srv.child.kill();
             let mut err = String::new();
             if let Some(mut e) = srv.child.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
             }
-            return Err(LabError::Run(format!(
-                "firehose serve {} did not start: {}",
-                args.join(" "),
-                err.trim()
-            )));
+            let msg = format!("{cmd:?} did not start: {}", err.trim());
+            return Err(match cmd {
+                ServerCmd::Knot { xdp: true } => StartError::Refused(msg),
+                _ => StartError::Lab(LabError::Run(msg)),
+            });
         }
         Ok(srv)
     }
@@ -234,77 +396,173 @@ impl Drop for Server {
     }
 }
 
-/// Runs one trial of `cell`.
+/// The driver's command line.
+fn driver_command(
+    topo: &Topology,
+    o: &XdpCompareOptions,
+    cell: &Cell,
+    port: u16,
+    server_pid: u32,
+    json: &std::path::Path,
+    dns: Option<&DnsFiles>,
+) -> std::process::Command {
+    let target = topo.server_addr().to_string();
+    match &cell.driver {
+        Driver::Load(args) => {
+            let mut c = topo.command(Side::Client, &[o.client_cpu], &o.bin.to_string_lossy());
+            c.args(["load", "--target", &format!("{target}:{port}")]);
+            c.args(args);
+            c.args(["--duration", &o.duration_s.to_string()]);
+            c.args([
+                "--warmup",
+                &o.warmup_s.to_string(),
+                "--quiet",
+                "--interval",
+                "0",
+            ]);
+            c.args(["--server-pid", &server_pid.to_string(), "--json"]);
+            c.arg(json);
+            c
+        }
+        Driver::Dnsperf { outstanding } => {
+            let mut c = topo.command(Side::Client, &[o.client_cpu], "dnsperf");
+            c.args(["-s", &target, "-p", &port.to_string(), "-d"]);
+            c.arg(dns.map(|f| f.queries.clone()).unwrap_or_default());
+            c.args([
+                "-l",
+                &(o.warmup_s + o.duration_s).to_string(),
+                "-c",
+                "1",
+                "-T",
+                "1",
+            ]);
+            c.args(["-q", &outstanding.to_string(), "-t", "1"]);
+            c
+        }
+    }
+}
+
+/// Runs one trial of `cell`. `Ok(None)`: the server refused to start in a way that means
+/// the cell cannot run here (knotd without XDP), with the reason in the error string.
 fn trial(
     topo: &Topology,
     o: &XdpCompareOptions,
     cell: &Cell,
     tag: &str,
     port: u16,
-) -> LabResult<Measured> {
-    let srv = Server::start(topo, o, &cell.server_args, port)?;
+    dns: Option<&DnsFiles>,
+) -> LabResult<Result<Measured, String>> {
+    let srv = match Server::start(topo, o, &cell.server, port, dns) {
+        Ok(s) => s,
+        Err(StartError::Refused(why)) => return Ok(Err(why)),
+        Err(StartError::Lab(e)) => return Err(e),
+    };
     let json = o.workdir.join(format!("{tag}.json"));
-    let mut c = topo.command(Side::Client, &[o.client_cpu], &o.bin.to_string_lossy());
-    c.args([
-        "load",
-        "--target",
-        &format!("{}:{port}", topo.server_addr()),
-    ]);
-    c.args(&cell.client_args);
-    c.args(["--duration", &o.duration_s.to_string()]);
-    c.args([
-        "--warmup",
-        &o.warmup_s.to_string(),
-        "--quiet",
-        "--interval",
-        "0",
-    ]);
-    c.args(["--server-pid", &srv.child.id().to_string(), "--json"]);
-    c.arg(&json);
-    c.stdout(Stdio::null()).stderr(Stdio::piped());
+    let server_pid = srv.child.id();
+    let mut c = driver_command(topo, o, cell, port, server_pid, &json, dns);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
     let child = c
         .spawn()
-        .map_err(|e| LabError::Command(format!("starting firehose load: {e}")))?;
-    // /proc/stat over the generator's measured window (after its warm-up and start-up).
+        .map_err(|e| LabError::Command(format!("starting the driver of {}: {e}", cell.name)))?;
+    let client_pid = child.id();
+    // Process CPU and /proc/stat over the driver's measured window (after its warm-up and
+    // start-up, ending before it stops).
     std::thread::sleep(Duration::from_secs(o.warmup_s) + Duration::from_millis(300));
     let (b0, _) = host_jiffies()?;
+    let (s0, c0) = (ticks(server_pid), ticks(client_pid));
     let t0 = Instant::now();
     let measure = Duration::from_secs(o.duration_s).saturating_sub(Duration::from_millis(600));
     std::thread::sleep(measure);
     let (b1, _) = host_jiffies()?;
+    let (s1, c1) = (ticks(server_pid), ticks(client_pid));
     let window = t0.elapsed().as_secs_f64();
     let out = child
         .wait_with_output()
-        .map_err(|e| LabError::Command(format!("waiting for firehose load: {e}")))?;
+        .map_err(|e| LabError::Command(format!("waiting for the driver of {}: {e}", cell.name)))?;
     srv.stop();
+    if cell.server == (ServerCmd::Knot { xdp: true }) {
+        // knotd leaves its XDP program on the interface when it exits: the lab started it on
+        // the lab's own veth, so the lab removes it before the next cell.
+        let ns = topo.netns(Side::Server).unwrap_or_default();
+        let dev = topo.dev(Side::Server);
+        for mode in ["xdp", "xdpgeneric"] {
+            let _ = crate::cmd::run("ip", &["-n", &ns, "link", "set", "dev", &dev, mode, "off"]);
+        }
+    }
     if !out.status.success() {
         return Err(LabError::Run(format!(
-            "firehose load {} failed after {:.1} s: {}",
-            cell.client_args.join(" "),
+            "{}: the driver failed after {:.1} s: {}",
+            cell.name,
             started.elapsed().as_secs_f64(),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let text = std::fs::read_to_string(&json).map_err(|e| LabError::io(json.display(), e))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| LabError::Run(format!("{}: {e}", json.display())))?;
-    let f = |k: &str| doc[k].as_f64();
-    let tps = f("tps").unwrap_or(0.0);
-    let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
-    let host_s = (b1.saturating_sub(b0)) as f64 / ticks;
-    let txns = tps * window;
-    Ok(Measured {
-        tps,
-        completed: doc["completed"].as_u64().unwrap_or(0),
-        lost: doc["lost"].as_u64().unwrap_or(0),
-        p50_us: doc["latency_us"]["p50"].as_f64().unwrap_or(f64::NAN),
-        p99_us: doc["latency_us"]["p99"].as_f64().unwrap_or(f64::NAN),
-        server_cpu_us_per_txn: f("server_cpu_us_per_txn"),
-        client_cpu_us_per_txn: f("client_cpu_us_per_txn"),
-        host_cpu_us_per_txn: (txns > 0.0 && host_s > 0.0).then(|| host_s * 1e6 / txns),
-        client_bound: doc["client_bound"].as_bool().unwrap_or(false),
-    })
+    let hz = firehose_sys::cpu::clock_ticks_per_sec() as f64;
+    let mut m = match &cell.driver {
+        Driver::Load(_) => {
+            let text =
+                std::fs::read_to_string(&json).map_err(|e| LabError::io(json.display(), e))?;
+            let doc: Value = serde_json::from_str(&text)
+                .map_err(|e| LabError::Run(format!("{}: {e}", json.display())))?;
+            Measured {
+                tps: doc["tps"].as_f64().unwrap_or(0.0),
+                completed: doc["completed"].as_u64().unwrap_or(0),
+                lost: doc["lost"].as_u64().unwrap_or(0),
+                p50_us: doc["latency_us"]["p50"].as_f64().unwrap_or(f64::NAN),
+                p99_us: doc["latency_us"]["p99"].as_f64().unwrap_or(f64::NAN),
+                server_cpu_us_per_txn: None,
+                client_cpu_us_per_txn: None,
+                client_syscalls_per_txn: doc["client_syscalls_per_txn"].as_f64(),
+                host_cpu_us_per_txn: None,
+                client_bound: doc["client_bound"].as_bool().unwrap_or(false),
+            }
+        }
+        Driver::Dnsperf { .. } => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let r = crate::dns_compare::drivers::parse_dnsperf(&text).ok_or_else(|| {
+                LabError::Run(format!(
+                    "{}: no summary in dnsperf's output: {text}",
+                    cell.name
+                ))
+            })?;
+            Measured {
+                tps: r.qps,
+                completed: r.completed,
+                lost: r.lost,
+                p50_us: f64::NAN,
+                p99_us: f64::NAN,
+                server_cpu_us_per_txn: None,
+                client_cpu_us_per_txn: None,
+                client_syscalls_per_txn: None,
+                host_cpu_us_per_txn: None,
+                client_bound: false,
+            }
+        }
+    };
+    let txns = m.tps * window;
+    let per_txn = |t: u64| (txns > 0.0 && t > 0).then(|| t as f64 / hz * 1e6 / txns);
+    m.server_cpu_us_per_txn = per_txn(s1.saturating_sub(s0));
+    m.client_cpu_us_per_txn = per_txn(c1.saturating_sub(c0));
+    m.host_cpu_us_per_txn = per_txn(b1.saturating_sub(b0));
+    // Saturated client, unsaturated server: the row measures the client.
+    let util = |t: u64| t as f64 / hz / window.max(1e-9);
+    m.client_bound = util(c1.saturating_sub(c0)) >= 0.95 && util(s1.saturating_sub(s0)) < 0.9;
+    Ok(Ok(m))
+}
+
+/// Writes the zone and query file of the DNS cells into the work directory.
+fn dns_files(o: &XdpCompareOptions, names: usize) -> LabResult<DnsFiles> {
+    let (zone_text, exist) = crate::dns_compare::generate_zone(names);
+    let f = DnsFiles {
+        zone: o.workdir.join("bench.zone"),
+        queries: o.workdir.join("queries.txt"),
+    };
+    let queries = crate::dns_compare::generate_queries(&exist, 100_000);
+    for (path, text) in [(&f.zone, zone_text), (&f.queries, queries)] {
+        std::fs::write(path, text).map_err(|e| LabError::io(path.display(), e))?;
+    }
+    Ok(f)
 }
 
 /// Runs every cell `repetitions` times, interleaved, on a fresh veth topology `id`.
@@ -312,16 +570,26 @@ pub fn run(o: &XdpCompareOptions, id: &str, stop: &AtomicBool) -> LabResult<Vec<
     if o.repetitions == 0 {
         return Err(LabError::Usage("--repetitions must be at least 1".into()));
     }
-    let mut topo = Topology::veth(id, 1)?;
-    let cells = cells(o, &topo.dev(Side::Server), &topo.dev(Side::Client));
     std::fs::create_dir_all(&o.workdir).map_err(|e| LabError::io(o.workdir.display(), e))?;
+    let dns = o.dns_names.map(|n| dns_files(o, n)).transpose()?;
+    let mut topo = Topology::veth(id, 1)?;
+    let cells = cells(
+        o,
+        &topo.dev(Side::Server),
+        &topo.dev(Side::Client),
+        dns.as_ref(),
+    );
     let mut trials: Vec<Vec<Measured>> = vec![Vec::new(); cells.len()];
+    let mut skipped: Vec<Option<String>> = vec![None; cells.len()];
     let mut result = Ok(());
     'reps: for rep in 0..o.repetitions {
         for (i, cell) in cells.iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
                 result = Err(LabError::Interrupted);
                 break 'reps;
+            }
+            if skipped[i].is_some() {
+                continue;
             }
             eprintln!(
                 "lab compare --io: repetition {}/{}: {}",
@@ -331,8 +599,21 @@ pub fn run(o: &XdpCompareOptions, id: &str, stop: &AtomicBool) -> LabResult<Vec<
             );
             // A fresh port per trial: no late answer of the previous one can land in it.
             let port = 7200 + (rep * cells.len() + i) as u16;
-            match trial(&topo, o, cell, &format!("xdp-{rep}-{i}"), port) {
-                Ok(m) => trials[i].push(m),
+            match trial(
+                &topo,
+                o,
+                cell,
+                &format!("xdp-{rep}-{i}"),
+                port,
+                dns.as_ref(),
+            ) {
+                Ok(Ok(m)) => trials[i].push(m),
+                Ok(Err(why)) => {
+                    eprintln!("  skipped: {why}");
+                    skipped[i] = Some(format!(
+                        "{why} (knotd needs its XDP mode: Knot DNS 3.x built with libxdp)"
+                    ));
+                }
                 Err(e) => {
                     result = Err(e);
                     break 'reps;
@@ -346,7 +627,8 @@ pub fn run(o: &XdpCompareOptions, id: &str, stop: &AtomicBool) -> LabResult<Vec<
     Ok(cells
         .into_iter()
         .zip(trials)
-        .map(|(cell, t)| {
+        .zip(skipped)
+        .map(|((cell, t), skipped)| {
             let sum = |g: fn(&Measured) -> Option<f64>| Summary::of(t.iter().filter_map(g));
             Row {
                 tps: sum(|m| Some(m.tps)),
@@ -357,6 +639,7 @@ pub fn run(o: &XdpCompareOptions, id: &str, stop: &AtomicBool) -> LabResult<Vec<
                 host_cpu_us_per_txn: sum(|m| m.host_cpu_us_per_txn),
                 cell,
                 trials: t,
+                skipped,
             }
         })
         .collect())
@@ -377,6 +660,10 @@ pub fn table(rows: &[Row]) -> String {
     );
     t.push_str("|---|---|---|---|---|---|---|\n");
     for r in rows {
+        if let Some(why) = &r.skipped {
+            t.push_str(&format!("| {} | skipped: {why} | | | | | |\n", r.cell.name));
+            continue;
+        }
         let bound = if r.trials.iter().any(|m| m.client_bound) {
             " (CLIENT-BOUND)"
         } else {
@@ -410,14 +697,31 @@ pub fn table(rows: &[Row]) -> String {
             ratio(med(&x.server_cpu_us_per_txn), med(&k.server_cpu_us_per_txn)),
         ));
     }
-    if let (Some(x), Some(k)) = (
-        find("serve socket tuned <- load xdp"),
-        find("serve socket tuned <- load socket"),
-    ) {
-        t.push_str(&format!(
-            "generator xdp / socket (same server): client CPU per txn {}\n",
-            ratio(med(&x.client_cpu_us_per_txn), med(&k.client_cpu_us_per_txn)),
-        ));
+    for driver in ["load xdp", "dnsperf"] {
+        for peer in ["knot xdp", "knot socket"] {
+            if let (Some(x), Some(k)) = (
+                find(&format!("dns firehose xdp <- {driver}")),
+                find(&format!("dns {peer} <- {driver}")),
+            ) {
+                t.push_str(&format!(
+                    "dns firehose xdp / {peer} ({driver}): qps {}, host CPU per query {}, server CPU per query {}\n",
+                    ratio(med(&x.tps), med(&k.tps)),
+                    ratio(med(&x.host_cpu_us_per_txn), med(&k.host_cpu_us_per_txn)),
+                    ratio(med(&x.server_cpu_us_per_txn), med(&k.server_cpu_us_per_txn)),
+                ));
+            }
+        }
+    }
+    for server in ["serve xdp", "serve socket tuned"] {
+        if let (Some(x), Some(k)) = (
+            find(&format!("{server} <- load xdp")),
+            find(&format!("{server} <- load socket")),
+        ) {
+            t.push_str(&format!(
+                "generator xdp / socket ({server}): client CPU per txn {}\n",
+                ratio(med(&x.client_cpu_us_per_txn), med(&k.client_cpu_us_per_txn)),
+            ));
+        }
     }
     t
 }

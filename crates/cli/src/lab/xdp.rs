@@ -27,12 +27,7 @@ struct Doc {
 /// Runs the socket/AF_XDP comparison.
 pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
     let r = &c.run;
-    if c.proto != crate::serve::Proto::Echo {
-        return Err(Usage(
-            "lab compare --io runs echo cells only; DNS over AF_XDP is not in it yet".into(),
-        )
-        .into());
-    }
+    let dns = c.proto == crate::serve::Proto::Dns;
     let mut ios = Vec::new();
     for name in io.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !IOS.contains(&name) {
@@ -58,6 +53,12 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         (r.queues.is_some(), "--queues"),
         (r.timeout.is_some(), "--timeout"),
         (r.report.is_some(), "--report"),
+        (c.query_count.is_some(), "--query-count"),
+        (c.no_syscalls, "--no-syscalls"),
+        (
+            c.names.is_some() && !dns,
+            "--names (it applies to --proto dns)",
+        ),
     ];
     if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
         return Err(Usage(format!(
@@ -80,6 +81,7 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         flows: r.flows.unwrap_or(64),
         window: r.window.unwrap_or(8),
         workdir: std::env::temp_dir().join(format!("firehose-lab-xdp-{}", std::process::id())),
+        dns_names: dns.then(|| c.names.unwrap_or(10_000)),
     };
     let stop = stop_flag()?;
     let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
