@@ -9,13 +9,18 @@
 use crate::args::{parse_cpu, parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use firehose_engine::StatsDocument;
+use firehose_lab::proc::{self, Proc};
+use firehose_lab::runner;
+use firehose_lab::sample::port_bound;
 use firehose_lab::stats::Summary;
+use firehose_load::LoadReport;
 use serde::Serialize;
-use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Arguments of `firehose bench`.
 #[derive(Debug, Args)]
@@ -48,96 +53,212 @@ pub struct BenchArgs {
 
 const PROFILES: [&str; 5] = ["naive", "reuseport", "steered", "tuned", "latency"];
 
-/// A `firehose serve` (or peer) child confined to one CPU; killed when dropped.
-struct Proc {
-    child: Child,
+/// What every measurement of a run shares: the arguments, the firehose binary, the
+/// directory for logs and result files, and the stop flag (SIGINT/SIGTERM).
+struct Bench<'a> {
+    a: &'a BenchArgs,
+    exe: PathBuf,
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+}
+
+/// A `firehose serve` under test and the address it listens on.
+struct Serve {
+    proc: Proc,
     addr: String,
+    stats: PathBuf,
 }
 
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGTERM, then wait.
-    fn stop(mut self) -> Result<()> {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .context("running kill")?;
-        self.child.wait()?;
-        Ok(())
+impl Serve {
+    /// SIGTERM, then what it wrote with --stats-json.
+    fn finish(mut self) -> Result<StatsDocument> {
+        self.proc.stop("TERM", Duration::from_secs(10));
+        Ok(runner::read_stats(&self.stats)?)
     }
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Bench<'_> {
+    fn stop(&self) -> Option<&AtomicBool> {
+        Some(&self.stop)
     }
-}
 
-fn exe() -> Result<PathBuf> {
-    std::env::current_exe().context("finding the firehose executable")
-}
+    /// `firehose serve` with one worker of `profile`, confined to the server CPU.
+    fn start_serve(&self, profile: &str, tag: &str) -> Result<Serve> {
+        let stats = self.dir.join(format!("{tag}-stats.json"));
+        let mut cmd = proc::pinned(&[self.a.server_cpu], &self.exe);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"]);
+        cmd.args(["--profile", profile, "--stats-json"]).arg(&stats);
+        let mut p = Proc::spawn(cmd, &format!("{tag}-serve"), &self.dir)?;
+        let by = Instant::now() + Duration::from_secs(10);
+        let out = p.wait_for_output("\n", by, self.stop())?;
+        let first = out.lines().next().unwrap_or_default();
+        let addr = first
+            .strip_prefix("firehose serve: listening on ")
+            .with_context(|| format!("serve did not start: {first:?}"))?
+            .to_string();
+        Ok(Serve {
+            proc: p,
+            addr,
+            stats,
+        })
+    }
 
-fn start_serve(cpu: usize, profile: &str, stats: &Path) -> Result<Proc> {
-    let mut child = Command::new("taskset")
-        .args(["-c", &cpu.to_string()])
-        .arg(exe()?)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
+    /// `firehose load` against `srv` with `extra` flags, to completion.
+    fn run_load(&self, srv: &Serve, extra: &[String], tag: &str) -> Result<LoadReport> {
+        let json = self.dir.join(format!("{tag}-load.json"));
+        let mut cmd = Command::new(&self.exe);
+        cmd.args([
+            "load",
+            "--target",
+            &srv.addr,
+            "--quiet",
+            "--server-workers",
             "1",
-            "--profile",
-            profile,
-        ])
-        .arg("--stats-json")
-        .arg(stats)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting firehose serve under taskset (util-linux)")?;
-    let mut first = String::new();
-    let mut out = BufReader::new(child.stdout.take().context("serve stdout")?);
-    out.read_line(&mut first)?;
-    // Keep reading, so the server never writes into a full or closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = first
-        .trim()
-        .strip_prefix("firehose serve: listening on ")
-        .with_context(|| format!("serve did not start: {first:?}"))?
-        .to_string();
-    Ok(Proc { child, addr })
-}
+        ]);
+        cmd.args(["--server-pid", &srv.proc.pid().to_string()]);
+        cmd.arg("--json").arg(&json).args(extra);
+        let mut p = Proc::spawn(cmd, &format!("{tag}-load"), &self.dir)?;
+        let by = Instant::now() + self.a.duration + Duration::from_secs(60);
+        match p.wait_until(by, self.stop())? {
+            Some(s) if s.success() => Ok(runner::read_load_report(&json)?.0),
+            Some(_) => bail!("load failed: {}", p.stderr_tail()),
+            None => bail!("load did not finish within a minute of its duration"),
+        }
+    }
 
-fn run_load(addr: &str, server_pid: u32, extra: &[String], json: &Path) -> Result<Value> {
-    let out = Command::new(exe()?)
-        .args(["load", "--target", addr, "--quiet", "--server-workers", "1"])
-        .args(["--server-pid", &server_pid.to_string()])
-        .arg("--json")
-        .arg(json)
-        .args(extra)
-        .output()
-        .context("running firehose load")?;
-    if !out.status.success() {
-        bail!(
-            "load failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+    /// The common load flags: warm-up, duration and the client CPU.
+    fn load_flags(&self, warmup: &str, flags: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        v.extend(
+            [
+                "--warmup",
+                warmup,
+                "--duration",
+                &format!("{}", self.a.duration.as_secs_f64()),
+                "--cpus",
+                &self.a.client_cpu.to_string(),
+            ]
+            .map(String::from),
         );
+        v
     }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(json)?)?;
-    Ok(v)
-}
 
-fn f(v: &Value, path: &[&str]) -> Option<f64> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p)?;
+    fn measure_profile(&self, profile: &str, rep: usize) -> Result<ProfileRun> {
+        // Max tps: closed loop with enough requests in flight to fill batches.
+        let tag = format!("{profile}-{rep}-max");
+        let srv = self.start_serve(profile, &tag)?;
+        let flags = ["--flows", "4", "--window", "32", "--batch", "64"];
+        let load = self.run_load(&srv, &self.load_flags("1", &flags), &tag)?;
+        let stats = srv.finish()?;
+        // Latency at a fixed rate, open loop.
+        let tag = format!("{profile}-{rep}-rate");
+        let srv = self.start_serve(profile, &tag)?;
+        let rate_s = format!("{}", self.a.rate);
+        let flags = ["--rate", rate_s.as_str(), "--flows", "4"];
+        let rate = self.run_load(&srv, &self.load_flags("1", &flags), &tag)?;
+        srv.finish()?;
+        Ok(ProfileRun {
+            profile: profile.into(),
+            repetition: rep,
+            max_tps: load.tps,
+            lost: load.lost as f64,
+            server_cpu_us_per_txn: load.server_cpu_us_per_txn,
+            client_cpu_us_per_txn: load.client_cpu_us_per_txn,
+            server_syscalls_per_txn: stats.syscalls_per_packet,
+            client_bound: load.client_bound,
+            rate_p50_us: Some(rate.latency_us.p50),
+            rate_p99_us: Some(rate.latency_us.p99),
+            rate_tps: rate.tps,
+        })
     }
-    cur.as_f64()
+
+    /// `sockperf sr` on the server CPU, once its port is bound.
+    fn start_sockperf_server(&self, port: u16, tag: &str) -> Result<Proc> {
+        let mut cmd = proc::pinned(&[self.a.server_cpu], "sockperf");
+        cmd.args(["sr", "-i", "127.0.0.1", "-p", &port.to_string()]);
+        let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-sr"), &self.dir)?;
+        let by = Instant::now() + Duration::from_secs(10);
+        while !port_bound(p.pid(), port) {
+            if p.exited().is_some() || Instant::now() > by {
+                bail!(
+                    "sockperf sr did not listen on port {port}: {}",
+                    p.stderr_tail()
+                );
+            }
+            proc::sleep_until(Instant::now() + Duration::from_millis(20), self.stop())?;
+        }
+        Ok(p)
+    }
+
+    fn sockperf_pp(&self, port: u16, tag: &str) -> Result<(f64, f64, f64)> {
+        let mut cmd = proc::pinned(&[self.a.client_cpu], "sockperf");
+        cmd.args([
+            "pp",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-m",
+            "100",
+        ]);
+        let secs = format!("{}", self.a.duration.as_secs().max(1));
+        cmd.args(["-t", &secs, "--full-rtt"]);
+        let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-pp"), &self.dir)?;
+        let by = Instant::now() + self.a.duration + Duration::from_secs(30);
+        p.wait_until(by, self.stop())?
+            .context("sockperf pp did not finish")?;
+        let text = p.stdout() + &p.stderr();
+        let r = firehose_lab::sockperf::parse_client(&text).map_err(|e| {
+            anyhow::anyhow!("could not read sockperf's output ({e}): {}", text.trim())
+        })?;
+        let l = r.latency();
+        match (l.p50, l.p99, l.mean) {
+            (Some(p50), Some(p99), Some(mean)) => Ok((p50, p99, mean)),
+            _ => bail!("sockperf printed no p50/p99/mean: {}", text.trim()),
+        }
+    }
+
+    fn measure_pingpong(&self, rep: usize, sockperf: bool) -> Result<Vec<PingPong>> {
+        let mut out = Vec::new();
+        for (pair, spin) in [
+            ("serve latency + load", false),
+            ("serve latency + load --spin", true),
+        ] {
+            let tag = format!("pp-{rep}-{spin}");
+            let srv = self.start_serve("latency", &tag)?;
+            let mut flags = vec!["--flows", "1", "--window", "1"];
+            if spin {
+                flags.push("--spin");
+            }
+            let l = self.run_load(&srv, &self.load_flags("0.5", &flags), &tag)?;
+            srv.finish()?;
+            out.push(PingPong {
+                pair: pair.into(),
+                repetition: rep,
+                p50_us: l.latency_us.p50,
+                p99_us: l.latency_us.p99,
+                mean_us: l.latency_us.mean,
+            });
+        }
+        if sockperf {
+            let tag = format!("pp-{rep}");
+            let port = proc::free_port()?;
+            let srv = self.start_sockperf_server(port, &tag)?;
+            let (p50, p99, mean) = self.sockperf_pp(port, &tag)?;
+            drop(srv);
+            out.push(PingPong {
+                pair: "sockperf sr + sockperf pp".into(),
+                repetition: rep,
+                p50_us: p50,
+                p99_us: p99,
+                mean_us: mean,
+            });
+            // sockperf's client cannot drive a plain echo server (it expects its server to
+            // rewrite a header flag), so the pairs stay whole: our server with our client,
+            // sockperf's server with sockperf's client.
+        }
+        Ok(out)
+    }
 }
 
 /// One profile, one repetition.
@@ -196,199 +317,6 @@ fn env(a: &BenchArgs) -> Env {
     }
 }
 
-fn measure_profile(a: &BenchArgs, dir: &Path, profile: &str, rep: usize) -> Result<ProfileRun> {
-    let secs = format!("{}", a.duration.as_secs_f64());
-    let cpu = a.client_cpu.to_string();
-    // Max tps: closed loop with enough requests in flight to fill batches.
-    let stats = dir.join(format!("{profile}-{rep}-max.json"));
-    let srv = start_serve(a.server_cpu, profile, &stats)?;
-    let load = run_load(
-        &srv.addr,
-        srv.pid(),
-        &[
-            "--flows",
-            "4",
-            "--window",
-            "32",
-            "--batch",
-            "64",
-            "--warmup",
-            "1",
-            "--duration",
-            &secs,
-            "--cpus",
-            &cpu,
-        ]
-        .map(String::from),
-        &dir.join(format!("{profile}-{rep}-max-load.json")),
-    )?;
-    srv.stop()?;
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats)?)?;
-    let syscalls = f(&s, &["totals", "syscalls"]).unwrap_or(0.0);
-    let packets = f(&s, &["totals", "packets_out"]).unwrap_or(0.0);
-    // Latency at a fixed rate, open loop.
-    let stats2 = dir.join(format!("{profile}-{rep}-rate.json"));
-    let srv = start_serve(a.server_cpu, profile, &stats2)?;
-    let rate = run_load(
-        &srv.addr,
-        srv.pid(),
-        &[
-            "--rate".to_string(),
-            format!("{}", a.rate),
-            "--flows".into(),
-            "4".into(),
-            "--warmup".into(),
-            "1".into(),
-            "--duration".into(),
-            secs.clone(),
-            "--cpus".into(),
-            cpu.clone(),
-        ],
-        &dir.join(format!("{profile}-{rep}-rate-load.json")),
-    )?;
-    srv.stop()?;
-    Ok(ProfileRun {
-        profile: profile.into(),
-        repetition: rep,
-        max_tps: f(&load, &["tps"]).unwrap_or(0.0),
-        lost: f(&load, &["lost"]).unwrap_or(0.0),
-        server_cpu_us_per_txn: f(&load, &["server_cpu_us_per_txn"]),
-        client_cpu_us_per_txn: f(&load, &["client_cpu_us_per_txn"]),
-        server_syscalls_per_txn: (packets > 0.0).then(|| syscalls / packets),
-        client_bound: load
-            .get("client_bound")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        rate_p50_us: f(&rate, &["latency_us", "p50"]),
-        rate_p99_us: f(&rate, &["latency_us", "p99"]),
-        rate_tps: f(&rate, &["tps"]).unwrap_or(0.0),
-    })
-}
-
-fn start_sockperf_server(cpu: usize, port: u16) -> Result<Proc> {
-    let child = Command::new("taskset")
-        .args([
-            "-c",
-            &cpu.to_string(),
-            "sockperf",
-            "sr",
-            "-i",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting sockperf sr")?;
-    std::thread::sleep(Duration::from_millis(300));
-    Ok(Proc {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-    })
-}
-
-fn sockperf_pp(a: &BenchArgs, addr: &str) -> Result<(f64, f64, f64)> {
-    let (ip, port) = addr.rsplit_once(':').context("address")?;
-    let out = Command::new("taskset")
-        .args([
-            "-c",
-            &a.client_cpu.to_string(),
-            "sockperf",
-            "pp",
-            "-i",
-            ip,
-            "-p",
-            port,
-            "-m",
-            "100",
-        ])
-        .args([
-            "-t",
-            &format!("{}", a.duration.as_secs().max(1)),
-            "--full-rtt",
-        ])
-        .output()
-        .context("running sockperf pp")?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    let r = firehose_lab::sockperf::parse_client(&text)
-        .map_err(|e| anyhow::anyhow!("could not read sockperf's output ({e}): {}", text.trim()))?;
-    let l = r.latency();
-    match (l.p50, l.p99, l.mean) {
-        (Some(p50), Some(p99), Some(mean)) => Ok((p50, p99, mean)),
-        _ => bail!("sockperf printed no p50/p99/mean: {}", text.trim()),
-    }
-}
-
-fn measure_pingpong(
-    a: &BenchArgs,
-    dir: &Path,
-    rep: usize,
-    sockperf: bool,
-) -> Result<Vec<PingPong>> {
-    let mut out = Vec::new();
-    let secs = format!("{}", a.duration.as_secs_f64());
-    let cpu = a.client_cpu.to_string();
-    for (pair, spin) in [
-        ("serve latency + load", false),
-        ("serve latency + load --spin", true),
-    ] {
-        let stats = dir.join(format!("pp-{rep}-{spin}.json"));
-        let srv = start_serve(a.server_cpu, "latency", &stats)?;
-        let mut extra: Vec<String> = [
-            "--flows",
-            "1",
-            "--window",
-            "1",
-            "--warmup",
-            "0.5",
-            "--duration",
-            &secs,
-            "--cpus",
-            &cpu,
-        ]
-        .map(String::from)
-        .to_vec();
-        if spin {
-            extra.push("--spin".into());
-        }
-        let v = run_load(
-            &srv.addr,
-            srv.pid(),
-            &extra,
-            &dir.join(format!("pp-{rep}-{spin}-load.json")),
-        )?;
-        srv.stop()?;
-        out.push(PingPong {
-            pair: pair.into(),
-            repetition: rep,
-            p50_us: f(&v, &["latency_us", "p50"]).unwrap_or(0.0),
-            p99_us: f(&v, &["latency_us", "p99"]).unwrap_or(0.0),
-            mean_us: f(&v, &["latency_us", "mean"]).unwrap_or(0.0),
-        });
-    }
-    if sockperf {
-        let srv = start_sockperf_server(
-            a.server_cpu,
-            firehose_lab::runner::free_loopback_port().map_err(|e| anyhow::anyhow!("{e}"))?,
-        )?;
-        let (p50, p99, mean) = sockperf_pp(a, &srv.addr)?;
-        drop(srv);
-        out.push(PingPong {
-            pair: "sockperf sr + sockperf pp".into(),
-            repetition: rep,
-            p50_us: p50,
-            p99_us: p99,
-            mean_us: mean,
-        });
-        // sockperf's client cannot drive a plain echo server (it expects its server to
-        // rewrite a header flag), so the pairs stay whole: our server with our client,
-        // sockperf's server with sockperf's client.
-    }
-    Ok(out)
-}
-
 fn fmt_mmm(v: &[f64], digits: usize, big: bool) -> String {
     match Summary::of(v.iter().copied()).map(|x| (x.median, x.min, x.max)) {
         None => "unknown".into(),
@@ -431,31 +359,28 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         a.profiles.clone()
     };
-    let have_sockperf = Command::new("sockperf").arg("--version").output().is_ok();
+    let have_sockperf = firehose_lab::cmd::installed("sockperf");
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
     let dir = std::env::temp_dir().join(format!("firehose-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    let bench = Bench {
+        a: &a,
+        exe: std::env::current_exe().context("finding the firehose executable")?,
+        dir: dir.clone(),
+        stop,
+    };
     let e = env(&a);
     say!(
         "firehose bench: kernel {}, {}, {} CPUs; server on CPU {}, client on CPU {}; {} x {:.0} s per cell, interleaved",
         e.kernel, e.cpu_model, e.nproc, a.server_cpu, a.client_cpu, a.repetitions, a.duration.as_secs_f64()
     );
-    let mut runs = Vec::new();
-    let mut pp = Vec::new();
-    let total = a.repetitions * (profiles.len() + usize::from(!a.no_pingpong));
-    let mut step = 0;
-    for rep in 1..=a.repetitions {
-        for p in &profiles {
-            step += 1;
-            eprintln!("  [{step}/{total}] {p}, repetition {rep}");
-            runs.push(measure_profile(&a, &dir, p, rep)?);
-        }
-        if !a.no_pingpong {
-            step += 1;
-            eprintln!("  [{step}/{total}] ping-pong, repetition {rep}");
-            pp.extend(measure_pingpong(&a, &dir, rep, have_sockperf)?);
-        }
-    }
+    let measured = measure_all(&bench, &profiles, have_sockperf);
+    // The logs and result files go, whatever happened; the children went with their Procs.
     let _ = std::fs::remove_dir_all(&dir);
+    let (runs, pp) = measured?;
     print_tables(&a, &profiles, &runs, &pp, have_sockperf);
     if let Some(path) = &a.json {
         let doc = BenchDoc {
@@ -470,6 +395,32 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Every cell, interleaved: all profiles, then ping-pong, once per repetition.
+fn measure_all(
+    bench: &Bench<'_>,
+    profiles: &[String],
+    sockperf: bool,
+) -> Result<(Vec<ProfileRun>, Vec<PingPong>)> {
+    let a = bench.a;
+    let mut runs = Vec::new();
+    let mut pp = Vec::new();
+    let total = a.repetitions * (profiles.len() + usize::from(!a.no_pingpong));
+    let mut step = 0;
+    for rep in 1..=a.repetitions {
+        for p in profiles {
+            step += 1;
+            eprintln!("  [{step}/{total}] {p}, repetition {rep}");
+            runs.push(bench.measure_profile(p, rep)?);
+        }
+        if !a.no_pingpong {
+            step += 1;
+            eprintln!("  [{step}/{total}] ping-pong, repetition {rep}");
+            pp.extend(bench.measure_pingpong(rep, sockperf)?);
+        }
+    }
+    Ok((runs, pp))
 }
 
 fn col(runs: &[ProfileRun], p: &str, get: impl Fn(&ProfileRun) -> Option<f64>) -> Vec<f64> {

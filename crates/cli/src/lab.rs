@@ -1,6 +1,7 @@
 //! `firehose lab`: test hosts, measured runs, the NTT ladder and peer comparisons
-//! in one command, with a report. The work is in the `firehose-lab` crate; this module
-//! parses arguments, handles Ctrl-C/SIGTERM, prints progress on a terminal and the table.
+//! in one command, with a report. The work is in the `firehose-lab` crate
+//! (`firehose_lab::session`); this module parses arguments, handles Ctrl-C/SIGTERM, prints
+//! progress on a terminal, writes the results and prints the table.
 
 mod dns;
 mod xdp;
@@ -12,11 +13,12 @@ use crate::args::{
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use firehose_lab::experiment::{self, Cell, Progress};
-use firehose_lab::report::{self, LabReport, Skipped};
-use firehose_lab::runner::{self, LoadSpec, Placement, Runner};
-use firehose_lab::topology::{self, Kind, Topology};
-use firehose_lab::{cmd, compare, env::Environment, ladder, plain_echo::PlainEcho, LabError};
+use firehose_lab::experiment::Progress;
+use firehose_lab::report::{self, LabReport};
+use firehose_lab::runner::{self, Placement};
+use firehose_lab::session::{self, Context as RunContext, RunOptions};
+use firehose_lab::topology::{self, Kind};
+use firehose_lab::{plain_echo::PlainEcho, LabError};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -172,12 +174,6 @@ struct PlainEchoArgs {
     threads: usize,
 }
 
-impl RunArgs {
-    fn topology(&self) -> Kind {
-        self.topology.unwrap_or(Kind::Loopback)
-    }
-}
-
 /// Turns a lab error into the binary's: usage errors exit 2.
 fn lab_err(e: LabError) -> anyhow::Error {
     match e {
@@ -248,143 +244,37 @@ fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Settings shared by ladder and compare once defaults are filled in.
-struct Setup {
-    topo: Topology,
-    placement: Placement,
-    workers: usize,
-    load: LoadSpec,
-    workdir: PathBuf,
-    /// Temporary work directory to delete at the end (no --report).
-    temp: bool,
-}
-
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
-    let s = side_cpus("--server-cpus", &r.server_cpus)?;
-    let c = side_cpus("--client-cpus", &r.client_cpus)?;
-    Ok(match (s, c) {
-        (None, None) => Placement::split(allowed).map_err(lab_err)?,
-        (s, c) => {
-            let split = Placement::split(allowed).ok();
-            let server = match s {
-                Some(s) => s,
-                None => split
-                    .as_ref()
-                    .map(|p| p.server_cpus.clone())
-                    .unwrap_or_default(),
-            };
-            let client = match c {
-                Some(c) => c,
-                None => allowed
-                    .iter()
-                    .copied()
-                    .filter(|x| !server.contains(x))
-                    .collect(),
-            };
-            if server.is_empty() || client.is_empty() {
-                return Err(Usage(
-                    "give both --server-cpus and --client-cpus: one side has no CPU left".into(),
-                )
-                .into());
-            }
-            Placement::new(server, client, allowed).map_err(lab_err)?
-        }
-    })
+    let server = side_cpus("--server-cpus", &r.server_cpus)?;
+    let client = side_cpus("--client-cpus", &r.client_cpus)?;
+    session::placement(server, client, allowed).map_err(lab_err)
 }
 
-/// Fills in defaults, checks the arguments, then builds the test host. `pins` names what
-/// pins one worker per server CPU in this run, if anything does.
-fn setup(
-    r: &RunArgs,
-    default_flows: usize,
-    default_window: Option<usize>,
-    default_rate: Option<usize>,
-    pins: Option<&str>,
-) -> Result<Setup> {
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let placement = placement(r, &allowed)?;
-    let workers =
-        match r.workers.as_deref() {
-            None => placement.server_cpus.len(),
-            Some([w]) => *w,
-            Some(_) => return Err(Usage(
-                "--workers takes one count here; a list of counts is for lab compare --proto dns"
-                    .into(),
-            )
-            .into()),
-        };
-    if let Some(what) = pins {
-        if workers > placement.server_cpus.len() {
-            return Err(Usage(format!(
-                "--workers {workers} is more than the {} server CPU(s), but {what} one worker per CPU: give more --server-cpus or fewer --workers",
-                placement.server_cpus.len()
-            ))
-            .into());
-        }
+impl RunArgs {
+    /// The options of the lab crate's run.
+    fn options(&self) -> Result<RunOptions> {
+        Ok(RunOptions {
+            topology: self.topology,
+            queues: self.queues,
+            repetitions: self.repetitions,
+            duration_s: whole_secs("--duration", self.duration)?,
+            warmup_s: self.warmup.map(|w| whole_secs("--warmup", w)).transpose()?,
+            server_cpus: side_cpus("--server-cpus", &self.server_cpus)?,
+            client_cpus: side_cpus("--client-cpus", &self.client_cpus)?,
+            workers: self.workers.clone(),
+            threads: self.threads,
+            flows: self.flows,
+            window: self.window,
+            rate: self.rate.map(|x| whole_rate("--rate", x)).transpose()?,
+            size: self.size,
+            timeout_ms: self
+                .timeout
+                .map(|t| whole_millis("--timeout", t))
+                .transpose()?,
+            report: self.report.clone(),
+        })
     }
-    let threads = r.threads.unwrap_or(placement.client_cpus.len());
-    let size = r.size.unwrap_or(100);
-    let flows = r.flows.unwrap_or(default_flows.max(threads));
-    if flows < threads {
-        return Err(Usage(format!(
-            "--flows {flows} is fewer than --threads {threads}: each thread needs a flow"
-        ))
-        .into());
-    }
-    let load = LoadSpec {
-        flows,
-        window: r.window.or(default_window),
-        rate: match r.rate {
-            Some(x) => Some(whole_rate("--rate", x)?),
-            None => default_rate.map(|x| x as u64),
-        },
-        threads,
-        size,
-        duration_s: whole_secs("--duration", r.duration)?,
-        warmup_s: match r.warmup {
-            Some(w) => whole_secs("--warmup", w)?,
-            None => 1,
-        },
-        timeout_ms: match r.timeout {
-            Some(t) => whole_millis("--timeout", t)?,
-            None => 200,
-        },
-    };
-    if size < 20 {
-        return Err(Usage(format!(
-            "--size {}: echo requests carry a 20-byte header; use 20 or more",
-            size
-        ))
-        .into());
-    }
-    if r.queues.is_some() && r.topology() == Kind::Loopback {
-        return Err(Usage(
-            "--queues sets the veth pair's queues: use it with --topology veth".into(),
-        )
-        .into());
-    }
-    let (workdir, temp) = match &r.report {
-        Some(d) => (d.join("runs"), false),
-        None => (runner::temp_workdir(std::process::id()), true),
-    };
-    let topo = match r.topology() {
-        Kind::Loopback => Topology::loopback(),
-        Kind::Veth => {
-            let q = r.queues.unwrap_or(allowed.len());
-            Topology::veth(&topology::run_id(None), q).map_err(lab_err)?
-        }
-    };
-    // Last, so that a refused argument leaves nothing behind.
-    std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
-    Ok(Setup {
-        topo,
-        placement,
-        workers,
-        load,
-        workdir,
-        temp,
-    })
 }
 
 fn progress_printer() -> impl FnMut(&Progress) {
@@ -411,13 +301,6 @@ fn finish_progress() {
     }
 }
 
-/// What to run, what was left out and why, and notes for the report.
-struct Plan {
-    cells: Vec<Cell>,
-    skipped: Vec<Skipped>,
-    notes: Vec<String>,
-}
-
 /// A flag set by SIGINT and SIGTERM, installed before any test host exists so that no
 /// signal can leave one behind.
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -428,82 +311,24 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// Runs the cells, tears down, writes JSON and report, prints the table.
-fn execute(
+/// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
+/// the report directory) and prints the table.
+fn run_and_print(
     kind: &str,
     r: &RunArgs,
-    stop: Arc<AtomicBool>,
-    mut s: Setup,
-    Plan {
-        cells,
-        skipped,
-        notes,
-    }: Plan,
-    make_rows: impl Fn(&[Cell], &[runner::Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
+    run: impl FnOnce(&RunOptions, RunContext<'_>) -> Result<LabReport, LabError>,
 ) -> Result<()> {
-    let started_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let environment = Environment::capture();
-    let port = match r.topology() {
-        Kind::Loopback => runner::free_loopback_port().map_err(lab_err)?,
-        Kind::Veth => runner::VETH_PORT,
+    let opts = r.options()?;
+    let stop = stop_flag()?;
+    let mut progress = progress_printer();
+    let ctx = RunContext {
+        bin: std::env::current_exe().context("locating the firehose binary")?,
+        stop: &stop,
+        progress: &mut progress,
     };
-    let bin = std::env::current_exe().context("locating the firehose binary")?;
-    let result = {
-        let runner = Runner {
-            bin,
-            topo: &s.topo,
-            placement: s.placement.clone(),
-            load: s.load.clone(),
-            workdir: s.workdir.clone(),
-            stop: &stop,
-            port,
-        };
-        let mut progress = progress_printer();
-        let res = experiment::run(&runner, &s.topo, &cells, r.repetitions, &mut progress);
-        finish_progress();
-        res
-    };
-    // Tear the test host down before anything else, whatever happened.
-    let teardown = s.topo.teardown();
-    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    let trials = match result {
-        Ok(t) => t,
-        Err(_) if interrupted => {
-            if s.temp {
-                let _ = std::fs::remove_dir_all(&s.workdir);
-            }
-            teardown
-                .map_err(lab_err)
-                .context("interrupted; removing the test host")?;
-            anyhow::bail!("interrupted: stopped the run and removed its test host")
-        }
-        Err(e) => {
-            return Err(lab_err(e))
-                .with_context(|| format!("lab {kind} failed (logs in {})", s.workdir.display()))
-        }
-    };
-    teardown
-        .map_err(lab_err)
-        .context("removing the test host")?;
-    let (rows, ratios) = make_rows(&cells, &trials);
-    let rep = LabReport {
-        kind: kind.into(),
-        started_unix,
-        topology: r.topology().name().into(),
-        queues: s.topo.queues(),
-        workers: s.workers,
-        repetitions: r.repetitions,
-        placement: s.placement.clone(),
-        load: s.load.clone(),
-        environment,
-        rows,
-        skipped,
-        ratios,
-        notes,
-        trials,
-    };
+    let res = run(&opts, ctx);
+    finish_progress();
+    let rep = res.map_err(lab_err)?;
     let json = r
         .json
         .clone()
@@ -515,54 +340,13 @@ fn execute(
         rep.write_dir(dir).map_err(lab_err)?;
         println!("report: {}", dir.join("report.html").display());
     }
-    if s.temp {
-        let _ = std::fs::remove_dir_all(&s.workdir);
-    }
     Ok(())
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    let (steps, skipped) = ladder::select(l.steps.as_deref(), l.run.topology()).map_err(lab_err)?;
-    let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
-    let pins = steps
-        .iter()
-        .any(|st| ladder::STEPS.iter().position(|x| x == st) >= pin_at)
-        .then_some("the pin step pins");
-    let stop = stop_flag()?;
-    let s = setup(&l.run, 16, Some(4), None, pins)?;
-    let veth = l.run.topology() == Kind::Veth;
-    let cells: Vec<Cell> = steps
-        .iter()
-        .map(|st| Cell {
-            name: st.name.into(),
-            describe: match ladder::talk_figure(st.name) {
-                Some(t) => format!("{} (the talk: {t})", st.describe),
-                None => st.describe.into(),
-            },
-            server: ladder::server_for(st, s.workers),
-            generator: runner::Generator::Firehose,
-            knobs: veth.then(|| ladder::knobs_for(st)),
-        })
-        .collect();
-    execute(
-        "ladder",
-        &l.run,
-        stop,
-        s,
-        Plan {
-            cells,
-            skipped,
-            notes: Vec::new(),
-        },
-        |cells, trials| {
-            let mut rows = report::rows(cells, trials);
-            for i in 1..rows.len() {
-                let prev = rows[i - 1].clone();
-                rows[i].compare_with(&prev);
-            }
-            (rows, Vec::new())
-        },
-    )
+    run_and_print("ladder", &l.run, |o, ctx| {
+        session::ladder(o, l.steps.as_deref(), ctx)
+    })
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
@@ -581,69 +365,7 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
             return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
         }
     }
-    let servers = c.servers.as_deref().unwrap_or("naive,tuned,plain,sockperf");
-    let generators = c.generators.as_deref().unwrap_or("firehose,sockperf");
-    let sockperf = cmd::installed("sockperf");
-    // Validate names before building anything.
-    compare::plan(servers, generators, 1, sockperf).map_err(lab_err)?;
-    let pins = servers
-        .split(',')
-        .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
-        .then_some("the steered, tuned and latency profiles pin");
-    let stop = stop_flag()?;
-    let s = setup(&c.run, 1, None, Some(10_000), pins)?;
-    let (cells, skipped) =
-        compare::plan(servers, generators, s.workers, sockperf).map_err(lab_err)?;
-    if cells.is_empty() {
-        let why: Vec<String> = skipped
-            .iter()
-            .map(|s| format!("{}: {}", s.name, s.reason))
-            .collect();
-        return Err(Usage(format!(
-            "nothing to compare, every configuration was skipped ({})",
-            why.join("; ")
-        ))
-        .into());
-    }
-    let mut notes = vec![
-        "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
-    ];
-    if !cmd::installed("perf") {
-        notes.push(format!(
-            "peer servers' syscalls/txn are unknown without perf ({})",
-            cmd::install_hint("perf")
-        ));
-    }
-    execute(
-        "compare",
-        &c.run,
-        stop,
-        s,
-        Plan {
-            cells,
-            skipped,
-            notes,
-        },
-        |cells, trials| {
-            let mut rows = report::rows(cells, trials);
-            for g in [runner::Generator::Firehose, runner::Generator::Sockperf] {
-                let base = rows
-                    .iter()
-                    .find(|r| r.generator == g && r.name.starts_with("plain/"))
-                    .or_else(|| rows.iter().find(|r| r.generator == g))
-                    .cloned();
-                if let Some(base) = base {
-                    for r in rows
-                        .iter_mut()
-                        .filter(|r| r.generator == g && r.name != base.name)
-                    {
-                        // Open loop: all reach the rate, so judge the cost.
-                        r.compare_cost_with(&base);
-                    }
-                }
-            }
-            let ratios = compare::ratios(&rows);
-            (rows, ratios)
-        },
-    )
+    run_and_print("compare", &c.run, |o, ctx| {
+        session::compare(o, c.servers.as_deref(), c.generators.as_deref(), ctx)
+    })
 }

@@ -7,6 +7,7 @@ use crate::args::{
 use crate::serve_xdp::{zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
 use firehose_load::report::{Interval, ServerCpu};
 use firehose_load::xdp::{ModeChoice, XdpIo, XdpLoadConfig};
@@ -171,12 +172,11 @@ fn resolve(target: &str) -> Result<SocketAddr> {
         })
 }
 
-/// The server's CPU time so far (utime + stime, in clock ticks).
-fn server_ticks(pid: u32) -> Result<u64> {
-    let path = format!("/proc/{pid}/stat");
-    let st = firehose_host::procfs::read(&path, firehose_host::procfs::pidstat::parse)
-        .map_err(|e| Usage(format!("--server-pid {pid}: {e}")))?;
-    Ok(st.utime + st.stime)
+/// Checks that `--server-pid` names a process whose CPU time can be read.
+fn check_server_pid(pid: u32) -> Result<()> {
+    cputime::seconds(pid, Scope::Process)
+        .map(|_| ())
+        .map_err(|e| Usage(format!("--server-pid {pid}: {e}")).into())
 }
 
 /// The workload of a run.
@@ -237,7 +237,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         }
     };
     if let Some(pid) = a.server_pid {
-        server_ticks(pid)?;
+        check_server_pid(pid)?;
     }
     let xdp = xdp_setup(&a, &cfg, &workload)?;
     let config_doc = ConfigDoc {
@@ -344,6 +344,126 @@ fn xdp_setup(
     Ok(Some((io, applied.settings)))
 }
 
+/// The server's CPU time at both edges of the measured window (`--server-pid`): two
+/// readings, the first once the warm-up is over, the second when the run ends.
+struct ServerWindow {
+    pid: u32,
+    start: Option<(f64, Instant)>,
+    end: Option<(f64, Instant)>,
+}
+
+impl ServerWindow {
+    fn read(pid: u32) -> Option<(f64, Instant)> {
+        cputime::seconds(pid, Scope::Process)
+            .ok()
+            .map(|s| (s, Instant::now()))
+    }
+
+    /// Takes the first reading once `measuring`, the second once `ending`.
+    fn observe(&mut self, measuring: bool, ending: bool) {
+        if self.start.is_none() && measuring {
+            self.start = Self::read(self.pid);
+        }
+        if self.end.is_none() && self.start.is_some() && ending {
+            self.end = Self::read(self.pid);
+        }
+    }
+
+    fn finish(mut self) -> Option<ServerCpu> {
+        self.observe(false, true);
+        let ((c0, i0), (c1, i1)) = (self.start?, self.end?);
+        Some(ServerCpu {
+            pid: self.pid,
+            cpu_s: (c1 - c0).max(0.0),
+            window_s: i1.duration_since(i0).as_secs_f64(),
+        })
+    }
+}
+
+/// The counters at the last interval line, to print the next one as a difference.
+struct IntervalLines {
+    every: Duration,
+    next: Duration,
+    t: f64,
+    completed: u64,
+    lost: u64,
+    stray: u64,
+}
+
+impl IntervalLines {
+    /// The interval ending at `el`, if a line is due.
+    fn due(&mut self, el: Duration, live: &[firehose_load::gen::Live]) -> Option<Interval> {
+        if self.every.is_zero() || el < self.next {
+            return None;
+        }
+        let sum = |f: fn(&firehose_load::gen::Live) -> u64| live.iter().map(f).sum::<u64>();
+        let t = el.as_secs_f64();
+        let c = sum(|l| l.completed.load(Ordering::Relaxed));
+        let lost = sum(|l| l.lost.load(Ordering::Relaxed));
+        let stray = sum(|l| l.stray.load(Ordering::Relaxed));
+        let iv = Interval {
+            t,
+            tps: (c - self.completed) as f64 / (t - self.t),
+            lost: lost - self.lost,
+            stray: stray - self.stray,
+        };
+        (self.completed, self.lost, self.stray) = (c, lost, stray);
+        self.t = t;
+        self.next += self.every;
+        Some(iv)
+    }
+}
+
+/// The line of the interval that ended at `iv.t` and began at `from`.
+fn print_interval(from: f64, iv: &Interval, warmup: Duration, tty: bool) {
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    say!(
+        "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
+        from,
+        iv.t,
+        thousands(iv.tps),
+        iv.lost,
+        iv.stray,
+        if from < warmup.as_secs_f64() {
+            "  (warm-up)"
+        } else {
+            ""
+        }
+    );
+}
+
+fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
+    say!(
+        "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
+        cfg.target,
+        match cfg.rate {
+            Some(r) => format!("open loop at {} tps", thousands(r)),
+            None => "closed loop".into(),
+        },
+        cfg.flows,
+        match cfg.window {
+            0 => "no window cap".to_string(),
+            w => format!("window {w}"),
+        },
+        cfg.threads,
+        cfg.cpus
+            .as_ref()
+            .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
+            .unwrap_or_default(),
+        match &a.queries {
+            Some(q) => format!("queries from {}", q.display()),
+            None => format!("{}-byte requests", a.size),
+        },
+        if cfg.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
+        }
+    );
+}
+
 /// Starts the generator (over `xdp` when given, else kernel sockets), prints interval
 /// lines, and summarises.
 fn drive<W: Workload + 'static>(
@@ -363,49 +483,27 @@ fn drive<W: Workload + 'static>(
     }
     .map_err(load_error)?;
     if !a.quiet {
-        say!(
-            "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
-            cfg.target,
-            match cfg.rate {
-                Some(r) => format!("open loop at {} tps", thousands(r)),
-                None => "closed loop".into(),
-            },
-            cfg.flows,
-            match cfg.window {
-                0 => "no window cap".to_string(),
-                w => format!("window {w}"),
-            },
-            cfg.threads,
-            cfg.cpus
-                .as_ref()
-                .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
-                .unwrap_or_default(),
-            match &a.queries {
-                Some(q) => format!("queries from {}", q.display()),
-                None => format!("{}-byte requests", a.size),
-            },
-            if cfg.warmup.is_zero() {
-                String::new()
-            } else {
-                format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
-            }
-        );
+        print_header(a, cfg);
     }
     let tty = std::io::stderr().is_terminal() && !a.quiet;
-    let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
-    let mut server_start: Option<(u64, Instant)> = None;
-    let mut server_end: Option<(u64, Instant)> = None;
+    let mut server = a.server_pid.map(|pid| ServerWindow {
+        pid,
+        start: None,
+        end: None,
+    });
     let mut intervals = Vec::new();
     let total_len = match cfg.length {
         Length::Duration(d) => Some(cfg.warmup + d),
         Length::Requests(_) => None,
     };
-    let sum = |f: fn(&firehose_load::gen::Live) -> u64| run.live.iter().map(f).sum::<u64>();
-    let mut last_completed = 0u64;
-    let mut last_lost = 0u64;
-    let mut last_stray = 0u64;
-    let mut last_t = 0.0f64;
-    let mut next_line = a.interval;
+    let mut lines = IntervalLines {
+        every: a.interval,
+        next: a.interval,
+        t: 0.0,
+        completed: 0,
+        lost: 0,
+        stray: 0,
+    };
     let mut signalled = false;
     loop {
         std::thread::sleep(Duration::from_millis(10));
@@ -414,54 +512,28 @@ fn drive<W: Workload + 'static>(
             signalled = true;
             run.stop.store(true, Ordering::Relaxed);
         }
-        if let Some(pid) = a.server_pid {
-            if server_start.is_none() && el >= cfg.warmup {
-                server_start = server_ticks(pid).ok().map(|t| (t, Instant::now()));
-            }
-            let ending = signalled || total_len.is_some_and(|t| el >= t);
-            if server_end.is_none() && server_start.is_some() && ending {
-                server_end = server_ticks(pid).ok().map(|t| (t, Instant::now()));
-            }
+        if let Some(s) = server.as_mut() {
+            s.observe(
+                el >= cfg.warmup,
+                signalled || total_len.is_some_and(|t| el >= t),
+            );
         }
-        if !a.interval.is_zero() && el >= next_line {
-            let t = el.as_secs_f64();
-            let c = sum(|l| l.completed.load(Ordering::Relaxed));
-            let lost = sum(|l| l.lost.load(Ordering::Relaxed));
-            let stray = sum(|l| l.stray.load(Ordering::Relaxed));
-            let iv = Interval {
-                t,
-                tps: (c - last_completed) as f64 / (t - last_t),
-                lost: lost - last_lost,
-                stray: stray - last_stray,
-            };
+        let last_t = lines.t;
+        if let Some(iv) = lines.due(el, &run.live) {
             if !a.quiet {
-                if tty {
-                    eprint!("\r\x1b[K");
-                }
-                say!(
-                    "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
-                    last_t,
-                    t,
-                    thousands(iv.tps),
-                    iv.lost,
-                    iv.stray,
-                    if last_t < cfg.warmup.as_secs_f64() {
-                        "  (warm-up)"
-                    } else {
-                        ""
-                    }
-                );
+                print_interval(last_t, &iv, cfg.warmup, tty);
             }
             intervals.push(iv);
-            last_completed = c;
-            last_lost = lost;
-            last_stray = stray;
-            last_t = t;
-            next_line += a.interval;
         } else if tty {
+            let sent = || {
+                run.live
+                    .iter()
+                    .map(|l| l.sent.load(Ordering::Relaxed))
+                    .sum::<u64>()
+            };
             let left = total_len
                 .map(|t| format!("{:.0} s left", t.saturating_sub(el).as_secs_f64()))
-                .unwrap_or_else(|| format!("{} sent", sum(|l| l.sent.load(Ordering::Relaxed))));
+                .unwrap_or_else(|| format!("{} sent", sent()));
             eprint!("\r\x1b[K  {:.1} s, {left}", el.as_secs_f64());
             let _ = std::io::stderr().flush();
         }
@@ -472,18 +544,8 @@ fn drive<W: Workload + 'static>(
     if tty {
         eprint!("\r\x1b[K");
     }
-    if let (Some(pid), None, Some(_)) = (a.server_pid, server_end, server_start) {
-        server_end = server_ticks(pid).ok().map(|t| (t, Instant::now()));
-    }
+    let server = server.and_then(ServerWindow::finish);
     let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let server = match (a.server_pid, server_start, server_end) {
-        (Some(pid), Some((t0, i0)), Some((t1, i1))) => Some(ServerCpu {
-            pid,
-            cpu_s: (t1.saturating_sub(t0)) as f64 / ticks,
-            window_s: i1.duration_since(i0).as_secs_f64(),
-        }),
-        _ => None,
-    };
     Ok(summarize(
         &results,
         server,

@@ -6,11 +6,11 @@ use crate::args::{
 use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{
-    Applied, Pin, PmtuDisc, Profile, ServeConfig, ServeError, Server, SocketMode, Steer,
-    WorkerStats, XdpIo,
+    IntervalRecord, Pin, PmtuDisc, ProcessCpu, Profile, ServeConfig, ServeError, Server,
+    SocketMode, StatsDocument, Steer, WorkerStats, XdpIo,
 };
-use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -211,36 +211,6 @@ pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
-/// The document written by `--stats-json` at exit.
-#[derive(Serialize)]
-struct StatsDoc<'a> {
-    proto: &'static str,
-    applied: &'a Applied,
-    elapsed_s: f64,
-    totals: WorkerStats,
-    workers: Vec<WorkerStats>,
-    sockets: Vec<firehose_engine::SocketStats>,
-    handler: std::collections::BTreeMap<&'static str, u64>,
-    cpu: CpuDoc,
-    syscalls_per_packet: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct CpuDoc {
-    user_s: f64,
-    sys_s: f64,
-}
-
-/// One `--interval` record.
-#[derive(Serialize)]
-struct IntervalDoc {
-    t: f64,
-    rx_pps: f64,
-    tx_pps: f64,
-    totals: WorkerStats,
-    kernel_drops: u64,
-}
-
 fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
@@ -354,7 +324,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     drops
                 );
                 if let Some(f) = json_lines.as_mut() {
-                    let rec = IntervalDoc {
+                    let rec = IntervalRecord {
                         t: started.elapsed().as_secs_f64(),
                         rx_pps: d.packets_in as f64 / secs,
                         tx_pps: d.packets_out as f64 / secs,
@@ -374,22 +344,25 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let workers = server.worker_stats();
     let sockets = server.socket_stats();
     let applied = server.applied().clone();
-    let handler: std::collections::BTreeMap<_, _> = server.shutdown().into_iter().collect();
+    let handler = server
+        .shutdown()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
     if let Some(p) = &a.stats_json {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
-        let doc = StatsDoc {
-            proto: proto_name(a.proto),
-            applied: &applied,
+        let doc = StatsDocument {
+            proto: proto_name(a.proto).to_string(),
+            applied,
             elapsed_s: elapsed,
-            syscalls_per_packet: (totals.packets_in > 0)
-                .then(|| totals.syscalls as f64 / totals.packets_in as f64),
+            syscalls_per_packet: syscalls_per_packet(&totals),
             totals,
             workers,
             sockets,
             handler,
-            cpu: CpuDoc {
+            cpu: ProcessCpu {
                 user_s: u.as_secs_f64(),
                 sys_s: s.as_secs_f64(),
             },
@@ -429,8 +402,7 @@ fn print_applied(server: &Server, proto: Proto) {
         },
         a.socket_detail
             .first()
-            .map(|s| s.steering)
-            .unwrap_or("none"),
+            .map_or("none", |s| s.steering.as_str()),
         a.batch,
         if a.backend.is_some() {
             " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"

@@ -33,7 +33,7 @@
 use crate::handler::Peer;
 use crate::server::ServeError;
 use firehose_sys::socket::UdpSock;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -121,7 +121,7 @@ pub trait Io: Send + Sync + 'static {
 }
 
 /// A backend's own applied configuration.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BackendApplied {
     /// The backend's name, e.g. `af_xdp`.
     pub name: String,

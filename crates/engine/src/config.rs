@@ -1,12 +1,12 @@
 //! Server configuration: every application-side technique of the NTT talk as a switch,
 //! and the profiles that climb its ladder.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::str::FromStr;
 
 /// How many sockets the workers share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SocketMode {
     /// One socket read by every worker (the talk's baseline; its lock is contended).
@@ -16,7 +16,7 @@ pub enum SocketMode {
 }
 
 /// How the kernel picks a socket in the reuseport group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Steer {
     /// By flow hash (the kernel default).

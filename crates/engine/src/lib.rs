@@ -33,5 +33,5 @@ pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, ServeError, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
-pub use stats::{SocketStats, WorkerStats};
+pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};
 pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};

@@ -10,7 +10,7 @@ use crate::sockets::{AppliedSocket, SocketSet};
 use crate::stats::{SocketStats, WorkerCounters, WorkerStats};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::{cpu, SysError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -28,7 +28,7 @@ pub enum ServeError {
 }
 
 /// The configuration in force once the server runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Applied {
     pub listen: String,
     pub workers: usize,

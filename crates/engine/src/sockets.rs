@@ -5,20 +5,20 @@ use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
 use crate::server::ServeError;
 use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
 use firehose_sys::{bpf, cpu, SysError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// One socket as the kernel configured it, read back with getsockopt.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppliedSocket {
     pub index: usize,
     pub local: String,
     pub reuseport: bool,
-    pub steering: &'static str,
+    pub steering: String,
     pub rcvbuf: i32,
     pub sndbuf: i32,
-    pub mtu_discover: &'static str,
+    pub mtu_discover: String,
     pub busy_poll_us: i32,
     pub prefer_busy_poll: Option<bool>,
     pub busy_poll_budget: Option<i32>,
@@ -163,10 +163,10 @@ fn read_back(
         index,
         local: s.local_addr()?.to_string(),
         reuseport: s.reuseport()?,
-        steering,
+        steering: steering.to_string(),
         rcvbuf: s.rcvbuf()?,
         sndbuf: s.sndbuf()?,
-        mtu_discover: pmtudisc_name(s.mtu_discover()?),
+        mtu_discover: pmtudisc_name(s.mtu_discover()?).to_string(),
         busy_poll_us: s.busy_poll()?,
         prefer_busy_poll: if busy {
             s.prefer_busy_poll().ok()

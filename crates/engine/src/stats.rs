@@ -1,6 +1,7 @@
 //! Per-worker counters: written by one worker, read by anyone, never locked.
 
-use serde::Serialize;
+use crate::server::Applied;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -133,7 +134,7 @@ impl WorkerCounters {
 }
 
 /// A snapshot of one worker's counters.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WorkerStats {
     pub worker: usize,
     pub cpu: Option<usize>,
@@ -148,7 +149,7 @@ pub struct WorkerStats {
     pub handler_drops: u64,
     pub rxq_ovfl: u64,
     /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub backend: BTreeMap<String, u64>,
 }
 
@@ -204,7 +205,7 @@ impl WorkerStats {
 }
 
 /// Kernel-side counters of one socket.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SocketStats {
     pub index: usize,
     /// sk_drops from SO_MEMINFO: datagrams the kernel dropped for this socket.
@@ -213,9 +214,147 @@ pub struct SocketStats {
     pub incoming_cpu: Option<i32>,
 }
 
+/// CPU time of the server process over its whole run (getrusage).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCpu {
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+/// The document `firehose serve --stats-json` writes at exit. The writer and every reader
+/// (the lab, `firehose bench`) share this type, so the keys cannot drift apart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatsDocument {
+    /// The protocol served ("echo", "dns").
+    pub proto: String,
+    pub applied: Applied,
+    pub elapsed_s: f64,
+    pub totals: WorkerStats,
+    pub workers: Vec<WorkerStats>,
+    pub sockets: Vec<SocketStats>,
+    /// The handler's own counters (e.g. `dns_noerror`).
+    pub handler: BTreeMap<String, u64>,
+    pub cpu: ProcessCpu,
+    pub syscalls_per_packet: Option<f64>,
+}
+
+/// One `--interval` record of `--stats-json` (a JSON line each, before the final document).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Seconds since the server started.
+    pub t: f64,
+    pub rx_pps: f64,
+    pub tx_pps: f64,
+    pub totals: WorkerStats,
+    pub kernel_drops: u64,
+}
+
+/// Syscalls per received packet, `None` before the first packet.
+pub fn syscalls_per_packet(totals: &WorkerStats) -> Option<f64> {
+    (totals.packets_in > 0).then(|| totals.syscalls as f64 / totals.packets_in as f64)
+}
+
+impl StatsDocument {
+    /// Reads what `--stats-json` wrote: the document alone, or (with `--interval`) interval
+    /// lines followed by the document as the last line.
+    pub fn parse(text: &str) -> Result<StatsDocument, serde_json::Error> {
+        serde_json::from_str(text).or_else(|whole| {
+            match text.lines().rev().find(|l| !l.trim().is_empty()) {
+                Some(last) if last.len() < text.trim_end().len() => serde_json::from_str(last),
+                _ => Err(whole),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn doc() -> StatsDocument {
+        let totals = WorkerStats {
+            packets_in: 200,
+            packets_out: 200,
+            syscalls: 300,
+            ..WorkerStats::default()
+        };
+        StatsDocument {
+            proto: "echo".into(),
+            applied: Applied {
+                listen: "127.0.0.1:9000".into(),
+                workers: 1,
+                sockets: crate::SocketMode::Shared,
+                steer: crate::Steer::None,
+                batch: 1,
+                busy_poll: false,
+                worker_cpus: vec![Some(0)],
+                worker_sockets: vec![0],
+                socket_detail: Vec::new(),
+                notes: Vec::new(),
+                backend: None,
+            },
+            elapsed_s: 1.5,
+            syscalls_per_packet: syscalls_per_packet(&totals),
+            workers: vec![totals.clone()],
+            totals,
+            sockets: vec![SocketStats {
+                index: 0,
+                kernel_drops: 3,
+                incoming_cpu: Some(0),
+            }],
+            handler: BTreeMap::from([("dns_noerror".to_string(), 7)]),
+            cpu: ProcessCpu {
+                user_s: 0.25,
+                sys_s: 0.5,
+            },
+        }
+    }
+
+    #[test]
+    fn document_reads_back_alone_and_after_interval_lines() {
+        let d = doc();
+        assert_eq!(d.syscalls_per_packet, Some(1.5));
+        let pretty = serde_json::to_string_pretty(&d).unwrap();
+        let back = StatsDocument::parse(&pretty).unwrap();
+        assert_eq!(back.totals, d.totals);
+        assert_eq!(back.handler["dns_noerror"], 7);
+        let rec = IntervalRecord {
+            t: 1.0,
+            rx_pps: 10.0,
+            tx_pps: 10.0,
+            totals: d.totals.clone(),
+            kernel_drops: 0,
+        };
+        let lines = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&rec).unwrap(),
+            serde_json::to_string(&d).unwrap()
+        );
+        let back = StatsDocument::parse(&lines).unwrap();
+        assert_eq!(back.sockets[0].kernel_drops, 3);
+        assert!(StatsDocument::parse("{}").is_err());
+        assert_eq!(syscalls_per_packet(&WorkerStats::default()), None);
+    }
+
+    #[test]
+    fn keys_are_those_the_readme_documents() {
+        let v = serde_json::to_value(doc()).unwrap();
+        for k in [
+            "proto",
+            "applied",
+            "elapsed_s",
+            "totals",
+            "workers",
+            "sockets",
+            "handler",
+            "cpu",
+            "syscalls_per_packet",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert_eq!(v["cpu"]["sys_s"], 0.5);
+        assert_eq!(v["totals"]["packets_in"], 200);
+    }
 
     #[test]
     fn batch_sizes_fall_in_power_of_two_buckets() {

@@ -71,19 +71,29 @@ pub fn install_hint(program: &str) -> String {
 /// Sends a signal (by name, e.g. "INT", "KILL") to a process; a process that is already
 /// gone is not an error.
 pub fn signal(pid: u32, sig: &str) -> LabResult<()> {
+    kill(sig, &pid.to_string(), pid)
+}
+
+/// Sends a signal to the process group `pgid` (a child the lab started as a group leader);
+/// a group whose leader is gone is not an error.
+pub fn signal_group(pgid: u32, sig: &str) -> LabResult<()> {
+    kill(sig, &format!("-{pgid}"), pgid)
+}
+
+/// `kill -s SIG -- TARGET`; a failure while `pid` still lives is an error.
+fn kill(sig: &str, target: &str, pid: u32) -> LabResult<()> {
+    let line = format!("kill -s {sig} -- {target}");
     let status = Command::new("kill")
-        .args(["-s", sig, &pid.to_string()])
+        .args(["-s", sig, "--", target])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .map_err(|e| LabError::Command(format!("kill -s {sig} {pid}: {e}")))?;
+        .map_err(|e| LabError::Command(format!("{line}: {e}")))?;
     if status.success() || !process_alive(pid) {
         Ok(())
     } else {
-        Err(LabError::Command(format!(
-            "kill -s {sig} {pid} failed ({status})"
-        )))
+        Err(LabError::Command(format!("{line} failed ({status})")))
     }
 }
 

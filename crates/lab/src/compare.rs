@@ -5,7 +5,8 @@
 use crate::cmd;
 use crate::experiment::Cell;
 use crate::report::{Ratio, Row, Skipped};
-use crate::runner::{Generator, ServerKind};
+use crate::runner::Generator;
+use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::{LabError, LabResult};
 

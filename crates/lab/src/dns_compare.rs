@@ -11,18 +11,21 @@ pub mod drivers;
 pub mod peers;
 mod report;
 
+pub use crate::server::ServerKind;
 pub use drivers::{Driver, DriverResult};
-pub use peers::ServerKind;
 
+use crate::cputime::{self, Scope};
+use crate::env::Environment;
+use crate::perf::{SyscallCount, SyscallCounter};
+use crate::server::DNS_SERVERS;
 use crate::stats::Summary;
 use crate::LabError;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What to compare and how.
 #[derive(Debug, Clone)]
@@ -59,9 +62,11 @@ pub struct DnsCompareOptions {
 
 impl DnsCompareOptions {
     fn stopped(&self) -> bool {
-        self.stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
+        self.stop_flag().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    fn stop_flag(&self) -> Option<&AtomicBool> {
+        self.stop.as_deref()
     }
 }
 
@@ -69,7 +74,7 @@ impl Default for DnsCompareOptions {
     fn default() -> Self {
         DnsCompareOptions {
             firehose: PathBuf::from("firehose"),
-            servers: vec![ServerKind::Firehose, ServerKind::Knot, ServerKind::Nsd],
+            servers: DNS_SERVERS.to_vec(),
             drivers: vec![Driver::Dnsperf, Driver::Firehose],
             workers: vec![1, 2],
             server_cpus: vec![0],
@@ -91,6 +96,7 @@ impl Default for DnsCompareOptions {
 /// One (server, config, driver) over all repetitions.
 #[derive(Debug, Clone, Serialize)]
 pub struct DnsCompareRow {
+    #[serde(serialize_with = "crate::server::serialize_key")]
     pub server: ServerKind,
     pub workers: usize,
     pub config: String,
@@ -119,7 +125,7 @@ pub struct DnsCompareReport {
     pub rows: Vec<DnsCompareRow>,
     /// Configurations not run, with the reason.
     pub skipped: Vec<String>,
-    pub environment: Vec<(String, String)>,
+    pub environment: Environment,
     pub repetitions: usize,
     pub duration_s: f64,
     pub rate: Option<u64>,
@@ -200,79 +206,32 @@ pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> Strin
     q
 }
 
-fn environment() -> Vec<(String, String)> {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpu = crate::env::cpu_model(&read("/proc/cpuinfo")).unwrap_or_else(|| "unknown".into());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    vec![
-        (
-            "kernel".into(),
-            read("/proc/sys/kernel/osrelease").trim().to_string(),
-        ),
-        ("cpu".into(), cpu),
-        ("nproc".into(), nproc.to_string()),
-        ("loadavg".into(), read("/proc/loadavg").trim().to_string()),
-    ]
-}
-
 /// One driver run against a running server: figures for one repetition.
 struct Sample {
     result: DriverResult,
     server_s: f64,
-    syscalls: Option<u64>,
-    syscall_window_s: f64,
+    syscalls: Option<SyscallCount>,
 }
 
 fn measure(
     server_pid: u32,
     plan: &drivers::DriverPlan<'_>,
     syscalls: bool,
+    stop: Option<&AtomicBool>,
 ) -> Result<Sample, LabError> {
-    let ticks = firehose_sys::cpu::clock_ticks_per_sec() as f64;
     let perf = if syscalls {
-        let pids = peers::process_tree(server_pid)
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        Command::new("perf")
-            .args([
-                "stat",
-                "-x,",
-                "-e",
-                "raw_syscalls:sys_enter",
-                "-p",
-                &pids,
-                "--",
-                "sleep",
-            ])
-            .arg(plan.duration.as_secs_f64().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .ok()
-            .map(|c| (c, Instant::now()))
+        let tree = cputime::process_tree(server_pid);
+        SyscallCounter::start(&tree, plan.duration, plan.logs, "server")
     } else {
         None
     };
-    let before = peers::tree_ticks(server_pid);
-    let result = drivers::run(plan)?;
-    let server_s = peers::tree_ticks(server_pid).saturating_sub(before) as f64 / ticks;
-    let (syscalls, syscall_window_s) = match perf {
-        Some((child, t0)) => match child.wait_with_output() {
-            Ok(out) => (
-                drivers::parse_perf_count(&String::from_utf8_lossy(&out.stderr)),
-                t0.elapsed().as_secs_f64(),
-            ),
-            Err(_) => (None, 0.0),
-        },
-        None => (None, 0.0),
-    };
+    let before = cputime::seconds(server_pid, Scope::Tree)?;
+    let result = drivers::run(plan, stop)?;
+    let server_s = (cputime::seconds(server_pid, Scope::Tree)? - before).max(0.0);
     Ok(Sample {
         result,
         server_s,
-        syscalls,
-        syscall_window_s,
+        syscalls: perf.and_then(SyscallCounter::finish),
     })
 }
 
@@ -294,16 +253,17 @@ fn row_of(
     let server_busy = server_util >= SATURATED * workers as f64;
     let client_busy = client_util >= SATURATED;
     Some(DnsCompareRow {
+        config: server.config(workers),
         server,
         workers,
-        config: server.config(workers),
         driver,
         qps,
         server_cpu_us_per_query: med(&|s| per_query(s.server_s, s)),
         client_cpu_us_per_query: med(&|s| per_query(s.result.client_cpu_s, s)),
         syscalls_per_query: med(&|s| {
-            let q = s.result.qps * s.syscall_window_s;
-            s.syscalls.filter(|_| q > 0.0).map(|n| n as f64 / q)
+            let c = s.syscalls?;
+            let q = s.result.qps * c.seconds;
+            (q > 0.0).then(|| c.syscalls as f64 / q)
         }),
         p50_us: med(&|s| s.result.p50_us),
         p99_us: med(&|s| s.result.p99_us),
@@ -324,6 +284,12 @@ fn check(opts: &DnsCompareOptions) -> Result<(), LabError> {
     let usage = |m: String| Err(LabError::Usage(m));
     if opts.servers.is_empty() || opts.drivers.is_empty() || opts.workers.is_empty() {
         return usage("name at least one server, driver and worker count".into());
+    }
+    if let Some(k) = opts.servers.iter().find(|k| !k.speaks_dns()) {
+        return usage(format!(
+            "{} is not a DNS server (use firehose, knotd or nsd)",
+            k.name()
+        ));
     }
     if opts.repetitions == 0 || opts.duration.is_zero() || opts.names == 0 || opts.queries == 0 {
         return usage("repetitions, duration, names and queries must be positive".into());
@@ -382,8 +348,8 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
     let servers: Vec<ServerKind> = opts
         .servers
         .iter()
-        .copied()
         .filter(|k| !k.program().is_some_and(|(prog, _)| missing(prog)))
+        .cloned()
         .collect();
     let drivers: Vec<Driver> = opts
         .drivers
@@ -392,7 +358,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
         .filter(|d| *d != Driver::Dnsperf || !missing("dnsperf"))
         .collect();
     let mut configs = Vec::new();
-    for &kind in &servers {
+    for kind in &servers {
         for &w in &opts.workers {
             if w > opts.server_cpus.len() {
                 skipped.push(format!(
@@ -402,7 +368,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     opts.server_cpus
                 ));
             } else {
-                configs.push((kind, w));
+                configs.push((kind.clone(), w));
             }
         }
     }
@@ -410,23 +376,27 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
         .map(|_| Vec::new())
         .collect();
     for rep in 0..opts.repetitions {
-        for (ci, &(kind, workers)) in configs.iter().enumerate() {
+        for (ci, (kind, workers)) in configs.iter().enumerate() {
+            let workers = *workers;
             let port = match opts.port {
-                0 => peers::free_port()?,
+                0 => crate::proc::free_port()?,
                 p => p,
             };
-            let server = peers::start(&peers::ServerPlan {
-                kind,
-                workers,
-                cpus: &opts.server_cpus[..workers],
-                port,
-                zone: &zone,
-                apex: APEX,
-                firehose: &opts.firehose,
-                dir: opts
-                    .workdir
-                    .join(format!("{}-{workers}-{rep}", kind.name())),
-            })
+            let server = peers::start(
+                &peers::ServerPlan {
+                    kind: kind.clone(),
+                    workers,
+                    cpus: &opts.server_cpus[..workers],
+                    port,
+                    zone: &zone,
+                    apex: APEX,
+                    firehose: &opts.firehose,
+                    dir: opts
+                        .workdir
+                        .join(format!("{}-{workers}-{rep}", kind.name())),
+                },
+                opts.stop_flag(),
+            )
             .map_err(|e| {
                 if opts.stopped() {
                     LabError::Interrupted
@@ -448,8 +418,9 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     rate: opts.rate,
                     firehose: &opts.firehose,
                     json: &json,
+                    logs: &opts.workdir,
                 };
-                let sample = measure(server.pid(), &plan, opts.syscalls);
+                let sample = measure(server.pid(), &plan, opts.syscalls, opts.stop_flag());
                 if opts.stopped() {
                     return Err(LabError::Interrupted);
                 }
@@ -459,11 +430,11 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
         }
     }
     let mut rows = Vec::new();
-    for (ci, &(kind, workers)) in configs.iter().enumerate() {
+    for (ci, (kind, workers)) in configs.iter().enumerate() {
         for (di, &driver) in drivers.iter().enumerate() {
             rows.extend(row_of(
-                kind,
-                workers,
+                kind.clone(),
+                *workers,
                 driver,
                 &samples[ci * drivers.len() + di],
             ));
@@ -477,7 +448,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
         steal_pct,
         rows,
         skipped,
-        environment: environment(),
+        environment: Environment::capture(),
         repetitions: opts.repetitions,
         duration_s: opts.duration.as_secs_f64(),
         rate: opts.rate,

@@ -35,6 +35,8 @@ pub struct Environment {
     pub sysctls: BTreeMap<String, String>,
     /// Of [`MODULES`], the ones loaded.
     pub modules_loaded: Vec<String>,
+    /// /proc/loadavg when the run started: other work on a shared host shows here.
+    pub loadavg: String,
     pub firehose_version: String,
 }
 
@@ -63,6 +65,16 @@ fn read(path: &str) -> Option<String> {
 }
 
 impl Environment {
+    /// The facts a one-line summary shows: kernel, cpu, nproc, loadavg.
+    pub fn brief(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("kernel", self.kernel.clone()),
+            ("cpu", self.cpu_model.clone()),
+            ("nproc", self.nproc.to_string()),
+            ("loadavg", self.loadavg.clone()),
+        ]
+    }
+
     /// Reads the host's facts; what cannot be read is recorded as "unknown".
     pub fn capture() -> Environment {
         let sysctls = SYSCTLS
@@ -85,6 +97,7 @@ impl Environment {
             modules_loaded: read("/proc/modules")
                 .map(|t| loaded_modules(&t, MODULES))
                 .unwrap_or_default(),
+            loadavg: read("/proc/loadavg").unwrap_or_else(|| "unknown".into()),
             firehose_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
@@ -113,5 +126,6 @@ mod tests {
         assert!(e.nproc >= 1);
         assert_eq!(e.sysctls.len(), SYSCTLS.len());
         assert_ne!(e.sysctls["net.core.rmem_max"], "unknown");
+        assert_ne!(e.loadavg, "unknown");
     }
 }

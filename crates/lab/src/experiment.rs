@@ -2,7 +2,8 @@
 //! (A B C A B C ...) so slow drifts of a shared host hit every cell alike, and reports
 //! progress through a callback (the binary decides whether to print it).
 
-use crate::runner::{Generator, Runner, ServerKind, Trial};
+use crate::runner::{Generator, Runner, Trial};
+use crate::server::ServerKind;
 use crate::topology::{Knobs, Topology};
 use crate::LabResult;
 use serde::Serialize;

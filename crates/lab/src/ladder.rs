@@ -3,7 +3,7 @@
 //! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter).
 
 use crate::report::Skipped;
-use crate::runner::ServerKind;
+use crate::server::ServerKind;
 use crate::topology::{Kind, Knobs};
 use crate::{LabError, LabResult};
 use serde::Serialize;

@@ -12,14 +12,20 @@
 
 pub mod cmd;
 pub mod compare;
+pub mod cputime;
 pub mod dns_compare;
 pub mod env;
 pub mod experiment;
 pub mod ladder;
+pub mod metrics;
+pub mod perf;
 pub mod plain_echo;
+pub mod proc;
 pub mod report;
 pub mod runner;
 pub mod sample;
+pub mod server;
+pub mod session;
 pub mod sockperf;
 pub mod stats;
 pub mod topology;

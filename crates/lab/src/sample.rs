@@ -4,6 +4,7 @@
 //! client's) pid, so on the veth topology they show the counters of that process's
 //! namespace and nothing else.
 
+use crate::cputime::{self, Scope};
 use crate::LabResult;
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
@@ -25,6 +26,8 @@ pub struct HostSample {
     /// CPU seconds used so far by the server and the client processes.
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
+    /// USER_HZ, the unit of /proc/stat.
+    pub ticks_per_s: u64,
 }
 
 /// What to watch.
@@ -68,39 +71,6 @@ pub fn thread_cpus(pid: u32) -> Vec<ThreadCpu> {
     out
 }
 
-/// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
-/// wait time, timeslices).
-pub fn parse_schedstat(text: &str) -> Option<u64> {
-    text.split_whitespace().next()?.parse().ok()
-}
-
-/// CPU seconds used by all threads of `pid`. schedstat counts nanoseconds; /proc/<pid>/stat
-/// counts 10 ms ticks, too coarse for a few thousand transactions, so it is only the
-/// fallback on kernels without schedstat.
-pub fn pid_cpu_s(pid: u32) -> LabResult<f64> {
-    let dir = format!("/proc/{pid}/task");
-    if let Ok(tasks) = std::fs::read_dir(&dir) {
-        let mut ns = 0u64;
-        let mut any = false;
-        for t in tasks.flatten() {
-            let path = t.path().join("schedstat");
-            // A thread may exit between listing and reading: it no longer counts.
-            if let Some(v) = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|x| parse_schedstat(&x))
-            {
-                ns += v;
-                any = true;
-            }
-        }
-        if any {
-            return Ok(ns as f64 / 1e9);
-        }
-    }
-    let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
-    Ok((s.utime + s.stime) as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64)
-}
-
 /// Drops of every socket bound to `port` in the namespace of `pid` (IPv4 and IPv6).
 pub fn socket_drops(pid: u32, port: u16) -> LabResult<u64> {
     let mut total = 0;
@@ -136,6 +106,10 @@ pub fn port_bound(pid: u32, port: u16) -> bool {
 impl HostSample {
     /// Takes a snapshot now.
     pub fn take(w: &Watch) -> LabResult<HostSample> {
+        // The processes first: a generator's threads end soon after the window closes,
+        // and the sum over live threads loses a thread that has exited.
+        let server_cpu_s = cputime::seconds(w.server_pid, Scope::Process)?;
+        let client_cpu_s = cputime::seconds(w.client_pid, Scope::Process).ok();
         let sirq = procfs::read("/proc/softirqs", softirqs::parse)?;
         let net_rx = sirq
             .row("NET_RX")
@@ -154,8 +128,9 @@ impl HostSample {
                 None
             },
             socket_drops: socket_drops(w.server_pid, w.port)?,
-            server_cpu_s: pid_cpu_s(w.server_pid)?,
-            client_cpu_s: pid_cpu_s(w.client_pid).ok(),
+            server_cpu_s,
+            client_cpu_s,
+            ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec().max(1),
         })
     }
 }
@@ -209,6 +184,9 @@ pub struct Window {
     pub seconds: f64,
     /// All CPUs together.
     pub all: stat::CpuSplit,
+    /// CPU seconds the whole host spent busy (user, nice, system, irq, softirq; all CPUs,
+    /// /proc/stat): the server, the generator, the kernel's packet work and everything else.
+    pub host_cpu_s: f64,
     pub cpus: Vec<CpuRow>,
     pub softnet: Vec<SoftnetDelta>,
     pub udp_server: UdpDelta,
@@ -216,6 +194,11 @@ pub struct Window {
     pub socket_drops: u64,
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
+}
+
+/// Ticks a CPU (or all) spent busy: everything but idle, iowait and steal.
+fn busy_ticks(t: &stat::CpuTimes) -> u64 {
+    t.user + t.nice + t.system + t.irq + t.softirq
 }
 
 impl Window {
@@ -258,6 +241,8 @@ impl Window {
         Window {
             seconds: b.at.duration_since(a.at).as_secs_f64(),
             all: stat::split(&a.stat.total, &b.stat.total),
+            host_cpu_s: busy_ticks(&b.stat.total).saturating_sub(busy_ticks(&a.stat.total)) as f64
+                / b.ticks_per_s.max(1) as f64,
             cpus,
             softnet,
             udp_server: UdpDelta::between(&a.udp_server, &b.udp_server),
@@ -267,8 +252,10 @@ impl Window {
             },
             socket_drops: b.socket_drops.saturating_sub(a.socket_drops),
             server_cpu_s: (b.server_cpu_s - a.server_cpu_s).max(0.0),
+            // Less CPU time after than before: a thread ended between the readings and
+            // took its time along, so the cost is unknown (never zero).
             client_cpu_s: match (a.client_cpu_s, b.client_cpu_s) {
-                (Some(x), Some(y)) => Some((y - x).max(0.0)),
+                (Some(x), Some(y)) if y >= x => Some(y - x),
                 _ => None,
             },
         }
@@ -320,6 +307,7 @@ mod tests {
             socket_drops: ticks / 2,
             server_cpu_s: ticks as f64 / 100.0,
             client_cpu_s: Some(ticks as f64 / 50.0),
+            ticks_per_s: 100,
         }
     }
 
@@ -353,7 +341,17 @@ mod tests {
         assert_eq!(w.socket_drops, 100);
         assert_eq!(w.server_cpu_s, 2.0);
         assert_eq!(w.client_cpu_s, Some(4.0));
+        // Busy ticks (usr + sys + soft) of all CPUs: 200 -> 600, at 100 per second.
+        assert_eq!(w.host_cpu_s, 4.0);
         assert!(w.udp_client.is_none());
+    }
+
+    #[test]
+    fn a_client_reading_that_went_backwards_is_unknown() {
+        let t0 = Instant::now();
+        let a = sample(t0, STAT_A, SNET_A, [0, 0], 300);
+        let b = sample(t0 + Duration::from_secs(1), STAT_B, SNET_B, [0, 0], 100);
+        assert_eq!(Window::between(&a, &b).client_cpu_s, None);
     }
 
     #[test]
@@ -384,28 +382,6 @@ mod tests {
         assert!(!seen.is_empty());
         assert!(seen.iter().all(|t| t.cpu.is_some()), "{seen:?}");
         assert!(thread_cpus(u32::MAX).is_empty());
-    }
-
-    #[test]
-    fn schedstat_lines() {
-        assert_eq!(
-            parse_schedstat("246877240 165843436 1021\n"),
-            Some(246877240)
-        );
-        assert_eq!(parse_schedstat(""), None);
-    }
-
-    #[test]
-    fn cpu_time_of_this_process_is_fine_grained() {
-        let me = std::process::id();
-        let a = pid_cpu_s(me).unwrap();
-        let mut x = 0u64;
-        for i in 0..3_000_000u64 {
-            x = x.wrapping_add(i.wrapping_mul(i));
-        }
-        std::hint::black_box(x);
-        let b = pid_cpu_s(me).unwrap();
-        assert!(b > a, "{a} -> {b}");
     }
 
     #[test]

@@ -15,17 +15,18 @@
 //!   --proto dns --io xdp` and under dnsperf (kernel sockets) as a second driver. A knotd
 //!   that cannot run its XDP mode is skipped with the reason.
 //!
-//! Per trial: tps and latency from load's JSON, server and client process CPU per
-//! transaction (load's `--server-pid` and its own threads), and the headline, total host CPU
-//! per transaction: busy time of every CPU in /proc/stat over the measured window, divided
-//! by the transactions in it (on veth the receive softirq runs on the sender's CPU, so
+//! Per trial, with the lab's harness (two [`HostSample`]s around the measured window and
+//! [`metrics::of_samples`]): tps and latency from the driver, server and client process CPU
+//! per transaction, and the headline, total host CPU per transaction: busy time of every
+//! CPU in /proc/stat over the window, divided by the transactions in it (on veth the receive softirq runs on the sender's CPU, so
 //! process CPU alone flatters whoever receives). On a shared host that total also holds
 //! everyone else's work: read it beside the load average the report records.
 
 use crate::stats::Summary;
 use crate::topology::{Side, Topology};
 use crate::{LabError, LabResult};
-use firehose_host::procfs::{self, stat};
+use crate::metrics::{self, Inputs};
+use crate::sample::{HostSample, Watch};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -261,21 +262,6 @@ pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str, dns: Option<&DnsFile
     out
 }
 
-/// Busy and total jiffies of all CPUs together.
-fn host_jiffies() -> LabResult<(u64, u64)> {
-    let st = procfs::read("/proc/stat", stat::parse)?;
-    let t = st.total;
-    let busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal;
-    Ok((busy, busy + t.idle + t.iowait))
-}
-
-/// utime + stime of process `pid` so far, in clock ticks (0 once it is gone).
-fn ticks(pid: u32) -> u64 {
-    procfs::read(&format!("/proc/{pid}/stat"), procfs::pidstat::parse)
-        .map(|s| s.utime + s.stime)
-        .unwrap_or(0)
-}
-
 /// knotd's configuration: the zone, one UDP worker, and in XDP mode the server's veth.
 fn knot_conf(
     dir: &std::path::Path,
@@ -465,18 +451,19 @@ fn trial(
     let child = c
         .spawn()
         .map_err(|e| LabError::Command(format!("starting the driver of {}: {e}", cell.name)))?;
-    let client_pid = child.id();
-    // Process CPU and /proc/stat over the driver's measured window (after its warm-up and
-    // start-up, ending before it stops).
+    let watch = Watch {
+        server_pid,
+        client_pid: child.id(),
+        port,
+        separate_ns: true,
+    };
+    // The harness's samples (process CPU, /proc/stat, drops) around the driver's measured
+    // window: after its warm-up and start-up, ending before it stops.
     std::thread::sleep(Duration::from_secs(o.warmup_s) + Duration::from_millis(300));
-    let (b0, _) = host_jiffies()?;
-    let (s0, c0) = (ticks(server_pid), ticks(client_pid));
-    let t0 = Instant::now();
+    let before = HostSample::take(&watch)?;
     let measure = Duration::from_secs(o.duration_s).saturating_sub(Duration::from_millis(600));
     std::thread::sleep(measure);
-    let (b1, _) = host_jiffies()?;
-    let (s1, c1) = (ticks(server_pid), ticks(client_pid));
-    let window = t0.elapsed().as_secs_f64();
+    let after = HostSample::take(&watch)?;
     let out = child
         .wait_with_output()
         .map_err(|e| LabError::Command(format!("waiting for the driver of {}: {e}", cell.name)))?;
@@ -498,7 +485,6 @@ fn trial(
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let hz = firehose_sys::cpu::clock_ticks_per_sec() as f64;
     let mut m = match &cell.driver {
         Driver::Load(_) => {
             let text =
@@ -540,14 +526,22 @@ fn trial(
             }
         }
     };
-    let txns = m.tps * window;
-    let per_txn = |t: u64| (txns > 0.0 && t > 0).then(|| t as f64 / hz * 1e6 / txns);
-    m.server_cpu_us_per_txn = per_txn(s1.saturating_sub(s0));
-    m.client_cpu_us_per_txn = per_txn(c1.saturating_sub(c0));
-    m.host_cpu_us_per_txn = per_txn(b1.saturating_sub(b0));
-    // Saturated client, unsaturated server: the row measures the client.
-    let util = |t: u64| t as f64 / hz / window.max(1e-9);
-    m.client_bound = util(c1.saturating_sub(c0)) >= 0.95 && util(s1.saturating_sub(s0)) < 0.9;
+    let (_, fig) = metrics::of_samples(
+        &before,
+        &after,
+        &Inputs {
+            tps: m.tps,
+            size: o.size,
+            server_cpus: 1,
+            client_cpus: 1,
+            engine_syscalls_per_packet: None,
+            perf: None,
+        },
+    );
+    m.server_cpu_us_per_txn = fig.server_cpu_us_per_txn;
+    m.client_cpu_us_per_txn = fig.client_cpu_us_per_txn;
+    m.host_cpu_us_per_txn = fig.host_cpu_us_per_txn;
+    m.client_bound = fig.client_bound;
     Ok(Ok(m))
 }
 

@@ -3,11 +3,11 @@
 
 use crate::gen::ThreadResult;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Latency summary in microseconds.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyUs {
     pub min: f64,
     pub p50: f64,
@@ -20,14 +20,14 @@ pub struct LatencyUs {
 }
 
 /// One point of the percentile distribution.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Percentile {
     pub percentile: f64,
     pub latency_us: f64,
 }
 
 /// One interval line.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     /// End of the interval, seconds since the run started.
     pub t: f64,
@@ -37,7 +37,7 @@ pub struct Interval {
 }
 
 /// Per-thread figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSummary {
     pub thread: usize,
     pub cpu: Option<usize>,
@@ -47,7 +47,7 @@ pub struct ThreadSummary {
 }
 
 /// CPU use of the server process, measured from outside over the window.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ServerCpu {
     pub pid: u32,
     /// CPU seconds (user + system) over the window.
@@ -56,8 +56,9 @@ pub struct ServerCpu {
     pub window_s: f64,
 }
 
-/// The result of a load run.
-#[derive(Debug, Clone, Serialize)]
+/// The result of a load run: what `firehose load --json` writes (beside its `config`), and
+/// the type every reader of that file (the lab, `firehose bench`) parses it into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadReport {
     pub tps: f64,
     pub completed: u64,
@@ -76,7 +77,7 @@ pub struct LoadReport {
     pub client_syscalls_per_txn: Option<f64>,
     /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly),
     /// "sendmmsg", or "af_xdp" (frames on AF_XDP tx rings).
-    pub send_path: &'static str,
+    pub send_path: String,
     /// Why the kernel refused GSO, when it did.
     pub gso_error: Option<String>,
     pub server_cpu_us_per_txn: Option<f64>,
@@ -213,7 +214,8 @@ pub fn summarize(
             "gso"
         } else {
             "sendmmsg"
-        },
+        }
+        .to_string(),
         gso_error,
         server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
         server_cpu_util,
@@ -222,5 +224,44 @@ pub fn summarize(
         codes,
         threads,
         intervals,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_back_through_its_own_type_with_the_documented_keys() {
+        let server = ServerCpu {
+            pid: 7,
+            cpu_s: 0.5,
+            window_s: 1.0,
+        };
+        let r = summarize(&[], Some(server), Some(1), Vec::new(), |c| c.to_string());
+        let v = serde_json::to_value(&r).unwrap();
+        for k in [
+            "tps",
+            "completed",
+            "sent",
+            "lost",
+            "stray",
+            "dup",
+            "unsent",
+            "latency_us",
+            "percentiles",
+            "client_cpu_us_per_txn",
+            "server_cpu_us_per_txn",
+            "send_path",
+            "client_bound",
+            "codes",
+            "intervals",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing");
+        }
+        assert_eq!(v["send_path"], "sendmmsg");
+        assert_eq!(v["server_cpu_util"], 0.5);
+        let back: LoadReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
     }
 }

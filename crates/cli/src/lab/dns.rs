@@ -46,7 +46,7 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     let servers = parse_names(
         "--servers",
         c.servers.as_deref().unwrap_or("firehose,knotd,nsd"),
-        ServerKind::from_name,
+        ServerKind::dns_from_name,
         "firehose, knotd, nsd",
     )
     .map_err(lab_err)?;

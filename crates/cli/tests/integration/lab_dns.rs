@@ -116,14 +116,14 @@ fn dns_compare_skips_peers_that_are_not_installed() {
     // A PATH holding only the tools the run itself needs: knotd, nsd and dnsperf are absent.
     let bin = tmp("dns-compare-path");
     std::fs::create_dir_all(&bin).unwrap();
+    // The programs themselves: `command -v kill` would name the shell's builtin.
+    let path = std::env::var_os("PATH").unwrap_or_default();
     for tool in ["sh", "taskset", "kill", "cat", "sleep", "perf"] {
-        let found = std::process::Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .unwrap();
-        let path = String::from_utf8_lossy(&found.stdout).trim().to_string();
-        if !path.is_empty() {
-            std::os::unix::fs::symlink(&path, bin.join(tool)).unwrap();
+        if let Some(p) = std::env::split_paths(&path)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+        {
+            std::os::unix::fs::symlink(&p, bin.join(tool)).unwrap();
         }
     }
     let json = tmp("dns-compare-skip.json");
@@ -172,4 +172,76 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// The library's comparison with the binary cargo built for this test: every server
+/// answers every driver with figures, what was lost is reported (peers at saturation may
+/// drop), and nothing is left running or on disk afterwards.
+#[test]
+fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
+    use firehose_lab::dns_compare::{run, DnsCompareOptions, Driver, ServerKind};
+    use std::time::Duration;
+    if !two_cpus() {
+        return;
+    }
+    let mut servers = vec![ServerKind::FirehoseDns];
+    let mut drivers = vec![Driver::Firehose];
+    for (kind, prog) in [(ServerKind::Knot, "knotd"), (ServerKind::Nsd, "nsd")] {
+        if installed(prog) {
+            servers.push(kind);
+        } else {
+            eprintln!("note: {prog} not installed; left out");
+        }
+    }
+    if installed("dnsperf") {
+        drivers.push(Driver::Dnsperf);
+    } else {
+        eprintln!("note: dnsperf not installed; left out");
+    }
+    let workdir = std::env::temp_dir().join(format!("fh-dns-compare-test-{}", std::process::id()));
+    let opts = DnsCompareOptions {
+        firehose: env!("CARGO_BIN_EXE_firehose").into(),
+        servers: servers.clone(),
+        drivers: drivers.clone(),
+        workers: vec![1, 2],
+        server_cpus: vec![0],
+        client_cpus: vec![1],
+        repetitions: 1,
+        duration: Duration::from_millis(500),
+        names: 200,
+        queries: 1000,
+        workdir: workdir.clone(),
+        ..DnsCompareOptions::default()
+    };
+    let report = run(&opts).expect("comparison runs");
+    assert_eq!(report.rows.len(), servers.len() * drivers.len());
+    for r in &report.rows {
+        let what = format!("{} / {}", r.server.name(), r.driver.name());
+        assert!(r.qps.median > 0.0, "{what}: no queries answered");
+        let positive = |x: Option<f64>| x.is_some_and(|v| v > 0.0);
+        assert!(positive(r.server_cpu_us_per_query), "{what}: {r:?}");
+        assert!(positive(r.client_cpu_us_per_query), "{what}: {r:?}");
+        assert_eq!(
+            r.p50_us.is_some(),
+            r.driver == Driver::Firehose,
+            "only our load gives percentiles"
+        );
+        if r.lost > 0 {
+            eprintln!("note: {what} lost {} queries", r.lost);
+        }
+    }
+    // Two workers cannot be pinned apart from the client on one server CPU.
+    assert_eq!(report.skipped.len(), servers.len());
+    let table = report.render_table();
+    assert!(table.contains("QPS median (min-max)"), "{table}");
+    assert!(!workdir.exists(), "work dir removed");
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        !ps.contains(workdir.to_str().unwrap()),
+        "a server outlived the run:\n{ps}"
+    );
 }

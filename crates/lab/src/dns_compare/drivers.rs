@@ -1,12 +1,14 @@
-//! The load drivers: dnsperf and `firehose load --proto dns`, pinned with taskset, with
-//! their own CPU time read from the wrapping shell's cutime/cstime once they exit.
+//! The load drivers: dnsperf and `firehose load --proto dns`, pinned with taskset. A
+//! driver's CPU time is the growth of this process's reaped-children time across reaping
+//! it: exact to its exit, and the same for both drivers.
 
+use crate::cputime::{self, Scope};
+use crate::proc::{self, Proc};
 use crate::LabError;
-use firehose_host::procfs::pidstat;
-use firehose_sys::cpu::CpuSet;
+use firehose_load::LoadReport;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The load generators compared.
@@ -66,6 +68,8 @@ pub struct DriverPlan<'a> {
     pub firehose: &'a Path,
     /// Where `firehose load` writes its JSON.
     pub json: &'a Path,
+    /// Where the driver's output goes.
+    pub logs: &'a Path,
 }
 
 /// The command line of a driver (without the taskset wrapper).
@@ -126,54 +130,50 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
     v
 }
 
-/// Runs a driver to completion.
-pub fn run(p: &DriverPlan<'_>) -> Result<DriverResult, LabError> {
+/// Runs a driver to completion (or until `stop` is set).
+pub fn run(p: &DriverPlan<'_>, stop: Option<&AtomicBool>) -> Result<DriverResult, LabError> {
     let args = command_line(p);
-    // The shell waits for the driver, then prints its own stat line, whose cutime and
-    // cstime now hold the driver's CPU time.
-    let script = "taskset -c \"$0\" \"$@\"; rc=$?; echo; echo FH-STAT; cat /proc/$$/stat; exit $rc";
+    let mut cmd = proc::pinned(p.cpus, &args[0]);
+    cmd.args(&args[1..]);
+    let me = std::process::id();
+    let cpu_before = cputime::seconds(me, Scope::Reaped)?;
     let started = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg(CpuSet::from(p.cpus).to_string())
-        .args(&args)
-        .output()
-        .map_err(|e| LabError::Run(format!("cannot run sh: {e}")))?;
+    let name = match p.driver {
+        Driver::Dnsperf => "dnsperf",
+        Driver::Firehose => "firehose-load",
+    };
+    let mut child = Proc::spawn(cmd, name, p.logs)?;
+    let by = started + p.duration + Duration::from_secs(30);
+    let Some(status) = child.wait_until(by, stop)? else {
+        return Err(LabError::Run(format!(
+            "{} did not finish within 30 s after its {:.1} s",
+            args.join(" "),
+            p.duration.as_secs_f64()
+        )));
+    };
     let wall_s = started.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let (text, stat) = stdout.rsplit_once("FH-STAT\n").unwrap_or((&stdout, ""));
-    if !out.status.success() {
-        if p.driver == Driver::Dnsperf && out.status.code() == Some(127) {
+    let client_cpu_s = (cputime::seconds(me, Scope::Reaped)? - cpu_before).max(0.0);
+    if !status.success() {
+        if p.driver == Driver::Dnsperf && status.code() == Some(127) {
             return Err(LabError::Command(
                 "dnsperf is not installed (apt-get install dnsperf)".into(),
             ));
         }
         return Err(LabError::Run(format!(
-            "{} exited with {}: {}",
+            "{} exited with {status}: {}",
             args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            child.stderr_tail()
         )));
     }
-    let ticks = pidstat::parse(stat.trim())
-        .map(|s| s.cutime + s.cstime)
-        .map_err(|e| LabError::Run(format!("no stat line after {}: {e}", p.driver.name())))?;
     let mut r = match p.driver {
-        Driver::Dnsperf => parse_dnsperf(text)
-            .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?,
-        Driver::Firehose => {
-            let json =
-                std::fs::read_to_string(p.json).map_err(|e| LabError::io(p.json.display(), e))?;
-            parse_firehose_json(&json).ok_or_else(|| {
-                LabError::Run(format!(
-                    "unexpected firehose load JSON in {}",
-                    p.json.display()
-                ))
-            })?
+        Driver::Dnsperf => {
+            let text = child.stdout();
+            parse_dnsperf(&text)
+                .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?
         }
+        Driver::Firehose => DriverResult::from(&crate::runner::read_load_report(p.json)?.0),
     };
-    r.client_cpu_s = ticks as f64 / firehose_sys::cpu::clock_ticks_per_sec() as f64;
+    r.client_cpu_s = client_cpu_s;
     r.wall_s = wall_s;
     Ok(r)
 }
@@ -211,34 +211,20 @@ pub fn parse_dnsperf(text: &str) -> Option<DriverResult> {
     })
 }
 
-/// Reads the JSON summary of `firehose load`.
-pub fn parse_firehose_json(text: &str) -> Option<DriverResult> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let lat = &v["latency_us"];
-    let codes = v["codes"]
-        .as_object()?
-        .iter()
-        .filter_map(|(k, n)| Some((k.clone(), n.as_u64()?)))
-        .collect();
-    Some(DriverResult {
-        qps: v["tps"].as_f64()?,
-        completed: v["completed"].as_u64()?,
-        lost: v["lost"].as_u64()?,
-        p50_us: lat["p50"].as_f64(),
-        p99_us: lat["p99"].as_f64(),
-        mean_us: lat["mean"].as_f64(),
-        codes,
-        ..DriverResult::default()
-    })
-}
-
-/// The count of `perf stat -x, -e raw_syscalls:sys_enter` output; `None` when perf
-/// could not count (not permitted, or the event is missing).
-pub fn parse_perf_count(csv: &str) -> Option<u64> {
-    csv.lines()
-        .find(|l| l.contains("raw_syscalls:sys_enter"))
-        .and_then(|l| l.split(',').next())
-        .and_then(|n| n.trim().parse().ok())
+impl From<&LoadReport> for DriverResult {
+    /// The figures of `firehose load --json`.
+    fn from(r: &LoadReport) -> DriverResult {
+        DriverResult {
+            qps: r.tps,
+            completed: r.completed,
+            lost: r.lost,
+            p50_us: Some(r.latency_us.p50),
+            p99_us: Some(r.latency_us.p99),
+            mean_us: Some(r.latency_us.mean),
+            codes: r.codes.clone(),
+            ..DriverResult::default()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -266,28 +252,32 @@ mod tests {
     }
 
     #[test]
-    fn reads_firehose_load_json() {
-        let r = parse_firehose_json(&sample("firehose_load_dns.json")).unwrap();
-        assert_eq!(r.completed, 471882);
-        assert_eq!(r.p50_us, Some(39.583));
-        assert_eq!(r.p99_us, Some(95.679));
-        assert_eq!(r.codes["NXDOMAIN"], 117971);
-    }
-
-    #[test]
-    fn reads_perf_counts() {
+    fn reads_what_firehose_load_writes() {
+        // A report as `firehose load --json` writes it: LoadReport's keys and its config.
+        let mut r = firehose_load::summarize(&[], None, None, Vec::new(), |c| c.to_string());
+        r.tps = 94376.4;
+        r.completed = 471882;
+        r.lost = 2;
+        r.latency_us.p50 = 39.583;
+        r.latency_us.p99 = 95.679;
+        r.latency_us.mean = 41.5;
+        r.codes = BTreeMap::from([("NOERROR".into(), 353911), ("NXDOMAIN".into(), 117971)]);
+        let mut doc = serde_json::to_value(&r).unwrap();
+        doc["config"] = serde_json::json!({"proto": "dns", "window": 100});
+        let dir = std::env::temp_dir().join(format!("fh-drivers-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("load.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        let (back, _) = crate::runner::read_load_report(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = DriverResult::from(&back);
+        assert_eq!((d.completed, d.lost), (471882, 2));
+        assert_eq!(d.qps, 94376.4);
         assert_eq!(
-            parse_perf_count("175107652,,raw_syscalls:sys_enter,1424413,100.00,,\n"),
-            Some(175107652)
+            (d.p50_us, d.p99_us, d.mean_us),
+            (Some(39.583), Some(95.679), Some(41.5))
         );
-        assert_eq!(
-            parse_perf_count("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n"),
-            None
-        );
-        assert_eq!(
-            parse_perf_count("event syntax error: 'raw_syscalls:sys_enter'"),
-            None
-        );
+        assert_eq!(d.codes["NXDOMAIN"], 117971);
     }
 
     #[test]
@@ -302,6 +292,7 @@ mod tests {
             rate: Some(50_000),
             firehose: Path::new("/bin/firehose"),
             json: Path::new("o.json"),
+            logs: Path::new("/tmp"),
         };
         let l = command_line(&p).join(" ");
         assert!(

@@ -73,6 +73,7 @@ impl DnsCompareReport {
         );
         let mut env: Vec<String> = self
             .environment
+            .brief()
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
@@ -116,7 +117,7 @@ impl DnsCompareReport {
             self.server_cpus,
             self.client_cpus
         );
-        for (k, v) in &self.environment {
+        for (k, v) in self.environment.brief() {
             let _ = writeln!(s, "- {k}: {v}");
         }
         if let Some(st) = self.steal_pct {
@@ -165,7 +166,7 @@ impl DnsCompareReport {
         for ours in self
             .rows
             .iter()
-            .filter(|r| r.server == ServerKind::Firehose)
+            .filter(|r| r.server == ServerKind::FirehoseDns)
         {
             let peers: Vec<&DnsCompareRow> = [ServerKind::Knot, ServerKind::Nsd]
                 .into_iter()
@@ -224,12 +225,13 @@ impl DnsCompareReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::Environment;
 
     fn report() -> DnsCompareReport {
-        let row = |server, driver, qps: f64, cpu| DnsCompareRow {
+        let row = |server: ServerKind, driver, qps: f64, cpu| DnsCompareRow {
+            config: server.config(1),
             server,
             workers: 1,
-            config: server.config(1),
             driver,
             qps: Summary::of([qps, qps * 1.1]).unwrap(),
             server_cpu_us_per_query: Some(cpu),
@@ -246,11 +248,19 @@ mod tests {
         };
         DnsCompareReport {
             rows: vec![
-                row(ServerKind::Firehose, Driver::Dnsperf, 200_000.0, 2.0),
+                row(ServerKind::FirehoseDns, Driver::Dnsperf, 200_000.0, 2.0),
                 row(ServerKind::Nsd, Driver::Dnsperf, 100_000.0, 4.0),
             ],
             skipped: vec!["knotd: not installed (apt-get install -y knot)".into()],
-            environment: vec![("kernel".into(), "6.1".into())],
+            environment: Environment {
+                kernel: "6.1".into(),
+                cpu_model: "AMD EPYC".into(),
+                nproc: 2,
+                sysctls: Default::default(),
+                modules_loaded: Vec::new(),
+                loadavg: "0.50 0.40 0.30 1/100 42".into(),
+                firehose_version: "0.1.0".into(),
+            },
             repetitions: 2,
             duration_s: 1.0,
             rate: None,
@@ -270,6 +280,10 @@ mod tests {
             "nsd server-count 1, reuseport dnsperf 105000 (100000-110000) 4.00 2.00 - - - 80.0 3 server"
         );
         assert!(t.contains("skipped: knotd: not installed"), "{t}");
+        assert!(
+            t.contains("kernel 6.1; cpu AMD EPYC; nproc 2; loadavg 0.50 0.40 0.30 1/100 42\n"),
+            "{t}"
+        );
         assert!(
             t.contains(
                 "server CPU per query, firehose / best peer (nsd), workers 1, dnsperf: 0.50x"

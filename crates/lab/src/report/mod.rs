@@ -34,6 +34,8 @@ pub struct Row {
     pub verdict_on: String,
     pub server_cpu_us_per_txn: Option<Summary>,
     pub client_cpu_us_per_txn: Option<Summary>,
+    /// Busy CPU of the whole host per transaction (all CPUs, /proc/stat).
+    pub host_cpu_us_per_txn: Option<Summary>,
     pub syscalls_per_txn: Option<Summary>,
     pub syscalls_source: String,
     pub p50_us: Option<Summary>,
@@ -72,23 +74,25 @@ impl Row {
             generator: cell.generator,
             repetitions: trials.len(),
             tps,
-            mbps: sum(&|t| Some(t.mbps)),
+            mbps: sum(&|t| Some(t.metrics.mbps)),
             gain: None,
             verdict: Verdict::Baseline,
             verdict_on: "tps".into(),
-            server_cpu_us_per_txn: sum(&|t| t.server_cpu_us_per_txn),
-            client_cpu_us_per_txn: sum(&|t| t.client_cpu_us_per_txn),
-            syscalls_per_txn: sum(&|t| t.syscalls_per_txn),
+            server_cpu_us_per_txn: sum(&|t| t.metrics.server_cpu_us_per_txn),
+            client_cpu_us_per_txn: sum(&|t| t.metrics.client_cpu_us_per_txn),
+            host_cpu_us_per_txn: sum(&|t| t.metrics.host_cpu_us_per_txn),
+            syscalls_per_txn: sum(&|t| t.metrics.syscalls_per_txn),
             syscalls_source: trials
                 .first()
-                .map_or("unknown".into(), |t| t.syscalls_source.clone()),
+                .map_or("unknown".into(), |t| t.metrics.syscalls_source.clone()),
             p50_us: sum(&|t| t.latency_us.p50),
             p99_us: sum(&|t| t.latency_us.p99),
             lost: sum(&|t| Some(t.lost as f64)),
             kernel_drops: sum(&|t| {
-                Some((t.drops.socket + t.drops.softnet_dropped + t.drops.sndbuf_errors) as f64)
+                let d = &t.metrics.drops;
+                Some((d.socket + d.softnet_dropped + d.sndbuf_errors) as f64)
             }),
-            client_bound: trials.iter().any(|t| t.client_bound),
+            client_bound: trials.iter().any(|t| t.metrics.client_bound),
             cpus: median_trial
                 .map(|t| t.window.cpus.clone())
                 .unwrap_or_default(),

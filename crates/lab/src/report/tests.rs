@@ -2,8 +2,9 @@
 
 use super::*;
 use crate::env::Environment;
-use crate::runner::{Drops, ServerKind};
+use crate::metrics::{Drops, Metrics};
 use crate::sample::{UdpDelta, Window};
+use crate::server::ServerKind;
 use firehose_host::procfs::stat::CpuSplit;
 
 pub(crate) fn cell(name: &str) -> Cell {
@@ -39,7 +40,6 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
         tps,
         completed: tps as u64,
         lost: 1,
-        mbps: crate::runner::wire_mbps(tps, 100),
         latency_us: Latency {
             min: Some(5.0),
             p50: Some(20.0 + rep as f64),
@@ -50,17 +50,21 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
             max: Some(900.0),
             mean: Some(25.0),
         },
-        server_cpu_us_per_txn: Some(1e6 / tps),
-        client_cpu_us_per_txn: Some(0.5e6 / tps),
-        server_cpu_util: 0.8,
-        client_cpu_util: Some(0.99),
-        syscalls_per_txn: Some(2.0),
-        syscalls_source: "engine".into(),
-        client_bound,
-        drops: Drops {
-            socket: 3,
-            softnet_dropped: 1,
-            ..Default::default()
+        metrics: Metrics {
+            mbps: crate::metrics::wire_mbps(tps, 100),
+            server_cpu_us_per_txn: Some(1e6 / tps),
+            client_cpu_us_per_txn: Some(0.5e6 / tps),
+            host_cpu_us_per_txn: Some(2e6 / tps),
+            server_cpu_util: 0.8,
+            client_cpu_util: Some(0.99),
+            syscalls_per_txn: Some(2.0),
+            syscalls_source: "engine".into(),
+            client_bound,
+            drops: Drops {
+                socket: 3,
+                softnet_dropped: 1,
+                ..Default::default()
+            },
         },
         window: Window {
             seconds: 1.0,
@@ -83,6 +87,7 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
             udp_server: UdpDelta::default(),
             udp_client: None,
             socket_drops: 3,
+            host_cpu_s: 2.0,
             server_cpu_s: 0.8,
             client_cpu_s: Some(0.99),
         },

@@ -1,0 +1,156 @@
+//! CPU time of processes, read from /proc: one reader for every experiment. A cost is
+//! always the difference of two readings taken around the measured window, never the time
+//! since a process started.
+
+use crate::LabResult;
+use firehose_host::procfs::{self, pidstat};
+
+/// Whose CPU time to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every thread of the process.
+    Process,
+    /// The process and every process descending from it (NSD forks its servers).
+    Tree,
+    /// The children the process has waited for (cutime + cstime): read on ourselves before
+    /// and after reaping a child, the difference is that child's CPU time, to its exit.
+    Reaped,
+}
+
+/// CPU seconds used so far by `pid` in `scope`.
+pub fn seconds(pid: u32, scope: Scope) -> LabResult<f64> {
+    match scope {
+        Scope::Process => process_s(pid),
+        Scope::Tree => Ok(process_tree(pid)
+            .into_iter()
+            // A process may exit between listing and reading: it no longer counts.
+            .filter_map(|p| process_s(p).ok())
+            .sum()),
+        Scope::Reaped => {
+            let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
+            Ok(ticks_to_s(s.cutime + s.cstime))
+        }
+    }
+}
+
+fn ticks_to_s(ticks: u64) -> f64 {
+    ticks as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64
+}
+
+/// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
+/// wait time, timeslices).
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU seconds of all threads of `pid`. schedstat counts nanoseconds; /proc/<pid>/stat
+/// (utime + stime) counts 10 ms ticks, too coarse for a few thousand transactions, so it is
+/// only the fallback on kernels without schedstat.
+fn process_s(pid: u32) -> LabResult<f64> {
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        let mut ns = 0u64;
+        let mut any = false;
+        for t in tasks.flatten() {
+            // A thread may exit between listing and reading: it no longer counts.
+            if let Some(v) = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|x| parse_schedstat(&x))
+            {
+                ns += v;
+                any = true;
+            }
+        }
+        if any {
+            return Ok(ns as f64 / 1e9);
+        }
+    }
+    let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
+    Ok(ticks_to_s(s.utime + s.stime))
+}
+
+/// `root` and every process descending from it, `root` first.
+pub fn process_tree(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| pidstat::parse(&t).ok());
+            if let Some(st) = stat {
+                parent.push((pid, st.ppid));
+            }
+        }
+    }
+    descendants(root, &parent)
+}
+
+/// `root` and its descendants in a (pid, parent pid) table.
+pub fn descendants(root: u32, parent: &[(u32, u32)]) -> Vec<u32> {
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent.iter().filter(|&&(_, pp)| pp == p).map(|&(c, _)| c));
+        i += 1;
+    }
+    tree
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn spin(d: Duration) {
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < d {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+
+    #[test]
+    fn schedstat_lines() {
+        assert_eq!(
+            parse_schedstat("246877240 165843436 1021\n"),
+            Some(246877240)
+        );
+        assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn descendants_of_a_table() {
+        let t = [(10, 1), (11, 10), (12, 11), (13, 1), (14, 10)];
+        assert_eq!(descendants(10, &t), vec![10, 11, 14, 12]);
+        assert_eq!(descendants(13, &t), vec![13]);
+    }
+
+    #[test]
+    fn two_readings_around_work_differ_by_it() {
+        let me = std::process::id();
+        assert_eq!(process_tree(me)[0], me);
+        for scope in [Scope::Process, Scope::Tree] {
+            let a = seconds(me, scope).unwrap();
+            spin(Duration::from_millis(30));
+            let b = seconds(me, scope).unwrap();
+            assert!(b > a, "{scope:?}: {a} -> {b}");
+        }
+    }
+
+    #[test]
+    fn a_reaped_child_shows_in_the_reaped_scope() {
+        let me = std::process::id();
+        let before = seconds(me, Scope::Reaped).unwrap();
+        // The child burns well over one 10 ms tick of CPU before it exits.
+        let st = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let after = seconds(me, Scope::Reaped).unwrap();
+        assert!(after > before, "{before} -> {after}");
+    }
+}

@@ -1,0 +1,111 @@
+//! The servers an experiment can put under load: ours and the peers a user would pick
+//! instead, for echo (the ladder, `compare`) and for DNS (`compare --proto dns`).
+
+use serde::Serialize;
+
+/// A server under test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum ServerKind {
+    /// `firehose serve --proto echo` with these extra flags.
+    Firehose { flags: Vec<String> },
+    /// The lab's one-socket echo server (`firehose lab plain-echo`), the talk's baseline.
+    PlainEcho { threads: usize },
+    /// `sockperf sr`.
+    Sockperf,
+    /// `firehose serve --proto dns --profile tuned`.
+    FirehoseDns,
+    /// knotd with `udp-workers N` and `socket-affinity: on`.
+    Knot,
+    /// nsd with `server-count N`, `reuseport: yes` and response rate limiting off.
+    Nsd,
+}
+
+/// The DNS servers, in the order `compare --proto dns` lists them.
+pub const DNS_SERVERS: [ServerKind; 3] =
+    [ServerKind::FirehoseDns, ServerKind::Knot, ServerKind::Nsd];
+
+impl ServerKind {
+    /// The program's name, as tables and the command line show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerKind::Firehose { .. } | ServerKind::FirehoseDns => "firehose",
+            ServerKind::PlainEcho { .. } => "plain",
+            ServerKind::Sockperf => "sockperf",
+            ServerKind::Knot => "knotd",
+            ServerKind::Nsd => "nsd",
+        }
+    }
+
+    /// The short key of a DNS server in JSON ("firehose", "knot", "nsd").
+    pub fn key(&self) -> &'static str {
+        match self {
+            ServerKind::Knot => "knot",
+            other => other.name(),
+        }
+    }
+
+    /// A DNS server by the name the command line uses (the program's).
+    pub fn dns_from_name(s: &str) -> Option<ServerKind> {
+        DNS_SERVERS.into_iter().find(|k| k.name() == s)
+    }
+
+    /// True for the servers of `compare --proto dns`.
+    pub fn speaks_dns(&self) -> bool {
+        matches!(
+            self,
+            ServerKind::FirehoseDns | ServerKind::Knot | ServerKind::Nsd
+        )
+    }
+
+    /// The configuration that sets the worker count, as a row of `compare --proto dns`
+    /// shows it (for echo servers: their flags).
+    pub fn config(&self, workers: usize) -> String {
+        match self {
+            ServerKind::Knot => format!("udp-workers {workers}, socket-affinity on"),
+            ServerKind::Nsd => format!("server-count {workers}, reuseport"),
+            ServerKind::PlainEcho { .. } => format!("threads {workers}"),
+            ServerKind::Firehose { flags } => flags.join(" "),
+            ServerKind::Sockperf => "sockperf sr".into(),
+            ServerKind::FirehoseDns => format!("tuned, workers {workers}"),
+        }
+    }
+
+    /// A peer's program that must be installed (and its Debian package); `None` for ours.
+    pub fn program(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            ServerKind::Sockperf => Some(("sockperf", "sockperf")),
+            ServerKind::Knot => Some(("knotd", "knot")),
+            ServerKind::Nsd => Some(("nsd", "nsd")),
+            _ => None,
+        }
+    }
+}
+
+/// Serialises a DNS server as its key (`"knot"`), the shape `compare --proto dns` writes.
+pub fn serialize_key<S: serde::Serializer>(k: &ServerKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.key())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names_and_keys() {
+        assert_eq!(ServerKind::dns_from_name("knotd"), Some(ServerKind::Knot));
+        assert_eq!(
+            ServerKind::dns_from_name("firehose"),
+            Some(ServerKind::FirehoseDns)
+        );
+        assert_eq!(ServerKind::dns_from_name("plain"), None);
+        assert_eq!(ServerKind::Knot.key(), "knot");
+        assert!(DNS_SERVERS.iter().all(ServerKind::speaks_dns));
+        assert!(!ServerKind::Sockperf.speaks_dns());
+        assert_eq!(
+            ServerKind::Knot.config(2),
+            "udp-workers 2, socket-affinity on"
+        );
+        assert_eq!(ServerKind::FirehoseDns.config(1), "tuned, workers 1");
+    }
+}

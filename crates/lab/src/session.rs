@@ -1,0 +1,455 @@
+//! One `lab ladder` or `lab compare` run from options to report: fill in defaults, check
+//! them before anything is built, build the test host, run the cells, tear the host down
+//! whatever happened, and summarise. The binary parses the command line into
+//! [`RunOptions`], installs the stop flag, and prints what comes back.
+
+use crate::env::Environment;
+use crate::experiment::{self, Cell, Progress};
+use crate::report::{self, LabReport, Skipped};
+use crate::runner::{self, Generator, LoadSpec, Placement, Runner, Trial};
+use crate::topology::{self, Kind, Topology};
+use crate::{cmd, compare, ladder, LabError, LabResult};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a measured run was asked for; `None` takes the default.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub topology: Option<Kind>,
+    pub queues: Option<usize>,
+    pub repetitions: usize,
+    pub duration_s: u64,
+    pub warmup_s: Option<u64>,
+    pub server_cpus: Option<Vec<usize>>,
+    pub client_cpus: Option<Vec<usize>>,
+    /// One count for ladder and compare (a list only for `compare --proto dns`).
+    pub workers: Option<Vec<usize>>,
+    pub threads: Option<usize>,
+    pub flows: Option<usize>,
+    pub window: Option<usize>,
+    pub rate: Option<u64>,
+    pub size: Option<usize>,
+    pub timeout_ms: Option<u64>,
+    /// `--report DIR`: logs go to DIR/runs and are kept.
+    pub report: Option<PathBuf>,
+}
+
+impl RunOptions {
+    pub fn topology(&self) -> Kind {
+        self.topology.unwrap_or(Kind::Loopback)
+    }
+}
+
+/// The server and client CPUs: as given, or the allowed CPUs split in two halves.
+pub fn placement(
+    server: Option<Vec<usize>>,
+    client: Option<Vec<usize>>,
+    allowed: &[usize],
+) -> LabResult<Placement> {
+    if server.is_none() && client.is_none() {
+        return Placement::split(allowed);
+    }
+    let server = match server {
+        Some(s) => s,
+        None => Placement::split(allowed)
+            .map(|p| p.server_cpus)
+            .unwrap_or_default(),
+    };
+    let client = match client {
+        Some(c) => c,
+        None => allowed
+            .iter()
+            .copied()
+            .filter(|x| !server.contains(x))
+            .collect(),
+    };
+    if server.is_empty() || client.is_empty() {
+        return Err(LabError::Usage(
+            "give both --server-cpus and --client-cpus: one side has no CPU left".into(),
+        ));
+    }
+    Placement::new(server, client, allowed)
+}
+
+/// Defaults that differ between ladder and compare.
+struct Defaults {
+    flows: usize,
+    window: Option<usize>,
+    rate: Option<u64>,
+    /// What pins one worker per server CPU in this run, if anything does.
+    pins: Option<&'static str>,
+}
+
+/// Settings of a run once defaults are filled in, and its test host.
+struct Setup {
+    topo: Topology,
+    placement: Placement,
+    workers: usize,
+    load: LoadSpec,
+    workdir: PathBuf,
+    /// Temporary work directory to delete at the end (no --report).
+    temp: bool,
+}
+
+fn usage<T>(m: String) -> LabResult<T> {
+    Err(LabError::Usage(m))
+}
+
+/// Fills in defaults and checks them, then builds the test host (last, so that a refused
+/// argument leaves nothing behind).
+fn setup(r: &RunOptions, d: Defaults) -> LabResult<Setup> {
+    let allowed = firehose_sys::cpu::allowed_cpus()
+        .map_err(|e| LabError::Run(format!("reading the allowed CPUs: {e}")))?;
+    let placement = placement(r.server_cpus.clone(), r.client_cpus.clone(), &allowed)?;
+    let workers =
+        match r.workers.as_deref() {
+            None => placement.server_cpus.len(),
+            Some([w]) => *w,
+            Some(_) => return usage(
+                "--workers takes one count here; a list of counts is for lab compare --proto dns"
+                    .into(),
+            ),
+        };
+    if let Some(what) = d.pins {
+        if workers > placement.server_cpus.len() {
+            return usage(format!(
+                "--workers {workers} is more than the {} server CPU(s), but {what} one worker per CPU: give more --server-cpus or fewer --workers",
+                placement.server_cpus.len()
+            ));
+        }
+    }
+    let threads = r.threads.unwrap_or(placement.client_cpus.len());
+    let size = r.size.unwrap_or(100);
+    let flows = r.flows.unwrap_or(d.flows.max(threads));
+    if flows < threads {
+        return usage(format!(
+            "--flows {flows} is fewer than --threads {threads}: each thread needs a flow"
+        ));
+    }
+    if size < 20 {
+        return usage(format!(
+            "--size {size}: echo requests carry a 20-byte header; use 20 or more"
+        ));
+    }
+    if r.queues.is_some() && r.topology() == Kind::Loopback {
+        return usage("--queues sets the veth pair's queues: use it with --topology veth".into());
+    }
+    let load = LoadSpec {
+        flows,
+        window: r.window.or(d.window),
+        rate: r.rate.or(d.rate),
+        threads,
+        size,
+        duration_s: r.duration_s,
+        warmup_s: r.warmup_s.unwrap_or(1),
+        timeout_ms: r.timeout_ms.unwrap_or(200),
+    };
+    let (workdir, temp) = match &r.report {
+        Some(d) => (d.join("runs"), false),
+        None => (runner::temp_workdir(std::process::id()), true),
+    };
+    let topo = match r.topology() {
+        Kind::Loopback => Topology::loopback(),
+        Kind::Veth => {
+            let q = r.queues.unwrap_or(allowed.len());
+            Topology::veth(&topology::run_id(None), q)?
+        }
+    };
+    std::fs::create_dir_all(&workdir).map_err(|e| LabError::io(workdir.display(), e))?;
+    Ok(Setup {
+        topo,
+        placement,
+        workers,
+        load,
+        workdir,
+        temp,
+    })
+}
+
+/// What to run, what was left out and why, and notes for the report.
+struct Plan {
+    cells: Vec<Cell>,
+    skipped: Vec<Skipped>,
+    notes: Vec<String>,
+}
+
+/// How a run reaches the outside: the `firehose` binary to start, the stop flag (set by
+/// SIGINT/SIGTERM), and where progress goes.
+pub struct Context<'a> {
+    pub bin: PathBuf,
+    pub stop: &'a AtomicBool,
+    pub progress: &'a mut dyn FnMut(&Progress),
+}
+
+/// Runs the cells, tears the host down, and summarises the trials into a report.
+fn execute(
+    kind: &str,
+    r: &RunOptions,
+    ctx: Context<'_>,
+    mut s: Setup,
+    plan: Plan,
+    make_rows: impl Fn(&[Cell], &[Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
+) -> LabResult<LabReport> {
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let environment = Environment::capture();
+    let result = match r.topology() {
+        Kind::Loopback => crate::proc::free_port(),
+        Kind::Veth => Ok(runner::VETH_PORT),
+    }
+    .and_then(|port| {
+        let runner = Runner {
+            bin: ctx.bin,
+            topo: &s.topo,
+            placement: s.placement.clone(),
+            load: s.load.clone(),
+            workdir: s.workdir.clone(),
+            stop: ctx.stop,
+            port,
+        };
+        experiment::run(&runner, &s.topo, &plan.cells, r.repetitions, ctx.progress)
+    });
+    // Tear the test host down before anything else, whatever happened.
+    let teardown = s.topo.teardown();
+    let remove_temp = |s: &Setup| {
+        if s.temp {
+            let _ = std::fs::remove_dir_all(&s.workdir);
+        }
+    };
+    let trials = match result {
+        Ok(t) => t,
+        Err(_) if ctx.stop.load(Ordering::Relaxed) => {
+            remove_temp(&s);
+            teardown.map_err(|e| {
+                LabError::Command(format!("interrupted; removing the test host: {e}"))
+            })?;
+            return Err(LabError::Interrupted);
+        }
+        Err(e) => {
+            let logs = s.workdir.display();
+            return Err(match e {
+                LabError::Usage(m) => {
+                    LabError::Usage(format!("lab {kind} failed (logs in {logs}): {m}"))
+                }
+                other => LabError::Run(format!("lab {kind} failed (logs in {logs}): {other}")),
+            });
+        }
+    };
+    teardown.map_err(|e| LabError::Command(format!("removing the test host: {e}")))?;
+    remove_temp(&s);
+    let (rows, ratios) = make_rows(&plan.cells, &trials);
+    Ok(LabReport {
+        kind: kind.into(),
+        started_unix,
+        topology: r.topology().name().into(),
+        queues: s.topo.queues(),
+        workers: s.workers,
+        repetitions: r.repetitions,
+        placement: s.placement,
+        load: s.load,
+        environment,
+        rows,
+        skipped: plan.skipped,
+        ratios,
+        notes: plan.notes,
+        trials,
+    })
+}
+
+/// `lab ladder`: the chosen steps (all the topology allows by default), each judged
+/// against the one before it.
+pub fn ladder(r: &RunOptions, steps: Option<&str>, ctx: Context<'_>) -> LabResult<LabReport> {
+    let (steps, skipped) = ladder::select(steps, r.topology())?;
+    let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
+    let pins = steps
+        .iter()
+        .any(|st| ladder::STEPS.iter().position(|x| x == st) >= pin_at)
+        .then_some("the pin step pins");
+    let defaults = Defaults {
+        flows: 16,
+        window: Some(4),
+        rate: None,
+        pins,
+    };
+    let s = setup(r, defaults)?;
+    let veth = r.topology() == Kind::Veth;
+    let cells: Vec<Cell> = steps
+        .iter()
+        .map(|st| Cell {
+            name: st.name.into(),
+            describe: match ladder::talk_figure(st.name) {
+                Some(t) => format!("{} (the talk: {t})", st.describe),
+                None => st.describe.into(),
+            },
+            server: ladder::server_for(st, s.workers),
+            generator: Generator::Firehose,
+            knobs: veth.then(|| ladder::knobs_for(st)),
+        })
+        .collect();
+    let plan = Plan {
+        cells,
+        skipped,
+        notes: Vec::new(),
+    };
+    execute("ladder", r, ctx, s, plan, |cells, trials| {
+        let mut rows = report::rows(cells, trials);
+        for i in 1..rows.len() {
+            let prev = rows[i - 1].clone();
+            rows[i].compare_with(&prev);
+        }
+        (rows, Vec::new())
+    })
+}
+
+/// `lab compare` (echo): servers under generators, all at the same open-loop rate, each
+/// judged on its cost against the plain echo server under the same generator.
+pub fn compare(
+    r: &RunOptions,
+    servers: Option<&str>,
+    generators: Option<&str>,
+    ctx: Context<'_>,
+) -> LabResult<LabReport> {
+    let servers = servers.unwrap_or("naive,tuned,plain,sockperf");
+    let generators = generators.unwrap_or("firehose,sockperf");
+    let sockperf = cmd::installed("sockperf");
+    // Validate names before building anything.
+    compare::plan(servers, generators, 1, sockperf)?;
+    let pins = servers
+        .split(',')
+        .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
+        .then_some("the steered, tuned and latency profiles pin");
+    let defaults = Defaults {
+        flows: 1,
+        window: None,
+        rate: Some(10_000),
+        pins,
+    };
+    let s = setup(r, defaults)?;
+    let (cells, skipped) = compare::plan(servers, generators, s.workers, sockperf)?;
+    if cells.is_empty() {
+        let why: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.reason))
+            .collect();
+        return usage(format!(
+            "nothing to compare, every configuration was skipped ({})",
+            why.join("; ")
+        ));
+    }
+    let mut notes = vec![
+        "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
+    ];
+    if !cmd::installed("perf") {
+        notes.push(format!(
+            "peer servers' syscalls/txn are unknown without perf ({})",
+            cmd::install_hint("perf")
+        ));
+    }
+    let plan = Plan {
+        cells,
+        skipped,
+        notes,
+    };
+    execute("compare", r, ctx, s, plan, |cells, trials| {
+        let mut rows = report::rows(cells, trials);
+        for g in [Generator::Firehose, Generator::Sockperf] {
+            let base = rows
+                .iter()
+                .find(|r| r.generator == g && r.name.starts_with("plain/"))
+                .or_else(|| rows.iter().find(|r| r.generator == g))
+                .cloned();
+            if let Some(base) = base {
+                for r in rows
+                    .iter_mut()
+                    .filter(|r| r.generator == g && r.name != base.name)
+                {
+                    // Open loop: all reach the rate, so judge the cost.
+                    r.compare_cost_with(&base);
+                }
+            }
+        }
+        let ratios = compare::ratios(&rows);
+        (rows, ratios)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_defaults_and_refusals() {
+        let p = placement(None, None, &[0, 1, 2, 3]).unwrap();
+        assert_eq!((p.server_cpus, p.client_cpus), (vec![0, 1], vec![2, 3]));
+        let p = placement(Some(vec![3]), None, &[0, 1, 2, 3]).unwrap();
+        assert_eq!((p.server_cpus, p.client_cpus), (vec![3], vec![0, 1, 2]));
+        let e = placement(None, Some(vec![0]), &[0, 1, 2, 3]).unwrap_err();
+        assert!(e.to_string().contains("CPU 0 is in both"), "{e}");
+        let e = placement(Some(vec![0]), None, &[0])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no CPU left"), "{e}");
+    }
+
+    #[test]
+    fn arguments_are_refused_before_anything_is_built() {
+        let base = RunOptions {
+            repetitions: 1,
+            duration_s: 1,
+            server_cpus: Some(vec![0]),
+            client_cpus: Some(vec![1]),
+            ..RunOptions::default()
+        };
+        let d = || Defaults {
+            flows: 1,
+            window: None,
+            rate: None,
+            pins: Some("the pin step pins"),
+        };
+        let refuse = |r: RunOptions, says: &str| {
+            let e = setup(&r, d()).err().expect("refused").to_string();
+            assert!(e.contains(says), "{e}");
+        };
+        if firehose_sys::cpu::allowed_cpus().map_or(0, |c| c.len()) < 2 {
+            eprintln!("skipped: needs 2 allowed CPUs");
+            return;
+        }
+        refuse(
+            RunOptions {
+                workers: Some(vec![1, 2]),
+                ..base.clone()
+            },
+            "a list of counts is for lab compare --proto dns",
+        );
+        refuse(
+            RunOptions {
+                workers: Some(vec![2]),
+                ..base.clone()
+            },
+            "the pin step pins one worker per CPU",
+        );
+        refuse(
+            RunOptions {
+                threads: Some(4),
+                flows: Some(2),
+                ..base.clone()
+            },
+            "--flows 2 is fewer than --threads 4",
+        );
+        refuse(
+            RunOptions {
+                size: Some(10),
+                ..base.clone()
+            },
+            "20-byte header",
+        );
+        refuse(
+            RunOptions {
+                queues: Some(2),
+                ..base
+            },
+            "--queues",
+        );
+    }
+}
