@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench lint clean deps
+.PHONY: build demo test bench bench-xdp lint clean deps
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -25,6 +25,19 @@ test:
 bench: build
 	@sh mk/deps bench
 	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
+
+# AF_XDP against the kernel socket path on the veth lab (root): server on CPU 0, client on
+# CPU 1, 3 interleaved repetitions, medians (min-max). Echo 100 B (max tps, total host CPU
+# per transaction, server and client CPU; both generators) and busy-polled ping-pong; then
+# DNS: serve --io xdp against Knot DNS in its XDP and socket modes, under load --io xdp and
+# dnsperf. The machine's load average is printed with the figures.
+XDP_ARGS ?= --topology veth --server-cpus 0 --client-cpus 1 --repetitions 3 --duration 5 --warmup 1
+bench-xdp: build
+	@sh mk/deps lab
+	@uptime
+	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json bench-xdp-echo.json
+	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json bench-xdp-dns.json
+	@uptime
 
 lint:
 	$(CARGO) fmt --all -- --check
