@@ -106,7 +106,8 @@ struct RunArgs {
 #[command(
     after_help = "Steps, in ladder order (each includes those above it):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
-  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)"
+  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n  \
+  xdp  (beyond the talk: serve --io xdp; only on --topology veth)"
 )]
 struct LadderArgs {
     #[command(flatten)]

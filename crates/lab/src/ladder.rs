@@ -1,6 +1,7 @@
 //! The NTT ladder: each step adds one technique to everything above it, first the
 //! application's (sockets, steering, pinning, batching, busy polling, IP ID), then the OS
-//! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter).
+//! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter); then, beyond
+//! the talk, AF_XDP (veth only: the program needs a real link).
 
 use crate::report::Skipped;
 use crate::server::ServerKind;
@@ -80,6 +81,12 @@ pub const STEPS: &[Step] = &[
         "+ rp_filter off (no source validation)",
         true,
     ),
+    step(
+        "xdp",
+        "beyond the talk: AF_XDP (serve --io xdp --profile xdp: an XDP program steers the \
+         port to one AF_XDP socket per queue, replies built in place)",
+        true,
+    ),
 ];
 
 /// Names of all steps, for messages.
@@ -144,9 +151,25 @@ pub fn select(requested: Option<&str>, topology: Kind) -> LabResult<(Vec<Step>, 
     Ok((steps, skipped))
 }
 
-/// The server of a step: `firehose serve` with every application technique up to it.
-pub fn server_for(step: &Step, workers: usize) -> ServerKind {
+/// The server of a step: `firehose serve` with every application technique up to it; the
+/// `xdp` rung serves over AF_XDP on `iface` (the server's veth), one worker per queue.
+pub fn server_for(step: &Step, workers: usize, iface: &str) -> ServerKind {
     let at = |name: &str| position(step.name) >= position(name);
+    if at("xdp") {
+        let flags = [
+            "--io",
+            "xdp",
+            "--iface",
+            iface,
+            "--profile",
+            "xdp",
+            "--pin",
+            "none",
+        ];
+        return ServerKind::Firehose {
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+        };
+    }
     let mut flags: Vec<String> = vec!["--workers".into(), workers.to_string()];
     let mut push = |k: &str, v: &str| {
         flags.push(k.to_string());
@@ -196,16 +219,20 @@ mod tests {
     fn steps_are_cumulative() {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
-            flags(server_for(&s("shared"), 2)),
+            flags(server_for(&s("shared"), 2, "v0")),
             "--workers 2 --sockets shared --steer none --pin none --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("pin"), 1)),
+            flags(server_for(&s("pin"), 1, "v0")),
             "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("gro-off"), 1)),
+            flags(server_for(&s("gro-off"), 1, "v0")),
             "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc do"
+        );
+        assert_eq!(
+            flags(server_for(&s("xdp"), 1, "v0")),
+            "--io xdp --iface v0 --profile xdp --pin none"
         );
         let k = knobs_for(&s("shared"));
         assert_eq!(
@@ -230,7 +257,7 @@ mod tests {
     fn selection() {
         let (all, skipped) = select(None, Kind::Loopback).unwrap();
         assert_eq!(all.len(), 7);
-        assert_eq!(skipped.len(), 4);
+        assert_eq!(skipped.len(), 5);
         let (all, skipped) = select(None, Kind::Veth).unwrap();
         assert_eq!((all.len(), skipped.len()), (STEPS.len(), 0));
         let (two, _) = select(Some("batch,shared"), Kind::Loopback).unwrap();

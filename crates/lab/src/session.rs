@@ -7,7 +7,7 @@ use crate::env::Environment;
 use crate::experiment::{self, Cell, Progress};
 use crate::report::{self, LabReport, Skipped};
 use crate::runner::{self, Generator, LoadSpec, Placement, Runner, Trial};
-use crate::topology::{self, Kind, Topology};
+use crate::topology::{self, Kind, Side, Topology};
 use crate::{cmd, compare, ladder, LabError, LabResult};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,7 +282,7 @@ pub fn ladder(r: &RunOptions, steps: Option<&str>, ctx: Context<'_>) -> LabResul
                 Some(t) => format!("{} (the talk: {t})", st.describe),
                 None => st.describe.into(),
             },
-            server: ladder::server_for(st, s.workers),
+            server: ladder::server_for(st, s.workers, &s.topo.dev(Side::Server)),
             generator: Generator::Firehose,
             knobs: veth.then(|| ladder::knobs_for(st)),
         })

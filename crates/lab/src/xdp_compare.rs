@@ -22,11 +22,11 @@
 //! process CPU alone flatters whoever receives). On a shared host that total also holds
 //! everyone else's work: read it beside the load average the report records.
 
+use crate::metrics::{self, Inputs};
+use crate::sample::{HostSample, Watch};
 use crate::stats::Summary;
 use crate::topology::{Side, Topology};
 use crate::{LabError, LabResult};
-use crate::metrics::{self, Inputs};
-use crate::sample::{HostSample, Watch};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
