@@ -288,6 +288,8 @@ mod same_strings {
         &["lab", "compare", "--duration"],
         &["lab", "compare", "--warmup"],
         &["lab", "compare", "--timeout"],
+        &["stream", "--target", "127.0.0.1:9", "--duration"],
+        &["stream", "--target", "127.0.0.1:9", "--interval"],
         &["sink", "--listen", "127.0.0.1:9", "--duration"],
         &["flood", "--target", "127.0.0.1:9", "--duration"],
     ];
@@ -311,6 +313,11 @@ mod same_strings {
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],
+        &["stream", "--target", "127.0.0.1:9", "--msg-size"],
+        &["stream", "--target", "127.0.0.1:9", "--bytes"],
+        &["stream", "--target", "127.0.0.1:9", "--window"],
+        &["stream", "--target", "127.0.0.1:9", "--sndbuf"],
+        &["stream", "--target", "127.0.0.1:9", "--rcvbuf"],
         &["sink", "--listen", "127.0.0.1:9", "--rcvbuf"],
         &["flood", "--target", "127.0.0.1:9", "--size"],
     ];
@@ -321,6 +328,7 @@ mod same_strings {
         &["lab", "ladder", "--client-cpus"],
         &["lab", "compare", "--server-cpus"],
         &["lab", "compare", "--client-cpus"],
+        &["stream", "--target", "127.0.0.1:9", "--cpus"],
         &["sink", "--listen", "127.0.0.1:9", "--cpus"],
         &["flood", "--target", "127.0.0.1:9", "--cpus"],
     ];

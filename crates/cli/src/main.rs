@@ -1,7 +1,7 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`); `metrics` serves `serve --metrics`; `args`
+//! `lab/dns.rs` for `lab compare --proto dns`), `stream` (`firehose stream`); `metrics` serves `serve --metrics`; `args`
 //! holds the value parsers they share and `Usage`, the error for bad input (exit code 2).
 //! The work is in the library crates.
 
@@ -24,6 +24,7 @@ mod metrics;
 mod serve;
 mod serve_xdp;
 mod sink;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +53,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
+    Stream(stream::StreamArgs),
 }
 
 fn main() {
@@ -97,6 +100,7 @@ fn main() {
             }
         }),
         Command::Lab(a) => lab::run(a),
+        Command::Stream(a) => stream::run(a),
     };
     if let Err(e) = res {
         let code = if e.downcast_ref::<args::Usage>().is_some() {

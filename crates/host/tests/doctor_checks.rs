@@ -182,6 +182,19 @@ fn bigbox_finds_every_mistuning() {
     let um = &row(&rows, "udp-mem").steps[0];
     assert_eq!(um.value, "16384 24576 32768");
     assert!(um.raise_only);
+    // The Bloomberg talk's bulk-TCP limits: only the max field is raised.
+    expect(
+        &rows,
+        "tcp-buffers",
+        Warn,
+        &["tcp_rmem=4096 131072 6291456"],
+    );
+    let tb = &row(&rows, "tcp-buffers").steps;
+    assert_eq!(tb.len(), 2);
+    assert_eq!(tb[0].value, "4096 131072 67108864");
+    assert!(tb.iter().all(|s| s.raise_only));
+    expect(&rows, "optmem", Warn, &["optmem_max=20480"]);
+    assert_eq!(row(&rows, "optmem").steps[0].value, "2097152");
     expect(&rows, "backlog", Warn, &["netdev_max_backlog=1000"]);
     expect(&rows, "budget", Warn, &["netdev_budget=300"]);
     expect(&rows, "busy-poll", Warn, &["only one of them is set"]);

@@ -33,7 +33,15 @@ pub mod netns;
 pub mod packet;
 pub mod sockaddr;
 pub mod socket;
+pub mod sockopt;
+pub mod splice;
+pub mod tcp;
+pub mod tcp_info;
+pub mod tcp_mmap;
+pub mod uring;
+pub mod uring_recv;
 pub mod xdp;
+pub mod zerocopy;
 
 use std::io;
 
@@ -119,6 +127,11 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ENOBUFS => "ENOBUFS",
         libc::E2BIG => "E2BIG",
         libc::ERANGE => "ERANGE",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
+        libc::ENODEV => "ENODEV",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ENOTCONN => "ENOTCONN",
         _ => "errno",
     }
 }

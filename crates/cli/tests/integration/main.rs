@@ -14,6 +14,8 @@ mod lab_veth;
 mod load;
 mod serve;
 mod sink_flood;
+mod stream;
+mod stream_veth;
 mod util;
 mod xdp;
 mod xdp_frames;

@@ -166,6 +166,12 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
     ("rmem", "socket receive buffer limits", sysctl::rmem),
     ("wmem", "socket send buffer limits", sysctl::wmem),
     ("udp-mem", "UDP memory limits", sysctl::udp_mem),
+    (
+        "tcp-buffers",
+        "TCP autotuning limits for bulk flows",
+        sysctl::tcp_buffers,
+    ),
+    ("optmem", "option memory for MSG_ZEROCOPY", sysctl::optmem),
     ("backlog", "netdev_max_backlog", sysctl::backlog),
     ("budget", "NAPI budget per softirq run", sysctl::budget),
     ("busy-poll", "busy polling", sysctl::busy_poll),

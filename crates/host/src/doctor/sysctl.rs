@@ -173,6 +173,60 @@ pub(super) fn udp_mem(facts: &Facts) -> Vec<Row> {
     vec![row.status(Status::Warn, value).steps(vec![step])]
 }
 
+const WHY_TCP_BUF: &str = "TCP autotuning grows a bulk flow's buffers only up to the third field of tcp_rmem/tcp_wmem; below the bandwidth-delay product of a fast path the window, not the CPU, caps Gbit/s (the Bloomberg netdev 0x18 talk sets 4096 87380 536870912)";
+
+/// The least tcp_rmem/tcp_wmem maximum for bulk TCP (firehose stream).
+const TCP_BUF_MAX: u64 = 64 * MIB;
+
+pub(super) fn tcp_buffers(facts: &Facts) -> Vec<Row> {
+    let row = Row::new("tcp-buffers", "host", WHY_TCP_BUF)
+        .from("net.ipv4.tcp_rmem, net.ipv4.tcp_wmem (min default max)");
+    let mut parts = Vec::new();
+    let mut steps = Vec::new();
+    for key in ["tcp_rmem", "tcp_wmem"] {
+        let path = format!("/proc/sys/net/ipv4/{key}");
+        let cur = match facts.file(&path).map(text::parse_numbers) {
+            Ok(Some(v)) if v.len() == 3 => v,
+            Ok(_) => return vec![row.na(format!("{key} is not three numbers"))],
+            Err(e) => return vec![row.na(e.to_string())],
+        };
+        parts.push(format!("{key}={} {} {}", cur[0], cur[1], cur[2]));
+        if cur[2] < TCP_BUF_MAX {
+            let new = format!("{} {} {}", cur[0], cur[1], TCP_BUF_MAX);
+            steps.push(
+                Step::set(
+                    "tcp-buffers",
+                    Phase::Sysctl,
+                    Target::file(path, Kind::Words),
+                    new,
+                )
+                .raise(),
+            );
+        }
+    }
+    let value = parts.join(" ");
+    if steps.is_empty() {
+        vec![row.status(Status::Ok, value)]
+    } else {
+        let want = format!("{value} (want max >= {TCP_BUF_MAX})");
+        vec![row.status(Status::Warn, want).steps(steps)]
+    }
+}
+
+const WHY_OPTMEM: &str = "MSG_ZEROCOPY charges each in-flight send's notification to the socket's option memory; at optmem_max sends fail with ENOBUFS until completions are read (the Bloomberg netdev 0x18 talk sets 2097152)";
+
+pub(super) fn optmem(facts: &Facts) -> Vec<Row> {
+    vec![raise_row(
+        facts,
+        "optmem",
+        WHY_OPTMEM,
+        &[Want {
+            key: "net.core.optmem_max",
+            min: 2 * MIB,
+        }],
+    )]
+}
+
 const WHY_BUSY: &str = "busy polling spins on the NIC queue instead of sleeping, cutting wake-up latency at the cost of CPU (Herbert; NFV sheet: busy_poll=busy_read=50)";
 
 pub(super) fn busy_poll(facts: &Facts) -> Vec<Row> {

@@ -28,11 +28,15 @@ struct Transmit {
 }
 
 /// Errnos that mean "this kernel or path cannot do UDP GSO" rather than a lost datagram.
-fn refuses_gso(e: &SysError) -> bool {
-    matches!(
-        e.errno(),
-        Some(libc::EINVAL) | Some(libc::EIO) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)
-    )
+/// EMSGSIZE counts when the send carried several segments: GSO cannot fragment, so a
+/// segment above the path MTU is refused although the same datagram sent alone would go
+/// (fragmented); a single datagram refused with EMSGSIZE is simply too large.
+fn refuses_gso(e: &SysError, segments: usize) -> bool {
+    match e.errno() {
+        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP) => true,
+        Some(libc::EMSGSIZE) => segments > 1,
+        _ => false,
+    }
 }
 
 impl Batch {
@@ -61,7 +65,7 @@ impl Batch {
                     at += t.count;
                 }
                 Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
-                Err(e) if refuses_gso(&e) => {
+                Err(e) if refuses_gso(&e, t.count) => {
                     sock.disable_gso(&e);
                     f.gso_unavailable = true;
                     return self.send_from(sock, at, 0, false, f);
@@ -116,11 +120,16 @@ mod tests {
     use super::*;
 
     /// Receives `n` datagrams from `sock`.
+    /// Receives exactly `n` datagrams, failing (not hanging) if they do not arrive.
     fn recv_all(sock: &UdpSock, n: usize) -> Vec<Vec<u8>> {
+        sock.set_recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
         let mut rx = Batch::new(128, 2048);
         let mut got = Vec::new();
         while got.len() < n {
-            let k = rx.recv(sock, 128, 0).unwrap();
+            let k = rx
+                .recv(sock, 128, 0)
+                .unwrap_or_else(|e| panic!("{} of {n} datagrams arrived: {e}", got.len()));
             got.extend((0..k).map(|i| rx.data(i).to_vec()));
         }
         got
@@ -200,6 +209,54 @@ mod tests {
             why.contains("UDP_SEGMENT=20") && why.contains("EINVAL"),
             "{why}"
         );
+    }
+
+    /// On a path whose MTU is below the segment size, GSO sends fail with EMSGSIZE (GSO
+    /// cannot fragment) while plain sends are fragmented and arrive: the batch falls back.
+    /// Needs root for a namespace whose loopback has a 1400-byte MTU.
+    #[test]
+    fn a_segment_above_the_path_mtu_falls_back_to_sendmmsg() {
+        if !crate::cpu::is_root() {
+            eprintln!("skipped: needs root to create a network namespace");
+            return;
+        }
+        let ns = format!("fh-gso-mtu-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        assert!(ip(&["netns", "add", &ns]), "ip netns add");
+        let done = {
+            let ns = ns.clone();
+            std::thread::spawn(move || {
+                crate::netns::enter(&ns).unwrap();
+                let up = std::process::Command::new("ip")
+                    .args(["-n", &ns, "link", "set", "lo", "mtu", "1400", "up"])
+                    .status()
+                    .unwrap();
+                assert!(up.success());
+                let (srv, cli) = connected_pair();
+                let mut tx = Batch::new(10, 2048).with_send(SendMode::Gso);
+                for i in 0..10 {
+                    tx.slot_mut(i)[..1472].fill(i as u8);
+                    tx.queue_send(i, 1472);
+                }
+                let f = tx.flush(&cli, 0);
+                let got = recv_all(&srv, 10);
+                (f, got, cli.gso_unavailable().map(|s| s.to_string()))
+            })
+            .join()
+        };
+        ip(&["netns", "del", &ns]);
+        let (f, got, why) = done.expect("the namespace thread");
+        assert_eq!((f.sent, f.failed, f.gso_sends), (10, 0, 0), "{f:?}");
+        assert!(f.gso_unavailable);
+        assert!(why.unwrap().contains("EMSGSIZE"));
+        let want: Vec<Vec<u8>> = (0..10).map(|i| vec![i; 1472]).collect();
+        assert_eq!(got, want, "every datagram whole, in order");
     }
 
     #[test]

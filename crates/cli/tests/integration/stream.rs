@@ -1,0 +1,184 @@
+//! `firehose stream` as a user runs it: a receiver and a sender process over loopback.
+
+use crate::util::{bin, run};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Starts `firehose stream --listen ADDR ARGS` and returns it with the address it bound.
+fn receiver(listen: &str, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(bin())
+        .args(["stream", "--listen", listen])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn receiver");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_string();
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in out.lines() {});
+    (child, addr)
+}
+
+fn usage(args: &[&str], mention: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(mention),
+        "{args:?}: '{err}' should mention '{mention}'"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    usage(&["stream"], "--listen");
+    usage(
+        &[
+            "stream",
+            "--listen",
+            "127.0.0.1:0",
+            "--target",
+            "127.0.0.1:1",
+        ],
+        "cannot be used",
+    );
+    usage(
+        &["stream", "--target", "127.0.0.1:1", "--send", "zc"],
+        "uring-zc",
+    );
+    usage(
+        &["stream", "--target", "127.0.0.1:1", "--recv", "mmap"],
+        "--recv applies only",
+    );
+    usage(
+        &["stream", "--listen", "127.0.0.1:0", "--flows", "2"],
+        "--flows applies only",
+    );
+    usage(
+        &["stream", "--target", "127.0.0.1:1", "--msg-size", "0"],
+        "greater than zero",
+    );
+    usage(
+        &["stream", "--target", "127.0.0.1:1", "--cpus", "x"],
+        "--cpus",
+    );
+    usage(
+        &[
+            "stream",
+            "--target",
+            "127.0.0.1:1",
+            "--send",
+            "sendfile",
+            "--rewrite-buffers",
+        ],
+        "fixed pages",
+    );
+    usage(
+        &[
+            "stream",
+            "--target",
+            "127.0.0.1:1",
+            "--duration",
+            "1",
+            "--bytes",
+            "1M",
+        ],
+        "not both",
+    );
+}
+
+#[test]
+fn zcrx_on_loopback_is_refused_with_the_errno() {
+    let out = run(&["stream", "--listen", "127.0.0.1:0", "--recv", "uring-zcrx"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("uring-zcrx"), "{err}");
+    // Root reaches the registration (EOPNOTSUPP on lo); others are refused earlier (EPERM).
+    assert!(err.contains("(E"), "an errno name: {err}");
+}
+
+#[test]
+fn connection_refused_is_exit_1_with_bytes() {
+    let out = run(&["stream", "--target", "127.0.0.1:1", "--duration", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ECONNREFUSED") && err.contains("0 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
+    let (mut rx, addr) = receiver("[::1]:0", &["--once", "--recv", "uring"]);
+    let out = run(&[
+        "stream",
+        "--target",
+        &addr,
+        "--send",
+        "uring-zc",
+        "--flows",
+        "2",
+        "--msg-size",
+        "64K",
+        "--bytes",
+        "2M",
+        "--window",
+        "1M",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent = v["sender"]["bytes"].as_u64().unwrap();
+    assert_eq!(sent, 2 * (2 << 20));
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(sent));
+    assert_eq!(v["receiver"]["checked"], true);
+    assert_eq!(v["sender"]["mode"], "uring-zc");
+    let f0 = &v["sender"]["flows"][0];
+    assert!(
+        f0["sndbuf"].as_i64().unwrap() >= 1 << 20,
+        "granted buffer read back: {f0}"
+    );
+    assert!(f0["zerocopy"]["notifications"].as_u64().unwrap() > 0);
+    assert!(v["roi"]["power_source"].is_string());
+    assert!(rx.wait().unwrap().success());
+}
+
+#[test]
+fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
+    let (mut rx, addr) = receiver("127.0.0.1:0", &[]);
+    let sender = Command::new(bin())
+        .args([
+            "stream",
+            "--target",
+            &addr,
+            "--flows",
+            "2",
+            "--duration",
+            "20",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    rx.kill().unwrap();
+    rx.wait().unwrap();
+    let out = sender.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bytes transferred"), "{err}");
+    assert!(err.contains("ECONNRESET") || err.contains("EPIPE"), "{err}");
+}
