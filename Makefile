@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp lint clean deps
+.PHONY: build demo test bench bench-xdp lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -24,7 +24,19 @@ test:
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build
 	@sh mk/deps bench
-	$(BIN) bench --repetitions 3 --duration 5 --json bench.json
+	$(BIN) bench --repetitions 3 --duration 5 --json-file bench.json
+
+# The binary, its man pages and shell completions under $(DESTDIR)$(PREFIX).
+PREFIX ?= /usr/local
+SHARE = $(DESTDIR)$(PREFIX)/share
+install: build
+	install -Dm755 $(BIN) $(DESTDIR)$(PREFIX)/bin/firehose
+	mkdir -p $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
+		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
+	$(BIN) man --dir $(SHARE)/man/man1
+	$(BIN) completions bash > $(SHARE)/bash-completion/completions/firehose
+	$(BIN) completions zsh > $(SHARE)/zsh/site-functions/_firehose
+	$(BIN) completions fish > $(SHARE)/fish/vendor_completions.d/firehose.fish
 
 # AF_XDP against the kernel socket path on the veth lab (root): server on CPU 0, client on
 # CPU 1, 3 interleaved repetitions, medians (min-max). Echo 100 B (max tps, total host CPU
@@ -35,8 +47,8 @@ XDP_ARGS ?= --topology veth --server-cpus 0 --client-cpus 1 --repetitions 3 --du
 bench-xdp: build
 	@sh mk/deps lab
 	@uptime
-	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json bench-xdp-echo.json
-	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json bench-xdp-dns.json
+	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json-file bench-xdp-echo.json
+	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json-file bench-xdp-dns.json
 	@uptime
 
 lint:

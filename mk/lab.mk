@@ -14,9 +14,9 @@ ladder: build
 	@sh mk/deps lab
 	mkdir -p $(LAB_OUT)
 	$(LAB_BIN) lab ladder --topology loopback $(LAB_ARGS) \
-		--json $(LAB_OUT)/ladder-loopback.json --report $(LAB_OUT)/ladder-loopback
+		--json-file $(LAB_OUT)/ladder-loopback.json --report $(LAB_OUT)/ladder-loopback
 	$(LAB_BIN) lab ladder --topology veth $(LAB_ARGS) \
-		--json $(LAB_OUT)/ladder-veth.json --report $(LAB_OUT)/ladder-veth
+		--json-file $(LAB_OUT)/ladder-veth.json --report $(LAB_OUT)/ladder-veth
 
 # Installs the peers (sockperf, Knot DNS, NSD, dnsperf, perf) from Debian packages (root;
 # otherwise prints the apt-get line). The list is in mk/deps.

@@ -119,16 +119,12 @@ pub fn whole_rate(flag: &str, r: f64) -> Result<u64, Usage> {
     Ok(r as u64)
 }
 
-/// Parses one CPU in the CPU-list syntax (`3`), for flags that place one thread.
-pub fn parse_cpu(s: &str) -> Result<usize, String> {
+/// Parses a CPU list (`0-3,6`) naming at least one CPU, for flags where `auto` and `none`
+/// mean nothing (the side of a benchmark always runs on the CPUs given).
+pub fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
     match parse_cpus(s)? {
-        Cpus::List(l) if l.len() == 1 => Ok(l.to_vec()[0]),
-        Cpus::List(l) => Err(format!(
-            "'{s}' names {} CPUs; give one, e.g. {}",
-            l.len(),
-            l.to_vec()[0]
-        )),
-        _ => Err(format!("'{s}': give one CPU number, e.g. 0")),
+        Cpus::List(l) => Ok(l),
+        _ => Err(format!("'{s}': give a CPU list, e.g. 0 or 2-3")),
     }
 }
 
@@ -228,14 +224,13 @@ mod tests {
     }
 
     #[test]
-    fn one_cpu() {
-        assert_eq!(parse_cpu("3").unwrap(), 3);
-        assert_eq!(parse_cpu(" 1\n").unwrap(), 1);
-        assert_eq!(parse_cpu("2-2").unwrap(), 2);
-        let e = parse_cpu("0-1").unwrap_err();
-        assert_eq!(e, "'0-1' names 2 CPUs; give one, e.g. 0");
-        assert!(parse_cpu("auto").is_err());
-        assert!(parse_cpu("x")
+    fn cpu_list_without_auto() {
+        assert_eq!(parse_cpu_list("3").unwrap().to_vec(), [3]);
+        assert_eq!(parse_cpu_list(" 1\n").unwrap().to_vec(), [1]);
+        assert_eq!(parse_cpu_list("0-1").unwrap().to_vec(), [0, 1]);
+        let e = parse_cpu_list("auto").unwrap_err();
+        assert_eq!(e, "'auto': give a CPU list, e.g. 0 or 2-3");
+        assert!(parse_cpu_list("x")
             .unwrap_err()
             .contains("'x' is not a CPU number"));
     }
@@ -276,6 +271,7 @@ mod same_strings {
     const DURATION: &[&[&str]] = &[
         &["serve", "--interval"],
         &["serve", "--duration"],
+        &["serve", "--tcp-idle"],
         &["load", "--target", "127.0.0.1:9", "--duration"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--timeout"],
@@ -310,6 +306,7 @@ mod same_strings {
     const SIZE: &[&[&str]] = &[
         &["serve", "--rcvbuf"],
         &["serve", "--sndbuf"],
+        &["serve", "--zone-max-size"],
         &["load", "--target", "127.0.0.1:9", "--size"],
         &["lab", "ladder", "--size"],
         &["lab", "compare", "--size"],
@@ -322,7 +319,7 @@ mod same_strings {
         &["flood", "--target", "127.0.0.1:9", "--size"],
     ];
     const CPULIST: &[&[&str]] = &[
-        &["serve", "--pin"],
+        &["serve", "--cpus"],
         &["load", "--target", "127.0.0.1:9", "--cpus"],
         &["lab", "ladder", "--server-cpus"],
         &["lab", "ladder", "--client-cpus"],
@@ -332,8 +329,8 @@ mod same_strings {
         &["sink", "--listen", "127.0.0.1:9", "--cpus"],
         &["flood", "--target", "127.0.0.1:9", "--cpus"],
     ];
-    /// Flags that place one thread: the CPU-list syntax naming one CPU.
-    const CPU: &[&[&str]] = &[&["bench", "--server-cpu"], &["bench", "--client-cpu"]];
+    /// CPU lists where `auto` and `none` mean nothing.
+    const CPU_LIST_ONLY: &[&[&str]] = &[&["bench", "--server-cpus"], &["bench", "--client-cpus"]];
 
     fn parses(words: &[&str], value: &str) -> Result<(), clap::Error> {
         let mut argv: Vec<String> = std::iter::once("firehose")
@@ -408,7 +405,11 @@ mod same_strings {
             &["0", "0-1", "0,1", " 0-1\n", "1-1,0", "auto"],
             &["0-x", "1-0", "x", ""],
         );
-        check(CPU, &["0", "1", " 1\n", "1-1"], &["0-1", "auto", "x", ""]);
+        check(
+            CPU_LIST_ONLY,
+            &["0", "0-1", " 1\n", "1-1"],
+            &["auto", "none", "x", ""],
+        );
     }
 
     /// The lists above name every flag whose value name declares one of these kinds, so a
@@ -421,7 +422,7 @@ mod same_strings {
                     continue;
                 };
                 let kind = names[0].to_string();
-                if ["DURATION", "RATE", "SIZE", "CPULIST", "CPU"].contains(&kind.as_str()) {
+                if ["DURATION", "RATE", "SIZE", "CPULIST"].contains(&kind.as_str()) {
                     out.push((format!("{} --{long}", path.join(" ")), kind));
                 }
             }
@@ -439,7 +440,7 @@ mod same_strings {
             ("RATE", RATE),
             ("SIZE", SIZE),
             ("CPULIST", CPULIST),
-            ("CPU", CPU),
+            ("CPULIST", CPU_LIST_ONLY),
         ] {
             for words in flags {
                 let flag = words.last().unwrap();

@@ -6,7 +6,7 @@
 //! latency at a fixed open-loop rate; then unloaded ping-pong RTT side by side with
 //! sockperf's own server and client. It prints figures; it never passes or fails.
 
-use crate::args::{parse_cpu, parse_duration, parse_positive, parse_rate, thousands, Usage};
+use crate::args::{parse_cpu_list, parse_duration, parse_positive, parse_rate, thousands, Usage};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use firehose_engine::StatsDocument;
@@ -15,6 +15,7 @@ use firehose_lab::runner;
 use firehose_lab::sample::port_bound;
 use firehose_lab::stats::Summary;
 use firehose_load::LoadReport;
+use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,31 +25,34 @@ use std::time::{Duration, Instant};
 
 /// Arguments of `firehose bench`.
 #[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:\n  \
+  firehose bench --repetitions 1 --duration 2          (what make demo runs)\n  \
+  firehose bench --profiles naive,tuned --server-cpus 0 --client-cpus 1 -J > bench.json")]
 pub struct BenchArgs {
     /// Measured time per run, e.g. 3, 2.5s (each run also warms up for 1 s).
-    #[arg(long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
     /// Repetitions of every measurement, interleaved across profiles.
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// CPU for the server process (one).
-    #[arg(long, value_name = "CPU", default_value = "0", value_parser = parse_cpu)]
-    server_cpu: usize,
-    /// CPU for the client (generator) thread (one).
-    #[arg(long, value_name = "CPU", default_value = "1", value_parser = parse_cpu)]
-    client_cpu: usize,
+    /// CPUs the server process is confined to (its one worker runs on one of them).
+    #[arg(long, value_name = "CPULIST", default_value = "0", value_parser = parse_cpu_list)]
+    server_cpus: CpuSet,
+    /// CPUs of the client: its one generator thread runs on the first.
+    #[arg(long, value_name = "CPULIST", default_value = "1", value_parser = parse_cpu_list)]
+    client_cpus: CpuSet,
     /// Open-loop rate for the latency column, e.g. 50000, 50k.
     #[arg(long, value_name = "RATE", default_value = "50k", value_parser = parse_rate)]
     rate: f64,
-    /// Profiles to measure, comma-separated [default: all in ladder order].
-    #[arg(long, value_delimiter = ',')]
+    /// Profiles to measure, comma-separated, of: naive, reuseport, steered, tuned, latency
+    /// [default: all in ladder order].
+    #[arg(long, value_name = "PROFILES", value_delimiter = ',')]
     profiles: Vec<String>,
     /// Skip the ping-pong comparison with sockperf.
     #[arg(long)]
     no_pingpong: bool,
-    /// Write every repetition and the environment as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
 }
 
 const PROFILES: [&str; 5] = ["naive", "reuseport", "steered", "tuned", "latency"];
@@ -85,9 +89,9 @@ impl Bench<'_> {
     /// `firehose serve` with one worker of `profile`, confined to the server CPU.
     fn start_serve(&self, profile: &str, tag: &str) -> Result<Serve> {
         let stats = self.dir.join(format!("{tag}-stats.json"));
-        let mut cmd = proc::pinned(&[self.a.server_cpu], &self.exe);
+        let mut cmd = proc::pinned(&self.a.server_cpus.to_vec(), &self.exe);
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"]);
-        cmd.args(["--profile", profile, "--stats-json"]).arg(&stats);
+        cmd.args(["--profile", profile, "--json-file"]).arg(&stats);
         let mut p = Proc::spawn(cmd, &format!("{tag}-serve"), &self.dir)?;
         let by = Instant::now() + Duration::from_secs(10);
         let out = p.wait_for_output("\n", by, self.stop())?;
@@ -116,7 +120,7 @@ impl Bench<'_> {
             "1",
         ]);
         cmd.args(["--server-pid", &srv.proc.pid().to_string()]);
-        cmd.arg("--json").arg(&json).args(extra);
+        cmd.arg("--json-file").arg(&json).args(extra);
         let mut p = Proc::spawn(cmd, &format!("{tag}-load"), &self.dir)?;
         let by = Instant::now() + self.a.duration + Duration::from_secs(60);
         match p.wait_until(by, self.stop())? {
@@ -136,7 +140,7 @@ impl Bench<'_> {
                 "--duration",
                 &format!("{}", self.a.duration.as_secs_f64()),
                 "--cpus",
-                &self.a.client_cpu.to_string(),
+                &self.a.client_cpus.to_string(),
             ]
             .map(String::from),
         );
@@ -174,7 +178,7 @@ impl Bench<'_> {
 
     /// `sockperf sr` on the server CPU, once its port is bound.
     fn start_sockperf_server(&self, port: u16, tag: &str) -> Result<Proc> {
-        let mut cmd = proc::pinned(&[self.a.server_cpu], "sockperf");
+        let mut cmd = proc::pinned(&self.a.server_cpus.to_vec(), "sockperf");
         cmd.args(["sr", "-i", "127.0.0.1", "-p", &port.to_string()]);
         let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-sr"), &self.dir)?;
         let by = Instant::now() + Duration::from_secs(10);
@@ -191,7 +195,7 @@ impl Bench<'_> {
     }
 
     fn sockperf_pp(&self, port: u16, tag: &str) -> Result<(f64, f64, f64)> {
-        let mut cmd = proc::pinned(&[self.a.client_cpu], "sockperf");
+        let mut cmd = proc::pinned(&self.a.client_cpus.to_vec()[..1], "sockperf");
         cmd.args([
             "pp",
             "-i",
@@ -292,8 +296,8 @@ struct Env {
     kernel: String,
     cpu_model: String,
     nproc: usize,
-    server_cpu: usize,
-    client_cpu: usize,
+    server_cpus: Vec<usize>,
+    client_cpus: Vec<usize>,
 }
 
 #[derive(Serialize)]
@@ -312,8 +316,8 @@ fn env(a: &BenchArgs) -> Env {
         kernel: e.kernel,
         cpu_model: e.cpu_model,
         nproc: e.nproc,
-        server_cpu: a.server_cpu,
-        client_cpu: a.client_cpu,
+        server_cpus: a.server_cpus.to_vec(),
+        client_cpus: a.client_cpus.to_vec(),
     }
 }
 
@@ -329,18 +333,21 @@ fn fmt_mmm(v: &[f64], digits: usize, big: bool) -> String {
 
 /// Runs `firehose bench`.
 pub fn run(a: BenchArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    for c in [a.server_cpu, a.client_cpu] {
-        if !allowed.contains(&c) {
+    let (server, client) = (a.server_cpus.to_vec(), a.client_cpus.to_vec());
+    for c in server.iter().chain(&client) {
+        if !allowed.contains(c) {
             return Err(Usage(format!(
-                "CPU {c} is not available (allowed: {allowed:?}); choose --server-cpu/--client-cpu"
+                "CPU {c} is not available (allowed: {}); choose --server-cpus/--client-cpus",
+                CpuSet::from(&allowed)
             ))
             .into());
         }
     }
-    if a.server_cpu == a.client_cpu {
+    if server.iter().any(|c| client.contains(c)) {
         return Err(Usage(
-            "--server-cpu and --client-cpu must differ: the rules of measurement pin them apart"
+            "--server-cpus and --client-cpus must not overlap: the rules of measurement pin them apart"
                 .into(),
         )
         .into());
@@ -374,26 +381,22 @@ pub fn run(a: BenchArgs) -> Result<()> {
     };
     let e = env(&a);
     say!(
-        "firehose bench: kernel {}, {}, {} CPUs; server on CPU {}, client on CPU {}; {} x {:.0} s per cell, interleaved",
-        e.kernel, e.cpu_model, e.nproc, a.server_cpu, a.client_cpu, a.repetitions, a.duration.as_secs_f64()
+        "firehose bench: kernel {}, {}, {} CPUs; server on CPUs {}, client on CPU {}; {} x {:.0} s per cell, interleaved",
+        e.kernel, e.cpu_model, e.nproc, a.server_cpus, client[0], a.repetitions, a.duration.as_secs_f64()
     );
     let measured = measure_all(&bench, &profiles, have_sockperf);
     // The logs and result files go, whatever happened; the children went with their Procs.
     let _ = std::fs::remove_dir_all(&dir);
     let (runs, pp) = measured?;
     print_tables(&a, &profiles, &runs, &pp, have_sockperf);
-    if let Some(path) = &a.json {
-        let doc = BenchDoc {
-            env: e,
-            duration_s: a.duration.as_secs_f64(),
-            repetitions: a.repetitions,
-            rate: a.rate,
-            profiles: runs,
-            pingpong: pp,
-        };
-        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    json.write(&BenchDoc {
+        env: e,
+        duration_s: a.duration.as_secs_f64(),
+        repetitions: a.repetitions,
+        rate: a.rate,
+        profiles: runs,
+        pingpong: pp,
+    })?;
     Ok(())
 }
 

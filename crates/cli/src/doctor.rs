@@ -17,7 +17,19 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The drop counters' window when --sample is not given: short, so the doctor stays quick.
+const DEFAULT_SAMPLE: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit code 1 when a check is bad (or a change failed), 0 otherwise.\n\n\
+EXAMPLES:\n  \
+  firehose doctor                      audit, one line per check\n  \
+  firehose doctor --verbose rmem       why and from where\n  \
+  firehose doctor --port 9000 --sample 2\n  \
+  firehose doctor --apply --dry-run    the plan; then as root: firehose doctor --apply\n  \
+  firehose doctor --revert             undo what --apply changed"
+)]
 pub struct DoctorArgs {
     /// Checks to run or apply (default: all). `firehose doctor --list` names them.
     #[arg(value_name = "CHECK")]
@@ -28,12 +40,16 @@ pub struct DoctorArgs {
     /// UDP port of a server: check its sockets' drops and reuseport steering.
     #[arg(long, value_parser = parse_port)]
     port: Option<u16>,
-    /// Sample live counters for this long (e.g. 2, 500ms) and judge deltas.
+    /// Judge the drop counters over this window (e.g. 2, 500ms) [default: 500ms for the
+    /// audit; totals since boot are shown beside them, as context].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     sample: Option<Duration>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
+    /// Print one JSON document (host, version, summary, checks) instead of the table.
+    #[arg(short = 'J', long)]
     json: bool,
+    /// Say why and from where for every check, not only for warn and bad.
+    #[arg(short, long)]
+    verbose: bool,
     /// Apply the fixes of failing checks (only the named CHECKs, only --iface ones).
     #[arg(long, conflicts_with = "revert")]
     apply: bool,
@@ -123,12 +139,17 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let scope = Scope {
         ifaces: a.ifaces.clone(),
         port: a.port,
-        sample: a.sample,
+        // The audit judges drops happening now; --apply only reads settings.
+        sample: a.sample.or((!a.apply).then_some(DEFAULT_SAMPLE)),
     };
     let facts = doctor::gather(&fs, &nic, &scope);
     if !a.apply {
         let rows = doctor::audit(&facts, &a.checks);
-        pipe_ok(print_rows(&rows, a.json))?;
+        pipe_ok(if a.json {
+            print_json(&rows)
+        } else {
+            print_rows(&rows, a.verbose)
+        })?;
         return Ok(doctor::exit_code(&rows));
     }
     let rows = doctor::audit(&facts, &[]);
@@ -169,38 +190,109 @@ fn pipe_ok(r: std::io::Result<()>) -> std::io::Result<()> {
     }
 }
 
-fn print_rows(rows: &[Row], json: bool) -> std::io::Result<()> {
+/// The counts of a verdict, in the order they are shown: bad, warn, ok, n/a.
+const ORDER: [Status; 4] = [Status::Bad, Status::Warn, Status::Ok, Status::NotApplicable];
+
+fn summary(rows: &[Row]) -> String {
+    ORDER
+        .iter()
+        .map(|s| {
+            let n = rows.iter().filter(|r| r.status == *s).count();
+            format!("{n} {}", s.as_str())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The verdict first, then one line per check grouped bad, warn, ok, n/a; why, where from
+/// and the fix (the command alone, safe to paste) under warn and bad, or every row with
+/// `--verbose`; last, how to apply the automatic fixes.
+fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, rows)?;
-        writeln!(out)?;
-        return out.flush();
-    }
-    for r in rows {
-        writeln!(
-            out,
-            "{:<4}  {:<14} {:<8} {}",
-            r.status.as_str(),
-            r.check,
-            r.subject,
-            r.value
-        )?;
-        writeln!(out, "      from: {}", r.source)?;
-        writeln!(out, "      why:  {}", r.why)?;
-        if let Some(fix) = &r.fix {
-            let auto = if r.steps.is_empty() { "" } else { " [--apply]" };
-            writeln!(out, "      fix:  {fix}{auto}")?;
-        }
-    }
-    let count = |s: Status| rows.iter().filter(|r| r.status == s).count();
+    let hint = if verbose {
+        ""
+    } else {
+        " (--verbose: why each matters, where read)"
+    };
     writeln!(
         out,
-        "{} ok, {} warn, {} bad, {} n/a",
-        count(Status::Ok),
-        count(Status::Warn),
-        count(Status::Bad),
-        count(Status::NotApplicable)
+        "firehose doctor on {}: {}{hint}",
+        hostname(),
+        summary(rows)
     )?;
+    for status in ORDER {
+        for r in rows.iter().filter(|r| r.status == status) {
+            writeln!(
+                out,
+                "{:<4}  {:<14} {:<8} {}",
+                r.status.as_str(),
+                r.check,
+                r.subject,
+                r.value
+            )?;
+            if verbose {
+                writeln!(out, "      why:  {}", r.why)?;
+                writeln!(out, "      from: {}", r.source)?;
+            }
+            if let (Some(fix), true) = (&r.fix, verbose || status >= Status::Warn) {
+                writeln!(out, "      fix:  {fix}")?;
+            }
+        }
+    }
+    let mut auto: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.steps.is_empty())
+        .map(|r| r.check)
+        .collect();
+    auto.dedup();
+    if !auto.is_empty() {
+        writeln!(
+            out,
+            "to apply the fixes marked automatic (root; journaled, undone by --revert):\n  \
+             firehose doctor --apply {}",
+            auto.join(" ")
+        )?;
+    }
+    if rows
+        .iter()
+        .any(|r| r.fix.as_deref().is_some_and(|f| f.contains("sysctl -w")))
+    {
+        writeln!(
+            out,
+            "note: sysctl changes last until reboot; to keep them, put the settings in a file \
+             under /etc/sysctl.d/"
+        )?;
+    }
+    out.flush()
+}
+
+/// What `doctor --json` prints: the host, the build, the verdict counts and every row.
+#[derive(serde::Serialize)]
+struct AuditDocument<'a> {
+    host: String,
+    summary: std::collections::BTreeMap<&'static str, usize>,
+    checks: &'a [Row],
+}
+
+fn print_json(rows: &[Row]) -> std::io::Result<()> {
+    let doc = AuditDocument {
+        host: hostname(),
+        summary: ORDER
+            .iter()
+            .map(|s| (s.as_str(), rows.iter().filter(|r| r.status == *s).count()))
+            .collect(),
+        checks: rows,
+    };
+    let doc = crate::meta::document(&doc).map_err(std::io::Error::other)?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &doc)?;
+    writeln!(out)?;
     out.flush()
 }
 

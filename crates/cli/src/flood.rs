@@ -30,7 +30,10 @@ const RFC2544_FRAMES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
     after_help = "Sends UDP datagrams to --target until --count have left, --duration \
 passes, or Ctrl-C.\nA refused send (ENOBUFS: queue full) is counted and retried, never fatal.\n\
 Only local targets (loopback, an address of this host or of one of its network namespaces)\n\
-unless --allow-remote."
+unless --allow-remote.\n\n\
+EXAMPLES:\n  \
+  firehose flood --target 127.0.0.1:9000 --mode sendmmsg -t 5\n  \
+  firehose flood --target 127.0.0.1:9000 --rate 100k --size 64"
 )]
 pub struct FloodArgs {
     /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -61,7 +64,7 @@ pub struct FloodArgs {
     #[arg(long, value_parser = parse_positive)]
     count: Option<usize>,
     /// Stop after this long, e.g. 10, 2.5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Datagrams per send call (sendmmsg, gso).
     #[arg(long, default_value = "64", value_parser = parse_positive)]
@@ -69,9 +72,8 @@ pub struct FloodArgs {
     /// Allow a target that is not an address of this host.
     #[arg(long)]
     allow_remote: bool,
-    /// Write the summary as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
@@ -115,6 +117,7 @@ fn payload_for_frame(frame: usize, v6: bool) -> Result<usize, Usage> {
 
 /// Runs `firehose flood`.
 pub fn run(a: FloodArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let v6 = a.target.is_ipv6();
     let ip_hdr = if v6 { 40 } else { 20 };
     let payload = match (a.size, a.frame) {
@@ -254,9 +257,6 @@ pub fn run(a: FloodArgs) -> Result<()> {
             .map(|e| format!(" (last {e})"))
             .unwrap_or_default()
     );
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&r)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
+    json.write(&r)?;
     Ok(())
 }

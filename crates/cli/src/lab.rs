@@ -10,8 +10,10 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     whole_millis, whole_rate, whole_secs, Cpus, Usage,
 };
+use crate::meta::JsonOut;
 use crate::serve::Proto;
 use anyhow::{Context, Result};
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand};
 use firehose_lab::experiment::Progress;
 use firehose_lab::report::{self, LabReport};
@@ -50,7 +52,8 @@ enum LabCommand {
 struct RunArgs {
     /// Test host: the host's loopback, or two namespaces joined by a veth pair (root)
     /// [default: loopback].
-    #[arg(long, value_parser = |s: &str| s.parse::<Kind>())]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["loopback", "veth"])
+        .try_map(|s| s.parse::<Kind>()))]
     topology: Option<Kind>,
     /// Queues per veth end [default: number of CPUs].
     #[arg(long, value_parser = parse_positive)]
@@ -59,7 +62,7 @@ struct RunArgs {
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
     /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns).
-    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
     duration: Duration,
     /// Load before the measured window, whole seconds, 0 for none [default: 1].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
@@ -93,12 +96,11 @@ struct RunArgs {
     /// An unanswered request is lost after this long, e.g. 200ms, 1 [default: 200ms].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
-    /// Write the results as JSON here [default: firehose-lab-<ladder|compare|compare-dns>.json].
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Also write report.md, report.html (SVG charts) and the run logs into this directory
     /// (with `compare --proto dns`: report.md).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
 }
 
@@ -107,13 +109,22 @@ struct RunArgs {
     after_help = "Steps, in ladder order (each includes those above it):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
   rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n  \
-  xdp  (beyond the talk: serve --io xdp; only on --topology veth)"
+  xdp  (beyond the talk: serve --io xdp; only on --topology veth)\n\n\
+EXAMPLES:\n  \
+  firehose lab ladder --repetitions 1 --duration 2\n  \
+  firehose lab ladder --topology veth --json-file ladder.json --report results/ladder"
 )]
+#[command(mut_arg("duration", |a| a.help("Measured time per run, whole seconds, e.g. 5")))]
+#[command(mut_arg("workers", |a| a.help("Server workers [default: one per server CPU]")))]
+#[command(mut_arg("flows", |a| a.help("Flows (sockets) of the generator [default: 16]")))]
+#[command(mut_arg("window", |a| a.help("Requests outstanding per flow [default: 4]")))]
+#[command(mut_arg("rate", |a| a.help("Open loop at this many transactions/s, e.g. 10k [default: closed loop]")))]
+#[command(mut_arg("report", |a| a.help("Also write report.md, report.html (SVG charts) and the run logs into this directory")))]
 struct LadderArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Comma-separated subset of steps [default: all this topology allows].
-    #[arg(long)]
+    /// Comma-separated subset of the steps listed below [default: all this topology allows].
+    #[arg(long, value_name = "STEPS")]
     steps: Option<String>,
 }
 
@@ -129,18 +140,24 @@ Servers: firehose (serve --proto dns --profile tuned), knotd, nsd, over one gene
 Generators: dnsperf, firehose (firehose load --proto dns), one thread on the client CPU,\n\
 --window queries outstanding (default 100); closed loop, or open loop at --rate.\n\
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
---window --rate --json --report --names --query-count --no-syscalls.")]
+--window --rate --json --json-file --report --names --query-count --no-syscalls.\n\n\
+EXAMPLES:\n  \
+  firehose lab compare --servers naive,tuned --rate 10k\n  \
+  firehose lab compare --proto dns --duration 5 --report results/dns")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
     /// What the servers speak.
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
-    /// Servers to compare [default: echo naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
-    #[arg(long)]
+    /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
+    /// latency, plain, sockperf or (dns) firehose, knotd, nsd [default: echo
+    /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
+    #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
-    /// Generators to drive them with [default: echo firehose,sockperf; dns dnsperf,firehose].
-    #[arg(long)]
+    /// Generators to drive them with, of (echo) firehose, sockperf or (dns) dnsperf,
+    /// firehose [default: echo firehose,sockperf; dns dnsperf,firehose].
+    #[arg(long, value_name = "GENERATORS")]
     generators: Option<String>,
     /// Names in the generated zone (--proto dns) [default: 10000].
     #[arg(long, value_parser = parse_positive)]
@@ -168,7 +185,7 @@ struct DownArgs {
 #[derive(Debug, Args)]
 struct PlainEchoArgs {
     /// Address and port to listen on.
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR:PORT")]
     listen: String,
     /// Threads sharing the one socket.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
@@ -315,10 +332,10 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
 /// the report directory) and prints the table.
 fn run_and_print(
-    kind: &str,
     r: &RunArgs,
     run: impl FnOnce(&RunOptions, RunContext<'_>) -> Result<LabReport, LabError>,
 ) -> Result<()> {
+    let mut json = r.json.open()?;
     let opts = r.options()?;
     let stop = stop_flag()?;
     let mut progress = progress_printer();
@@ -330,24 +347,22 @@ fn run_and_print(
     let res = run(&opts, ctx);
     finish_progress();
     let rep = res.map_err(lab_err)?;
-    let json = r
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("firehose-lab-{kind}.json")));
-    rep.write_json(&json).map_err(lab_err)?;
     print!("{}", report::table::render(&rep));
-    println!("results: {}", json.display());
+    json.write(&rep)?;
+    if let Some(p) = json.path() {
+        println!("results: {}", p.display());
+    }
     if let Some(dir) = &r.report {
         rep.write_dir(dir).map_err(lab_err)?;
+        // The directory's copy carries the build, like every document.
+        JsonOut::File(dir.join("results.json")).write(&rep)?;
         println!("report: {}", dir.join("report.html").display());
     }
     Ok(())
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print("ladder", &l.run, |o, ctx| {
-        session::ladder(o, l.steps.as_deref(), ctx)
-    })
+    run_and_print(&l.run, |o, ctx| session::ladder(o, l.steps.as_deref(), ctx))
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
@@ -366,7 +381,7 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
             return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
         }
     }
-    run_and_print("compare", &c.run, |o, ctx| {
+    run_and_print(&c.run, |o, ctx| {
         session::compare(o, c.servers.as_deref(), c.generators.as_deref(), ctx)
     })
 }

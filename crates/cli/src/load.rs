@@ -36,17 +36,22 @@ pub enum LoadProto {
     after_help = "Closed loop (default): each flow keeps --window requests outstanding.\n\
 Open loop (--rate): requests leave on a fixed schedule; latency is measured from the\n\
 intended send time, so a slow server cannot hide its delay (coordinated omission).\n\
-A request unanswered within --timeout counts as lost and the run goes on."
+A request unanswered within --timeout counts as lost and the run goes on.\n\
+Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\n\
+EXAMPLES:\n  \
+  firehose load --target 127.0.0.1:9000 -t 5\n  \
+  firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
+  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt"
 )]
 pub struct LoadArgs {
-    /// Server address and port.
-    #[arg(long)]
+    /// Server address and port (IPv4, [IPv6] or host:port).
+    #[arg(long, value_name = "ADDR:PORT")]
     target: String,
     /// Protocol to speak.
     #[arg(long, value_enum, default_value = "echo")]
     proto: LoadProto,
     /// Query file for --proto dns, dnsperf's format: "NAME TYPE" per line.
-    #[arg(long, value_name = "FILE", conflicts_with = "size")]
+    #[arg(short = 'q', long, value_name = "FILE", conflicts_with = "size")]
     queries: Option<std::path::PathBuf>,
     /// Flows: each its own socket and source port.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
@@ -67,6 +72,7 @@ pub struct LoadArgs {
     cpus: Option<Cpus>,
     /// Measurement length (after warm-up), e.g. 10, 2.5s.
     #[arg(
+        short = 't',
         long,
         value_name = "DURATION",
         default_value = "10",
@@ -96,17 +102,20 @@ pub struct LoadArgs {
     #[arg(long)]
     no_gso: bool,
     /// Print a line every interval (0 for none).
-    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
+    #[arg(short = 'i', long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
-    /// Write the summary (with the percentile distribution) as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// PID of the server, to measure its CPU per transaction over the same window.
     #[arg(long)]
     server_pid: Option<u32>,
     /// Server worker count, to tell a saturated server from a saturated client.
     #[arg(long, value_parser = parse_positive)]
     server_workers: Option<usize>,
+    /// Exit 1 when more than this percentage of the requests sent was lost (e.g. 0.1);
+    /// whatever the value, a run that completed nothing exits 1.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    max_loss: Option<f64>,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
@@ -122,6 +131,33 @@ pub struct LoadArgs {
     /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
     #[arg(long, value_enum)]
     zerocopy: Option<ZeroCopyArg>,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage from 0 to 100")),
+    }
+}
+
+/// The run's verdict: nothing completed, or more lost than `--max-loss`, fails (exit 1).
+fn verdict(r: &LoadReport, max_loss: Option<f64>) -> Result<()> {
+    if r.completed == 0 {
+        anyhow::bail!(
+            "no transaction completed ({} sent, {} lost): is a server answering at the target?",
+            r.sent,
+            r.lost
+        );
+    }
+    let lost = if r.sent > 0 {
+        100.0 * r.lost as f64 / r.sent as f64
+    } else {
+        0.0
+    };
+    match max_loss {
+        Some(m) if lost > m => anyhow::bail!("lost {lost:.3}% of requests, above --max-loss {m}%"),
+        _ => Ok(()),
+    }
 }
 
 /// The JSON document of a run.
@@ -188,6 +224,7 @@ enum Proto {
 /// Runs `firehose load`.
 pub fn run(a: LoadArgs) -> Result<()> {
     let target = resolve(&a.target)?;
+    let mut json = a.json.open()?;
     let cpus = match &a.cpus {
         None | Some(Cpus::None) => None,
         Some(Cpus::List(l)) => Some(l.to_vec()),
@@ -269,15 +306,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
     };
     print_summary(&a, &config_doc, &report);
-    if let Some(p) = &a.json {
-        let doc = Doc {
-            report: &report,
-            config: config_doc,
-        };
-        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
-    Ok(())
+    json.write(&Doc {
+        report: &report,
+        config: config_doc,
+    })?;
+    verdict(&report, a.max_loss)
 }
 
 fn load_error(e: LoadError) -> anyhow::Error {

@@ -11,6 +11,8 @@ use firehose_engine::{
     IntervalRecord, Pin, PmtuDisc, ProcessCpu, Profile, ServeConfig, ServeError, Server,
     SocketMode, StatsDocument, Steer, WorkerStats, XdpIo,
 };
+use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
+use firehose_proto::dns::{Outcome, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,7 +58,11 @@ enum PmtuArg {
   tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
   latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
 Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
-to a CPU c with c % workers == j, so a packet is read on the CPU that received it.")]
+to a CPU c with c % workers == j, so a packet is read on the CPU that received it.\n\n\
+EXAMPLES:\n  \
+  firehose serve --listen '[::1]:9000' --workers 2\n  \
+  firehose serve --profile naive --interval 1\n  \
+  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300")]
 pub struct ServeArgs {
     /// Protocol to serve.
     #[arg(long, value_enum, default_value = "echo")]
@@ -65,11 +71,12 @@ pub struct ServeArgs {
     #[arg(long = "zone", value_name = "FILE")]
     zones: Vec<std::path::PathBuf>,
     /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
-    #[arg(long, default_value = "127.0.0.1:9000")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9000")]
     listen: String,
-    /// Preset for a step of the NTT ladder, or `xdp` (the default with --io xdp): tuned
-    /// settings for the fallback socket, workers pinned, batches of 64.
-    #[arg(long, value_parser = parse_profile)]
+    /// Preset for a step of the NTT ladder [default: tuned], or `xdp` (the default with
+    /// --io xdp): tuned settings for the fallback socket, workers pinned, batches of 64.
+    /// One of: naive, reuseport, steered, tuned, latency, xdp.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     profile: Option<ProfileArg>,
     /// Worker threads [default: 1].
     #[arg(long, value_parser = parse_positive)]
@@ -80,9 +87,10 @@ pub struct ServeArgs {
     /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
     #[arg(long, value_enum)]
     steer: Option<SteerArg>,
-    /// Pin workers: none, auto (1:1 over allowed CPUs) or a CPU list like 0-3,6.
+    /// CPUs of the workers, one each in order: none, auto (1:1 over allowed CPUs) or a CPU
+    /// list like 0-3,6 (formerly --pin).
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
-    pin: Option<Cpus>,
+    cpus: Option<Cpus>,
     /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
     #[arg(long, value_parser = parse_positive)]
     batch: Option<usize>,
@@ -104,19 +112,65 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     sndbuf: Option<usize>,
     /// Print a counter line every interval (e.g. 1, 500ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
-    /// Write counters as JSON to this file at exit (and a line per interval with --interval).
-    #[arg(long)]
-    stats_json: Option<std::path::PathBuf>,
+    /// The counters as one JSON document at exit (`--json`: stdout, `--json-file FILE`;
+    /// formerly --stats-json), with a record per --interval.
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     xdp: XdpArgs,
+    #[command(flatten)]
+    dns: DnsArgs,
+}
+
+/// Options of `--proto dns` beyond the zone files.
+#[derive(Debug, Args)]
+struct DnsArgs {
+    /// DNS over TCP on the same address (RFC 7766): on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    tcp: bool,
+    /// TCP connections open at once, all clients together.
+    #[arg(long, value_parser = parse_positive, default_value = "128")]
+    tcp_max_conns: usize,
+    /// TCP connections open at once from one client address.
+    #[arg(long, value_parser = parse_positive, default_value = "8")]
+    tcp_max_per_client: usize,
+    /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    tcp_idle: Duration,
+    /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
+    zone_max_size: usize,
+    /// Response rate limiting: responses per second per client network (/24, /56),
+    /// response kind and name; past it UDP responses are dropped or slipped (off by
+    /// default; TCP is never limited).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    rrl: Option<usize>,
+    /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
+    /// over TCP (0 drops them all).
+    #[arg(long, value_name = "N")]
+    rrl_slip: Option<u32>,
+    /// Answer NSID requests (RFC 5001) with this identifier (e.g. the host name).
+    #[arg(long, value_name = "TEXT")]
+    nsid: Option<String>,
+    /// DNS cookies (RFC 7873, server cookies per RFC 9018): on or off. A query with a
+    /// valid server cookie is exempt from --rrl.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
+    cookies: bool,
+    /// The cookie secret, 32 hex digits, shared by servers behind one address
+    /// [default: random at start].
+    #[arg(long, value_name = "HEX", value_parser = parse_secret)]
+    cookie_secret: Option<[u8; 16]>,
+    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    #[arg(long, value_name = "PREFIX")]
+    allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }
 
 /// A socket-path profile, or `xdp`.
@@ -145,11 +199,13 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
+        check_workers(workers)?;
         self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
             None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
-            None => Profile::Naive,
+            // The fast configuration unless asked otherwise (before 0.2 it was naive).
+            None => Profile::Tuned,
             Some(ProfileArg::Socket(p)) => p,
             // The fallback socket gets the tuned settings; workers pinned, batches of 64.
             Some(ProfileArg::Xdp) => Profile::Tuned,
@@ -173,7 +229,7 @@ impl ServeArgs {
                 SteerArg::CpuEbpf => Steer::CpuEbpf,
             };
         }
-        if let Some(p) = &self.pin {
+        if let Some(p) = &self.cpus {
             cfg.pin = match p {
                 Cpus::None => Pin::None,
                 Cpus::Auto => Pin::Auto,
@@ -203,6 +259,65 @@ impl ServeArgs {
     }
 }
 
+/// Workers per allowed CPU beyond which more threads only contend.
+const WORKERS_PER_CPU: usize = 4;
+
+/// Refuses a worker count far beyond the CPUs this process may run on.
+fn check_workers(workers: usize) -> Result<()> {
+    let cpus = firehose_sys::cpu::allowed_cpus()
+        .map(|c| c.len())
+        .unwrap_or(1)
+        .max(1);
+    let max = cpus * WORKERS_PER_CPU;
+    if workers > max {
+        return Err(Usage(format!(
+            "--workers {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn parse_secret(s: &str) -> Result<[u8; 16], String> {
+    let bad = || format!("'{s}' is not 32 hex digits (16 bytes)");
+    if s.len() != 32 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// The EDNS options to answer, from the flags.
+fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
+    if let Some(n) = &d.nsid {
+        if n.is_empty() || n.len() > MAX_NSID {
+            return Err(Usage(format!("--nsid must be 1 to {MAX_NSID} bytes")).into());
+        }
+    }
+    if d.cookie_secret.is_some() && !d.cookies {
+        return Err(Usage("--cookie-secret needs --cookies on".into()).into());
+    }
+    let cookie_secret = match (d.cookies, d.cookie_secret) {
+        (false, _) => None,
+        (true, Some(s)) => Some(s),
+        (true, None) => {
+            use std::io::Read;
+            let mut s = [0u8; 16];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut s))
+                .context("reading a cookie secret from /dev/urandom")?;
+            Some(s)
+        }
+    };
+    Ok(OptionsConfig {
+        nsid: d.nsid.as_ref().map(|n| n.as_bytes().to_vec()),
+        cookie_secret,
+    })
+}
+
 pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
@@ -211,15 +326,27 @@ pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// The UDP engine and, for DNS, the TCP side beside it.
+struct Running {
+    server: Server,
+    tcp: Option<TcpServer>,
+    /// Re-reads the zone files on SIGHUP.
+    reloader: Option<Reloader>,
+}
+
 fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
-    zones: &[std::path::PathBuf],
-    xdp: Option<XdpIo>,
-) -> Result<Server> {
+    a: &ServeArgs,
+    mut xdp: Option<XdpIo>,
+) -> Result<Running> {
+    let zones = &a.zones;
     let res = match proto {
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
+        }
+        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+            return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
         Proto::Echo => match xdp {
             Some(io) => Server::start_with(cfg, io, |_| firehose_proto::Echo),
@@ -229,15 +356,87 @@ fn start_server(
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
             }
-            let db = firehose_proto::dns::load_zones(zones).map_err(|e| Usage(e.to_string()))?;
-            let h = firehose_proto::DnsHandler::new(db, firehose_proto::dns::DEFAULT_MAX_UDP);
-            match xdp {
-                Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
-                None => Server::start(cfg, move |_| h.clone()),
+            if a.dns.rrl_slip.is_some() && a.dns.rrl.is_none() {
+                return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
+            if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
+                return Err(
+                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
+                );
+            }
+            let options = options_config(&a.dns)?;
+            let transfers = !a.dns.allow_transfer.is_empty();
+            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
+                .map_err(|e| Usage(e.to_string()))?;
+            let live = reloader.live();
+            // With port 0 the UDP side picks the port; TCP must get the same one, so a
+            // port already taken for TCP means starting over on another (not with XDP,
+            // whose queues are taken once).
+            let tries = if cfg.listen.port() == 0 && xdp.is_none() {
+                5
+            } else {
+                1
+            };
+            for attempt in 1..=tries {
+                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
+                    .with_options(options.clone());
+                if let Some(rate) = a.dns.rrl {
+                    // Each worker keeps its own table and allows its share.
+                    h = h.with_rrl(RrlConfig {
+                        rate: rate.div_ceil(cfg.workers).min(u32::MAX as usize) as u32,
+                        slip: a.dns.rrl_slip.unwrap_or(2),
+                    });
+                }
+                let server = match xdp.take() {
+                    Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
+                    None => Server::start(cfg, move |_| h.clone()),
+                }
+                .map_err(serve_error)?;
+                if !a.dns.tcp {
+                    return Ok(Running {
+                        server,
+                        tcp: None,
+                        reloader: Some(reloader),
+                    });
+                }
+                let tcfg = TcpConfig {
+                    max_conns: a.dns.tcp_max_conns,
+                    max_per_client: a.dns.tcp_max_per_client,
+                    idle: a.dns.tcp_idle,
+                    allow_transfer: a.dns.allow_transfer.clone(),
+                    max_udp: DEFAULT_MAX_UDP,
+                    options: options.clone(),
+                };
+                match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
+                    Ok(t) => {
+                        return Ok(Running {
+                            server,
+                            tcp: Some(t),
+                            reloader: Some(reloader),
+                        })
+                    }
+                    Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
+                        server.shutdown();
+                    }
+                    Err(e) => {
+                        return Err(Usage(format!(
+                            "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
+                            server.local_addr()
+                        ))
+                        .into())
+                    }
+                }
+            }
+            return Err(
+                Usage("no port free for both UDP and TCP; pass a --listen port".into()).into(),
+            );
         }
     };
-    res.map_err(serve_error)
+    Ok(Running {
+        server: res.map_err(serve_error)?,
+        tcp: None,
+        reloader: None,
+    })
 }
 
 /// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
@@ -268,6 +467,7 @@ fn proto_name(p: Proto) -> &'static str {
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
+    let mut json = a.json.open()?;
     let mut cfg = a.config()?;
     let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -282,8 +482,30 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let server = start_server(&cfg, a.proto, &a.zones, xdp)?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handler")?;
+    let Running {
+        server,
+        tcp,
+        mut reloader,
+    } = start_server(&cfg, a.proto, &a, xdp)?;
     print_applied(&server, a.proto);
+    if let Some(t) = &tcp {
+        say!(
+            "  tcp: listening on {} (max {} connections, {} per client, idle {:?}, AXFR to {})",
+            t.local_addr(),
+            a.dns.tcp_max_conns,
+            a.dns.tcp_max_per_client,
+            a.dns.tcp_idle,
+            if a.dns.allow_transfer.is_empty() {
+                "nobody".to_string()
+            } else {
+                let v: Vec<String> = a.dns.allow_transfer.iter().map(|p| p.to_string()).collect();
+                v.join(" ")
+            }
+        );
+    }
     if let Some(addr) = a.metrics {
         let source = server.metrics_source(proto_name(a.proto));
         let version = env!("CARGO_PKG_VERSION");
@@ -291,11 +513,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .map_err(|e| Usage(format!("{e:#}")))?;
         say!("  metrics: http://{bound}/metrics");
     }
+    if a.duration.is_none() {
+        say!("  Ctrl-C to stop");
+    }
     let started = Instant::now();
-    let mut json_lines = match (&a.stats_json, a.interval) {
-        (Some(p), Some(_)) => Some(interval_file(p)?),
-        _ => None,
-    };
+    let mut records = Vec::new();
     let mut last = WorkerStats::total(&server.worker_stats());
     let mut last_t = started;
     let mut next_tick = a.interval.map(|i| started + i);
@@ -303,6 +525,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match reloader.as_mut() {
+                Some(r) => reload(r),
+                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
+            }
         }
         if let (Some(t), Some(iv)) = (next_tick, a.interval) {
             if Instant::now() >= t {
@@ -323,16 +551,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     },
                     drops
                 );
-                if let Some(f) = json_lines.as_mut() {
-                    let rec = IntervalRecord {
+                if json.wanted() {
+                    records.push(IntervalRecord {
                         t: started.elapsed().as_secs_f64(),
                         rx_pps: d.packets_in as f64 / secs,
                         tx_pps: d.packets_out as f64 / secs,
                         totals: total.clone(),
                         kernel_drops: drops,
-                    };
-                    use std::io::Write;
-                    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+                    });
                 }
                 last = total;
                 last_t = now;
@@ -344,16 +570,27 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let workers = server.worker_stats();
     let sockets = server.socket_stats();
     let applied = server.applied().clone();
-    let handler = server
+    let mut handler: std::collections::BTreeMap<String, u64> = server
         .shutdown()
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    if let Some(t) = tcp {
+        handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
+    }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
-    if let Some(p) = &a.stats_json {
+    if a.proto == Proto::Dns {
+        let line: Vec<String> = handler
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        say!("  dns: {}", line.join(", "));
+    }
+    if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
-        let doc = StatsDocument {
+        let stats = StatsDocument {
             proto: proto_name(a.proto).to_string(),
             applied,
             elapsed_s: elapsed,
@@ -367,26 +604,46 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 sys_s: s.as_secs_f64(),
             },
         };
-        let text = serde_json::to_string_pretty(&doc)?;
-        if json_lines.is_some() {
-            // Interval records came first, one per line; the final document is the last line.
-            use std::io::Write;
-            let mut f = interval_file(p)?;
-            writeln!(f, "{}", serde_json::to_string(&doc)?)?;
-        } else {
-            std::fs::write(p, text + "\n")
-                .with_context(|| format!("writing --stats-json {}", p.display()))?;
-        }
+        json.write(&ServeDocument {
+            stats: &stats,
+            intervals: records,
+        })?;
     }
     Ok(())
 }
 
-fn interval_file(p: &std::path::Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
-        .map_err(|e| Usage(format!("cannot open --stats-json {}: {e}", p.display())).into())
+/// Re-reads the zone files (SIGHUP) and says what happened to each.
+fn reload(r: &mut Reloader) {
+    let t = Instant::now();
+    match r.reload() {
+        Ok(outcomes) => {
+            for (p, o) in outcomes {
+                match o {
+                    Outcome::Loaded(n) => {
+                        say!("firehose serve: reloaded {} ({n} records)", p.display())
+                    }
+                    Outcome::Kept(e) => say!(
+                        "firehose serve: reload of {} failed, still serving its previous version: {e}",
+                        p.display()
+                    ),
+                }
+            }
+            say!(
+                "firehose serve: zones swapped in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Err(e) => say!("firehose serve: reload failed, nothing changed: {e}"),
+    }
+}
+
+/// What `serve --json` writes: the counters at exit, and one record per `--interval`.
+#[derive(serde::Serialize)]
+struct ServeDocument<'a> {
+    #[serde(flatten)]
+    stats: &'a StatsDocument,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    intervals: Vec<IntervalRecord>,
 }
 
 fn print_applied(server: &Server, proto: Proto) {

@@ -47,7 +47,10 @@ pub enum SocketsArg {
     after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
-(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS)."
+(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS).\n\n\
+EXAMPLES:\n  \
+  firehose sink --listen 127.0.0.1:9000 --mode recvmmsg -t 5\n  \
+  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3"
 )]
 pub struct SinkArgs {
     /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -63,7 +66,7 @@ pub struct SinkArgs {
     #[arg(long, default_value = "1", value_parser = parse_positive, requires = "count")]
     repeat: usize,
     /// Stop after this long (from start), e.g. 10, 2.5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Receiving threads.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
@@ -89,9 +92,8 @@ pub struct SinkArgs {
     /// Packet mode: how the fanout group spreads frames over workers.
     #[arg(long, value_enum, default_value = "hash")]
     fanout: FanoutArg,
-    /// Write the summary as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
@@ -182,6 +184,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
 /// Runs `firehose sink`.
 pub fn run(a: SinkArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let mut json = a.json.open()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
@@ -329,10 +332,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
         per_cpu: snap.per_cpu.clone(),
     };
     print_summary(&report);
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing --json {}", p.display()))?;
-    }
+    json.write(&report)?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //! Socket order and steering: sockets are bound in worker order, and the kernel numbers
 //! a reuseport group in bind order. The steering program returns `cpu % workers`, and
 //! workers are ordered so that worker (and socket) `j` is pinned to a CPU `c` with
-//! `c % workers == j`; with `--pin auto` on CPUs `0..N` that is simply socket `j` on CPU `j`.
+//! `c % workers == j`; with `--cpus auto` on CPUs `0..N` that is simply socket `j` on CPU `j`.
 
 pub mod backend;
 pub mod config;

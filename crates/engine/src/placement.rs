@@ -11,7 +11,7 @@ pub(crate) fn resolve_cpus(cfg: &ServeConfig) -> Result<Vec<Option<usize>>, Serv
         Pin::Auto => {
             if cfg.workers > allowed.len() {
                 return Err(ServeError::Config(format!(
-                    "--pin auto needs a CPU per worker: {} workers but only {} allowed CPUs ({:?}); lower --workers or use --pin none",
+                    "--cpus auto needs a CPU per worker: {} workers but only {} allowed CPUs ({:?}); lower --workers or use --cpus none",
                     cfg.workers,
                     allowed.len(),
                     allowed
@@ -22,7 +22,7 @@ pub(crate) fn resolve_cpus(cfg: &ServeConfig) -> Result<Vec<Option<usize>>, Serv
         Pin::List(l) => {
             if l.len() < cfg.workers {
                 return Err(ServeError::Config(format!(
-                    "--pin lists {} CPUs for {} workers; give one CPU per worker",
+                    "--cpus lists {} CPUs for {} workers; give one CPU per worker",
                     l.len(),
                     cfg.workers
                 )));
@@ -30,7 +30,7 @@ pub(crate) fn resolve_cpus(cfg: &ServeConfig) -> Result<Vec<Option<usize>>, Serv
             for c in l {
                 if !allowed.contains(c) {
                     return Err(ServeError::Config(format!(
-                        "CPU {c} in --pin does not exist or is not allowed for this process (allowed: {allowed:?})"
+                        "CPU {c} in --cpus does not exist or is not allowed for this process (allowed: {allowed:?})"
                     )));
                 }
             }

@@ -221,7 +221,7 @@ pub struct ProcessCpu {
     pub sys_s: f64,
 }
 
-/// The document `firehose serve --stats-json` writes at exit. The writer and every reader
+/// The document `firehose serve --json-file` writes at exit. The writer and every reader
 /// (the lab, `firehose bench`) share this type, so the keys cannot drift apart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatsDocument {
@@ -238,7 +238,8 @@ pub struct StatsDocument {
     pub syscalls_per_packet: Option<f64>,
 }
 
-/// One `--interval` record of `--stats-json` (a JSON line each, before the final document).
+/// One `--interval` record of `serve --json-file` (in its `intervals` array; earlier versions
+/// wrote JSON lines before the final document).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IntervalRecord {
     /// Seconds since the server started.
@@ -255,8 +256,8 @@ pub fn syscalls_per_packet(totals: &WorkerStats) -> Option<f64> {
 }
 
 impl StatsDocument {
-    /// Reads what `--stats-json` wrote: the document alone, or (with `--interval`) interval
-    /// lines followed by the document as the last line.
+    /// Reads what `serve --json-file` wrote: one document, or (from versions before 0.2,
+    /// with `--interval`) interval lines followed by the document as the last line.
     pub fn parse(text: &str) -> Result<StatsDocument, serde_json::Error> {
         serde_json::from_str(text).or_else(|whole| {
             match text.lines().rev().find(|l| !l.trim().is_empty()) {

@@ -184,7 +184,7 @@ pub fn server_for(step: &Step, workers: usize, iface: &str) -> ServerKind {
         },
     );
     push("--steer", if at("steer") { "cpu" } else { "none" });
-    push("--pin", if at("pin") { "auto" } else { "none" });
+    push("--cpus", if at("pin") { "auto" } else { "none" });
     push("--batch", if at("batch") { "64" } else { "1" });
     push("--busy-poll", if at("busy-poll") { "50" } else { "0" });
     push("--pmtudisc", if at("pmtu-do") { "do" } else { "default" });
@@ -220,19 +220,19 @@ mod tests {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
             flags(server_for(&s("shared"), 2, "v0")),
-            "--workers 2 --sockets shared --steer none --pin none --batch 1 --busy-poll 0 --pmtudisc default"
+            "--workers 2 --sockets shared --steer none --cpus none --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
             flags(server_for(&s("pin"), 1, "v0")),
-            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 1 --busy-poll 0 --pmtudisc default"
+            "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
             flags(server_for(&s("gro-off"), 1, "v0")),
-            "--workers 1 --sockets reuseport --steer cpu --pin auto --batch 64 --busy-poll 50 --pmtudisc do"
+            "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 64 --busy-poll 50 --pmtudisc do"
         );
         assert_eq!(
             flags(server_for(&s("xdp"), 1, "v0")),
-            "--io xdp --iface v0 --profile xdp --pin none"
+            "--io xdp --iface v0 --profile xdp --cpus none"
         );
         let k = knobs_for(&s("shared"));
         assert_eq!(

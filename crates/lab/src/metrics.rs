@@ -29,7 +29,7 @@ pub struct Inputs {
     pub size: usize,
     pub server_cpus: usize,
     pub client_cpus: usize,
-    /// Syscalls per packet from our server's own counters (`serve --stats-json`).
+    /// Syscalls per packet from our server's own counters (`serve --json-file`).
     pub engine_syscalls_per_packet: Option<f64>,
     /// A peer server's syscalls, counted by perf.
     pub perf: Option<SyscallCount>,

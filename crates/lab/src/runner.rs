@@ -134,7 +134,7 @@ pub struct Trial {
     pub knobs: Option<KnobState>,
     /// Where each server and client thread last ran, read at the end of the window.
     pub placement_seen: PlacementSeen,
-    /// What the server wrote with --stats-json (firehose only).
+    /// What the server wrote with --json-file (firehose only).
     pub server_stats: Option<StatsDocument>,
     /// What the generator reported (load's JSON, or sockperf's parsed summary).
     pub generator_report: Value,
@@ -208,7 +208,7 @@ fn read_text(path: &Path) -> LabResult<String> {
     std::fs::read_to_string(path).map_err(|e| LabError::io(path.display(), e))
 }
 
-/// Reads what `firehose load --json` wrote: the typed report, and the whole document.
+/// Reads what `firehose load --json-file` wrote: the typed report, and the whole document.
 pub fn read_load_report(path: &Path) -> LabResult<(LoadReport, Value)> {
     let bad = |e: serde_json::Error| {
         LabError::Run(format!(
@@ -220,7 +220,7 @@ pub fn read_load_report(path: &Path) -> LabResult<(LoadReport, Value)> {
     Ok((LoadReport::deserialize(&v).map_err(bad)?, v))
 }
 
-/// Reads what `firehose serve --stats-json` wrote.
+/// Reads what `firehose serve --json-file` wrote.
 pub fn read_stats(path: &Path) -> LabResult<StatsDocument> {
     StatsDocument::parse(&read_text(path)?).map_err(|e| {
         LabError::Run(format!(
@@ -242,7 +242,7 @@ impl Runner<'_> {
             ServerKind::Firehose { flags } => {
                 let mut c = self.topo.command(Side::Server, cpus, &bin);
                 c.args(["serve", "--proto", "echo", "--listen", &self.target()]);
-                c.arg("--stats-json").arg(stats);
+                c.arg("--json-file").arg(stats);
                 c.args(flags);
                 c
             }
@@ -292,7 +292,7 @@ impl Runner<'_> {
                 c.args(["--warmup", &l.warmup_s.to_string()]);
                 c.args(["--size", &l.size.to_string()]);
                 c.args(["--timeout", &format!("{}ms", l.timeout_ms)]);
-                c.arg("--json").arg(json);
+                c.arg("--json-file").arg(json);
                 c.args(["--server-pid", &server_pid.to_string(), "--quiet"]);
                 c
             }

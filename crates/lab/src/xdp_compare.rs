@@ -406,7 +406,7 @@ fn driver_command(
                 "--interval",
                 "0",
             ]);
-            c.args(["--server-pid", &server_pid.to_string(), "--json"]);
+            c.args(["--server-pid", &server_pid.to_string(), "--json-file"]);
             c.arg(json);
             c
         }

@@ -63,7 +63,7 @@ impl DnsWorkload {
                 line: i + 1,
                 msg,
             };
-            let mut it = line.split_whitespace();
+            let mut it = tokens(line);
             let (Some(name), Some(ty), None) = (it.next(), it.next(), it.next()) else {
                 return Err(err(format!("expected \"NAME TYPE\", got \"{line}\"")));
             };
@@ -159,6 +159,31 @@ impl Workload for DnsWorkload {
     }
 }
 
+/// The whitespace-separated tokens of a query line, up to a `;` comment; a backslash
+/// escapes the next character (so `x\ y` is one token and `\;` is not a comment).
+fn tokens(line: &str) -> impl Iterator<Item = &str> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() || b[i] == b';' {
+            return None;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b';' {
+            i += if b[i] == b'\\' {
+                // The escaped character, whole (it may be more than one byte).
+                1 + line[i + 1..].chars().next().map_or(0, char::len_utf8)
+            } else {
+                1
+            };
+        }
+        Some(&line[start..i])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +226,33 @@ mod tests {
         assert!(!w.matches(6, &resp), "id 6 carried the MX question");
         assert_eq!(w.response_id(&buf[..n]), None, "a query is not a response");
         assert_eq!(w.code_name(3), "NXDOMAIN");
+    }
+
+    #[test]
+    fn dnsperf_lines_with_escapes_inline_comments_and_more_types() {
+        let text = "a\\032b.example.com A ; why\nx\\ y.example.com TXT\t;\n\
+                    example.com NULL\nd.example.com DNAME\nexample.com AXFR\nexample.com IXFR\n";
+        let mut w = DnsWorkload::parse(text, "q.txt", None).unwrap();
+        assert_eq!(w.len(), 6);
+        let mut buf = [0u8; 512];
+        let n = w.write_request(1, 0, &mut buf);
+        assert_eq!(
+            &buf[12..n - 4],
+            b"\x03a b\x07example\x03com\0",
+            "\\032 is a space"
+        );
+        let n = w.write_request(2, 0, &mut buf);
+        assert_eq!(
+            &buf[12..n - 4],
+            b"\x03x y\x07example\x03com\0",
+            "an escaped space"
+        );
+        assert_eq!(tokens("a\\é b ;c").collect::<Vec<_>>(), ["a\\é", "b"]);
+        assert_eq!(tokens("a\\").collect::<Vec<_>>(), ["a\\"]);
+        for want in [10u16, 39, 252, 251] {
+            let n = w.write_request(3, 0, &mut buf);
+            assert_eq!(&buf[n - 4..n - 2], &want.to_be_bytes());
+        }
     }
 
     #[test]

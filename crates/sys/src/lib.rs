@@ -35,6 +35,7 @@ pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;
 pub mod splice;
+pub mod stdio;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;

@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use firehose_lab::dns_compare::{self, parse_names, DnsCompareOptions, Driver, ServerKind};
 use firehose_lab::topology::Kind;
 use firehose_sys::cpu::CpuSet;
-use std::path::PathBuf;
 
 /// Why each flag of `lab compare --proto echo` means nothing for DNS.
 const ECHO_ONLY: [&str; 7] = [
@@ -43,6 +42,7 @@ fn refuse_echo_flags(c: &CompareArgs) -> Result<()> {
 pub(super) fn compare(c: CompareArgs) -> Result<()> {
     refuse_echo_flags(&c)?;
     let r = &c.run;
+    let mut json = r.json.open()?;
     let servers = parse_names(
         "--servers",
         c.servers.as_deref().unwrap_or("firehose,knotd,nsd"),
@@ -97,14 +97,11 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         ))
         .into());
     }
-    let json = r
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("firehose-lab-compare-dns.json"));
-    let text = serde_json::to_string_pretty(&rep).context("encoding the results")?;
-    std::fs::write(&json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
     print!("{}", rep.render_table());
-    println!("results: {}", json.display());
+    json.write(&rep)?;
+    if let Some(p) = json.path() {
+        println!("results: {}", p.display());
+    }
     if let Some(dir) = &r.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let md = dir.join("report.md");

@@ -9,7 +9,6 @@ use firehose_lab::env::Environment;
 use firehose_lab::topology::{self, Kind};
 use firehose_lab::xdp_compare::{self, XdpCompareOptions, IOS};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Serialize)]
@@ -83,6 +82,7 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         workdir: std::env::temp_dir().join(format!("firehose-lab-xdp-{}", std::process::id())),
         dns_names: dns.then(|| c.names.unwrap_or(10_000)),
     };
+    let mut json = r.json.open()?;
     let stop = stop_flag()?;
     let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     say!(
@@ -108,12 +108,9 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         rows,
         table,
     };
-    let path = r
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("firehose-lab-compare-xdp.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))?;
-    say!("wrote {}", path.display());
+    json.write(&doc)?;
+    if let Some(p) = json.path() {
+        println!("results: {}", p.display());
+    }
     Ok(())
 }

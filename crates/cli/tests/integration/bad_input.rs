@@ -38,8 +38,8 @@ fn serve_rejects_bad_input() {
     assert_usage_error(&["serve", "--listen", "127.0.0.1:99999"], "--listen");
     assert_usage_error(&["serve", "--workers", "0"], "--workers");
     assert_usage_error(&["serve", "--workers", "-2"], "--workers");
-    assert_usage_error(&["serve", "--pin", "4096"], "CPU 4096");
-    assert_usage_error(&["serve", "--pin", "0-x"], "--pin");
+    assert_usage_error(&["serve", "--cpus", "4096"], "CPU 4096");
+    assert_usage_error(&["serve", "--cpus", "0-x"], "--cpus");
     assert_usage_error(&["serve", "--profile", "warp"], "unknown profile");
     assert_usage_error(
         &["serve", "--sockets", "shared", "--steer", "cpu"],

@@ -24,7 +24,7 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         "--rate",
         "5k",
         "--no-pingpong",
-        "--json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     let (text, progress) = (
@@ -49,7 +49,7 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
     );
     assert!(
         text.starts_with("firehose bench: kernel ")
-            && text.contains("server on CPU 0, client on CPU 1; 2 x 1 s per cell, interleaved"),
+            && text.contains("server on CPUs 0, client on CPU 1; 2 x 1 s per cell, interleaved"),
         "{text}"
     );
     for p in ["naive", "tuned"] {
@@ -83,8 +83,8 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
     assert_eq!(doc["repetitions"], 2);
     assert_eq!(doc["duration_s"], 1.0);
     assert_eq!(doc["rate"], 5000.0);
-    assert_eq!(doc["env"]["server_cpu"], 0);
-    assert_eq!(doc["env"]["client_cpu"], 1);
+    assert_eq!(doc["env"]["server_cpus"], serde_json::json!([0]));
+    assert_eq!(doc["env"]["client_cpus"], serde_json::json!([1]));
     assert!(doc["env"]["nproc"].as_u64().unwrap() >= 2, "{}", doc["env"]);
     assert!(!doc["env"]["kernel"].as_str().unwrap().is_empty());
     assert_eq!(

@@ -57,7 +57,7 @@ fn kdig_gets_authoritative_answers_from_the_binary() {
 fn load_counts_every_answer_and_its_rcode() {
     let stats = tmp("dns-serve.json");
     let stats_s = stats.display().to_string();
-    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
+    let srv = serve_dns("127.0.0.1:0", &["--json-file", &stats_s]);
     let queries = tmp("dns-queries.txt");
     std::fs::write(
         &queries,
@@ -79,7 +79,7 @@ fn load_counts_every_answer_and_its_rcode() {
         "--window",
         "4",
         "--quiet",
-        "--json",
+        "--json-file",
         &json.display().to_string(),
     ]);
     assert!(
@@ -151,4 +151,158 @@ fn bad_zone_and_query_files_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_file(bad);
     let _ = std::fs::remove_file(q);
+}
+
+#[test]
+fn serve_answers_over_tcp_on_the_same_port_and_counts_it() {
+    let stats = tmp("tcp.json");
+    let stats_s = stats.display().to_string();
+    let srv = serve_dns("127.0.0.1:0", &["--stats-json", &stats_s]);
+    let Some(text) = kdig(&srv, &["+tcp", "big.example.com", "TXT"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("ANSWER: 20;"), "{text}");
+    assert!(text.contains("(TCP)"), "{text}");
+    // Over UDP the same question is truncated; kdig then retries over TCP by itself.
+    let text = kdig(&srv, &["+bufsize=1232", "big.example.com", "TXT"]).unwrap();
+    assert!(
+        text.contains("ANSWER: 20;") && text.contains("(TCP)"),
+        "{text}"
+    );
+    let out = srv.stop();
+    assert!(out.contains("dns_tcp_queries 2"), "{out}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["handler"]["dns_tcp_queries"], 2);
+    assert_eq!(s["handler"]["dns_truncated"], 1);
+    let _ = std::fs::remove_file(stats);
+}
+
+#[test]
+fn absurd_workers_and_unbounded_zone_files_are_refused() {
+    let zone_file = zone("example.zone");
+    let out = run(&[
+        "serve",
+        "--proto",
+        "dns",
+        "--zone",
+        &zone_file,
+        "--workers",
+        "100000",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--workers 100000 is more than"), "{err}");
+    let out = run(&["serve", "--proto", "dns", "--zone", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "firehose: /dev/zero: is not a regular file; pass a zone file"
+    );
+    let out = run(&[
+        "serve",
+        "--proto",
+        "dns",
+        "--zone",
+        &zone_file,
+        "--zone-max-size",
+        "1K",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("raise --zone-max-size"), "{err}");
+}
+
+/// Reads serve's stdout until a line containing `want`; returns the lines read.
+fn read_until(srv: &mut Served, want: &str) -> String {
+    use std::io::BufRead;
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if srv.stdout.read_line(&mut line).unwrap() == 0 {
+            panic!("serve ended before {want:?}:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(want) {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn sighup_reloads_zones_and_a_broken_file_keeps_the_old_one() {
+    let path = tmp("hup.zone");
+    let write = |a: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "$ORIGIN hup.test.\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\nwww A {a}\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("192.0.2.10");
+    let p = path.display().to_string();
+    let mut srv = Served::start(&["--proto", "dns", "--zone", &p, "--listen", "127.0.0.1:0"]);
+    let Some(text) = kdig(&srv, &["www.hup.test", "A"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("192.0.2.10"), "{text}");
+    write("192.0.2.20");
+    let hup = |srv: &Served| {
+        let ok = Command::new("kill")
+            .args(["-HUP", &srv.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    hup(&srv);
+    let out = read_until(&mut srv, "zones swapped");
+    assert!(out.contains(&format!("reloaded {p} (4 records)")), "{out}");
+    let text = kdig(&srv, &["www.hup.test", "A"]).unwrap();
+    assert!(text.contains("192.0.2.20"), "{text}");
+    std::fs::write(
+        &path,
+        "$ORIGIN hup.test.\n@ SOA ns h 1 2 3 4 5\nwww A 192.0.2\n",
+    )
+    .unwrap();
+    hup(&srv);
+    let out = read_until(&mut srv, "zones swapped");
+    assert!(
+        out.contains(&format!("reload of {p} failed, still serving its previous version: {p}:3: expected IPv4 address")),
+        "{out}"
+    );
+    let text = kdig(&srv, &["www.hup.test", "A"]).unwrap();
+    assert!(text.contains("192.0.2.20"), "{text}");
+    srv.stop();
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn tcp_off_nsid_and_cookies_switches() {
+    let srv = serve_dns(
+        "127.0.0.1:0",
+        &["--tcp", "off", "--nsid", "ns-test", "--cookies", "on"],
+    );
+    assert!(
+        std::net::TcpStream::connect(srv.addr).is_err(),
+        "--tcp off: nothing listens on TCP"
+    );
+    let Some(text) = kdig(&srv, &["+nsid", "+cookie", "www.example.com", "A"]) else {
+        eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+        return;
+    };
+    assert!(text.contains("NSID: 6E732D74657374 \"ns-test\""), "{text}");
+    // The client's 8 bytes, then our 16: version 1, three reserved zero bytes, ...
+    let cookie = text
+        .lines()
+        .find_map(|l| l.strip_prefix(";; COOKIE: "))
+        .unwrap_or_else(|| panic!("no cookie in {text}"));
+    assert_eq!(cookie.trim().len(), 48, "{cookie}");
+    assert_eq!(&cookie[16..24], "01000000", "{cookie}");
+    srv.stop();
 }

@@ -48,9 +48,18 @@ fn table_and_json_carry_the_same_rows() {
     let table = doctor(&["rmem", "backlog"]);
     let json = doctor(&["--json", "rmem", "backlog"]);
     assert_eq!(table.status.code(), json.status.code());
-    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    let rows = rows.as_array().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let rows = doc["checks"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
+    assert!(
+        doc["host"].is_string() && doc["firehose"]["commit"].is_string(),
+        "{doc}"
+    );
+    let counted: u64 = ["bad", "warn", "ok", "n/a"]
+        .iter()
+        .map(|k| doc["summary"][k].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2, "{doc}");
     let t = String::from_utf8_lossy(&table.stdout);
     for r in rows {
         let line = format!(
@@ -104,9 +113,10 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
         "drops make a bad row: {}",
         stderr(&o)
     );
-    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let find = |c: &str| {
-        rows.as_array()
+        doc["checks"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|r| r["check"] == c)
@@ -131,4 +141,45 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
     let u = find("udp-errors");
     assert_eq!(u["status"], "bad", "{u}");
     assert!(u["value"].as_str().unwrap().starts_with("over 1."), "{u}");
+}
+
+#[test]
+fn default_output_is_compact_verdict_first_and_paste_safe() {
+    let o = doctor(&[]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = t.lines().collect();
+    // Other tests flood sockets at the same time: the drop checks' fix lines they cause
+    // are not this host's.
+    let flooded = lines
+        .iter()
+        .filter(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() > 1 && w[0] != "ok" && ["softnet", "udp-errors"].contains(&w[1])
+        })
+        .count();
+    assert!(lines.len() - flooded <= 40, "{} lines:\n{t}", lines.len());
+    assert!(
+        lines[0].starts_with("firehose doctor on ") && lines[0].contains(" bad, "),
+        "the verdict comes first: {t}"
+    );
+    // Grouped bad, warn, ok, n/a.
+    let rank = |l: &&str| match l.split_whitespace().next() {
+        Some("bad") => Some(0),
+        Some("warn") => Some(1),
+        Some("ok") => Some(2),
+        Some("n/a") => Some(3),
+        _ => None,
+    };
+    let ranks: Vec<i32> = lines.iter().filter_map(rank).collect();
+    assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{t}");
+    for l in lines.iter().filter(|l| l.trim_start().starts_with("fix:")) {
+        assert!(!l.contains('['), "a fix line is the command alone: {l}");
+    }
+    assert!(!t.contains("      why:"), "why only with --verbose: {t}");
+    let v = doctor(&["--verbose", "rmem"]);
+    let v = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        v.contains("      why:  ") && v.contains("      from: "),
+        "{v}"
+    );
 }

@@ -255,8 +255,8 @@ fn audit_of_a_veth_in_a_namespace_says_na_where_it_cannot_check() {
     let ns = Netns::new("e");
     let out = ns.doctor(&["--iface", "va", "--json"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = rows.as_array().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["checks"].as_array().unwrap();
     let find = |c: &str| {
         rows.iter()
             .find(|r| r["check"] == c)
@@ -303,8 +303,8 @@ fn apply_and_revert_without_root_stop_with_a_clear_error() {
     // The audit and the dry run work without root.
     let out = doctor_as_nobody(&["--json", "backlog"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(rows[0]["check"], "backlog");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["checks"][0]["check"], "backlog");
     let out = doctor_as_nobody(&["--apply", "--dry-run", "backlog"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }

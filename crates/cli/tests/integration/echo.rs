@@ -11,7 +11,7 @@ fn pattern(n: usize, salt: u8) -> Vec<u8> {
 }
 
 fn check_exact_echo(listen: &str, bind: &str, profile: &[&str]) {
-    let mut args = vec!["--listen", listen, "--workers", "2", "--pin", "none"];
+    let mut args = vec!["--listen", listen, "--workers", "2", "--cpus", "none"];
     args.extend_from_slice(profile);
     let srv = Served::start(&args);
     let c = UdpSocket::bind(bind).unwrap();
@@ -70,7 +70,7 @@ fn pmtudisc_do_refuses_oversize_replies_and_counts_them() {
         "[::1]:0",
         "--profile",
         "tuned",
-        "--stats-json",
+        "--json-file",
         path.to_str().unwrap(),
     ]);
     let c = UdpSocket::bind("[::1]:0").unwrap();
@@ -101,7 +101,7 @@ fn stats_json_counts_what_was_served() {
     let dir = tmp("echo-stats");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.json");
-    let srv = Served::tuned(&["--stats-json", path.to_str().unwrap()]);
+    let srv = Served::tuned(&["--json-file", path.to_str().unwrap()]);
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut buf = [0u8; 200];

@@ -22,7 +22,7 @@ fn short_dns_run(json: &Path, extra: &[&str]) -> Vec<String> {
         "200",
         "--query-count",
         "1000",
-        "--json",
+        "--json-file",
     ]
     .iter()
     .map(|s| s.to_string())

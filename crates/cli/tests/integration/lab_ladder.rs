@@ -278,7 +278,14 @@ fn veth_without_root_suggests_loopback() {
     }
     // As root, run as nobody (the binary must be reachable for that user); without root,
     // the test already is an unprivileged user.
-    let args = ["lab", "ladder", "--topology", "veth", "--json", "/dev/null"];
+    let args = [
+        "lab",
+        "ladder",
+        "--topology",
+        "veth",
+        "--json-file",
+        "/dev/null",
+    ];
     let out = if firehose_sys::cpu::is_root() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -310,7 +317,7 @@ fn a_run_on_a_terminal_shows_progress() {
     let dir = tempdir("ladder-progress");
     let json = dir.join("p.json");
     let line = format!(
-        "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json {}",
+        "{} lab ladder --steps shared --repetitions 2 --duration 1 --warmup 0 --json-file {}",
         bin(),
         json.display()
     );

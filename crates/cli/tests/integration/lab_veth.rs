@@ -61,7 +61,7 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
             duration,
             "--warmup",
             "0",
-            "--json",
+            "--json-file",
             json,
         ])
         .stdout(Stdio::null())

@@ -33,7 +33,7 @@ fn n_requests_give_n_completed() {
             window,
             "--threads",
             "1",
-            "--json",
+            "--json-file",
             out_path.to_str().unwrap(),
             "--quiet",
         ];
@@ -109,7 +109,7 @@ fn losses_are_counted_and_the_run_completes() {
         "128",
         "--timeout",
         "3s",
-        "--json",
+        "--json-file",
         out_path.to_str().unwrap(),
         "--quiet",
     ]);
@@ -161,7 +161,7 @@ fn foreign_datagrams_count_as_stray() {
         &addr.to_string(),
         "--requests",
         "100",
-        "--json",
+        "--json-file",
         out_path.to_str().unwrap(),
         "--quiet",
     ]);
@@ -189,7 +189,7 @@ fn measures_server_cpu_with_server_pid() {
         "8",
         "--server-pid",
         &srv.pid().to_string(),
-        "--json",
+        "--json-file",
         out_path.to_str().unwrap(),
         "--quiet",
     ]);
@@ -225,7 +225,7 @@ fn counts_exactly_over_ipv6_with_gso() {
         "8",
         "--size",
         "1472",
-        "--json",
+        "--json-file",
         out_path.to_str().unwrap(),
         "--quiet",
     ]);
@@ -255,7 +255,7 @@ fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json:
     let mut child = Command::new(bin())
         .args(["load", "--target", &srv.addr.to_string(), "--rate", "1000"])
         .args(["--flows", "1", "--window", window, "--duration", "4"])
-        .args(["--warmup", "0", "--timeout", "3s", "--json"])
+        .args(["--warmup", "0", "--timeout", "3s", "--json-file"])
         .arg(&json)
         .stdout(Stdio::piped())
         .spawn()
@@ -345,7 +345,7 @@ fn open_loop_latency_counts_a_generator_stall_from_the_intended_send_times() {
 #[test]
 fn warmup_traffic_is_left_out_of_the_totals() {
     let stats = tmp("load-warmup-serve.json");
-    let srv = Served::tuned(&["--stats-json", stats.to_str().unwrap()]);
+    let srv = Served::tuned(&["--json-file", stats.to_str().unwrap()]);
     let json = tmp("load-warmup.json");
     let out = run(&[
         "load",
@@ -357,7 +357,7 @@ fn warmup_traffic_is_left_out_of_the_totals() {
         "1",
         "--duration",
         "1",
-        "--json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     assert!(
@@ -371,12 +371,14 @@ fn warmup_traffic_is_left_out_of_the_totals() {
     for p in [json, stats] {
         std::fs::remove_file(p).unwrap();
     }
-    // One measured second at 1000/s: 1000 requests were due, sent or counted unsent.
+    // One measured second at 1000/s: about 1000 requests were due, sent or counted unsent
+    // (a loaded host shifts the window's edges by a few ms); the warm-up's 1000 are not
+    // among them.
     let (sent, unsent) = (
         doc["sent"].as_u64().unwrap(),
         doc["unsent"].as_u64().unwrap(),
     );
-    assert!((999..=1001).contains(&(sent + unsent)), "{doc}");
+    assert!((980..=1020).contains(&(sent + unsent)), "{doc}");
     assert_eq!(
         doc["completed"].as_u64().unwrap() + doc["lost"].as_u64().unwrap(),
         sent
@@ -416,7 +418,7 @@ fn a_saturated_generator_against_an_idle_server_is_labelled_client_bound() {
         "1",
         "--server-pid",
         &srv.pid().to_string(),
-        "--json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     assert!(

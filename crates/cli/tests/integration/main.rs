@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod bench;
+mod conventions;
 mod dns;
 mod doctor_cli;
 mod doctor_netns;

@@ -1,5 +1,5 @@
 //! What `firehose serve` reports about itself: per-worker counters and each socket's kernel
-//! drops when stopped with SIGINT, a line and a JSON object per `--interval`, and `--duration`.
+//! drops when stopped with SIGINT, a line and a JSON record per `--interval`, and `--duration`.
 
 use crate::util::{json_of, signal_pid, tmp, Served};
 use std::net::UdpSocket;
@@ -72,7 +72,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
         "200ms",
         "--duration",
         "2",
-        "--stats-json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -94,15 +94,12 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
         );
     }
     let text = std::fs::read_to_string(&json).unwrap();
-    let docs: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (last, per_interval) = docs.split_last().unwrap();
+    let last: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let per_interval = last["intervals"].as_array().unwrap();
     assert_eq!(
         per_interval.len(),
         lines.len(),
-        "one JSON line per printed line"
+        "one JSON record per printed line"
     );
     let mut t = 0.0;
     let mut seen = 0;
@@ -123,7 +120,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
     assert!(seen <= 50);
     assert!(
         last["applied"].is_object(),
-        "the final document closes the file: {last}"
+        "one document: the counters at exit and the records: {last}"
     );
     std::fs::remove_file(&json).unwrap();
 }
@@ -134,7 +131,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
 fn steered_reads_on_the_receiving_cpu(pin: &str) {
     let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
     if !(cpus.contains(&0) && cpus.contains(&1)) {
-        eprintln!("skipping --pin {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
+        eprintln!("skipping --cpus {pin}: needs CPUs 0 and 1 allowed, have {cpus:?}");
         return;
     }
     let json = tmp(&format!("serve-pin-{pin}.json"));
@@ -145,9 +142,9 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
         "2",
         "--profile",
         "steered",
-        "--pin",
+        "--cpus",
         pin,
-        "--stats-json",
+        "--json-file",
         json.to_str().unwrap(),
     ]);
     // "  worker J: pinned to CPU C -> socket J", with C % 2 == J: socket j is read on CPU j.
@@ -158,7 +155,7 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
     for j in 0..2 {
         assert!(
             startup.contains(&format!("worker {j}: pinned to CPU {j} -> socket {j}")),
-            "--pin {pin}: {startup}"
+            "--cpus {pin}: {startup}"
         );
     }
     let to = srv.addr;
@@ -184,7 +181,7 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
         let cpu = w["cpu"].as_u64().unwrap() as usize;
         assert_eq!(
             w["packets_in"], sent[cpu],
-            "--pin {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
+            "--cpus {pin}: the worker on CPU {cpu} reads exactly what CPU {cpu} received: {}",
             doc["workers"]
         );
     }

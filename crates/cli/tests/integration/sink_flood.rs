@@ -93,7 +93,7 @@ fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
         "20",
         "--rcvbuf",
         "8M",
-        "--json",
+        "--json-file",
         j.to_str().unwrap(),
     ]);
     send_gently(&addr, 1000, 100);
@@ -145,7 +145,7 @@ fn packet_fanout_spreads_over_workers() {
         "400",
         "--duration",
         "20",
-        "--json",
+        "--json-file",
         j.to_str().unwrap(),
     ]);
     send_gently(&addr, 400, 64);
@@ -220,7 +220,7 @@ fn flood_sends_exactly(io: &str, bind: &str) {
             "--rate",
             "30k",
             "--quiet",
-            "--json",
+            "--json-file",
         ])
         .arg(&j)
         .stdout(Stdio::null())
@@ -474,7 +474,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
             "--size",
             "100",
             "--quiet",
-            "--json",
+            "--json-file",
         ])
         .arg(&j)
         .output()

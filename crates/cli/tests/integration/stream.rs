@@ -180,5 +180,12 @@ fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bytes transferred"), "{err}");
-    assert!(err.contains("ECONNRESET") || err.contains("EPIPE"), "{err}");
+    // The peer's death shows as a reset, a broken pipe, or (when it lands on the final
+    // shutdown) a connection that is gone.
+    assert!(
+        ["ECONNRESET", "EPIPE", "ENOTCONN"]
+            .iter()
+            .any(|e| err.contains(e)),
+        "{err}"
+    );
 }

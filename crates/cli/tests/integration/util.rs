@@ -79,7 +79,7 @@ pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
         "1",
         "--warmup",
         "0",
-        "--json",
+        "--json-file",
     ] {
         v.push(s.into());
     }

@@ -380,7 +380,7 @@ fn load_counts_every_request_against_both_queues() {
             &lab.dev,
             "--listen",
             &format!("{SRV4}:7000"),
-            "--stats-json",
+            "--json-file",
             &stats_s,
         ],
     );
@@ -402,7 +402,7 @@ fn load_counts_every_request_against_both_queues() {
             "--window",
             "4",
         ])
-        .args(["--warmup", "0", "--json", &json.to_string_lossy()])
+        .args(["--warmup", "0", "--json-file", &json.to_string_lossy()])
         .output()
         .unwrap();
     assert!(

@@ -61,7 +61,7 @@ fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Val
             "4",
             "--interval",
             "0",
-            "--json",
+            "--json-file",
             &json.to_string_lossy(),
         ],
     );

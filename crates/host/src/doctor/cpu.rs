@@ -95,7 +95,7 @@ pub(super) fn smt(facts: &Facts) -> Vec<Row> {
                     s.join(" ")
                 ),
             )
-            .fix("pin workers to one thread per core first (firehose serve --pin ...)")];
+            .fix("pin workers to one thread per core first (firehose serve --cpus ...)")];
     }
     vec![row.status(Status::Ok, value)]
 }
@@ -140,7 +140,7 @@ pub(super) fn numa(facts: &Facts) -> Vec<Row> {
                         ),
                     )
                     .fix(format!(
-                        "run the server on CPUs {} (taskset -c / firehose serve --pin)",
+                        "run the server on CPUs {} (taskset -c / firehose serve --cpus)",
                         local
                     ))
                 }

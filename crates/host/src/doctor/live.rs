@@ -34,6 +34,13 @@ fn counters<T>(
     }
 }
 
+/// With a sample, the totals since boot at its start: history, shown beside the window's
+/// counts but never judged (old drops say nothing about now).
+fn since_boot<T>(facts: &Facts, path: &str, parse: fn(&str) -> Result<T, ParseError>) -> Option<T> {
+    facts.sample.as_ref()?;
+    parse(facts.file(path).ok()?).ok()
+}
+
 /// Per-CPU softnet deltas; the kernel's counters are 32-bit and wrap.
 fn softnet_delta(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetRow> {
     let d = |new: u64, old: u64| new.wrapping_sub(old) & 0xffff_ffff;
@@ -115,6 +122,15 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
     if !worst.is_empty() {
         value.push_str(&format!(" ({})", worst.join("; ")));
     }
+    if let Some(boot) = since_boot(facts, "/proc/net/softnet_stat", softnet::parse) {
+        let sum = |f: fn(&SoftnetRow) -> u64| boot.iter().map(f).sum::<u64>();
+        value.push_str(&format!(
+            "; since boot, as context: dropped {}, time_squeeze {} of {} processed",
+            sum(|r| r.dropped),
+            sum(|r| r.time_squeeze),
+            sum(|r| r.processed)
+        ));
+    }
     let sampled = facts.sample.is_some();
     if dropped > 0 {
         let s = if sampled { Status::Bad } else { Status::Warn };
@@ -142,6 +158,13 @@ pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
         "{span}: InDatagrams {} InErrors {} RcvbufErrors {} SndbufErrors {} MemErrors {} NoPorts {}",
         c.in_datagrams, c.in_errors, c.rcvbuf_errors, c.sndbuf_errors, c.mem_errors, c.no_ports
     );
+    let mut value = value;
+    if let Some(b) = since_boot(facts, "/proc/net/snmp", snmp::parse_udp) {
+        value.push_str(&format!(
+            "; since boot, as context: InErrors {} RcvbufErrors {} of {} InDatagrams",
+            b.in_errors, b.rcvbuf_errors, b.in_datagrams
+        ));
+    }
     if c.in_errors + c.rcvbuf_errors + c.sndbuf_errors + c.mem_errors == 0 {
         return vec![row.status(Status::Ok, value)];
     }

@@ -120,6 +120,7 @@ fn sysctl_key(path: &str) -> String {
 /// pinned (or it moves them back), the RSS table is set before IRQs are placed for its queues,
 /// then steering masks, offloads, sysctls and CPU power settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Phase {
     Irqbalance,
     Rss,

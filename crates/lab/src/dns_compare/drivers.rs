@@ -107,7 +107,7 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
             "--window".into(),
             p.outstanding.to_string(),
             "--quiet".into(),
-            "--json".into(),
+            "--json-file".into(),
             p.json.display().to_string(),
         ],
     };

@@ -84,7 +84,7 @@ pub fn start(plan: &ServerPlan<'_>, stop: Option<&AtomicBool>) -> LabResult<Proc
                 "--profile",
                 "tuned",
             ]);
-            c.args(["--workers", &plan.workers.to_string(), "--pin", "auto"]);
+            c.args(["--workers", &plan.workers.to_string(), "--cpus", "auto"]);
             c
         }
         ServerKind::Knot => {

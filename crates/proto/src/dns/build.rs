@@ -1,11 +1,15 @@
 //! Turning zone records into a [`ZoneSet`]: nodes, zone cuts, and a template for every
 //! answer, resolved once (CNAME chains, additional records, negative answers).
 
-use super::db::{Found, NameMap, Node, Template, Tid, Zone, ZoneSet};
+use super::db::{Found, NameMap, Node, SignedNode, SignedZone, Template, Tid, Zone, ZoneSet};
+use super::dnssec::{canonical_cmp, NsecChain, NSEC, RRSIG};
 use super::wire::{
     label_offsets, name_to_text, rcode, read_name, rtype, NameBuf, CLASS_IN, HEADER, MAX_NAME,
 };
-use super::zone::{Part, Record, ZoneData};
+use super::zone::{is_subdomain, Part, Record, ZoneData};
+
+/// Record type DNAME (RFC 6672).
+pub const DNAME: u16 = 39;
 use std::collections::BTreeSet;
 
 /// Why zones cannot be served together.
@@ -31,6 +35,19 @@ struct Rr<'a> {
     owner: Owner,
     rec: &'a Record,
     ttl: u32,
+    /// The node the record is at (where its RRSIGs are).
+    node: u32,
+}
+
+/// What a negative answer must prove in a signed zone.
+#[derive(Debug, Clone)]
+enum Denial {
+    /// The node exists without the type: its NSEC (or the one covering it).
+    NoData(u32),
+    /// The (lower-case wire) name does not exist.
+    NxDomain(Vec<u8>),
+    /// A referral to the cut at this node: its DS, or the NSEC proving there is none.
+    Referral(u32),
 }
 
 /// An answer before rendering.
@@ -39,6 +56,7 @@ struct Sections<'a> {
     rcode: u8,
     aa: bool,
     sec: [Vec<Rr<'a>>; 3],
+    denial: Option<Denial>,
 }
 
 /// Loaded records of one zone, grouped by node.
@@ -48,8 +66,14 @@ struct ZoneRecords<'a> {
     by_node: Vec<Vec<&'a Record>>,
 }
 
-/// Builds the served data from loaded zones.
+/// Builds the served data from loaded zones, ready for zone transfers too.
 pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
+    build_for(zones, true)
+}
+
+/// Builds the served data; with `transfers`, also keeps every zone's records in wire
+/// form for AXFR (as much memory again as the zone's wire size).
+pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -74,6 +98,9 @@ pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
         .collect();
     for (zi, group) in groups.iter().enumerate() {
         fill_templates(&mut set, zi, group, &all_types);
+        if transfers {
+            (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(group);
+        }
     }
     Ok(set)
 }
@@ -118,13 +145,23 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
     let is_cut =
         |n: usize| *node_name[n] != *zd.apex && by_node[n].iter().any(|r| r.rtype == rtype::NS);
     let mut node = vec![Node::default(); node_name.len()];
+    // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
+    // the DNAME owner.
+    let dnames: Vec<usize> = (0..node_name.len())
+        .filter(|&n| by_node[n].iter().any(|r| r.rtype == DNAME))
+        .collect();
+    for &d in &dnames {
+        node[d].dname = true;
+        let owner = node_name[d].clone();
+        nodes.retain(|name, _| name.len() <= owner.len() || !is_subdomain(name, &owner));
+    }
     for (i, name) in node_name.iter().enumerate() {
         // The highest cut at or above the node wins: everything below it is glue.
         node[i].cut = label_offsets(name)
             .into_iter()
             .rev()
             .filter(|&off| name.len() - off > zd.apex.len())
-            .map(|off| nodes[&name[off..]])
+            .filter_map(|off| nodes.get(&name[off..]).copied())
             .find(|&a| is_cut(a as usize));
     }
     let zone = Zone {
@@ -140,6 +177,9 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
         node_name,
         nxdomain: 0,
         nodata: 0,
+        axfr: Box::default(),
+        soa_len: 0,
+        dnssec: None,
     };
     (zone, by_node)
 }
@@ -149,26 +189,74 @@ fn push(set: &mut ZoneSet, t: Template) -> Tid {
     (set.templates.len() - 1) as Tid
 }
 
+/// Renders `s` against `model`, and its signed form when the zone is signed.
+fn pair(
+    set: &mut ZoneSet,
+    sg: Option<&Signing<'_>>,
+    s: &Sections<'_>,
+    model: &[u8],
+    wild: bool,
+) -> (Tid, Option<Tid>) {
+    let plain = push(set, render(s, model, wild));
+    let signed = sg.map(|sg| {
+        let t = render(&sg.sign(set, s, wild), model, wild);
+        push(set, t)
+    });
+    (plain, signed)
+}
+
 fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types: &BTreeSet<u16>) {
     let apex = zr.data.apex.clone();
-    let neg = |rc| render(&negative(zr, rc), &apex, false);
-    let nx = push(set, neg(rcode::NXDOMAIN));
-    let nodata = push(set, neg(rcode::NOERROR));
+    let signing = Signing::new(set, zi, zr);
+    let sg = signing.as_ref();
+    let (nx, nx_signed) = pair(set, sg, &negative(zr, rcode::NXDOMAIN), &apex, false);
+    let nodata = push(set, render(&negative(zr, rcode::NOERROR), &apex, false));
     set.zones[zi].nxdomain = nx;
     set.zones[zi].nodata = nodata;
+    if let (Some(sg), Some(t)) = (sg, nx_signed) {
+        set.zones[zi].dnssec = Some(Box::new(SignedZone {
+            nxdomain: t,
+            chain: sg.chain(),
+        }));
+    }
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
         let name = z.node_name[n].to_vec();
         let recs = &zr.by_node[n];
         let mut node = Node {
             cut: z.node[n].cut,
+            dname: z.node[n].dname,
             other: nodata,
             any: nodata,
             ..Node::default()
         };
+        let mut signed = SignedNode::default();
+        let mut signed_answers = Vec::new();
+        // NODATA here: the zone's plain one, and a signed one proving this node.
+        let mut nodata_here = Sections {
+            denial: Some(Denial::NoData(n as u32)),
+            ..negative(zr, rcode::NOERROR)
+        };
         if node.cut == Some(n as u32) {
-            let t = render(&referral(set, zi, zr, &name), &name, false);
-            node.referral = Some(push(set, t));
+            let r = referral(set, zi, zr, &name);
+            node.referral = Some(push(set, render(&r, &name, false)));
+            if let Some(sg) = sg {
+                let t = render(&sg.sign_referral(set, r, n), &name, false);
+                signed.referral = Some(push(set, t));
+            }
+            // DS is the parent's side of the cut (RFC 4035 §3.1.4.1): answered here.
+            let ds = rrset(zr, n, &Owner::Name(name.clone()), rtype::DS);
+            if !ds.is_empty() {
+                let s = Sections {
+                    rcode: rcode::NOERROR,
+                    aa: true,
+                    sec: [ds, Vec::new(), Vec::new()],
+                    denial: None,
+                };
+                let (tid, st) = pair(set, sg, &s, &name, false);
+                node.answers.push((rtype::DS, tid));
+                signed_answers.push(st.unwrap_or(tid));
+            }
         }
         if node.cut.is_none() {
             let wild = name.starts_with(b"\x01*");
@@ -185,21 +273,232 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
             };
             for t in types {
                 let s = resolve_at(set, zi, zr, n, &owner, Some(t));
-                let tid = push(set, render(&s, &name, wild));
+                let (tid, st) = pair(set, sg, &s, &name, wild);
                 node.answers.push((t, tid));
+                signed_answers.push(st.unwrap_or(tid));
             }
             if has_cname {
-                let s = resolve_at(set, zi, zr, n, &owner, None);
-                node.other = push(set, render(&s, &name, wild));
+                nodata_here = resolve_at(set, zi, zr, n, &owner, None);
+                node.other = push(set, render(&nodata_here, &name, wild));
             }
-            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too.
+            // RFC 8482 allows any one RRset; the lowest type is what Knot picks too. Its
+            // answer was rendered above: share it.
             if let Some(first) = recs.iter().map(|r| r.rtype).min() {
-                let s = resolve_at(set, zi, zr, n, &owner, Some(first));
-                node.any = push(set, render(&s, &name, wild));
+                if let Some(i) = node.answers.iter().position(|&(t, _)| t == first) {
+                    node.any = node.answers[i].1;
+                    signed.any = signed_answers[i];
+                }
             }
+        }
+        if let Some(sg) = sg {
+            let wild = name.starts_with(b"\x01*");
+            let t = render(&sg.sign(set, &nodata_here, wild), &name, wild);
+            signed.other = push(set, t);
+            if node.any == nodata {
+                signed.any = signed.other;
+            }
+            signed.answers = signed_answers.into_boxed_slice();
+            node.dnssec = Some(Box::new(signed));
         }
         set.zones[zi].node[n] = node;
     }
+}
+
+/// What signing a zone's answers needs: its NSEC owners in canonical order.
+struct Signing<'a> {
+    zi: usize,
+    zr: &'a ZoneRecords<'a>,
+    /// (lower-case owner, node) of every NSEC, in canonical order.
+    nsec: Vec<(Vec<u8>, u32)>,
+}
+
+impl<'a> Signing<'a> {
+    /// `None` for an unsigned zone (no RRSIG records).
+    fn new(set: &ZoneSet, zi: usize, zr: &'a ZoneRecords<'a>) -> Option<Self> {
+        if !zr.data.records.iter().any(|r| r.rtype == RRSIG) {
+            return None;
+        }
+        let z = &set.zones[zi];
+        let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.node_name.len())
+            .filter(|&n| zr.by_node[n].iter().any(|r| r.rtype == NSEC))
+            .map(|n| (z.node_name[n].to_vec(), n as u32))
+            .collect();
+        nsec.sort_by(|a, b| canonical_cmp(&a.0, &b.0));
+        Some(Signing { zi, zr, nsec })
+    }
+
+    /// The runtime form: each NSEC with its RRSIGs, uncompressed.
+    fn chain(&self) -> NsecChain {
+        let mut c = NsecChain::default();
+        for (owner, n) in &self.nsec {
+            let start = c.bytes.len() as u32;
+            let mut count = 0;
+            for rr in self.nsec_proof(*n) {
+                let name = match &rr.owner {
+                    Owner::Name(w) => w.as_slice(),
+                    Owner::Qname => owner.as_slice(),
+                };
+                plain_rr(&mut c.bytes, name, rr.rec, rr.ttl);
+                count += 1;
+            }
+            c.owners.push(owner.clone().into_boxed_slice());
+            c.spans.push((start, c.bytes.len() as u32, count));
+        }
+        c
+    }
+
+    /// The RRSIGs at node `n` covering `covered`, with `owner` and `ttl`.
+    fn rrsigs(&self, n: u32, owner: &Owner, covered: u16, ttl: u32) -> Vec<Rr<'a>> {
+        self.zr.by_node[n as usize]
+            .iter()
+            .filter(|r| r.rtype == RRSIG)
+            .filter(|r| matches!(r.rdata.first(), Some(Part::Bytes(b)) if b.len() >= 2 && u16::from_be_bytes([b[0], b[1]]) == covered))
+            .map(|rec| Rr {
+                owner: owner.clone(),
+                rec,
+                ttl,
+                node: n,
+            })
+            .collect()
+    }
+
+    /// The NSEC at node `n` and its RRSIGs.
+    fn nsec_proof(&self, n: u32) -> Vec<Rr<'a>> {
+        let owner = Owner::Name(self.zr.by_node[n as usize][0].owner.clone());
+        let mut v = rrset(self.zr, n as usize, &owner, NSEC);
+        let ttl = v.first().map_or(0, |r| r.ttl);
+        v.extend(self.rrsigs(n, &owner, NSEC, ttl));
+        v
+    }
+
+    /// The node of the NSEC that covers lower-case wire `name` (or owns it).
+    fn covering(&self, name: &[u8]) -> Option<u32> {
+        let after = self
+            .nsec
+            .partition_point(|(o, _)| canonical_cmp(o, name) != std::cmp::Ordering::Greater);
+        let i = if after == 0 {
+            self.nsec.len().checked_sub(1)?
+        } else {
+            after - 1
+        };
+        Some(self.nsec[i].1)
+    }
+
+    /// `s` with the RRSIGs of each RRset and the NSECs its denial needs. The additional
+    /// section of a wildcard answer is left out (an NSEC is added behind it per query).
+    fn sign(&self, set: &ZoneSet, s: &Sections<'a>, wild: bool) -> Sections<'a> {
+        let mut out = Sections {
+            rcode: s.rcode,
+            aa: s.aa,
+            ..Sections::default()
+        };
+        for (i, sec) in s.sec.iter().enumerate() {
+            if i == 2 {
+                // Additional records go unsigned, as Knot sends them; a wildcard
+                // answer's are left out (an NSEC is added behind it per query).
+                if !wild {
+                    out.sec[2] = sec.clone();
+                }
+                continue;
+            }
+            let mut k = 0;
+            while k < sec.len() {
+                let first = &sec[k];
+                let same = |r: &Rr<'_>| r.node == first.node && r.rec.rtype == first.rec.rtype;
+                let end = k + sec[k..].iter().take_while(|r| same(r)).count();
+                out.sec[i].extend(sec[k..end].iter().cloned());
+                if first.rec.rtype != RRSIG {
+                    let sigs = self.rrsigs(first.node, &first.owner, first.rec.rtype, first.ttl);
+                    out.sec[i].extend(sigs);
+                }
+                k = end;
+            }
+        }
+        let mut proofs: Vec<u32> = Vec::new();
+        match &s.denial {
+            Some(Denial::NoData(n)) => {
+                let z = &set.zones[self.zi];
+                let has = self.zr.by_node[*n as usize].iter().any(|r| r.rtype == NSEC);
+                proofs.extend(if has {
+                    Some(*n)
+                } else {
+                    self.covering(&z.node_name[*n as usize])
+                });
+            }
+            Some(Denial::NxDomain(name)) => {
+                let z = &set.zones[self.zi];
+                proofs.extend(self.covering(name));
+                let ce = label_offsets(name)
+                    .into_iter()
+                    .skip(1)
+                    .map(|o| &name[o..])
+                    .find(|s| z.nodes.contains_key(*s));
+                if let Some(ce) = ce {
+                    let star = [b"\x01*".as_slice(), ce].concat();
+                    proofs.extend(self.covering(&star).filter(|p| !proofs.contains(p)));
+                }
+            }
+            Some(Denial::Referral(n)) => {
+                let owner = Owner::Name(self.zr.by_node[*n as usize][0].owner.clone());
+                let ds = rrset(self.zr, *n as usize, &owner, rtype::DS);
+                if ds.is_empty() {
+                    proofs.push(*n);
+                } else {
+                    let ttl = ds[0].ttl;
+                    out.sec[1].extend(ds);
+                    out.sec[1].extend(self.rrsigs(*n, &owner, rtype::DS, ttl));
+                }
+            }
+            None => {}
+        }
+        for p in proofs {
+            out.sec[1].extend(self.nsec_proof(p));
+        }
+        out
+    }
+
+    /// A signed referral: the DS and its RRSIG, or the NSEC proving there is none.
+    fn sign_referral(&self, set: &ZoneSet, mut r: Sections<'a>, n: usize) -> Sections<'a> {
+        r.denial = Some(Denial::Referral(n as u32));
+        self.sign(set, &r, false)
+    }
+}
+
+/// Appends one record in wire form, uncompressed, with `owner` and `ttl`.
+fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: &Record, ttl: u32) {
+    out.extend_from_slice(owner);
+    out.extend_from_slice(&r.rtype.to_be_bytes());
+    out.extend_from_slice(&CLASS_IN.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    let len_at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    for p in &r.rdata {
+        match p {
+            Part::Bytes(b) => out.extend_from_slice(b),
+            Part::Name { wire, .. } => out.extend_from_slice(wire),
+        }
+    }
+    let len = (out.len() - len_at - 2) as u16;
+    out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+}
+
+/// All records of a zone in wire form, uncompressed, the SOA first; and its length.
+fn transfer_bytes(zr: &ZoneRecords<'_>) -> (Box<[u8]>, usize) {
+    let mut out = Vec::new();
+    let soa = zr.by_node[0].iter().filter(|r| r.rtype == rtype::SOA);
+    let rest = zr
+        .by_node
+        .iter()
+        .flatten()
+        .filter(|r| r.rtype != rtype::SOA);
+    let mut soa_len = 0;
+    for (i, r) in soa.chain(rest).enumerate() {
+        plain_rr(&mut out, &r.owner, r, r.ttl);
+        if i == 0 {
+            soa_len = out.len();
+        }
+    }
+    (out.into_boxed_slice(), soa_len)
 }
 
 /// The SOA for a negative answer; its TTL is the smaller of its own and its MINIMUM
@@ -222,6 +521,7 @@ fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
         owner: Owner::Name(zr.data.apex.clone()),
         rec: soa,
         ttl: soa.ttl.min(minimum),
+        node: 0,
     });
     s
 }
@@ -240,6 +540,7 @@ fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u16) -> Vec<R
             owner: owner.clone(),
             rec,
             ttl,
+            node: n as u32,
         })
         .collect()
 }
@@ -279,6 +580,7 @@ fn referral<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, name: &[u8]) -> 
         rcode: rcode::NOERROR,
         aa: false,
         sec: [Vec::new(), ns, glue],
+        denial: None,
     }
 }
 
@@ -313,7 +615,9 @@ fn resolve_at<'a>(
     let mut visited = vec![n];
     for _ in 0..MAX_CHAIN {
         let cname = rrset(zr, n, &owner, rtype::CNAME);
-        if qtype != Some(rtype::CNAME) && !cname.is_empty() {
+        // The CNAME's own RRSIG and NSEC are answered where they are.
+        let own = matches!(qtype, Some(rtype::CNAME | RRSIG | NSEC));
+        if !own && !cname.is_empty() {
             let target = cname[0].rec.target().expect("CNAME has a target").to_vec();
             s.sec[0].extend(cname);
             match find_name(set, zi, &target) {
@@ -329,16 +633,27 @@ fn resolve_at<'a>(
                     let neg = negative(zr, rcode::NXDOMAIN);
                     s.rcode = neg.rcode;
                     s.sec[1] = neg.sec[1].clone();
+                    s.denial = Some(Denial::NxDomain(target.to_ascii_lowercase()));
                     return s;
                 }
-                // Outside this zone or below a delegation: the client resolves on.
-                Some(Found::Referral(_)) | None => return s,
+                // Below a delegation: the referral goes with the CNAME (RFC 1034
+                // §4.3.2 step 3b), still authoritative for the CNAME.
+                Some(Found::Referral(c)) => {
+                    let cut = set.zones[zi].node_name[c as usize].clone();
+                    let r = referral(set, zi, zr, &cut);
+                    [_, s.sec[1], s.sec[2]] = r.sec;
+                    s.denial = Some(Denial::Referral(c));
+                    return s;
+                }
+                // Outside this zone or through a DNAME: the client resolves on.
+                Some(Found::Dname(_)) | None => return s,
             }
             continue;
         }
         let rrs = qtype.map(|t| rrset(zr, n, &owner, t)).unwrap_or_default();
         if rrs.is_empty() {
             s.sec[1] = negative(zr, rcode::NOERROR).sec[1].clone();
+            s.denial = Some(Denial::NoData(n as u32));
         } else {
             s.sec[2].extend(additional(set, zi, zr, &rrs));
             s.sec[0].extend(rrs);
@@ -425,7 +740,11 @@ impl Renderer {
 /// model's own name is never a compression target: its owner is the query name).
 fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
     let mut r = Renderer::new(model, owner_is_qname);
-    for sec in &s.sec {
+    let mut additional_at = 0;
+    for (i, sec) in s.sec.iter().enumerate() {
+        if i == 2 {
+            additional_at = r.out.len() as u16;
+        }
         for rr in sec {
             r.rr(rr);
         }
@@ -439,6 +758,7 @@ fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
             s.sec[2].len() as u16,
         ],
         model_len: model.len() as u16,
+        additional_at,
         bytes: r.out.into_boxed_slice(),
         fixups: r.fixups.into_boxed_slice(),
     }

@@ -7,6 +7,8 @@
 //! that does not point at the whole question is then shifted by the length difference.
 //! Lookups hash lower-case wire names held in fixed scratch buffers: nothing allocates.
 
+use super::build::DNAME;
+use super::dnssec::NsecChain;
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -52,10 +54,44 @@ pub struct Template {
     pub counts: [u16; 3],
     /// Wire length of the model question name the bytes were compressed against.
     pub model_len: u16,
+    /// Offset in `bytes` where the additional section starts.
+    pub additional_at: u16,
     /// The sections, as they follow a question of `model_len`.
     pub bytes: Box<[u8]>,
     /// Offsets in `bytes` of compression pointers to shift by (qname length - model).
     pub fixups: Box<[u16]>,
+}
+
+impl Template {
+    /// A referral: no answer, not authoritative, NS in the authority section.
+    pub fn is_referral(&self) -> bool {
+        !self.aa && self.counts[0] == 0 && self.counts[1] > 0
+    }
+
+    /// How many bytes and additional records to keep so the sections fit in `room`
+    /// (the caller checked that the answer and authority sections fit).
+    pub fn additional_fitting(&self, room: usize) -> (usize, u16) {
+        let mut at = self.additional_at as usize;
+        let mut kept = 0;
+        while kept < self.counts[2] {
+            let end = rr_end(&self.bytes, at);
+            if end > room {
+                break;
+            }
+            at = end;
+            kept += 1;
+        }
+        (at, kept)
+    }
+}
+
+/// The end of the resource record starting at `at` in rendered section bytes.
+fn rr_end(b: &[u8], mut at: usize) -> usize {
+    while b[at] != 0 && b[at] & 0xC0 != 0xC0 {
+        at += 1 + b[at] as usize;
+    }
+    at += if b[at] == 0 { 1 } else { 2 };
+    at + 10 + u16::from_be_bytes([b[at + 8], b[at + 9]]) as usize
 }
 
 /// Index of a template in [`ZoneSet::templates`].
@@ -76,11 +112,50 @@ pub struct Node {
     pub any: Tid,
     /// The referral, if this node is a zone cut.
     pub referral: Option<Tid>,
+    /// The node owns a DNAME: names below it are synthesized (RFC 6672).
+    pub dname: bool,
+    /// In a signed zone: the templates for DO=1 queries.
+    pub dnssec: Option<Box<SignedNode>>,
+}
+
+/// The DO=1 templates of a node, in the same places as the plain ones.
+#[derive(Debug, Clone, Default)]
+pub struct SignedNode {
+    /// Parallel to [`Node::answers`].
+    pub answers: Box<[Tid]>,
+    pub other: Tid,
+    pub any: Tid,
+    pub referral: Option<Tid>,
+}
+
+/// What a signed zone needs beyond its templates.
+#[derive(Debug, Clone, Default)]
+pub struct SignedZone {
+    /// NXDOMAIN with the SOA and its RRSIG (the NSECs are added per query).
+    pub nxdomain: Tid,
+    pub chain: NsecChain,
 }
 
 impl Node {
+    /// The template for `qtype`, signed if `dnssec` and the node has signed ones.
     #[inline]
-    fn template_for(&self, qtype: u16) -> Tid {
+    pub fn pick(&self, qtype: u16, dnssec: bool) -> Tid {
+        match (&self.dnssec, dnssec) {
+            (Some(d), true) => {
+                if qtype == rtype::ANY {
+                    return d.any;
+                }
+                match self.answers.iter().position(|&(t, _)| t == qtype) {
+                    Some(i) => d.answers[i],
+                    None => d.other,
+                }
+            }
+            _ => self.template_for(qtype),
+        }
+    }
+
+    #[inline]
+    pub fn template_for(&self, qtype: u16) -> Tid {
         if qtype == rtype::ANY {
             return self.any;
         }
@@ -109,6 +184,12 @@ pub struct Zone {
     /// NXDOMAIN and NODATA: the SOA in the authority section, compressed against the apex.
     pub nxdomain: Tid,
     pub nodata: Tid,
+    /// Every record, uncompressed and in wire form, the SOA first: a zone transfer
+    /// sends these and then the first `soa_len` bytes again (RFC 5936 §2.2).
+    pub axfr: Box<[u8]>,
+    pub soa_len: usize,
+    /// Present if the zone is signed (holds RRSIGs).
+    pub dnssec: Option<Box<SignedZone>>,
 }
 
 /// Where a name lands inside a zone.
@@ -120,6 +201,8 @@ pub enum Found {
     Wildcard(u32),
     /// The name exists below a zone cut, or its closest encloser does (cut node index).
     Referral(u32),
+    /// An ancestor (node index) owns a DNAME that rewrites the name.
+    Dname(u32),
     /// Neither the name nor a wildcard exists.
     NxDomain,
 }
@@ -130,6 +213,21 @@ pub enum Answer<'a> {
     /// The name is in none of our zones.
     Refused,
     Template(&'a Template),
+    /// A signed denial: the template, then up to two NSEC entries of `chain` (their
+    /// indexes in `proofs[..n]`) added to the authority section.
+    Denial {
+        t: &'a Template,
+        chain: &'a NsecChain,
+        proofs: [u32; 2],
+        n: usize,
+    },
+    /// Below the DNAME of node `node` in zone `zone`: the DNAME RRset's template
+    /// (rendered against the owner's name) starts the answer.
+    Dname {
+        dname: &'a Template,
+        zone: u32,
+        owner_len: usize,
+    },
 }
 
 /// All zones served.
@@ -147,8 +245,80 @@ impl ZoneSet {
     /// label where that apex starts.
     #[inline]
     pub fn zone_for(&self, nb: &NameBuf, name_len: usize, labels: usize) -> Option<(u32, usize)> {
-        (labels.saturating_sub(self.max_apex_labels)..=labels)
+        self.zone_from(nb, name_len, labels, 0)
+    }
+
+    /// Like [`Self::zone_for`], for apexes starting at label `first` or later.
+    #[inline]
+    fn zone_from(
+        &self,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        first: usize,
+    ) -> Option<(u32, usize)> {
+        (labels.saturating_sub(self.max_apex_labels).max(first)..=labels)
             .find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
+    }
+
+    /// The template for `qtype` at `nb` if it is an existing name of zone `zi`, not
+    /// a wildcard match (for following a DNAME's synthesized CNAME).
+    #[allow(clippy::too_many_arguments)]
+    pub fn chase(
+        &self,
+        zi: u32,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        qtype: u16,
+        dnssec: bool,
+        wild: &mut [u8; MAX_NAME + 2],
+    ) -> Option<Answer<'_>> {
+        let (z, apex_at) = self.zone_for(nb, name_len, labels)?;
+        if z != zi {
+            return None;
+        }
+        let z = &self.zones[zi as usize];
+        let tid = match self.find(z, nb, name_len, labels, apex_at, wild) {
+            Found::Exact(n) => z.node[n as usize].pick(qtype, dnssec),
+            Found::Referral(c) => {
+                let cut = &z.node[c as usize];
+                let signed = cut
+                    .dnssec
+                    .as_ref()
+                    .filter(|_| dnssec)
+                    .and_then(|d| d.referral);
+                signed.or(cut.referral)?
+            }
+            Found::NxDomain => match z.dnssec.as_deref().filter(|_| dnssec) {
+                Some(sz) => return Some(self.nx_denial(z, sz, nb, name_len, apex_at, wild)),
+                None => z.nxdomain,
+            },
+            Found::Wildcard(_) | Found::Dname(_) => return None,
+        };
+        Some(Answer::Template(&self.templates[tid as usize]))
+    }
+
+    /// Signed NXDOMAIN: the name is covered, and so is the wildcard at its closest
+    /// encloser (RFC 4035 §3.1.3.2).
+    fn nx_denial<'a>(
+        &'a self,
+        z: &Zone,
+        sz: &'a SignedZone,
+        nb: &NameBuf,
+        name_len: usize,
+        apex_at: usize,
+        wild: &mut [u8; MAX_NAME + 2],
+    ) -> Answer<'a> {
+        let ce = (1..=apex_at)
+            .map(|i| nb.suffix(i, name_len))
+            .find(|s| z.nodes.contains_key(*s))
+            .unwrap_or(&z.apex);
+        wild[0] = 1;
+        wild[1] = b'*';
+        wild[2..2 + ce.len()].copy_from_slice(ce);
+        let star = &wild[..2 + ce.len()];
+        self.denial(sz, sz.nxdomain, [nb.suffix(0, name_len), star])
     }
 
     /// Finds `name` (in `nb`, `labels` labels) in zone `z` whose apex starts at label
@@ -179,6 +349,9 @@ impl ZoneSet {
             if let Some(c) = z.node[n as usize].cut {
                 return Found::Referral(c);
             }
+            if z.node[n as usize].dname {
+                return Found::Dname(n);
+            }
             let enc = nb.suffix(i, name_len);
             wild[0] = 1;
             wild[1] = b'*';
@@ -194,25 +367,84 @@ impl ZoneSet {
     /// The answer to a parsed query whose lower-case name is in `nb`.
     #[inline]
     pub fn answer(&self, nb: &NameBuf, q: &Query, wild: &mut [u8; MAX_NAME + 2]) -> Answer<'_> {
-        let Some((zi, apex_at)) = self.zone_for(nb, q.name_len, q.labels) else {
+        let Some((mut zi, mut apex_at)) = self.zone_for(nb, q.name_len, q.labels) else {
             return Answer::Refused;
         };
+        // DS at a child apex we also serve: the parent answers (RFC 4035 §3.1.4.1).
+        if q.qtype == rtype::DS && apex_at == 0 {
+            if let Some(p) = self.zone_from(nb, q.name_len, q.labels, 1) {
+                (zi, apex_at) = p;
+            }
+        }
         let z = &self.zones[zi as usize];
+        let dnssec = q.edns.is_some_and(|e| e.dnssec_ok);
+        let signed = z.dnssec.as_deref().filter(|_| dnssec);
         let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
-            Found::Exact(n) => z.node[n as usize].template_for(q.qtype),
-            Found::Wildcard(n) => z.node[n as usize].template_for(q.qtype),
+            Found::Exact(n) => z.node[n as usize].pick(q.qtype, dnssec),
+            Found::Wildcard(n) => {
+                let node = &z.node[n as usize];
+                let tid = node.pick(q.qtype, dnssec);
+                if let Some(sz) = signed {
+                    // The NSEC proving the query name itself does not exist, unless it
+                    // is the wildcard's own, already in its NODATA answer.
+                    let qname = nb.suffix(0, q.name_len);
+                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid);
+                    let own = sz.chain.covering(qname).map(|i| &*sz.chain.owners[i])
+                        == Some(&*z.node_name[n as usize]);
+                    let names = if nodata && own {
+                        [&[][..], &[]]
+                    } else {
+                        [qname, &[]]
+                    };
+                    return self.denial(sz, tid, names);
+                }
+                tid
+            }
             Found::Referral(c) => {
                 let cut = &z.node[c as usize];
-                // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1); we hold
-                // none, so the parent's answer is NODATA.
+                // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1).
                 if q.qtype == rtype::DS && z.node_name[c as usize].len() == q.name_len {
-                    z.nodata
+                    cut.pick(rtype::DS, dnssec)
                 } else {
-                    cut.referral.unwrap_or(z.nodata)
+                    let signed_ref = cut.dnssec.as_ref().filter(|_| dnssec);
+                    signed_ref
+                        .and_then(|d| d.referral)
+                        .or(cut.referral)
+                        .unwrap_or(z.nodata)
                 }
             }
-            Found::NxDomain => z.nxdomain,
+            Found::Dname(n) => {
+                return Answer::Dname {
+                    dname: &self.templates[z.node[n as usize].pick(DNAME, dnssec) as usize],
+                    zone: zi,
+                    owner_len: z.node_name[n as usize].len(),
+                }
+            }
+            Found::NxDomain => match signed {
+                Some(sz) => return self.nx_denial(z, sz, nb, q.name_len, apex_at, wild),
+                None => z.nxdomain,
+            },
         };
         Answer::Template(&self.templates[tid as usize])
+    }
+
+    /// Template `tid` with the NSECs covering `names` (the second may be empty).
+    fn denial<'a>(&'a self, sz: &'a SignedZone, tid: Tid, names: [&[u8]; 2]) -> Answer<'a> {
+        let mut proofs = [0u32; 2];
+        let mut n = 0;
+        for name in names.into_iter().filter(|n| !n.is_empty()) {
+            if let Some(i) = sz.chain.covering(name) {
+                if n == 0 || proofs[0] != i as u32 {
+                    proofs[n] = i as u32;
+                    n += 1;
+                }
+            }
+        }
+        Answer::Denial {
+            t: &self.templates[tid as usize],
+            chain: &sz.chain,
+            proofs,
+            n,
+        }
     }
 }

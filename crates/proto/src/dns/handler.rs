@@ -2,8 +2,12 @@
 //! the question (which is already where the response needs it), patch the header.
 
 use super::db::{Answer, Template, ZoneSet};
+use super::dname::{synthesize, Scratch};
+use super::live::LiveZones;
+use super::options::{self, OptionsConfig, EXTRA_MAX};
+use super::rrl::{Class, Decision, Rrl, RrlConfig};
 use super::wire::{
-    parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
+    get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
     MAX_NAME,
 };
 use firehose_engine::{Handler, Peer, Verdict};
@@ -11,8 +15,12 @@ use std::sync::Arc;
 
 /// Largest UDP response the server sends by default (the DNS flag day 2020 value).
 pub const DEFAULT_MAX_UDP: u16 = 1232;
-/// Size of the OPT record we append.
+/// Largest DNS message over TCP (the 2-byte length prefix).
+pub const MAX_TCP_MESSAGE: usize = 65535;
+/// Size of the OPT record we append, without options.
 const OPT_LEN: usize = 11;
+/// EDNS option code of edns-tcp-keepalive (RFC 7828).
+pub const OPT_TCP_KEEPALIVE: u16 = 11;
 
 /// What the handler has done, per worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,38 +29,136 @@ pub struct DnsStats {
     pub rcode: [u64; 17],
     /// Responses sent with TC because the answer did not fit.
     pub truncated: u64,
+    /// Responses whose additional section was cut to fit (TC clear).
+    pub additional_trimmed: u64,
     /// Datagrams shorter than a header, dropped.
     pub dropped_short: u64,
     /// Datagrams with QR set (responses), dropped.
     pub dropped_response: u64,
 }
 
+impl DnsStats {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &DnsStats) {
+        for (a, b) in self.rcode.iter_mut().zip(o.rcode) {
+            *a += b;
+        }
+        self.truncated += o.truncated;
+        self.additional_trimmed += o.additional_trimmed;
+        self.dropped_short += o.dropped_short;
+        self.dropped_response += o.dropped_response;
+    }
+
+    /// The counters as (name, value), names prefixed with `prefix` (e.g. "dns_").
+    pub fn named(&self, names: &[&'static str; 10]) -> Vec<(&'static str, u64)> {
+        let v = [
+            self.rcode[0],
+            self.rcode[1],
+            self.rcode[3],
+            self.rcode[4],
+            self.rcode[5],
+            self.rcode[16],
+            self.truncated,
+            self.additional_trimmed,
+            self.dropped_short,
+            self.dropped_response,
+        ];
+        names.iter().copied().zip(v).collect()
+    }
+}
+
+/// How the response leaves: the size limit and the transport's own OPT options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    /// Over TCP; `keepalive` is the idle timeout to advertise (units of 100 ms) when the
+    /// query carried edns-tcp-keepalive.
+    Tcp {
+        keepalive: Option<u16>,
+    },
+}
+
 /// An authoritative DNS responder for the engine. Cheap to clone: the zones are shared.
 #[derive(Clone)]
 pub struct DnsHandler {
+    live: Arc<LiveZones>,
+    generation: u64,
     db: Arc<ZoneSet>,
     max_udp: u16,
     name: Box<NameBuf>,
+    /// The name a DNAME rewrites the query name to.
+    target: Box<NameBuf>,
     wild: Box<[u8; MAX_NAME + 2]>,
     stats: DnsStats,
+    /// Response rate limiting of UDP answers, if on.
+    rrl: Option<Box<Rrl>>,
+    /// NSID and cookies, if either is on.
+    options: Option<Arc<OptionsConfig>>,
+    /// Our EDNS options for the current response, and their length.
+    extra: Box<[u8; EXTRA_MAX]>,
+    extra_len: usize,
+    /// The current query carried a valid server cookie (exempt from rate limiting).
+    cookie_ok: bool,
 }
 
 impl DnsHandler {
     /// A handler serving `db`, sending UDP responses of at most `max_udp` bytes (at
     /// least 512) to EDNS clients.
     pub fn new(db: Arc<ZoneSet>, max_udp: u16) -> Self {
+        Self::live(LiveZones::new(db), max_udp)
+    }
+
+    /// A handler serving whatever `live` publishes (reloads included).
+    pub fn live(live: Arc<LiveZones>, max_udp: u16) -> Self {
+        let (generation, db) = live.get();
         DnsHandler {
+            live,
+            generation,
             db,
             max_udp: max_udp.max(512),
             name: Box::default(),
+            target: Box::default(),
             wild: Box::new([0; MAX_NAME + 2]),
             stats: DnsStats::default(),
+            rrl: None,
+            options: None,
+            extra: Box::new([0; EXTRA_MAX]),
+            extra_len: 0,
+            cookie_ok: false,
         }
+    }
+
+    /// Answers NSID and cookie options as `cfg` says (nothing if both are off).
+    pub fn with_options(mut self, cfg: OptionsConfig) -> Self {
+        let on = cfg.nsid.is_some() || cfg.cookie_secret.is_some();
+        self.options = on.then(|| Arc::new(cfg));
+        self
+    }
+
+    /// Limits the rate of UDP responses (each handler, that is each worker, applies
+    /// `cfg` on its own).
+    pub fn with_rrl(mut self, cfg: RrlConfig) -> Self {
+        self.rrl = Some(Box::new(Rrl::new(cfg)));
+        self
     }
 
     /// Counters so far.
     pub fn stats(&self) -> &DnsStats {
         &self.stats
+    }
+
+    /// The zone set this handler answers from now.
+    pub fn zones(&mut self) -> &Arc<ZoneSet> {
+        self.refresh();
+        &self.db
+    }
+
+    /// Picks up a newly published zone set: one atomic load when nothing changed.
+    #[inline]
+    fn refresh(&mut self) {
+        if self.live.generation() != self.generation {
+            (self.generation, self.db) = self.live.get();
+        }
     }
 
     /// Writes the header of a response with `counts` (QD, AN, NS, AR).
@@ -67,9 +173,28 @@ impl DnsHandler {
         }
     }
 
+    /// Length of our OPT record for `tr`, with the options this query asked for.
+    #[inline]
+    fn opt_len(&self, tr: Transport) -> usize {
+        let keepalive = match tr {
+            Transport::Tcp {
+                keepalive: Some(_), ..
+            } => 6,
+            _ => 0,
+        };
+        OPT_LEN + keepalive + self.extra_len
+    }
+
     /// Appends our OPT record at `at`; returns the new length.
     #[inline]
-    fn opt(&self, buf: &mut [u8], at: usize, ext_rcode: u8, dnssec_ok: bool) -> usize {
+    fn opt(
+        &self,
+        buf: &mut [u8],
+        at: usize,
+        ext_rcode: u8,
+        dnssec_ok: bool,
+        tr: Transport,
+    ) -> usize {
         let [hi, lo] = self.max_udp.to_be_bytes();
         let rr = [
             0,
@@ -85,79 +210,194 @@ impl DnsHandler {
             0,
         ];
         buf[at..at + OPT_LEN].copy_from_slice(&rr);
-        at + OPT_LEN
+        let mut end = at + OPT_LEN;
+        if let Transport::Tcp {
+            keepalive: Some(t), ..
+        } = tr
+        {
+            put16(buf, end, OPT_TCP_KEEPALIVE);
+            put16(buf, end + 2, 2);
+            put16(buf, end + 4, t);
+            end += 6;
+        }
+        if self.extra_len > 0 {
+            buf[end..end + self.extra_len].copy_from_slice(&self.extra[..self.extra_len]);
+            end += self.extra_len;
+        }
+        put16(buf, at + 9, (end - at - OPT_LEN) as u16);
+        end
     }
 
     /// A response with the question and no records (errors, truncation).
-    fn bare(&mut self, buf: &mut [u8], q: &Query, rc: u16, aa: bool, tc: bool) -> Verdict {
+    fn bare(
+        &mut self,
+        buf: &mut [u8],
+        q: &Query,
+        rc: u16,
+        aa: bool,
+        tc: bool,
+        tr: Transport,
+    ) -> Verdict {
         self.stats.rcode[rc as usize] += 1;
         let mut end = q.question_end;
         let mut ar = 0;
         if let Some(e) = q.edns {
-            end = self.opt(buf, end, (rc >> 4) as u8, e.dnssec_ok);
+            end = self.opt(buf, end, (rc >> 4) as u8, e.dnssec_ok, tr);
             ar = 1;
         }
         self.header(buf, aa, tc, (rc & 0xF) as u8, [1, 0, 0, ar]);
         Verdict::Reply(end)
     }
 
-    fn answer(&mut self, buf: &mut [u8], q: &Query) -> Verdict {
+    fn answer(&mut self, buf: &mut [u8], q: &Query, tr: Transport) -> Verdict {
         if q.edns.is_some_and(|e| e.version != 0) {
-            return self.bare(buf, q, rcode::BADVERS, false, false);
+            return self.bare(buf, q, rcode::BADVERS, false, false, tr);
         }
         if q.qclass != CLASS_IN {
-            return self.bare(buf, q, rcode::REFUSED as u16, false, false);
+            return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr);
         }
         match q.qtype {
-            rtype::OPT => return self.bare(buf, q, rcode::FORMERR as u16, false, false),
-            // IXFR, AXFR, MAILB, MAILA: no transfers here.
-            251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false),
+            rtype::OPT => return self.bare(buf, q, rcode::FORMERR as u16, false, false, tr),
+            // IXFR, AXFR (over TCP, handled before this), MAILB, MAILA.
+            251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false, tr),
             _ => {}
         }
-        let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
-            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false),
-            Answer::Template(t) => t,
-        };
-        let limit = match q.edns {
-            Some(e) => e.udp_size.clamp(512, self.max_udp) as usize,
-            None => 512,
+        let limit = match (tr, q.edns) {
+            (Transport::Tcp { .. }, _) => MAX_TCP_MESSAGE,
+            (Transport::Udp, Some(e)) => e.udp_size.clamp(512, self.max_udp) as usize,
+            (Transport::Udp, None) => 512,
         }
         .min(buf.len());
-        let opt = if q.edns.is_some() { OPT_LEN } else { 0 };
-        let start = q.question_end;
-        let end = start + t.bytes.len();
-        if end + opt > limit {
-            self.stats.truncated += 1;
-            let (rc, aa) = (t.rcode as u16, t.aa);
-            return self.bare(buf, q, rc, aa, true);
-        }
-        buf[start..end].copy_from_slice(&t.bytes);
-        let delta = q.name_len as i32 - t.model_len as i32;
-        if delta != 0 {
-            for &f in t.fixups.iter() {
-                let at = start + f as usize;
-                let ptr = u16::from_be_bytes([buf[at], buf[at + 1]]);
-                let moved = ((ptr & 0x3FFF) as i32 + delta) as u16;
-                put16(buf, at, 0xC000 | moved);
+        let opt = if q.edns.is_some() {
+            self.opt_len(tr)
+        } else {
+            0
+        };
+        let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
+            Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
+            Answer::Template(t) => t,
+            Answer::Denial {
+                t,
+                chain,
+                proofs,
+                n,
+            } => {
+                // A signed template (no additional section) and the NSECs behind it.
+                let start = q.question_end;
+                let extra: usize = proofs[..n]
+                    .iter()
+                    .map(|&p| chain.entry(p as usize).0.len())
+                    .sum();
+                let mut end = start + t.bytes.len();
+                if end + extra + opt > limit {
+                    self.stats.truncated += 1;
+                    return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
+                }
+                buf[start..end].copy_from_slice(&t.bytes);
+                shift_pointers(buf, start, t, t.bytes.len(), q.name_len);
+                let [an, mut ns, mut ar] = t.counts;
+                for &p in &proofs[..n] {
+                    let (bytes, count) = chain.entry(p as usize);
+                    buf[end..end + bytes.len()].copy_from_slice(bytes);
+                    end += bytes.len();
+                    ns += count;
+                }
+                let (aa, rc) = (t.aa, t.rcode);
+                if let Some(e) = q.edns {
+                    end = self.opt(buf, end, 0, e.dnssec_ok, tr);
+                    ar += 1;
+                }
+                self.stats.rcode[rc as usize] += 1;
+                self.header(buf, aa, false, rc, [1, an, ns, ar]);
+                return Verdict::Reply(end);
             }
-        }
-        let mut len = end;
+            Answer::Dname {
+                dname,
+                zone,
+                owner_len,
+            } => {
+                let scratch = Scratch {
+                    name: &mut self.target,
+                    wild: &mut self.wild,
+                };
+                let synth = synthesize(
+                    &self.db,
+                    buf,
+                    q,
+                    &self.name,
+                    dname,
+                    zone,
+                    owner_len,
+                    limit - opt,
+                    scratch,
+                );
+                let Some(s) = synth else {
+                    self.stats.truncated += 1;
+                    return self.bare(buf, q, 0, true, true, tr);
+                };
+                let mut len = s.end;
+                let [an, ns, mut ar] = s.counts;
+                if let Some(e) = q.edns {
+                    len = self.opt(buf, len, 0, e.dnssec_ok, tr);
+                    ar += 1;
+                }
+                self.stats.rcode[s.rcode as usize] += 1;
+                self.header(buf, true, false, s.rcode, [1, an, ns, ar]);
+                return Verdict::Reply(len);
+            }
+        };
+        let start = q.question_end;
         let [an, ns, mut ar] = t.counts;
+        let mut keep = t.bytes.len();
+        let mut tc = false;
+        if start + keep + opt > limit {
+            // RFC 2181 §9: drop additional records first; TC only if the answer and
+            // authority sections themselves do not fit.
+            let room = limit.saturating_sub(start + opt);
+            if (t.additional_at as usize) > room {
+                self.stats.truncated += 1;
+                return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
+            }
+            (keep, ar) = t.additional_fitting(room);
+            self.stats.additional_trimmed += 1;
+            // A referral without all its glue is incomplete (RFC 9471 §3).
+            tc = t.is_referral();
+        }
+        let end = start + keep;
+        buf[start..end].copy_from_slice(&t.bytes[..keep]);
+        shift_pointers(buf, start, t, keep, q.name_len);
+        let mut len = end;
         if let Some(e) = q.edns {
-            len = self.opt(buf, end, 0, e.dnssec_ok);
+            len = self.opt(buf, end, 0, e.dnssec_ok, tr);
             ar += 1;
         }
         let (aa, rc) = (t.aa, t.rcode);
         self.stats.rcode[rc as usize] += 1;
-        self.header(buf, aa, false, rc, [1, an, ns, ar]);
+        self.header(buf, aa, tc, rc, [1, an, ns, ar]);
         Verdict::Reply(len)
     }
-}
 
-impl Handler for DnsHandler {
-    fn handle(&mut self, buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
+    /// Answers the message `buf[..len]` from `peer` in place for transport `tr`.
+    pub fn respond(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        tr: Transport,
+        peer: &Peer<'_>,
+    ) -> Verdict {
+        self.refresh();
+        self.extra_len = 0;
+        self.cookie_ok = false;
         match parse_query(&buf[..len], &mut self.name) {
-            Parsed::Query(q) => self.answer(buf, &q),
+            Parsed::Query(q) if self.options.is_some() && q.edns.is_some() => {
+                if self.read_options(buf, len, &q, peer) {
+                    self.answer(buf, &q, tr)
+                } else {
+                    // A cookie of a forbidden length (RFC 7873 §5.2.2).
+                    self.bare(buf, &q, rcode::FORMERR as u16, false, false, tr)
+                }
+            }
+            Parsed::Query(q) => self.answer(buf, &q, tr),
             Parsed::Drop(DropReason::Short) => {
                 self.stats.dropped_short += 1;
                 Verdict::Drop
@@ -169,30 +409,194 @@ impl Handler for DnsHandler {
             Parsed::NotImp(question_end) => {
                 self.stats.rcode[rcode::NOTIMP as usize] += 1;
                 let qd = question_end.is_some() as u16;
-                self.header(buf, false, false, rcode::NOTIMP, [qd, 0, 0, 0]);
-                Verdict::Reply(question_end.unwrap_or(HEADER))
+                let end = question_end.unwrap_or(HEADER);
+                self.error_reply(buf, len, end, rcode::NOTIMP, qd, tr)
             }
             Parsed::FormErr(_) => {
-                // The question cannot be trusted: answer with the header alone.
+                // The question cannot be trusted: answer with the header alone (and our
+                // OPT when the query's own OPT is readable, RFC 6891 §7).
                 self.stats.rcode[rcode::FORMERR as usize] += 1;
-                self.header(buf, false, false, rcode::FORMERR, [0; 4]);
-                Verdict::Reply(HEADER)
+                self.error_reply(buf, len, HEADER, rcode::FORMERR, 0, tr)
             }
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.stats;
-        vec![
-            ("dns_noerror", s.rcode[0]),
-            ("dns_formerr", s.rcode[1]),
-            ("dns_nxdomain", s.rcode[3]),
-            ("dns_notimp", s.rcode[4]),
-            ("dns_refused", s.rcode[5]),
-            ("dns_badvers", s.rcode[16]),
-            ("dns_truncated", s.truncated),
-            ("dns_dropped_short", s.dropped_short),
-            ("dns_dropped_response", s.dropped_response),
-        ]
+    /// Reads the query's EDNS options and prepares ours; false if they are malformed.
+    #[cold]
+    fn read_options(&mut self, buf: &[u8], len: usize, q: &Query, peer: &Peer<'_>) -> bool {
+        let Some(cfg) = self.options.as_deref() else {
+            return true;
+        };
+        let ip = cfg.cookie_secret.and(peer.addr()).map(|a| a.ip());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as u32);
+        let rdata = buf.get(q.question_end + OPT_LEN..len).unwrap_or_default();
+        let asked = options::read(rdata, cfg, ip, now);
+        self.cookie_ok = asked.cookie_valid;
+        self.extra_len = options::write(&mut self.extra, &asked, cfg, ip, now);
+        !asked.cookie_malformed
+    }
+
+    /// Answers the query `buf[..len]` with rcode `rc` and no records (a transfer that
+    /// is not allowed, say). `None` if it is not a readable query.
+    pub fn refuse(&mut self, buf: &mut [u8], len: usize, rc: u8, tr: Transport) -> Option<usize> {
+        self.extra_len = 0;
+        match parse_query(&buf[..len], &mut self.name) {
+            Parsed::Query(q) => match self.bare(buf, &q, rc as u16, false, false, tr) {
+                Verdict::Reply(n) => Some(n),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// An error reply of the first `end` bytes, with an OPT if the query had one right
+    /// after them.
+    fn error_reply(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        end: usize,
+        rc: u8,
+        qd: u16,
+        tr: Transport,
+    ) -> Verdict {
+        let opt = (get16(buf, 6) == 0 && get16(buf, 8) == 0 && get16(buf, 10) == 1)
+            .then(|| opt_spans_rest(&buf[..len], end))
+            .flatten();
+        let (end, ar) = match opt {
+            Some(dnssec_ok) => (self.opt(buf, end, 0, dnssec_ok, tr), 1),
+            None => (end, 0),
+        };
+        self.header(buf, false, false, rc, [qd, 0, 0, ar]);
+        Verdict::Reply(end)
     }
 }
+
+/// Moves the compression pointers of template `t`, copied to `buf[start..start +
+/// keep]`, for a question name of `name_len` bytes instead of the model's.
+#[inline]
+fn shift_pointers(buf: &mut [u8], start: usize, t: &Template, keep: usize, name_len: usize) {
+    let delta = name_len as i32 - t.model_len as i32;
+    if delta == 0 {
+        return;
+    }
+    for &f in t.fixups.iter() {
+        if f as usize >= keep {
+            break;
+        }
+        let at = start + f as usize;
+        let ptr = u16::from_be_bytes([buf[at], buf[at + 1]]);
+        let moved = ((ptr & 0x3FFF) as i32 + delta) as u16;
+        put16(buf, at, 0xC000 | moved);
+    }
+}
+
+/// If `msg[at..]` is exactly one OPT record at the root, its DO bit.
+fn opt_spans_rest(msg: &[u8], at: usize) -> Option<bool> {
+    let rr = msg.get(at..at + OPT_LEN)?;
+    let ok = rr[0] == 0
+        && get16(rr, 1) == rtype::OPT
+        && at + OPT_LEN + get16(rr, 9) as usize == msg.len();
+    ok.then_some(rr[7] & 0x80 != 0)
+}
+
+/// Whether the query `msg` (whose question ends at `question_end`) carries the EDNS
+/// option `code`.
+pub fn has_edns_option(msg: &[u8], question_end: usize, code: u16) -> bool {
+    let Some(rdata) = msg.get(question_end + OPT_LEN..) else {
+        return false;
+    };
+    let mut o = 0;
+    while o + 4 <= rdata.len() {
+        if get16(rdata, o) == code {
+            return true;
+        }
+        o += 4 + get16(rdata, o + 2) as usize;
+    }
+    false
+}
+
+impl DnsHandler {
+    /// Applies response rate limiting to the response `buf[..n]` for `peer`.
+    #[cold]
+    fn limit(&mut self, buf: &mut [u8], n: usize, peer: &Peer<'_>) -> Verdict {
+        let (Some(rrl), Some(addr)) = (self.rrl.as_mut(), peer.addr()) else {
+            return Verdict::Reply(n);
+        };
+        let rc = buf[3] & 0xF;
+        let (qd, an) = (get16(buf, 4), get16(buf, 6));
+        let aa = buf[2] & 0x04 != 0;
+        // The echoed question's name is in `self.name`, lower-cased; find its length.
+        let (mut name_len, mut labels) = (0, 0);
+        if qd == 1 {
+            while HEADER + name_len < n && buf[HEADER + name_len] != 0 {
+                name_len += 1 + buf[HEADER + name_len] as usize;
+                labels += 1;
+            }
+            name_len += 1;
+        }
+        let qname = &self.name.bytes[..name_len.min(MAX_NAME)];
+        let (class, key): (Class, &[u8]) = match (rc, an > 0, aa) {
+            (rcode::NXDOMAIN, _, _) if qd == 1 => {
+                // One bucket per zone: random names must not each get their own.
+                let apex = self.db.zone_for(&self.name, name_len, labels);
+                let key = apex.map_or(qname, |(_, i)| self.name.suffix(i, name_len));
+                (Class::NxDomain, key)
+            }
+            (rcode::NOERROR, true, _) => (Class::Positive, qname),
+            (rcode::NOERROR, false, true) => (Class::NoData, qname),
+            (rcode::NOERROR, false, false) => (Class::Referral, qname),
+            _ => (Class::Error, &[][..]),
+        };
+        match rrl.check(addr.ip(), class, key) {
+            Decision::Send => Verdict::Reply(n),
+            Decision::Drop => Verdict::Drop,
+            Decision::Slip if qd == 1 => {
+                // The question alone, TC=1: a real client retries over TCP.
+                buf[2] |= 0x02;
+                for i in [6, 8, 10] {
+                    put16(buf, i, 0);
+                }
+                Verdict::Reply(HEADER + name_len + 4)
+            }
+            Decision::Slip => Verdict::Drop,
+        }
+    }
+}
+
+impl Handler for DnsHandler {
+    fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict {
+        let v = self.respond(buf, len, Transport::Udp, peer);
+        match v {
+            Verdict::Reply(n) if self.rrl.is_some() && !self.cookie_ok => self.limit(buf, n, peer),
+            v => v,
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut v = self.stats.named(&UDP_COUNTERS);
+        if let Some(r) = &self.rrl {
+            v.extend([
+                ("dns_rrl_dropped", r.dropped),
+                ("dns_rrl_slipped", r.slipped),
+            ]);
+        }
+        v
+    }
+}
+
+/// Counter names of [`DnsStats::named`] for UDP.
+pub const UDP_COUNTERS: [&str; 10] = [
+    "dns_noerror",
+    "dns_formerr",
+    "dns_nxdomain",
+    "dns_notimp",
+    "dns_refused",
+    "dns_badvers",
+    "dns_truncated",
+    "dns_additional_trimmed",
+    "dns_dropped_short",
+    "dns_dropped_response",
+];

@@ -7,7 +7,15 @@
 
 pub mod build;
 pub mod db;
+pub mod dname;
+pub mod dnssec;
+mod entries;
 pub mod handler;
+pub mod live;
+pub mod options;
+pub mod reload;
+pub mod rrl;
+pub mod tcp;
 pub mod zone;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
@@ -15,7 +23,11 @@ pub use firehose_dnswire as wire;
 
 pub use build::BuildError;
 pub use db::ZoneSet;
-pub use handler::{DnsHandler, DnsStats, DEFAULT_MAX_UDP};
+pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
+pub use live::LiveZones;
+pub use reload::{Outcome, Reloader};
+pub use rrl::RrlConfig;
+pub use tcp::{Prefix, TcpConfig, TcpServer};
 pub use zone::ZoneError;
 
 use std::path::Path;
@@ -30,11 +42,22 @@ pub enum DnsError {
     Build(#[from] BuildError),
 }
 
+/// Zone files larger than this are refused unless the caller raises the limit.
+pub const DEFAULT_ZONE_MAX_SIZE: u64 = 256 << 20;
+
 /// Loads zone files and renders every answer, ready to share between workers.
 pub fn load_zones<P: AsRef<Path>>(paths: &[P]) -> Result<Arc<ZoneSet>, DnsError> {
+    load_zones_limited(paths, DEFAULT_ZONE_MAX_SIZE)
+}
+
+/// Like [`load_zones`], refusing files larger than `max_size` bytes.
+pub fn load_zones_limited<P: AsRef<Path>>(
+    paths: &[P],
+    max_size: u64,
+) -> Result<Arc<ZoneSet>, DnsError> {
     let zones = paths
         .iter()
-        .map(|p| zone::load_zone_file(p.as_ref()))
+        .map(|p| zone::load_zone_file(p.as_ref(), max_size))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Arc::new(build::build(&zones)?))
 }

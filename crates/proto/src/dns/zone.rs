@@ -67,14 +67,45 @@ pub struct ZoneData {
     pub records: Vec<Record>,
 }
 
-/// Reads and parses a zone file.
-pub fn load_zone_file(path: &Path) -> Result<ZoneData, ZoneError> {
+/// Reads and parses a zone file: a regular file of at most `max_size` bytes.
+pub fn load_zone_file(path: &Path, max_size: u64) -> Result<ZoneData, ZoneError> {
+    parse_zone(
+        &read_zone_text(path, max_size)?,
+        &path.display().to_string(),
+    )
+}
+
+/// The bytes of a zone file, refusing devices, pipes and directories (which could be
+/// read without end) and files over `max_size`.
+pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> {
+    use std::io::Read;
     let p = path.display().to_string();
-    let text = std::fs::read(path).map_err(|err| ZoneError::Io {
+    let io = |err| ZoneError::Io {
         path: p.clone(),
         err,
-    })?;
-    parse_zone(&text, &p)
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(ZoneError::Invalid {
+            path: p.clone(),
+            msg: "is not a regular file; pass a zone file".into(),
+        });
+    }
+    let too_big = || ZoneError::Invalid {
+        path: p.clone(),
+        msg: format!("is larger than {max_size} bytes; raise --zone-max-size to load it"),
+    };
+    if meta.len() > max_size {
+        return Err(too_big());
+    }
+    let mut text = Vec::with_capacity(meta.len() as usize);
+    // The file may grow while read: never past the limit.
+    f.take(max_size + 1).read_to_end(&mut text).map_err(io)?;
+    if text.len() as u64 > max_size {
+        return Err(too_big());
+    }
+    Ok(text)
 }
 
 /// Wire form of a `domain` name.
@@ -141,12 +172,15 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
     // A file without $ORIGIN may still use absolute names; relative ones then fail
     // with the scanner's "missing origin" at their line.
     let mut records: Vec<Record> = Vec::new();
+    // Where each record starts, for messages about it (the scanner does not say).
+    let outline = super::entries::outline(text);
+    let mut lines: Vec<usize> = Vec::new();
     loop {
         let entry = match zf.next_entry() {
             Ok(Some(e)) => e,
             Ok(None) => break,
             Err(e) => {
-                let (line, msg) = error_line(&e.to_string());
+                let (line, msg) = error_line(&e.to_string(), text);
                 return Err(ZoneError::Syntax {
                     path: path.to_string(),
                     line,
@@ -180,6 +214,28 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
         })?;
         let rdata = split_rdata(t, raw)
             .map_err(|m| invalid(format!("{} type {t}: {m}", name_to_text(&owner))))?;
+        let entry = outline.get(records.len());
+        let line = entry.map_or(0, |e| e.line);
+        // The scanner cuts `bad..name` at the empty label; find it in the text.
+        let names_in_rdata = matches!(
+            t,
+            rtype::NS | rtype::CNAME | rtype::PTR | rtype::MX | rtype::SRV | rtype::SOA | DNAME
+        );
+        if let Some(&(_, at)) =
+            entry
+                .into_iter()
+                .flat_map(|e| &e.double_dots)
+                .find(|&&(token, _)| {
+                    names_in_rdata || (token == 0 && entry.is_some_and(|e| e.owner_first))
+                })
+        {
+            return Err(ZoneError::Syntax {
+                path: path.to_string(),
+                line: at,
+                msg: "a name has an empty label (two dots in a row); write each label between single dots".into(),
+            });
+        }
+        lines.push(line);
         records.push(Record {
             owner,
             rtype: t,
@@ -202,14 +258,35 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
-    // Owners holding something other than a CNAME, to find a CNAME beside other data.
+    // Owners holding something other than a CNAME, to find a CNAME beside other data
+    // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5).
     let with_data: std::collections::HashSet<Vec<u8>> = records
         .iter()
-        .filter(|r| r.rtype != rtype::CNAME)
+        .filter(|r| !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC))
         .map(|r| r.owner.to_ascii_lowercase())
         .collect();
-    for r in &records {
+    // The first CNAME and DNAME seen per owner: a second, different one is an error.
+    let mut singles: std::collections::HashMap<(Vec<u8>, u16), &Record> = Default::default();
+    for (r, &line) in records.iter().zip(&lines) {
         let owner = r.owner.to_ascii_lowercase();
+        if matches!(r.rtype, rtype::CNAME | DNAME) {
+            let first = singles.entry((owner.clone(), r.rtype)).or_insert(r);
+            if first.rdata != r.rdata {
+                let (what, rfc) = if r.rtype == rtype::CNAME {
+                    ("CNAME", "RFC 2181 §10.1")
+                } else {
+                    ("DNAME", "RFC 6672 §2.4")
+                };
+                return Err(ZoneError::Syntax {
+                    path: path.to_string(),
+                    line,
+                    msg: format!(
+                        "{} has a second {what} record; {rfc} allows one per name",
+                        name_to_text(&r.owner)
+                    ),
+                });
+            }
+        }
         if !is_subdomain(&owner, &apex) {
             return Err(invalid(format!(
                 "record {} is outside the zone {} (the owner of the SOA)",
@@ -218,10 +295,14 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )));
         }
         if r.rtype == rtype::CNAME && with_data.contains(&owner) {
-            return Err(invalid(format!(
-                "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
-                name_to_text(&r.owner)
-            )));
+            return Err(ZoneError::Syntax {
+                path: path.to_string(),
+                line,
+                msg: format!(
+                    "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
+                    name_to_text(&r.owner)
+                ),
+            });
         }
     }
     Ok(ZoneData {
@@ -231,16 +312,27 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
     })
 }
 
-/// Turns the scanner's "line:col: msg" into (line, msg). An error found only at the
-/// end of an entry is reported at column 1 of the next line; it belongs to the line
-/// before.
-fn error_line(scanner: &str) -> (usize, String) {
+/// Record type DNAME (RFC 6672).
+const DNAME: u16 = 39;
+use super::dnssec::{NSEC, RRSIG};
+
+/// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
+/// stopped, after the offending token: an error about the last token of a line shows
+/// at column 1 of the next line, and belongs to the line before. Only an unbalanced
+/// parenthesis is reported where it stands.
+fn error_line(scanner: &str, text: &[u8]) -> (usize, String) {
     let mut it = scanner.splitn(3, ':');
     let line = it.next().and_then(|l| l.parse::<usize>().ok());
     let col = it.next().and_then(|c| c.parse::<usize>().ok());
     match (line, col, it.next()) {
         (Some(l), Some(c), Some(msg)) => {
-            let l = if c == 1 && l > 1 { l - 1 } else { l };
+            let here = text.split(|&b| b == b'\n').nth(l - 1).unwrap_or_default();
+            let at_paren = here.first().is_some_and(|b| *b == b'(' || *b == b')');
+            let l = if c == 1 && l > 1 && !at_paren {
+                l - 1
+            } else {
+                l
+            };
             (l, msg.trim_start().to_string())
         }
         _ => (0, scanner.to_string()),
@@ -329,8 +421,38 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "c.zone: w.a. has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone"
+            "c.zone:3: w.a. has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone"
         );
+    }
+
+    #[test]
+    fn checks_as_strict_as_knot_with_lines() {
+        let head = "$ORIGIN a.\n$TTL 60\n@ SOA ns h 1 2 3 4 5\n";
+        let err = |body: &str| {
+            parse_zone(format!("{head}{body}").as_bytes(), "z")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("w CNAME x\n; two\n\nw CNAME y\n"),
+            "z:7: w.a. has a second CNAME record; RFC 2181 §10.1 allows one per name"
+        );
+        assert_eq!(
+            err("d DNAME x.\nd DNAME y.\n"),
+            "z:5: d.a. has a second DNAME record; RFC 6672 §2.4 allows one per name"
+        );
+        assert!(
+            err("x A 1.2.3.4\nbad..name A 1.2.3.4\n").starts_with("z:5: a name has an empty label")
+        );
+        assert!(err("x NS bad..name.\n").starts_with("z:4: a name has an empty label"));
+        // An error at column 1 stays on its line; one at the end of a line stays there.
+        assert_eq!(err("x A 1.2.3.4\n) A 1.1.1.1\n"), "z:5: unbalanced parens");
+        assert_eq!(
+            err("x A 1.2.3.4\nw A 192.0.2\ny A 1.1.1.1\n"),
+            "z:5: expected IPv4 address"
+        );
+        // The same CNAME twice is one record, not an error.
+        assert!(parse_zone(format!("{head}w CNAME x\nw CNAME x\n").as_bytes(), "z").is_ok());
     }
 
     #[test]

@@ -20,9 +20,19 @@ pub fn zone_path(file: &str) -> PathBuf {
 
 pub const ZONES: [&str; 2] = ["example.zone", "reverse.zone"];
 
+/// The operator cases (DNAME, DS at cuts, a child zone, big additional sections), as
+/// (apex, file).
+pub const OPERATOR_ZONES: [(&str, &str); 2] =
+    [("op.test", "op.zone"), ("child.op.test", "child.zone")];
+
 /// A handler over the test zones.
 pub fn handler() -> DnsHandler {
-    let paths: Vec<PathBuf> = ZONES.iter().map(|z| zone_path(z)).collect();
+    handler_for(&ZONES)
+}
+
+/// A handler over the named test zone files.
+pub fn handler_for(zones: &[&str]) -> DnsHandler {
+    let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     DnsHandler::new(
         load_zones(&paths).expect("test zones load"),
         DEFAULT_MAX_UDP,
@@ -31,8 +41,13 @@ pub fn handler() -> DnsHandler {
 
 /// Our responder on 127.0.0.1 with one worker.
 pub fn start_server() -> Server {
+    start_server_for(&ZONES)
+}
+
+/// Our responder on 127.0.0.1 with one worker, serving the named test zone files.
+pub fn start_server_for(zones: &[&str]) -> Server {
     let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
-    let h = handler();
+    let h = handler_for(zones);
     Server::start(&cfg, move |_| h.clone()).expect("server starts")
 }
 
@@ -104,10 +119,19 @@ pub struct Knot {
 }
 
 impl Knot {
-    /// Starts knotd and waits until it answers. `None` (with the reason printed) only when
-    /// knotd is not installed; a knotd that is installed but fails to start or to answer
-    /// fails the test, since a broken reference must not pass as a skipped comparison.
+    /// Starts knotd on the test zones; see [`Knot::start_with`].
     pub fn start() -> Option<Knot> {
+        Self::start_with(&[
+            ("example.com", "example.zone"),
+            ("2.0.192.in-addr.arpa", "reverse.zone"),
+        ])
+    }
+
+    /// Starts knotd serving `zones` as (apex, test data file) and waits until it
+    /// answers. `None` (with the reason printed) only when knotd is not installed; a
+    /// knotd that is installed but fails to start or to answer fails the test, since a
+    /// broken reference must not pass as a skipped comparison.
+    pub fn start_with(zones: &[(&str, &str)]) -> Option<Knot> {
         if Command::new("knotd").arg("--version").output().is_err() {
             eprintln!("skipped: knotd is not installed (Debian package knot)");
             return None;
@@ -123,10 +147,7 @@ impl Knot {
              zone:\n",
             d = dir.display()
         );
-        for (apex, file) in [
-            ("example.com", "example.zone"),
-            ("2.0.192.in-addr.arpa", "reverse.zone"),
-        ] {
+        for &(apex, file) in zones {
             conf += &format!(
                 "  - domain: {apex}\n    file: \"{}\"\n",
                 zone_path(file).display()
@@ -151,14 +172,18 @@ impl Knot {
             if let Ok(Some(status)) = knot.child.try_wait() {
                 panic!("knotd is installed but exited at start ({status}); its stderr is above");
             }
-            if let Some(r) = exchange(knot.addr, &query("example.com.", RecordType::SOA, None)) {
+            let apex = format!("{}.", zones[0].0);
+            if let Some(r) = exchange(knot.addr, &query(&apex, RecordType::SOA, None)) {
                 if Message::from_vec(&r).is_ok_and(|m| m.authoritative()) {
                     return Some(knot);
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("knotd started but did not answer the example.com SOA within 20 s");
+        panic!(
+            "knotd started but did not answer the {} SOA within 20 s",
+            zones[0].0
+        );
     }
 }
 
@@ -167,5 +192,130 @@ impl Drop for Knot {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Our responder on 127.0.0.1 over UDP and TCP, serving `zones` (test data file names).
+pub fn start_udp_tcp(
+    zones: &[&str],
+    cfg: firehose_proto::dns::TcpConfig,
+) -> (Server, firehose_proto::dns::TcpServer) {
+    let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
+    let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
+    let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
+    let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+    let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
+    let tcp =
+        firehose_proto::dns::TcpServer::start(udp.local_addr(), live, cfg).expect("tcp listens");
+    (udp, tcp)
+}
+
+/// Writes `msgs` to a TCP stream as one burst of length-prefixed messages.
+pub fn send_framed(s: &mut std::net::TcpStream, msgs: &[Vec<u8>]) {
+    use std::io::Write;
+    let mut out = Vec::new();
+    for m in msgs {
+        out.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        out.extend_from_slice(m);
+    }
+    s.write_all(&out).unwrap();
+}
+
+/// Reads one length-prefixed message, or `None` at end of stream.
+pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut m = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut m).ok()?;
+    Some(m)
+}
+
+/// Signed copies of test zones in a temp dir, removed on drop (a failing test included).
+pub struct Signed {
+    dir: PathBuf,
+    /// (apex, signed file).
+    pub zones: Vec<(String, PathBuf)>,
+}
+
+impl Drop for Signed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Signs `files` (test data) with fresh keys in a temp dir using ldns, or says why not.
+pub fn signed_copies(files: &[(&str, &str)]) -> Result<Signed, String> {
+    use std::process::Command;
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("fh-dnssec-{}-{k}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Signed {
+        dir: dir.clone(),
+        zones: Vec::new(),
+    };
+    for (apex, file) in files {
+        let keygen = |extra: &[&str]| -> Result<String, String> {
+            let o = Command::new("ldns-keygen")
+                .current_dir(&dir)
+                .args(["-a", "ECDSAP256SHA256"])
+                .args(extra)
+                .arg(apex)
+                .output()
+                .map_err(|_| {
+                    "ldns-keygen is not installed (Debian package ldnsutils)".to_string()
+                })?;
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let ksk = keygen(&["-k"])?;
+        let zsk = keygen(&[])?;
+        let src = zone_path(file);
+        let dst = dir.join(format!("{file}.signed"));
+        let ok = Command::new("ldns-signzone")
+            .current_dir(&dir)
+            .args(["-o", apex, "-f"])
+            .arg(&dst)
+            .arg(&src)
+            .args([&ksk, &zsk])
+            .status()
+            .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
+        assert!(ok.success(), "ldns-signzone failed");
+        out.zones.push((apex.to_string(), dst));
+    }
+    Ok(out)
+}
+
+/// The public KSK of a zone signed by [`signed_copies`], as a delv trust anchor line.
+pub fn trust_anchor(signed_file: &std::path::Path, apex: &str) -> String {
+    let dir = signed_file.parent().unwrap();
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with(&format!("K{apex}.")) && name.ends_with(".key") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            // owner IN DNSKEY flags proto alg key
+            if f.len() >= 7 && f[3] == "257" {
+                lines.push(format!(
+                    "  {apex}. static-key 257 {} {} \"{}\";",
+                    f[4], f[5], f[6]
+                ));
+            }
+        }
+    }
+    format!("trust-anchors {{\n{}\n}};\n", lines.join("\n"))
+}
+
+/// The two test zones with DNSSEC cases (wildcards, DNAME, delegations), signed, or
+/// `None` after printing why the test is skipped.
+pub fn signed_test_zones() -> Option<Signed> {
+    match signed_copies(&[("example.com", "example.zone"), ("op.test", "op.zone")]) {
+        Ok(s) => Some(s),
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            None
+        }
     }
 }

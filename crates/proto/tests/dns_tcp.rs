@@ -1,0 +1,227 @@
+//! DNS over TCP (RFC 7766) beside the UDP workers: framing, pipelining, keepalive,
+//! limits, idle timeout, and zone transfers.
+
+mod common;
+
+use common::{exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
+use firehose_proto::dns::TcpConfig;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use std::io::Read;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+fn with_id(mut q: Vec<u8>, id: u16) -> Vec<u8> {
+    q[..2].copy_from_slice(&id.to_be_bytes());
+    q
+}
+
+/// The value of EDNS option `code` in a response whose last record is the OPT.
+fn opt_option(resp: &[u8], code: u16) -> Option<Vec<u8>> {
+    let n = resp.len();
+    let at = (11..n.min(300)).map(|k| n - k).find(|&at| {
+        resp[at..at + 3] == [0, 0, 41]
+            && u16::from_be_bytes([resp[at + 9], resp[at + 10]]) as usize == n - at - 11
+    })?;
+    let mut o = at + 11;
+    while o + 4 <= n {
+        let c = u16::from_be_bytes([resp[o], resp[o + 1]]);
+        let l = u16::from_be_bytes([resp[o + 2], resp[o + 3]]) as usize;
+        if c == code {
+            return Some(resp[o + 4..o + 4 + l].to_vec());
+        }
+        o += 4 + l;
+    }
+    None
+}
+
+#[test]
+fn a_truncated_udp_answer_is_complete_over_tcp_with_pipelining() {
+    let (udp, tcp) = start_udp_tcp(&ZONES, TcpConfig::default());
+    let addr = udp.local_addr();
+    assert_eq!(tcp.local_addr(), addr, "same address and port");
+    let big = query("big.example.com.", RecordType::TXT, Some(1232));
+    let r = Message::from_vec(&exchange(addr, &big).unwrap()).unwrap();
+    assert!(r.truncated(), "2 KB of TXT does not fit UDP");
+    // Three queries in one write; every answer comes back, complete.
+    let mut s = connect(addr);
+    let msgs = vec![
+        with_id(big.clone(), 1),
+        with_id(query("www.example.com.", RecordType::A, None), 2),
+        with_id(query("nothere.example.com.", RecordType::AAAA, None), 3),
+    ];
+    send_framed(&mut s, &msgs);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let m = Message::from_vec(&read_framed(&mut s).expect("an answer")).unwrap();
+        seen.push(m.id());
+        match m.id() {
+            1 => {
+                assert!(!m.truncated());
+                assert_eq!(m.answers().len(), 20);
+            }
+            2 => assert_eq!(m.answers().len(), 3),
+            3 => assert_eq!(m.response_code(), ResponseCode::NXDomain),
+            id => panic!("unexpected id {id}"),
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, [1, 2, 3]);
+    // The same connection goes on serving, and no keepalive is offered unasked.
+    send_framed(&mut s, &[with_id(big, 4)]);
+    let resp = read_framed(&mut s).unwrap();
+    assert_eq!(opt_option(&resp, 11), None);
+    drop(s);
+    let c = tcp.shutdown();
+    let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
+    assert_eq!(get("dns_tcp_queries"), Some(4));
+    assert_eq!(get("dns_tcp_noerror"), Some(3));
+    assert_eq!(get("dns_tcp_nxdomain"), Some(1));
+    assert_eq!(get("dns_tcp_truncated"), Some(0));
+    udp.shutdown();
+}
+
+#[test]
+fn keepalive_is_advertised_to_clients_that_ask() {
+    let cfg = TcpConfig {
+        idle: Duration::from_secs(7),
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&ZONES, cfg);
+    let mut q = query("www.example.com.", RecordType::A, Some(1232));
+    // An empty edns-tcp-keepalive option in the OPT (RFC 7828 §3.2.1).
+    let rdlen_at = q.len() - 2;
+    q[rdlen_at + 1] = 4;
+    q.extend_from_slice(&[0, 11, 0, 0]);
+    let mut s = connect(udp.local_addr());
+    send_framed(&mut s, &[q.clone()]);
+    let resp = read_framed(&mut s).unwrap();
+    assert_eq!(
+        opt_option(&resp, 11),
+        Some(vec![0, 70]),
+        "7 s in units of 100 ms"
+    );
+    // Never over UDP (RFC 7828 §3.2.1).
+    let resp = exchange(udp.local_addr(), &q).unwrap();
+    assert_eq!(opt_option(&resp, 11), None);
+    tcp.shutdown();
+    udp.shutdown();
+}
+
+#[test]
+fn per_client_limit_and_idle_timeout_close_connections() {
+    let cfg = TcpConfig {
+        max_per_client: 2,
+        idle: Duration::from_millis(300),
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&ZONES, cfg);
+    let addr = udp.local_addr();
+    let mut a = connect(addr);
+    let mut b = connect(addr);
+    // Both are served.
+    for s in [&mut a, &mut b] {
+        send_framed(s, &[query("www.example.com.", RecordType::A, None)]);
+        assert!(read_framed(s).is_some());
+    }
+    // The third from the same address is closed at once.
+    let mut c = connect(addr);
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        c.read(&mut byte).unwrap_or(0),
+        0,
+        "closed without an answer"
+    );
+    // Idle connections are closed by the server (end of stream, no answer).
+    assert_eq!(a.read(&mut byte).unwrap(), 0);
+    assert_eq!(b.read(&mut byte).unwrap(), 0);
+    let c = tcp.shutdown();
+    let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
+    assert_eq!(get("dns_tcp_accepted"), Some(2));
+    assert_eq!(get("dns_tcp_rejected"), Some(1));
+    assert_eq!(get("dns_tcp_idle_closed"), Some(2));
+    udp.shutdown();
+}
+
+/// Pulls a zone: every message's records, until the closing SOA.
+fn axfr(addr: std::net::SocketAddr, zone: &str) -> (ResponseCode, Vec<hickory_proto::rr::Record>) {
+    let mut s = connect(addr);
+    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
+    let mut recs = Vec::new();
+    loop {
+        let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
+        if m.response_code() != ResponseCode::NoError {
+            return (m.response_code(), recs);
+        }
+        assert!(m.authoritative());
+        recs.extend(m.answers().iter().cloned());
+        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
+            return (ResponseCode::NoError, recs);
+        }
+    }
+}
+
+#[test]
+fn axfr_to_allowed_addresses_only() {
+    let cfg = TcpConfig {
+        allow_transfer: vec!["127.0.0.0/8".parse().unwrap()],
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&ZONES, cfg);
+    let (rc, recs) = axfr(udp.local_addr(), "example.com.");
+    assert_eq!(rc, ResponseCode::NoError);
+    assert_eq!(recs.first().unwrap().record_type(), RecordType::SOA);
+    // The 55 records of example.zone, and the SOA again at the end.
+    assert_eq!(recs.len(), 56);
+    let (rc, _) = axfr(udp.local_addr(), "www.example.com.");
+    assert_eq!(rc, ResponseCode::NotAuth, "not a zone apex");
+    tcp.shutdown();
+    udp.shutdown();
+    let cfg = TcpConfig {
+        allow_transfer: vec!["192.0.2.1".parse().unwrap()],
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&ZONES, cfg);
+    let (rc, recs) = axfr(udp.local_addr(), "example.com.");
+    assert_eq!((rc, recs.len()), (ResponseCode::Refused, 0));
+    let c = tcp.shutdown();
+    assert!(c.contains(&("dns_tcp_axfr_refused", 1)), "{c:?}");
+    udp.shutdown();
+}
+
+#[test]
+fn kdig_follows_a_truncated_answer_over_tcp() {
+    let (udp, tcp) = start_udp_tcp(&ZONES, TcpConfig::default());
+    let port = udp.local_addr().port().to_string();
+    let out = match Command::new("kdig")
+        .args(["@127.0.0.1", "-p", &port, "+norec", "+retry=0", "+time=2"])
+        .args(["+bufsize=1232", "big.example.com", "TXT"])
+        .output()
+    {
+        Ok(o) => o,
+        Err(_) => {
+            eprintln!("skipped: kdig is not installed (Debian package knot-dnsutils)");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(TCP)"), "{text}");
+    assert!(text.contains("ANSWER: 20;"), "{text}");
+    assert!(text.contains("Flags: qr aa;"), "{text}");
+    let out = Command::new("kdig")
+        .args(["@127.0.0.1", "-p", &port, "+tcp", "+norec", "+time=2"])
+        .args(["www.example.com", "A"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("A\t192.0.2.81"), "{text}");
+    tcp.shutdown();
+    udp.shutdown();
+}
