@@ -4,7 +4,7 @@
 //! run and after Ctrl-C; bad input refused with one line and exit 2, nothing left attached.
 //! Needs root; skips with a reason otherwise.
 
-use crate::util::root_or_skip;
+use crate::util::{json_of, root_or_skip, stderr, tmp};
 use crate::xdp_util::*;
 use firehose_sys::xdp::attach::XdpProg;
 use firehose_sys::xdp::{ifindex, netlink};
@@ -43,7 +43,7 @@ fn load(lab: &Lab, args: &[&str]) -> Output {
 
 /// Runs `load --io xdp` for exactly `n` requests against `target`; returns its JSON.
 fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Value {
-    let json = std::env::temp_dir().join(format!("fh-xdpload-{}-{tag}.json", std::process::id()));
+    let json = tmp(&format!("xdpload-{tag}.json"));
     let out = load(
         lab,
         &[
@@ -65,13 +65,8 @@ fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Val
             &json.to_string_lossy(),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json_of(&json);
     let _ = std::fs::remove_file(&json);
     doc
 }
