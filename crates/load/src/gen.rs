@@ -9,7 +9,9 @@
 //! window (after warm-up). Every counted request ends exactly once, as completed or
 //! lost (unanswered within the timeout, or still unanswered when the run drains).
 
+use crate::interval::IntervalSlot;
 use crate::io::{open_flow, FlowIo, SocketIo};
+use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::{cpu, SysError};
@@ -23,8 +25,6 @@ use std::time::{Duration, Instant};
 /// the generator wakes at most every 50 µs instead of once per request. An early request
 /// is timed from its actual send; a late one from its intended time (coordinated omission).
 const SEND_AHEAD_NS: u64 = 50_000;
-/// Highest latency the histogram holds (60 s, in ns).
-const HIST_MAX_NS: u64 = 60_000_000_000;
 
 /// How long to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,6 +77,8 @@ pub struct Live {
     pub lost: AtomicU64,
     pub stray: AtomicU64,
     pub dup: AtomicU64,
+    /// Where the thread hands over its interval histograms (`--hdr-log`).
+    pub interval: IntervalSlot,
 }
 
 /// What one thread measured.
@@ -325,7 +327,11 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     started: Instant,
     table: Table,
     io: I,
+    /// Latencies since the last interval handover; folded into `total` at each.
     hist: Histogram<u64>,
+    total: Histogram<u64>,
+    /// The last interval the driver asked for.
+    interval_seen: u64,
     codes: BTreeMap<u16, u64>,
     cpu: Option<usize>,
     sent_total: u64,
@@ -372,8 +378,6 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
-        let hist = Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
-            .map_err(|e| LoadError::Config(format!("histogram: {e}")))?;
         Ok(Thread {
             table: Table::new(capacity, bits >= 64),
             flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
@@ -383,7 +387,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             live,
             stop,
             started,
-            hist,
+            hist: new_histogram(),
+            total: new_histogram(),
+            interval_seen: 0,
             codes: BTreeMap::new(),
             cpu: None,
             sent_total: 0,
@@ -431,6 +437,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         loop {
             let now = self.now_ns();
             self.mark_window(now);
+            self.live
+                .interval
+                .poll(&mut self.interval_seen, &mut self.hist, &mut self.total);
             let done_sending = self.sending_done(now);
             if done_sending && self.wall_at_end.is_none() {
                 self.wall_at_end = Some(now);
@@ -651,7 +660,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         self.live.lost.fetch_add(lost_all, Ordering::Relaxed);
     }
 
-    fn finish(self) -> Result<ThreadResult, LoadError> {
+    fn finish(mut self) -> Result<ThreadResult, LoadError> {
+        self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => Duration::ZERO,
@@ -676,7 +686,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             io: self.io.path(),
             gso_error: self.gso_error,
             codes: self.codes,
-            latency_ns: self.hist,
+            latency_ns: self.total,
             cpu_time,
             window,
         })
