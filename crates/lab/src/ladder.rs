@@ -163,7 +163,7 @@ pub fn server_for(step: &Step, workers: usize, iface: &str) -> ServerKind {
             iface,
             "--profile",
             "xdp",
-            "--pin",
+            "--cpus",
             "none",
         ];
         return ServerKind::Firehose {
