@@ -106,10 +106,10 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Steps, in ladder order (each includes those above it):\n  \
+    after_help = "Steps, in ladder order (each includes those above it but a step that hurt,\n\
+which is reverted unless --keep-hurt):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
-  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n  \
-  xdp  (beyond the talk: serve --io xdp; only on --topology veth)\n\n\
+  rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n\n\
 EXAMPLES:\n  \
   firehose lab ladder --repetitions 1 --duration 2\n  \
   firehose lab ladder --topology veth --json-file ladder.json --report results/ladder"
@@ -126,6 +126,10 @@ struct LadderArgs {
     /// Comma-separated subset of the steps listed below [default: all this topology allows].
     #[arg(long, value_name = "STEPS")]
     steps: Option<String>,
+    /// Keep a step that hurt in every later step (by default it is reverted before the
+    /// next one and shown as "hurt, reverted"); all steps are then interleaved.
+    #[arg(long)]
+    keep_hurt: bool,
 }
 
 #[derive(Debug, Args)]
@@ -362,7 +366,9 @@ fn run_and_print(
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print(&l.run, |o, ctx| session::ladder(o, l.steps.as_deref(), ctx))
+    run_and_print(&l.run, |o, ctx| {
+        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
+    })
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {

@@ -26,6 +26,15 @@ use std::time::{Duration, Instant};
 /// is timed from its actual send; a late one from its intended time (coordinated omission).
 const SEND_AHEAD_NS: u64 = 50_000;
 
+/// Adds to a live counter. Only its own thread writes it, so a load and a store are
+/// exact, without a locked read-modify-write on every request.
+#[inline]
+fn bump(c: &AtomicU64, v: u64) {
+    if v != 0 {
+        c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+    }
+}
+
 /// How long to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Length {
@@ -455,8 +464,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 self.io.flush();
             }
             let wait = self.wait_budget(now, drain_until);
-            self.receive(wait)?;
-            let now = self.now_ns();
+            // An empty poll reads no clock: the one taken above is recent enough to expire by.
+            let now = self.receive(wait)?.unwrap_or(now);
             self.expire(now.saturating_sub(self.plan.timeout_ns));
         }
         // Whatever is still pending at the end of the drain is lost.
@@ -583,31 +592,42 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         self.flows[f].outstanding += queued;
         self.sent_total += queued as u64;
         self.sent += counted_sends;
-        self.live.sent.fetch_add(queued as u64, Ordering::Relaxed);
+        bump(&self.live.sent, queued as u64);
         queued
     }
 
-    fn receive(&mut self, wait: Duration) -> Result<(), LoadError> {
+    /// Reads what arrived; returns the clock read after the last read that got something,
+    /// or `None` when nothing came and nothing may have slept (spinning).
+    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
         let ready = self.io.poll(wait)?;
+        let mut last = None;
         for r in 0..ready {
             let src = self.io.source(r);
-            let got = self.io.recv(src)?;
+            // Ask a flow's socket for no more than it has outstanding (at least one, for a
+            // late duplicate): with one outstanding, recvfrom does what recvmmsg would.
+            let max = match self.io.source_flow(src) {
+                Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
+                None => self.plan.batch,
+            };
+            let got = self.io.recv(src, max)?;
             if got > 0 {
-                self.take_responses(got);
+                last = Some(self.take_responses(got));
             }
         }
-        Ok(())
+        // A wait (epoll, or a blocking receive) may have slept: read the clock again.
+        Ok(last.or_else(|| (!self.plan.spin).then(|| self.now_ns())))
     }
 
-    /// Matches the `got` datagrams of the last read to their requests.
-    fn take_responses(&mut self, got: usize) {
+    /// Matches the `got` datagrams of the last read to their requests; returns the clock
+    /// read just after they arrived.
+    fn take_responses(&mut self, got: usize) -> u64 {
         let now = self.now_ns();
         let mut completed_now = 0;
         for i in 0..got {
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
             let Some((id, code)) = self.workload.response_id(data) else {
                 self.stray += 1;
-                self.live.stray.fetch_add(1, Ordering::Relaxed);
+                bump(&self.live.stray, 1);
                 continue;
             };
             let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
@@ -632,17 +652,16 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 }
                 Answer::Duplicate => {
                     self.dup += 1;
-                    self.live.dup.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.dup, 1);
                 }
                 Answer::Stray => {
                     self.stray += 1;
-                    self.live.stray.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.stray, 1);
                 }
             }
         }
-        self.live
-            .completed
-            .fetch_add(completed_now, Ordering::Relaxed);
+        bump(&self.live.completed, completed_now);
+        now
     }
 
     fn expire(&mut self, deadline: u64) {
@@ -657,7 +676,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             }
         });
         self.lost += lost_counted;
-        self.live.lost.fetch_add(lost_all, Ordering::Relaxed);
+        bump(&self.live.lost, lost_all);
     }
 
     fn finish(mut self) -> Result<ThreadResult, LoadError> {

@@ -57,8 +57,10 @@ pub trait FlowIo: Send {
     fn poll(&mut self, wait: Duration) -> Result<usize, LoadError>;
     /// The `i`-th source ready after the last `poll`.
     fn source(&self, i: usize) -> usize;
-    /// Reads a batch from source `s`; returns how many datagrams it holds.
-    fn recv(&mut self, s: usize) -> Result<usize, LoadError>;
+    /// The flow whose socket source `s` is, on a path with a source per flow.
+    fn source_flow(&self, s: usize) -> Option<usize>;
+    /// Reads up to `max` datagrams from source `s`; returns how many it got.
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
     /// Datagram `i` of the last `recv`.
     fn datagram(&self, i: usize) -> Datagram<'_>;
     /// System calls made so far.
@@ -195,10 +197,17 @@ impl FlowIo for SocketIo {
         self.ready[i]
     }
 
-    fn recv(&mut self, s: usize) -> Result<usize, LoadError> {
+    fn source_flow(&self, s: usize) -> Option<usize> {
+        Some(s)
+    }
+
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
         self.syscalls += 1;
         self.current = s;
-        match self.rx.recv(&self.socks[s], self.batch, self.recv_flags) {
+        match self
+            .rx
+            .recv_some(&self.socks[s], max.min(self.batch), self.recv_flags)
+        {
             Ok(n) => Ok(n),
             Err(e) if is_would_block(&e) => Ok(0),
             // ECONNREFUSED: the target port is closed (ICMP port unreachable). The request

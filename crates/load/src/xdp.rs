@@ -490,11 +490,15 @@ impl FlowIo for XdpIo {
         self.ready[i]
     }
 
-    fn recv(&mut self, s: usize) -> Result<usize, LoadError> {
+    fn source_flow(&self, _s: usize) -> Option<usize> {
+        None
+    }
+
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
         self.give_back();
         let xsk = &mut self.xsks[s];
         xsk.refill(&mut self.free[s]);
-        let n = xsk.rx.available(self.batch as u32);
+        let n = xsk.rx.available(max.min(self.batch) as u32);
         if n == 0 {
             if xsk.uses_need_wakeup() && xsk.fill.needs_wakeup() {
                 self.syscalls += 1;
