@@ -4,6 +4,7 @@
 //! progress on a terminal, writes the results and prints the table.
 
 mod dns;
+mod xdp;
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
@@ -172,6 +173,10 @@ struct CompareArgs {
     /// Do not count the servers' syscalls with perf (--proto dns).
     #[arg(long)]
     no_syscalls: bool,
+    /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
+    /// both generators, busy-polled ping-pong; root).
+    #[arg(long, value_name = "PATHS")]
+    io: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +372,9 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
+    if let Some(io) = c.io.clone() {
+        return xdp::compare(c, &io);
+    }
     if c.proto == Proto::Dns {
         return dns::compare(c);
     }

@@ -4,6 +4,7 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     parse_unix_time, thousands, Cpus, Usage,
 };
+use crate::serve_xdp::{zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};
@@ -11,9 +12,11 @@ use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::{Interval, ServerCpu};
+use firehose_load::xdp::{ModeChoice, XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -127,6 +130,18 @@ pub struct LoadArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
+    /// I/O path: kernel sockets, or AF_XDP on --iface (root; the target on its link).
+    #[arg(long = "io", value_enum, default_value = "socket")]
+    io: IoArg,
+    /// Interface to send and receive on with --io xdp.
+    #[arg(long)]
+    iface: Option<String>,
+    /// With --io xdp: where the XDP program runs (auto: native where the driver has it).
+    #[arg(long, value_enum)]
+    xdp_mode: Option<ModeArg>,
+    /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
+    #[arg(long, value_enum)]
+    zerocopy: Option<ZeroCopyArg>,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -182,6 +197,10 @@ struct ConfigDoc {
     batch: usize,
     spin: bool,
     gso: bool,
+    io: &'static str,
+    /// What the kernel granted for --io xdp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    xdp: Option<BTreeMap<String, String>>,
 }
 
 fn resolve(target: &str) -> Result<SocketAddr> {
@@ -274,6 +293,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         )
         .into());
     }
+    let xdp = xdp_setup(&a, &cfg, &workload)?;
     let config_doc = ConfigDoc {
         target: target.to_string(),
         proto: match a.proto {
@@ -292,12 +312,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
         spin: a.spin,
-        gso: !a.no_gso,
+        gso: !a.no_gso && xdp.is_none(),
+        io: if xdp.is_some() { "xdp" } else { "socket" },
+        xdp: xdp.as_ref().map(|(_, s)| s.clone()),
     };
+    let io = xdp.map(|(io, _)| io);
     let report = match workload {
-        Proto::Echo(w) => drive(&a, &cfg, |_| w.clone())?,
+        Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
-        Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
+        Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
     };
     print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     json.write(&Doc {
@@ -305,6 +328,70 @@ pub fn run(a: LoadArgs) -> Result<()> {
         config: config_doc,
     })?;
     verdict(&report, a.max_loss)
+}
+
+fn load_error(e: LoadError) -> anyhow::Error {
+    match e {
+        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
+        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
+    }
+}
+
+/// With --io xdp: checks the interface, attaches the program and opens the rings (printing
+/// what the kernel granted); refuses the xdp-only flags otherwise.
+fn xdp_setup(
+    a: &LoadArgs,
+    cfg: &LoadConfig,
+    w: &Proto,
+) -> Result<Option<(XdpIo, BTreeMap<String, String>)>> {
+    if a.io == IoArg::Socket {
+        let given = [
+            (a.iface.is_some(), "--iface"),
+            (a.xdp_mode.is_some(), "--xdp-mode"),
+            (a.zerocopy.is_some(), "--zerocopy"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
+            return Err(Usage(format!("{flag} applies only to --io xdp")).into());
+        }
+        return Ok(None);
+    }
+    let Some(iface) = a.iface.clone() else {
+        return Err(Usage(
+            "--io xdp needs --iface IFACE (the interface on the target's link)".into(),
+        )
+        .into());
+    };
+    if a.no_gso {
+        return Err(Usage("--no-gso applies only to --io socket".into()).into());
+    }
+    firehose_load::validate(cfg).map_err(load_error)?;
+    let x = XdpLoadConfig {
+        iface,
+        mode: match a.xdp_mode {
+            None | Some(ModeArg::Auto) => ModeChoice::Auto,
+            Some(ModeArg::Native) => ModeChoice::Native,
+            Some(ModeArg::Generic) => ModeChoice::Generic,
+        },
+        zerocopy: zerocopy_choice(a.zerocopy),
+        // A DNS query from a query file stays far below 512 bytes.
+        max_payload: match w {
+            Proto::Echo(_) => a.size,
+            Proto::Dns(_) => 512,
+        },
+    };
+    let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;
+    if !a.quiet {
+        let kv: Vec<String> = applied
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        say!("firehose load: af_xdp {}", kv.join(" "));
+        for n in &applied.notes {
+            say!("  note: {n}");
+        }
+    }
+    Ok(Some((io, applied.settings)))
 }
 
 /// The server's CPU time at both edges of the measured window (`--server-pid`): two
@@ -524,10 +611,12 @@ fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-/// Starts the generator, prints interval lines, and summarises.
+/// Starts the generator (over `xdp` when given, else kernel sockets), prints interval
+/// lines, and summarises.
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
     cfg: &LoadConfig,
+    xdp: Option<XdpIo>,
     make: impl Fn(usize) -> W,
 ) -> Result<LoadReport> {
     let code_namer = make(0);
@@ -535,10 +624,6 @@ fn drive<W: Workload + 'static>(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let load_error = |e| match e {
-        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
-        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    };
     let mut hdr_file = match &a.hdr_log {
         Some(p) => Some(
             HdrLogFile::create(p).map_err(|e| Usage(format!("--hdr-log {}: {e}", p.display())))?,
@@ -549,7 +634,11 @@ fn drive<W: Workload + 'static>(
         firehose_load::validate(cfg).map_err(load_error)?;
         wait_until(at, &stop, a.quiet)?;
     }
-    let run = firehose_load::start(cfg, make).map_err(load_error)?;
+    let run = match xdp {
+        None => firehose_load::start(cfg, make),
+        Some(io) => firehose_load::start_with(cfg, make, vec![io]),
+    }
+    .map_err(load_error)?;
     // The wall-clock time of the run's clock zero, to place it among other agents' runs.
     let started_unix = SystemTime::now() - run.started.elapsed();
     let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));

@@ -29,6 +29,7 @@ pub mod session;
 pub mod sockperf;
 pub mod stats;
 pub mod topology;
+pub mod xdp_compare;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -271,7 +271,8 @@ impl Topology {
         Ok(self.exec(side, &["cat", path])?.trim().to_string())
     }
 
-    fn dev(&self, side: Side) -> String {
+    /// The veth device of one side.
+    pub fn dev(&self, side: Side) -> String {
         match side {
             Side::Server => server_dev(&self.id),
             Side::Client => client_dev(&self.id),

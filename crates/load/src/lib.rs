@@ -9,13 +9,15 @@ pub mod dns;
 pub mod flood;
 pub mod gen;
 pub mod interval;
+pub mod io;
 mod join;
 pub mod merge;
 pub mod report;
 pub mod sink;
 pub mod table;
 pub mod workload;
+pub mod xdp;
 
-pub use gen::{start, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
+pub use gen::{start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

@@ -146,6 +146,7 @@ mod tests {
             send_errors: 0,
             syscalls: 10,
             gso_sends: 0,
+            io: "socket",
             gso_error: None,
             codes: BTreeMap::from([(0, latencies_ns.len() as u64)]),
             latency_ns: h,

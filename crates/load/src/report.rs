@@ -86,8 +86,8 @@ pub struct LoadReport {
     /// Busiest generator thread's CPU use over the window, as a fraction of one CPU.
     pub client_cpu_util: f64,
     pub client_syscalls_per_txn: Option<f64>,
-    /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly) or
-    /// "sendmmsg".
+    /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly),
+    /// "sendmmsg", or "af_xdp" (frames on AF_XDP tx rings).
     pub send_path: String,
     /// Why the kernel refused GSO, when it did.
     pub gso_error: Option<String>,
@@ -264,7 +264,14 @@ pub fn summarize(
         client_cpu_us_per_txn: per_txn(cpu_s * 1e6),
         client_cpu_util,
         client_syscalls_per_txn: per_txn(syscalls as f64),
-        send_path: if gso_sends > 0 { "gso" } else { "sendmmsg" }.to_string(),
+        send_path: if results.iter().any(|r| r.io == "af_xdp") {
+            "af_xdp"
+        } else if gso_sends > 0 {
+            "gso"
+        } else {
+            "sendmmsg"
+        }
+        .to_string(),
         gso_error,
         server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
         server_cpu_util,

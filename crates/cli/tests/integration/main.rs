@@ -23,4 +23,5 @@ mod util;
 mod workspace;
 mod xdp;
 mod xdp_frames;
+mod xdp_load;
 mod xdp_util;
