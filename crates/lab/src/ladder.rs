@@ -82,6 +82,12 @@ pub const STEPS: &[Step] = &[
         "+ rp_filter off (no source validation)",
         true,
     ),
+    step(
+        "xdp",
+        "beyond the talk: AF_XDP (serve --io xdp --profile xdp: an XDP program steers the \
+         port to one AF_XDP socket per queue, replies built in place)",
+        true,
+    ),
 ];
 
 /// Names of all steps, for messages.
@@ -164,8 +170,29 @@ fn includes(step: &Step, name: &str, reverted: &[&str]) -> bool {
 
 /// The server of a step: `firehose serve` with every application technique up to it but
 /// the `reverted` ones.
-pub fn server_for(step: &Step, workers: usize, reverted: &[&str]) -> ServerKind {
+/// The `xdp` rung serves over AF_XDP on `iface` (the server's veth), a worker per queue.
+pub fn server_for(
+    step: &Step,
+    workers: usize,
+    reverted: &[&str],
+    iface: Option<&str>,
+) -> ServerKind {
     let at = |name: &str| includes(step, name, reverted);
+    if let (true, Some(iface)) = (at("xdp"), iface) {
+        let flags = [
+            "--io",
+            "xdp",
+            "--iface",
+            iface,
+            "--profile",
+            "xdp",
+            "--cpus",
+            "none",
+        ];
+        return ServerKind::Firehose {
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+        };
+    }
     let mut flags: Vec<String> = vec!["--workers".into(), workers.to_string()];
     let mut push = |k: &str, v: &str| {
         flags.push(k.to_string());
@@ -215,15 +242,15 @@ mod tests {
     fn steps_are_cumulative() {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
-            flags(server_for(&s("shared"), 2, &[])),
+            flags(server_for(&s("shared"), 2, &[], None)),
             "--workers 2 --sockets shared --steer none --cpus none --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("pin"), 1, &[])),
+            flags(server_for(&s("pin"), 1, &[], None)),
             "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("gro-off"), 1, &[])),
+            flags(server_for(&s("gro-off"), 1, &[], None)),
             "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 64 --busy-poll 50 --pmtudisc do"
         );
         let k = knobs_for(&s("shared"), &[]);
@@ -239,13 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn the_xdp_rung_serves_over_af_xdp_on_the_server_veth() {
+        let s = |n: &str| STEPS.iter().find(|x| x.name == n).unwrap().clone();
+        assert_eq!(
+            flags(server_for(&s("xdp"), 1, &[], Some("fhv0-7"))),
+            "--io xdp --iface fhv0-7 --profile xdp --cpus none"
+        );
+        assert!(s("xdp").needs_veth);
+    }
+
+    #[test]
     fn a_reverted_step_is_left_out_of_later_steps() {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
-            flags(server_for(&s("pin"), 1, &["steer"])),
+            flags(server_for(&s("pin"), 1, &["steer"], None)),
             "--workers 1 --sockets reuseport --steer none --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
-        assert!(flags(server_for(&s("pin"), 1, &["reuseport"]))
+        assert!(flags(server_for(&s("pin"), 1, &["reuseport"], None))
             .contains("--sockets shared --steer none --cpus auto"));
         let k = knobs_for(&s("gro-off"), &["rps"]);
         assert_eq!(
@@ -265,7 +302,7 @@ mod tests {
     fn selection() {
         let (all, skipped) = select(None, Kind::Loopback).unwrap();
         assert_eq!(all.len(), 7);
-        assert_eq!(skipped.len(), 4);
+        assert_eq!(skipped.len(), 5, "rps, xps, gro-off, rp-filter-off and xdp need veth");
         let (all, skipped) = select(None, Kind::Veth).unwrap();
         assert_eq!((all.len(), skipped.len()), (STEPS.len(), 0));
         let (two, _) = select(Some("batch,shared"), Kind::Loopback).unwrap();

@@ -181,11 +181,12 @@ enum Drive {
     Interleaved,
     /// The ladder one step at a time (each step's repetitions in a row), a step that hurt
     /// reverted before the next; each step's cell is built for `workers` (and its OS knobs
-    /// set when `veth`) from the steps reverted so far.
+    /// set on a veth topology, whose server interface is `veth`) from the steps reverted
+    /// so far.
     Climb {
         steps: Vec<ladder::Step>,
         workers: usize,
-        veth: bool,
+        veth: Option<String>,
     },
 }
 
@@ -240,7 +241,13 @@ fn climb(
 }
 
 /// The cell of a ladder step, without the `reverted` steps' techniques.
-fn ladder_cell(st: &ladder::Step, workers: usize, veth: bool, reverted: &[&'static str]) -> Cell {
+/// `veth` is the server's interface on a veth topology (the `xdp` rung serves on it).
+fn ladder_cell(
+    st: &ladder::Step,
+    workers: usize,
+    veth: Option<&str>,
+    reverted: &[&'static str],
+) -> Cell {
     let mut describe = match ladder::talk_figure(st.name) {
         Some(t) => format!("{} (the talk: {t})", st.describe),
         None => st.describe.into(),
@@ -251,9 +258,9 @@ fn ladder_cell(st: &ladder::Step, workers: usize, veth: bool, reverted: &[&'stat
     Cell {
         name: st.name.into(),
         describe,
-        server: ladder::server_for(st, workers, reverted),
+        server: ladder::server_for(st, workers, reverted, veth),
         generator: Generator::Firehose,
-        knobs: veth.then(|| ladder::knobs_for(st, reverted)),
+        knobs: veth.map(|_| ladder::knobs_for(st, reverted)),
     }
 }
 
@@ -341,8 +348,9 @@ fn execute(
                     let one = std::slice::from_ref(c);
                     experiment::run(&runner, &s.topo, one, r.repetitions, &mut whole)
                 };
-                let cell =
-                    |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, *workers, *veth, rev);
+                let cell = |st: &ladder::Step, rev: &[&'static str]| {
+                    ladder_cell(st, *workers, veth.as_deref(), rev)
+                };
                 climb(steps, &cell, &mut run_step)
             }
         }
@@ -420,10 +428,10 @@ pub fn ladder(
         pins,
     };
     let s = setup(r, defaults)?;
-    let veth = r.topology() == Kind::Veth;
+    let veth = (r.topology() == Kind::Veth).then(|| s.topo.dev(topology::Side::Server));
     let cells: Vec<Cell> = steps
         .iter()
-        .map(|st| ladder_cell(st, s.workers, veth, &[]))
+        .map(|st| ladder_cell(st, s.workers, veth.as_deref(), &[]))
         .collect();
     let (drive, note) = if keep_hurt {
         (
@@ -552,7 +560,7 @@ mod tests {
                 .map(|rep| trial(&c.name, rep, tps(&c.name) + rep as f64 * 100.0, false))
                 .collect())
         };
-        let cell = |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, 1, false, rev);
+        let cell = |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, 1, None, rev);
         let ran = climb(&steps, &cell, &mut run_step).unwrap();
         assert_eq!(
             seen,
