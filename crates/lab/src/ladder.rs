@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn the_xdp_rung_serves_over_af_xdp_on_the_server_veth() {
-        let s = |n: &str| STEPS.iter().find(|x| x.name == n).unwrap().clone();
+        let s = |n: &str| *STEPS.iter().find(|x| x.name == n).unwrap();
         assert_eq!(
             flags(server_for(&s("xdp"), 1, &[], Some("fhv0-7"))),
             "--io xdp --iface fhv0-7 --profile xdp --cpus none"
