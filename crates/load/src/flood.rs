@@ -10,8 +10,10 @@
 
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
 use firehose_sys::SysError;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,6 +28,8 @@ pub enum FloodIo {
     Sendmmsg,
     /// UDP GSO: a batch as one UDP_SEGMENT super-datagram (sendmmsg where refused).
     Gso,
+    /// io_uring: a batch of IORING_OP_SEND, one io_uring_enter.
+    Uring,
 }
 
 impl FloodIo {
@@ -35,6 +39,7 @@ impl FloodIo {
             FloodIo::Sendto => "sendto",
             FloodIo::Sendmmsg => "sendmmsg",
             FloodIo::Gso => "gso",
+            FloodIo::Uring => "uring",
         }
     }
 }
@@ -55,8 +60,10 @@ pub struct FloodConfig {
     pub rate: Option<f64>,
     /// Datagrams to send in all; until stopped when None.
     pub count: Option<u64>,
-    /// Datagrams per send call (sendmmsg, GSO).
+    /// Datagrams per send call (sendmmsg, GSO, io_uring enter).
     pub batch: usize,
+    /// Uring mode: the IORING_SETUP_* options of each thread's ring.
+    pub uring: UringSetup,
 }
 
 /// Why a flood could not start.
@@ -124,6 +131,10 @@ impl Flood {
                 )));
             }
         }
+        if cfg.io == FloodIo::Uring {
+            firehose_sys::uring::UringSupport::probe().require("send")?;
+            drop(cfg.uring.build(4)?);
+        }
         let any: SocketAddr = match cfg.target.ip() {
             IpAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
             IpAddr::V6(_) => "[::]:0".parse().expect("literal"),
@@ -152,6 +163,7 @@ impl Flood {
                 io: cfg.io,
                 payload: cfg.payload,
                 batch: cfg.batch,
+                uring: cfg.uring,
                 rate: cfg.rate.map(|r| r / cfg.threads as f64),
                 quota,
                 counters: counters.clone(),
@@ -213,6 +225,7 @@ struct Thread {
     io: FloodIo,
     payload: usize,
     batch: usize,
+    uring: UringSetup,
     rate: Option<f64>,
     quota: Option<u64>,
     counters: Arc<Vec<Counters>>,
@@ -229,6 +242,7 @@ impl Thread {
             FloodIo::Sendto => SendMode::Single,
             FloodIo::Sendmmsg => SendMode::Batch,
             FloodIo::Gso => SendMode::Gso,
+            FloodIo::Uring => SendMode::Batch,
         };
         let batch_n = if self.io == FloodIo::Sendto {
             1
@@ -241,6 +255,14 @@ impl Thread {
                 *byte = (k % 251) as u8;
             }
         }
+        let mut uring = match self.io {
+            FloodIo::Uring => Some(SendBatchRing::new(
+                batch_n,
+                b.slot_mut(0)[..self.payload].to_vec(),
+                &self.uring,
+            )?),
+            _ => None,
+        };
         let (mut sent, mut syscalls, mut enobufs, mut other) = (0u64, 0u64, 0u64, 0u64);
         let start = Instant::now();
         let mut flow = 0;
@@ -260,10 +282,15 @@ impl Thread {
                 }
                 n = n.min(allowed - sent);
             }
-            for i in 0..n as usize {
-                b.queue_send(i, self.payload);
-            }
-            let f = b.flush(&socks[flow], 0);
+            let f = match uring.as_mut() {
+                Some(r) => r.send(socks[flow].as_raw_fd(), n as usize)?,
+                None => {
+                    for i in 0..n as usize {
+                        b.queue_send(i, self.payload);
+                    }
+                    b.flush(&socks[flow], 0)
+                }
+            };
             flow = (flow + 1) % socks.len();
             sent += f.sent as u64;
             syscalls += f.syscalls as u64;

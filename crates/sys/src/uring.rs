@@ -38,6 +38,7 @@ pub struct UringSupport {
     pub send: bool,
     pub send_zc: bool,
     pub recv: bool,
+    pub recvmsg: bool,
 }
 
 impl UringSupport {
@@ -52,6 +53,7 @@ impl UringSupport {
             send: false,
             send_zc: false,
             recv: false,
+            recvmsg: false,
         };
         let ring: IoUring = match IoUring::new(4) {
             Ok(r) => r,
@@ -68,6 +70,7 @@ impl UringSupport {
         out.send = probe.is_supported(opcode::Send::CODE);
         out.send_zc = probe.is_supported(opcode::SendZc::CODE);
         out.recv = probe.is_supported(opcode::Recv::CODE);
+        out.recvmsg = probe.is_supported(opcode::RecvMsg::CODE);
         out
     }
 
@@ -87,6 +90,7 @@ impl UringSupport {
             "send" => self.send,
             "send_zc" => self.send_zc,
             "recv" => self.recv,
+            "recvmsg" => self.recvmsg,
             _ => false,
         };
         if ok {

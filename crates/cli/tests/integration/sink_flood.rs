@@ -75,6 +75,10 @@ fn send_gently(to: &str, n: usize, len: usize) {
 }
 
 fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
+    sink_counts_exactly_with(io, ip, bracket, &[]);
+}
+
+fn sink_counts_exactly_with(io: &str, ip: &str, bracket: bool, extra: &[&str]) {
     let port = free_port(ip);
     let addr = if bracket {
         format!("[{ip}]:{port}")
@@ -82,7 +86,7 @@ fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
         format!("{ip}:{port}")
     };
     let j = json_tmp(&format!("sink-{io}-{port}"));
-    let c = start_sink(&[
+    let mut args = vec![
         "--listen",
         &addr,
         "--io",
@@ -95,7 +99,9 @@ fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
         "8M",
         "--json-file",
         j.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let c = start_sink(&args);
     send_gently(&addr, 1000, 100);
     finish(c);
     let v = read_json(&j);
@@ -111,6 +117,33 @@ fn every_socket_sink_mode_counts_exactly_n_of_n_v4_and_v6() {
         sink_counts_exactly(io, "127.0.0.1", false);
         sink_counts_exactly(io, "::1", true);
     }
+}
+
+/// Whether this kernel lets io_uring receive datagrams (else the test says why it skips).
+fn uring_usable(test: &str) -> bool {
+    match firehose_sys::uring::UringSupport::probe().require("recvmsg") {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn uring_sink_counts_exactly_n_of_n_v4_and_v6_with_each_ring_option() {
+    if !uring_usable("uring_sink_counts_exactly") {
+        return;
+    }
+    sink_counts_exactly("uring", "127.0.0.1", false);
+    sink_counts_exactly("uring", "::1", true);
+    sink_counts_exactly_with(
+        "uring",
+        "127.0.0.1",
+        false,
+        &["--single-issuer", "--defer-taskrun", "--workers", "2"],
+    );
+    sink_counts_exactly_with("uring", "::1", true, &["--sqpoll"]);
 }
 
 #[test]
@@ -264,6 +297,15 @@ fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
 }
 
 #[test]
+fn uring_flood_sends_exactly_count_with_its_sizes_and_flows() {
+    if !uring_usable("uring_flood_sends_exactly") {
+        return;
+    }
+    flood_sends_exactly("uring", "127.0.0.1:0");
+    flood_sends_exactly("uring", "[::1]:0");
+}
+
+#[test]
 fn rfc2544_frame_sizes_become_payloads() {
     let rx = receiver("127.0.0.1:0");
     let target = rx.local_addr().unwrap().to_string();
@@ -329,6 +371,16 @@ fn bad_input_is_one_line_and_exit_2() {
             "0",
         ],
         vec!["sink", "--listen", "127.0.0.1:9", "--interface", "lo"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--sqpoll"],
+        vec!["flood", "--target", "127.0.0.1:9", "--single-issuer"],
+        vec![
+            "sink",
+            "--listen",
+            "127.0.0.1:9",
+            "--io",
+            "uring",
+            "--defer-taskrun",
+        ],
     ] {
         let o = Command::new(bin()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

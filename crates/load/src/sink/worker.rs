@@ -4,7 +4,9 @@ use super::{Counters, SinkIo, Source};
 use firehose_sys::mmsg::Batch;
 use firehose_sys::packet::RxRing;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
+use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
 use firehose_sys::SysError;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +14,9 @@ use std::time::{Duration, Instant};
 /// Receive buffer per datagram. With MSG_TRUNC the kernel reports a longer datagram's
 /// full length, so bytes are counted exactly whatever the size.
 const SLOT: usize = 2048;
+
+/// Provided buffers per io_uring worker: a burst this long is taken without re-arming.
+const URING_BUFFERS: u16 = 1024;
 
 pub(crate) struct Worker {
     pub index: usize,
@@ -37,6 +42,7 @@ impl Worker {
         }
         match source {
             Source::Socket(s) => self.run_socket(&s),
+            Source::Uring(s, setup) => self.run_uring(&s, &setup),
             Source::Ring(r) => self.run_ring(*r),
         }
     }
@@ -90,6 +96,21 @@ impl Worker {
                 Err(e) if is_would_block(&e) => self.publish(&l, 0),
                 Err(e) => return Err(e),
             }
+        }
+        self.publish(&l, 0);
+        Ok(())
+    }
+
+    fn run_uring(&self, sock: &UdpSock, setup: &UringSetup) -> Result<(), SysError> {
+        let mut ring = RecvMsgRing::new(sock.as_raw_fd(), URING_BUFFERS, SLOT, setup)?;
+        let mut l = Local::default();
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut bytes = 0u64;
+            let n = ring.poll(Duration::from_millis(100), |len| bytes += len as u64)? as u64;
+            l.packets += n;
+            l.bytes += bytes;
+            l.syscalls = ring.stats.enters;
+            self.publish(&l, n);
         }
         self.publish(&l, 0);
         Ok(())
