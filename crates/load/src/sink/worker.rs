@@ -126,7 +126,7 @@ impl Worker {
                 while let Some(block) = ring.next_block() {
                     for f in block.frames() {
                         new += 1;
-                        l.bytes += udp_payload_len(f.data).unwrap_or(0) as u64;
+                        l.bytes += firehose_packet::parse(f.data).map_or(0, |u| u.len) as u64;
                     }
                 }
                 l.packets += new;
@@ -149,42 +149,5 @@ impl Worker {
         c.ring_drops.fetch_add(st.drops, Ordering::Relaxed);
         c.ring_freezes.fetch_add(st.freeze_q, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-/// The UDP payload length of an Ethernet frame carrying IPv4 or IPv6 (at most one VLAN
-/// tag), from the UDP header's length field; None for anything else.
-fn udp_payload_len(f: &[u8]) -> Option<usize> {
-    let be16 = |at: usize| -> Option<usize> {
-        Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]) as usize)
-    };
-    let (mut ty, mut at) = (be16(12)?, 14);
-    if ty == 0x8100 {
-        ty = be16(16)?;
-        at = 18;
-    }
-    let udp = match ty {
-        0x0800 => at + (*f.get(at)? as usize & 0xf) * 4,
-        0x86dd => at + 40,
-        _ => return None,
-    };
-    be16(udp + 4)?.checked_sub(8)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn payload_length_from_the_udp_header() {
-        let mut f = vec![0u8; 14 + 20 + 8 + 5];
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        f[14] = 0x45;
-        f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&13u16.to_be_bytes());
-        assert_eq!(super::udp_payload_len(&f), Some(5));
-        f[12] = 0x86;
-        f[13] = 0xdd;
-        assert_eq!(super::udp_payload_len(&f), None, "too short for IPv6");
-        f[12] = 0x08;
-        f[13] = 0x06; // ARP
-        assert_eq!(super::udp_payload_len(&f), None);
     }
 }
