@@ -21,6 +21,9 @@ pub enum IoArg {
     Gso,
     /// io_uring: --batch IORING_OP_SEND per io_uring_enter.
     Uring,
+    /// AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target behind a
+    /// real interface, e.g. a veth peer).
+    Packet,
 }
 
 /// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
@@ -155,6 +158,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
             IoArg::Sendmmsg => FloodIo::Sendmmsg,
             IoArg::Gso => FloodIo::Gso,
             IoArg::Uring => FloodIo::Uring,
+            IoArg::Packet => FloodIo::Packet,
         },
         payload,
         flows: a.flows,

@@ -545,3 +545,58 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         "the sink in the other namespace got all: {text}"
     );
 }
+
+#[test]
+fn packet_flood_sends_exactly_count_over_a_veth_pair() {
+    if !is_root() {
+        eprintln!("skipping packet flood test: needs root for namespaces and AF_PACKET");
+        return;
+    }
+    let Some(pair) = Pair::new("pktflood") else {
+        eprintln!("skipping packet flood test: could not create namespaces and a veth pair");
+        return;
+    };
+    let port = 9998;
+    let j = json_tmp("pktflood-sink");
+    let sink = Command::new("ip")
+        .args(["netns", "exec", &pair.b, bin(), "sink", "--listen"])
+        .arg(format!("{}:{port}", pair.b_addr()))
+        .args([
+            "--count",
+            "600",
+            "--duration",
+            "30",
+            "--quiet",
+            "--rcvbuf",
+            "8M",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
+        .arg(format!("{}:{port}", pair.b_addr()))
+        .args(["--io", "packet", "--count", "600", "--size", "120"])
+        .args([
+            "--flows",
+            "3",
+            "--threads",
+            "2",
+            "--rate",
+            "20k",
+            "--quiet",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(f["sent"], 600, "{f}");
+    assert!(sink.wait_with_output().unwrap().status.success());
+    let v = read_json(&j);
+    assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
+    assert_eq!(v["bytes"], 600 * 120);
+}
