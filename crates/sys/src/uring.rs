@@ -24,6 +24,14 @@ pub(crate) fn uring_err(what: impl Into<String>, e: std::io::Error) -> SysError 
     }
 }
 
+/// A push onto a full submission queue.
+pub(crate) fn sq_full() -> SysError {
+    uring_err(
+        "io_uring: submission queue full",
+        std::io::Error::from_raw_os_error(libc::EBUSY),
+    )
+}
+
 pub(crate) fn cqe_err(what: &str, res: i32) -> SysError {
     uring_err(what, std::io::Error::from_raw_os_error(-res))
 }
@@ -215,12 +223,7 @@ impl SendRing {
             // SAFETY: the buffer is owned by self and is neither freed nor handed out as
             // `&mut` while the request runs: we wait for its result below, and with SEND_ZC
             // buffer_mut refuses it until the notification arrives.
-            unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
-                uring_err(
-                    "io_uring: submission queue full",
-                    std::io::Error::from_raw_os_error(libc::EBUSY),
-                )
-            })?;
+            unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
             let res = loop {
                 self.wait_one()?;
                 if let Some(r) = self.reap() {

@@ -8,7 +8,7 @@
 //! ring belongs to the thread that created it: create it on the thread that uses it.
 
 use crate::mmsg::Flushed;
-use crate::uring::{cqe_err, uring_err};
+use crate::uring::{cqe_err, sq_full, uring_err};
 use crate::uring_recv::{cancel_sync, publish_buffer, Pages};
 use crate::SysResult;
 use io_uring::{cqueue, opcode, types, IoUring};
@@ -158,12 +158,7 @@ impl RecvMsgRing {
             .user_data(RECV_UD);
         // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and waits
         // for it before they are freed.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
-            uring_err(
-                "io_uring: submission queue full",
-                std::io::Error::from_raw_os_error(libc::EBUSY),
-            )
-        })?;
+        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
         self.armed = true;
         self.stats.arms += 1;
         Ok(())
@@ -266,12 +261,7 @@ impl SendBatchRing {
             .user_data(i as u64);
             // SAFETY: the payload lives in self and is not changed while the sends run: this
             // call waits for all of them before returning.
-            unsafe { self.ring.submission().push(&e) }.map_err(|_| {
-                uring_err(
-                    "io_uring: submission queue full",
-                    std::io::Error::from_raw_os_error(libc::EBUSY),
-                )
-            })?;
+            unsafe { self.ring.submission().push(&e) }.map_err(|_| sq_full())?;
         }
         let mut done = 0;
         while done < n {

@@ -3,7 +3,7 @@
 //! registered; and the probe for zero-copy receive (zcrx, 6.15+), which needs a NIC with
 //! header split and queue management: on loopback and veth it fails, and the errno says so.
 
-use crate::uring::{cqe_err, uring_err};
+use crate::uring::{cqe_err, sq_full, uring_err};
 use crate::{SysError, SysResult};
 use io_uring::types::{BufRingEntry, CancelBuilder};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -144,12 +144,7 @@ impl RecvRing {
         .user_data(RECV_UD);
         // SAFETY: the buffers (provided ring or the single buffer) live in self; Drop cancels
         // the request and waits before freeing them.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
-            uring_err(
-                "io_uring: submission queue full",
-                std::io::Error::from_raw_os_error(libc::EBUSY),
-            )
-        })?;
+        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
         self.armed = true;
         self.cancelled = false;
         self.stats.arms += 1;
