@@ -19,6 +19,11 @@ pub enum IoArg {
     Sendmmsg,
     /// UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses.
     Gso,
+    /// io_uring: --batch IORING_OP_SEND per io_uring_enter.
+    Uring,
+    /// AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target behind a
+    /// real interface, e.g. a veth peer).
+    Packet,
 }
 
 /// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
@@ -32,8 +37,9 @@ passes, or Ctrl-C.\nA refused send (ENOBUFS: queue full) is counted and retried,
 Only local targets (loopback, an address of this host or of one of its network namespaces)\n\
 unless --allow-remote.\n\n\
 EXAMPLES:\n  \
-  firehose flood --target 127.0.0.1:9000 --mode sendmmsg -t 5\n  \
-  firehose flood --target 127.0.0.1:9000 --rate 100k --size 64"
+  firehose flood --target 127.0.0.1:9000 --io sendmmsg -t 5\n  \
+  firehose flood --target 127.0.0.1:9000 --rate 100k --size 64\n  \
+  firehose flood --target 127.0.0.1:9000 --io uring --count 1000000"
 )]
 pub struct FloodArgs {
     /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -66,12 +72,14 @@ pub struct FloodArgs {
     /// Stop after this long, e.g. 10, 2.5s.
     #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Datagrams per send call (sendmmsg, gso).
+    /// Datagrams per send call (sendmmsg, gso, uring).
     #[arg(long, default_value = "64", value_parser = parse_positive)]
     batch: usize,
     /// Allow a target that is not an address of this host.
     #[arg(long)]
     allow_remote: bool,
+    #[command(flatten)]
+    uring: crate::uring_args::UringArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
@@ -149,6 +157,8 @@ pub fn run(a: FloodArgs) -> Result<()> {
             IoArg::Sendto => FloodIo::Sendto,
             IoArg::Sendmmsg => FloodIo::Sendmmsg,
             IoArg::Gso => FloodIo::Gso,
+            IoArg::Uring => FloodIo::Uring,
+            IoArg::Packet => FloodIo::Packet,
         },
         payload,
         flows: a.flows,
@@ -157,6 +167,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         rate: a.rate,
         count: a.count.map(|c| c as u64),
         batch: a.batch,
+        uring: a.uring.setup(a.io == IoArg::Uring)?,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

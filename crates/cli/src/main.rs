@@ -30,6 +30,7 @@ mod serve;
 mod serve_xdp;
 mod sink;
 mod stream;
+mod uring_args;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;

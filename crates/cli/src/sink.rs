@@ -21,6 +21,8 @@ pub enum IoArg {
     Recvfrom,
     Recvmsg,
     Recvmmsg,
+    /// io_uring: multishot IORING_OP_RECVMSG over a provided-buffer ring, per worker.
+    Uring,
     /// AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW).
     Packet,
 }
@@ -49,8 +51,9 @@ passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
 (host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS).\n\n\
 EXAMPLES:\n  \
-  firehose sink --listen 127.0.0.1:9000 --mode recvmmsg -t 5\n  \
-  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3"
+  firehose sink --listen 127.0.0.1:9000 --io recvmmsg -t 5\n  \
+  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3\n  \
+  firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun"
 )]
 pub struct SinkArgs {
     /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -92,6 +95,8 @@ pub struct SinkArgs {
     /// Packet mode: how the fanout group spreads frames over workers.
     #[arg(long, value_enum, default_value = "hash")]
     fanout: FanoutArg,
+    #[command(flatten)]
+    uring: crate::uring_args::UringArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
@@ -162,6 +167,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             IoArg::Recvfrom => SinkIo::Recvfrom,
             IoArg::Recvmsg => SinkIo::Recvmsg,
             IoArg::Recvmmsg => SinkIo::Recvmmsg,
+            IoArg::Uring => SinkIo::Uring,
             IoArg::Packet => SinkIo::Packet,
         },
         workers: a.workers,
@@ -178,6 +184,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             FanoutArg::Qm => Fanout::Qm,
         },
         ring: RxRingConfig::default(),
+        uring: a.uring.setup(a.io == IoArg::Uring)?,
     })
 }
 

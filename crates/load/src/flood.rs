@@ -7,11 +7,18 @@
 //! from a full device queue, ECONNREFUSED after a port-unreachable) is counted by errno and
 //! sent again, so `--count` is the number that left, exactly. IP_RECVERR is set on every
 //! socket: without it the kernel reports a queue drop as a success.
+//!
+//! `packet` mode sends the same flows' frames through an AF_PACKET TX ring instead
+//! ([`packet`](mod@packet)); its sockets only hold the source ports.
+
+mod packet;
 
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
 use firehose_sys::SysError;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,6 +33,10 @@ pub enum FloodIo {
     Sendmmsg,
     /// UDP GSO: a batch as one UDP_SEGMENT super-datagram (sendmmsg where refused).
     Gso,
+    /// io_uring: a batch of IORING_OP_SEND, one io_uring_enter.
+    Uring,
+    /// AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS, frames built here.
+    Packet,
 }
 
 impl FloodIo {
@@ -35,6 +46,8 @@ impl FloodIo {
             FloodIo::Sendto => "sendto",
             FloodIo::Sendmmsg => "sendmmsg",
             FloodIo::Gso => "gso",
+            FloodIo::Uring => "uring",
+            FloodIo::Packet => "packet",
         }
     }
 }
@@ -55,8 +68,10 @@ pub struct FloodConfig {
     pub rate: Option<f64>,
     /// Datagrams to send in all; until stopped when None.
     pub count: Option<u64>,
-    /// Datagrams per send call (sendmmsg, GSO).
+    /// Datagrams per send call (sendmmsg, GSO, io_uring enter).
     pub batch: usize,
+    /// Uring mode: the IORING_SETUP_* options of each thread's ring.
+    pub uring: UringSetup,
 }
 
 /// Why a flood could not start.
@@ -124,6 +139,10 @@ impl Flood {
                 )));
             }
         }
+        if cfg.io == FloodIo::Uring {
+            firehose_sys::uring::UringSupport::probe().require("send")?;
+            drop(cfg.uring.build(4)?);
+        }
         let any: SocketAddr = match cfg.target.ip() {
             IpAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
             IpAddr::V6(_) => "[::]:0".parse().expect("literal"),
@@ -138,11 +157,23 @@ impl Flood {
             source_ports.push(s.local_addr()?.port());
             per_thread[f % cfg.threads].push(s);
         }
+        let mut senders: Vec<Option<packet::PacketSender>> = Vec::new();
+        if cfg.io == FloodIo::Packet {
+            let path = packet::resolve(&per_thread[0][0], cfg.target)?;
+            for socks in &per_thread {
+                let ports = socks
+                    .iter()
+                    .map(|s| s.local_addr().map(|a| a.port()))
+                    .collect::<Result<Vec<u16>, _>>()?;
+                senders.push(Some(packet::PacketSender::new(&path, &ports, cfg.payload)?));
+            }
+        }
+        senders.resize_with(cfg.threads, || None);
         let counters: Arc<Vec<Counters>> =
             Arc::new((0..cfg.threads).map(|_| Counters::default()).collect());
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
-        for (i, socks) in per_thread.into_iter().enumerate() {
+        for (i, (socks, ring)) in per_thread.into_iter().zip(senders).enumerate() {
             let quota = cfg
                 .count
                 .map(|n| n / cfg.threads as u64 + u64::from((i as u64) < n % cfg.threads as u64));
@@ -152,6 +183,7 @@ impl Flood {
                 io: cfg.io,
                 payload: cfg.payload,
                 batch: cfg.batch,
+                uring: cfg.uring,
                 rate: cfg.rate.map(|r| r / cfg.threads as f64),
                 quota,
                 counters: counters.clone(),
@@ -160,7 +192,7 @@ impl Flood {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("flood-{i}"))
-                    .spawn(move || t.run(socks))
+                    .spawn(move || t.run(socks, ring))
                     .map_err(|e| SysError {
                         what: "spawning a flood thread".into(),
                         source: e,
@@ -213,6 +245,7 @@ struct Thread {
     io: FloodIo,
     payload: usize,
     batch: usize,
+    uring: UringSetup,
     rate: Option<f64>,
     quota: Option<u64>,
     counters: Arc<Vec<Counters>>,
@@ -220,7 +253,11 @@ struct Thread {
 }
 
 impl Thread {
-    fn run(self, socks: Vec<UdpSock>) -> Result<(), SysError> {
+    fn run(
+        self,
+        socks: Vec<UdpSock>,
+        mut ring: Option<packet::PacketSender>,
+    ) -> Result<(), SysError> {
         if let Some(c) = self.cpu {
             firehose_sys::cpu::pin_current_thread(c)?;
         }
@@ -229,6 +266,7 @@ impl Thread {
             FloodIo::Sendto => SendMode::Single,
             FloodIo::Sendmmsg => SendMode::Batch,
             FloodIo::Gso => SendMode::Gso,
+            FloodIo::Uring | FloodIo::Packet => SendMode::Batch,
         };
         let batch_n = if self.io == FloodIo::Sendto {
             1
@@ -241,29 +279,45 @@ impl Thread {
                 *byte = (k % 251) as u8;
             }
         }
+        let mut uring = match self.io {
+            FloodIo::Uring => Some(SendBatchRing::new(
+                batch_n,
+                b.slot_mut(0)[..self.payload].to_vec(),
+                &self.uring,
+            )?),
+            _ => None,
+        };
         let (mut sent, mut syscalls, mut enobufs, mut other) = (0u64, 0u64, 0u64, 0u64);
         let start = Instant::now();
         let mut flow = 0;
         while !self.stop.load(Ordering::Relaxed) {
             let mut n = batch_n as u64;
+            // Packet mode: frames already in the ring count against the quota.
+            let pending = ring.as_ref().map_or(0, |r| r.pending() as u64);
             if let Some(q) = self.quota {
-                n = n.min(q - sent);
-                if n == 0 {
+                n = n.min(q - sent - pending);
+                if n == 0 && pending == 0 {
                     break;
                 }
             }
             if let Some(r) = self.rate {
                 let allowed = (start.elapsed().as_secs_f64() * r) as u64;
-                if allowed <= sent {
+                if allowed <= sent + pending && pending == 0 {
                     std::thread::sleep(Duration::from_micros(50));
                     continue;
                 }
-                n = n.min(allowed - sent);
+                n = n.min(allowed.saturating_sub(sent + pending));
             }
-            for i in 0..n as usize {
-                b.queue_send(i, self.payload);
-            }
-            let f = b.flush(&socks[flow], 0);
+            let f = match (uring.as_mut(), ring.as_mut()) {
+                (Some(r), _) => r.send(socks[flow].as_raw_fd(), n as usize)?,
+                (_, Some(r)) => r.send(n as usize)?,
+                _ => {
+                    for i in 0..n as usize {
+                        b.queue_send(i, self.payload);
+                    }
+                    b.flush(&socks[flow], 0)
+                }
+            };
             flow = (flow + 1) % socks.len();
             sent += f.sent as u64;
             syscalls += f.syscalls as u64;

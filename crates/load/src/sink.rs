@@ -14,6 +14,7 @@ mod worker;
 
 use firehose_sys::packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::SysError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -33,6 +34,8 @@ pub enum SinkIo {
     Recvmsg,
     /// recvmmsg(): up to `--batch` datagrams per call.
     Recvmmsg,
+    /// io_uring: one multishot IORING_OP_RECVMSG per worker over a provided-buffer ring.
+    Uring,
     /// AF_PACKET TPACKET_V3 ring on the interface, fanout across workers.
     Packet,
 }
@@ -45,6 +48,7 @@ impl SinkIo {
             SinkIo::Recvfrom => "recvfrom",
             SinkIo::Recvmsg => "recvmsg",
             SinkIo::Recvmmsg => "recvmmsg",
+            SinkIo::Uring => "uring",
             SinkIo::Packet => "packet",
         }
     }
@@ -75,6 +79,8 @@ pub struct SinkConfig {
     pub fanout: Fanout,
     /// Packet mode: the receive ring of each worker.
     pub ring: RxRingConfig,
+    /// Uring mode: the IORING_SETUP_* options of each worker's ring.
+    pub uring: UringSetup,
 }
 
 /// Why a sink could not start.
@@ -152,6 +158,8 @@ pub struct Sink {
 /// What a worker receives from.
 pub(crate) enum Source {
     Socket(Arc<UdpSock>),
+    /// Uring mode: the ring is made on the worker's thread (SINGLE_ISSUER binds it there).
+    Uring(Arc<UdpSock>, UringSetup),
     Ring(Box<RxRing>),
 }
 
@@ -204,6 +212,12 @@ impl Sink {
             holder = Some(hold);
             interface = Some(name);
         } else {
+            if cfg.io == SinkIo::Uring {
+                // Refusals (sysctl, flags, a kernel without multishot RECVMSG) surface here,
+                // before any worker runs.
+                firehose_sys::uring::UringSupport::probe().require("recvmsg")?;
+                drop(cfg.uring.build(4)?);
+            }
             let n = if cfg.reuseport { cfg.workers } else { 1 };
             for _ in 0..n {
                 let s = udp_socket(cfg, cfg.reuseport)?;
@@ -213,7 +227,11 @@ impl Sink {
                 sockets.push(Arc::new(s));
             }
             for i in 0..cfg.workers {
-                sources.push(Source::Socket(sockets[i % sockets.len()].clone()));
+                let s = sockets[i % sockets.len()].clone();
+                sources.push(match cfg.io {
+                    SinkIo::Uring => Source::Uring(s, cfg.uring),
+                    _ => Source::Socket(s),
+                });
             }
         }
         let counters: Arc<Vec<Counters>> = Arc::new(

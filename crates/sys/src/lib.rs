@@ -40,6 +40,7 @@ pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod uring;
+pub mod uring_dgram;
 pub mod uring_recv;
 pub mod xdp;
 pub mod zerocopy;

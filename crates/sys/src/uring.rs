@@ -24,6 +24,14 @@ pub(crate) fn uring_err(what: impl Into<String>, e: std::io::Error) -> SysError 
     }
 }
 
+/// A push onto a full submission queue.
+pub(crate) fn sq_full() -> SysError {
+    uring_err(
+        "io_uring: submission queue full",
+        std::io::Error::from_raw_os_error(libc::EBUSY),
+    )
+}
+
 pub(crate) fn cqe_err(what: &str, res: i32) -> SysError {
     uring_err(what, std::io::Error::from_raw_os_error(-res))
 }
@@ -38,6 +46,7 @@ pub struct UringSupport {
     pub send: bool,
     pub send_zc: bool,
     pub recv: bool,
+    pub recvmsg: bool,
 }
 
 impl UringSupport {
@@ -52,6 +61,7 @@ impl UringSupport {
             send: false,
             send_zc: false,
             recv: false,
+            recvmsg: false,
         };
         let ring: IoUring = match IoUring::new(4) {
             Ok(r) => r,
@@ -68,6 +78,7 @@ impl UringSupport {
         out.send = probe.is_supported(opcode::Send::CODE);
         out.send_zc = probe.is_supported(opcode::SendZc::CODE);
         out.recv = probe.is_supported(opcode::Recv::CODE);
+        out.recvmsg = probe.is_supported(opcode::RecvMsg::CODE);
         out
     }
 
@@ -87,6 +98,7 @@ impl UringSupport {
             "send" => self.send,
             "send_zc" => self.send_zc,
             "recv" => self.recv,
+            "recvmsg" => self.recvmsg,
             _ => false,
         };
         if ok {
@@ -211,12 +223,7 @@ impl SendRing {
             // SAFETY: the buffer is owned by self and is neither freed nor handed out as
             // `&mut` while the request runs: we wait for its result below, and with SEND_ZC
             // buffer_mut refuses it until the notification arrives.
-            unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
-                uring_err(
-                    "io_uring: submission queue full",
-                    std::io::Error::from_raw_os_error(libc::EBUSY),
-                )
-            })?;
+            unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
             let res = loop {
                 self.wait_one()?;
                 if let Some(r) = self.reap() {

@@ -3,7 +3,7 @@
 //! registered; and the probe for zero-copy receive (zcrx, 6.15+), which needs a NIC with
 //! header split and queue management: on loopback and veth it fails, and the errno says so.
 
-use crate::uring::{cqe_err, uring_err};
+use crate::uring::{cqe_err, sq_full, uring_err};
 use crate::{SysError, SysResult};
 use io_uring::types::{BufRingEntry, CancelBuilder};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -22,13 +22,13 @@ pub struct UringRecvStats {
 }
 
 /// Anonymous page-aligned memory (the buffer ring must be page aligned).
-struct Pages {
-    ptr: *mut u8,
-    len: usize,
+pub(crate) struct Pages {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
 }
 
 impl Pages {
-    fn new(len: usize) -> SysResult<Pages> {
+    pub(crate) fn new(len: usize) -> SysResult<Pages> {
         // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
         let ptr = unsafe {
             libc::mmap(
@@ -55,7 +55,7 @@ impl Pages {
 
 impl Pages {
     /// Leaves the mapping in place when dropped (the kernel may still use it).
-    fn keep_mapped(&mut self) {
+    pub(crate) fn keep_mapped(&mut self) {
         self.len = 0;
     }
 }
@@ -131,20 +131,8 @@ impl RecvRing {
 
     fn push_buffer(&mut self, bid: u16) {
         let Some(mem) = &self.ring_mem else { return };
-        let base = mem.ptr as *mut BufRingEntry;
-        let idx = (self.tail & (self.count - 1)) as usize;
-        // SAFETY: idx < count, inside the ring memory; the kernel reads an entry only after
-        // the tail store below publishes it.
-        unsafe {
-            let e = &mut *base.add(idx);
-            e.set_addr(self.data.ptr.add(bid as usize * self.size) as u64);
-            e.set_len(self.size as u32);
-            e.set_bid(bid);
-        }
-        self.tail = self.tail.wrapping_add(1);
-        // SAFETY: the tail field of entry 0 is a u16 the kernel reads; AtomicU16 has its layout.
-        let tail = unsafe { &*(BufRingEntry::tail(base) as *const AtomicU16) };
-        tail.store(self.tail, Ordering::Release);
+        let addr = self.data.ptr.wrapping_add(bid as usize * self.size);
+        publish_buffer(mem, self.count, &mut self.tail, addr, self.size as u32, bid);
     }
 
     fn arm(&mut self) -> SysResult<()> {
@@ -156,12 +144,7 @@ impl RecvRing {
         .user_data(RECV_UD);
         // SAFETY: the buffers (provided ring or the single buffer) live in self; Drop cancels
         // the request and waits before freeing them.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
-            uring_err(
-                "io_uring: submission queue full",
-                std::io::Error::from_raw_os_error(libc::EBUSY),
-            )
-        })?;
+        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
         self.armed = true;
         self.cancelled = false;
         self.stats.arms += 1;
@@ -223,26 +206,56 @@ impl RecvRing {
     }
 }
 
+/// Hands buffer `bid` (at `addr`, `len` bytes) to the kernel through the provided-buffer ring
+/// in `mem` of `count` entries, advancing `tail`.
+pub(crate) fn publish_buffer(
+    mem: &Pages,
+    count: u16,
+    tail: &mut u16,
+    addr: *mut u8,
+    len: u32,
+    bid: u16,
+) {
+    let base = mem.ptr as *mut BufRingEntry;
+    let idx = (*tail & (count - 1)) as usize;
+    // SAFETY: idx < count, inside the ring memory; the kernel reads an entry only after
+    // the tail store below publishes it.
+    unsafe {
+        let e = &mut *base.add(idx);
+        e.set_addr(addr as u64);
+        e.set_len(len);
+        e.set_bid(bid);
+    }
+    *tail = tail.wrapping_add(1);
+    // SAFETY: the tail field of entry 0 is a u16 the kernel reads; AtomicU16 has its layout.
+    let t = unsafe { &*(BufRingEntry::tail(base) as *const AtomicU16) };
+    t.store(*tail, Ordering::Release);
+}
+
+/// Cancels the request tagged `ud` and waits for it; false when the kernel would not confirm,
+/// in which case the caller must leave the request's buffers mapped.
+pub(crate) fn cancel_sync<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+    ring: &IoUring<S, C>,
+    ud: u64,
+) -> bool {
+    ring.submitter()
+        .register_sync_cancel(
+            Some(types::Timespec::new().sec(1)),
+            CancelBuilder::user_data(ud),
+        )
+        .is_ok()
+}
+
 impl Drop for RecvRing {
     fn drop(&mut self) {
-        if !self.cancelled {
-            let ok = self
-                .ring
-                .submitter()
-                .register_sync_cancel(
-                    Some(types::Timespec::new().sec(1)),
-                    CancelBuilder::user_data(RECV_UD),
-                )
-                .is_ok();
-            if !ok {
-                // The kernel may still write into the buffers: keep them mapped for the
-                // life of the process rather than free them under it.
-                self.data.keep_mapped();
-                if let Some(m) = &mut self.ring_mem {
-                    m.keep_mapped();
-                }
-                return;
+        if !self.cancelled && !cancel_sync(&self.ring, RECV_UD) {
+            // The kernel may still write into the buffers: keep them mapped for the
+            // life of the process rather than free them under it.
+            self.data.keep_mapped();
+            if let Some(m) = &mut self.ring_mem {
+                m.keep_mapped();
             }
+            return;
         }
         if self.ring_mem.is_some() {
             let _ = self.ring.submitter().unregister_buf_ring(BGID);

@@ -75,6 +75,10 @@ fn send_gently(to: &str, n: usize, len: usize) {
 }
 
 fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
+    sink_counts_exactly_with(io, ip, bracket, &[]);
+}
+
+fn sink_counts_exactly_with(io: &str, ip: &str, bracket: bool, extra: &[&str]) {
     let port = free_port(ip);
     let addr = if bracket {
         format!("[{ip}]:{port}")
@@ -82,7 +86,7 @@ fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
         format!("{ip}:{port}")
     };
     let j = json_tmp(&format!("sink-{io}-{port}"));
-    let c = start_sink(&[
+    let mut args = vec![
         "--listen",
         &addr,
         "--io",
@@ -95,7 +99,9 @@ fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
         "8M",
         "--json-file",
         j.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let c = start_sink(&args);
     send_gently(&addr, 1000, 100);
     finish(c);
     let v = read_json(&j);
@@ -111,6 +117,33 @@ fn every_socket_sink_mode_counts_exactly_n_of_n_v4_and_v6() {
         sink_counts_exactly(io, "127.0.0.1", false);
         sink_counts_exactly(io, "::1", true);
     }
+}
+
+/// Whether this kernel lets io_uring receive datagrams (else the test says why it skips).
+fn uring_usable(test: &str) -> bool {
+    match firehose_sys::uring::UringSupport::probe().require("recvmsg") {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn uring_sink_counts_exactly_n_of_n_v4_and_v6_with_each_ring_option() {
+    if !uring_usable("uring_sink_counts_exactly") {
+        return;
+    }
+    sink_counts_exactly("uring", "127.0.0.1", false);
+    sink_counts_exactly("uring", "::1", true);
+    sink_counts_exactly_with(
+        "uring",
+        "127.0.0.1",
+        false,
+        &["--single-issuer", "--defer-taskrun", "--workers", "2"],
+    );
+    sink_counts_exactly_with("uring", "::1", true, &["--sqpoll"]);
 }
 
 #[test]
@@ -264,6 +297,15 @@ fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
 }
 
 #[test]
+fn uring_flood_sends_exactly_count_with_its_sizes_and_flows() {
+    if !uring_usable("uring_flood_sends_exactly") {
+        return;
+    }
+    flood_sends_exactly("uring", "127.0.0.1:0");
+    flood_sends_exactly("uring", "[::1]:0");
+}
+
+#[test]
 fn rfc2544_frame_sizes_become_payloads() {
     let rx = receiver("127.0.0.1:0");
     let target = rx.local_addr().unwrap().to_string();
@@ -329,6 +371,16 @@ fn bad_input_is_one_line_and_exit_2() {
             "0",
         ],
         vec!["sink", "--listen", "127.0.0.1:9", "--interface", "lo"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--sqpoll"],
+        vec!["flood", "--target", "127.0.0.1:9", "--single-issuer"],
+        vec![
+            "sink",
+            "--listen",
+            "127.0.0.1:9",
+            "--io",
+            "uring",
+            "--defer-taskrun",
+        ],
     ] {
         let o = Command::new(bin()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -492,4 +544,59 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         text.contains("300 datagrams"),
         "the sink in the other namespace got all: {text}"
     );
+}
+
+#[test]
+fn packet_flood_sends_exactly_count_over_a_veth_pair() {
+    if !is_root() {
+        eprintln!("skipping packet flood test: needs root for namespaces and AF_PACKET");
+        return;
+    }
+    let Some(pair) = Pair::new("pktflood") else {
+        eprintln!("skipping packet flood test: could not create namespaces and a veth pair");
+        return;
+    };
+    let port = 9998;
+    let j = json_tmp("pktflood-sink");
+    let sink = Command::new("ip")
+        .args(["netns", "exec", &pair.b, bin(), "sink", "--listen"])
+        .arg(format!("{}:{port}", pair.b_addr()))
+        .args([
+            "--count",
+            "600",
+            "--duration",
+            "30",
+            "--quiet",
+            "--rcvbuf",
+            "8M",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
+        .arg(format!("{}:{port}", pair.b_addr()))
+        .args(["--io", "packet", "--count", "600", "--size", "120"])
+        .args([
+            "--flows",
+            "3",
+            "--threads",
+            "2",
+            "--rate",
+            "20k",
+            "--quiet",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(f["sent"], 600, "{f}");
+    assert!(sink.wait_with_output().unwrap().status.success());
+    let v = read_json(&j);
+    assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
+    assert_eq!(v["bytes"], 600 * 120);
 }

@@ -4,7 +4,9 @@ use super::{Counters, SinkIo, Source};
 use firehose_sys::mmsg::Batch;
 use firehose_sys::packet::RxRing;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
+use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
 use firehose_sys::SysError;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +14,9 @@ use std::time::{Duration, Instant};
 /// Receive buffer per datagram. With MSG_TRUNC the kernel reports a longer datagram's
 /// full length, so bytes are counted exactly whatever the size.
 const SLOT: usize = 2048;
+
+/// Provided buffers per io_uring worker: a burst this long is taken without re-arming.
+const URING_BUFFERS: u16 = 1024;
 
 pub(crate) struct Worker {
     pub index: usize,
@@ -37,6 +42,7 @@ impl Worker {
         }
         match source {
             Source::Socket(s) => self.run_socket(&s),
+            Source::Uring(s, setup) => self.run_uring(&s, &setup),
             Source::Ring(r) => self.run_ring(*r),
         }
     }
@@ -95,6 +101,21 @@ impl Worker {
         Ok(())
     }
 
+    fn run_uring(&self, sock: &UdpSock, setup: &UringSetup) -> Result<(), SysError> {
+        let mut ring = RecvMsgRing::new(sock.as_raw_fd(), URING_BUFFERS, SLOT, setup)?;
+        let mut l = Local::default();
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut bytes = 0u64;
+            let n = ring.poll(Duration::from_millis(100), |len| bytes += len as u64)? as u64;
+            l.packets += n;
+            l.bytes += bytes;
+            l.syscalls = ring.stats.enters;
+            self.publish(&l, n);
+        }
+        self.publish(&l, 0);
+        Ok(())
+    }
+
     fn run_ring(&self, mut ring: RxRing) -> Result<(), SysError> {
         let mut l = Local::default();
         let mut stats_at = Instant::now();
@@ -105,7 +126,7 @@ impl Worker {
                 while let Some(block) = ring.next_block() {
                     for f in block.frames() {
                         new += 1;
-                        l.bytes += udp_payload_len(f.data).unwrap_or(0) as u64;
+                        l.bytes += firehose_packet::parse(f.data).map_or(0, |u| u.len) as u64;
                     }
                 }
                 l.packets += new;
@@ -128,42 +149,5 @@ impl Worker {
         c.ring_drops.fetch_add(st.drops, Ordering::Relaxed);
         c.ring_freezes.fetch_add(st.freeze_q, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-/// The UDP payload length of an Ethernet frame carrying IPv4 or IPv6 (at most one VLAN
-/// tag), from the UDP header's length field; None for anything else.
-fn udp_payload_len(f: &[u8]) -> Option<usize> {
-    let be16 = |at: usize| -> Option<usize> {
-        Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]) as usize)
-    };
-    let (mut ty, mut at) = (be16(12)?, 14);
-    if ty == 0x8100 {
-        ty = be16(16)?;
-        at = 18;
-    }
-    let udp = match ty {
-        0x0800 => at + (*f.get(at)? as usize & 0xf) * 4,
-        0x86dd => at + 40,
-        _ => return None,
-    };
-    be16(udp + 4)?.checked_sub(8)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn payload_length_from_the_udp_header() {
-        let mut f = vec![0u8; 14 + 20 + 8 + 5];
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        f[14] = 0x45;
-        f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&13u16.to_be_bytes());
-        assert_eq!(super::udp_payload_len(&f), Some(5));
-        f[12] = 0x86;
-        f[13] = 0xdd;
-        assert_eq!(super::udp_payload_len(&f), None, "too short for IPv6");
-        f[12] = 0x08;
-        f[13] = 0x06; // ARP
-        assert_eq!(super::udp_payload_len(&f), None);
     }
 }

@@ -1,0 +1,145 @@
+//! Flood over an AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS: frames built once per
+//! flow with crates/packet, copied into ring slots, handed to the driver by one send().
+//!
+//! The path is the kernel's own choice: a UDP socket connected to the target gives the source
+//! address, the interface holding it is the one to send on, and the neighbour table gives the
+//! destination MAC (resolved, when missing, by one datagram to the target's discard port). Loopback has
+//! no link layer to speak of, so the target must be reached over a real interface (veth).
+
+use super::FloodError;
+use firehose_packet::{write_request, Endpoints};
+use firehose_sys::mmsg::Flushed;
+use firehose_sys::packet::{PacketSock, TxRing, TxRingConfig};
+use firehose_sys::socket::UdpSock;
+use firehose_sys::xdp::netlink;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Where frames go out and what their link and network headers say.
+#[derive(Debug, Clone)]
+pub(crate) struct Path {
+    pub ifindex: u32,
+    pub endpoints: Endpoints,
+}
+
+/// The route the kernel would take to `target`, from `probe` (a UDP socket connected to it).
+pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr) -> Result<Path, FloodError> {
+    let src = probe.local_addr()?;
+    let Some((ifindex, interface)) = firehose_sys::ifaddr::interface_of(src.ip())? else {
+        return Err(FloodError::Config(format!(
+            "--io packet: no interface holds {}, the source address toward {target}",
+            src.ip()
+        )));
+    };
+    if src.ip().is_loopback() || target.ip() == src.ip() {
+        return Err(FloodError::Config(format!(
+            "--io packet: {target} is reached over {interface}, not a real link; target an address behind an interface such as a veth peer"
+        )));
+    }
+    let mac_text = std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
+        .map_err(|e| FloodError::Config(format!("--io packet: reading {interface}'s MAC: {e}")))?;
+    let src_mac = firehose_packet::parse_mac(mac_text.trim()).ok_or_else(|| {
+        FloodError::Config(format!("--io packet: {interface} has no Ethernet address"))
+    })?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let dst_mac = loop {
+        if let Some(m) = netlink::neighbour(ifindex, target.ip())? {
+            break m;
+        }
+        if Instant::now() >= deadline {
+            return Err(FloodError::Config(format!(
+                "--io packet: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)"
+            )));
+        }
+        // One datagram through the kernel makes it resolve the neighbour; it goes to the
+        // discard port, so the receiver under test never counts it.
+        let mut nudge_to = target;
+        nudge_to.set_port(9);
+        let nudge = UdpSock::new_for(&nudge_to)?;
+        nudge.connect(&nudge_to)?;
+        let _ = nudge.send_to(&[0u8], None, 0);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Ok(Path {
+        ifindex,
+        endpoints: Endpoints {
+            src_mac,
+            dst_mac,
+            vlan: None,
+            src,
+            dst: target,
+            ttl: 64,
+        },
+    })
+}
+
+/// A thread's TX ring and one prebuilt frame per flow.
+pub(crate) struct PacketSender {
+    ring: TxRing,
+    frames: Vec<Vec<u8>>,
+    next: usize,
+}
+
+impl PacketSender {
+    /// A ring on the path's interface with qdisc bypass, frames for `ports` (source ports).
+    pub fn new(path: &Path, ports: &[u16], payload: usize) -> Result<Self, FloodError> {
+        let sock = PacketSock::open(path.ifindex)?;
+        sock.set_qdisc_bypass(true)?;
+        let ring = TxRing::new(sock, TxRingConfig::default())?;
+        let body: Vec<u8> = (0..payload).map(|k| (k % 251) as u8).collect();
+        let mut frames = Vec::new();
+        for &p in ports {
+            let mut e = path.endpoints;
+            e.src.set_port(p);
+            let mut f = vec![0u8; firehose_packet::header_len(&e) + payload];
+            let n = write_request(&mut f, &e, &body).ok_or_else(|| {
+                FloodError::Config(format!(
+                    "--io packet: a {payload}-byte payload does not fit a frame"
+                ))
+            })?;
+            if n > ring.max_frame() {
+                return Err(FloodError::Config(format!(
+                    "--io packet: {n}-byte frames exceed the ring's {}-byte slots",
+                    ring.max_frame()
+                )));
+            }
+            f.truncate(n);
+            frames.push(f);
+        }
+        Ok(PacketSender {
+            ring,
+            frames,
+            next: 0,
+        })
+    }
+
+    /// Frames committed to the ring and not yet taken by the kernel.
+    pub fn pending(&self) -> usize {
+        self.ring.marked()
+    }
+
+    /// Commits up to `n` frames (flows in turn) and sends every marked frame; `sent` is what
+    /// the kernel took, a refused send() (ENOBUFS) is one `failed` with its errno.
+    pub fn send(&mut self, n: usize) -> Result<Flushed, firehose_sys::SysError> {
+        for _ in 0..n {
+            let f = &self.frames[self.next];
+            let Some(slot) = self.ring.frame_mut() else {
+                break;
+            };
+            slot[..f.len()].copy_from_slice(f);
+            self.ring.commit(f.len());
+            self.next = (self.next + 1) % self.frames.len();
+        }
+        let s = self.ring.send()?;
+        if s.frames == 0 && self.ring.marked() > 0 {
+            self.ring.sock().poll(true, Duration::from_millis(1))?;
+        }
+        Ok(Flushed {
+            sent: s.frames,
+            failed: usize::from(s.error.is_some()),
+            syscalls: 1,
+            last_error: s.error,
+            ..Flushed::default()
+        })
+    }
+}
