@@ -6,6 +6,7 @@
 //! ([`wire`]), finds the template for (name, type) and copies it behind the question.
 
 pub mod build;
+pub mod counters;
 pub mod db;
 pub mod dname;
 pub mod dnssec;
@@ -22,8 +23,9 @@ pub mod zone;
 pub use firehose_dnswire as wire;
 
 pub use build::BuildError;
+pub use counters::DnsStats;
 pub use db::ZoneSet;
-pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
+pub use handler::{DnsHandler, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
 pub use reload::{Outcome, Reloader};
 pub use rrl::RrlConfig;
