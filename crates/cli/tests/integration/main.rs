@@ -13,6 +13,7 @@ mod lab_dns;
 mod lab_ladder;
 mod lab_veth;
 mod load;
+mod metrics;
 mod serve;
 mod sink_flood;
 mod stream;

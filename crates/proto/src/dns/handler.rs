@@ -99,7 +99,6 @@ impl DnsHandler {
 
     /// Limits the rate of UDP responses (each handler, that is each worker, applies
     /// `cfg` on its own).
-
     pub fn with_rrl(mut self, cfg: RrlConfig) -> Self {
         self.rrl = Some(Box::new(Rrl::new(cfg)));
         self
