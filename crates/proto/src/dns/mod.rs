@@ -13,6 +13,7 @@ pub mod dnssec;
 mod entries;
 pub mod handler;
 pub mod live;
+pub mod nsec3;
 pub mod options;
 pub mod reload;
 pub mod rrl;
