@@ -210,7 +210,8 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The verdict first, then one line per check grouped bad, warn, ok, n/a; why, where from
+/// The verdict first, then one line per check grouped bad, warn, ok (the n/a checks named on
+/// one line unless `--verbose`); why, where from
 /// and the fix (the command alone, safe to paste) under warn and bad, or every row with
 /// `--verbose`; last, how to apply the automatic fixes.
 fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
@@ -227,6 +228,18 @@ fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
         summary(rows)
     )?;
     for status in ORDER {
+        if status == Status::NotApplicable && !verbose {
+            // What does not apply here is named on one line; --verbose says why for each.
+            let names: Vec<&str> = rows
+                .iter()
+                .filter(|r| r.status == status)
+                .map(|r| r.check)
+                .collect();
+            if !names.is_empty() {
+                writeln!(out, "n/a   {}", names.join(", "))?;
+            }
+            continue;
+        }
         for r in rows.iter().filter(|r| r.status == status) {
             writeln!(
                 out,

@@ -9,6 +9,8 @@
 //! window (after warm-up). Every counted request ends exactly once, as completed or
 //! lost (unanswered within the timeout, or still unanswered when the run drains).
 
+use crate::interval::IntervalSlot;
+use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::epoll::Epoll;
@@ -29,8 +31,6 @@ const SLOT: usize = 65536;
 /// the generator wakes at most every 50 µs instead of once per request. An early request
 /// is timed from its actual send; a late one from its intended time (coordinated omission).
 const SEND_AHEAD_NS: u64 = 50_000;
-/// Highest latency the histogram holds (60 s, in ns).
-const HIST_MAX_NS: u64 = 60_000_000_000;
 
 /// How long to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,6 +83,8 @@ pub struct Live {
     pub lost: AtomicU64,
     pub stray: AtomicU64,
     pub dup: AtomicU64,
+    /// Where the thread hands over its interval histograms (`--hdr-log`).
+    pub interval: IntervalSlot,
 }
 
 /// What one thread measured.
@@ -327,7 +329,11 @@ struct Thread<'a, W: Workload> {
     epoll: Option<Epoll>,
     rx: Batch,
     tx: Batch,
+    /// Latencies since the last interval handover; folded into `total` at each.
     hist: Histogram<u64>,
+    total: Histogram<u64>,
+    /// The last interval the driver asked for.
+    interval_seen: u64,
     codes: BTreeMap<u16, u64>,
     cpu: Option<usize>,
     sent_total: u64,
@@ -392,8 +398,6 @@ impl<'a, W: Workload> Thread<'a, W> {
             // Wake at least every 2 ms to expire losses and check the clock.
             socks[0].set_recv_timeout(Duration::from_millis(2))?;
         }
-        let hist = Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
-            .map_err(|e| LoadError::Config(format!("histogram: {e}")))?;
         Ok(Thread {
             table: Table::new(capacity, bits >= 64),
             rx: Batch::new(plan.batch, SLOT),
@@ -417,7 +421,9 @@ impl<'a, W: Workload> Thread<'a, W> {
             stop,
             started,
             epoll,
-            hist,
+            hist: new_histogram(),
+            total: new_histogram(),
+            interval_seen: 0,
             codes: BTreeMap::new(),
             cpu: None,
             sent_total: 0,
@@ -466,6 +472,9 @@ impl<'a, W: Workload> Thread<'a, W> {
         loop {
             let now = self.now_ns();
             self.mark_window(now);
+            self.live
+                .interval
+                .poll(&mut self.interval_seen, &mut self.hist, &mut self.total);
             let done_sending = self.sending_done(now);
             if done_sending && self.wall_at_end.is_none() {
                 self.wall_at_end = Some(now);
@@ -715,7 +724,8 @@ impl<'a, W: Workload> Thread<'a, W> {
         self.live.lost.fetch_add(lost_all, Ordering::Relaxed);
     }
 
-    fn finish(self) -> Result<ThreadResult, LoadError> {
+    fn finish(mut self) -> Result<ThreadResult, LoadError> {
+        self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => Duration::ZERO,
@@ -739,7 +749,7 @@ impl<'a, W: Workload> Thread<'a, W> {
             gso_sends: self.gso_sends,
             gso_error: self.gso_error,
             codes: self.codes,
-            latency_ns: self.hist,
+            latency_ns: self.total,
             cpu_time,
             window,
         })

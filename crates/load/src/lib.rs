@@ -1,12 +1,16 @@
 //! The firehose load generator: drives any UDP request/response server and measures it.
 //!
 //! [`gen`] runs the flows; [`table`] keeps outstanding requests; [`workload`] says what
-//! a request looks like; [`report`] turns counts and histograms into the figures.
+//! a request looks like; [`report`] turns counts and histograms into the figures;
+//! [`interval`] hands interval histograms to the HdrHistogram log; [`merge`] adds the
+//! reports of several agents into one.
 
 pub mod dns;
 pub mod flood;
 pub mod gen;
+pub mod interval;
 mod join;
+pub mod merge;
 pub mod report;
 pub mod sink;
 pub mod table;

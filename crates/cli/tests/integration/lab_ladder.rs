@@ -212,7 +212,7 @@ fn bad_input_is_refused_with_exit_2() {
         (&["lab", "ladder", "--steps", "rps"], "use --topology veth"),
         (
             &["lab", "ladder", "--topology", "tap"],
-            "unknown topology 'tap'",
+            "invalid value 'tap' for '--topology",
         ),
         (
             &["lab", "ladder", "--server-cpus", "0", "--client-cpus", "0"],
