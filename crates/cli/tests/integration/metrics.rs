@@ -12,9 +12,19 @@ use std::process::{Command, Stdio};
 /// Samples of one scrape: `name{labels}` -> value.
 type Scrape = BTreeMap<String, f64>;
 
-/// Starts `serve ARGS --metrics 127.0.0.1:0` and reads the endpoint's address from stdout.
-fn serve_with_metrics(args: &[&str]) -> (Served, SocketAddr) {
+/// Starts `serve ARGS` with two workers on a free loopback port, its exit document in
+/// `json` and metrics on another free port, whose address it reads from stdout.
+fn serve_with_metrics(args: &[&str], json: &Path) -> (Served, SocketAddr) {
+    let js = json.display().to_string();
     let mut a = args.to_vec();
+    a.extend_from_slice(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--json-file",
+        &js,
+    ]);
     a.extend_from_slice(&["--metrics", "127.0.0.1:0"]);
     let mut srv = Served::start(&a);
     let mut line = String::new();
@@ -141,33 +151,28 @@ fn scrape_under_load(
     (last, json_of(json))
 }
 
+/// Packets in and out in the scrape equal the totals of the exit document.
+fn assert_packets_match(last: &Scrape, doc: &serde_json::Value) {
+    for (family, field) in [
+        ("firehose_packets_received_total", "packets_in"),
+        ("firehose_packets_sent_total", "packets_out"),
+    ] {
+        let want = doc["totals"][field].as_u64().unwrap();
+        assert_eq!(sum(last, family), want, "{family}");
+    }
+}
+
 #[test]
 fn echo_metrics_pass_promtool_rise_and_match_the_exit_stats() {
     let json = tmp("metrics-echo.json");
-    let js = json.display().to_string();
-    let (srv, maddr) = serve_with_metrics(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--json-file",
-        &js,
-    ]);
+    let (srv, maddr) = serve_with_metrics(&[], &json);
     let target = srv.addr.to_string();
     let gen = load(&["--target", &target, "--duration", "2", "--window", "8"]);
     let (last, doc) = scrape_under_load(srv, maddr, gen, &json);
-    let totals = &doc["totals"];
-    assert_eq!(
-        sum(&last, "firehose_packets_received_total"),
-        totals["packets_in"].as_u64().unwrap()
-    );
-    assert_eq!(
-        sum(&last, "firehose_packets_sent_total"),
-        totals["packets_out"].as_u64().unwrap()
-    );
+    assert_packets_match(&last, &doc);
     assert_eq!(
         sum(&last, "firehose_batch_size_requests_sum"),
-        totals["packets_in"].as_u64().unwrap()
+        doc["totals"]["packets_in"].as_u64().unwrap()
     );
     let _ = std::fs::remove_file(json);
 }
@@ -183,19 +188,7 @@ fn dns_metrics_count_rcodes_types_and_tcp_and_match_the_exit_stats() {
     )
     .unwrap();
     let json = tmp("metrics-dns.json");
-    let js = json.display().to_string();
-    let (srv, maddr) = serve_with_metrics(&[
-        "--proto",
-        "dns",
-        "--zone",
-        &zone,
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--json-file",
-        &js,
-    ]);
+    let (srv, maddr) = serve_with_metrics(&["--proto", "dns", "--zone", &zone], &json);
     let target = srv.addr.to_string();
     let q = queries.display().to_string();
     let gen = load(&[
@@ -225,16 +218,8 @@ fn dns_metrics_count_rcodes_types_and_tcp_and_match_the_exit_stats() {
     tcp.read_exact(&mut len).unwrap();
     drop(tcp);
     let (last, doc) = scrape_under_load(srv, maddr, gen, &json);
-    let stats = &doc;
-    assert_eq!(
-        sum(&last, "firehose_packets_received_total"),
-        stats["totals"]["packets_in"].as_u64().unwrap()
-    );
-    assert_eq!(
-        sum(&last, "firehose_packets_sent_total"),
-        stats["totals"]["packets_out"].as_u64().unwrap()
-    );
-    let handler = stats["handler"].as_object().unwrap();
+    assert_packets_match(&last, &doc);
+    let handler = doc["handler"].as_object().unwrap();
     for name in [
         "dns_noerror",
         "dns_nxdomain",
