@@ -60,40 +60,57 @@ const NAMES: [(&str, &str); COUNTERS] = [
     ("dns_rrl_slipped", "dns_tcp_rrl_slipped"),
 ];
 
-/// The slot of a query type: A AAAA NS (named `nameserver`: promtool reads `_ns` as
-/// nanoseconds) CNAME SOA PTR MX TXT SRV DS DNSKEY ANY, or other.
+/// The query types counted on their own, in slot order from [`slot::QTYPE_A`]: A AAAA NS
+/// (named `nameserver`: promtool reads `_ns` as nanoseconds) CNAME SOA PTR MX TXT SRV DS
+/// DNSKEY ANY; every other type is `qtype_other`.
+const QTYPES: [u16; 12] = [1, 28, 2, 5, 6, 12, 15, 16, 33, 43, 48, 255];
+
+/// Slot per query type below 256 (one load on the hot path instead of a chain of tests).
+const QTYPE_SLOT: [u8; 256] = {
+    let mut t = [slot::QTYPE_OTHER as u8; 256];
+    let mut k = 0;
+    while k < QTYPES.len() {
+        t[QTYPES[k] as usize] = (slot::QTYPE_A + k) as u8;
+        k += 1;
+    }
+    t
+};
+
+/// Slot per response code 0..=16 (16 is BADVERS, the extended rcode).
+const RCODE_SLOT: [u8; 17] = {
+    let mut t = [slot::RCODE_OTHER as u8; 17];
+    let codes = [
+        (0, slot::NOERROR),
+        (1, slot::FORMERR),
+        (2, slot::SERVFAIL),
+        (3, slot::NXDOMAIN),
+        (4, slot::NOTIMP),
+        (5, slot::REFUSED),
+        (16, slot::BADVERS),
+    ];
+    let mut k = 0;
+    while k < codes.len() {
+        t[codes[k].0] = codes[k].1 as u8;
+        k += 1;
+    }
+    t
+};
+
+/// The slot of a query type.
 #[inline]
 pub fn qtype_slot(qtype: u16) -> usize {
-    let k = match qtype {
-        1 => 0,
-        28 => 1,
-        2 => 2,
-        5 => 3,
-        6 => 4,
-        12 => 5,
-        15 => 6,
-        16 => 7,
-        33 => 8,
-        43 => 9,
-        48 => 10,
-        255 => 11,
-        _ => 12,
-    };
-    slot::QTYPE_A + k
+    match QTYPE_SLOT.get(qtype as usize) {
+        Some(&s) => s as usize,
+        None => slot::QTYPE_OTHER,
+    }
 }
 
-/// The slot of a response code (16 is BADVERS, the extended rcode).
+/// The slot of a response code.
 #[inline]
 fn rcode_slot(rc: u16) -> usize {
-    match rc {
-        0 => slot::NOERROR,
-        1 => slot::FORMERR,
-        2 => slot::SERVFAIL,
-        3 => slot::NXDOMAIN,
-        4 => slot::NOTIMP,
-        5 => slot::REFUSED,
-        16 => slot::BADVERS,
-        _ => slot::RCODE_OTHER,
+    match RCODE_SLOT.get(rc as usize) {
+        Some(&s) => s as usize,
+        None => slot::RCODE_OTHER,
     }
 }
 
@@ -201,5 +218,9 @@ mod tests {
         assert_eq!(NAMES[qtype_slot(255)].0, "dns_qtype_any");
         assert_eq!(NAMES[slot::QTYPE_OTHER].0, "dns_qtype_other");
         assert_eq!(NAMES[slot::RRL_SLIPPED].0, "dns_rrl_slipped");
+        assert_eq!(NAMES[qtype_slot(2)].0, "dns_qtype_nameserver");
+        assert_eq!(NAMES[qtype_slot(1000)].0, "dns_qtype_other");
+        assert_eq!(NAMES[rcode_slot(2)].0, "dns_servfail");
+        assert_eq!(NAMES[rcode_slot(4000)].0, "dns_rcode_other");
     }
 }
