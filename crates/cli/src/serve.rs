@@ -507,7 +507,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     if let Some(addr) = a.metrics {
-        let source = server.metrics_source(proto_name(a.proto));
+        let mut source = server.metrics_source(proto_name(a.proto));
+        if let Some(t) = &tcp {
+            source = source.with_provider(std::sync::Arc::new(t.counter_reader()));
+        }
         let version = env!("CARGO_PKG_VERSION");
         let bound = crate::metrics::spawn(addr, move || source.render(version))
             .map_err(|e| Usage(format!("{e:#}")))?;

@@ -126,6 +126,11 @@ fn float(v: f64) -> String {
     }
 }
 
+/// Counters kept outside the engine's workers (e.g. a DNS server's TCP threads), read at
+/// each scrape as cumulative (name, value) pairs. It must not lock anything a hot path
+/// takes.
+pub type CounterProvider = Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
 /// Handles to a running server's counters, for rendering a scrape from any thread.
 #[derive(Clone)]
 pub struct MetricsSource {
@@ -134,6 +139,7 @@ pub struct MetricsSource {
     sockets: Vec<Arc<UdpSock>>,
     worker_cpus: Vec<Option<usize>>,
     started: Instant,
+    providers: Vec<CounterProvider>,
 }
 
 impl MetricsSource {
@@ -149,7 +155,15 @@ impl MetricsSource {
             sockets,
             worker_cpus,
             started: Instant::now(),
+            providers: Vec::new(),
         }
+    }
+
+    /// Adds counters from outside the workers, rendered as `firehose_<name>_total`
+    /// without labels. Their names must differ from the workers' handler counters.
+    pub fn with_provider(mut self, p: CounterProvider) -> Self {
+        self.providers.push(p);
+        self
     }
 
     /// The exposition of every counter now. `version` is the build's version string.
@@ -259,6 +273,15 @@ impl MetricsSource {
             &series,
         );
         self.named_families(&mut e, &workers, &labels);
+        for p in &self.providers {
+            for (n, v) in p() {
+                e.counter(
+                    &format!("firehose_{n}_total"),
+                    &format!("The server's `{n}` counter."),
+                    &[(&[], v)],
+                );
+            }
+        }
         e.finish()
     }
 

@@ -14,6 +14,7 @@ mod lab_dns;
 mod lab_ladder;
 mod lab_veth;
 mod load;
+mod metrics;
 mod report_merge;
 mod serve;
 mod sink_flood;

@@ -1,6 +1,7 @@
 //! The hot path: parse the query in place, pick a pre-rendered template, copy it after
 //! the question (which is already where the response needs it), patch the header.
 
+use super::counters::{slot, DnsStats};
 use super::db::{Answer, Template, ZoneSet};
 use super::dname::{synthesize, Scratch};
 use super::live::LiveZones;
@@ -21,51 +22,6 @@ pub const MAX_TCP_MESSAGE: usize = 65535;
 const OPT_LEN: usize = 11;
 /// EDNS option code of edns-tcp-keepalive (RFC 7828).
 pub const OPT_TCP_KEEPALIVE: u16 = 11;
-
-/// What the handler has done, per worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DnsStats {
-    /// Responses per rcode (index 16 is BADVERS).
-    pub rcode: [u64; 17],
-    /// Responses sent with TC because the answer did not fit.
-    pub truncated: u64,
-    /// Responses whose additional section was cut to fit (TC clear).
-    pub additional_trimmed: u64,
-    /// Datagrams shorter than a header, dropped.
-    pub dropped_short: u64,
-    /// Datagrams with QR set (responses), dropped.
-    pub dropped_response: u64,
-}
-
-impl DnsStats {
-    /// Adds `o` into `self`.
-    pub fn add(&mut self, o: &DnsStats) {
-        for (a, b) in self.rcode.iter_mut().zip(o.rcode) {
-            *a += b;
-        }
-        self.truncated += o.truncated;
-        self.additional_trimmed += o.additional_trimmed;
-        self.dropped_short += o.dropped_short;
-        self.dropped_response += o.dropped_response;
-    }
-
-    /// The counters as (name, value), names prefixed with `prefix` (e.g. "dns_").
-    pub fn named(&self, names: &[&'static str; 10]) -> Vec<(&'static str, u64)> {
-        let v = [
-            self.rcode[0],
-            self.rcode[1],
-            self.rcode[3],
-            self.rcode[4],
-            self.rcode[5],
-            self.rcode[16],
-            self.truncated,
-            self.additional_trimmed,
-            self.dropped_short,
-            self.dropped_response,
-        ];
-        names.iter().copied().zip(v).collect()
-    }
-}
 
 /// How the response leaves: the size limit and the transport's own OPT options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +88,12 @@ impl DnsHandler {
     pub fn with_options(mut self, cfg: OptionsConfig) -> Self {
         let on = cfg.nsid.is_some() || cfg.cookie_secret.is_some();
         self.options = on.then(|| Arc::new(cfg));
+        self
+    }
+
+    /// Names the counters for TCP (`dns_tcp_*`).
+    pub fn counted_as_tcp(mut self) -> Self {
+        self.stats = DnsStats::tcp();
         self
     }
 
@@ -238,7 +200,7 @@ impl DnsHandler {
         tc: bool,
         tr: Transport,
     ) -> Verdict {
-        self.stats.rcode[rc as usize] += 1;
+        self.stats.response(rc);
         let mut end = q.question_end;
         let mut ar = 0;
         if let Some(e) = q.edns {
@@ -290,7 +252,7 @@ impl DnsHandler {
                     .sum();
                 let mut end = start + t.bytes.len();
                 if end + extra + opt > limit {
-                    self.stats.truncated += 1;
+                    self.stats.bump(slot::TRUNCATED);
                     return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
                 }
                 buf[start..end].copy_from_slice(&t.bytes);
@@ -307,7 +269,7 @@ impl DnsHandler {
                     end = self.opt(buf, end, 0, e.dnssec_ok, tr);
                     ar += 1;
                 }
-                self.stats.rcode[rc as usize] += 1;
+                self.stats.response(rc);
                 self.header(buf, aa, false, rc, [1, an, ns, ar]);
                 return Verdict::Reply(end);
             }
@@ -332,7 +294,7 @@ impl DnsHandler {
                     scratch,
                 );
                 let Some(s) = synth else {
-                    self.stats.truncated += 1;
+                    self.stats.bump(slot::TRUNCATED);
                     return self.bare(buf, q, 0, true, true, tr);
                 };
                 let mut len = s.end;
@@ -341,7 +303,7 @@ impl DnsHandler {
                     len = self.opt(buf, len, 0, e.dnssec_ok, tr);
                     ar += 1;
                 }
-                self.stats.rcode[s.rcode as usize] += 1;
+                self.stats.response(s.rcode);
                 self.header(buf, true, false, s.rcode, [1, an, ns, ar]);
                 return Verdict::Reply(len);
             }
@@ -355,11 +317,11 @@ impl DnsHandler {
             // authority sections themselves do not fit.
             let room = limit.saturating_sub(start + opt);
             if (t.additional_at as usize) > room {
-                self.stats.truncated += 1;
+                self.stats.bump(slot::TRUNCATED);
                 return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
             }
             (keep, ar) = t.additional_fitting(room);
-            self.stats.additional_trimmed += 1;
+            self.stats.bump(slot::ADDITIONAL_TRIMMED);
             // A referral without all its glue is incomplete (RFC 9471 §3).
             tc = t.is_referral();
         }
@@ -372,7 +334,7 @@ impl DnsHandler {
             ar += 1;
         }
         let (aa, rc) = (t.aa, t.rcode);
-        self.stats.rcode[rc as usize] += 1;
+        self.stats.response(rc);
         self.header(buf, aa, tc, rc, [1, an, ns, ar]);
         Verdict::Reply(len)
     }
@@ -389,25 +351,28 @@ impl DnsHandler {
         self.extra_len = 0;
         self.cookie_ok = false;
         match parse_query(&buf[..len], &mut self.name) {
-            Parsed::Query(q) if self.options.is_some() && q.edns.is_some() => {
-                if self.read_options(buf, len, &q, peer) {
-                    self.answer(buf, &q, tr)
-                } else {
+            Parsed::Query(q) => {
+                self.stats.query(q.qtype);
+                if self.options.is_some()
+                    && q.edns.is_some()
+                    && !self.read_options(buf, len, &q, peer)
+                {
                     // A cookie of a forbidden length (RFC 7873 §5.2.2).
                     self.bare(buf, &q, rcode::FORMERR as u16, false, false, tr)
+                } else {
+                    self.answer(buf, &q, tr)
                 }
             }
-            Parsed::Query(q) => self.answer(buf, &q, tr),
             Parsed::Drop(DropReason::Short) => {
-                self.stats.dropped_short += 1;
+                self.stats.bump(slot::DROPPED_SHORT);
                 Verdict::Drop
             }
             Parsed::Drop(DropReason::Response) => {
-                self.stats.dropped_response += 1;
+                self.stats.bump(slot::DROPPED_RESPONSE);
                 Verdict::Drop
             }
             Parsed::NotImp(question_end) => {
-                self.stats.rcode[rcode::NOTIMP as usize] += 1;
+                self.stats.response(rcode::NOTIMP);
                 let qd = question_end.is_some() as u16;
                 let end = question_end.unwrap_or(HEADER);
                 self.error_reply(buf, len, end, rcode::NOTIMP, qd, tr)
@@ -415,7 +380,7 @@ impl DnsHandler {
             Parsed::FormErr(_) => {
                 // The question cannot be trusted: answer with the header alone (and our
                 // OPT when the query's own OPT is readable, RFC 6891 §7).
-                self.stats.rcode[rcode::FORMERR as usize] += 1;
+                self.stats.response(rcode::FORMERR);
                 self.error_reply(buf, len, HEADER, rcode::FORMERR, 0, tr)
             }
         }
@@ -550,7 +515,10 @@ impl DnsHandler {
             (rcode::NOERROR, false, false) => (Class::Referral, qname),
             _ => (Class::Error, &[][..]),
         };
-        match rrl.check(addr.ip(), class, key) {
+        let decision = rrl.check(addr.ip(), class, key);
+        self.stats.set(slot::RRL_DROPPED, rrl.dropped);
+        self.stats.set(slot::RRL_SLIPPED, rrl.slipped);
+        match decision {
             Decision::Send => Verdict::Reply(n),
             Decision::Drop => Verdict::Drop,
             Decision::Slip if qd == 1 => {
@@ -576,27 +544,10 @@ impl Handler for DnsHandler {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut v = self.stats.named(&UDP_COUNTERS);
-        if let Some(r) = &self.rrl {
-            v.extend([
-                ("dns_rrl_dropped", r.dropped),
-                ("dns_rrl_slipped", r.slipped),
-            ]);
-        }
-        v
+        self.stats.named().to_vec()
+    }
+
+    fn live_counters(&self) -> &[(&'static str, u64)] {
+        self.stats.named()
     }
 }
-
-/// Counter names of [`DnsStats::named`] for UDP.
-pub const UDP_COUNTERS: [&str; 10] = [
-    "dns_noerror",
-    "dns_formerr",
-    "dns_nxdomain",
-    "dns_notimp",
-    "dns_refused",
-    "dns_badvers",
-    "dns_truncated",
-    "dns_additional_trimmed",
-    "dns_dropped_short",
-    "dns_dropped_response",
-];

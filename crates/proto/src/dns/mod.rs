@@ -6,12 +6,14 @@
 //! ([`wire`]), finds the template for (name, type) and copies it behind the question.
 
 pub mod build;
+pub mod counters;
 pub mod db;
 pub mod dname;
 pub mod dnssec;
 mod entries;
 pub mod handler;
 pub mod live;
+pub mod nsec3;
 pub mod options;
 pub mod reload;
 pub mod rrl;
@@ -22,8 +24,9 @@ pub mod zone;
 pub use firehose_dnswire as wire;
 
 pub use build::BuildError;
+pub use counters::DnsStats;
 pub use db::ZoneSet;
-pub use handler::{DnsHandler, DnsStats, Transport, DEFAULT_MAX_UDP};
+pub use handler::{DnsHandler, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
 pub use reload::{Outcome, Reloader};
 pub use rrl::RrlConfig;

@@ -8,7 +8,8 @@
 //! (RFC 7828). Answers may be up to 65535 bytes. AXFR (RFC 5936) is served to the
 //! addresses allowed to transfer and refused to everyone else.
 
-use super::handler::{has_edns_option, DnsStats, Transport, MAX_TCP_MESSAGE, OPT_TCP_KEEPALIVE};
+use super::counters::{slot, DnsStats, COUNTERS};
+use super::handler::{has_edns_option, Transport, MAX_TCP_MESSAGE, OPT_TCP_KEEPALIVE};
 use super::live::LiveZones;
 use super::wire::{get16, parse_query, put16, rcode, NameBuf, Parsed, HEADER};
 use super::DnsHandler;
@@ -122,8 +123,9 @@ struct Counters {
     queries: AtomicU64,
     axfr: AtomicU64,
     axfr_refused: AtomicU64,
-    /// Answers by rcode and so on, merged in as each connection ends.
-    dns: Mutex<DnsStats>,
+    /// Answers by rcode, queries by type and so on (the slots of [`DnsStats`]), added
+    /// after each message by the connection that answered it.
+    dns: [AtomicU64; COUNTERS],
 }
 
 /// Open connections, for the limits and for shutdown.
@@ -186,21 +188,14 @@ impl TcpServer {
 
     /// Counters, named beside the UDP ones (`dns_tcp_*`).
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.shared.counters;
-        let mut v = vec![
-            ("dns_tcp_accepted", c.accepted.load(Ordering::Relaxed)),
-            ("dns_tcp_rejected", c.rejected.load(Ordering::Relaxed)),
-            ("dns_tcp_idle_closed", c.idle_closed.load(Ordering::Relaxed)),
-            ("dns_tcp_queries", c.queries.load(Ordering::Relaxed)),
-            ("dns_tcp_axfr", c.axfr.load(Ordering::Relaxed)),
-            (
-                "dns_tcp_axfr_refused",
-                c.axfr_refused.load(Ordering::Relaxed),
-            ),
-        ];
-        let dns = c.dns.lock().unwrap_or_else(PoisonError::into_inner);
-        v.extend(dns.named(&TCP_COUNTERS));
-        v
+        self.shared.counters.read()
+    }
+
+    /// A reader of [`TcpServer::counters`] that outlives the server's handle, for a
+    /// metrics scrape: relaxed loads only, no lock.
+    pub fn counter_reader(&self) -> impl Fn() -> Vec<(&'static str, u64)> + Send + Sync + 'static {
+        let sh = self.shared.clone();
+        move || sh.counters.read()
     }
 
     /// Stops accepting, closes every connection, waits (up to 2 s) for their threads,
@@ -234,19 +229,38 @@ impl Drop for TcpServer {
     }
 }
 
-/// Counter names of the TCP answers.
-const TCP_COUNTERS: [&str; 10] = [
-    "dns_tcp_noerror",
-    "dns_tcp_formerr",
-    "dns_tcp_nxdomain",
-    "dns_tcp_notimp",
-    "dns_tcp_refused",
-    "dns_tcp_badvers",
-    "dns_tcp_truncated",
-    "dns_tcp_additional_trimmed",
-    "dns_tcp_dropped_short",
-    "dns_tcp_dropped_response",
-];
+impl Counters {
+    fn read(&self) -> Vec<(&'static str, u64)> {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut v = vec![
+            ("dns_tcp_accepted", g(&self.accepted)),
+            ("dns_tcp_rejected", g(&self.rejected)),
+            ("dns_tcp_idle_closed", g(&self.idle_closed)),
+            ("dns_tcp_queries", g(&self.queries)),
+            ("dns_tcp_axfr", g(&self.axfr)),
+            ("dns_tcp_axfr_refused", g(&self.axfr_refused)),
+        ];
+        let names = DnsStats::tcp();
+        v.extend(
+            names
+                .named()
+                .iter()
+                .zip(&self.dns)
+                .map(|((n, _), c)| (*n, g(c))),
+        );
+        v
+    }
+
+    /// Adds what `now` counted since `published`, and remembers it as published.
+    fn add_dns(&self, now: &DnsStats, published: &mut [u64; COUNTERS]) {
+        for (i, ((_, v), p)) in now.named().iter().zip(published.iter_mut()).enumerate() {
+            if *v != *p {
+                self.dns[i].fetch_add(*v - *p, Ordering::Relaxed);
+                *p = *v;
+            }
+        }
+    }
+}
 
 /// Where to connect to reach a listener on `local` (a wildcard address is reached on
 /// loopback).
@@ -280,22 +294,16 @@ impl Shared {
         Some(id)
     }
 
-    fn release(&self, id: u64, ip: IpAddr, stats: &DnsStats) {
-        {
-            let mut r = self.lock();
-            r.open.remove(&id);
-            if let Some(n) = r.per_client.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    r.per_client.remove(&ip);
-                }
+    fn release(&self, id: u64, ip: IpAddr) {
+        let mut r = self.lock();
+        r.open.remove(&id);
+        if let Some(n) = r.per_client.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                r.per_client.remove(&ip);
             }
         }
-        self.counters
-            .dns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(stats);
+        drop(r);
         self.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -327,10 +335,10 @@ fn accept_loop(listener: TcpListener, sh: Arc<Shared>) {
             .spawn(move || {
                 let mut conn = Conn::new(&sh2, peer);
                 conn.run(stream);
-                sh2.release(id, ip, conn.handler.stats());
+                sh2.release(id, ip);
             });
         if spawned.is_err() {
-            sh.release(id, ip, &DnsStats::default());
+            sh.release(id, ip);
             sh.counters.rejected.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -348,6 +356,8 @@ struct Conn<'a> {
     /// Responses waiting to be written, each with its length prefix.
     out: Vec<u8>,
     name: Box<NameBuf>,
+    /// The handler's counters as last added to the shared ones.
+    published: [u64; COUNTERS],
 }
 
 impl<'a> Conn<'a> {
@@ -356,11 +366,13 @@ impl<'a> Conn<'a> {
             sh,
             peer,
             handler: DnsHandler::live(sh.live.clone(), sh.cfg.max_udp)
-                .with_options(sh.cfg.options.clone()),
+                .with_options(sh.cfg.options.clone())
+                .counted_as_tcp(),
             inbuf: vec![0; 2 * (2 + MAX_TCP_MESSAGE)],
             msg: vec![0; MAX_TCP_MESSAGE],
             out: Vec::with_capacity(4096),
             name: Box::default(),
+            published: [0; COUNTERS],
         }
     }
 
@@ -427,7 +439,11 @@ impl<'a> Conn<'a> {
             return self.transfer(len, q.name_len, q.question_end, tr, s);
         }
         let peer = firehose_engine::Peer::from_addr(self.peer);
-        match self.handler.respond(&mut self.msg, len, tr, &peer) {
+        let verdict = self.handler.respond(&mut self.msg, len, tr, &peer);
+        self.sh
+            .counters
+            .add_dns(self.handler.stats(), &mut self.published);
+        match verdict {
             Verdict::Reply(n) => push_framed(&mut self.out, &self.msg[..n]),
             // A response sent to us, or a runt: RFC 7766 §6.2.2 lets the server close.
             Verdict::Drop | Verdict::Error => return false,
@@ -470,6 +486,9 @@ impl<'a> Conn<'a> {
             if let Some(n) = self.handler.refuse(&mut self.msg, len, rc, tr) {
                 push_framed(&mut self.out, &self.msg[..n]);
             }
+            self.sh
+                .counters
+                .add_dns(self.handler.stats(), &mut self.published);
             return true;
         };
         self.sh.counters.axfr.fetch_add(1, Ordering::Relaxed);
@@ -527,14 +546,7 @@ impl<'a> Conn<'a> {
         if !flush(&mut m, count) {
             return false;
         }
-        let mut st = DnsStats::default();
-        st.rcode[0] = 1;
-        self.sh
-            .counters
-            .dns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(&st);
+        self.sh.counters.dns[slot::NOERROR].fetch_add(1, Ordering::Relaxed);
         true
     }
 }

@@ -1,0 +1,184 @@
+//! NSEC3 hashed denial (RFC 5155): the owner-name hash and the chain ordered by hash.
+//!
+//! A zone signed with NSEC3 names each NSEC3 record by the base32hex of an iterated,
+//! salted SHA-1 of an existing name. Denying a name that does not exist means hashing
+//! names derived from the query at run time (the closest encloser, the next closer name,
+//! the wildcard), so the hash here works on the stack and never allocates.
+
+use sha1_smol::Sha1;
+
+/// Record types of NSEC3 data.
+pub const NSEC3: u16 = 50;
+pub const NSEC3PARAM: u16 = 51;
+
+/// Length of a SHA-1 digest, the only NSEC3 hash algorithm defined (number 1).
+pub const HASH_LEN: usize = 20;
+
+/// The zone's hash parameters, from its NSEC3PARAM record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub iterations: u16,
+    pub salt: Box<[u8]>,
+}
+
+impl Params {
+    /// Reads NSEC3PARAM RDATA (algorithm, flags, iterations, salt length, salt); `None`
+    /// for an algorithm other than SHA-1 or a malformed record.
+    pub fn from_rdata(rd: &[u8]) -> Option<Params> {
+        let (&alg, rest) = rd.split_first()?;
+        let salt_len = *rest.get(3)? as usize;
+        let salt = rest.get(4..4 + salt_len)?;
+        (alg == 1 && rest.len() == 4 + salt_len).then(|| Params {
+            iterations: u16::from_be_bytes([rest[1], rest[2]]),
+            salt: salt.into(),
+        })
+    }
+
+    /// The hash of lower-case wire `name` (RFC 5155 §5): SHA-1 of the name and the
+    /// salt, then `iterations` more times of the previous digest and the salt.
+    pub fn hash(&self, name: &[u8]) -> [u8; HASH_LEN] {
+        let mut h = Sha1::new();
+        h.update(name);
+        h.update(&self.salt);
+        let mut d = h.digest().bytes();
+        for _ in 0..self.iterations {
+            let mut h = Sha1::new();
+            h.update(&d);
+            h.update(&self.salt);
+            d = h.digest().bytes();
+        }
+        d
+    }
+}
+
+const BASE32HEX: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+
+/// A digest as the first label of an NSEC3 owner: 32 lower-case base32hex characters.
+pub fn encode(h: &[u8; HASH_LEN]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut bits = 0u32;
+    let mut acc = 0u64;
+    let mut k = 0;
+    for &b in h {
+        acc = (acc << 8) | b as u64;
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out[k] = BASE32HEX[((acc >> bits) & 31) as usize];
+            k += 1;
+        }
+    }
+    out
+}
+
+/// The digest an NSEC3 owner label names (either case); `None` if it is not one.
+pub fn decode(label: &[u8]) -> Option<[u8; HASH_LEN]> {
+    if label.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; HASH_LEN];
+    let (mut acc, mut bits, mut k) = (0u64, 0u32, 0);
+    for &c in label {
+        let v = match c.to_ascii_lowercase() {
+            c @ b'0'..=b'9' => c - b'0',
+            c @ b'a'..=b'v' => c - b'a' + 10,
+            _ => return None,
+        };
+        acc = (acc << 5) | v as u64;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out[k] = (acc >> bits) as u8;
+            k += 1;
+        }
+    }
+    Some(out)
+}
+
+/// A zone's NSEC3 records, each with its RRSIGs, ordered by hash, ready to append.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Nsec3Chain {
+    pub params: Option<Params>,
+    /// The digest each NSEC3 owner names, ascending.
+    pub hashes: Vec<[u8; HASH_LEN]>,
+    /// Per entry: (start, end) in `bytes` and the number of records there.
+    pub spans: Vec<(u32, u32, u16)>,
+    pub bytes: Vec<u8>,
+}
+
+impl Nsec3Chain {
+    /// Index of the NSEC3 whose owner hash is `h`.
+    pub fn matching(&self, h: &[u8; HASH_LEN]) -> Option<usize> {
+        self.hashes.binary_search(h).ok()
+    }
+
+    /// Index of the NSEC3 that covers `h`: the last owner hash before it, the last
+    /// entry for a hash before the first (the chain wraps). `None` if `h` is an owner.
+    pub fn covering(&self, h: &[u8; HASH_LEN]) -> Option<usize> {
+        match self.hashes.binary_search(h) {
+            Ok(_) => None,
+            Err(0) => self.hashes.len().checked_sub(1),
+            Err(i) => Some(i - 1),
+        }
+    }
+
+    /// The bytes and record count of entry `i`.
+    pub fn entry(&self, i: usize) -> (&[u8], u16) {
+        let (s, e, n) = self.spans[i];
+        (&self.bytes[s as usize..e as usize], n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(name: &str) -> Vec<u8> {
+        let mut w = Vec::new();
+        for l in name.split('.').filter(|l| !l.is_empty()) {
+            w.push(l.len() as u8);
+            w.extend_from_slice(l.as_bytes());
+        }
+        w.push(0);
+        w
+    }
+
+    #[test]
+    fn hashes_are_rfc5155_appendix_a() {
+        // NSEC3PARAM 1 0 12 aabbccdd
+        let p = Params::from_rdata(&[1, 0, 0, 12, 4, 0xaa, 0xbb, 0xcc, 0xdd]).unwrap();
+        assert_eq!(p.iterations, 12);
+        for (name, want) in [
+            ("example", "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom"),
+            ("a.example", "35mthgpgcu1qg68fab165klnsnk3dpvl"),
+            ("ai.example", "gjeqe526plbf1g8mklp59enfd789njgi"),
+            ("ns1.example", "2t7b4g4vsa5smi47k61mv5bv1a22bojr"),
+            ("x.y.w.example", "2vptu5timamqttgl4luu9kg21e0aor3s"),
+            ("*.w.example", "r53bq7cc2uvmubfu5ocmm6pers9tk9en"),
+        ] {
+            let h = p.hash(&wire(name));
+            assert_eq!(&encode(&h), want.as_bytes(), "{name}");
+            assert_eq!(decode(want.to_ascii_uppercase().as_bytes()), Some(h));
+        }
+        assert_eq!(decode(b"0p9mhaveqvm6t7vbl5lop2u3t2rp3toz"), None);
+        assert_eq!(Params::from_rdata(&[2, 0, 0, 12, 0]), None, "not SHA-1");
+        assert_eq!(
+            Params::from_rdata(&[1, 0, 0, 12, 4, 0xaa]),
+            None,
+            "short salt"
+        );
+    }
+
+    #[test]
+    fn covering_wraps_and_matching_is_exact() {
+        let c = Nsec3Chain {
+            hashes: vec![[2; HASH_LEN], [5; HASH_LEN], [9; HASH_LEN]],
+            ..Nsec3Chain::default()
+        };
+        assert_eq!(c.matching(&[5; HASH_LEN]), Some(1));
+        assert_eq!(c.covering(&[5; HASH_LEN]), None);
+        assert_eq!(c.covering(&[6; HASH_LEN]), Some(1));
+        assert_eq!(c.covering(&[1; HASH_LEN]), Some(2));
+        assert_eq!(c.covering(&[10; HASH_LEN]), Some(2));
+    }
+}
