@@ -302,7 +302,11 @@ mod tests {
     fn selection() {
         let (all, skipped) = select(None, Kind::Loopback).unwrap();
         assert_eq!(all.len(), 7);
-        assert_eq!(skipped.len(), 5, "rps, xps, gro-off, rp-filter-off and xdp need veth");
+        assert_eq!(
+            skipped.len(),
+            5,
+            "rps, xps, gro-off, rp-filter-off and xdp need veth"
+        );
         let (all, skipped) = select(None, Kind::Veth).unwrap();
         assert_eq!((all.len(), skipped.len()), (STEPS.len(), 0));
         let (two, _) = select(Some("batch,shared"), Kind::Loopback).unwrap();
