@@ -2,8 +2,10 @@
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
-    parse_unix_time, thousands, Cpus, Usage,
+    parse_unix_time, Cpus, Usage,
 };
+mod output;
+
 use crate::serve_xdp::{zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -11,10 +13,12 @@ use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
-use firehose_load::report::{Interval, ServerCpu};
+use firehose_load::report::ServerCpu;
 use firehose_load::xdp::{ModeChoice, XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
+pub use output::print_summary;
+use output::{print_header, print_interval, IntervalLines};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -430,90 +434,6 @@ impl ServerWindow {
     }
 }
 
-/// The counters at the last interval line, to print the next one as a difference.
-struct IntervalLines {
-    every: Duration,
-    next: Duration,
-    t: f64,
-    completed: u64,
-    lost: u64,
-    stray: u64,
-}
-
-impl IntervalLines {
-    /// The interval ending at `el`, if a line is due.
-    fn due(&mut self, el: Duration, live: &[firehose_load::gen::Live]) -> Option<Interval> {
-        if self.every.is_zero() || el < self.next {
-            return None;
-        }
-        let sum = |f: fn(&firehose_load::gen::Live) -> u64| live.iter().map(f).sum::<u64>();
-        let t = el.as_secs_f64();
-        let c = sum(|l| l.completed.load(Ordering::Relaxed));
-        let lost = sum(|l| l.lost.load(Ordering::Relaxed));
-        let stray = sum(|l| l.stray.load(Ordering::Relaxed));
-        let iv = Interval {
-            t,
-            tps: (c - self.completed) as f64 / (t - self.t),
-            lost: lost - self.lost,
-            stray: stray - self.stray,
-        };
-        (self.completed, self.lost, self.stray) = (c, lost, stray);
-        self.t = t;
-        self.next += self.every;
-        Some(iv)
-    }
-}
-
-/// The line of the interval that ended at `iv.t` and began at `from`.
-fn print_interval(from: f64, iv: &Interval, warmup: Duration, tty: bool) {
-    if tty {
-        eprint!("\r\x1b[K");
-    }
-    say!(
-        "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
-        from,
-        iv.t,
-        thousands(iv.tps),
-        iv.lost,
-        iv.stray,
-        if from < warmup.as_secs_f64() {
-            "  (warm-up)"
-        } else {
-            ""
-        }
-    );
-}
-
-fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
-    say!(
-        "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
-        cfg.target,
-        match cfg.rate {
-            Some(r) => format!("open loop at {} tps", thousands(r)),
-            None => "closed loop".into(),
-        },
-        cfg.flows,
-        match cfg.window {
-            0 => "no window cap".to_string(),
-            w => format!("window {w}"),
-        },
-        cfg.threads,
-        cfg.cpus
-            .as_ref()
-            .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
-            .unwrap_or_default(),
-        match &a.queries {
-            Some(q) => format!("queries from {}", q.display()),
-            None => format!("{}-byte requests", a.size),
-        },
-        if cfg.warmup.is_zero() {
-            String::new()
-        } else {
-            format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
-        }
-    );
-}
-
 /// The `--hdr-log` side of a run. Intervals start where the warm-up ends (the warm-up records
 /// nothing) and end every `--interval` after, when the driver asks the threads for them;
 /// boundaries stop before the send window ends, so the last interval runs through the
@@ -735,72 +655,4 @@ fn drive<W: Workload + 'static>(
         |c| code_namer.code_name(c),
     )
     .context("summarising the latency histogram")
-}
-
-/// Prints a load report (one agent's or several merged) as `firehose load` does.
-pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &LoadReport) {
-    let pct = |n: u64| {
-        if r.sent > 0 {
-            100.0 * n as f64 / r.sent as f64
-        } else {
-            0.0
-        }
-    };
-    say!(
-        "summary: {} {} loop, {:.2} s measured",
-        target,
-        mode,
-        r.duration_s
-    );
-    say!("  tps         {}", thousands(r.tps));
-    say!(
-        "  completed   {}   sent {}   lost {} ({:.3}%)   stray {}   dup {}   unsent {}",
-        r.completed,
-        r.sent,
-        r.lost,
-        pct(r.lost),
-        r.stray,
-        r.dup,
-        r.unsent
-    );
-    let l = &r.latency_us;
-    say!(
-        "  latency us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
-        l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
-    );
-    if let Some(c) = r.client_cpu_us_per_txn {
-        say!(
-            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}",
-            c,
-            r.client_cpu_util * 100.0,
-            r.client_syscalls_per_txn.unwrap_or(0.0),
-            r.send_path
-        );
-    }
-    if let Some(e) = &r.gso_error {
-        say!("  note: the kernel refused UDP GSO ({e}); requests went by sendmmsg");
-    }
-    if let (Some(s), Some(u)) = (r.server_cpu_us_per_txn, r.server_cpu_util) {
-        say!(
-            "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
-            s,
-            u * 100.0,
-            server_pid.unwrap_or(0)
-        );
-    }
-    if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {
-        let codes: Vec<String> = r.codes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        say!("  codes       {}", codes.join(", "));
-    }
-    if r.send_errors > 0 {
-        say!(
-            "  send errors {} (kernel refused; counted lost at their timeout)",
-            r.send_errors
-        );
-    }
-    if r.client_bound {
-        say!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
-    } else if r.client_saturated && r.server_cpu_util.is_none() {
-        say!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
-    }
 }

@@ -1,0 +1,165 @@
+//! What `firehose load` prints while it runs and at the end: the header, a line per
+//! interval, and the summary (also used by `firehose report merge`).
+
+use super::LoadArgs;
+use crate::args::thousands;
+use firehose_load::report::Interval;
+use firehose_load::{LoadConfig, LoadReport};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The counters at the last interval line, to print the next one as a difference.
+pub(super) struct IntervalLines {
+    pub(super) every: Duration,
+    pub(super) next: Duration,
+    pub(super) t: f64,
+    pub(super) completed: u64,
+    pub(super) lost: u64,
+    pub(super) stray: u64,
+}
+
+impl IntervalLines {
+    /// The interval ending at `el`, if a line is due.
+    pub(super) fn due(
+        &mut self,
+        el: Duration,
+        live: &[firehose_load::gen::Live],
+    ) -> Option<Interval> {
+        if self.every.is_zero() || el < self.next {
+            return None;
+        }
+        let sum = |f: fn(&firehose_load::gen::Live) -> u64| live.iter().map(f).sum::<u64>();
+        let t = el.as_secs_f64();
+        let c = sum(|l| l.completed.load(Ordering::Relaxed));
+        let lost = sum(|l| l.lost.load(Ordering::Relaxed));
+        let stray = sum(|l| l.stray.load(Ordering::Relaxed));
+        let iv = Interval {
+            t,
+            tps: (c - self.completed) as f64 / (t - self.t),
+            lost: lost - self.lost,
+            stray: stray - self.stray,
+        };
+        (self.completed, self.lost, self.stray) = (c, lost, stray);
+        self.t = t;
+        self.next += self.every;
+        Some(iv)
+    }
+}
+
+/// The line of the interval that ended at `iv.t` and began at `from`.
+pub(super) fn print_interval(from: f64, iv: &Interval, warmup: Duration, tty: bool) {
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    say!(
+        "[{:6.1}-{:6.1}s] tps {:>12}  lost {:>8}  stray {:>6}{}",
+        from,
+        iv.t,
+        thousands(iv.tps),
+        iv.lost,
+        iv.stray,
+        if from < warmup.as_secs_f64() {
+            "  (warm-up)"
+        } else {
+            ""
+        }
+    );
+}
+
+pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
+    say!(
+        "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
+        cfg.target,
+        match cfg.rate {
+            Some(r) => format!("open loop at {} tps", thousands(r)),
+            None => "closed loop".into(),
+        },
+        cfg.flows,
+        match cfg.window {
+            0 => "no window cap".to_string(),
+            w => format!("window {w}"),
+        },
+        cfg.threads,
+        cfg.cpus
+            .as_ref()
+            .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
+            .unwrap_or_default(),
+        match &a.queries {
+            Some(q) => format!("queries from {}", q.display()),
+            None => format!("{}-byte requests", a.size),
+        },
+        if cfg.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
+        }
+    );
+}
+
+/// Prints a load report (one agent's or several merged) as `firehose load` does.
+pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &LoadReport) {
+    let pct = |n: u64| {
+        if r.sent > 0 {
+            100.0 * n as f64 / r.sent as f64
+        } else {
+            0.0
+        }
+    };
+    say!(
+        "summary: {} {} loop, {:.2} s measured",
+        target,
+        mode,
+        r.duration_s
+    );
+    say!("  tps         {}", thousands(r.tps));
+    say!(
+        "  completed   {}   sent {}   lost {} ({:.3}%)   stray {}   dup {}   unsent {}",
+        r.completed,
+        r.sent,
+        r.lost,
+        pct(r.lost),
+        r.stray,
+        r.dup,
+        r.unsent
+    );
+    let l = &r.latency_us;
+    say!(
+        "  latency us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
+        l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
+    );
+    if let Some(c) = r.client_cpu_us_per_txn {
+        say!(
+            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}",
+            c,
+            r.client_cpu_util * 100.0,
+            r.client_syscalls_per_txn.unwrap_or(0.0),
+            r.send_path
+        );
+    }
+    if let Some(e) = &r.gso_error {
+        say!("  note: the kernel refused UDP GSO ({e}); requests went by sendmmsg");
+    }
+    if let (Some(s), Some(u)) = (r.server_cpu_us_per_txn, r.server_cpu_util) {
+        say!(
+            "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
+            s,
+            u * 100.0,
+            server_pid.unwrap_or(0)
+        );
+    }
+    if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {
+        let codes: Vec<String> = r.codes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        say!("  codes       {}", codes.join(", "));
+    }
+    if r.send_errors > 0 {
+        say!(
+            "  send errors {} (kernel refused; counted lost at their timeout)",
+            r.send_errors
+        );
+    }
+    if r.client_bound {
+        say!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
+    } else if r.client_saturated && r.server_cpu_util.is_none() {
+        say!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
+    }
+}
