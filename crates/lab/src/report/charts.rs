@@ -2,6 +2,7 @@
 //! out by the browser, so nothing is fetched or loaded at run time.
 
 use super::Row;
+use crate::stats::Summary;
 use crate::{LabError, LabResult};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -19,18 +20,17 @@ fn label(names: &[String], x: f64) -> String {
     names.get(i as usize).cloned().unwrap_or_default()
 }
 
-/// A chart with one slot per row on x (labelled with the row names) and `y` on y, mesh
-/// drawn; bars are then drawn at x = 0, 1, ...
+/// A chart with one slot per name on x (labelled with it) and `y` on y, mesh drawn; bars
+/// are then drawn at x = 0, 1, ...
 fn row_chart<'a, 'b>(
     root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
-    rows: &[Row],
+    names: &[String],
     title: &str,
     y: std::ops::Range<f64>,
     y_desc: &str,
     y_fmt: &dyn Fn(&f64) -> String,
 ) -> LabResult<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
-    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-    let n = rows.len().max(1) as f64;
+    let n = names.len().max(1) as f64;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -41,8 +41,8 @@ fn row_chart<'a, 'b>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(rows.len().max(2))
-        .x_label_formatter(&|x| label(&names, *x))
+        .x_labels(names.len().max(2))
+        .x_label_formatter(&|x| label(names, *x))
         .y_desc(y_desc)
         .y_label_formatter(y_fmt)
         .draw()
@@ -50,29 +50,55 @@ fn row_chart<'a, 'b>(
     Ok(chart)
 }
 
-/// Median tps per row as bars, min-max as whiskers; client-bound rows are hatched grey.
+/// Median tps per row as bars, min-max as whiskers; client-bound rows are grey.
 pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let tps: Vec<Option<Summary>> = rows.iter().map(|r| r.tps).collect();
+    let grey: Vec<bool> = rows.iter().map(|r| r.client_bound).collect();
+    bars(
+        &names,
+        &tps,
+        &grey,
+        title,
+        "transactions/s (median, min-max)",
+        (540, 400),
+    )
+}
+
+/// Medians as bars with min-max whiskers, one per name (the stream matrix's throughput,
+/// CPU and ROI per cell); a missing value leaves its slot empty.
+pub fn summary_bars(
+    names: &[String],
+    values: &[Option<Summary>],
+    title: &str,
+    y_desc: &str,
+) -> LabResult<String> {
+    let width = (60 * names.len() as u32).clamp(540, 1600);
+    bars(names, values, &[], title, y_desc, (width, 460))
+}
+
+fn bars(
+    names: &[String],
+    values: &[Option<Summary>],
+    grey: &[bool],
+    title: &str,
+    y_desc: &str,
+    size: (u32, u32),
+) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let top = rows
+        let top = values
             .iter()
-            .filter_map(|r| r.tps.map(|s| s.max))
-            .fold(1.0f64, f64::max)
-            * 1.15;
-        let mut chart = row_chart(
-            &root,
-            rows,
-            title,
-            0.0..top,
-            "transactions/s (median, min-max)",
-            &|y| super::si(*y),
-        )?;
-        for (i, r) in rows.iter().enumerate() {
-            let Some(s) = r.tps else { continue };
+            .filter_map(|s| s.map(|s| s.max))
+            .fold(0.0f64, f64::max);
+        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let mut chart = row_chart(&root, names, title, 0.0..top, y_desc, &|y| super::si(*y))?;
+        for (i, v) in values.iter().enumerate() {
+            let Some(s) = v else { continue };
             let x = i as f64;
-            let color = if r.client_bound {
+            let color = if grey.get(i).copied().unwrap_or(false) {
                 RGBColor(170, 170, 170)
             } else {
                 RGBColor(46, 110, 180)
@@ -117,9 +143,10 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
+        let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let mut chart = row_chart(
             &root,
-            rows,
+            &names,
             "Per-CPU time: usr / sys / soft+irq / idle",
             0.0..100.0,
             "% of each CPU (bars left to right: CPU 0, 1, ...)",
