@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use firehose_lab::session;
 use firehose_lab::stream_matrix::{self, Engine, Profile, StreamMatrixOptions};
+use firehose_lab::LabError;
 use firehose_stream::{RecvMode, SendMode};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -239,11 +240,11 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
     if tty {
         eprint!("\r\x1b[K");
     }
-    let rep = res.map_err(lab_err);
-    if rep.is_ok() {
+    // A failed run keeps its children's logs for the error's reader; `lab down` removes them.
+    if matches!(res, Ok(_) | Err(LabError::Interrupted)) {
         let _ = std::fs::remove_dir_all(&logs);
     }
-    let rep = rep?;
+    let rep = res.map_err(lab_err)?;
     print!("{}", rep.render_table());
     json.write(&rep)?;
     if let Some(p) = json.path() {

@@ -11,6 +11,7 @@ mod echo;
 mod lab_compare;
 mod lab_dns;
 mod lab_ladder;
+mod lab_stream;
 mod lab_veth;
 mod load;
 mod serve;
