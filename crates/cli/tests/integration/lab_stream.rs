@@ -3,6 +3,7 @@
 //! before after it; Ctrl-C mid-run leaves no namespace, link or process behind. Needs root
 //! (and ethtool); skips with a reason otherwise.
 
+use crate::lab_veth::{namespaces, pids_in};
 use crate::util::{bin, installed, json_of, root_or_skip, run, stderr, tempdir, tmp};
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -146,22 +147,16 @@ fn settings_read_back_inside_each_cell_and_as_before_after_it() {
     }
 }
 
+/// First words of `ip ARGS` lines (link or namespace names).
 fn names(args: &[&str]) -> Vec<String> {
     let out = Command::new("ip").args(args).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
-
-fn pids_in(ns: &str) -> Vec<u32> {
-    let out = Command::new("ip")
-        .args(["netns", "pids", ns])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+        .filter_map(|l| {
+            l.split(": ")
+                .nth(1)
+                .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        })
         .collect()
 }
 
@@ -241,7 +236,7 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    let nss = names(&["netns", "list"]);
+    let nss = namespaces();
     assert!(!nss.contains(&srv) && !nss.contains(&cli), "{nss:?}");
     let links = names(&["-o", "link", "show"]);
     let tag = format!("-{id}");
