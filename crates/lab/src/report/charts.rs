@@ -65,18 +65,6 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     )
 }
 
-/// Medians as bars with min-max whiskers, one per name (the stream matrix's throughput,
-/// CPU and ROI per cell); a missing value leaves its slot empty.
-pub fn summary_bars(
-    names: &[String],
-    values: &[Option<Summary>],
-    title: &str,
-    y_desc: &str,
-) -> LabResult<String> {
-    let width = (60 * names.len() as u32).clamp(540, 1600);
-    bars(names, values, &[], title, y_desc, (width, 460))
-}
-
 fn bars(
     names: &[String],
     values: &[Option<Summary>],
@@ -121,6 +109,73 @@ fn bars(
                 ),
             ];
             chart.draw_series(whisker).map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Medians as horizontal bars with min-max whiskers, one per name, names on the left (the
+/// stream matrix's throughput, CPU and ROI per cell: long names, many cells); a missing
+/// value leaves its slot empty.
+pub fn summary_hbars(
+    names: &[String],
+    values: &[Option<Summary>],
+    title: &str,
+    x_desc: &str,
+) -> LabResult<String> {
+    let n = names.len().max(1);
+    let mut svg = String::new();
+    {
+        let size = (620, 22 * n as u32 + 110);
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let top = values
+            .iter()
+            .filter_map(|s| s.map(|s| s.max))
+            .fold(0.0f64, f64::max);
+        let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+        // Slot i sits at y = n - 1 - i, so the first name is on top.
+        let y = |i: usize| (n - 1 - i) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(250)
+            .build_cartesian_2d(0.0..top, -0.5..n as f64 - 0.5)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 || i as usize >= n {
+                    return String::new();
+                }
+                names[n - 1 - i as usize].clone()
+            })
+            .x_desc(x_desc)
+            .x_label_formatter(&|x| super::num(*x))
+            .draw()
+            .map_err(err)?;
+        for (i, v) in values.iter().enumerate() {
+            let Some(s) = v else { continue };
+            let c = y(i);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, c - 0.35), (s.median, c + 0.35)],
+                    RGBColor(46, 110, 180).filled(),
+                )))
+                .map_err(err)?;
+            let w = BLACK.stroke_width(1);
+            chart
+                .draw_series([
+                    PathElement::new(vec![(s.min, c), (s.max, c)], w),
+                    PathElement::new(vec![(s.min, c - 0.2), (s.min, c + 0.2)], w),
+                    PathElement::new(vec![(s.max, c - 0.2), (s.max, c + 0.2)], w),
+                ])
+                .map_err(err)?;
         }
         root.present().map_err(err)?;
     }

@@ -275,7 +275,7 @@ impl StreamMatrixReport {
         for l in self.preamble() {
             let _ = writeln!(s, "{l}");
         }
-        let w = [40, 20, 18, 18, 20, 20, 12, 9, 0];
+        let w = [42, 20, 18, 18, 20, 20, 20, 9, 0];
         let line = |c: &[String]| {
             let mut l = String::new();
             for (x, w) in c.iter().zip(w) {
@@ -349,19 +349,19 @@ impl StreamMatrixReport {
         let pick = |f: fn(&MatrixRow) -> Option<Summary>| -> Vec<Option<Summary>> {
             self.rows.iter().map(f).collect()
         };
-        let tp = charts::summary_bars(
+        let tp = charts::summary_hbars(
             &names,
             &pick(|r| r.gbps),
             "Throughput",
             "Gbit/s (median, min-max)",
         )?;
-        let cpu = charts::summary_bars(
+        let cpu = charts::summary_hbars(
             &names,
             &pick(|r| r.process_cores),
             "CPU: sender + receiver processes",
             "cores (median, min-max)",
         )?;
-        let roi = charts::summary_bars(
+        let roi = charts::summary_hbars(
             &names,
             &pick(|r| r.roi),
             "ROI = (Gbit/s)^2 / CPU",
@@ -451,4 +451,96 @@ fn block_line(b: &BlockRecord) -> String {
             "NOT restored as before"
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firehose_stream::{RecvMode, SendMode};
+    use std::time::Duration;
+
+    fn trial(cell: String, gbps: f64, cores: f64) -> MatrixTrial {
+        MatrixTrial {
+            cell,
+            repetition: 1,
+            gbps,
+            seconds: 3.0,
+            sender_cpu_s: cores * 1.5,
+            receiver_cpu_s: cores * 1.5,
+            process_cores: cores,
+            host: Default::default(),
+            retransmits: Some(5),
+            zerocopy_sends: None,
+            zerocopy_copied: None,
+            notes: Vec::new(),
+            sender_command: String::new(),
+            receiver_command: String::new(),
+        }
+    }
+
+    #[test]
+    fn rows_rank_by_roi_and_compare_with_iperf3() {
+        let fh = Engine::Firehose {
+            send: SendMode::Uring,
+            recv: RecvMode::Copy,
+        };
+        let zcrx = Engine::Firehose {
+            send: SendMode::Copy,
+            recv: RecvMode::UringZcrx,
+        };
+        let peer = Engine::Iperf3 { zerocopy: false };
+        let o = StreamMatrixOptions {
+            firehose: "firehose".into(),
+            mtus: vec![1500],
+            profiles: vec![Profile::Base],
+            engines: vec![fh, zcrx, peer],
+            repetitions: 2,
+            duration: Duration::from_secs(3),
+            flows: 16,
+            msg_size: 524288,
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            logs: "/nonexistent".into(),
+            stop: None,
+        };
+        let block = BlockRecord {
+            mtu: 1500,
+            profile: Profile::Base,
+            requested: Profile::Base.settings(1500),
+            applied: Vec::new(),
+            before: Vec::new(),
+            restored: Vec::new(),
+            error: None,
+        };
+        let c = |e: &Engine| cell_name(1500, Profile::Base, e);
+        let trials = vec![
+            trial(c(&fh), 20.0, 1.0),
+            trial(c(&fh), 10.0, 1.0),
+            trial(c(&peer), 10.0, 1.0),
+        ];
+        let why = vec![(c(&zcrx), "EOPNOTSUPP".to_string())];
+        let r = StreamMatrixReport::build(&o, vec![block], trials, &why, &[]);
+        assert_eq!(r.rows.len(), 3);
+        // ROI per trial: 400 and 100, median 250; iperf3 100.
+        assert_eq!(r.rows[0].roi.unwrap().median, 250.0);
+        assert_eq!(r.rows[1].unsupported.as_deref(), Some("EOPNOTSUPP"));
+        let ranked: Vec<&str> = r.ranking.iter().map(|x| x.cell.as_str()).collect();
+        assert_eq!(
+            ranked,
+            ["1500 base firehose uring/copy", "1500 base iperf3"]
+        );
+        assert_eq!(
+            r.ratios,
+            ["MTU 1500 base: ROI of the best firehose pair (firehose uring/copy) / iperf3: 250 / 100 = 2.50x"]
+        );
+        let md = r.render_markdown();
+        assert!(
+            md.contains("| 1 | 1500 base firehose uring/copy | 250 | 15.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| unsupported: EOPNOTSUPP |"), "{md}");
+        let html = r.render_html().unwrap();
+        assert_eq!(html.matches("<svg").count(), 3);
+        assert!(r.render_table().contains("  2. 1500 base iperf3"));
+    }
 }
