@@ -65,6 +65,19 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     )
 }
 
+/// The end of a value axis: the largest max times `headroom`, or 1 when nothing is above 0.
+fn axis_top(values: &[Option<Summary>], headroom: f64) -> f64 {
+    let top = values
+        .iter()
+        .filter_map(|s| s.map(|s| s.max))
+        .fold(0.0f64, f64::max);
+    if top > 0.0 {
+        top * headroom
+    } else {
+        1.0
+    }
+}
+
 fn bars(
     names: &[String],
     values: &[Option<Summary>],
@@ -77,11 +90,7 @@ fn bars(
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let top = values
-            .iter()
-            .filter_map(|s| s.map(|s| s.max))
-            .fold(0.0f64, f64::max);
-        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let top = axis_top(values, 1.15);
         let mut chart = row_chart(&root, names, title, 0.0..top, y_desc, &|y| super::si(*y))?;
         for (i, v) in values.iter().enumerate() {
             let Some(s) = v else { continue };
@@ -130,11 +139,7 @@ pub fn summary_hbars(
         let size = (620, 22 * n as u32 + 110);
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let top = values
-            .iter()
-            .filter_map(|s| s.map(|s| s.max))
-            .fold(0.0f64, f64::max);
-        let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+        let top = axis_top(values, 1.1);
         // Slot i sits at y = n - 1 - i, so the first name is on top.
         let y = |i: usize| (n - 1 - i) as f64;
         let mut chart = ChartBuilder::on(&root)

@@ -461,20 +461,9 @@ mod tests {
 
     fn trial(cell: String, gbps: f64, cores: f64) -> MatrixTrial {
         MatrixTrial {
-            cell,
-            repetition: 1,
             gbps,
-            seconds: 3.0,
-            sender_cpu_s: cores * 1.5,
-            receiver_cpu_s: cores * 1.5,
             process_cores: cores,
-            host: Default::default(),
-            retransmits: Some(5),
-            zerocopy_sends: None,
-            zerocopy_copied: None,
-            notes: Vec::new(),
-            sender_command: String::new(),
-            receiver_command: String::new(),
+            ..MatrixTrial::blank(&cell)
         }
     }
 

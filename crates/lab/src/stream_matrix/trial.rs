@@ -68,6 +68,29 @@ pub struct MatrixTrial {
     pub receiver_command: String,
 }
 
+#[cfg(test)]
+impl MatrixTrial {
+    /// A trial with nothing measured, for tests of the readers and the report.
+    pub(crate) fn blank(cell: &str) -> MatrixTrial {
+        MatrixTrial {
+            cell: cell.into(),
+            repetition: 1,
+            gbps: 0.0,
+            seconds: 1.0,
+            sender_cpu_s: 0.0,
+            receiver_cpu_s: 0.0,
+            process_cores: 0.0,
+            host: HostCpu::default(),
+            retransmits: None,
+            zerocopy_sends: None,
+            zerocopy_copied: None,
+            notes: Vec::new(),
+            sender_command: String::new(),
+            receiver_command: String::new(),
+        }
+    }
+}
+
 /// How a run ended.
 pub enum Outcome {
     Done(Box<MatrixTrial>),
@@ -298,36 +321,21 @@ pub fn read_iperf3(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
 mod tests {
     use super::*;
 
-    fn blank() -> MatrixTrial {
-        MatrixTrial {
-            cell: "c".into(),
-            repetition: 1,
-            gbps: 0.0,
-            seconds: 1.0,
-            sender_cpu_s: 0.0,
-            receiver_cpu_s: 0.0,
-            process_cores: 0.0,
-            host: HostCpu::default(),
-            retransmits: None,
-            zerocopy_sends: None,
-            zerocopy_copied: None,
-            notes: Vec::new(),
-            sender_command: String::new(),
-            receiver_command: String::new(),
-        }
-    }
-
     #[test]
     fn iperf3_json_gives_received_rate_and_retransmits() {
-        let mut t = blank();
+        let mut t = MatrixTrial::blank("c");
         let j = r#"{"end":{"sum_sent":{"bits_per_second":2.1e10,"retransmits":7},
                    "sum_received":{"bits_per_second":2.0e10}}}"#;
         read_iperf3(&mut t, j).unwrap();
         assert_eq!(t.gbps, 20.0);
         assert_eq!(t.retransmits, Some(7));
-        let e = read_iperf3(&mut blank(), r#"{"error":"unable to connect"}"#).unwrap_err();
+        let e = read_iperf3(
+            &mut MatrixTrial::blank("c"),
+            r#"{"error":"unable to connect"}"#,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("unable to connect"), "{e}");
-        assert!(read_iperf3(&mut blank(), "{}").is_err());
+        assert!(read_iperf3(&mut MatrixTrial::blank("c"), "{}").is_err());
     }
 
     #[test]
