@@ -196,11 +196,15 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
     let id = child.id();
     let (srv, cli) = (format!("fh-srv-{id}"), format!("fh-cli-{id}"));
     let dev = format!("fhv0-{id}");
-    // Wait for the sender to run: the cell's settings are in force then.
+    // Wait for the sender to run (not the ip and ethtool commands that set the cell up,
+    // which run in the namespaces too): the cell's settings are in force then.
+    let firehose_in = |ns: &str| {
+        pids_in(ns).into_iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "firehose")
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while seen.is_empty() || pids_in(&srv).is_empty() {
-        seen = pids_in(&cli);
+    while !firehose_in(&cli) || !firehose_in(&srv) {
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
@@ -208,6 +212,7 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let mut seen = pids_in(&cli);
     seen.extend(pids_in(&srv));
     let link = Command::new("ip")
         .args(["-n", &srv, "-d", "-j", "link", "show", "dev", &dev])
