@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench lint clean deps install
+.PHONY: build demo test bench bench-xdp lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -37,6 +37,19 @@ install: build
 	$(BIN) completions bash > $(SHARE)/bash-completion/completions/firehose
 	$(BIN) completions zsh > $(SHARE)/zsh/site-functions/_firehose
 	$(BIN) completions fish > $(SHARE)/fish/vendor_completions.d/firehose.fish
+
+# AF_XDP against the kernel socket path on the veth lab (root): server on CPU 0, client on
+# CPU 1, 3 interleaved repetitions, medians (min-max). Echo 100 B (max tps, total host CPU
+# per transaction, server and client CPU; both generators) and busy-polled ping-pong; then
+# DNS: serve --io xdp against Knot DNS in its XDP and socket modes, under load --io xdp and
+# dnsperf. The machine's load average is printed with the figures.
+XDP_ARGS ?= --topology veth --server-cpus 0 --client-cpus 1 --repetitions 3 --duration 5 --warmup 1
+bench-xdp: build
+	@sh mk/deps lab
+	@uptime
+	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json-file bench-xdp-echo.json
+	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json-file bench-xdp-dns.json
+	@uptime
 
 lint:
 	$(CARGO) fmt --all -- --check

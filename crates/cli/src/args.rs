@@ -4,7 +4,7 @@
 //! `none`), counts. And the error that means "bad usage" (exit 2).
 
 use firehose_sys::cpu::CpuSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Bad input from the user: printed as one line, exit code 2.
 #[derive(Debug)]
@@ -145,6 +145,32 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v * mult)
 }
 
+/// Parses a moment as seconds since the Unix epoch (`1700000000`, `1700000000.5`), at most
+/// a second in the past and at most a day ahead: a time for several processes to act at
+/// together (`load --start-at`).
+pub fn parse_unix_time(s: &str) -> Result<SystemTime, String> {
+    let v: f64 = s.trim().parse().map_err(|_| {
+        format!("'{s}' is not a Unix time in seconds (example: $(( $(date +%s) + 10 )))")
+    })?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| format!("the system clock is before 1970: {e}"))?
+        .as_secs_f64();
+    if !v.is_finite() || v < now - 1.0 {
+        return Err(format!(
+            "'{s}' is {:.1} s in the past; give a time ahead, e.g. $(( $(date +%s) + 10 ))",
+            now - v
+        ));
+    }
+    if v > now + 86_400.0 {
+        return Err(format!(
+            "'{s}' is {:.0} s ahead, more than a day; check it is in seconds, not ms",
+            v - now
+        ));
+    }
+    Ok(UNIX_EPOCH + Duration::from_secs_f64(v))
+}
+
 /// Where threads run, as every subcommand takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cpus {
@@ -204,6 +230,22 @@ mod tests {
         assert_eq!(parse_duration_or_zero("0ms").unwrap(), Duration::ZERO);
         assert!(parse_duration_or_zero("-1").is_err());
         assert!(parse_duration("1e300").is_err(), "too long for a Duration");
+    }
+
+    #[test]
+    fn unix_times_near_now_only() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let at = parse_unix_time(&(now + 5).to_string()).unwrap();
+        assert_eq!(at, UNIX_EPOCH + Duration::from_secs(now + 5));
+        assert!(parse_unix_time(&format!("{}.25", now + 5)).is_ok());
+        let past = parse_unix_time(&(now - 60).to_string()).unwrap_err();
+        assert!(past.contains("in the past"), "{past}");
+        let far = parse_unix_time(&((now + 2 * 86_400) * 1000).to_string()).unwrap_err();
+        assert!(far.contains("more than a day"), "{far}");
+        assert!(parse_unix_time("soon").is_err());
     }
 
     #[test]

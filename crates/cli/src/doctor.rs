@@ -9,7 +9,7 @@ use firehose_host::doctor::{
     self,
     apply::{self, LiveActuator, Outcome, Verdict},
     journal::{Identity, Journal, DEFAULT_PATH},
-    Row, Scope, Status,
+    plan, Row, Scope, Status,
 };
 use firehose_host::fs::HostFs;
 use firehose_host::nic::LiveNic;
@@ -28,6 +28,7 @@ EXAMPLES:\n  \
   firehose doctor --verbose rmem       why and from where\n  \
   firehose doctor --port 9000 --sample 2\n  \
   firehose doctor --apply --dry-run    the plan; then as root: firehose doctor --apply\n  \
+  firehose doctor --apply --persist    also keep the sysctls across reboots\n  \
   firehose doctor --revert             undo what --apply changed"
 )]
 pub struct DoctorArgs {
@@ -56,6 +57,10 @@ pub struct DoctorArgs {
     /// With --apply: print the plan and change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// With --apply: also write the sysctl settings it changed to /etc/sysctl.d/90-firehose.conf
+    /// (read at boot; journaled, so --revert removes or restores the file).
+    #[arg(long, requires = "apply")]
+    persist: bool,
     /// Restore every value the journal recorded, newest first.
     #[arg(long)]
     revert: bool,
@@ -163,6 +168,14 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         return Ok(0);
     }
     if a.dry_run {
+        let mut steps = steps;
+        if a.persist {
+            let planned: Vec<_> = steps
+                .iter()
+                .map(|s| (s.target.clone(), s.value.clone()))
+                .collect();
+            steps.extend(plan::persist_step(&planned));
+        }
         let out = apply::dry_run(&steps, &act);
         pipe_ok(print_outcomes(&out, a.json, "plan"))?;
         return Ok(0);
@@ -170,7 +183,20 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let out = apply::apply(&steps, &act, &journal, &id, now)?;
+    let mut out = apply::apply(&steps, &act, &journal, &id, now)?;
+    if a.persist {
+        // Only what was changed and read back goes into the boot-time file: a setting
+        // skipped as already higher must not be lowered at the next boot.
+        let changed: Vec<_> = steps
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| matches!(o.result, Verdict::Done(_)))
+            .map(|(s, _)| (s.target.clone(), s.value.clone()))
+            .collect();
+        if let Some(step) = plan::persist_step(&changed) {
+            out.extend(apply::apply(&[step], &act, &journal, &id, now)?);
+        }
+    }
     pipe_ok(print_outcomes(&out, a.json, "apply"))?;
     if !a.json {
         say!(
@@ -210,7 +236,8 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The verdict first, then one line per check grouped bad, warn, ok, n/a; why, where from
+/// The verdict first, then one line per check grouped bad, warn, ok (the n/a checks named on
+/// one line unless `--verbose`); why, where from
 /// and the fix (the command alone, safe to paste) under warn and bad, or every row with
 /// `--verbose`; last, how to apply the automatic fixes.
 fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
@@ -227,6 +254,18 @@ fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
         summary(rows)
     )?;
     for status in ORDER {
+        if status == Status::NotApplicable && !verbose {
+            // What does not apply here is named on one line; --verbose says why for each.
+            let names: Vec<&str> = rows
+                .iter()
+                .filter(|r| r.status == status)
+                .map(|r| r.check)
+                .collect();
+            if !names.is_empty() {
+                writeln!(out, "n/a   {}", names.join(", "))?;
+            }
+            continue;
+        }
         for r in rows.iter().filter(|r| r.status == status) {
             writeln!(
                 out,
@@ -265,8 +304,8 @@ fn print_rows(rows: &[Row], verbose: bool) -> std::io::Result<()> {
     {
         writeln!(
             out,
-            "note: sysctl changes last until reboot; to keep them, put the settings in a file \
-             under /etc/sysctl.d/"
+            "note: sysctl changes last until reboot; `firehose doctor --apply --persist` also \
+             writes them to /etc/sysctl.d/90-firehose.conf (undone by --revert)"
         )?;
     }
     out.flush()

@@ -5,6 +5,7 @@
 
 mod dns;
 mod stream;
+mod xdp;
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
@@ -108,7 +109,8 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Steps, in ladder order (each includes those above it):\n  \
+    after_help = "Steps, in ladder order (each includes those above it but a step that hurt,\n\
+which is reverted unless --keep-hurt):\n  \
   shared, reuseport, steer, pin, batch, busy-poll, pmtu-do  (the application's)\n  \
   rps, xps, gro-off, rp-filter-off  (OS knobs; only on --topology veth)\n\n\
 EXAMPLES:\n  \
@@ -127,6 +129,10 @@ struct LadderArgs {
     /// Comma-separated subset of the steps listed below [default: all this topology allows].
     #[arg(long, value_name = "STEPS")]
     steps: Option<String>,
+    /// Keep a step that hurt in every later step (by default it is reverted before the
+    /// next one and shown as "hurt, reverted"); all steps are then interleaved.
+    #[arg(long)]
+    keep_hurt: bool,
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +176,10 @@ struct CompareArgs {
     /// Do not count the servers' syscalls with perf (--proto dns).
     #[arg(long)]
     no_syscalls: bool,
+    /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
+    /// both generators, busy-polled ping-pong; root).
+    #[arg(long, value_name = "PATHS")]
+    io: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -360,10 +370,15 @@ fn run_and_print(
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print(&l.run, |o, ctx| session::ladder(o, l.steps.as_deref(), ctx))
+    run_and_print(&l.run, |o, ctx| {
+        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
+    })
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
+    if let Some(io) = c.io.clone() {
+        return xdp::compare(c, &io);
+    }
     if c.proto == Proto::Dns {
         return dns::compare(c);
     }

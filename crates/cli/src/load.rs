@@ -2,20 +2,26 @@
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
-    thousands, Cpus, Usage,
+    parse_unix_time, thousands, Cpus, Usage,
 };
+use crate::serve_xdp::{zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
+use firehose_load::gen::Live;
+use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::{Interval, ServerCpu};
+use firehose_load::xdp::{ModeChoice, XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The protocol the generator speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,6 +109,14 @@ pub struct LoadArgs {
     interval: Duration,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
+    /// Start at this Unix time in seconds (e.g. $(( $(date +%s) + 10 ))), so generators on
+    /// several machines run together; at most a day ahead.
+    #[arg(long, value_name = "UNIX_TIME", value_parser = parse_unix_time)]
+    start_at: Option<SystemTime>,
+    /// Write an HdrHistogram interval log here: one latency histogram (ns) per --interval,
+    /// in the format of HdrHistogram's log tools (HistogramLogWriter/Reader).
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<std::path::PathBuf>,
     /// PID of the server, to measure its CPU per transaction over the same window.
     #[arg(long)]
     server_pid: Option<u32>,
@@ -116,6 +130,18 @@ pub struct LoadArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
+    /// I/O path: kernel sockets, or AF_XDP on --iface (root; the target on its link).
+    #[arg(long = "io", value_enum, default_value = "socket")]
+    io: IoArg,
+    /// Interface to send and receive on with --io xdp.
+    #[arg(long)]
+    iface: Option<String>,
+    /// With --io xdp: where the XDP program runs (auto: native where the driver has it).
+    #[arg(long, value_enum)]
+    xdp_mode: Option<ModeArg>,
+    /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
+    #[arg(long, value_enum)]
+    zerocopy: Option<ZeroCopyArg>,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -171,6 +197,10 @@ struct ConfigDoc {
     batch: usize,
     spin: bool,
     gso: bool,
+    io: &'static str,
+    /// What the kernel granted for --io xdp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    xdp: Option<BTreeMap<String, String>>,
 }
 
 fn resolve(target: &str) -> Result<SocketAddr> {
@@ -257,6 +287,13 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if let Some(pid) = a.server_pid {
         check_server_pid(pid)?;
     }
+    if a.hdr_log.is_some() && a.interval.is_zero() {
+        return Err(Usage(
+            "--hdr-log writes one histogram per --interval; give an --interval above 0".into(),
+        )
+        .into());
+    }
+    let xdp = xdp_setup(&a, &cfg, &workload)?;
     let config_doc = ConfigDoc {
         target: target.to_string(),
         proto: match a.proto {
@@ -275,19 +312,86 @@ pub fn run(a: LoadArgs) -> Result<()> {
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
         spin: a.spin,
-        gso: !a.no_gso,
+        gso: !a.no_gso && xdp.is_none(),
+        io: if xdp.is_some() { "xdp" } else { "socket" },
+        xdp: xdp.as_ref().map(|(_, s)| s.clone()),
     };
+    let io = xdp.map(|(io, _)| io);
     let report = match workload {
-        Proto::Echo(w) => drive(&a, &cfg, |_| w.clone())?,
+        Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
-        Proto::Dns(w) => drive(&a, &cfg, |i| w.clone().starting_at(i * 7919))?,
+        Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
     };
-    print_summary(&a, &config_doc, &report);
+    print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     json.write(&Doc {
         report: &report,
         config: config_doc,
     })?;
     verdict(&report, a.max_loss)
+}
+
+fn load_error(e: LoadError) -> anyhow::Error {
+    match e {
+        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
+        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
+    }
+}
+
+/// With --io xdp: checks the interface, attaches the program and opens the rings (printing
+/// what the kernel granted); refuses the xdp-only flags otherwise.
+fn xdp_setup(
+    a: &LoadArgs,
+    cfg: &LoadConfig,
+    w: &Proto,
+) -> Result<Option<(XdpIo, BTreeMap<String, String>)>> {
+    if a.io == IoArg::Socket {
+        let given = [
+            (a.iface.is_some(), "--iface"),
+            (a.xdp_mode.is_some(), "--xdp-mode"),
+            (a.zerocopy.is_some(), "--zerocopy"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
+            return Err(Usage(format!("{flag} applies only to --io xdp")).into());
+        }
+        return Ok(None);
+    }
+    let Some(iface) = a.iface.clone() else {
+        return Err(Usage(
+            "--io xdp needs --iface IFACE (the interface on the target's link)".into(),
+        )
+        .into());
+    };
+    if a.no_gso {
+        return Err(Usage("--no-gso applies only to --io socket".into()).into());
+    }
+    firehose_load::validate(cfg).map_err(load_error)?;
+    let x = XdpLoadConfig {
+        iface,
+        mode: match a.xdp_mode {
+            None | Some(ModeArg::Auto) => ModeChoice::Auto,
+            Some(ModeArg::Native) => ModeChoice::Native,
+            Some(ModeArg::Generic) => ModeChoice::Generic,
+        },
+        zerocopy: zerocopy_choice(a.zerocopy),
+        // A DNS query from a query file stays far below 512 bytes.
+        max_payload: match w {
+            Proto::Echo(_) => a.size,
+            Proto::Dns(_) => 512,
+        },
+    };
+    let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;
+    if !a.quiet {
+        let kv: Vec<String> = applied
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        say!("firehose load: af_xdp {}", kv.join(" "));
+        for n in &applied.notes {
+            say!("  note: {n}");
+        }
+    }
+    Ok(Some((io, applied.settings)))
 }
 
 /// The server's CPU time at both edges of the measured window (`--server-pid`): two
@@ -410,10 +514,109 @@ fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
     );
 }
 
-/// Starts the generator, prints interval lines, and summarises.
+/// The `--hdr-log` side of a run. Intervals start where the warm-up ends (the warm-up records
+/// nothing) and end every `--interval` after, when the driver asks the threads for them;
+/// boundaries stop before the send window ends, so the last interval runs through the
+/// drain and the intervals add up to the run's histogram.
+struct HdrIntervals<'a> {
+    log: HdrLog<'a>,
+    every: Duration,
+    send_end: Option<Duration>,
+    /// When the next interval ends: the warm-up's end first (not written), then every
+    /// `--interval`.
+    next: Duration,
+    in_warmup: bool,
+    /// Where the interval being collected began.
+    last: Duration,
+    epoch: u64,
+    pending: hdrhistogram::Histogram<u64>,
+}
+
+impl<'a> HdrIntervals<'a> {
+    fn new(log: HdrLog<'a>, every: Duration, cfg: &LoadConfig) -> Self {
+        let in_warmup = !cfg.warmup.is_zero();
+        HdrIntervals {
+            log,
+            every,
+            send_end: match cfg.length {
+                Length::Duration(d) => Some(cfg.warmup + d),
+                Length::Requests(_) => None,
+            },
+            next: if in_warmup { cfg.warmup } else { every },
+            in_warmup,
+            last: Duration::ZERO,
+            epoch: 0,
+            pending: firehose_load::report::new_histogram(),
+        }
+    }
+
+    fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
+        live.iter().map(|l| &l.interval).collect()
+    }
+
+    /// Collects, and writes, an interval if one ended by `el`.
+    fn tick(&mut self, el: Duration, live: &[Live]) -> Result<()> {
+        if el < self.next || self.send_end.is_some_and(|end| self.next >= end) {
+            return Ok(());
+        }
+        let ended = self.next;
+        self.next += self.every;
+        self.epoch += 1;
+        let h = interval::collect(&Self::slots(live), self.epoch, Duration::from_millis(50));
+        // Same bounds everywhere: adding cannot fail.
+        let _ = self.pending.add(h);
+        if std::mem::take(&mut self.in_warmup) {
+            // What was recorded since the warm-up ended goes into the first interval.
+            self.last = ended;
+            return Ok(());
+        }
+        self.write(el)
+    }
+
+    /// Writes the last interval, once every thread has finished.
+    fn finish(mut self, el: Duration, live: &[Live]) -> Result<()> {
+        let _ = self.pending.add(interval::take_all(&Self::slots(live)));
+        self.write(el)
+    }
+
+    fn write(&mut self, until: Duration) -> Result<()> {
+        self.log
+            .write(&self.pending, self.last, until.saturating_sub(self.last))
+            .context("writing --hdr-log")?;
+        self.pending.reset();
+        self.last = until;
+        Ok(())
+    }
+}
+
+/// Sleeps until `at` (`--start-at`), unless `stop` is raised first.
+fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
+    if let Ok(left) = at.duration_since(SystemTime::now()) {
+        if !quiet {
+            say!(
+                "firehose load: starting at {:.3} (in {:.1} s)",
+                at.duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+                left.as_secs_f64()
+            );
+        }
+    }
+    while let Ok(left) = at.duration_since(SystemTime::now()) {
+        if stop.load(Ordering::Relaxed) {
+            anyhow::bail!("interrupted while waiting for --start-at");
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+    Ok(())
+}
+
+/// Starts the generator (over `xdp` when given, else kernel sockets), prints interval
+/// lines, and summarises.
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
     cfg: &LoadConfig,
+    xdp: Option<XdpIo>,
     make: impl Fn(usize) -> W,
 ) -> Result<LoadReport> {
     let code_namer = make(0);
@@ -421,10 +624,33 @@ fn drive<W: Workload + 'static>(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let run = firehose_load::start(cfg, make).map_err(|e| match e {
-        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
-        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    })?;
+    let mut hdr_file = match &a.hdr_log {
+        Some(p) => Some(
+            HdrLogFile::create(p).map_err(|e| Usage(format!("--hdr-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if let Some(at) = a.start_at {
+        firehose_load::validate(cfg).map_err(load_error)?;
+        wait_until(at, &stop, a.quiet)?;
+    }
+    let run = match xdp {
+        None => firehose_load::start(cfg, make),
+        Some(io) => firehose_load::start_with(cfg, make, vec![io]),
+    }
+    .map_err(load_error)?;
+    // The wall-clock time of the run's clock zero, to place it among other agents' runs.
+    let started_unix = SystemTime::now() - run.started.elapsed();
+    let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));
+    let mut hdr = match hdr_file.as_mut() {
+        Some(f) => {
+            let log = f
+                .begin(started_unix, &writer)
+                .context("writing --hdr-log")?;
+            Some(HdrIntervals::new(log, a.interval, cfg))
+        }
+        None => None,
+    };
     if !a.quiet {
         print_header(a, cfg);
     }
@@ -461,6 +687,9 @@ fn drive<W: Workload + 'static>(
                 signalled || total_len.is_some_and(|t| el >= t),
             );
         }
+        if let Some(h) = hdr.as_mut() {
+            h.tick(el, &run.live)?;
+        }
         let last_t = lines.t;
         if let Some(iv) = lines.due(el, &run.live) {
             if !a.quiet {
@@ -488,17 +717,28 @@ fn drive<W: Workload + 'static>(
         eprint!("\r\x1b[K");
     }
     let server = server.and_then(ServerWindow::finish);
+    let (live, started) = (run.live.clone(), run.started);
     let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(summarize(
+    if let Some(h) = hdr {
+        h.finish(started.elapsed(), &live)?;
+    }
+    let start_unix = (started_unix + cfg.warmup)
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    summarize(
         &results,
         server,
         a.server_workers,
         intervals,
+        start_unix,
         |c| code_namer.code_name(c),
-    ))
+    )
+    .context("summarising the latency histogram")
 }
 
-fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
+/// Prints a load report (one agent's or several merged) as `firehose load` does.
+pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &LoadReport) {
     let pct = |n: u64| {
         if r.sent > 0 {
             100.0 * n as f64 / r.sent as f64
@@ -508,8 +748,8 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
     };
     say!(
         "summary: {} {} loop, {:.2} s measured",
-        cfg.target,
-        cfg.mode,
+        target,
+        mode,
         r.duration_s
     );
     say!("  tps         {}", thousands(r.tps));
@@ -545,7 +785,7 @@ fn print_summary(a: &LoadArgs, cfg: &ConfigDoc, r: &LoadReport) {
             "  server CPU  {:.3} us/txn, {:.0}% of a CPU (pid {})",
             s,
             u * 100.0,
-            a.server_pid.unwrap_or(0)
+            server_pid.unwrap_or(0)
         );
     }
     if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {

@@ -1,8 +1,8 @@
 //! The `firehose` binary: parses arguments and hands each subcommand to its module.
 //! One module per subcommand: `serve` (`firehose serve`), `load` (`firehose load`), `bench`
 //! (`firehose bench`), `doctor` (`firehose doctor`) and `lab` (`firehose lab`, with
-//! `lab/dns.rs` for `lab compare --proto dns`), `stream` (`firehose stream`);
-//! `metrics` serves `serve --metrics`; `args`
+//! `lab/dns.rs` for `lab compare --proto dns`), `stream` (`firehose stream`), `report`
+//! (`firehose report merge`); `metrics` serves `serve --metrics`; `args`
 //! holds the value parsers they share and `Usage`, the error for bad input (exit code 2);
 //! `meta` the version and the JSON convention; `compat` the old flag spellings. The work
 //! is in the library crates.
@@ -25,6 +25,7 @@ mod lab;
 mod load;
 mod meta;
 mod metrics;
+mod report;
 mod serve;
 mod serve_xdp;
 mod sink;
@@ -71,6 +72,8 @@ enum Command {
     Lab(lab::LabArgs),
     /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
     Stream(stream::StreamArgs),
+    /// Work on saved reports: `report merge` adds several agents' `load --json` into one.
+    Report(report::ReportArgs),
     /// Print a shell completion script, e.g. `firehose completions bash`.
     Completions {
         /// The shell to complete for.
@@ -164,6 +167,7 @@ fn main() {
         }),
         Command::Lab(a) => lab::run(a),
         Command::Stream(a) => stream::run(a),
+        Command::Report(a) => report::run(a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir),
     };

@@ -14,17 +14,26 @@ pub enum IoArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum ModeArg {
+pub enum ModeArg {
     Auto,
     Native,
     Generic,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum ZeroCopyArg {
+pub enum ZeroCopyArg {
     Auto,
     On,
     Off,
+}
+
+/// The zero-copy request of `--zerocopy` (auto when absent); shared with `load --io xdp`.
+pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
+    match z {
+        None | Some(ZeroCopyArg::Auto) => ZeroCopy::Auto,
+        Some(ZeroCopyArg::On) => ZeroCopy::On,
+        Some(ZeroCopyArg::Off) => ZeroCopy::Off,
+    }
 }
 
 /// Flags that apply only with `--io xdp`.
@@ -139,11 +148,7 @@ impl XdpArgs {
                 Some(ModeArg::Native) => ModeChoice::Native,
                 Some(ModeArg::Generic) => ModeChoice::Generic,
             },
-            zerocopy: match self.zerocopy {
-                None | Some(ZeroCopyArg::Auto) => ZeroCopy::Auto,
-                Some(ZeroCopyArg::On) => ZeroCopy::On,
-                Some(ZeroCopyArg::Off) => ZeroCopy::Off,
-            },
+            zerocopy: zerocopy_choice(self.zerocopy),
             ring: self.ring.unwrap_or(2048),
             frame_size,
             need_wakeup: self.need_wakeup.unwrap_or(true),

@@ -74,11 +74,12 @@ impl NamedCounters {
 }
 
 impl WorkerCounters {
-    /// Adds to a counter. Only the owning worker writes, so a relaxed add is exact.
+    /// Adds to a counter. Only the owning worker writes, so a relaxed load and store is
+    /// exact, and costs no locked read-modify-write on the worker's path.
     #[inline]
     pub fn add(&self, c: &AtomicU64, v: u64) {
         if v != 0 {
-            c.fetch_add(v, Ordering::Relaxed);
+            c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
         }
     }
 
@@ -99,7 +100,7 @@ impl WorkerCounters {
     #[inline]
     pub fn record_batch(&self, n: usize) {
         let k = (usize::BITS - n.max(1).saturating_sub(1).leading_zeros()) as usize;
-        self.batch_sizes[k.min(BATCH_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+        self.add(&self.batch_sizes[k.min(BATCH_BUCKETS - 1)], 1);
     }
 
     /// Batches per size bucket (not cumulative); bucket `k` has the upper bound `2^k`.

@@ -88,25 +88,6 @@ fn kernel(e: SysError) -> ServeError {
     ServeError::Kernel(e)
 }
 
-/// Number of rx queues of `iface`: rx-only plus combined channels (ETHTOOL_GCHANNELS), or
-/// the rx-N entries under /sys/class/net/IFACE/queues for a driver without channels.
-fn rx_queue_count(et: &Ethtool, iface: &str) -> usize {
-    if let Ok(c) = et.channels(iface) {
-        let n = (c.rx + c.combined) as usize;
-        if n > 0 {
-            return n;
-        }
-    }
-    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count()
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// The interface exists, is up, carries `listen`'s address, and has the asked queues.
 fn check_iface(cfg: &XdpConfig, listen: &SocketAddr) -> Result<(u32, Vec<u32>, usize), ServeError> {
     let iface = &cfg.iface;
@@ -142,7 +123,7 @@ fn check_iface(cfg: &XdpConfig, listen: &SocketAddr) -> Result<(u32, Vec<u32>, u
             )));
         }
     }
-    let count = rx_queue_count(&et, iface);
+    let count = et.rx_queues(iface);
     let queues = match &cfg.queues {
         Queues::All => (0..count as u32).collect(),
         Queues::List(l) => l.clone(),

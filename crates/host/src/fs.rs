@@ -134,6 +134,18 @@ impl HostFs {
     }
 }
 
+impl HostFs {
+    /// Writes a whole configuration file, creating it (mode 0644) if needed.
+    pub fn write_file(&self, path: &str, text: &str) -> Result<(), FsError> {
+        std::fs::write(self.full(path), text).map_err(|e| FsError::new(path, &e))
+    }
+
+    /// Removes a file.
+    pub fn remove(&self, path: &str) -> Result<(), FsError> {
+        std::fs::remove_file(self.full(path)).map_err(|e| FsError::new(path, &e))
+    }
+}
+
 /// Sorts `rx-10` after `rx-9`: splits a trailing number off the name.
 fn natural_key(name: &str) -> (String, u64) {
     let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();

@@ -365,3 +365,61 @@ fn every_change_is_journaled_on_disk_before_it_is_made() {
         );
     }
 }
+
+/// `--apply --persist`: the boot-time file holds only the sysctls, is journaled like every
+/// change, and `--revert` removes it (it was absent) or restores its bytes (it existed).
+#[test]
+fn the_persist_file_is_journaled_and_reverted_exactly() {
+    use firehose_host::doctor::apply::LiveActuator;
+    use firehose_host::doctor::plan::{persist_step, ABSENT, PERSIST_PATH};
+    use firehose_host::fs::HostFs;
+    use firehose_host::nic::LiveNic;
+
+    let changed = [
+        (
+            Target::file("/proc/sys/net/core/rmem_max", Kind::Text),
+            "16777216".to_string(),
+        ),
+        (
+            Target::file("/proc/sys/net/ipv4/tcp_rmem", Kind::Words),
+            "4096 131072 67108864".to_string(),
+        ),
+        (
+            Target::file("/sys/class/net/eth0/queues/rx-0/rps_cpus", Kind::Mask),
+            "3".to_string(),
+        ),
+    ];
+    assert_eq!(persist_step(&changed[2..]), None, "no sysctl, no file");
+    let step = persist_step(&changed).unwrap();
+    assert!(step
+        .value
+        .ends_with("net.core.rmem_max = 16777216\nnet.ipv4.tcp_rmem = 4096 131072 67108864\n"));
+    assert!(!step.value.contains("rps_cpus"));
+
+    let root = std::env::temp_dir().join(format!("fh-persist-{}", std::process::id()));
+    let file = root.join(PERSIST_PATH.trim_start_matches('/'));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let fs = HostFs::new(&root);
+    let nic = LiveNic::new();
+    let act = LiveActuator { fs: &fs, nic: &nic };
+    for before in [None, Some("# the operator's own\nvm.swappiness = 10\n")] {
+        let _ = std::fs::remove_file(&file);
+        if let Some(text) = before {
+            std::fs::write(&file, text).unwrap();
+        }
+        let tj = TempJournal::new("persist");
+        let j = tj.journal();
+        let out = apply::apply(std::slice::from_ref(&step), &act, &j, &id(), 1).unwrap();
+        assert!(matches!(out[0].result, Verdict::Done(_)), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), step.value);
+        let entries = j.entries().unwrap();
+        assert_eq!(entries[0].old, before.unwrap_or(ABSENT));
+        let back = apply::revert(&act, &j, &id()).unwrap();
+        assert!(matches!(back[0].result, Verdict::Done(_)), "{back:?}");
+        match before {
+            None => assert!(!file.exists(), "the file doctor created is removed"),
+            Some(text) => assert_eq!(std::fs::read_to_string(&file).unwrap(), text),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -124,9 +124,9 @@ pub fn plan(
                     "{}; load from {}",
                     describe(s),
                     if *g == "firehose" {
-                        "firehose load"
+                        "firehose load (blocking: waits in epoll_wait, no --spin)"
                     } else {
-                        "sockperf ping-pong"
+                        "sockperf ping-pong (blocking: waits in recvfrom, no --nonblocked)"
                     }
                 ),
                 server: server_kind(s, workers),
@@ -197,6 +197,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             push_ratio(&mut out, what, r, sp, |r| &r.server_cpu_us_per_txn);
         }
     }
+    // The generators as a like-for-like pair: on the same server, both waiting in the kernel.
     for ours in rows.iter().filter(|r| r.generator == Generator::Firehose) {
         let theirs = rows
             .iter()

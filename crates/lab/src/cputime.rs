@@ -37,32 +37,13 @@ fn ticks_to_s(ticks: u64) -> f64 {
     ticks as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64
 }
 
-/// Nanoseconds on CPU from a schedstat line (`/proc/<pid>/task/<tid>/schedstat`: run time,
-/// wait time, timeslices).
-pub fn parse_schedstat(text: &str) -> Option<u64> {
-    text.split_whitespace().next()?.parse().ok()
-}
-
-/// CPU seconds of all threads of `pid`. schedstat counts nanoseconds; /proc/<pid>/stat
-/// (utime + stime) counts 10 ms ticks, too coarse for a few thousand transactions, so it is
-/// only the fallback on kernels without schedstat.
+/// CPU seconds of all threads of `pid`, exited threads included: the process CPU clock
+/// (nanoseconds, monotonic). Summing per-thread schedstat would go backwards when a thread
+/// exits between two readings; /proc/<pid>/stat (utime + stime) counts 10 ms ticks, too
+/// coarse for a few thousand transactions, so it is only the fallback.
 fn process_s(pid: u32) -> LabResult<f64> {
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        let mut ns = 0u64;
-        let mut any = false;
-        for t in tasks.flatten() {
-            // A thread may exit between listing and reading: it no longer counts.
-            if let Some(v) = std::fs::read_to_string(t.path().join("schedstat"))
-                .ok()
-                .and_then(|x| parse_schedstat(&x))
-            {
-                ns += v;
-                any = true;
-            }
-        }
-        if any {
-            return Ok(ns as f64 / 1e9);
-        }
+    if let Ok(d) = firehose_sys::cpu::process_cpu_time_of(pid) {
+        return Ok(d.as_secs_f64());
     }
     let s = procfs::read(&format!("/proc/{pid}/stat"), pidstat::parse)?;
     Ok(ticks_to_s(s.utime + s.stime))
@@ -113,12 +94,23 @@ mod tests {
     }
 
     #[test]
-    fn schedstat_lines() {
-        assert_eq!(
-            parse_schedstat("246877240 165843436 1021\n"),
-            Some(246877240)
+    fn a_thread_that_exits_still_counts() {
+        let me = std::process::id();
+        let a = seconds(me, Scope::Process).unwrap();
+        // The thread burns 30 ms of its own CPU time (not wall time: the host may be busy).
+        let burnt = std::thread::spawn(|| {
+            let cpu = firehose_sys::cpu::thread_cpu_time;
+            let start = cpu().unwrap();
+            while cpu().unwrap() - start < Duration::from_millis(30) {}
+            (cpu().unwrap() - start).as_secs_f64()
+        })
+        .join()
+        .unwrap();
+        let b = seconds(me, Scope::Process).unwrap();
+        assert!(
+            b - a >= burnt,
+            "the exited thread's {burnt} s are kept: {a} -> {b}"
         );
-        assert_eq!(parse_schedstat(""), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The NTT ladder: each step adds one technique to everything above it, first the
 //! application's (sockets, steering, pinning, batching, busy polling, IP ID), then the OS
-//! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter).
+//! knobs the lab can turn inside its own namespaces (RPS, XPS, GRO, rp_filter). A step
+//! that hurt is reverted before the next one, as the talk reverted RPS and went on (the
+//! run's `--keep-hurt` keeps it in every later step instead).
 
 use crate::report::Skipped;
 use crate::server::ServerKind;
@@ -144,9 +146,26 @@ pub fn select(requested: Option<&str>, topology: Kind) -> LabResult<(Vec<Step>, 
     Ok((steps, skipped))
 }
 
-/// The server of a step: `firehose serve` with every application technique up to it.
-pub fn server_for(step: &Step, workers: usize) -> ServerKind {
-    let at = |name: &str| position(step.name) >= position(name);
+/// The step whose technique `step` builds on and cannot run without (steering picks among
+/// a reuseport group), if any.
+pub fn needs(step: &Step) -> Option<&'static str> {
+    (step.name == "steer").then_some("reuseport")
+}
+
+/// True when `step` includes the technique of step `name`: it comes at or after it in the
+/// ladder, and `name` was not reverted (a step that hurt is left out of the later ones).
+/// A technique whose prerequisite was reverted is left out too.
+fn includes(step: &Step, name: &str, reverted: &[&str]) -> bool {
+    let needed = position(name).and_then(|i| needs(&STEPS[i]));
+    position(step.name) >= position(name)
+        && !reverted.contains(&name)
+        && needed.is_none_or(|n| !reverted.contains(&n))
+}
+
+/// The server of a step: `firehose serve` with every application technique up to it but
+/// the `reverted` ones.
+pub fn server_for(step: &Step, workers: usize, reverted: &[&str]) -> ServerKind {
+    let at = |name: &str| includes(step, name, reverted);
     let mut flags: Vec<String> = vec!["--workers".into(), workers.to_string()];
     let mut push = |k: &str, v: &str| {
         flags.push(k.to_string());
@@ -170,9 +189,9 @@ pub fn server_for(step: &Step, workers: usize) -> ServerKind {
 
 /// The OS knobs of a step on veth. Every knob is set explicitly, so steps can be run in any
 /// order (repetitions are interleaved). The starting point is a NIC's usual defaults: GRO
-/// on, no RPS, no XPS, strict rp_filter.
-pub fn knobs_for(step: &Step) -> Knobs {
-    let at = |name: &str| position(step.name) >= position(name);
+/// on, no RPS, no XPS, strict rp_filter. A `reverted` step's knob stays at its default.
+pub fn knobs_for(step: &Step, reverted: &[&str]) -> Knobs {
+    let at = |name: &str| includes(step, name, reverted);
     Knobs {
         gro: Some(!at("gro-off")),
         rps: Some(at("rps")),
@@ -196,26 +215,42 @@ mod tests {
     fn steps_are_cumulative() {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
-            flags(server_for(&s("shared"), 2)),
+            flags(server_for(&s("shared"), 2, &[])),
             "--workers 2 --sockets shared --steer none --cpus none --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("pin"), 1)),
+            flags(server_for(&s("pin"), 1, &[])),
             "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
         );
         assert_eq!(
-            flags(server_for(&s("gro-off"), 1)),
+            flags(server_for(&s("gro-off"), 1, &[])),
             "--workers 1 --sockets reuseport --steer cpu --cpus auto --batch 64 --busy-poll 50 --pmtudisc do"
         );
-        let k = knobs_for(&s("shared"));
+        let k = knobs_for(&s("shared"), &[]);
         assert_eq!(
             (k.gro, k.rps, k.xps, k.rp_filter),
             (Some(true), Some(false), Some(false), Some(1))
         );
-        let k = knobs_for(&s("gro-off"));
+        let k = knobs_for(&s("gro-off"), &[]);
         assert_eq!(
             (k.gro, k.rps, k.xps, k.rp_filter),
             (Some(false), Some(true), Some(true), Some(1))
+        );
+    }
+
+    #[test]
+    fn a_reverted_step_is_left_out_of_later_steps() {
+        let s = |n: &str| STEPS[position(n).unwrap()];
+        assert_eq!(
+            flags(server_for(&s("pin"), 1, &["steer"])),
+            "--workers 1 --sockets reuseport --steer none --cpus auto --batch 1 --busy-poll 0 --pmtudisc default"
+        );
+        assert!(flags(server_for(&s("pin"), 1, &["reuseport"]))
+            .contains("--sockets shared --steer none --cpus auto"));
+        let k = knobs_for(&s("gro-off"), &["rps"]);
+        assert_eq!(
+            (k.gro, k.rps, k.xps, k.rp_filter),
+            (Some(false), Some(false), Some(true), Some(1))
         );
     }
 

@@ -31,6 +31,7 @@ pub mod sockperf;
 pub mod stats;
 pub mod stream_matrix;
 pub mod topology;
+pub mod xdp_compare;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

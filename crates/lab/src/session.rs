@@ -7,6 +7,7 @@ use crate::env::Environment;
 use crate::experiment::{self, Cell, Progress};
 use crate::report::{self, LabReport, Skipped};
 use crate::runner::{self, Generator, LoadSpec, Placement, Runner, Trial};
+use crate::stats::Verdict;
 use crate::topology::{self, Kind, Topology};
 use crate::{cmd, compare, ladder, LabError, LabResult};
 use std::path::PathBuf;
@@ -171,6 +172,106 @@ struct Plan {
     cells: Vec<Cell>,
     skipped: Vec<Skipped>,
     notes: Vec<String>,
+    drive: Drive,
+}
+
+/// How the cells of a plan are run.
+enum Drive {
+    /// Every cell `repetitions` times, interleaved (A B C A B C ...).
+    Interleaved,
+    /// The ladder one step at a time (each step's repetitions in a row), a step that hurt
+    /// reverted before the next; each step's cell is built for `workers` (and its OS knobs
+    /// set when `veth`) from the steps reverted so far.
+    Climb {
+        steps: Vec<ladder::Step>,
+        workers: usize,
+        veth: bool,
+    },
+}
+
+/// What a drive ran: the cells as run, the trials in run order, the steps reverted, and
+/// the steps left out because a step they need was reverted.
+struct Ran {
+    cells: Vec<Cell>,
+    trials: Vec<Trial>,
+    reverted: Vec<&'static str>,
+    skipped: Vec<Skipped>,
+}
+
+/// Climbs `steps`: `run_step` measures a step's cell (given the trials run before it) with
+/// its repetitions in a row, and a step whose verdict against the last kept step is hurt is
+/// left out of every later step.
+fn climb(
+    steps: &[ladder::Step],
+    cell_for: &dyn Fn(&ladder::Step, &[&'static str]) -> Cell,
+    run_step: &mut dyn FnMut(&Cell, usize) -> LabResult<Vec<Trial>>,
+) -> LabResult<Ran> {
+    let mut ran = Ran {
+        cells: Vec::new(),
+        trials: Vec::new(),
+        reverted: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut kept: Option<report::Row> = None;
+    for st in steps {
+        if let Some(n) = ladder::needs(st).filter(|n| ran.reverted.contains(n)) {
+            ran.skipped.push(Skipped {
+                name: st.name.into(),
+                reason: format!("needs {n}, which hurt and was reverted"),
+            });
+            continue;
+        }
+        let cell = cell_for(st, &ran.reverted);
+        let trials = run_step(&cell, ran.trials.len())?;
+        let mut row = report::rows(std::slice::from_ref(&cell), &trials).remove(0);
+        let hurt = kept.as_ref().is_some_and(|k| {
+            row.compare_with(k);
+            row.verdict == Verdict::Hurt
+        });
+        if hurt {
+            ran.reverted.push(st.name);
+        } else {
+            kept = Some(row);
+        }
+        ran.cells.push(cell);
+        ran.trials.extend(trials);
+    }
+    Ok(ran)
+}
+
+/// The cell of a ladder step, without the `reverted` steps' techniques.
+fn ladder_cell(st: &ladder::Step, workers: usize, veth: bool, reverted: &[&'static str]) -> Cell {
+    let mut describe = match ladder::talk_figure(st.name) {
+        Some(t) => format!("{} (the talk: {t})", st.describe),
+        None => st.describe.into(),
+    };
+    if !reverted.is_empty() {
+        describe += &format!("; without {} (hurt, reverted)", reverted.join(", "));
+    }
+    Cell {
+        name: st.name.into(),
+        describe,
+        server: ladder::server_for(st, workers, reverted),
+        generator: Generator::Firehose,
+        knobs: veth.then(|| ladder::knobs_for(st, reverted)),
+    }
+}
+
+/// The ladder's rows: each judged against the last step kept before it; a reverted step
+/// is marked and never the base of a later one.
+fn ladder_rows(cells: &[Cell], trials: &[Trial], reverted: &[&str]) -> Vec<report::Row> {
+    let mut rows = report::rows(cells, trials);
+    let mut base: Option<report::Row> = None;
+    for row in rows.iter_mut() {
+        if let Some(b) = &base {
+            row.compare_with(b);
+        }
+        row.reverted = reverted.contains(&row.name.as_str());
+        if !row.reverted {
+            base = Some(row.clone());
+        }
+    }
+    rows
 }
 
 /// How a run reaches the outside: the `firehose` binary to start, the stop flag (set by
@@ -188,7 +289,7 @@ fn execute(
     ctx: Context<'_>,
     mut s: Setup,
     plan: Plan,
-    make_rows: impl Fn(&[Cell], &[Trial]) -> (Vec<report::Row>, Vec<report::Ratio>),
+    make_rows: impl Fn(&Ran) -> (Vec<report::Row>, Vec<report::Ratio>),
 ) -> LabResult<LabReport> {
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -208,7 +309,43 @@ fn execute(
             stop: ctx.stop,
             port,
         };
-        experiment::run(&runner, &s.topo, &plan.cells, r.repetitions, ctx.progress)
+        match &plan.drive {
+            Drive::Interleaved => {
+                experiment::run(&runner, &s.topo, &plan.cells, r.repetitions, ctx.progress).map(
+                    |trials| Ran {
+                        cells: plan.cells.clone(),
+                        trials,
+                        reverted: Vec::new(),
+                        skipped: Vec::new(),
+                    },
+                )
+            }
+            Drive::Climb {
+                steps,
+                workers,
+                veth,
+            } => {
+                let total = steps.len() * r.repetitions;
+                let progress = ctx.progress;
+                let mut run_step = |c: &Cell, before: usize| {
+                    // Progress over the whole climb, not this step's part of it.
+                    let mut whole = |p: &Progress| {
+                        let per_trial = p.seconds_left / (p.total - p.done).max(1) as f64;
+                        progress(&Progress {
+                            done: before + p.done,
+                            total,
+                            seconds_left: per_trial * (total - before - p.done) as f64,
+                            ..p.clone()
+                        })
+                    };
+                    let one = std::slice::from_ref(c);
+                    experiment::run(&runner, &s.topo, one, r.repetitions, &mut whole)
+                };
+                let cell =
+                    |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, *workers, *veth, rev);
+                climb(steps, &cell, &mut run_step)
+            }
+        }
     });
     // Tear the test host down before anything else, whatever happened.
     let teardown = s.topo.teardown();
@@ -217,7 +354,7 @@ fn execute(
             let _ = std::fs::remove_dir_all(&s.workdir);
         }
     };
-    let trials = match result {
+    let ran = match result {
         Ok(t) => t,
         Err(_) if ctx.stop.load(Ordering::Relaxed) => {
             remove_temp(&s);
@@ -238,7 +375,10 @@ fn execute(
     };
     teardown.map_err(|e| LabError::Command(format!("removing the test host: {e}")))?;
     remove_temp(&s);
-    let (rows, ratios) = make_rows(&plan.cells, &trials);
+    let (rows, ratios) = make_rows(&ran);
+    let trials = ran.trials;
+    let mut skipped = plan.skipped;
+    skipped.extend(ran.skipped);
     Ok(LabReport {
         kind: kind.into(),
         started_unix,
@@ -250,7 +390,7 @@ fn execute(
         load: s.load,
         environment,
         rows,
-        skipped: plan.skipped,
+        skipped,
         ratios,
         notes: plan.notes,
         trials,
@@ -258,8 +398,15 @@ fn execute(
 }
 
 /// `lab ladder`: the chosen steps (all the topology allows by default), each judged
-/// against the one before it.
-pub fn ladder(r: &RunOptions, steps: Option<&str>, ctx: Context<'_>) -> LabResult<LabReport> {
+/// against the last step kept before it. A step that hurt is reverted before the next one
+/// (the steps then run one after another); with `keep_hurt` every step builds on all
+/// those above it, and all steps are interleaved.
+pub fn ladder(
+    r: &RunOptions,
+    steps: Option<&str>,
+    keep_hurt: bool,
+    ctx: Context<'_>,
+) -> LabResult<LabReport> {
     let (steps, skipped) = ladder::select(steps, r.topology())?;
     let pin_at = ladder::STEPS.iter().position(|x| x.name == "pin");
     let pins = steps
@@ -276,29 +423,34 @@ pub fn ladder(r: &RunOptions, steps: Option<&str>, ctx: Context<'_>) -> LabResul
     let veth = r.topology() == Kind::Veth;
     let cells: Vec<Cell> = steps
         .iter()
-        .map(|st| Cell {
-            name: st.name.into(),
-            describe: match ladder::talk_figure(st.name) {
-                Some(t) => format!("{} (the talk: {t})", st.describe),
-                None => st.describe.into(),
-            },
-            server: ladder::server_for(st, s.workers),
-            generator: Generator::Firehose,
-            knobs: veth.then(|| ladder::knobs_for(st)),
-        })
+        .map(|st| ladder_cell(st, s.workers, veth, &[]))
         .collect();
+    let (drive, note) = if keep_hurt {
+        (
+            Drive::Interleaved,
+            "--keep-hurt: every step builds on all those above it, a step that hurt included; steps interleaved",
+        )
+    } else {
+        (
+            Drive::Climb {
+                steps,
+                workers: s.workers,
+                veth,
+            },
+            "a step that hurt is reverted before the next one (shown as 'hurt, reverted'); each step runs its repetitions in a row, since what it builds on depends on the verdicts above it (--keep-hurt interleaves all steps and keeps every step)",
+        )
+    };
     let plan = Plan {
         cells,
         skipped,
-        notes: Vec::new(),
+        notes: vec![note.to_string()],
+        drive,
     };
-    execute("ladder", r, ctx, s, plan, |cells, trials| {
-        let mut rows = report::rows(cells, trials);
-        for i in 1..rows.len() {
-            let prev = rows[i - 1].clone();
-            rows[i].compare_with(&prev);
-        }
-        (rows, Vec::new())
+    execute("ladder", r, ctx, s, plan, |ran| {
+        (
+            ladder_rows(&ran.cells, &ran.trials, &ran.reverted),
+            Vec::new(),
+        )
     })
 }
 
@@ -339,6 +491,7 @@ pub fn compare(
     }
     let mut notes = vec![
         "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
+        "the generators are compared as a blocking pair: firehose load waits in epoll_wait and sockperf ping-pong in recvfrom (neither spins); the spinning pair is measured by firehose bench".to_string(),
     ];
     if !cmd::installed("perf") {
         notes.push(format!(
@@ -350,9 +503,10 @@ pub fn compare(
         cells,
         skipped,
         notes,
+        drive: Drive::Interleaved,
     };
-    execute("compare", r, ctx, s, plan, |cells, trials| {
-        let mut rows = report::rows(cells, trials);
+    execute("compare", r, ctx, s, plan, |ran| {
+        let mut rows = report::rows(&ran.cells, &ran.trials);
         for g in [Generator::Firehose, Generator::Sockperf] {
             let base = rows
                 .iter()
@@ -377,6 +531,77 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::tests::trial;
+    use crate::server::ServerKind;
+
+    #[test]
+    fn a_step_that_hurt_is_reverted_before_the_next() {
+        let (steps, _) =
+            ladder::select(Some("shared,reuseport,steer,pin"), Kind::Loopback).unwrap();
+        // Made-up medians: reuseport halves tps (hurt), pin on top of shared adds 10%; steer
+        // cannot run without reuseport.
+        let tps = |name: &str| match name {
+            "shared" => 100_000.0,
+            "reuseport" => 50_000.0,
+            _ => 110_000.0,
+        };
+        let mut seen = Vec::new();
+        let mut run_step = |c: &Cell, before: usize| {
+            seen.push((c.name.clone(), before));
+            Ok((0..3)
+                .map(|rep| trial(&c.name, rep, tps(&c.name) + rep as f64 * 100.0, false))
+                .collect())
+        };
+        let cell = |st: &ladder::Step, rev: &[&'static str]| ladder_cell(st, 1, false, rev);
+        let ran = climb(&steps, &cell, &mut run_step).unwrap();
+        assert_eq!(
+            seen,
+            [
+                ("shared".into(), 0),
+                ("reuseport".into(), 3),
+                ("pin".into(), 6)
+            ]
+        );
+        assert_eq!(ran.reverted, ["reuseport"]);
+        assert_eq!(
+            (ran.skipped[0].name.as_str(), ran.skipped[0].reason.as_str()),
+            ("steer", "needs reuseport, which hurt and was reverted")
+        );
+        let ServerKind::Firehose { flags } = &ran.cells[2].server else {
+            panic!("{:?}", ran.cells[2].server)
+        };
+        let flags = flags.join(" ");
+        assert!(
+            flags.contains("--sockets shared --steer none --cpus auto"),
+            "{flags}"
+        );
+        assert!(ran.cells[2]
+            .describe
+            .contains("without reuseport (hurt, reverted)"));
+
+        let rows = ladder_rows(&ran.cells, &ran.trials, &ran.reverted);
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.verdict, r.reverted))
+                .collect::<Vec<_>>(),
+            [
+                (Verdict::Baseline, false),
+                (Verdict::Hurt, true),
+                (Verdict::Helped, false)
+            ]
+        );
+        // pin is judged against shared, the last step kept.
+        assert!(
+            (rows[2].gain.unwrap() - 1.1).abs() < 0.01,
+            "{:?}",
+            rows[2].gain
+        );
+        assert!(crate::report::table::cells(&rows[1]).contains(&"hurt, reverted".to_string()));
+        // --keep-hurt: nothing reverted, each row against the one before.
+        let rows = ladder_rows(&ran.cells, &ran.trials, &[]);
+        assert!(rows.iter().all(|r| !r.reverted));
+        assert!((rows[2].gain.unwrap() - 2.2).abs() < 0.01);
+    }
 
     #[test]
     fn placement_defaults_and_refusals() {

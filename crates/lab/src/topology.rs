@@ -290,7 +290,7 @@ impl Topology {
         Ok(self.exec(side, &["cat", path])?.trim().to_string())
     }
 
-    /// The veth end of one side.
+    /// The veth device of one side.
     pub fn dev(&self, side: Side) -> String {
         match side {
             Side::Server => server_dev(&self.id),

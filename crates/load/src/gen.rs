@@ -1,36 +1,39 @@
 //! The transaction generator: flows, windows, open-loop schedules, loss accounting.
 //!
-//! Each thread owns a share of the flows (one connected socket per flow, so each flow
-//! has its own source port and RSS/reuseport spread them), one [`Table`] of outstanding
-//! requests, and batches for sendmmsg/recvmmsg. Threads share nothing but a stop flag
-//! and their live counters.
+//! Each thread owns a share of the flows (each flow its own source port, so RSS/reuseport
+//! spread them), one [`Table`] of outstanding requests, and its [`FlowIo`]: one connected
+//! socket per flow with sendmmsg/recvmmsg batches ([`SocketIo`]), or AF_XDP rings
+//! ([`crate::xdp`]). Threads share nothing but a stop flag and their live counters.
 //!
 //! Accounting: a request counts when its intended send time falls in the measurement
 //! window (after warm-up). Every counted request ends exactly once, as completed or
 //! lost (unanswered within the timeout, or still unanswered when the run drains).
 
+use crate::interval::IntervalSlot;
+use crate::io::{open_flow, FlowIo, SocketIo};
+use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
-use firehose_sys::epoll::Epoll;
-use firehose_sys::mmsg::{Batch, SendMode};
-use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 use firehose_sys::{cpu, SysError};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Largest datagram a slot must hold.
-const SLOT: usize = 65536;
 /// Open loop: requests due within this much of now leave together in one sendmmsg, so
 /// the generator wakes at most every 50 µs instead of once per request. An early request
 /// is timed from its actual send; a late one from its intended time (coordinated omission).
 const SEND_AHEAD_NS: u64 = 50_000;
-/// Highest latency the histogram holds (60 s, in ns).
-const HIST_MAX_NS: u64 = 60_000_000_000;
+
+/// Adds to a live counter. Only its own thread writes it, so a load and a store are
+/// exact, without a locked read-modify-write on every request.
+#[inline]
+fn bump(c: &AtomicU64, v: u64) {
+    if v != 0 {
+        c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+    }
+}
 
 /// How long to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,6 +86,8 @@ pub struct Live {
     pub lost: AtomicU64,
     pub stray: AtomicU64,
     pub dup: AtomicU64,
+    /// Where the thread hands over its interval histograms (`--hdr-log`).
+    pub interval: IntervalSlot,
 }
 
 /// What one thread measured.
@@ -101,6 +106,8 @@ pub struct ThreadResult {
     pub syscalls: u64,
     /// sendmsg calls that carried a UDP GSO super-datagram.
     pub gso_sends: u64,
+    /// The send/receive path: "socket" or "af_xdp".
+    pub io: &'static str,
     /// Why GSO was abandoned, if the kernel refused it.
     pub gso_error: Option<String>,
     pub codes: BTreeMap<u16, u64>,
@@ -200,23 +207,43 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Starts the generator threads; `make` builds one workload per thread.
+/// Starts the generator threads over kernel sockets; `make` builds one workload per thread.
 pub fn start<W, F>(cfg: &LoadConfig, make: F) -> Result<Run, LoadError>
 where
     W: Workload + 'static,
     F: Fn(usize) -> W,
 {
     validate(cfg)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let live: Arc<Vec<Live>> = Arc::new((0..cfg.threads).map(|_| Live::default()).collect());
-    let started = Instant::now();
     // Open all sockets first, so a bad target or missing route fails before any thread runs.
-    let mut per_thread: Vec<Vec<UdpSock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+    let mut per_thread: Vec<Vec<_>> = (0..cfg.threads).map(|_| Vec::new()).collect();
     for f in 0..cfg.flows {
         per_thread[f % cfg.threads].push(open_flow(&cfg.target)?);
     }
+    let mut ios = Vec::new();
+    for socks in per_thread {
+        let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
+        let open_loop = cfg.rate.is_some();
+        ios.push(SocketIo::new(
+            socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop,
+        )?);
+    }
+    start_with(cfg, make, ios)
+}
+
+/// Starts one generator thread per `ios` entry (`cfg.threads` of them), each sending and
+/// receiving through its own path.
+pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, LoadError>
+where
+    W: Workload + 'static,
+    F: Fn(usize) -> W,
+    I: FlowIo + 'static,
+{
+    validate(cfg)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let live: Arc<Vec<Live>> = Arc::new((0..cfg.threads).map(|_| Live::default()).collect());
+    let started = Instant::now();
     let mut handles = Vec::new();
-    for (t, socks) in per_thread.into_iter().enumerate() {
+    for (t, io) in ios.into_iter().enumerate() {
         let plan = ThreadPlan::new(cfg, t);
         let workload = make(t);
         let stop = stop.clone();
@@ -229,7 +256,7 @@ where
                     cpu::pin_current_thread(c)?;
                 }
                 let _ = cpu::set_timer_slack_ns(1);
-                let mut th = Thread::new(plan, socks, workload, &live[t], &stop, started)?;
+                let mut th = Thread::new(plan, io, workload, &live[t], &stop, started)?;
                 th.cpu = cpu_choice;
                 th.run()
             })
@@ -244,19 +271,6 @@ where
     })
 }
 
-fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
-    let s = UdpSock::new_for(target)?;
-    let any: SocketAddr = if target.is_ipv4() {
-        "0.0.0.0:0".parse().expect("literal")
-    } else {
-        "[::]:0".parse().expect("literal")
-    };
-    s.bind(&any)?;
-    s.connect(target)?;
-    s.set_nonblocking(true)?;
-    Ok(s)
-}
-
 /// One thread's share of the schedule, in ns since the run started.
 #[derive(Debug, Clone)]
 struct ThreadPlan {
@@ -264,7 +278,6 @@ struct ThreadPlan {
     window: usize,
     batch: usize,
     spin: bool,
-    gso: bool,
     timeout_ns: u64,
     measure_from_ns: u64,
     /// Stop sending at this time (duration mode).
@@ -300,7 +313,6 @@ impl ThreadPlan {
             window: cfg.window,
             batch: cfg.batch,
             spin: cfg.spin,
-            gso: cfg.gso,
             timeout_ns,
             measure_from_ns: warm,
             send_until_ns,
@@ -312,11 +324,10 @@ impl ThreadPlan {
 }
 
 struct Flow {
-    sock: UdpSock,
     outstanding: usize,
 }
 
-struct Thread<'a, W: Workload> {
+struct Thread<'a, W: Workload, I: FlowIo> {
     plan: ThreadPlan,
     flows: Vec<Flow>,
     workload: W,
@@ -324,10 +335,12 @@ struct Thread<'a, W: Workload> {
     stop: &'a AtomicBool,
     started: Instant,
     table: Table,
-    epoll: Option<Epoll>,
-    rx: Batch,
-    tx: Batch,
+    io: I,
+    /// Latencies since the last interval handover; folded into `total` at each.
     hist: Histogram<u64>,
+    total: Histogram<u64>,
+    /// The last interval the driver asked for.
+    interval_seen: u64,
     codes: BTreeMap<u16, u64>,
     cpu: Option<usize>,
     sent_total: u64,
@@ -338,7 +351,6 @@ struct Thread<'a, W: Workload> {
     dup: u64,
     unsent: u64,
     send_errors: u64,
-    syscalls: u64,
     gso_sends: u64,
     gso_error: Option<String>,
     next_flow: usize,
@@ -350,10 +362,10 @@ struct Thread<'a, W: Workload> {
     wall_at_end: Option<u64>,
 }
 
-impl<'a, W: Workload> Thread<'a, W> {
+impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
     fn new(
         plan: ThreadPlan,
-        socks: Vec<UdpSock>,
+        io: I,
         workload: W,
         live: &'a Live,
         stop: &'a AtomicBool,
@@ -375,49 +387,18 @@ impl<'a, W: Workload> Thread<'a, W> {
         }
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
-        // Spinning polls every flow itself; one flow in closed loop blocks in recvmmsg
-        // (one syscall fewer per wake-up); everything else waits in epoll.
-        let blocking_single = socks.len() == 1 && plan.interval_ns.is_none() && !plan.spin;
-        let epoll = if !plan.spin && !blocking_single {
-            let ep = Epoll::new(socks.len().min(256))?;
-            for (i, s) in socks.iter().enumerate() {
-                ep.add_readable(s.as_raw_fd(), i as u64)?;
-            }
-            Some(ep)
-        } else {
-            None
-        };
-        if blocking_single {
-            socks[0].set_nonblocking(false)?;
-            // Wake at least every 2 ms to expire losses and check the clock.
-            socks[0].set_recv_timeout(Duration::from_millis(2))?;
-        }
-        let hist = Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
-            .map_err(|e| LoadError::Config(format!("histogram: {e}")))?;
         Ok(Thread {
             table: Table::new(capacity, bits >= 64),
-            rx: Batch::new(plan.batch, SLOT),
-            tx: Batch::new(plan.batch.max(plan.window.clamp(1, 1024)), SLOT).with_send(
-                if plan.gso {
-                    SendMode::Gso
-                } else {
-                    SendMode::Batch
-                },
-            ),
-            flows: socks
-                .into_iter()
-                .map(|sock| Flow {
-                    sock,
-                    outstanding: 0,
-                })
-                .collect(),
+            flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
+            io,
             plan,
             workload,
             live,
             stop,
             started,
-            epoll,
-            hist,
+            hist: new_histogram(),
+            total: new_histogram(),
+            interval_seen: 0,
             codes: BTreeMap::new(),
             cpu: None,
             sent_total: 0,
@@ -428,7 +409,6 @@ impl<'a, W: Workload> Thread<'a, W> {
             dup: 0,
             unsent: 0,
             send_errors: 0,
-            syscalls: 0,
             gso_sends: 0,
             gso_error: None,
             next_flow: 0,
@@ -466,6 +446,9 @@ impl<'a, W: Workload> Thread<'a, W> {
         loop {
             let now = self.now_ns();
             self.mark_window(now);
+            self.live
+                .interval
+                .poll(&mut self.interval_seen, &mut self.hist, &mut self.total);
             let done_sending = self.sending_done(now);
             if done_sending && self.wall_at_end.is_none() {
                 self.wall_at_end = Some(now);
@@ -478,10 +461,11 @@ impl<'a, W: Workload> Thread<'a, W> {
                 }
             } else {
                 self.send_due(now);
+                self.io.flush();
             }
             let wait = self.wait_budget(now, drain_until);
-            self.receive(wait)?;
-            let now = self.now_ns();
+            // An empty poll reads no clock: the one taken above is recent enough to expire by.
+            let now = self.receive(wait)?.unwrap_or(now);
             self.expire(now.saturating_sub(self.plan.timeout_ns));
         }
         // Whatever is still pending at the end of the drain is lost.
@@ -565,7 +549,7 @@ impl<'a, W: Workload> Thread<'a, W> {
 
     /// Sends up to `n` requests on flow `f`; returns how many went out.
     fn send_on(&mut self, f: usize, n: usize, now: u64, first_intended: u64) -> usize {
-        let n = n.min(self.tx.capacity());
+        let n = n.min(self.io.tx_capacity());
         let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
@@ -588,94 +572,76 @@ impl<'a, W: Workload> Thread<'a, W> {
             };
             let len = self
                 .workload
-                .write_request(id, intended, self.tx.slot_mut(k));
-            self.tx.queue_send(k, len);
+                .write_request(id, intended, self.io.tx_slot(k));
+            self.io.queue(k, len);
             queued += 1;
             counted_sends += u64::from(counted);
         }
         if queued == 0 {
             return 0;
         }
-        let sock = &self.flows[f].sock;
-        let res = self.tx.flush(sock, 0);
+        let res = self.io.send(f);
         if res.gso_unavailable && self.gso_error.is_none() {
             // The kernel or path cannot do GSO: the batch fell back to sendmmsg; say why once.
-            self.gso_error = sock.gso_unavailable().map(str::to_string);
+            self.gso_error = self.io.gso_refusal(f);
         }
         self.gso_sends += res.gso_sends as u64;
-        self.syscalls += res.syscalls as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their
         // timeout, which is what they are from the server's point of view.
         self.send_errors += res.failed as u64;
         self.flows[f].outstanding += queued;
         self.sent_total += queued as u64;
         self.sent += counted_sends;
-        self.live.sent.fetch_add(queued as u64, Ordering::Relaxed);
+        bump(&self.live.sent, queued as u64);
         queued
     }
 
-    fn receive(&mut self, wait: Duration) -> Result<(), LoadError> {
-        match self.epoll.as_mut() {
-            None => {
-                for f in 0..self.flows.len() {
-                    self.drain_flow(f)?;
-                }
-                Ok(())
-            }
-            Some(ep) => {
-                let mut ready = [0usize; 256];
-                let mut n = 0;
-                self.syscalls += 1;
-                for token in ep.wait(wait)? {
-                    if n < ready.len() {
-                        ready[n] = token as usize;
-                        n += 1;
-                    }
-                }
-                for &f in &ready[..n] {
-                    self.drain_flow(f)?;
-                }
-                Ok(())
+    /// Reads what arrived; returns the clock read after the last read that got something,
+    /// or `None` when nothing came and nothing may have slept (spinning).
+    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
+        let ready = self.io.poll(wait)?;
+        let mut last = None;
+        for r in 0..ready {
+            let src = self.io.source(r);
+            // Ask a flow's socket for no more than it has outstanding (at least one, for a
+            // late duplicate): with one outstanding, recvfrom does what recvmmsg would.
+            let max = match self.io.source_flow(src) {
+                Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
+                None => self.plan.batch,
+            };
+            let got = self.io.recv(src, max)?;
+            if got > 0 {
+                last = Some(self.take_responses(got));
             }
         }
+        // A wait (epoll, or a blocking receive) may have slept: read the clock again.
+        Ok(last.or_else(|| (!self.plan.spin).then(|| self.now_ns())))
     }
 
-    fn drain_flow(&mut self, f: usize) -> Result<(), LoadError> {
-        let flags = if self.epoll.is_some() || self.plan.spin {
-            MSG_DONTWAIT
-        } else {
-            0
-        };
-        self.syscalls += 1;
-        let got = match self.rx.recv(&self.flows[f].sock, self.plan.batch, flags) {
-            Ok(n) => n,
-            Err(e) if is_would_block(&e) => return Ok(()),
-            // ECONNREFUSED: the target port is closed (ICMP port unreachable). The request
-            // stays pending and is counted lost at its timeout.
-            Err(e) if e.errno() == Some(ECONNREFUSED) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
+    /// Matches the `got` datagrams of the last read to their requests; returns the clock
+    /// read just after they arrived.
+    fn take_responses(&mut self, got: usize) -> u64 {
         let now = self.now_ns();
         let mut completed_now = 0;
         for i in 0..got {
-            let data = self.rx.data(i);
+            let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
             let Some((id, code)) = self.workload.response_id(data) else {
                 self.stray += 1;
-                self.live.stray.fetch_add(1, Ordering::Relaxed);
+                bump(&self.live.stray, 1);
                 continue;
             };
             let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
             let answer = if matches {
-                self.table.answer(id, f as u32)
+                self.table.answer(id, f)
             } else if self.table.pending_flow(id).is_some() {
                 Answer::Stray
             } else {
                 // Not pending: a duplicate if it answers a finished request, else stray.
-                self.table.answer(id, f as u32)
+                self.table.answer(id, f)
             };
             match answer {
                 Answer::Completes(e) => {
-                    self.flows[f].outstanding -= 1;
+                    self.flows[e.flow as usize].outstanding -= 1;
                     completed_now += 1;
                     if e.counted {
                         self.completed += 1;
@@ -686,18 +652,16 @@ impl<'a, W: Workload> Thread<'a, W> {
                 }
                 Answer::Duplicate => {
                     self.dup += 1;
-                    self.live.dup.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.dup, 1);
                 }
                 Answer::Stray => {
                     self.stray += 1;
-                    self.live.stray.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.live.stray, 1);
                 }
             }
         }
-        self.live
-            .completed
-            .fetch_add(completed_now, Ordering::Relaxed);
-        Ok(())
+        bump(&self.live.completed, completed_now);
+        now
     }
 
     fn expire(&mut self, deadline: u64) {
@@ -712,10 +676,11 @@ impl<'a, W: Workload> Thread<'a, W> {
             }
         });
         self.lost += lost_counted;
-        self.live.lost.fetch_add(lost_all, Ordering::Relaxed);
+        bump(&self.live.lost, lost_all);
     }
 
-    fn finish(self) -> Result<ThreadResult, LoadError> {
+    fn finish(mut self) -> Result<ThreadResult, LoadError> {
+        self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => Duration::ZERO,
@@ -735,11 +700,12 @@ impl<'a, W: Workload> Thread<'a, W> {
             dup: self.dup,
             unsent: self.unsent,
             send_errors: self.send_errors,
-            syscalls: self.syscalls,
+            syscalls: self.io.syscalls(),
             gso_sends: self.gso_sends,
+            io: self.io.path(),
             gso_error: self.gso_error,
             codes: self.codes,
-            latency_ns: self.hist,
+            latency_ns: self.total,
             cpu_time,
             window,
         })

@@ -1,17 +1,23 @@
 //! The firehose load generator: drives any UDP request/response server and measures it.
 //!
 //! [`gen`] runs the flows; [`table`] keeps outstanding requests; [`workload`] says what
-//! a request looks like; [`report`] turns counts and histograms into the figures.
+//! a request looks like; [`report`] turns counts and histograms into the figures;
+//! [`interval`] hands interval histograms to the HdrHistogram log; [`merge`] adds the
+//! reports of several agents into one.
 
 pub mod dns;
 pub mod flood;
 pub mod gen;
+pub mod interval;
+pub mod io;
 mod join;
+pub mod merge;
 pub mod report;
 pub mod sink;
 pub mod table;
 pub mod workload;
+pub mod xdp;
 
-pub use gen::{start, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
+pub use gen::{start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

@@ -2,6 +2,8 @@
 //! (`tps`, `lost`, `stray`, `dup`, latency percentiles, CPU per transaction).
 
 use crate::gen::ThreadResult;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -69,14 +71,23 @@ pub struct LoadReport {
     pub unsent: u64,
     pub send_errors: u64,
     pub duration_s: f64,
+    /// Start of the measured window (after warm-up), seconds since the Unix epoch: what
+    /// `report merge` lines agents up by.
+    pub start_unix: f64,
+    /// End of the measured window, seconds since the Unix epoch.
+    pub end_unix: f64,
     pub latency_us: LatencyUs,
+    /// The whole latency histogram (values in ns), HdrHistogram V2 compressed (deflate) and
+    /// base64: the encoding of HdrHistogram's interval logs, so `report merge` adds agents'
+    /// histograms exactly and HdrHistogram's own tools can decode it.
+    pub latency_histogram: String,
     pub percentiles: Vec<Percentile>,
     pub client_cpu_us_per_txn: Option<f64>,
     /// Busiest generator thread's CPU use over the window, as a fraction of one CPU.
     pub client_cpu_util: f64,
     pub client_syscalls_per_txn: Option<f64>,
-    /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly) or
-    /// "sendmmsg".
+    /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly),
+    /// "sendmmsg", or "af_xdp" (frames on AF_XDP tx rings).
     pub send_path: String,
     /// Why the kernel refused GSO, when it did.
     pub gso_error: Option<String>,
@@ -96,20 +107,84 @@ pub struct LoadReport {
 /// Client CPU use at or above this fraction of a CPU means the generator is saturated.
 pub const SATURATED: f64 = 0.95;
 
+/// Highest latency a histogram holds (60 s, in ns).
+pub const HIST_MAX_NS: u64 = 60_000_000_000;
+
+/// Why a histogram could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("not base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("not an HdrHistogram V2 histogram: {0}")]
+    Decode(String),
+    #[error("could not encode the histogram: {0}")]
+    Encode(String),
+    #[error("values beyond the histogram's range: {0}")]
+    Range(String),
+}
+
+/// An empty latency histogram: 1 ns to 60 s, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("static histogram bounds are valid")
+}
+
+/// `h` as HdrHistogram V2 compressed (deflate), base64.
+pub fn encode_histogram(h: &Histogram<u64>) -> Result<String, HistogramError> {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .map_err(|e| HistogramError::Encode(e.to_string()))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// The histogram [`encode_histogram`] wrote (or any V2 / V2-deflate histogram, base64).
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, HistogramError> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| HistogramError::Decode(e.to_string()))
+}
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// Summarises thread results; `code_name` names protocol result codes.
+/// The latency summary and percentile distribution of `hist` (ns), in microseconds.
+pub fn latency_of(hist: &Histogram<u64>) -> (LatencyUs, Vec<Percentile>) {
+    if hist.is_empty() {
+        return (LatencyUs::default(), Vec::new());
+    }
+    let summary = LatencyUs {
+        min: us(hist.min()),
+        p50: us(hist.value_at_quantile(0.50)),
+        p90: us(hist.value_at_quantile(0.90)),
+        p99: us(hist.value_at_quantile(0.99)),
+        p999: us(hist.value_at_quantile(0.999)),
+        p9999: us(hist.value_at_quantile(0.9999)),
+        max: us(hist.max()),
+        mean: hist.mean() / 1000.0,
+    };
+    let percentiles = hist
+        .iter_quantiles(2)
+        .map(|v| Percentile {
+            percentile: v.percentile(),
+            latency_us: us(v.value_iterated_to()),
+        })
+        .collect();
+    (summary, percentiles)
+}
+
+/// Summarises thread results; `start_unix` is when the measured window began (seconds
+/// since the Unix epoch); `code_name` names protocol result codes.
 pub fn summarize(
     results: &[ThreadResult],
     server: Option<ServerCpu>,
     server_workers: Option<usize>,
     intervals: Vec<Interval>,
+    start_unix: f64,
     code_name: impl Fn(u16) -> String,
-) -> LoadReport {
-    let mut hist: Histogram<u64> = Histogram::new_with_bounds(1, 60_000_000_000, 3)
-        .expect("static histogram bounds are valid");
+) -> Result<LoadReport, HistogramError> {
+    let mut hist = new_histogram();
     let mut codes = BTreeMap::new();
     let (mut completed, mut sent, mut lost, mut stray, mut dup, mut unsent, mut send_errors) =
         (0, 0, 0, 0, 0, 0, 0);
@@ -120,7 +195,8 @@ pub fn summarize(
     let mut window_s: f64 = 0.0;
     let mut threads = Vec::new();
     for r in results {
-        let _ = hist.add(&r.latency_ns);
+        hist.add(&r.latency_ns)
+            .map_err(|e| HistogramError::Range(e.to_string()))?;
         completed += r.completed;
         sent += r.sent;
         lost += r.lost;
@@ -151,30 +227,7 @@ pub fn summarize(
             },
         });
     }
-    let latency_us = if hist.is_empty() {
-        LatencyUs::default()
-    } else {
-        LatencyUs {
-            min: us(hist.min()),
-            p50: us(hist.value_at_quantile(0.50)),
-            p90: us(hist.value_at_quantile(0.90)),
-            p99: us(hist.value_at_quantile(0.99)),
-            p999: us(hist.value_at_quantile(0.999)),
-            p9999: us(hist.value_at_quantile(0.9999)),
-            max: us(hist.max()),
-            mean: hist.mean() / 1000.0,
-        }
-    };
-    let percentiles = if hist.is_empty() {
-        Vec::new()
-    } else {
-        hist.iter_quantiles(2)
-            .map(|v| Percentile {
-                percentile: v.percentile(),
-                latency_us: us(v.value_iterated_to()),
-            })
-            .collect()
-    };
+    let (latency_us, percentiles) = latency_of(&hist);
     let per_txn = |x: f64| (completed > 0).then(|| x / completed as f64);
     let client_cpu_util = threads.iter().map(|t| t.cpu_util).fold(0.0, f64::max);
     let server_cpu_util = server.map(|s| {
@@ -189,7 +242,7 @@ pub fn summarize(
     // client-bound.
     let server_saturated = server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
     let client_saturated = client_cpu_util >= SATURATED;
-    LoadReport {
+    Ok(LoadReport {
         tps: if window_s > 0.0 {
             completed as f64 / window_s
         } else {
@@ -203,12 +256,22 @@ pub fn summarize(
         unsent,
         send_errors,
         duration_s: window_s,
+        start_unix,
+        end_unix: start_unix + window_s,
         latency_us,
+        latency_histogram: encode_histogram(&hist)?,
         percentiles,
         client_cpu_us_per_txn: per_txn(cpu_s * 1e6),
         client_cpu_util,
         client_syscalls_per_txn: per_txn(syscalls as f64),
-        send_path: if gso_sends > 0 { "gso" } else { "sendmmsg" }.to_string(),
+        send_path: if results.iter().any(|r| r.io == "af_xdp") {
+            "af_xdp"
+        } else if gso_sends > 0 {
+            "gso"
+        } else {
+            "sendmmsg"
+        }
+        .to_string(),
         gso_error,
         server_cpu_us_per_txn: server.and_then(|s| per_txn(s.cpu_s * 1e6)),
         server_cpu_util,
@@ -217,7 +280,7 @@ pub fn summarize(
         codes,
         threads,
         intervals,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -231,7 +294,10 @@ mod tests {
             cpu_s: 0.5,
             window_s: 1.0,
         };
-        let r = summarize(&[], Some(server), Some(1), Vec::new(), |c| c.to_string());
+        let r = summarize(&[], Some(server), Some(1), Vec::new(), 1.7e9, |c| {
+            c.to_string()
+        })
+        .unwrap();
         let v = serde_json::to_value(&r).unwrap();
         for k in [
             "tps",
@@ -249,6 +315,9 @@ mod tests {
             "client_bound",
             "codes",
             "intervals",
+            "start_unix",
+            "end_unix",
+            "latency_histogram",
         ] {
             assert!(v.get(k).is_some(), "{k} missing");
         }

@@ -246,8 +246,18 @@ pub fn header_len(e: &Endpoints) -> usize {
 /// its length, or None when `buf` is too small or the families of the addresses differ.
 pub fn write_request(buf: &mut [u8], e: &Endpoints, payload: &[u8]) -> Option<usize> {
     let hl = header_len(e);
-    let total = hl + payload.len();
-    if buf.len() < total || e.src.is_ipv6() != e.dst.is_ipv6() || payload.len() > 0xffff - 48 {
+    buf.get_mut(hl..hl + payload.len())?
+        .copy_from_slice(payload);
+    write_headers(buf, e, payload.len())
+}
+
+/// Writes the headers of a frame from `e.src` to `e.dst` in front of a payload of
+/// `payload_len` bytes already at `buf[header_len(e)..]` (a generator writes its request
+/// there directly); returns the frame's length, or None as for [`write_request`].
+pub fn write_headers(buf: &mut [u8], e: &Endpoints, payload_len: usize) -> Option<usize> {
+    let hl = header_len(e);
+    let total = hl + payload_len;
+    if buf.len() < total || e.src.is_ipv6() != e.dst.is_ipv6() || payload_len > 0xffff - 48 {
         return None;
     }
     buf[..6].copy_from_slice(&e.dst_mac);
@@ -258,7 +268,7 @@ pub fn write_request(buf: &mut [u8], e: &Endpoints, payload: &[u8]) -> Option<us
         put16(buf, 14, tag);
         l3 += VLAN_HLEN;
     }
-    let udp_len = (UDP_HLEN + payload.len()) as u16;
+    let udp_len = (UDP_HLEN + payload_len) as u16;
     let l4 = match (e.src.ip(), e.dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             put16(buf, l3 - 2, ETH_P_IP);
@@ -292,7 +302,6 @@ pub fn write_request(buf: &mut [u8], e: &Endpoints, payload: &[u8]) -> Option<us
     put16(buf, l4 + 2, e.dst.port());
     put16(buf, l4 + 4, udp_len);
     put16(buf, l4 + 6, 0);
-    buf[l4 + UDP_HLEN..total].copy_from_slice(payload);
     let c = udp_checksum(buf, l3, l4, e.dst.is_ipv6());
     put16(buf, l4 + 6, c);
     Some(total)

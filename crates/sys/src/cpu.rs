@@ -64,6 +64,23 @@ pub fn process_cpu_time() -> SysResult<Duration> {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID")
 }
 
+/// CPU time (user + system) of another process, all its threads, the exited ones included,
+/// in nanoseconds: its process CPU clock (clock_getcpuclockid). Unlike summing per-thread
+/// schedstat, it never goes backwards when a thread exits; unlike /proc/PID/stat it is not
+/// counted in 10 ms ticks.
+pub fn process_cpu_time_of(pid: u32) -> SysResult<Duration> {
+    let mut id: libc::clockid_t = 0;
+    // SAFETY: the call writes one clockid_t into a live local.
+    let err = unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut id) };
+    if err != 0 {
+        return Err(crate::SysError {
+            what: format!("clock_getcpuclockid({pid})"),
+            source: std::io::Error::from_raw_os_error(err),
+        });
+    }
+    clock(id, "the process CPU clock")
+}
+
 /// User and system CPU time of the process, separately (getrusage).
 pub fn process_rusage() -> SysResult<(Duration, Duration)> {
     // SAFETY: the kernel fills the zeroed local rusage.

@@ -150,6 +150,33 @@ impl Ethtool {
         Ok(i32::from_ne_bytes([u[0], u[1], u[2], u[3]]) as u32)
     }
 
+    /// The interface's link-layer address (SIOCGIFHWADDR): the source MAC of frames built
+    /// for it.
+    pub fn hwaddr(&self, iface: &str) -> SysResult<[u8; 6]> {
+        let u = self.ifreq(iface, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR")?;
+        // A struct sockaddr: the family (2 bytes), then the address.
+        Ok([u[2], u[3], u[4], u[5], u[6], u[7]])
+    }
+
+    /// Number of rx queues of `iface`: rx-only plus combined channels (ETHTOOL_GCHANNELS),
+    /// or the rx-N entries under /sys/class/net/IFACE/queues for a driver without channels.
+    pub fn rx_queues(&self, iface: &str) -> usize {
+        if let Ok(c) = self.channels(iface) {
+            let n = (c.rx + c.combined) as usize;
+            if n > 0 {
+                return n;
+            }
+        }
+        std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// ETHTOOL_GCHANNELS: queue counts, as `ethtool -l`.
     pub fn channels(&self, iface: &str) -> SysResult<Channels> {
         let mut c = EthtoolChannels {

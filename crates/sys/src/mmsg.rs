@@ -13,8 +13,9 @@ mod gso;
 
 use crate::cmsg::{self, Space};
 use crate::sockaddr::{storage_to_std, RawAddr};
-use crate::socket::{is_would_block, UdpSock};
-use crate::{cvt, SysResult};
+use crate::socket::UdpSock;
+use crate::{cvt, SysError, SysResult};
+use std::io;
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -87,6 +88,10 @@ pub struct Batch {
     out_iovs: Vec<libc::iovec>,
     out_hdrs: Vec<libc::mmsghdr>,
     queued: usize,
+    /// Receive headers `0..dirty` may hold what the last receive wrote and must be set
+    /// up again; the rest are ready. Resetting only those keeps an empty poll of a
+    /// spinning caller from rewriting every header.
+    dirty: usize,
     /// Some queued datagram carries an address (GSO needs a connected socket).
     queued_addressed: bool,
     with_ctrl: bool,
@@ -116,6 +121,7 @@ impl Batch {
             out_iovs: vec![iov; slots],
             out_hdrs: vec![hdr; slots],
             queued: 0,
+            dirty: slots,
             queued_addressed: false,
             with_ctrl: false,
             recv_mode: RecvMode::Batch,
@@ -147,6 +153,7 @@ impl Batch {
     pub fn with_rxq_ovfl(mut self, on: bool) -> Self {
         self.with_ctrl = on;
         self.ctrl = vec![Space::default(); if on { self.capacity() } else { 0 }];
+        self.dirty = self.capacity();
         self
     }
 
@@ -165,8 +172,9 @@ impl Batch {
         self.slot_size
     }
 
+    /// Sets up receive headers `0..n` that a previous receive may have written.
     fn prepare_recv(&mut self, n: usize) {
-        for i in 0..n {
+        for i in 0..n.min(self.dirty) {
             let h = &mut self.hdrs[i].msg_hdr;
             self.iovs[i].iov_len = self.slot_size;
             h.msg_iov = &mut self.iovs[i];
@@ -183,16 +191,45 @@ impl Batch {
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
+        if n >= self.dirty {
+            self.dirty = 0;
+        }
     }
 
     /// Receives up to `max` datagrams into slots `0..n` (recvmmsg, or one with
-    /// recvfrom in [`RecvMode::Single`]). `flags` may hold MSG_DONTWAIT; with a blocking
-    /// socket recvmmsg waits for the first datagram only (MSG_WAITFORONE).
+    /// recvfrom in [`RecvMode::Single`] or when `max` is 1 and no control messages are
+    /// wanted: recvmmsg of one costs a msghdr and iovec import that recvfrom skips).
+    /// `flags` may hold MSG_DONTWAIT; with a blocking socket recvmmsg waits for the
+    /// first datagram only (MSG_WAITFORONE).
     pub fn recv(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
-        if self.recv_mode == RecvMode::Single {
-            return self.recv_one(sock, flags);
+        let (got, call) = self.recv_call(sock, max, flags);
+        cvt(got, || call.into()).map(|g| g as usize)
+    }
+
+    /// As [`Self::recv`], with "nothing to read now" (EAGAIN, EINTR) as `Ok(0)`, found
+    /// from the errno before any error value is built: a busy poll's empty read costs
+    /// the syscall and nothing else.
+    pub fn recv_some(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
+        let (got, call) = self.recv_call(sock, max, flags);
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) {
+                return Ok(0);
+            }
+            return Err(SysError {
+                what: call.into(),
+                source: e,
+            });
         }
+        Ok(got as usize)
+    }
+
+    /// One receive call: the kernel's return (-1 with errno set on failure) and its name.
+    fn recv_call(&mut self, sock: &UdpSock, max: usize, flags: i32) -> (isize, &'static str) {
         let n = max.min(self.capacity()).max(1);
+        if self.recv_mode == RecvMode::Single || (n == 1 && !self.with_ctrl) {
+            return (self.recv_one(sock, flags), "recvfrom");
+        }
         self.prepare_recv(n);
         // SAFETY: hdrs[0..n] point at live iovecs, address and control buffers owned by
         // self, each with the lengths set in prepare_recv; the kernel writes within them.
@@ -205,29 +242,37 @@ impl Batch {
                 std::ptr::null_mut(),
             )
         };
-        cvt(got, || "recvmmsg".into()).map(|g| g as usize)
+        // The kernel wrote the headers of what it returned; on an error, assume the first.
+        self.dirty = self.dirty.max(if got > 0 { got as usize } else { 1 });
+        (got as isize, "recvmmsg")
     }
 
-    /// As [`Self::recv`], with "nothing to read now" (EAGAIN, EINTR) as `Ok(0)`.
-    pub fn recv_some(&mut self, sock: &UdpSock, max: usize, flags: i32) -> SysResult<usize> {
-        match self.recv(sock, max, flags) {
-            Err(e) if is_would_block(&e) => Ok(0),
-            r => r,
+    /// Receives one datagram into slot 0 with recvfrom; returns 1, or -1 with errno set.
+    fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> isize {
+        self.dirty = self.dirty.max(1);
+        let mut namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: slot 0 (slot_size bytes) and addrs[0] (namelen bytes) are live and
+        // writable; the kernel writes within them and updates namelen.
+        let len = unsafe {
+            libc::recvfrom(
+                sock.as_raw_fd(),
+                self.bufs.as_mut_ptr() as *mut libc::c_void,
+                self.slot_size,
+                flags,
+                &mut self.addrs[0] as *mut _ as *mut libc::sockaddr,
+                &mut namelen,
+            )
+        };
+        if len < 0 {
+            return -1;
         }
-    }
-
-    /// Receives one datagram into slot 0 with recvfrom.
-    fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> SysResult<usize> {
-        let slot = &mut self.bufs[..self.slot_size];
-        let (len, raw) = sock.recv_from(slot, flags)?;
-        self.addrs[0] = raw.storage;
         let h = &mut self.hdrs[0].msg_hdr;
-        h.msg_namelen = raw.len;
+        h.msg_namelen = namelen;
         h.msg_control = std::ptr::null_mut();
         h.msg_controllen = 0;
         h.msg_flags = 0;
         self.hdrs[0].msg_len = len as u32;
-        Ok(1)
+        1
     }
 
     /// Length of the datagram received in slot `i`.
@@ -356,7 +401,8 @@ impl Batch {
         f
     }
 
-    /// Sends queued datagrams `from..queued` with sendto each (`single`) or sendmmsg.
+    /// Sends queued datagrams `from..queued` with sendto each (`single`) or sendmmsg;
+    /// a last lone datagram goes by sendto either way (sendmmsg of one only adds work).
     fn send_from(
         &mut self,
         sock: &UdpSock,
@@ -369,7 +415,7 @@ impl Batch {
         let mut at = from;
         while at < total {
             f.syscalls += 1;
-            let res = if single {
+            let res = if single || total - at == 1 {
                 self.send_single(sock, at, flags).map(|_| 1)
             } else {
                 // SAFETY: out_hdrs[at..total] were filled by queue() and point at live
@@ -500,6 +546,36 @@ pub(crate) mod tests {
             Some(dropped),
             "SO_RXQ_OVFL equals SO_MEMINFO"
         );
+        // A receive of one still asks for control messages when they are wanted.
+        cli.send_to(b"one", None, 0).unwrap();
+        assert_eq!(rx.recv(&srv, 1, 0).unwrap(), 1);
+        assert_eq!((rx.data(0), rx.rxq_ovfl(0)), (&b"one"[..], Some(dropped)));
+    }
+
+    #[test]
+    fn lone_receives_and_sends_mix_with_batches() {
+        let (srv, cli) = connected_pair();
+        let mut tx = Batch::new(4, 64);
+        let mut rx = Batch::new(4, 64);
+        for round in 0..3u8 {
+            let n = usize::from(round) + 1;
+            for i in 0..n {
+                tx.slot_mut(i)[..2].copy_from_slice(&[round, i as u8]);
+                tx.queue_send(i, 2 + i);
+            }
+            assert_eq!((tx.flush(&cli, 0).sent, tx.queued()), (n, 0));
+            let mut got = 0;
+            while got < n {
+                // Alternate receives of one (recvfrom) and of a batch (recvmmsg).
+                let k = rx.recv(&srv, if got % 2 == 0 { 1 } else { 4 }, 0).unwrap();
+                for i in 0..k {
+                    assert_eq!(rx.len(i), 2 + got + i);
+                    assert_eq!(&rx.data(i)[..2], &[round, (got + i) as u8]);
+                    assert_eq!(rx.peer(i), Some(cli.local_addr().unwrap()));
+                }
+                got += k;
+            }
+        }
     }
 
     #[test]

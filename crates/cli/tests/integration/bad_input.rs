@@ -5,7 +5,7 @@ use firehose_sys::socket::UdpSock;
 use std::net::SocketAddr;
 use std::process::{Command, Output};
 
-fn assert_usage_error(args: &[&str], must_mention: &str) {
+pub fn assert_usage_error(args: &[&str], must_mention: &str) {
     check_usage_error(&run(args), args, must_mention);
 }
 

@@ -55,7 +55,8 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
     for p in ["naive", "tuned"] {
         assert!(text.lines().any(|l| l.starts_with(p)), "no {p} row: {text}");
     }
-    // Four targets, each met, not met or not measured; ping-pong was not run.
+    // Five targets (one per ping-pong pair), each met, not met or not measured, with the
+    // reason when not measured; ping-pong was not run.
     let targets: Vec<&str> = text
         .split_once("targets:\n")
         .unwrap_or_else(|| panic!("no targets: {text}"))
@@ -63,18 +64,25 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .collect();
-    assert_eq!(targets.len(), 4, "{text}");
+    assert_eq!(targets.len(), 5, "{text}");
     for t in &targets {
         assert!(
             t.contains(" met ") || t.contains(" not met ") || t.contains(" not measured "),
             "{t}"
         );
     }
+    for pair in ["(blocking)", "(spinning)"] {
+        assert!(
+            targets.iter().any(|t| t.contains("ping-pong")
+                && t.contains(pair)
+                && t.contains("not measured")
+                && t.contains("(--no-pingpong)")),
+            "{text}"
+        );
+    }
     assert!(
-        targets
-            .iter()
-            .any(|t| t.contains("ping-pong") && t.contains("not measured")),
-        "{text}"
+        !text.contains("0.00x"),
+        "an unmeasured target shows no figure: {text}"
     );
 
     let doc: serde_json::Value =

@@ -212,7 +212,7 @@ fn bad_input_is_refused_with_exit_2() {
         (&["lab", "ladder", "--steps", "rps"], "use --topology veth"),
         (
             &["lab", "ladder", "--topology", "tap"],
-            "unknown topology 'tap'",
+            "invalid value 'tap' for '--topology",
         ),
         (
             &["lab", "ladder", "--server-cpus", "0", "--client-cpus", "0"],
@@ -337,4 +337,80 @@ fn a_run_on_a_terminal_shows_progress() {
         "{text}"
     );
     assert!(text.contains("s left"), "{text}");
+}
+
+/// Runs a tiny three-step ladder with `extra` flags: (JSON, stdout).
+fn tiny_climb(name: &str, extra: &[&str]) -> (Value, String) {
+    let dir = tempdir(name);
+    let json = dir.join("ladder.json");
+    let mut args = vec!["lab", "ladder", "--steps", "shared,reuseport,pin"];
+    args.extend(extra);
+    let out = run(&short_run(&args, &json));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (v, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn server_command<'a>(v: &'a Value, step: &str) -> &'a str {
+    v["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["config"] == step)
+        .unwrap()["server_command"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn a_step_that_hurt_is_reverted_unless_keep_hurt() {
+    // Whether a step hurts on this host is the measurement's business; what must hold
+    // either way: each step is judged against the last step kept, a step is reverted
+    // exactly when it hurt, and a reverted step's technique is absent from later servers.
+    let (v, table) = tiny_climb("ladder-revert", &[]);
+    assert!(
+        v["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("reverted before the next one"),
+        "{}",
+        v["notes"]
+    );
+    let rows = v["rows"].as_array().unwrap();
+    let mut kept = &rows[0];
+    assert_eq!(rows[0]["reverted"], false);
+    for row in &rows[1..] {
+        let verdict = expected_verdict(&kept["tps"], &row["tps"]);
+        assert_eq!(
+            row["verdict"], verdict,
+            "{} against {}",
+            row["name"], kept["name"]
+        );
+        assert_eq!(row["reverted"], verdict == "hurt", "{}", row["name"]);
+        if verdict == "hurt" {
+            assert!(table.contains("hurt, reverted"), "{table}");
+        } else {
+            kept = row;
+        }
+    }
+    // pin builds on reuseport and steering unless reuseport was reverted (then steering,
+    // which needs it, goes too).
+    let pin = server_command(&v, "pin");
+    let base = if rows[1]["reverted"] == true {
+        "--sockets shared --steer none --cpus auto"
+    } else {
+        "--sockets reuseport --steer cpu --cpus auto"
+    };
+    assert!(pin.contains(base), "{pin}");
+
+    let (v, table) = tiny_climb("ladder-keep-hurt", &["--keep-hurt"]);
+    assert!(v["notes"][0].as_str().unwrap().contains("--keep-hurt"));
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["reverted"] == false), "{rows:?}");
+    assert!(!table.contains("reverted"), "{table}");
+    for i in 1..rows.len() {
+        let verdict = expected_verdict(&rows[i - 1]["tps"], &rows[i]["tps"]);
+        assert_eq!(rows[i]["verdict"], verdict, "{}", rows[i]["name"]);
+    }
+    assert!(server_command(&v, "pin").contains("--sockets reuseport --steer cpu"));
 }

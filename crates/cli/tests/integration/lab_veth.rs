@@ -71,9 +71,21 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
     let id = child.id();
     let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
     let deadline = Instant::now() + Duration::from_secs(20);
+    // Wait for the server and the generator themselves: the lab also runs short helpers
+    // (ip, sysctl, ethtool) inside the namespaces while it sets them up, and on a loaded
+    // host those can be the only processes seen there for a while.
+    let firehose_in = |ns: &str| -> Vec<u32> {
+        pids_in(ns)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "firehose")
+            })
+            .collect()
+    };
     loop {
-        let srv = pids_in(&nss[0]);
-        let cli = pids_in(&nss[1]);
+        let srv = firehose_in(&nss[0]);
+        let cli = firehose_in(&nss[1]);
         if !srv.is_empty() && !cli.is_empty() {
             return (child, nss, srv.into_iter().chain(cli).collect());
         }
@@ -127,6 +139,8 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
     let server_cpu = v["placement"]["server_cpus"][0].as_u64().unwrap();
     let trials = v["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 3);
+    // RPS may hurt here as it did in the talk; then it is reverted before gro-off.
+    let rps_reverted = v["rows"][1]["reverted"] == true;
     for t in trials {
         // Requests crossed the veth into the server namespace: its own UDP counters saw them.
         let completed = t["completed"].as_u64().unwrap();
@@ -138,7 +152,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
             .starts_with("ip netns exec fh-srv-"));
         let k = &t["knobs"];
         assert_eq!(k["queues"], 2);
-        let rps_mask = if t["config"] == "shared" {
+        let rps_mask = if t["config"] == "shared" || (t["config"] == "gro-off" && rps_reverted) {
             0
         } else {
             1u64 << server_cpu

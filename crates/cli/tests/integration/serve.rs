@@ -27,10 +27,31 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
     }
     signal_pid(srv.pid(), "CONT");
-    // The socket is read in order: once the marker comes back, the burst has been read.
-    c.send_to(b"marker", srv.addr).unwrap();
+    // The socket is read in order: once a marker comes back, everything sent before it has
+    // been read. A marker sent while the buffer is still full is dropped too, so markers go
+    // until one returns; then a last one, into a drained buffer, proves the rest were read.
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut buf = [0u8; 64];
-    while c.recv(&mut buf).expect("the marker's echo") != 6 {}
+    let mut markers = 0u64;
+    let echoed = |c: &UdpSocket, buf: &mut [u8; 64], want: &[u8]| loop {
+        match c.recv(buf) {
+            Ok(n) if &buf[..n] == want => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    };
+    loop {
+        assert!(markers < 50, "no marker came back in 10 s");
+        markers += 1;
+        c.send_to(b"marker", srv.addr).unwrap();
+        if echoed(&c, &mut buf, b"marker") {
+            break;
+        }
+    }
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.send_to(b"finish", srv.addr).unwrap();
+    assert!(echoed(&c, &mut buf, b"finish"), "the last marker's echo");
     let out = srv.stop_with("INT");
     let report = out
         .split_once("firehose serve: stopped after")
@@ -59,7 +80,7 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
     );
     assert_eq!(
         packets_in + drops,
-        burst + 1,
+        burst + markers + 1,
         "every datagram is read or counted as dropped: {report}"
     );
 }

@@ -64,6 +64,10 @@ impl Actuator for LiveActuator<'_> {
                 .rss_table(iface)
                 .map(|t| t.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))
                 .map_err(nic_err),
+            Target::Config { path } => match self.fs.read(path) {
+                Err(e) if e.is_absent() => Ok(plan::ABSENT.into()),
+                r => r.map_err(fs_err),
+            },
             Target::Service { name } => {
                 let out = std::process::Command::new("systemctl")
                     .args(["is-active", name])
@@ -80,6 +84,10 @@ impl Actuator for LiveActuator<'_> {
     fn write(&self, target: &Target, value: &str) -> Result<(), ActError> {
         match target {
             Target::File { path, .. } => self.fs.write(path, value).map_err(fs_err),
+            Target::Config { path } if value == plan::ABSENT => {
+                self.fs.remove(path).map_err(fs_err)
+            }
+            Target::Config { path } => self.fs.write_file(path, value).map_err(fs_err),
             Target::Feature { iface, feature } => self
                 .nic
                 .set_feature(iface, *feature, value.trim() == "on")

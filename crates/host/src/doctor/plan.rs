@@ -45,6 +45,43 @@ pub enum Target {
     Rss { iface: String },
     /// A systemd service; values are `active`/`inactive`.
     Service { name: String },
+    /// A whole configuration file that `--apply --persist` writes (a file under
+    /// /etc/sysctl.d/); its value is the file's text, [`ABSENT`] when there is no file.
+    Config { path: String },
+}
+
+/// The value of a [`Target::Config`] file that does not exist: writing it removes the file.
+pub const ABSENT: &str = "(absent)";
+
+/// Where `--apply --persist` keeps the sysctl settings it applied, read at every boot.
+pub const PERSIST_PATH: &str = "/etc/sysctl.d/90-firehose.conf";
+
+/// The step that makes the applied sysctl settings survive a reboot: a file of
+/// `key = value` lines for every `/proc/sys` target in `applied` (what was changed and read
+/// back, never what was skipped), or `None` when there is none.
+pub fn persist_step(applied: &[(Target, String)]) -> Option<Step> {
+    let mut lines = String::from(
+        "# Written by `firehose doctor --apply --persist`; `firehose doctor --revert` removes it.\n",
+    );
+    let mut any = false;
+    for (t, value) in applied {
+        if let Target::File { path, .. } = t {
+            if let Some(key) = path.strip_prefix("/proc/sys/") {
+                lines.push_str(&format!("{} = {}\n", sysctl_key(key), value.trim()));
+                any = true;
+            }
+        }
+    }
+    any.then(|| Step {
+        check: "persist",
+        iface: None,
+        phase: Phase::Cpu,
+        target: Target::Config {
+            path: PERSIST_PATH.into(),
+        },
+        value: lines,
+        raise_only: false,
+    })
 }
 
 impl Target {
@@ -72,6 +109,7 @@ impl Target {
             Target::Feature { iface, feature } => format!("{iface} {}", feature.name()),
             Target::Rss { iface } => format!("{iface} rss indirection table"),
             Target::Service { name } => format!("{name}.service"),
+            Target::Config { path } => path.clone(),
         }
     }
 
@@ -100,6 +138,8 @@ impl Target {
                 "inactive" => format!("systemctl stop {name}"),
                 _ => format!("systemctl start {name}"),
             },
+            Target::Config { path } if value == ABSENT => format!("rm {path}"),
+            Target::Config { path } => format!("(write {} lines to {path})", value.lines().count()),
         }
     }
 }

@@ -254,7 +254,8 @@ mod tests {
     #[test]
     fn reads_what_firehose_load_writes() {
         // A report as `firehose load --json` writes it: LoadReport's keys and its config.
-        let mut r = firehose_load::summarize(&[], None, None, Vec::new(), |c| c.to_string());
+        let mut r =
+            firehose_load::summarize(&[], None, None, Vec::new(), 0.0, |c| c.to_string()).unwrap();
         r.tps = 94376.4;
         r.completed = 471882;
         r.lost = 2;

@@ -29,6 +29,8 @@ pub struct Row {
     /// Median tps over the previous row's (ladder) or the baseline's (compare).
     pub gain: Option<f64>,
     pub verdict: Verdict,
+    /// Ladder: the step hurt and was left out of every later step (tried and reverted).
+    pub reverted: bool,
     /// The figure the verdict judges: "tps" (closed loop), or "server CPU us/txn" when
     /// every configuration runs at the same open-loop rate.
     pub verdict_on: String,
@@ -77,6 +79,7 @@ impl Row {
             mbps: sum(&|t| Some(t.metrics.mbps)),
             gain: None,
             verdict: Verdict::Baseline,
+            reverted: false,
             verdict_on: "tps".into(),
             server_cpu_us_per_txn: sum(&|t| t.metrics.server_cpu_us_per_txn),
             client_cpu_us_per_txn: sum(&|t| t.metrics.client_cpu_us_per_txn),

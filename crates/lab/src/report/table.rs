@@ -92,7 +92,11 @@ pub fn cells(r: &Row) -> Vec<String> {
         range(&r.tps, &si),
         r.mbps.map_or("-".into(), |s| num(s.median)),
         r.gain.map_or("-".into(), |g| format!("x{g:.2}")),
-        r.verdict.name().into(),
+        if r.reverted {
+            format!("{}, reverted", r.verdict.name())
+        } else {
+            r.verdict.name().into()
+        },
         range(&r.server_cpu_us_per_txn, &num),
         range(&r.client_cpu_us_per_txn, &num),
         sys,

@@ -37,34 +37,9 @@ pub fn ifindex(name: &str) -> SysResult<u32> {
 
 /// The IPv4 and IPv6 addresses configured on interface `name` (getifaddrs).
 pub fn iface_addrs(name: &str) -> SysResult<Vec<std::net::IpAddr>> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list head into a live local; freed below.
-    cvt(unsafe { libc::getifaddrs(&mut head) }, || {
-        "getifaddrs".into()
-    })?;
-    let mut out = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: cur is a node of the list getifaddrs returned, alive until freeifaddrs.
-        let ifa = unsafe { &*cur };
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let ifname = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        if ifname.to_bytes() == name.as_bytes() && !ifa.ifa_addr.is_null() {
-            // SAFETY: ifa_addr points to a sockaddr whose family says how long it is.
-            let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-            if family == libc::AF_INET {
-                // SAFETY: AF_INET means the sockaddr is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into());
-            } else if family == libc::AF_INET6 {
-                // SAFETY: AF_INET6 means the sockaddr is a sockaddr_in6.
-                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                out.push(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into());
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: head came from getifaddrs and is freed once; no reference into it survives.
-    unsafe { libc::freeifaddrs(head) };
-    Ok(out)
+    Ok(crate::ifaddr::addresses()?
+        .into_iter()
+        .filter(|a| a.name == name)
+        .map(|a| a.ip)
+        .collect())
 }

@@ -1,0 +1,234 @@
+//! How one generator thread's requests leave and its responses arrive: the seam between the
+//! generator (flows, windows, schedules, matching) and the path its datagrams take.
+//!
+//! Contract: the generator fills slots `0..n` (`tx_slot`, `queue`) and sends them on one flow
+//! (`send`); to receive it asks which sources are ready (`poll`, which may wait), reads each
+//! (`recv`) and looks at the datagrams of that read (`datagram`) before the next `recv`. A
+//! source is whatever one read drains: a flow's socket on the socket path, a queue's AF_XDP
+//! socket on the XDP path (where one read carries responses of many flows).
+
+use crate::gen::LoadError;
+use firehose_sys::epoll::Epoll;
+use firehose_sys::mmsg::{Batch, SendMode};
+use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// Largest datagram a socket slot must hold.
+const SLOT: usize = 65536;
+
+/// What one `send` did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sent {
+    /// Requests the kernel refused; they stay outstanding and end as lost.
+    pub failed: usize,
+    /// Sends that carried a UDP GSO super-datagram.
+    pub gso_sends: usize,
+    /// GSO was asked for but refused: ask [`FlowIo::gso_refusal`] why.
+    pub gso_unavailable: bool,
+}
+
+/// A response as the generator sees it.
+pub struct Datagram<'a> {
+    /// The flow it arrived on (a flow of no thread's when it matches none).
+    pub flow: u32,
+    pub data: &'a [u8],
+}
+
+/// One thread's send/receive path.
+pub trait FlowIo: Send {
+    /// Flows this thread sends on.
+    fn flows(&self) -> usize;
+    /// The most requests the next `send` takes (may reclaim sent buffers first).
+    fn tx_capacity(&mut self) -> usize;
+    /// Where the payload of request `k` of the next send goes.
+    fn tx_slot(&mut self, k: usize) -> &mut [u8];
+    /// Request `k` is written and `len` bytes long.
+    fn queue(&mut self, k: usize, len: usize);
+    /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
+    fn send(&mut self, flow: usize) -> Sent;
+    /// Makes everything `send` queued leave: called once per round of sends.
+    fn flush(&mut self) {}
+    /// Why the kernel refused GSO on `flow`, once it has.
+    fn gso_refusal(&self, flow: usize) -> Option<String>;
+    /// Waits up to `wait` for responses (zero: look without waiting) and returns how many
+    /// sources to read; [`FlowIo::source`] names them.
+    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError>;
+    /// The `i`-th source ready after the last `poll`.
+    fn source(&self, i: usize) -> usize;
+    /// The flow whose socket source `s` is, on a path with a source per flow.
+    fn source_flow(&self, s: usize) -> Option<usize>;
+    /// Reads up to `max` datagrams from source `s`; returns how many it got.
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
+    /// Datagram `i` of the last `recv`.
+    fn datagram(&self, i: usize) -> Datagram<'_>;
+    /// System calls made so far.
+    fn syscalls(&self) -> u64;
+    /// The send path's name for reports.
+    fn path(&self) -> &'static str;
+}
+
+/// Kernel UDP sockets, one connected socket per flow: sendmmsg (or UDP GSO) out,
+/// recvmmsg in, epoll to wait (or spinning, or one blocking socket).
+pub struct SocketIo {
+    socks: Vec<UdpSock>,
+    epoll: Option<Epoll>,
+    ready: Vec<usize>,
+    recv_flags: i32,
+    batch: usize,
+    rx: Batch,
+    tx: Batch,
+    syscalls: u64,
+    current: usize,
+}
+
+/// Opens one connected, non-blocking socket to `target`.
+pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
+    let s = UdpSock::new_for(target)?;
+    let any: SocketAddr = if target.is_ipv4() {
+        "0.0.0.0:0".parse().expect("literal")
+    } else {
+        "[::]:0".parse().expect("literal")
+    };
+    s.bind(&any)?;
+    s.connect(target)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+impl SocketIo {
+    /// A thread's sockets: `batch` datagrams per recvmmsg, `tx_slots` per send, GSO when
+    /// asked. Spinning polls every socket itself; one socket in closed loop blocks in
+    /// recvmmsg (one syscall fewer per wake-up); everything else waits in epoll.
+    pub fn new(
+        socks: Vec<UdpSock>,
+        batch: usize,
+        tx_slots: usize,
+        gso: bool,
+        spin: bool,
+        open_loop: bool,
+    ) -> Result<Self, LoadError> {
+        let blocking_single = socks.len() == 1 && !open_loop && !spin;
+        let epoll = if !spin && !blocking_single {
+            let ep = Epoll::new(socks.len().min(256))?;
+            for (i, s) in socks.iter().enumerate() {
+                ep.add_readable(s.as_raw_fd(), i as u64)?;
+            }
+            Some(ep)
+        } else {
+            None
+        };
+        if blocking_single {
+            socks[0].set_nonblocking(false)?;
+            // Wake at least every 2 ms to expire losses and check the clock.
+            socks[0].set_recv_timeout(Duration::from_millis(2))?;
+        }
+        Ok(SocketIo {
+            recv_flags: if epoll.is_some() || spin {
+                MSG_DONTWAIT
+            } else {
+                0
+            },
+            ready: Vec::with_capacity(256),
+            epoll,
+            batch,
+            rx: Batch::new(batch, SLOT),
+            tx: Batch::new(tx_slots, SLOT).with_send(if gso {
+                SendMode::Gso
+            } else {
+                SendMode::Batch
+            }),
+            socks,
+            syscalls: 0,
+            current: 0,
+        })
+    }
+}
+
+impl FlowIo for SocketIo {
+    fn flows(&self) -> usize {
+        self.socks.len()
+    }
+
+    fn tx_capacity(&mut self) -> usize {
+        self.tx.capacity()
+    }
+
+    fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        self.tx.slot_mut(k)
+    }
+
+    fn queue(&mut self, k: usize, len: usize) {
+        self.tx.queue_send(k, len);
+    }
+
+    fn send(&mut self, flow: usize) -> Sent {
+        let res = self.tx.flush(&self.socks[flow], 0);
+        self.syscalls += res.syscalls as u64;
+        Sent {
+            failed: res.failed,
+            gso_sends: res.gso_sends,
+            gso_unavailable: res.gso_unavailable,
+        }
+    }
+
+    fn gso_refusal(&self, flow: usize) -> Option<String> {
+        self.socks[flow].gso_unavailable().map(str::to_string)
+    }
+
+    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+        self.ready.clear();
+        match self.epoll.as_mut() {
+            None => self.ready.extend(0..self.socks.len()),
+            Some(ep) => {
+                self.syscalls += 1;
+                for token in ep.wait(wait)? {
+                    if self.ready.len() < 256 {
+                        self.ready.push(token as usize);
+                    }
+                }
+            }
+        }
+        Ok(self.ready.len())
+    }
+
+    fn source(&self, i: usize) -> usize {
+        self.ready[i]
+    }
+
+    fn source_flow(&self, s: usize) -> Option<usize> {
+        Some(s)
+    }
+
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+        self.syscalls += 1;
+        self.current = s;
+        match self
+            .rx
+            .recv_some(&self.socks[s], max.min(self.batch), self.recv_flags)
+        {
+            Ok(n) => Ok(n),
+            Err(e) if is_would_block(&e) => Ok(0),
+            // ECONNREFUSED: the target port is closed (ICMP port unreachable). The request
+            // stays pending and is counted lost at its timeout.
+            Err(e) if e.errno() == Some(ECONNREFUSED) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn datagram(&self, i: usize) -> Datagram<'_> {
+        Datagram {
+            flow: self.current as u32,
+            data: self.rx.data(i),
+        }
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.syscalls
+    }
+
+    fn path(&self) -> &'static str {
+        "socket"
+    }
+}
