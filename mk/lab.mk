@@ -22,3 +22,16 @@ ladder: build
 # otherwise prints the apt-get line). The list is in mk/deps.
 peers:
 	@sh mk/deps peers
+
+.PHONY: bench-stream
+
+# The Bloomberg talk's bulk TCP matrix (root: namespaces): MTU 1500 and 9000, BIG TCP off
+# (base) and on (185000), every firehose stream sender mode and receiver mode, iperf3 and
+# iperf3 -Z beside them, 3 interleaved repetitions of 3 s (about 10 minutes). Writes
+# $(LAB_OUT)/stream.json and $(LAB_OUT)/stream/report.{md,html}.
+STREAM_ARGS ?= --mtus 1500,9000 --cells base,big-tcp-185k --repetitions 3 --duration 3
+bench-stream: build
+	@sh mk/deps lab
+	mkdir -p $(LAB_OUT)
+	$(LAB_BIN) lab stream $(STREAM_ARGS) \
+		--json-file $(LAB_OUT)/stream.json --report $(LAB_OUT)/stream

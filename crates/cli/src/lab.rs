@@ -4,6 +4,7 @@
 //! progress on a terminal, writes the results and prints the table.
 
 mod dns;
+mod stream;
 mod xdp;
 
 use crate::args::{
@@ -40,6 +41,8 @@ enum LabCommand {
     Ladder(LadderArgs),
     /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD).
     Compare(CompareArgs),
+    /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
+    Stream(stream::StreamArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
@@ -221,6 +224,7 @@ pub fn run(a: LabArgs) -> Result<()> {
     match a.command {
         LabCommand::Ladder(l) => ladder_cmd(l),
         LabCommand::Compare(c) => compare_cmd(c),
+        LabCommand::Stream(s) => stream::run(s),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
     }

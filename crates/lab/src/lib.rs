@@ -17,6 +17,7 @@ pub mod dns_compare;
 pub mod env;
 pub mod experiment;
 pub mod ladder;
+pub mod linkset;
 pub mod metrics;
 pub mod perf;
 pub mod plain_echo;
@@ -28,6 +29,7 @@ pub mod server;
 pub mod session;
 pub mod sockperf;
 pub mod stats;
+pub mod stream_matrix;
 pub mod topology;
 pub mod xdp_compare;
 

@@ -12,7 +12,7 @@ use crate::cmd::{self, run};
 use crate::{LabError, LabResult};
 use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::str::FromStr;
 
@@ -20,6 +20,10 @@ use std::str::FromStr;
 pub const VETH_SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 1);
 /// Client address inside the client namespace.
 pub const VETH_CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 2);
+/// Server IPv6 address (unique local range), added by [`Topology::add_ipv6`].
+pub const VETH_SERVER_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x199, 0, 0, 0, 0, 0, 1);
+/// Client IPv6 address, added by [`Topology::add_ipv6`].
+pub const VETH_CLIENT_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x199, 0, 0, 0, 0, 0, 2);
 
 /// Which test host to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -242,8 +246,23 @@ impl Topology {
         }
     }
 
+    /// Adds [`VETH_SERVER_ADDR6`] and [`VETH_CLIENT_ADDR6`] to the veth ends (without
+    /// duplicate address detection, so they are usable at once): BIG TCP beyond 64 KiB
+    /// needs IPv6 on the kernels that predate its IPv4 form.
+    pub fn add_ipv6(&self) -> LabResult<IpAddr> {
+        for (side, addr) in [
+            (Side::Server, VETH_SERVER_ADDR6),
+            (Side::Client, VETH_CLIENT_ADDR6),
+        ] {
+            let a = format!("{addr}/64");
+            let dev = self.dev(side);
+            self.exec(side, &["ip", "addr", "add", &a, "dev", &dev, "nodad"])?;
+        }
+        Ok(IpAddr::V6(VETH_SERVER_ADDR6))
+    }
+
     /// Runs a short command inside one side's namespace and returns its stdout.
-    fn exec(&self, side: Side, args: &[&str]) -> LabResult<String> {
+    pub(crate) fn exec(&self, side: Side, args: &[&str]) -> LabResult<String> {
         let ns = self.netns(side).ok_or_else(|| {
             LabError::Usage("this needs the veth topology (--topology veth)".into())
         })?;

@@ -25,6 +25,7 @@ fn every_help_names_values_and_lists_choices() {
         &["doctor"],
         &["lab", "ladder"],
         &["lab", "compare"],
+        &["lab", "stream"],
         &["lab", "down"],
         &["completions"],
         &["man"],
@@ -79,6 +80,16 @@ fn every_help_names_values_and_lists_choices() {
         (
             &["lab", "compare"],
             &["--servers <SERVERS>", "naive", "EXAMPLES"],
+        ),
+        (
+            &["lab", "stream"],
+            &[
+                "--mtus <MTUS>",
+                "--cells <CELLS>",
+                "--send <MODES>",
+                "-J, --json",
+                "EXAMPLES",
+            ],
         ),
         (&["doctor"], &["-v, --verbose", "EXAMPLES"]),
         (&["sink"], &["--listen <ADDR:PORT>", "EXAMPLES"]),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn namespaces() -> Vec<String> {
+pub(crate) fn namespaces() -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -16,7 +16,7 @@ fn namespaces() -> Vec<String> {
         .collect()
 }
 
-fn pids_in(ns: &str) -> Vec<u32> {
+pub(crate) fn pids_in(ns: &str) -> Vec<u32> {
     let out = Command::new("ip")
         .args(["netns", "pids", ns])
         .output()

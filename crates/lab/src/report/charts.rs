@@ -2,6 +2,7 @@
 //! out by the browser, so nothing is fetched or loaded at run time.
 
 use super::Row;
+use crate::stats::Summary;
 use crate::{LabError, LabResult};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -19,18 +20,17 @@ fn label(names: &[String], x: f64) -> String {
     names.get(i as usize).cloned().unwrap_or_default()
 }
 
-/// A chart with one slot per row on x (labelled with the row names) and `y` on y, mesh
-/// drawn; bars are then drawn at x = 0, 1, ...
+/// A chart with one slot per name on x (labelled with it) and `y` on y, mesh drawn; bars
+/// are then drawn at x = 0, 1, ...
 fn row_chart<'a, 'b>(
     root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
-    rows: &[Row],
+    names: &[String],
     title: &str,
     y: std::ops::Range<f64>,
     y_desc: &str,
     y_fmt: &dyn Fn(&f64) -> String,
 ) -> LabResult<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
-    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-    let n = rows.len().max(1) as f64;
+    let n = names.len().max(1) as f64;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -41,8 +41,8 @@ fn row_chart<'a, 'b>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(rows.len().max(2))
-        .x_label_formatter(&|x| label(&names, *x))
+        .x_labels(names.len().max(2))
+        .x_label_formatter(&|x| label(names, *x))
         .y_desc(y_desc)
         .y_label_formatter(y_fmt)
         .draw()
@@ -50,29 +50,52 @@ fn row_chart<'a, 'b>(
     Ok(chart)
 }
 
-/// Median tps per row as bars, min-max as whiskers; client-bound rows are hatched grey.
+/// Median tps per row as bars, min-max as whiskers; client-bound rows are grey.
 pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let tps: Vec<Option<Summary>> = rows.iter().map(|r| r.tps).collect();
+    let grey: Vec<bool> = rows.iter().map(|r| r.client_bound).collect();
+    bars(
+        &names,
+        &tps,
+        &grey,
+        title,
+        "transactions/s (median, min-max)",
+        (540, 400),
+    )
+}
+
+/// The end of a value axis: the largest max times `headroom`, or 1 when nothing is above 0.
+fn axis_top(values: &[Option<Summary>], headroom: f64) -> f64 {
+    let top = values
+        .iter()
+        .filter_map(|s| s.map(|s| s.max))
+        .fold(0.0f64, f64::max);
+    if top > 0.0 {
+        top * headroom
+    } else {
+        1.0
+    }
+}
+
+fn bars(
+    names: &[String],
+    values: &[Option<Summary>],
+    grey: &[bool],
+    title: &str,
+    y_desc: &str,
+    size: (u32, u32),
+) -> LabResult<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let top = rows
-            .iter()
-            .filter_map(|r| r.tps.map(|s| s.max))
-            .fold(1.0f64, f64::max)
-            * 1.15;
-        let mut chart = row_chart(
-            &root,
-            rows,
-            title,
-            0.0..top,
-            "transactions/s (median, min-max)",
-            &|y| super::si(*y),
-        )?;
-        for (i, r) in rows.iter().enumerate() {
-            let Some(s) = r.tps else { continue };
+        let top = axis_top(values, 1.15);
+        let mut chart = row_chart(&root, names, title, 0.0..top, y_desc, &|y| super::si(*y))?;
+        for (i, v) in values.iter().enumerate() {
+            let Some(s) = v else { continue };
             let x = i as f64;
-            let color = if r.client_bound {
+            let color = if grey.get(i).copied().unwrap_or(false) {
                 RGBColor(170, 170, 170)
             } else {
                 RGBColor(46, 110, 180)
@@ -101,6 +124,69 @@ pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
     Ok(svg)
 }
 
+/// Medians as horizontal bars with min-max whiskers, one per name, names on the left (the
+/// stream matrix's throughput, CPU and ROI per cell: long names, many cells); a missing
+/// value leaves its slot empty.
+pub fn summary_hbars(
+    names: &[String],
+    values: &[Option<Summary>],
+    title: &str,
+    x_desc: &str,
+) -> LabResult<String> {
+    let n = names.len().max(1);
+    let mut svg = String::new();
+    {
+        let size = (620, 22 * n as u32 + 110);
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let top = axis_top(values, 1.1);
+        // Slot i sits at y = n - 1 - i, so the first name is on top.
+        let y = |i: usize| (n - 1 - i) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(250)
+            .build_cartesian_2d(0.0..top, -0.5..n as f64 - 0.5)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 || i as usize >= n {
+                    return String::new();
+                }
+                names[n - 1 - i as usize].clone()
+            })
+            .x_desc(x_desc)
+            .x_label_formatter(&|x| super::num(*x))
+            .draw()
+            .map_err(err)?;
+        for (i, v) in values.iter().enumerate() {
+            let Some(s) = v else { continue };
+            let c = y(i);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, c - 0.35), (s.median, c + 0.35)],
+                    RGBColor(46, 110, 180).filled(),
+                )))
+                .map_err(err)?;
+            let w = BLACK.stroke_width(1);
+            chart
+                .draw_series([
+                    PathElement::new(vec![(s.min, c), (s.max, c)], w),
+                    PathElement::new(vec![(s.min, c - 0.2), (s.min, c + 0.2)], w),
+                    PathElement::new(vec![(s.max, c - 0.2), (s.max, c + 0.2)], w),
+                ])
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
 /// The parts of a CPU's time in [`cpu_stacks`], bottom to top, with their colours; the page
 /// draws the legend from this (a legend inside the plot would cover the bars).
 pub const CPU_PARTS: [(&str, (u8, u8, u8)); 4] = [
@@ -117,9 +203,10 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
+        let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let mut chart = row_chart(
             &root,
-            rows,
+            &names,
             "Per-CPU time: usr / sys / soft+irq / idle",
             0.0..100.0,
             "% of each CPU (bars left to right: CPU 0, 1, ...)",
