@@ -9,7 +9,8 @@ use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
 pub enum IoArg {
     /// Kernel UDP sockets (recvfrom/recvmmsg).
     Socket,
-    /// AF_XDP: an XDP program steers the served UDP port to one AF_XDP socket per queue.
+    /// AF_XDP: an XDP program steers the UDP traffic of this run (to the served port, or the
+    /// replies to the generator's ports) to one AF_XDP socket per queue.
     Xdp,
 }
 
