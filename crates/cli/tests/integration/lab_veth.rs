@@ -313,3 +313,96 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
     assert!(workdir.exists(), "a failed run keeps its logs");
     std::fs::remove_dir_all(&workdir).unwrap();
 }
+
+/// `lab down` and `lab down --all`, on leftovers made for the purpose inside a private mount
+/// and network namespace (`unshare --mount --net` with its own /run/netns and TMPDIR), so the
+/// `--all` sweep cannot touch the runs other tests have in progress: `lab down` removes what
+/// a dead run left (namespace, veth, log directory) and keeps a live run's; `--all` removes
+/// that too.
+#[test]
+fn lab_down_keeps_live_runs_and_all_removes_them_too() {
+    if !root_or_skip() || !crate::util::installed("unshare") {
+        return;
+    }
+    let tmp = crate::util::tempdir("lab-down-all");
+    let script = format!(
+        r#"set -e
+mount -t tmpfs tmpfs /run/netns 2>/dev/null || {{ mkdir -p /run/netns && mount -t tmpfs tmpfs /run/netns; }}
+export TMPDIR={tmp}
+true & dead=$!; wait $dead
+live=$$
+for pid in $dead $live; do
+  ip netns add fh-srv-$pid
+  ip link add fhv0-$pid type veth peer name fhv1-$pid
+  mkdir -p $TMPDIR/fh-lab-$pid
+done
+echo "dead=$dead live=$live"
+echo "== down"
+{bin} lab down
+echo "== after"
+ip netns list; ip -o link show | cut -d: -f2; ls $TMPDIR
+echo "== down --all"
+{bin} lab down --all
+echo "== after all"
+ip netns list; ip -o link show | cut -d: -f2; ls $TMPDIR
+"#,
+        tmp = tmp.display(),
+        bin = crate::util::bin()
+    );
+    let out = Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |k: &str| -> String {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")).map(str::to_string))
+            .unwrap()
+    };
+    let (dead, live) = (field("dead"), field("live"));
+    let section = |from: &str, to: Option<&str>| -> String {
+        let a = text.find(from).unwrap() + from.len();
+        let b = to.map_or(text.len(), |t| text.find(t).unwrap());
+        text[a..b].to_string()
+    };
+    let after = section("== after\n", Some("== down --all"));
+    for gone in [
+        format!("fh-srv-{dead}"),
+        format!("fhv0-{dead}"),
+        format!("fh-lab-{dead}"),
+    ] {
+        assert!(
+            !after.contains(&gone),
+            "lab down removes the dead run's {gone}:\n{text}"
+        );
+    }
+    for kept in [
+        format!("fh-srv-{live}"),
+        format!("fhv0-{live}"),
+        format!("fh-lab-{live}"),
+    ] {
+        assert!(
+            after.contains(&kept),
+            "lab down keeps the live run's {kept}:\n{text}"
+        );
+    }
+    let after_all = section("== after all\n", None);
+    assert!(
+        !after_all.contains(&live) && !after_all.contains("fh-"),
+        "--all removes the live run's leftovers too:\n{text}"
+    );
+}
