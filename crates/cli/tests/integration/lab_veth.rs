@@ -321,7 +321,11 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
 /// that too.
 #[test]
 fn lab_down_keeps_live_runs_and_all_removes_them_too() {
-    if !root_or_skip() || !crate::util::installed("unshare") {
+    if !root_or_skip() {
+        return;
+    }
+    if !crate::util::installed("unshare") {
+        eprintln!("skipping lab down test: unshare is not installed (apt-get install util-linux)");
         return;
     }
     let tmp = crate::util::tempdir("lab-down-all");
