@@ -31,11 +31,33 @@ pub fn tmp(name: &str) -> PathBuf {
 }
 
 /// A fresh, empty scratch directory (see [`tmp`]).
-pub fn tempdir(name: &str) -> PathBuf {
+pub fn tempdir(name: &str) -> TempDir {
     let d = tmp(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
+}
+
+/// A scratch directory of one test, removed with everything in it when the test ends.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The JSON document in `path`.
