@@ -102,6 +102,20 @@ pub fn interface_of(ip: IpAddr) -> SysResult<Option<(u32, String)>> {
         .map(|a| (a.ifindex, a.name)))
 }
 
+/// The index of interface `name` (if_nametoindex).
+pub fn ifindex(name: &str) -> SysResult<u32> {
+    let c = std::ffi::CString::new(name).map_err(|_| crate::SysError {
+        what: format!("interface name {name:?}"),
+        source: std::io::Error::from_raw_os_error(libc::EINVAL),
+    })?;
+    // SAFETY: c is a live NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        cvt(-1i32, || format!("if_nametoindex({name})"))?;
+    }
+    Ok(idx)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

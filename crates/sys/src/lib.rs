@@ -79,6 +79,37 @@ impl SysError {
 /// Result of a named system call.
 pub type SysResult<T> = Result<T, SysError>;
 
+/// A fresh read-write shared mapping of `len` bytes of `fd` at `offset` (the rings a socket
+/// exposes: AF_PACKET, AF_XDP), with MAP_POPULATE and any `extra_flags`. The caller owns the
+/// mapping and unmaps it.
+pub(crate) fn map_shared(
+    fd: std::os::fd::RawFd,
+    len: usize,
+    offset: libc::off_t,
+    extra_flags: i32,
+    what: impl FnOnce() -> String,
+) -> SysResult<*mut u8> {
+    // SAFETY: a new mapping at an address the kernel chooses touches no existing memory;
+    // the kernel checks `offset` and `len` against what `fd` can map.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE | extra_flags,
+            fd,
+            offset,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(SysError {
+            what: what(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(ptr as *mut u8)
+}
+
 /// Turns a libc return value into a result, naming the call on failure.
 pub fn cvt<T: IsMinusOne>(ret: T, what: impl FnOnce() -> String) -> SysResult<T> {
     if ret.is_minus_one() {

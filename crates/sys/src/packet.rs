@@ -20,7 +20,7 @@ mod tx;
 pub use rx::{RxBlock, RxFrame, RxRing, RxRingConfig};
 pub use tx::{TxRing, TxRingConfig, TxSent};
 
-use crate::{cvt, SysError, SysResult};
+use crate::{cvt, SysResult};
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -232,22 +232,7 @@ impl PacketSock {
     }
 }
 
-/// The index of interface `name` (if_nametoindex); ENODEV when there is none.
-pub fn ifindex(name: &str) -> SysResult<u32> {
-    let c = std::ffi::CString::new(name).map_err(|_| SysError {
-        what: format!("interface name {name:?}"),
-        source: std::io::Error::from_raw_os_error(libc::EINVAL),
-    })?;
-    // SAFETY: if_nametoindex reads the NUL-terminated name.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        return Err(SysError {
-            what: format!("if_nametoindex({name})"),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(i)
-}
+pub use crate::ifaddr::ifindex;
 
 /// A shared memory mapping of a packet ring, unmapped on drop.
 #[derive(Debug)]
@@ -260,47 +245,13 @@ struct RingMap {
 unsafe impl Send for RingMap {}
 
 impl RingMap {
-    /// Maps the ring(s) the kernel allocated for `fd` (MAP_SHARED, read-write).
+    /// Maps the ring(s) the kernel allocated for `fd`, locked in memory where the
+    /// RLIMIT_MEMLOCK allows (an unprivileged user may not lock: then unlocked).
     fn new(fd: RawFd, len: usize, what: &str) -> SysResult<Self> {
-        // SAFETY: a fresh shared mapping of the socket's ring; no existing memory is touched.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            // MAP_LOCKED may exceed RLIMIT_MEMLOCK for an unprivileged user: try without.
-            // SAFETY: as above.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd,
-                    0,
-                )
-            };
-            if ptr == libc::MAP_FAILED {
-                return Err(SysError {
-                    what: format!("mmap({what}, {len} bytes)"),
-                    source: std::io::Error::last_os_error(),
-                });
-            }
-            return Ok(RingMap {
-                ptr: ptr as *mut u8,
-                len,
-            });
-        }
-        Ok(RingMap {
-            ptr: ptr as *mut u8,
-            len,
-        })
+        let what = || format!("mmap({what}, {len} bytes)");
+        let ptr = crate::map_shared(fd, len, 0, libc::MAP_LOCKED, what)
+            .or_else(|_| crate::map_shared(fd, len, 0, 0, what))?;
+        Ok(RingMap { ptr, len })
     }
 }
 

@@ -15,25 +15,12 @@ pub mod ring;
 pub mod umem;
 pub mod xsk;
 
-use crate::{cvt, SysError, SysResult};
-use std::ffi::CString;
+use crate::SysResult;
 
 /// The errno of a netlink removal refused because a BPF link holds the program.
 pub const EBUSY: i32 = libc::EBUSY;
 
-/// The index of interface `name` (if_nametoindex).
-pub fn ifindex(name: &str) -> SysResult<u32> {
-    let c = CString::new(name).map_err(|_| SysError {
-        what: format!("interface name {name:?}"),
-        source: std::io::Error::from_raw_os_error(libc::EINVAL),
-    })?;
-    // SAFETY: c is a live NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        cvt(-1i32, || format!("if_nametoindex({name})"))?;
-    }
-    Ok(idx)
-}
+pub use crate::ifaddr::ifindex;
 
 /// The IPv4 and IPv6 addresses configured on interface `name` (getifaddrs).
 pub fn iface_addrs(name: &str) -> SysResult<Vec<std::net::IpAddr>> {

@@ -9,7 +9,7 @@
 //! the cached value says the ring looks full or empty (the kernel's af_xdp.rst describes the
 //! protocol; libxdp's xsk.h is the reference user).
 
-use crate::{cvt, SysResult};
+use crate::SysResult;
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,22 +63,10 @@ impl<T: Copy> Ring<T> {
         name: &str,
     ) -> SysResult<Self> {
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
-        // SAFETY: we ask for a fresh shared mapping of the socket; the kernel checks the
-        // offset and length against the ring it created, and we check the result.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            cvt(-1i32, || format!("mmap(AF_XDP {name} ring)"))?;
-        }
-        let base = ptr as *mut u8;
+        // The kernel checks the offset and length against the ring it created.
+        let base = crate::map_shared(fd, len, pgoff as libc::off_t, 0, || {
+            format!("mmap(AF_XDP {name} ring)")
+        })?;
         // SAFETY: the offsets come from XDP_MMAP_OFFSETS for this very ring and lie inside
         // the `len` bytes just mapped; the kernel aligns the index words to 4 bytes.
         let (producer, consumer, flags, entries) = unsafe {
