@@ -11,6 +11,7 @@
 
 use crate::interval::IntervalSlot;
 use crate::io::{open_flow, FlowIo, SocketIo};
+use crate::pace::Pace;
 use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
@@ -21,10 +22,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-/// Open loop: requests due within this much of now leave together in one sendmmsg, so
-/// the generator wakes at most every 50 µs instead of once per request. An early request
-/// is timed from its actual send; a late one from its intended time (coordinated omission).
-const SEND_AHEAD_NS: u64 = 50_000;
+
+/// Open loop on a path without receive stamps (or spinning): requests due within this
+/// much of now leave together, so the thread wakes at most every 50 µs to send.
+const UNPACED_AHEAD_NS: u64 = 50_000;
 
 /// Adds to a live counter. Only its own thread writes it, so a load and a store are
 /// exact, without a locked read-modify-write on every request.
@@ -286,6 +287,8 @@ struct ThreadPlan {
     send_count: Option<u64>,
     /// ns between sends, open loop.
     interval_ns: Option<f64>,
+    /// How the open-loop schedule is spent per wake-up.
+    pace: Option<Pace>,
     /// The most requests this thread may have outstanding.
     in_flight: usize,
 }
@@ -308,7 +311,16 @@ impl ThreadPlan {
             // Enough room for everything sent within one timeout, twice over.
             Some(iv) => ((timeout_ns as f64 / iv) * 2.0) as usize + flows_here * cfg.window,
         };
+        let pace = interval_ns.map(|iv| {
+            let cap = if cfg.window == 0 {
+                0
+            } else {
+                (flows_here * cfg.window) as u64
+            };
+            Pace::new(iv, cap)
+        });
         ThreadPlan {
+            pace,
             index: t,
             window: cfg.window,
             batch: cfg.batch,
@@ -356,6 +368,14 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     next_flow: usize,
     /// Open loop: index of the next scheduled send.
     next_seq: u64,
+    /// Open loop over a path that stamps arrivals: sleep between wake-ups (responses do
+    /// not wake the thread) and time each response from its kernel receive time.
+    paced: bool,
+    /// CLOCK_REALTIME minus this thread's clock, read at the last wake-up, to bring
+    /// kernel receive times onto the run's clock.
+    realtime_offset_ns: i128,
+    /// Sleeps between wake-ups (system calls the path does not count).
+    sleeps: u64,
     cpu_at_start: Option<Duration>,
     wall_at_start: Option<u64>,
     cpu_at_end: Option<Duration>,
@@ -387,7 +407,17 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
+        let paced = plan.pace.is_some() && !plan.spin && io.rx_timestamps();
+        let mut plan = plan;
+        if let (false, Some(p)) = (paced, plan.pace.as_mut()) {
+            // Without receive stamps every arrival wakes the thread anyway: send only
+            // what is due within 50 µs, timed close to the schedule.
+            p.ahead_ns = p.ahead_ns.min(UNPACED_AHEAD_NS);
+        }
         Ok(Thread {
+            paced,
+            realtime_offset_ns: 0,
+            sleeps: 0,
             table: Table::new(capacity, bits >= 64),
             flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
             io,
@@ -464,8 +494,12 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 self.io.flush();
             }
             let wait = self.wait_budget(now, drain_until);
-            // An empty poll reads no clock: the one taken above is recent enough to expire by.
-            let now = self.receive(wait)?.unwrap_or(now);
+            let now = if self.paced {
+                self.sleep_and_drain(wait)?
+            } else {
+                // An empty poll reads no clock: the one taken above is recent enough.
+                self.receive(wait)?.unwrap_or(now)
+            };
             self.expire(now.saturating_sub(self.plan.timeout_ns));
         }
         // Whatever is still pending at the end of the drain is lost.
@@ -479,16 +513,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return Duration::ZERO;
         }
         let cap = 2_000_000u64; // re-check losses and the clock at least every 2 ms
-        let next = match (drain_until, self.plan.interval_ns) {
+        let next = match (drain_until, self.plan.pace) {
             (Some(u), _) => u.saturating_sub(now),
-            (None, Some(iv)) => {
-                let due = (self.next_seq as f64 * iv) as u64;
-                if self.table.free_slots() == 0 {
-                    cap
-                } else {
-                    due.saturating_sub(now)
-                }
-            }
+            (None, Some(_)) if self.table.free_slots() == 0 => cap,
+            (None, Some(pace)) => pace.wait_ns(now, self.next_seq),
             (None, None) => cap,
         };
         Duration::from_nanos(next.min(cap))
@@ -504,39 +532,53 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     }
                 }
             }
-            Some(iv) => {
-                let scheduled = ((now + SEND_AHEAD_NS) as f64 / iv).floor() as u64 + 1;
-                let mut due = scheduled.saturating_sub(self.next_seq);
-                if let Some(n) = self.plan.send_count {
-                    due = due.min(n.saturating_sub(self.sent_total));
-                }
-                let mut left = due;
-                let flows = self.flows.len();
-                let mut tried = 0;
-                while left > 0 && tried < flows {
-                    let f = self.next_flow;
-                    self.next_flow = (self.next_flow + 1) % flows;
-                    tried += 1;
-                    let room = (self.room(f) as u64).min(self.plan.batch as u64).min(left) as usize;
-                    if room == 0 {
-                        continue;
-                    }
-                    let first = self.next_seq + (due - left);
-                    let intended = (first as f64 * iv) as u64;
-                    let sent = self.send_on(f, room, now, intended);
-                    left -= sent as u64;
-                    if sent < room {
-                        break;
-                    }
-                }
-                // Requests the schedule wanted but no flow had room for are counted, not
-                // queued: queueing them would hide the server's slowness (coordinated omission).
-                if left > 0 && ((self.next_seq as f64 * iv) as u64) >= self.plan.measure_from_ns {
-                    self.unsent += left;
-                }
-                self.next_seq += due;
+            Some(_) => self.send_paced(now),
+        }
+    }
+
+    /// Open loop: sends what the schedule has due at `now` (see [`Pace`]), round robin
+    /// over the flows, and counts as unsent what neither a flow's window nor the backlog
+    /// has room for.
+    fn send_paced(&mut self, now: u64) {
+        let Some(pace) = self.plan.pace else {
+            return;
+        };
+        let end = self
+            .plan
+            .send_until_ns
+            .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64);
+        let d = pace.due(now, self.next_seq, end);
+        let mut due = d.send;
+        if let Some(n) = self.plan.send_count {
+            due = due.min(n.saturating_sub(self.sent_total));
+        }
+        let mut left = due;
+        let flows = self.flows.len();
+        let mut idle = 0;
+        while left > 0 && idle < flows {
+            let f = self.next_flow;
+            self.next_flow = (self.next_flow + 1) % flows;
+            let room = (self.room(f) as u64).min(self.plan.batch as u64).min(left) as usize;
+            if room == 0 {
+                idle += 1;
+                continue;
+            }
+            idle = 0;
+            let first = self.next_seq + (due - left);
+            let sent = self.send_on(f, room, now, pace.intended(first));
+            left -= sent as u64;
+            if sent < room {
+                break;
             }
         }
+        // Requests the schedule wanted but no flow had room for, and those too far behind
+        // to catch up, are counted, not queued: queueing them would hide the server's (or
+        // the generator's) slowness (coordinated omission).
+        let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
+        let not_sent_from = self.next_seq + (due - left);
+        let skipped_to = self.next_seq + due + d.skip;
+        self.unsent += skipped_to.saturating_sub(not_sent_from.max(first_measured));
+        self.next_seq = skipped_to;
     }
 
     /// How many more requests flow `f` may have outstanding.
@@ -596,6 +638,37 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         queued
     }
 
+    /// Paced open loop: sleeps `wait` (arrivals do not wake it), then reads everything that
+    /// arrived meanwhile, each datagram timed from its kernel receive time; returns the
+    /// clock read on waking.
+    fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, LoadError> {
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+            self.sleeps += 1;
+        }
+        let ready = self.io.poll(Duration::ZERO)?;
+        let now = self.now_ns();
+        self.realtime_offset_ns = realtime_ns() - i128::from(now);
+        for r in 0..ready {
+            let src = self.io.source(r);
+            loop {
+                let max = match self.io.source_flow(src) {
+                    Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
+                    None => self.plan.batch,
+                };
+                let got = self.io.recv(src, max)?;
+                if got > 0 {
+                    self.take_responses(got, now);
+                }
+                // Only a full batch may have left more behind.
+                if got < self.plan.batch {
+                    break;
+                }
+            }
+        }
+        Ok(now)
+    }
+
     /// Reads what arrived; returns the clock read after the last read that got something,
     /// or `None` when nothing came and nothing may have slept (spinning).
     fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
@@ -611,17 +684,18 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             };
             let got = self.io.recv(src, max)?;
             if got > 0 {
-                last = Some(self.take_responses(got));
+                let now = self.now_ns();
+                self.take_responses(got, now);
+                last = Some(now);
             }
         }
         // A wait (epoll, or a blocking receive) may have slept: read the clock again.
         Ok(last.or_else(|| (!self.plan.spin).then(|| self.now_ns())))
     }
 
-    /// Matches the `got` datagrams of the last read to their requests; returns the clock
-    /// read just after they arrived.
-    fn take_responses(&mut self, got: usize) -> u64 {
-        let now = self.now_ns();
+    /// Matches the `got` datagrams of the last read to their requests. Each arrived at
+    /// `now` (read just after the read), or, on a paced path, at its kernel receive time.
+    fn take_responses(&mut self, got: usize, now: u64) {
         let mut completed_now = 0;
         for i in 0..got {
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
@@ -645,7 +719,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     completed_now += 1;
                     if e.counted {
                         self.completed += 1;
-                        let lat = now.saturating_sub(e.intended_ns).max(1);
+                        let lat = self.arrival(i, now).saturating_sub(e.intended_ns).max(1);
                         let _ = self.hist.record(lat.min(HIST_MAX_NS));
                         *self.codes.entry(code).or_insert(0) += 1;
                     }
@@ -661,7 +735,19 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             }
         }
         bump(&self.live.completed, completed_now);
-        now
+    }
+
+    /// When datagram `i` of the last read arrived, on the run's clock: its kernel
+    /// receive time when paced (never later than `now`, should the wall clock step),
+    /// else `now`.
+    fn arrival(&self, i: usize, now: u64) -> u64 {
+        if !self.paced {
+            return now;
+        }
+        self.io
+            .rx_time_ns(i)
+            .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
+            .map_or(now, |t| t.min(now))
     }
 
     fn expire(&mut self, deadline: u64) {
@@ -700,7 +786,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             dup: self.dup,
             unsent: self.unsent,
             send_errors: self.send_errors,
-            syscalls: self.io.syscalls(),
+            syscalls: self.io.syscalls() + self.sleeps,
             gso_sends: self.gso_sends,
             io: self.io.path(),
             gso_error: self.gso_error,
@@ -710,4 +796,11 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             window,
         })
     }
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel receive timestamps.
+fn realtime_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }

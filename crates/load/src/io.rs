@@ -63,6 +63,17 @@ pub trait FlowIo: Send {
     fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
     /// Datagram `i` of the last `recv`.
     fn datagram(&self, i: usize) -> Datagram<'_>;
+    /// Whether every datagram carries the kernel's receive time ([`FlowIo::rx_time_ns`]):
+    /// then the generator may drain responses late, on its own schedule, and still time
+    /// each from its arrival.
+    fn rx_timestamps(&self) -> bool {
+        false
+    }
+    /// When the kernel received datagram `i` of the last `recv`, in ns since the Unix
+    /// epoch (CLOCK_REALTIME).
+    fn rx_time_ns(&self, _i: usize) -> Option<u64> {
+        None
+    }
     /// System calls made so far.
     fn syscalls(&self) -> u64;
     /// The send path's name for reports.
@@ -70,7 +81,10 @@ pub trait FlowIo: Send {
 }
 
 /// Kernel UDP sockets, one connected socket per flow: sendmmsg (or UDP GSO) out,
-/// recvmmsg in, epoll to wait (or spinning, or one blocking socket).
+/// recvmmsg in, epoll to wait (or spinning, or one blocking socket). In open loop (not
+/// spinning) the sockets stamp what they receive (SO_TIMESTAMPNS) and hold a few ms of
+/// responses, so the generator reads them once per pacing wake-up instead of waking for
+/// each; with few flows it reads every socket then, without epoll.
 pub struct SocketIo {
     socks: Vec<UdpSock>,
     epoll: Option<Epoll>,
@@ -81,7 +95,15 @@ pub struct SocketIo {
     tx: Batch,
     syscalls: u64,
     current: usize,
+    stamped: bool,
 }
+
+/// Open loop reads every socket at each wake-up, without epoll, up to this many flows.
+const PACED_SCAN_FLOWS: usize = 4;
+
+/// Receive buffer of a paced flow: room for several ms of responses at hundreds of
+/// thousands per second, read once per wake-up.
+const PACED_RCVBUF: i32 = 4 << 20;
 
 /// Opens one connected, non-blocking socket to `target`.
 pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
@@ -110,7 +132,17 @@ impl SocketIo {
         open_loop: bool,
     ) -> Result<Self, LoadError> {
         let blocking_single = socks.len() == 1 && !open_loop && !spin;
-        let epoll = if !spin && !blocking_single {
+        let paced = open_loop && !spin;
+        if paced {
+            for s in &socks {
+                s.set_timestamp_ns(true)?;
+                // Forcing past rmem_max needs CAP_NET_ADMIN; without it the kernel caps.
+                s.set_rcvbuf(PACED_RCVBUF, true)
+                    .or_else(|_| s.set_rcvbuf(PACED_RCVBUF, false))?;
+            }
+        }
+        let scan = spin || (paced && socks.len() <= PACED_SCAN_FLOWS);
+        let epoll = if !scan && !blocking_single {
             let ep = Epoll::new(socks.len().min(256))?;
             for (i, s) in socks.iter().enumerate() {
                 ep.add_readable(s.as_raw_fd(), i as u64)?;
@@ -125,15 +157,11 @@ impl SocketIo {
             socks[0].set_recv_timeout(Duration::from_millis(2))?;
         }
         Ok(SocketIo {
-            recv_flags: if epoll.is_some() || spin {
-                MSG_DONTWAIT
-            } else {
-                0
-            },
+            recv_flags: if !blocking_single { MSG_DONTWAIT } else { 0 },
             ready: Vec::with_capacity(256),
             epoll,
             batch,
-            rx: Batch::new(batch, SLOT),
+            rx: Batch::new(batch, SLOT).with_control(paced),
             tx: Batch::new(tx_slots, SLOT).with_send(if gso {
                 SendMode::Gso
             } else {
@@ -142,6 +170,7 @@ impl SocketIo {
             socks,
             syscalls: 0,
             current: 0,
+            stamped: paced,
         })
     }
 }
@@ -222,6 +251,14 @@ impl FlowIo for SocketIo {
             flow: self.current as u32,
             data: self.rx.data(i),
         }
+    }
+
+    fn rx_timestamps(&self) -> bool {
+        self.stamped
+    }
+
+    fn rx_time_ns(&self, i: usize) -> Option<u64> {
+        self.rx.rx_timestamp_ns(i)
     }
 
     fn syscalls(&self) -> u64 {

@@ -12,6 +12,7 @@ pub mod interval;
 pub mod io;
 mod join;
 pub mod merge;
+pub mod pace;
 pub mod report;
 pub mod sink;
 pub mod table;

@@ -1,5 +1,5 @@
 //! Control messages (cmsg(3)): one encoder for those we send (UDP_SEGMENT) and one
-//! iterator for those the kernel returns (SO_RXQ_OVFL), so no caller walks or writes
+//! iterator for those the kernel returns (SO_RXQ_OVFL, SO_TIMESTAMPNS), so no caller walks or writes
 //! `cmsghdr`s by hand.
 //!
 //! Buffers are [`Space`]: aligned for `cmsghdr` (the kernel and libc's `CMSG_*` macros
@@ -46,7 +46,7 @@ pub trait Plain: Copy + sealed::Sealed {}
 macro_rules! plain {
     ($($t:ty),*) => {$(impl sealed::Sealed for $t {} impl Plain for $t {})*};
 }
-plain!(u8, u16, u32, u64, i32);
+plain!(u8, u16, u32, u64, i32, i64);
 
 /// The buffer had no room for another control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +126,16 @@ impl Cmsg<'_> {
         }
         // SAFETY: data holds at least size_of::<T>() bytes, and T is valid for any bits.
         Some(unsafe { std::ptr::read_unaligned(self.data.as_ptr().cast::<T>()) })
+    }
+
+    /// The `T` that starts `offset` bytes into the value (a field of a struct value).
+    pub fn read_at<T: Plain>(&self, offset: usize) -> Option<T> {
+        let rest = self.data.get(offset..)?;
+        Cmsg {
+            data: rest,
+            ..*self
+        }
+        .read()
     }
 }
 

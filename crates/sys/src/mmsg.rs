@@ -22,7 +22,8 @@ use std::os::fd::AsRawFd;
 
 pub use gso::GSO_MAX_SEGMENTS;
 
-/// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 today).
+/// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 and
+/// SO_TIMESTAMPNS's timespec: 24 + 32 bytes).
 const CTRL_LEN: usize = 64;
 
 /// How a batch receives.
@@ -150,7 +151,13 @@ impl Batch {
 
     /// With `on`, batched receives also collect control messages (the SO_RXQ_OVFL drop
     /// counter, when the socket has it set). recvfrom carries none.
-    pub fn with_rxq_ovfl(mut self, on: bool) -> Self {
+    pub fn with_rxq_ovfl(self, on: bool) -> Self {
+        self.with_control(on)
+    }
+
+    /// With `on`, every receive (recvmmsg, even of one) collects the control messages the
+    /// socket's options ask for: [`Self::rxq_ovfl`], [`Self::rx_timestamp_ns`].
+    pub fn with_control(mut self, on: bool) -> Self {
         self.with_ctrl = on;
         self.ctrl = vec![Space::default(); if on { self.capacity() } else { 0 }];
         self.dirty = self.capacity();
@@ -339,6 +346,20 @@ impl Batch {
         self.cmsgs(i)
             .find(|c| c.level == libc::SOL_SOCKET && c.ty == libc::SO_RXQ_OVFL)
             .and_then(|c| c.read::<u32>())
+    }
+
+    /// When the kernel received slot `i`, in ns since the Unix epoch (CLOCK_REALTIME), from
+    /// SO_TIMESTAMPNS (set with [`UdpSock::set_timestamp_ns`]); `None` without it.
+    pub fn rx_timestamp_ns(&self, i: usize) -> Option<u64> {
+        let c = self
+            .cmsgs(i)
+            .find(|c| c.level == libc::SOL_SOCKET && c.ty == libc::SCM_TIMESTAMPNS)?;
+        // struct timespec on 64-bit Linux: i64 seconds, then i64 nanoseconds.
+        let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
+        u64::try_from(sec)
+            .ok()?
+            .checked_mul(1_000_000_000)?
+            .checked_add(u64::try_from(nsec).ok()?)
     }
 
     /// Queues slot `i`'s first `len` bytes to go back to the slot's sender.
@@ -550,6 +571,38 @@ pub(crate) mod tests {
         cli.send_to(b"one", None, 0).unwrap();
         assert_eq!(rx.recv(&srv, 1, 0).unwrap(), 1);
         assert_eq!((rx.data(0), rx.rxq_ovfl(0)), (&b"one"[..], Some(dropped)));
+    }
+
+    #[test]
+    fn receive_timestamps_arrive_as_control_messages() {
+        let (srv, cli) = connected_pair();
+        assert!(!srv.timestamp_ns().unwrap(), "off by default");
+        srv.set_timestamp_ns(true).unwrap();
+        assert!(srv.timestamp_ns().unwrap(), "read back on");
+        let wall = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        };
+        let before = wall();
+        for b in [b"a", b"b"] {
+            cli.send_to(b, None, 0).unwrap();
+        }
+        let mut rx = Batch::new(4, 64).with_control(true);
+        let mut got = 0;
+        while got < 2 {
+            // Even a receive of one goes through recvmmsg, to carry the stamp.
+            let n = rx.recv(&srv, 1, 0).unwrap();
+            let t = rx.rx_timestamp_ns(0).expect("a stamp on every datagram");
+            assert!(t >= before && t <= wall(), "{before} <= {t}");
+            got += n;
+        }
+        // Without control space there is nothing to read.
+        cli.send_to(b"c", None, 0).unwrap();
+        let mut plain = Batch::new(4, 64);
+        assert_eq!(plain.recv(&srv, 4, 0).unwrap(), 1);
+        assert_eq!(plain.rx_timestamp_ns(0), None);
     }
 
     #[test]

@@ -297,6 +297,22 @@ impl UdpSock {
         Ok(self.get_int(libc::SOL_SOCKET, libc::SO_RXQ_OVFL, "SO_RXQ_OVFL")? != 0)
     }
 
+    /// SO_TIMESTAMPNS: the kernel attaches its receive time (CLOCK_REALTIME, ns) to each
+    /// datagram, so a reader that drains its socket late still knows when each arrived.
+    pub fn set_timestamp_ns(&self, on: bool) -> SysResult<()> {
+        self.set_int(
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            on as i32,
+            "SO_TIMESTAMPNS",
+        )
+    }
+
+    /// Whether SO_TIMESTAMPNS is set.
+    pub fn timestamp_ns(&self) -> SysResult<bool> {
+        Ok(self.get_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, "SO_TIMESTAMPNS")? != 0)
+    }
+
     /// SO_INCOMING_CPU: the CPU that last processed this socket's packets in softirq.
     pub fn incoming_cpu(&self) -> SysResult<i32> {
         self.get_int(libc::SOL_SOCKET, libc::SO_INCOMING_CPU, "SO_INCOMING_CPU")

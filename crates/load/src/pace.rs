@@ -1,0 +1,162 @@
+//! Open-loop pacing: how many scheduled requests leave at one wake-up.
+//!
+//! A wake-up costs a timer, a context switch and a send call whatever it carries, so the
+//! generator wakes about once per [`PER_WAKE`] requests and sends, in one batch, every
+//! request intended before its next wake-up. Each leaves early by less than one wake-up
+//! period and is timed from when it really left; a request that leaves late is timed from
+//! when it was intended (coordinated omission). After a late wake-up the owed requests go
+//! out at most `burst` at a time, the oldest first, so the server sees a bounded burst
+//! rather than everything at once; what is owed beyond that and a short backlog is counted
+//! unsent instead of being queued behind (which would hide the stall).
+
+/// Requests one wake-up aims to carry.
+pub const PER_WAKE: u64 = 32;
+/// Bounds of the wake-up period: below, wake-ups cost more than they smooth; above, a
+/// low rate would leave in lumps.
+const MIN_PERIOD_NS: f64 = 50_000.0;
+const MAX_PERIOD_NS: f64 = 1_000_000.0;
+/// A late wake-up sends at least this many owed requests at once.
+const MIN_BURST: u64 = 16;
+/// Owed requests kept for later wake-ups: 4 wake-ups' worth, or 20 ms of schedule if more,
+/// so a thread that a busy host runs a few ms late catches up instead of giving up.
+const BACKLOG_WAKES: u64 = 4;
+const BACKLOG_NS: f64 = 20_000_000.0;
+
+/// The pacing of one thread's schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    /// ns between requests.
+    pub interval_ns: f64,
+    /// Requests intended up to this far after a wake-up leave at it: one period.
+    pub ahead_ns: u64,
+    /// The most requests one wake-up sends.
+    pub burst: u64,
+    /// Owed requests (beyond `burst`) carried to later wake-ups; the rest count unsent.
+    pub backlog: u64,
+}
+
+/// What one wake-up does with the schedule, from its next request on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// Send this many requests, the oldest owed first.
+    pub send: u64,
+    /// Then give up this many (counted unsent): they are too far behind to catch up.
+    pub skip: u64,
+}
+
+impl Pace {
+    /// Pacing for one request every `interval_ns`, with at most `in_flight_cap` requests
+    /// outstanding (0: no cap): a wake-up carries at most a quarter of the cap, since
+    /// responses are read only at the next wake-up.
+    pub fn new(interval_ns: f64, in_flight_cap: u64) -> Pace {
+        let per_wake = match in_flight_cap {
+            0 => PER_WAKE,
+            c => (c / 4).clamp(1, PER_WAKE),
+        };
+        let period = (per_wake as f64 * interval_ns).clamp(MIN_PERIOD_NS, MAX_PERIOD_NS);
+        let per_period = (period / interval_ns).round().max(1.0) as u64;
+        Pace {
+            interval_ns,
+            ahead_ns: period as u64,
+            burst: (2 * per_period).max(MIN_BURST),
+            backlog: (BACKLOG_WAKES * per_period).max((BACKLOG_NS / interval_ns).ceil() as u64),
+        }
+    }
+
+    /// Intended send time of request `seq`, in ns since the run began.
+    pub fn intended(&self, seq: u64) -> u64 {
+        (seq as f64 * self.interval_ns) as u64
+    }
+
+    /// A wake-up at `now` whose next scheduled request is `next_seq`, where the schedule
+    /// ends before request `end` (exclusive).
+    pub fn due(&self, now: u64, next_seq: u64, end: u64) -> Due {
+        // Requests 0..scheduled are intended at or before now + ahead.
+        let scheduled =
+            (((now + self.ahead_ns) as f64 / self.interval_ns).floor() as u64 + 1).min(end);
+        let owed = scheduled.saturating_sub(next_seq);
+        let send = owed.min(self.burst);
+        Due {
+            send,
+            skip: (owed - send).saturating_sub(self.backlog),
+        }
+    }
+
+    /// How long to sleep at `now` before the next wake-up, given the next request: until
+    /// it is due, or one period if it is already owed (catching up one burst per period).
+    pub fn wait_ns(&self, now: u64, next_seq: u64) -> u64 {
+        match self.intended(next_seq).saturating_sub(now) {
+            0 => self.ahead_ns,
+            w => w,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_up_carries_about_one_period_of_requests() {
+        // 150k/s: 6.67 µs apart, 32 per wake-up, about 213 µs apart.
+        let p = Pace::new(1e9 / 150_000.0, 0);
+        assert_eq!(p.ahead_ns, 213_333);
+        assert_eq!((p.burst, p.backlog), (64, 3000), "20 ms of schedule");
+        let first = p.due(0, 0, u64::MAX);
+        assert_eq!(first, Due { send: 32, skip: 0 }, "intended 0 ns .. 207 µs");
+        // The next wake-up, one period on, carries the next period.
+        let next = p.due(p.ahead_ns, 32, u64::MAX);
+        assert_eq!(next, Due { send: 32, skip: 0 });
+        assert_eq!(p.wait_ns(10_000, 65), p.intended(65) - 10_000);
+        // The schedule's end stops it.
+        assert_eq!(p.due(0, 0, 10), Due { send: 10, skip: 0 });
+        assert_eq!(p.due(5_000_000, 10, 10), Due { send: 0, skip: 0 });
+    }
+
+    #[test]
+    fn the_in_flight_cap_shortens_the_period_and_rates_bound_it() {
+        // 100 outstanding at most: 25 per wake-up.
+        let p = Pace::new(1e9 / 150_000.0, 100);
+        assert_eq!(p.ahead_ns, 166_666);
+        // 10 M/s would wake every 3.2 µs: held at 50 µs, 500 per wake-up.
+        let p = Pace::new(100.0, 0);
+        assert_eq!((p.ahead_ns, p.burst), (50_000, 1000));
+        // 1000/s would wake every 32 ms: held at 1 ms, one request per wake-up.
+        let p = Pace::new(1e6, 0);
+        assert_eq!((p.ahead_ns, p.burst, p.backlog), (1_000_000, 16, 20));
+    }
+
+    #[test]
+    fn a_late_wake_up_sends_a_bounded_burst_then_keeps_a_short_backlog() {
+        let p = Pace::new(1e9 / 150_000.0, 0);
+        // 30 ms late: 4500 owed plus one period ahead.
+        let late = 30_000_000;
+        let d = p.due(late, 0, u64::MAX);
+        let owed = ((late + p.ahead_ns) as f64 / p.interval_ns) as u64 + 1;
+        assert_eq!(d.send, p.burst);
+        assert_eq!(d.skip, owed - p.burst - p.backlog);
+        // The backlog is already owed: the next wake-up comes a period later, not at once.
+        let next = d.send + d.skip;
+        assert!(p.intended(next) < late);
+        assert_eq!(p.wait_ns(late, next), p.ahead_ns);
+        // A period later it sends another burst, and nothing more is skipped.
+        let d2 = p.due(late + p.ahead_ns, next, u64::MAX);
+        assert_eq!(
+            d2,
+            Due {
+                send: p.burst,
+                skip: 0
+            }
+        );
+        // 1000/s after a 200 ms stall: the 16 oldest leave, 20 wait, the rest are unsent.
+        let slow = Pace::new(1e6, 0);
+        let d = slow.due(1_200_000_000, 1000, u64::MAX);
+        assert_eq!(
+            d,
+            Due {
+                send: 16,
+                skip: 202 - 16 - 20
+            }
+        );
+    }
+}
