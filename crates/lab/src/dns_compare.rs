@@ -110,6 +110,12 @@ pub struct DnsCompareRow {
     pub mean_us: Option<f64>,
     /// Lost queries summed over repetitions.
     pub lost: u64,
+    /// Datagrams the server's sockets dropped (their /proc/net/udp drop counters), summed
+    /// over repetitions: queries that never reached the server.
+    pub server_drops: u64,
+    /// Growth of the host's Udp RcvbufErrors (/proc/net/snmp) during the driver runs,
+    /// summed: every full socket buffer on the host, the client's included.
+    pub udp_rcvbuf_errors: u64,
     /// Median CPU use of the server (1.0 = one CPU busy) and of the driver.
     pub server_util: f64,
     pub client_util: f64,
@@ -210,6 +216,8 @@ pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> Strin
 struct Sample {
     result: DriverResult,
     server_s: f64,
+    server_drops: u64,
+    rcvbuf_errors: u64,
     syscalls: Option<SyscallCount>,
 }
 
@@ -225,12 +233,24 @@ fn measure(
     } else {
         None
     };
+    let rcvbuf_errors = || {
+        firehose_host::procfs::read(
+            &format!("/proc/{server_pid}/net/snmp"),
+            firehose_host::procfs::snmp::parse_udp,
+        )
+        .map(|u| u.rcvbuf_errors)
+    };
+    let drops_before = crate::sample::socket_drops(server_pid, plan.port)?;
+    let rcvbuf_before = rcvbuf_errors()?;
     let before = cputime::seconds(server_pid, Scope::Tree)?;
     let result = drivers::run(plan, stop)?;
     let server_s = (cputime::seconds(server_pid, Scope::Tree)? - before).max(0.0);
     Ok(Sample {
         result,
         server_s,
+        server_drops: crate::sample::socket_drops(server_pid, plan.port)?
+            .saturating_sub(drops_before),
+        rcvbuf_errors: rcvbuf_errors()?.saturating_sub(rcvbuf_before),
         syscalls: perf.and_then(SyscallCounter::finish),
     })
 }
@@ -269,6 +289,8 @@ fn row_of(
         p99_us: med(&|s| s.result.p99_us),
         mean_us: med(&|s| s.result.mean_us),
         lost: samples.iter().map(|s| s.result.lost).sum(),
+        server_drops: samples.iter().map(|s| s.server_drops).sum(),
+        udp_rcvbuf_errors: samples.iter().map(|s| s.rcvbuf_errors).sum(),
         server_util,
         client_util,
         client_bound: client_busy && !server_busy,

@@ -537,8 +537,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
     }
 
     /// Open loop: sends what the schedule has due at `now` (see [`Pace`]), round robin
-    /// over the flows, and counts as unsent what neither a flow's window nor the backlog
-    /// has room for.
+    /// over the flows; what the windows have no room for waits in the backlog.
     fn send_paced(&mut self, now: u64) {
         let Some(pace) = self.plan.pace else {
             return;
@@ -547,7 +546,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             .plan
             .send_until_ns
             .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64);
-        let d = pace.due(now, self.next_seq, end);
+        let room: u64 = (0..self.flows.len())
+            .map(|f| self.room(f) as u64)
+            .fold(0, u64::saturating_add);
+        let d = pace.due(now, self.next_seq, end, room);
         let mut due = d.send;
         if let Some(n) = self.plan.send_count {
             due = due.min(n.saturating_sub(self.sent_total));
@@ -571,9 +573,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 break;
             }
         }
-        // Requests the schedule wanted but no flow had room for, and those too far behind
-        // to catch up, are counted, not queued: queueing them would hide the server's (or
-        // the generator's) slowness (coordinated omission).
+        // Requests the table had no id for, and those too far behind to catch up (the
+        // server's or the generator's stall), are counted, not queued: queueing them would
+        // hide the slowness (coordinated omission).
         let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
         let not_sent_from = self.next_seq + (due - left);
         let skipped_to = self.next_seq + due + d.skip;

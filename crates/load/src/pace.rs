@@ -6,8 +6,9 @@
 //! period and is timed from when it really left; a request that leaves late is timed from
 //! when it was intended (coordinated omission). After a late wake-up the owed requests go
 //! out at most `burst` at a time, the oldest first, so the server sees a bounded burst
-//! rather than everything at once; what is owed beyond that and a short backlog is counted
-//! unsent instead of being queued behind (which would hide the stall).
+//! rather than everything at once; requests no window has room for wait likewise. What
+//! is owed beyond that and a short backlog is counted unsent instead of being queued
+//! behind (which would hide the stall).
 
 /// Requests one wake-up aims to carry.
 pub const PER_WAKE: u64 = 32;
@@ -69,13 +70,13 @@ impl Pace {
     }
 
     /// A wake-up at `now` whose next scheduled request is `next_seq`, where the schedule
-    /// ends before request `end` (exclusive).
-    pub fn due(&self, now: u64, next_seq: u64, end: u64) -> Due {
+    /// ends before request `end` (exclusive) and the flows' windows have `room` for more.
+    pub fn due(&self, now: u64, next_seq: u64, end: u64, room: u64) -> Due {
         // Requests 0..scheduled are intended at or before now + ahead.
         let scheduled =
             (((now + self.ahead_ns) as f64 / self.interval_ns).floor() as u64 + 1).min(end);
         let owed = scheduled.saturating_sub(next_seq);
-        let send = owed.min(self.burst);
+        let send = owed.min(self.burst).min(room);
         Due {
             send,
             skip: (owed - send).saturating_sub(self.backlog),
@@ -102,15 +103,15 @@ mod tests {
         let p = Pace::new(1e9 / 150_000.0, 0);
         assert_eq!(p.ahead_ns, 213_333);
         assert_eq!((p.burst, p.backlog), (64, 3000), "20 ms of schedule");
-        let first = p.due(0, 0, u64::MAX);
+        let first = p.due(0, 0, u64::MAX, u64::MAX);
         assert_eq!(first, Due { send: 32, skip: 0 }, "intended 0 ns .. 207 µs");
         // The next wake-up, one period on, carries the next period.
-        let next = p.due(p.ahead_ns, 32, u64::MAX);
+        let next = p.due(p.ahead_ns, 32, u64::MAX, u64::MAX);
         assert_eq!(next, Due { send: 32, skip: 0 });
         assert_eq!(p.wait_ns(10_000, 65), p.intended(65) - 10_000);
         // The schedule's end stops it.
-        assert_eq!(p.due(0, 0, 10), Due { send: 10, skip: 0 });
-        assert_eq!(p.due(5_000_000, 10, 10), Due { send: 0, skip: 0 });
+        assert_eq!(p.due(0, 0, 10, u64::MAX), Due { send: 10, skip: 0 });
+        assert_eq!(p.due(5_000_000, 10, 10, u64::MAX), Due { send: 0, skip: 0 });
     }
 
     #[test]
@@ -131,7 +132,7 @@ mod tests {
         let p = Pace::new(1e9 / 150_000.0, 0);
         // 30 ms late: 4500 owed plus one period ahead.
         let late = 30_000_000;
-        let d = p.due(late, 0, u64::MAX);
+        let d = p.due(late, 0, u64::MAX, u64::MAX);
         let owed = ((late + p.ahead_ns) as f64 / p.interval_ns) as u64 + 1;
         assert_eq!(d.send, p.burst);
         assert_eq!(d.skip, owed - p.burst - p.backlog);
@@ -140,7 +141,7 @@ mod tests {
         assert!(p.intended(next) < late);
         assert_eq!(p.wait_ns(late, next), p.ahead_ns);
         // A period later it sends another burst, and nothing more is skipped.
-        let d2 = p.due(late + p.ahead_ns, next, u64::MAX);
+        let d2 = p.due(late + p.ahead_ns, next, u64::MAX, u64::MAX);
         assert_eq!(
             d2,
             Due {
@@ -150,12 +151,29 @@ mod tests {
         );
         // 1000/s after a 200 ms stall: the 16 oldest leave, 20 wait, the rest are unsent.
         let slow = Pace::new(1e6, 0);
-        let d = slow.due(1_200_000_000, 1000, u64::MAX);
+        let d = slow.due(1_200_000_000, 1000, u64::MAX, u64::MAX);
         assert_eq!(
             d,
             Due {
                 send: 16,
                 skip: 202 - 16 - 20
+            }
+        );
+    }
+
+    #[test]
+    fn requests_no_window_has_room_for_wait_in_the_backlog() {
+        let p = Pace::new(1e6, 0);
+        // 1000/s, 3 ms in, windows full: nothing leaves, the 4 owed wait.
+        assert_eq!(p.due(3_000_000, 0, u64::MAX, 0), Due { send: 0, skip: 0 });
+        // Room for 2 at 5 ms: the 2 oldest leave, 4 wait.
+        assert_eq!(p.due(5_000_000, 0, u64::MAX, 2), Due { send: 2, skip: 0 });
+        // Still full 200 ms on: all but the backlog's 20 are given up.
+        assert_eq!(
+            p.due(200_000_000, 2, u64::MAX, 0),
+            Due {
+                send: 0,
+                skip: 200 - 20
             }
         );
     }

@@ -145,7 +145,10 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     let n = |k: &str| doc[k].as_u64().unwrap();
     // One second at 20,000/s: every scheduled query was sent or counted unsent (a loaded
     // host shifts the window's edges by a few ms), and every one sent ended.
-    assert!((19_600..=20_400).contains(&(n("sent") + n("unsent"))), "{doc}");
+    assert!(
+        (19_600..=20_400).contains(&(n("sent") + n("unsent"))),
+        "{doc}"
+    );
     assert_eq!(n("completed") + n("lost"), n("sent"), "{doc}");
     // Paced: a wake-up (sleep, read, send) carries many queries, where waking for each
     // answer would cost one or more system calls per query.

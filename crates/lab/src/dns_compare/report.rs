@@ -9,7 +9,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Column headers of the table and of report.md.
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 13] = [
     "server",
     "config",
     "driver",
@@ -21,11 +21,12 @@ const HEADERS: [&str; 12] = [
     "p99 us",
     "mean us",
     "lost",
+    "drops",
     "bound",
 ];
 
 /// Width of each column of the text table, and whether it is left-aligned.
-const WIDTHS: [(usize, bool); 12] = [
+const WIDTHS: [(usize, bool); 13] = [
     (9, true),
     (34, true),
     (14, true),
@@ -37,11 +38,12 @@ const WIDTHS: [(usize, bool); 12] = [
     (8, false),
     (8, false),
     (7, false),
+    (6, false),
     (8, false),
 ];
 
 /// One row's cells, in [`HEADERS`] order.
-fn cells(r: &DnsCompareRow) -> [String; 12] {
+fn cells(r: &DnsCompareRow) -> [String; 13] {
     [
         r.server.name().into(),
         r.config.clone(),
@@ -54,6 +56,7 @@ fn cells(r: &DnsCompareRow) -> [String; 12] {
         opt(r.p99_us, 1),
         opt(r.mean_us, 1),
         r.lost.to_string(),
+        r.server_drops.to_string(),
         r.bound.into(),
     ]
 }
@@ -200,22 +203,28 @@ impl DnsCompareReport {
                 ));
             }
         }
+        let rows_of = |d: Driver| self.rows.iter().filter(move |r| r.driver == d);
         let cli = |d: Driver| -> Vec<f64> {
-            self.rows
-                .iter()
-                .filter(|r| r.driver == d)
+            rows_of(d)
                 .filter_map(|r| r.client_cpu_us_per_query)
                 .collect()
+        };
+        let drops = |d: Driver| -> (u64, u64) {
+            rows_of(d).fold((0, 0), |(a, b), r| {
+                (a + r.server_drops, b + r.udp_rcvbuf_errors)
+            })
         };
         if let (Some(f), Some(p)) = (
             Summary::of(cli(Driver::Firehose)),
             Summary::of(cli(Driver::Dnsperf)),
         ) {
+            let ((fd, fr), (pd, pr)) = (drops(Driver::Firehose), drops(Driver::Dnsperf));
             out.push(format!(
-                "client CPU per query, firehose load / dnsperf (medians over rows): {:.2} / {:.2} us = {:.2}x (target <= 0.50)",
+                "client CPU per query, firehose load / dnsperf (medians over rows): {:.2} / {:.2} us = {:.2}x (target <= 0.50; {}); server socket drops {fd} / {pd}, host RcvbufErrors {fr} / {pr}",
                 f.median,
                 p.median,
-                f.median / p.median
+                f.median / p.median,
+                self.load()
             ));
         }
         out
@@ -241,6 +250,8 @@ mod tests {
             p99_us: None,
             mean_us: Some(80.0),
             lost: 3,
+            server_drops: 0,
+            udp_rcvbuf_errors: 0,
             server_util: 1.0,
             client_util: 0.5,
             client_bound: false,
@@ -277,7 +288,7 @@ mod tests {
         let row = t.lines().find(|l| l.starts_with("nsd ")).unwrap();
         assert_eq!(
             row.split_whitespace().collect::<Vec<_>>().join(" "),
-            "nsd server-count 1, reuseport dnsperf 105000 (100000-110000) 4.00 2.00 - - - 80.0 3 server"
+            "nsd server-count 1, reuseport dnsperf 105000 (100000-110000) 4.00 2.00 - - - 80.0 3 0 server"
         );
         assert!(t.contains("skipped: knotd: not installed"), "{t}");
         assert!(
@@ -292,14 +303,27 @@ mod tests {
         );
         let md = r.render_markdown();
         assert!(md.contains(
-            "| nsd | server-count 1, reuseport | dnsperf | 105000 (100000-110000) | 4.00 | 2.00 | - | - | - | 80.0 | 3 | server |"
+            "| nsd | server-count 1, reuseport | dnsperf | 105000 (100000-110000) | 4.00 | 2.00 | - | - | - | 80.0 | 3 | 0 | server |"
         ), "{md}");
         assert!(
             md.contains("\n## Skipped\n\n- knotd: not installed"),
             "{md}"
         );
+        // The generators' client CPU, with the server drops each run caused.
+        let mut r = report();
+        let mut ours = r.rows[0].clone();
+        ours.driver = Driver::Firehose;
+        ours.client_cpu_us_per_query = Some(1.0);
+        ours.server_drops = 5;
+        ours.udp_rcvbuf_errors = 7;
+        r.rows.push(ours);
+        r.rate = Some(150_000);
+        let t = r.render_table();
+        assert!(t.contains(
+            "client CPU per query, firehose load / dnsperf (medians over rows): 1.00 / 2.00 us = 0.50x (target <= 0.50; offered load 150000 q/s); server socket drops 5 / 0, host RcvbufErrors 7 / 0\n"
+        ), "{t}");
         assert!(
-            md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|\n"),
+            md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"),
             "{md}"
         );
     }
