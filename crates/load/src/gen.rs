@@ -484,6 +484,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 self.wall_at_end = Some(now);
                 self.cpu_at_end = cpu::thread_cpu_time().ok();
                 drain_until = Some(now + self.plan.timeout_ns);
+                self.give_up_owed(now);
             }
             if let Some(until) = drain_until {
                 if self.table.pending() == 0 || now >= until {
@@ -542,10 +543,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let Some(pace) = self.plan.pace else {
             return;
         };
-        let end = self
-            .plan
-            .send_until_ns
-            .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64);
+        let end = self.schedule_end(&pace);
         let room: u64 = (0..self.flows.len())
             .map(|f| self.room(f) as u64)
             .fold(0, u64::saturating_add);
@@ -576,11 +574,34 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         // Requests the table had no id for, and those too far behind to catch up (the
         // server's or the generator's stall), are counted, not queued: queueing them would
         // hide the slowness (coordinated omission).
-        let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
-        let not_sent_from = self.next_seq + (due - left);
         let skipped_to = self.next_seq + due + d.skip;
-        self.unsent += skipped_to.saturating_sub(not_sent_from.max(first_measured));
+        self.count_unsent(&pace, self.next_seq + (due - left), skipped_to);
         self.next_seq = skipped_to;
+    }
+
+    /// The end of a timed schedule (exclusive): requests intended before the send window
+    /// closes.
+    fn schedule_end(&self, pace: &Pace) -> u64 {
+        self.plan
+            .send_until_ns
+            .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64)
+    }
+
+    /// Counts scheduled requests `from..to` that fall in the measurement window as unsent.
+    fn count_unsent(&mut self, pace: &Pace, from: u64, to: u64) {
+        let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
+        self.unsent += to.saturating_sub(from.max(first_measured));
+    }
+
+    /// When a timed run stops sending: what the backlog still owed (due by `now`, never
+    /// sent) is unsent, so every request of the schedule is sent or counted.
+    fn give_up_owed(&mut self, now: u64) {
+        let Some(pace) = self.plan.pace.filter(|_| self.plan.send_until_ns.is_some()) else {
+            return;
+        };
+        let owed_to = pace.scheduled_by(now).min(self.schedule_end(&pace));
+        self.count_unsent(&pace, self.next_seq, owed_to);
+        self.next_seq = self.next_seq.max(owed_to);
     }
 
     /// How many more requests flow `f` may have outstanding.

@@ -69,12 +69,15 @@ impl Pace {
         (seq as f64 * self.interval_ns) as u64
     }
 
+    /// How many requests (0, 1, ...) are intended at or before `t`.
+    pub fn scheduled_by(&self, t: u64) -> u64 {
+        (t as f64 / self.interval_ns).floor() as u64 + 1
+    }
+
     /// A wake-up at `now` whose next scheduled request is `next_seq`, where the schedule
     /// ends before request `end` (exclusive) and the flows' windows have `room` for more.
     pub fn due(&self, now: u64, next_seq: u64, end: u64, room: u64) -> Due {
-        // Requests 0..scheduled are intended at or before now + ahead.
-        let scheduled =
-            (((now + self.ahead_ns) as f64 / self.interval_ns).floor() as u64 + 1).min(end);
+        let scheduled = self.scheduled_by(now + self.ahead_ns).min(end);
         let owed = scheduled.saturating_sub(next_seq);
         let send = owed.min(self.burst).min(room);
         Due {
