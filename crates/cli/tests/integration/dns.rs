@@ -64,31 +64,7 @@ fn load_counts_every_answer_and_its_rcode() {
         "www.example.com A\nexample.com MX\n; a comment\nnx.example.com AAAA\nsub.example.com A\n",
     )
     .unwrap();
-    let json = tmp("dns-load.json");
-    let target = srv.addr.to_string();
-    let out = run(&[
-        "load",
-        "--proto",
-        "dns",
-        "--queries",
-        &queries.display().to_string(),
-        "--target",
-        &target,
-        "--requests",
-        "4000",
-        "--window",
-        "4",
-        "--quiet",
-        "--json-file",
-        &json.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = dns_load(&srv, &queries, &["--requests", "4000", "--window", "4"]);
     assert_eq!(doc["completed"], 4000);
     assert_eq!(doc["lost"], 0);
     assert_eq!(doc["stray"], 0);
@@ -101,9 +77,37 @@ fn load_counts_every_answer_and_its_rcode() {
         serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(s["handler"]["dns_noerror"], 3000);
     assert_eq!(s["handler"]["dns_nxdomain"], 1000);
-    for p in [stats, queries, json] {
+    for p in [stats, queries] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+/// Runs `firehose load --proto dns` with the queries of `queries` against `srv`, plus
+/// `extra`; returns its JSON report.
+fn dns_load(srv: &Served, queries: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let json = tmp(&format!("dns-load-{}.json", extra.join("_")));
+    let target = srv.addr.to_string();
+    let (q, j) = (queries.display().to_string(), json.display().to_string());
+    let mut args = vec![
+        "load",
+        "--proto",
+        "dns",
+        "--queries",
+        &q,
+        "--target",
+        &target,
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--quiet", "--json-file", &j]);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(json);
+    doc
 }
 
 #[test]
@@ -111,37 +115,10 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     let srv = serve_dns("127.0.0.1:0", &[]);
     let queries = tmp("dns-rate-queries.txt");
     std::fs::write(&queries, "www.example.com A\nnx.example.com AAAA\n").unwrap();
-    let json = tmp("dns-rate-load.json");
-    let target = srv.addr.to_string();
-    let out = run(&[
-        "load",
-        "--proto",
-        "dns",
-        "--queries",
-        &queries.display().to_string(),
-        "--target",
-        &target,
-        "--rate",
-        "20000",
-        "--duration",
-        "1",
-        "--window",
-        "100",
-        "--quiet",
-        "--json-file",
-        &json.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rate = ["--rate", "20000", "--duration", "1", "--window", "100"];
+    let doc = dns_load(&srv, &queries, &rate);
     srv.stop();
-    for p in [queries, json] {
-        let _ = std::fs::remove_file(p);
-    }
+    let _ = std::fs::remove_file(queries);
     let n = |k: &str| doc[k].as_u64().unwrap();
     // One second at 20,000/s: every scheduled query was sent or counted unsent (a loaded
     // host shifts the window's edges by a few ms), and every one sent ended.
