@@ -47,12 +47,12 @@ pub struct Due {
 
 impl Pace {
     /// Pacing for one request every `interval_ns`, with at most `in_flight_cap` requests
-    /// outstanding (0: no cap): a wake-up carries at most a quarter of the cap, since
-    /// responses are read only at the next wake-up.
+    /// outstanding (0: no cap): a wake-up carries at most half the cap, so the answers
+    /// still on their way from the last one leave room for it.
     pub fn new(interval_ns: f64, in_flight_cap: u64) -> Pace {
         let per_wake = match in_flight_cap {
             0 => PER_WAKE,
-            c => (c / 4).clamp(1, PER_WAKE),
+            c => (c / 2).clamp(1, PER_WAKE),
         };
         let period = (per_wake as f64 * interval_ns).clamp(MIN_PERIOD_NS, MAX_PERIOD_NS);
         let per_period = (period / interval_ns).round().max(1.0) as u64;
@@ -119,9 +119,10 @@ mod tests {
 
     #[test]
     fn the_in_flight_cap_shortens_the_period_and_rates_bound_it() {
-        // 100 outstanding at most: 25 per wake-up.
-        let p = Pace::new(1e9 / 150_000.0, 100);
-        assert_eq!(p.ahead_ns, 166_666);
+        // 40 outstanding at most: 20 per wake-up; 100 leave the full 32.
+        let p = Pace::new(1e9 / 150_000.0, 40);
+        assert_eq!(p.ahead_ns, 133_333);
+        assert_eq!(Pace::new(1e9 / 150_000.0, 100).ahead_ns, 213_333);
         // 10 M/s would wake every 3.2 µs: held at 50 µs, 500 per wake-up.
         let p = Pace::new(100.0, 0);
         assert_eq!((p.ahead_ns, p.burst), (50_000, 1000));
