@@ -16,7 +16,10 @@ pub const PER_WAKE: u64 = 32;
 /// low rate would leave in lumps.
 const MIN_PERIOD_NS: f64 = 50_000.0;
 const MAX_PERIOD_NS: f64 = 1_000_000.0;
-/// A late wake-up sends at least this many owed requests at once.
+/// A late wake-up sends at most this many periods' worth at once (catching up at three
+/// times the rate, so a server that stalls now and then is not left behind for long), and
+/// at least `MIN_BURST` requests.
+const BURST_PERIODS: u64 = 4;
 const MIN_BURST: u64 = 16;
 /// Owed requests kept for later wake-ups: 4 wake-ups' worth, or 20 ms of schedule if more,
 /// so a thread that a busy host runs a few ms late catches up instead of giving up.
@@ -59,7 +62,7 @@ impl Pace {
         Pace {
             interval_ns,
             ahead_ns: period as u64,
-            burst: (2 * per_period).max(MIN_BURST),
+            burst: (BURST_PERIODS * per_period).max(MIN_BURST),
             backlog: (BACKLOG_WAKES * per_period).max((BACKLOG_NS / interval_ns).ceil() as u64),
         }
     }
@@ -105,7 +108,7 @@ mod tests {
         // 150k/s: 6.67 µs apart, 32 per wake-up, about 213 µs apart.
         let p = Pace::new(1e9 / 150_000.0, 0);
         assert_eq!(p.ahead_ns, 213_333);
-        assert_eq!((p.burst, p.backlog), (64, 3000), "20 ms of schedule");
+        assert_eq!((p.burst, p.backlog), (128, 3000), "20 ms of schedule");
         let first = p.due(0, 0, u64::MAX, u64::MAX);
         assert_eq!(first, Due { send: 32, skip: 0 }, "intended 0 ns .. 207 µs");
         // The next wake-up, one period on, carries the next period.
@@ -125,7 +128,7 @@ mod tests {
         assert_eq!(Pace::new(1e9 / 150_000.0, 100).ahead_ns, 213_333);
         // 10 M/s would wake every 3.2 µs: held at 50 µs, 500 per wake-up.
         let p = Pace::new(100.0, 0);
-        assert_eq!((p.ahead_ns, p.burst), (50_000, 1000));
+        assert_eq!((p.ahead_ns, p.burst), (50_000, 2000));
         // 1000/s would wake every 32 ms: held at 1 ms, one request per wake-up.
         let p = Pace::new(1e6, 0);
         assert_eq!((p.ahead_ns, p.burst, p.backlog), (1_000_000, 16, 20));
