@@ -8,6 +8,7 @@ const RENAMED: &[(&str, &str, &str)] = &[
     ("serve", "--stats-json", "--json-file"),
     ("bench", "--server-cpu", "--server-cpus"),
     ("bench", "--client-cpu", "--client-cpus"),
+    ("sink", "--interface", "--iface"),
 ];
 
 /// Subcommands whose `--json` took a file before; none takes a positional argument, so a

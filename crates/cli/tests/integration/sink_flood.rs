@@ -401,7 +401,7 @@ fn bad_input_is_one_line_and_exit_2() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&o.stderr).contains("--interface"));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--iface"));
     }
 }
 

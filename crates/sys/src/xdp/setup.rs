@@ -327,7 +327,7 @@ pub fn listen_match(listen: &SocketAddr) -> UdpMatch {
 pub type Stocked = (Xsk, Vec<u64>);
 
 /// How a receiver's sockets and program are set up.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RxOptions {
     pub queues: Queues,
     pub mode: ModeChoice,
@@ -336,6 +336,26 @@ pub struct RxOptions {
     pub busy_poll: Option<(i32, i32)>,
     /// Replace a foreign XDP program.
     pub force: bool,
+}
+
+impl Default for RxOptions {
+    /// Every rx queue, native where possible, zero-copy probed, rings of 2048 with twice as
+    /// many 4096-byte frames, need_wakeup on, no busy polling.
+    fn default() -> Self {
+        RxOptions {
+            queues: Queues::All,
+            mode: ModeChoice::Auto,
+            xsk: XskConfig {
+                ring: 2048,
+                frame_size: 4096,
+                frames: 4096,
+                zerocopy: ZeroCopy::Auto,
+                need_wakeup: true,
+            },
+            busy_poll: None,
+            force: false,
+        }
+    }
 }
 
 /// A receiver's AF_XDP path in place: one socket per queue (fill rings stocked) in the

@@ -21,7 +21,7 @@ pub enum ZeroCopy {
 }
 
 /// What to build: ring sizes (a power of two, the same for all four), frames and wakeups.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XskConfig {
     pub ring: u32,
     pub frame_size: u32,
