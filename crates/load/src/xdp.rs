@@ -185,7 +185,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         if xsks[0].zerocopy() { "on" } else { "off" }.into(),
     );
     s.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    s.insert("dst_mac".into(), mac_text(&dst_mac));
+    s.insert("dst_mac".into(), firehose_packet::mac_text(&dst_mac));
     s.insert("ring".into(), RING.to_string());
     s.insert("frame_size".into(), FRAME.to_string());
     s.insert("prog_id".into(), prog.id().map_err(kernel)?.to_string());
@@ -221,13 +221,6 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         _reserved: reserved,
     };
     Ok((io, XdpApplied { settings: s, notes }))
-}
-
-fn mac_text(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 fn is_link_local(ip: &IpAddr) -> bool {

@@ -339,19 +339,12 @@ pub struct RxOptions {
 }
 
 impl Default for RxOptions {
-    /// Every rx queue, native where possible, zero-copy probed, rings of 2048 with twice as
-    /// many 4096-byte frames, need_wakeup on, no busy polling.
+    /// Every rx queue, native where possible, the default sockets, no busy polling.
     fn default() -> Self {
         RxOptions {
             queues: Queues::All,
             mode: ModeChoice::Auto,
-            xsk: XskConfig {
-                ring: 2048,
-                frame_size: 4096,
-                frames: 4096,
-                zerocopy: ZeroCopy::Auto,
-                need_wakeup: true,
-            },
+            xsk: XskConfig::default(),
             busy_poll: None,
             force: false,
         }

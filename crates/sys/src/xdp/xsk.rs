@@ -30,6 +30,19 @@ pub struct XskConfig {
     pub need_wakeup: bool,
 }
 
+impl Default for XskConfig {
+    /// Rings of 2048, twice as many 4096-byte frames, zero-copy probed, need_wakeup on.
+    fn default() -> Self {
+        XskConfig {
+            ring: 2048,
+            frame_size: 4096,
+            frames: 4096,
+            zerocopy: ZeroCopy::Auto,
+            need_wakeup: true,
+        }
+    }
+}
+
 /// Kernel counters of one socket (XDP_STATISTICS).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct XskStats {
