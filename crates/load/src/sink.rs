@@ -440,7 +440,12 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
 /// The interface for packet and xdp modes: as given, or the one holding the listen address.
 fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
     if let Some(name) = &cfg.interface {
-        return Ok((packet::ifindex(name)?, name.clone()));
+        let idx = packet::ifindex(name).map_err(|_| {
+            SinkError::Config(format!(
+                "--iface {name}: no such interface here (see `ip link`)"
+            ))
+        })?;
+        return Ok((idx, name.clone()));
     }
     let ip = cfg.listen.ip();
     if ip.is_unspecified() {

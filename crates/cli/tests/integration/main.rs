@@ -26,4 +26,5 @@ mod workspace;
 mod xdp;
 mod xdp_frames;
 mod xdp_load;
+mod xdp_sink_flood;
 mod xdp_util;
