@@ -370,7 +370,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "--cpus",
             "0",
         ],
-        vec!["sink", "--listen", "127.0.0.1:9", "--interface", "lo"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--iface", "lo"],
         vec!["sink", "--listen", "127.0.0.1:9", "--sqpoll"],
         vec!["flood", "--target", "127.0.0.1:9", "--single-issuer"],
         vec![
