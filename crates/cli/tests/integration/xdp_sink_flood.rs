@@ -7,13 +7,11 @@
 
 use crate::util::{json_of, root_or_skip, tmp};
 use crate::xdp_util::*;
-use firehose_sys::socket::UdpSock;
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn firehose_in(ns: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
@@ -25,23 +23,7 @@ fn firehose_in(ns: &str, args: &[&str]) -> Command {
 /// Starts `sink ARGS` in the server namespace and waits for its start line (printed once
 /// the sockets and the program are in place).
 fn start_sink(lab: &Lab, args: &[&str]) -> Child {
-    let mut c = firehose_in(&lab.srv, &[&["sink"], args].concat())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = c.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    if out.read(&mut first).unwrap() != 1 {
-        let mut err = String::new();
-        c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        panic!("sink {args:?} ended during start-up: {err}");
-    }
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = out.read_to_end(&mut rest);
-    });
-    c
+    crate::sink_flood::started(firehose_in(&lab.srv, &[&["sink"], args].concat()))
 }
 
 /// Sends `n` datagrams of `len` bytes to `to` from the client namespace, gently, from
@@ -96,12 +78,7 @@ fn xdp_sink_counts_exactly_n_of_n_v4_and_v6_and_detaches() {
         assert_eq!(v["packets"], 1000, "{tag}: {v}");
         assert_eq!(v["bytes"], 100_000, "{tag}");
         assert_eq!(v["workers"], 2, "one worker per queue: {v}");
-        let per: Vec<u64> = v["per_worker"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["packets"].as_u64().unwrap())
-            .collect();
+        let per = crate::sink_flood::per_worker_packets(&v);
         assert_eq!(per.iter().sum::<u64>(), 1000, "{per:?}");
         for k in ["xsk_rx_dropped", "xsk_rx_ring_full", "held_port_filtered"] {
             assert_eq!(v[k], 0, "{tag}: {k} in {v}");
@@ -135,8 +112,8 @@ fn xdp_sink_on_ctrl_c_reports_and_detaches() {
     assert!(!lab.has_xdp(), "program left after Ctrl-C");
 }
 
-/// A kernel UDP socket on `bind` in namespace `ns`, counting datagrams, their lengths and
-/// source ports until `want` are in (or 20 s pass). Returns once the socket is bound.
+/// A kernel UDP socket on `bind` in namespace `ns` counting datagrams, their lengths and
+/// source ports (sink_flood's receiver); returns once the socket is bound.
 type Seen = (usize, BTreeSet<usize>, BTreeSet<u16>);
 
 fn receiver(ns: &str, bind: SocketAddr, want: usize) -> std::thread::JoinHandle<Seen> {
@@ -144,28 +121,9 @@ fn receiver(ns: &str, bind: SocketAddr, want: usize) -> std::thread::JoinHandle<
     let (ready, bound) = mpsc::channel();
     let h = std::thread::spawn(move || {
         firehose_sys::netns::enter(&ns).unwrap();
-        let s = UdpSock::new_for(&bind).unwrap();
-        if s.set_rcvbuf(16 << 20, true).is_err() {
-            s.set_rcvbuf(16 << 20, false).unwrap();
-        }
-        s.bind(&bind).unwrap();
-        s.set_recv_timeout(Duration::from_millis(500)).unwrap();
+        let s = crate::sink_flood::receiver(&bind.to_string());
         ready.send(()).unwrap();
-        let mut buf = [0u8; 2048];
-        let (mut n, mut lens, mut ports) = (0, BTreeSet::new(), BTreeSet::new());
-        let end = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < end {
-            match s.recv_from(&mut buf, 0) {
-                Ok((len, from)) => {
-                    n += 1;
-                    lens.insert(len);
-                    ports.insert(from.to_std().unwrap().port());
-                }
-                Err(_) if n >= want => break,
-                Err(_) => {}
-            }
-        }
-        (n, lens, ports)
+        crate::sink_flood::receive(&s, want)
     });
     bound.recv().unwrap();
     h
@@ -221,12 +179,7 @@ fn xdp_flood_sends_exactly_count_with_its_sizes_and_flows_v4_and_v6() {
             "{tag}: every datagram 200 bytes"
         );
         assert_eq!(ports.len(), 3, "{tag}: three flows, three ports: {ports:?}");
-        let reported: BTreeSet<u16> = v["source_ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p.as_u64().unwrap() as u16)
-            .collect();
+        let reported = crate::sink_flood::reported_ports(&v);
         assert_eq!(reported, ports, "{tag}");
         assert_eq!(v["xdp"]["queues"], "0,1", "{v}");
         assert_eq!(v["xdp_uncompleted"], 0, "{v}");
