@@ -257,6 +257,43 @@ impl XdpArgs {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        rx: XdpRxArgs,
+    }
+
+    fn rx(args: &[&str]) -> XdpRxArgs {
+        use clap::Parser;
+        Wrap::parse_from([&["t"], args].concat()).rx
+    }
+
+    #[test]
+    fn receive_options_from_the_shared_flags() {
+        let o = rx(&["--queues", "1", "--xdp-mode", "generic", "--ring", "512"])
+            .options(Some(50), 32)
+            .unwrap();
+        assert_eq!(o.queues, Queues::List(vec![1]));
+        assert_eq!(o.mode, ModeChoice::Generic);
+        assert_eq!(
+            (o.xsk.ring, o.xsk.frames, o.xsk.frame_size),
+            (512, 1024, 4096)
+        );
+        assert_eq!(o.busy_poll, Some((50, 32)));
+        assert_eq!(rx(&[]).options(None, 64).unwrap(), RxOptions::default());
+        let e = rx(&["--busy-poll-budget", "8"])
+            .options(None, 64)
+            .unwrap_err();
+        assert!(e.0.contains("--busy-poll"), "{}", e.0);
+        let e = rx(&["--frame-size", "1000"]).options(None, 64).unwrap_err();
+        assert!(e.0.contains("2048 or 4096"), "{}", e.0);
+        let e = rx(&["--ring", "100"]).options(None, 64).unwrap_err();
+        assert!(e.0.contains("power of two"), "{}", e.0);
+        assert_eq!(rx(&["--force"]).any_given(), Some("--force"));
+        assert_eq!(rx(&["--zerocopy", "off"]).any_given(), Some("--zerocopy"));
+        assert_eq!(rx(&[]).any_given(), None);
+    }
+
     #[test]
     fn queue_lists() {
         assert_eq!(parse_queues("all").unwrap(), Queues::All);
