@@ -429,3 +429,30 @@ pub fn busy_poll_text(b: Option<BusyPoll>) -> String {
         None => "off".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_address_matches_its_family_port_and_address() {
+        let m = listen_match(&"0.0.0.0:53".parse().unwrap());
+        assert_eq!((m.port, m.v4, m.v6), (53, AddrMatch::Any, AddrMatch::Off));
+        let m = listen_match(&"10.0.0.1:9".parse().unwrap());
+        assert_eq!(m.v4, AddrMatch::Is("10.0.0.1".parse().unwrap()));
+        let m = listen_match(&"[::]:9".parse().unwrap());
+        assert_eq!((m.v4, m.v6), (AddrMatch::Off, AddrMatch::Any));
+        let m = listen_match(&"[fd00::1]:9".parse().unwrap());
+        assert_eq!(m.v6, AddrMatch::Is("fd00::1".parse().unwrap()));
+        assert!(m.from.is_none() && m.port_last.is_none());
+    }
+
+    #[test]
+    fn ring_sizes_outside_the_kernel_range_are_refused() {
+        assert!(check_ring(2048).is_ok());
+        for bad in [0, 100, 32, 32768] {
+            let e = check_ring(bad).unwrap_err().to_string();
+            assert!(e.contains("power of two from 64 to 16384"), "{e}");
+        }
+    }
+}
