@@ -184,6 +184,22 @@ fn xdp_flood_sends_exactly_count_with_its_sizes_and_flows_v4_and_v6() {
         assert_eq!(v["xdp"]["queues"], "0,1", "{v}");
         assert_eq!(v["xdp_uncompleted"], 0, "{v}");
         assert_eq!(v["per_thread"].as_array().unwrap().len(), 2);
+        let client = Command::new("ip")
+            .args([
+                "-n",
+                &lab.cli,
+                "link",
+                "show",
+                "dev",
+                &format!("{}p", lab.dev),
+            ])
+            .output()
+            .unwrap();
+        let client = String::from_utf8_lossy(&client.stdout);
+        assert!(
+            !client.contains("prog/xdp"),
+            "flood attaches nothing: {client}"
+        );
     }
 }
 
