@@ -26,7 +26,7 @@ use firehose_sys::SysError;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Entries of each ring; the UMEM of queue 0's socket has four times as many frames (fill,
 /// rx, tx and completion may all hold some), the others twice as many.
@@ -253,32 +253,14 @@ fn source_ip(iface: &str, target: IpAddr) -> Result<IpAddr, LoadError> {
 
 /// The target's MAC from the neighbour table, after making the kernel resolve it if needed.
 fn resolve_mac(idx: u32, iface: &str, src: IpAddr, target: IpAddr) -> Result<[u8; 6], LoadError> {
-    if let Some(m) = netlink::neighbour(idx, target).map_err(kernel)? {
-        return Ok(m);
-    }
-    // Any datagram makes the kernel resolve the next hop; the discard port keeps it from
-    // reaching the server under test.
-    let s = UdpSocket::bind(SocketAddr::new(src, 0)).map_err(|e| {
-        usage(format!(
-            "binding a UDP socket on {src} to resolve {target}: {e}"
-        ))
-    })?;
-    let started = Instant::now();
-    let mut last_send = None::<Instant>;
-    while started.elapsed() < Duration::from_secs(2) {
-        if last_send.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
-            let _ = s.send_to(&[], SocketAddr::new(target, 9));
-            last_send = Some(Instant::now());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-        if let Some(m) = netlink::neighbour(idx, target).map_err(kernel)? {
-            return Ok(m);
-        }
-    }
-    Err(usage(format!(
-        "{target} did not resolve to a MAC address on {iface} within 2 s: --io xdp sends frames \
-         straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)"
-    )))
+    netlink::resolve_neighbour(idx, src, target, Duration::from_secs(2))
+        .map_err(kernel)?
+        .ok_or_else(|| {
+            usage(format!(
+                "{target} did not resolve to a MAC address on {iface} within 2 s: --io xdp sends frames \
+                 straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)"
+            ))
+        })
 }
 
 /// Finds `n` consecutive free UDP ports on `src` and holds them with kernel sockets.

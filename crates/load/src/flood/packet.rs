@@ -14,7 +14,7 @@ use firehose_sys::packet::{PacketSock, TxRing, TxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where frames go out and what their link and network headers say.
 #[derive(Debug, Clone)]
@@ -44,25 +44,12 @@ pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result
     let src_mac = firehose_packet::parse_mac(mac_text.trim()).ok_or_else(|| {
         FloodError::Config(format!("--io {mode}: {interface} has no Ethernet address"))
     })?;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let dst_mac = loop {
-        if let Some(m) = netlink::neighbour(ifindex, target.ip())? {
-            break m;
-        }
-        if Instant::now() >= deadline {
-            return Err(FloodError::Config(format!(
+    let dst_mac = netlink::resolve_neighbour(ifindex, src.ip(), target.ip(), Duration::from_secs(2))?
+        .ok_or_else(|| {
+            FloodError::Config(format!(
                 "--io {mode}: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)"
-            )));
-        }
-        // One datagram through the kernel makes it resolve the neighbour; it goes to the
-        // discard port, so the receiver under test never counts it.
-        let mut nudge_to = target;
-        nudge_to.set_port(9);
-        let nudge = UdpSock::new_for(&nudge_to)?;
-        nudge.connect(&nudge_to)?;
-        let _ = nudge.send_to(&[0u8], None, 0);
-        std::thread::sleep(Duration::from_millis(50));
-    };
+            ))
+        })?;
     Ok(Path {
         ifindex,
         interface,
