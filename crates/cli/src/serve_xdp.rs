@@ -30,6 +30,15 @@ pub enum ZeroCopyArg {
     Off,
 }
 
+/// The attach mode of `--xdp-mode` (auto when absent); shared with `load --io xdp`.
+pub fn mode_choice(m: Option<ModeArg>) -> ModeChoice {
+    match m {
+        None | Some(ModeArg::Auto) => ModeChoice::Auto,
+        Some(ModeArg::Native) => ModeChoice::Native,
+        Some(ModeArg::Generic) => ModeChoice::Generic,
+    }
+}
+
 /// The zero-copy request of `--zerocopy` (auto when absent); shared with `load --io xdp`.
 pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
     match z {
@@ -156,11 +165,7 @@ impl XdpRxArgs {
                 Some(q) => parse_queues(q)?,
                 None => Queues::All,
             },
-            mode: match self.xdp_mode {
-                None | Some(ModeArg::Auto) => ModeChoice::Auto,
-                Some(ModeArg::Native) => ModeChoice::Native,
-                Some(ModeArg::Generic) => ModeChoice::Generic,
-            },
+            mode: mode_choice(self.xdp_mode),
             xsk: self.xsk.config()?,
             busy_poll: busy_poll_us.map(|us| {
                 (
