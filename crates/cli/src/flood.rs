@@ -44,7 +44,8 @@ unless --allow-remote.\n\n\
 EXAMPLES:\n  \
   firehose flood --target 127.0.0.1:9000 --io sendmmsg -t 5\n  \
   firehose flood --target 127.0.0.1:9000 --rate 100k --size 64\n  \
-  firehose flood --target 127.0.0.1:9000 --io uring --count 1000000"
+  firehose flood --target 127.0.0.1:9000 --io uring --count 1000000\n  \
+  firehose flood --target 10.0.0.2:9000 --io xdp --frame 64 --flows 16 --threads 2"
 )]
 pub struct FloodArgs {
     /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.

@@ -55,11 +55,13 @@ pub enum SocketsArg {
     after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
-(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS).\n\n\
+(host-wide deltas), in packet mode the rings' (PACKET_STATISTICS), in xdp mode the AF_XDP\n\
+sockets' (XDP_STATISTICS).\n\n\
 EXAMPLES:\n  \
   firehose sink --listen 127.0.0.1:9000 --io recvmmsg -t 5\n  \
   firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3\n  \
-  firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun"
+  firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun\n  \
+  firehose sink --listen 10.0.0.2:9000 --io xdp --queues 0-1 --count 1000000"
 )]
 pub struct SinkArgs {
     /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
