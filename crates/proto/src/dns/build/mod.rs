@@ -1,6 +1,7 @@
 //! Turning zone records into a [`ZoneSet`]: nodes, zone cuts, and a template for every
 //! answer, resolved once (CNAME chains, additional records, negative answers).
 
+mod nsec3;
 mod render;
 mod resolve;
 mod sign;
@@ -21,6 +22,9 @@ use std::collections::BTreeSet;
 pub enum BuildError {
     #[error("{a} and {b} both define the zone {apex}; pass each zone once")]
     DuplicateZone { a: String, b: String, apex: String },
+    /// The zone's NSEC3 data cannot be served.
+    #[error("{file}: {msg}")]
+    Nsec3 { file: String, msg: String },
 }
 
 /// Longest CNAME chain followed inside a zone.
@@ -68,6 +72,8 @@ struct ZoneRecords<'a> {
     data: &'a ZoneData,
     /// Records per node index (same order as the zone's nodes).
     by_node: Vec<Vec<&'a Record>>,
+    /// NSEC3 records and their RRSIGs, which are not in the node tree.
+    chain: Vec<&'a Record>,
 }
 
 /// Builds the served data from loaded zones, ready for zone transfers too.
@@ -93,7 +99,12 @@ pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildEr
         let (zone, by_node) = index_zone(zd);
         set.max_apex_labels = set.max_apex_labels.max(zone.apex_labels);
         set.zones.push(zone);
-        groups.push(ZoneRecords { data: zd, by_node });
+        let chain = zd.records.iter().filter(|r| nsec3::in_chain(r)).collect();
+        groups.push(ZoneRecords {
+            data: zd,
+            by_node,
+            chain,
+        });
     }
     // Every type held anywhere: a CNAME node needs a chased answer for each of them.
     let all_types: BTreeSet<u16> = zones
@@ -101,7 +112,7 @@ pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildEr
         .flat_map(|z| z.records.iter().map(|r| r.rtype))
         .collect();
     for (zi, group) in groups.iter().enumerate() {
-        fill_templates(&mut set, zi, group, &all_types);
+        fill_templates(&mut set, zi, group, &all_types)?;
         if transfers {
             (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(group);
         }
@@ -125,7 +136,8 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
         n
     };
     intern(&zd.apex, &mut nodes);
-    for r in &zd.records {
+    let records = || zd.records.iter().filter(|r| !nsec3::in_chain(r));
+    for r in records() {
         let lower = r.owner.to_ascii_lowercase();
         intern(&lower, &mut nodes);
         // Ancestors up to the apex exist too (empty non-terminals).
@@ -136,7 +148,7 @@ fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
             intern(&lower[off..], &mut nodes);
         }
     }
-    for r in &zd.records {
+    for r in records() {
         let n = nodes[r.owner.to_ascii_lowercase().as_slice()];
         let recs = &mut by_node[n as usize];
         if !recs
@@ -209,9 +221,14 @@ fn pair(
     (plain, signed)
 }
 
-fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types: &BTreeSet<u16>) {
+fn fill_templates(
+    set: &mut ZoneSet,
+    zi: usize,
+    zr: &ZoneRecords<'_>,
+    all_types: &BTreeSet<u16>,
+) -> Result<(), BuildError> {
     let apex = zr.data.apex.clone();
-    let signing = Signing::new(set, zi, zr);
+    let signing = Signing::new(set, zi, zr)?;
     let sg = signing.as_ref();
     let (nx, nx_signed) = pair(set, sg, &negative(zr, rcode::NXDOMAIN), &apex, false);
     let nodata = push(set, render(&negative(zr, rcode::NOERROR), &apex, false));
@@ -221,6 +238,7 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         set.zones[zi].dnssec = Some(Box::new(SignedZone {
             nxdomain: t,
             chain: sg.chain(),
+            nsec3: sg.nsec3.as_ref().map(|b| Box::new(b.zone.clone())),
         }));
     }
     for n in 0..set.zones[zi].node.len() {
@@ -306,4 +324,5 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         }
         set.zones[zi].node[n] = node;
     }
+    Ok(())
 }

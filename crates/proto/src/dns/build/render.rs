@@ -32,6 +32,7 @@ pub(super) fn transfer_bytes(zr: &ZoneRecords<'_>) -> (Box<[u8]>, usize) {
         .by_node
         .iter()
         .flatten()
+        .chain(&zr.chain)
         .filter(|r| r.rtype != rtype::SOA);
     let mut soa_len = 0;
     for (i, r) in soa.chain(rest).enumerate() {

@@ -1,12 +1,13 @@
-//! Signed answers: each RRset with its RRSIGs, and the NSECs a denial needs.
+//! Signed answers: each RRset with its RRSIGs, and the NSEC or NSEC3 records a denial
+//! needs.
 
+use super::nsec3::{self, Nsec3Build};
 use super::render::plain_rr;
 use super::resolve::rrset;
-use super::{Denial, Owner, Rr, Sections, ZoneRecords};
+use super::{BuildError, Denial, Owner, Rr, Sections, ZoneRecords};
 use crate::dns::db::ZoneSet;
 use crate::dns::dnssec::{canonical_cmp, NsecChain, NSEC, RRSIG};
 use crate::dns::wire::{label_offsets, rtype};
-use crate::dns::zone::Part;
 
 /// What signing a zone's answers needs: its NSEC owners in canonical order.
 pub(super) struct Signing<'a> {
@@ -14,13 +15,19 @@ pub(super) struct Signing<'a> {
     zr: &'a ZoneRecords<'a>,
     /// (lower-case owner, node) of every NSEC, in canonical order.
     nsec: Vec<(Vec<u8>, u32)>,
+    /// The NSEC3 chain, if the zone has an NSEC3PARAM (it then denies with NSEC3).
+    pub(super) nsec3: Option<Nsec3Build<'a>>,
 }
 
 impl<'a> Signing<'a> {
     /// `None` for an unsigned zone (no RRSIG records).
-    pub(super) fn new(set: &ZoneSet, zi: usize, zr: &'a ZoneRecords<'a>) -> Option<Self> {
+    pub(super) fn new(
+        set: &ZoneSet,
+        zi: usize,
+        zr: &'a ZoneRecords<'a>,
+    ) -> Result<Option<Self>, BuildError> {
         if !zr.data.records.iter().any(|r| r.rtype == RRSIG) {
-            return None;
+            return Ok(None);
         }
         let z = &set.zones[zi];
         let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.node_name.len())
@@ -28,25 +35,31 @@ impl<'a> Signing<'a> {
             .map(|n| (z.node_name[n].to_vec(), n as u32))
             .collect();
         nsec.sort_by(|a, b| canonical_cmp(&a.0, &b.0));
-        Some(Signing { zi, zr, nsec })
+        let nsec3 = nsec3::load(z, zr)?;
+        Ok(Some(Signing {
+            zi,
+            zr,
+            nsec,
+            nsec3,
+        }))
     }
 
     /// The runtime form: each NSEC with its RRSIGs, uncompressed.
     pub(super) fn chain(&self) -> NsecChain {
         let mut c = NsecChain::default();
         for (owner, n) in &self.nsec {
-            let start = c.bytes.len() as u32;
+            let start = c.entries.bytes.len();
             let mut count = 0;
             for rr in self.nsec_proof(*n) {
                 let name = match &rr.owner {
                     Owner::Name(w) => w.as_slice(),
                     Owner::Qname => owner.as_slice(),
                 };
-                plain_rr(&mut c.bytes, name, rr.rec, rr.ttl);
+                plain_rr(&mut c.entries.bytes, name, rr.rec, rr.ttl);
                 count += 1;
             }
             c.owners.push(owner.clone().into_boxed_slice());
-            c.spans.push((start, c.bytes.len() as u32, count));
+            c.entries.close(start, count);
         }
         c
     }
@@ -56,7 +69,7 @@ impl<'a> Signing<'a> {
         self.zr.by_node[n as usize]
             .iter()
             .filter(|r| r.rtype == RRSIG)
-            .filter(|r| matches!(r.rdata.first(), Some(Part::Bytes(b)) if b.len() >= 2 && u16::from_be_bytes([b[0], b[1]]) == covered))
+            .filter(|r| nsec3::covered(r) == Some(covered))
             .map(|rec| Rr {
                 owner: owner.clone(),
                 rec,
@@ -118,6 +131,19 @@ impl<'a> Signing<'a> {
                 k = end;
             }
         }
+        let z = &set.zones[self.zi];
+        if let (Some(n3), Some(d)) = (&self.nsec3, &s.denial) {
+            let proof = match d {
+                Denial::NoData(n) => n3.nodata(z, *n),
+                Denial::NxDomain(name) => n3.nxdomain(z, name),
+                Denial::Referral(n) => match self.ds(*n) {
+                    Some(ds) => ds,
+                    None => n3.nodata(z, *n),
+                },
+            };
+            out.sec[1].extend(proof);
+            return out;
+        }
         let mut proofs: Vec<u32> = Vec::new();
         match &s.denial {
             Some(Denial::NoData(n)) => {
@@ -142,23 +168,25 @@ impl<'a> Signing<'a> {
                     proofs.extend(self.covering(&star).filter(|p| !proofs.contains(p)));
                 }
             }
-            Some(Denial::Referral(n)) => {
-                let owner = Owner::Name(self.zr.by_node[*n as usize][0].owner.clone());
-                let ds = rrset(self.zr, *n as usize, &owner, rtype::DS);
-                if ds.is_empty() {
-                    proofs.push(*n);
-                } else {
-                    let ttl = ds[0].ttl;
-                    out.sec[1].extend(ds);
-                    out.sec[1].extend(self.rrsigs(*n, &owner, rtype::DS, ttl));
-                }
-            }
+            Some(Denial::Referral(n)) => match self.ds(*n) {
+                Some(ds) => out.sec[1].extend(ds),
+                None => proofs.push(*n),
+            },
             None => {}
         }
         for p in proofs {
             out.sec[1].extend(self.nsec_proof(p));
         }
         out
+    }
+
+    /// The DS RRset at cut `n` with its RRSIGs, if it has one.
+    fn ds(&self, n: u32) -> Option<Vec<Rr<'a>>> {
+        let owner = Owner::Name(self.zr.by_node[n as usize][0].owner.clone());
+        let mut ds = rrset(self.zr, n as usize, &owner, rtype::DS);
+        let ttl = ds.first()?.ttl;
+        ds.extend(self.rrsigs(n, &owner, rtype::DS, ttl));
+        Some(ds)
     }
 
     /// A signed referral: the DS and its RRSIG, or the NSEC proving there is none.
