@@ -403,7 +403,10 @@ impl ZoneSet {
                     // The NSEC proving the query name itself does not exist, unless it
                     // is the wildcard's own, already in its NODATA answer.
                     let qname = nb.suffix(0, q.name_len);
-                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid);
+                    // (Not so for a CNAME chased for a type no zone holds: its answer
+                    // is not empty.)
+                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid)
+                        && self.templates[tid as usize].counts[0] == 0;
                     let own = sz.chain.covering(qname).map(|i| &*sz.chain.owners[i])
                         == Some(&*z.node_name[n as usize]);
                     let names = if nodata && own {

@@ -327,6 +327,7 @@ pub fn signed_with(files: &[(&str, &str)], signer: Signer) -> Result<Signed, Str
                     .args(["-k", &ksk])
                     .arg(&input)
                     .arg(&zsk)
+                    .stdout(Stdio::null())
                     .status()
                     .map_err(|_| missing("dnssec-signzone", "bind9-utils"))?
             }

@@ -65,6 +65,9 @@ struct Sections<'a> {
     aa: bool,
     sec: [Vec<Rr<'a>>; 3],
     denial: Option<Denial>,
+    /// CNAME targets (lower-case wire) answered from a wildcard node, in chain order:
+    /// a signed answer proves that no closer name exists.
+    wild_hits: Vec<(Vec<u8>, u32)>,
 }
 
 /// Loaded records of one zone, grouped by node.
@@ -273,7 +276,7 @@ fn fill_templates(
                     rcode: rcode::NOERROR,
                     aa: true,
                     sec: [ds, Vec::new(), Vec::new()],
-                    denial: None,
+                    ..Sections::default()
                 };
                 let (tid, st) = pair(set, sg, &s, &name, false);
                 node.answers.push((rtype::DS, tid));

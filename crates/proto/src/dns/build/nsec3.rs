@@ -127,6 +127,15 @@ pub(super) fn load<'a>(
     Ok(Some(Nsec3Build { zone, recs }))
 }
 
+/// Appends the entries of `p` not in `out` yet.
+fn add(out: &mut Vec<u32>, p: Proofs) {
+    for &i in &p.idx[..p.n] {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+}
+
 /// Labels in a lower-case wire name, the root not counted.
 fn labels(name: &[u8]) -> usize {
     label_offsets(name).len() - 1
@@ -173,10 +182,9 @@ fn node_proofs(z: &Zone, n3: &mut Nsec3Zone) {
 }
 
 impl<'a> Nsec3Build<'a> {
-    /// The records of `p`'s entries, to render behind a denial.
-    fn records(&self, p: Proofs) -> Vec<Rr<'a>> {
-        p.idx[..p.n]
-            .iter()
+    /// The records of entries `p`, to render behind a denial.
+    pub(super) fn records(&self, p: &[u32]) -> Vec<Rr<'a>> {
+        p.iter()
             .flat_map(|&i| &self.recs[i as usize])
             .map(|rec| Rr {
                 owner: Owner::Name(rec.owner.clone()),
@@ -190,9 +198,8 @@ impl<'a> Nsec3Build<'a> {
     /// NODATA at node `n` (RFC 5155 §7.2.3): the NSEC3 matching it. A name without
     /// one (a delegation or an empty non-terminal that opt-out left out) gets the
     /// closest provable encloser proof, whose next closer NSEC3 has the opt-out flag
-    /// (§7.2.4 for DS; Knot sends it at delegations only, and nothing at such an empty
-    /// non-terminal, which a validator then cannot accept).
-    pub(super) fn nodata(&self, z: &Zone, n: u32) -> Vec<Rr<'a>> {
+    /// (§7.2.4 for DS; Knot 3.2 sends the same for other types there).
+    pub(super) fn nodata(&self, z: &Zone, n: u32, out: &mut Vec<u32>) {
         let mut p = Proofs::new(NONE);
         let own = self.zone.nodes[n as usize].own;
         let glue = z.node[n as usize].cut.is_some_and(|c| c != n);
@@ -202,17 +209,32 @@ impl<'a> Nsec3Build<'a> {
             let name = &z.node_name[n as usize];
             self.zone.encloser_proof(n, name, labels(name), &mut p);
         }
-        self.records(p)
+        add(out, p);
     }
 
     /// NXDOMAIN for lower-case wire `name` (a CNAME's target, known at load time).
-    pub(super) fn nxdomain(&self, z: &Zone, name: &[u8]) -> Vec<Rr<'a>> {
+    pub(super) fn nxdomain(&self, z: &Zone, name: &[u8], out: &mut Vec<u32>) {
         let ce = label_offsets(name)
             .into_iter()
             .skip(1)
             .find_map(|o| z.nodes.get(&name[o..]).copied())
             .unwrap_or(0);
-        self.records(self.zone.nxdomain(ce, name, labels(name)))
+        add(out, self.zone.nxdomain(ce, name, labels(name)));
+    }
+
+    /// A CNAME target `name` answered from wildcard node `w`: the NSEC3 covering its
+    /// next closer name, and with `nodata` the one matching the closest encloser.
+    pub(super) fn wildcard_hit(
+        &self,
+        z: &Zone,
+        name: &[u8],
+        w: u32,
+        nodata: bool,
+        out: &mut Vec<u32>,
+    ) {
+        let parent = &z.node_name[w as usize][2..];
+        let enc = z.nodes.get(parent).copied().unwrap_or(0);
+        add(out, self.zone.wildcard(enc, w, name, labels(name), nodata));
     }
 }
 

@@ -96,7 +96,7 @@ pub(super) fn referral<'a>(
         rcode: rcode::NOERROR,
         aa: false,
         sec: [Vec::new(), ns, glue],
-        denial: None,
+        ..Sections::default()
     }
 }
 
@@ -141,7 +141,10 @@ pub(super) fn resolve_at<'a>(
                 Some(Found::Exact(t) | Found::Wildcard(t)) if visited.contains(&(t as usize)) => {
                     return s
                 }
-                Some(Found::Exact(t) | Found::Wildcard(t)) => {
+                Some(found @ (Found::Exact(t) | Found::Wildcard(t))) => {
+                    if matches!(found, Found::Wildcard(_)) {
+                        s.wild_hits.push((target.to_ascii_lowercase(), t));
+                    }
                     visited.push(t as usize);
                     (n, owner) = (t as usize, Owner::Name(target));
                 }

@@ -132,19 +132,33 @@ impl<'a> Signing<'a> {
             }
         }
         let z = &set.zones[self.zi];
-        if let (Some(n3), Some(d)) = (&self.nsec3, &s.denial) {
-            let proof = match d {
-                Denial::NoData(n) => n3.nodata(z, *n),
-                Denial::NxDomain(name) => n3.nxdomain(z, name),
-                Denial::Referral(n) => match self.ds(*n) {
-                    Some(ds) => ds,
-                    None => n3.nodata(z, *n),
+        if let Some(n3) = &self.nsec3 {
+            let mut proofs = Vec::new();
+            match &s.denial {
+                Some(Denial::NoData(n)) => n3.nodata(z, *n, &mut proofs),
+                Some(Denial::NxDomain(name)) => n3.nxdomain(z, name, &mut proofs),
+                Some(Denial::Referral(n)) => match self.ds(*n) {
+                    Some(ds) => out.sec[1].extend(ds),
+                    None => n3.nodata(z, *n, &mut proofs),
                 },
+                None => {}
+            }
+            let nodata_at = match s.denial {
+                Some(Denial::NoData(n)) => n,
+                _ => u32::MAX,
             };
-            out.sec[1].extend(proof);
+            for (target, w) in &s.wild_hits {
+                n3.wildcard_hit(z, target, *w, *w == nodata_at, &mut proofs);
+            }
+            out.sec[1].extend(n3.records(&proofs));
             return out;
         }
-        let mut proofs: Vec<u32> = Vec::new();
+        // Each CNAME target answered from a wildcard: the NSEC covering it.
+        let mut proofs: Vec<u32> = s
+            .wild_hits
+            .iter()
+            .filter_map(|(target, _)| self.covering(target))
+            .collect();
         match &s.denial {
             Some(Denial::NoData(n)) => {
                 let z = &set.zones[self.zi];
@@ -174,6 +188,13 @@ impl<'a> Signing<'a> {
             },
             None => {}
         }
+        let mut seen = Vec::with_capacity(proofs.len());
+        proofs.retain(|p| {
+            !seen.contains(p) && {
+                seen.push(*p);
+                true
+            }
+        });
         for p in proofs {
             out.sec[1].extend(self.nsec_proof(p));
         }
