@@ -88,9 +88,8 @@ const N3_NAMES: &[&str] = &[
     "zzzz.n3.test.",
 ];
 
-/// The owners of a few NSEC3 records of a signed file (hashed names: a client asking
-/// for one must get what Knot gives).
-fn nsec3_owners(file: &std::path::Path) -> Vec<String> {
+/// The owners of the NSEC3 records of a signed file, sorted.
+fn nsec3_owners_all(file: &std::path::Path) -> Vec<String> {
     let text = std::fs::read_to_string(file).unwrap();
     let mut owners: Vec<String> = text
         .lines()
@@ -100,6 +99,13 @@ fn nsec3_owners(file: &std::path::Path) -> Vec<String> {
         .collect();
     owners.sort();
     owners.dedup();
+    owners
+}
+
+/// The owners of a few NSEC3 records of a signed file (hashed names: a client asking
+/// for one must get what Knot gives).
+fn nsec3_owners(file: &std::path::Path) -> Vec<String> {
+    let mut owners = nsec3_owners_all(file);
     owners.truncate(3);
     owners
 }
@@ -307,4 +313,42 @@ fn a_validating_resolver_accepts_nsec3_denials() {
         tcp.shutdown();
         srv.shutdown();
     }
+}
+
+#[test]
+fn a_zone_transfer_carries_the_nsec3_chain() {
+    let Some(signed) = signed(Signer::BindNsec3OptOut) else {
+        return;
+    };
+    let files = paths(&signed);
+    let refs: Vec<&str> = files.iter().map(|p| p.as_str()).collect();
+    let cfg = firehose_proto::dns::TcpConfig {
+        allow_transfer: vec!["127.0.0.0/8".parse().unwrap()],
+        ..Default::default()
+    };
+    let (udp, tcp) = common::start_udp_tcp(&refs, cfg);
+    let (rc, recs) = common::axfr(udp.local_addr(), "n3.test.");
+    assert_eq!(rc, hickory_proto::op::ResponseCode::NoError);
+    let sent: Vec<String> = recs
+        .iter()
+        .filter(|r| r.record_type() == RecordType::NSEC3)
+        .map(|r| r.name().to_ascii().to_ascii_lowercase())
+        .collect();
+    let mut in_file = nsec3_owners_all(&signed.zones[0].1);
+    let mut got = sent.clone();
+    got.sort();
+    in_file.sort();
+    assert!(!in_file.is_empty());
+    assert_eq!(got, in_file);
+    // Their RRSIGs too.
+    let sigs = recs
+        .iter()
+        .filter(|r| {
+            r.record_type() == RecordType::RRSIG
+                && sent.contains(&r.name().to_ascii().to_ascii_lowercase())
+        })
+        .count();
+    assert_eq!(sigs, sent.len());
+    tcp.shutdown();
+    udp.shutdown();
 }

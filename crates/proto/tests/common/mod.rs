@@ -203,11 +203,20 @@ pub fn start_udp_tcp(
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
     let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
-    let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
-    let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
-    let tcp =
-        firehose_proto::dns::TcpServer::start(udp.local_addr(), live, cfg).expect("tcp listens");
-    (udp, tcp)
+    // The kernel picks a free UDP port; its TCP twin may be taken (by another test's
+    // connection): then try another port.
+    for _ in 0..20 {
+        let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+        let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
+        match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
+            Ok(tcp) => return (udp, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                udp.shutdown();
+            }
+            Err(e) => panic!("tcp listens: {e}"),
+        }
+    }
+    panic!("no port free for both UDP and TCP in 20 tries");
 }
 
 /// Writes `msgs` to a TCP stream as one burst of length-prefixed messages.
@@ -229,6 +238,38 @@ pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
     let mut m = vec![0u8; u16::from_be_bytes(len) as usize];
     s.read_exact(&mut m).ok()?;
     Some(m)
+}
+
+/// A TCP connection to `addr` that gives up reading after 5 s.
+pub fn connect(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    s
+}
+
+/// Pulls a zone: every message's records, until the closing SOA.
+pub fn axfr(
+    addr: std::net::SocketAddr,
+    zone: &str,
+) -> (
+    hickory_proto::op::ResponseCode,
+    Vec<hickory_proto::rr::Record>,
+) {
+    let mut s = connect(addr);
+    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
+    let mut recs = Vec::new();
+    loop {
+        let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
+        if m.response_code() != hickory_proto::op::ResponseCode::NoError {
+            return (m.response_code(), recs);
+        }
+        assert!(m.authoritative());
+        recs.extend(m.answers().iter().cloned());
+        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
+            return (hickory_proto::op::ResponseCode::NoError, recs);
+        }
+    }
 }
 
 /// Signed copies of test zones in a temp dir, removed on drop (a failing test included).

@@ -243,6 +243,54 @@ mod tests {
     use super::*;
     use crate::dns::nsec3::next_closer;
 
+    const BASE: &str = "$ORIGIN z.test.\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n\
+        @ RRSIG SOA 13 2 300 20300101000000 20200101000000 1 z.test. AAAA\n\
+        0p9mhaveqvm6t7vbl5lop2u3t2rp3tom NSEC3 1 0 0 - 2t7b4g4vsa5smi47k61mv5bv1a22bojr NS SOA RRSIG\n\
+        0p9mhaveqvm6t7vbl5lop2u3t2rp3tom RRSIG NSEC3 13 3 300 20300101000000 20200101000000 1 z.test. AAAA\n\
+        2t7b4g4vsa5smi47k61mv5bv1a22bojr NSEC3 1 0 0 ab 0p9mhaveqvm6t7vbl5lop2u3t2rp3tom A\n";
+
+    fn build_text(extra: &str) -> Result<crate::dns::db::ZoneSet, BuildError> {
+        let text = format!("{BASE}{extra}");
+        let z = crate::dns::zone::parse_zone(text.as_bytes(), "t.zone").unwrap();
+        super::super::build(&[z])
+    }
+
+    #[test]
+    fn a_chain_needs_an_nsec3param_with_sha1() {
+        let e = build_text("").unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.zone: has NSEC3 records but no NSEC3PARAM"),
+            "{e}"
+        );
+        // Flags other than zero: ignored (RFC 5155 §4.1.2).
+        let e = build_text("@ NSEC3PARAM 1 1 0 -\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no NSEC3PARAM"), "{e}");
+        let e = build_text("@ NSEC3PARAM 2 0 0 -\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hash algorithm 2 is not supported"), "{e}");
+    }
+
+    #[test]
+    fn the_chain_stays_out_of_the_tree_with_the_zones_parameters_only() {
+        let set = build_text("@ NSEC3PARAM 1 0 0 -\n").unwrap();
+        let z = &set.zones[0];
+        assert!(
+            z.node_name.iter().all(|n| n.len() < 30),
+            "no hashed owner is a node"
+        );
+        let n3 = z.dnssec.as_ref().unwrap().nsec3.as_ref().unwrap();
+        // The NSEC3 with salt "ab" is not of this chain; the other has its RRSIG.
+        assert_eq!(n3.chain.hashes.len(), 1);
+        assert_eq!(n3.chain.entries.entry(0).1, 2);
+        assert_eq!(
+            n3.chain.hashes[0],
+            decode(b"0p9mhaveqvm6t7vbl5lop2u3t2rp3tom").unwrap()
+        );
+    }
+
     #[test]
     fn next_closer_is_one_label_below_the_encloser() {
         let name = b"\x01a\x01b\x07example\x00";
