@@ -9,8 +9,8 @@
 mod common;
 
 use common::{
-    compare_trimmed, mix_case, no_differences, query, query_do, signed_with, start_server_for,
-    trust_anchor, Knot, Signed, Signer, NAMES, OPERATOR_NAMES,
+    compare_with_do, delv, no_differences, query, query_do, signed_with, start_server_for, Knot,
+    Signed, Signer, NAMES, OPERATOR_NAMES,
 };
 use hickory_proto::op::Message;
 use hickory_proto::rr::RecordType;
@@ -153,20 +153,8 @@ fn nsec3_zones_match_knot_with_do() {
             .chain(OPERATOR_NAMES.iter().copied())
             .chain(hashed.iter().map(|s| s.as_str()))
             .filter(|n| n.len() < 100);
-        let (mut diffs, mut n) = (Vec::new(), 0);
-        for (i, name) in names.enumerate() {
-            for (j, &t) in types.iter().enumerate() {
-                let name = mix_case(name, i + j);
-                for (dnssec, req) in [
-                    (true, query_do(&name, t)),
-                    (false, query(&name, t, Some(1232))),
-                ] {
-                    n += 1;
-                    let what = format!("{signer:?}: {name} {t} do={dnssec}");
-                    diffs.extend(compare_trimmed(knot.addr, ours.local_addr(), &req, &what));
-                }
-            }
-        }
+        let label = format!("{signer:?}: ");
+        let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, &label);
         ours.shutdown();
         no_differences(&diffs, n);
         eprintln!("{signer:?}: {n} queries, the same answers as Knot");
@@ -284,24 +272,13 @@ fn a_validating_resolver_accepts_nsec3_denials() {
         let refs: Vec<&str> = files.iter().map(|p| p.as_str()).collect();
         // UDP and TCP: BIND asks again over TCP after a DNAME answer.
         let (srv, tcp) = common::start_udp_tcp(&refs, Default::default());
-        let port = srv.local_addr().port().to_string();
+        let port = srv.local_addr().port();
         let opt_out = matches!(
             signer,
             Signer::LdnsNsec3 { opt_out: true, .. } | Signer::BindNsec3OptOut
         );
         for (apex, name, t, want) in cases(opt_out, signer == Signer::LdnsNsec) {
-            let file = &signed.zones.iter().find(|(a, _)| a == apex).unwrap().1;
-            let anchor = file.with_extension("anchor");
-            std::fs::write(&anchor, trust_anchor(file, apex)).unwrap();
-            let out = Command::new("delv")
-                .args(["@127.0.0.1", "-p", &port, "-a"])
-                .arg(&anchor)
-                .arg(format!("+root={apex}"))
-                .args([name, t])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr);
+            let text = delv(port, &signed, apex, name, t);
             assert!(text.contains(want), "{signer:?}: {name} {t}:\n{text}");
             let secure = want != "; unsigned answer";
             assert_eq!(

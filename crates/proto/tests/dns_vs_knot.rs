@@ -4,7 +4,7 @@
 mod common;
 
 use common::{
-    compare_trimmed, exchange, fold, mix_case, no_differences, query, query_do, section,
+    compare_trimmed, compare_with_do, exchange, fold, mix_case, no_differences, query, section,
     start_server, start_server_for, Knot, NAMES, OPERATOR_NAMES, OPERATOR_ZONES,
 };
 use hickory_proto::op::Message;
@@ -217,9 +217,11 @@ fn signed_zones_match_knot_with_do() {
     };
     let files: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
     let ours = start_server_for(&files);
-    let mut diffs = Vec::new();
-    let mut n = 0;
-    let names = NAMES.iter().chain(OPERATOR_NAMES).filter(|n| n.len() < 100);
+    let names = NAMES
+        .iter()
+        .chain(OPERATOR_NAMES)
+        .copied()
+        .filter(|n| n.len() < 100);
     let types = [
         RecordType::A,
         RecordType::AAAA,
@@ -232,19 +234,7 @@ fn signed_zones_match_knot_with_do() {
         RecordType::CNAME,
         RecordType::ANY,
     ];
-    for (i, name) in names.enumerate() {
-        for (j, &t) in types.iter().enumerate() {
-            let name = mix_case(name, i + j);
-            for (dnssec, req) in [
-                (true, query_do(&name, t)),
-                (false, query(&name, t, Some(1232))),
-            ] {
-                n += 1;
-                let what = format!("{name} {t} do={dnssec}");
-                diffs.extend(compare_trimmed(knot.addr, ours.local_addr(), &req, &what));
-            }
-        }
-    }
+    let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, "");
     ours.shutdown();
     no_differences(&diffs, n);
 }

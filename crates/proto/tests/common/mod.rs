@@ -573,3 +573,45 @@ pub const OPERATOR_NAMES: &[&str] = &[
     "ns.child.op.test.",
     "nope.op.test.",
 ];
+
+/// Asks `knot` and `ours` every name (in mixed case) for every type, with DO and
+/// without; returns the differences (each headed by `label`) and the number of queries.
+pub fn compare_with_do<'a>(
+    knot: SocketAddr,
+    ours: SocketAddr,
+    names: impl Iterator<Item = &'a str>,
+    types: &[RecordType],
+    label: &str,
+) -> (Vec<String>, usize) {
+    let (mut diffs, mut n) = (Vec::new(), 0);
+    for (i, name) in names.enumerate() {
+        for (j, &t) in types.iter().enumerate() {
+            let name = mix_case(name, i + j);
+            for (dnssec, req) in [
+                (true, query_do(&name, t)),
+                (false, query(&name, t, Some(1232))),
+            ] {
+                n += 1;
+                let what = format!("{label}{name} {t} do={dnssec}");
+                diffs.extend(compare_trimmed(knot, ours, &req, &what));
+            }
+        }
+    }
+    (diffs, n)
+}
+
+/// What BIND's delv prints (stdout and stderr) for `name` `t`, asking our server on
+/// 127.0.0.1:`port` and validating with the key of `apex` in `signed`.
+pub fn delv(port: u16, signed: &Signed, apex: &str, name: &str, t: &str) -> String {
+    let file = &signed.zones.iter().find(|(a, _)| a == apex).unwrap().1;
+    let anchor = file.with_extension("anchor");
+    std::fs::write(&anchor, trust_anchor(file, apex)).unwrap();
+    let out = Command::new("delv")
+        .args(["@127.0.0.1", "-p", &port.to_string(), "-a"])
+        .arg(&anchor)
+        .arg(format!("+root={apex}"))
+        .args([name, t])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
