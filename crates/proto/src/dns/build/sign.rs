@@ -5,7 +5,7 @@ use super::nsec3::{self, Nsec3Build};
 use super::render::plain_rr;
 use super::resolve::rrset;
 use super::{BuildError, Denial, Owner, Rr, Sections, ZoneRecords};
-use crate::dns::db::ZoneSet;
+use crate::dns::db::{Zone, ZoneSet};
 use crate::dns::dnssec::{canonical_cmp, NsecChain, NSEC, RRSIG};
 use crate::dns::wire::{label_offsets, rtype};
 
@@ -132,27 +132,43 @@ impl<'a> Signing<'a> {
             }
         }
         let z = &set.zones[self.zi];
-        if let Some(n3) = &self.nsec3 {
-            let mut proofs = Vec::new();
-            match &s.denial {
-                Some(Denial::NoData(n)) => n3.nodata(z, *n, &mut proofs),
-                Some(Denial::NxDomain(name)) => n3.nxdomain(z, name, &mut proofs),
-                Some(Denial::Referral(n)) => match self.ds(*n) {
-                    Some(ds) => out.sec[1].extend(ds),
-                    None => n3.nodata(z, *n, &mut proofs),
-                },
-                None => {}
-            }
-            let nodata_at = match s.denial {
-                Some(Denial::NoData(n)) => n,
-                _ => u32::MAX,
-            };
-            for (target, w) in &s.wild_hits {
-                n3.wildcard_hit(z, target, *w, *w == nodata_at, &mut proofs);
-            }
-            out.sec[1].extend(n3.records(&proofs));
-            return out;
+        match &self.nsec3 {
+            Some(n3) => self.nsec3_denial(n3, z, s, &mut out),
+            None => self.nsec_denial(z, s, &mut out),
         }
+        out
+    }
+
+    /// Appends the NSEC3 records (and a referral's DS) that `s` needs to `out`.
+    fn nsec3_denial(
+        &self,
+        n3: &Nsec3Build<'a>,
+        z: &Zone,
+        s: &Sections<'a>,
+        out: &mut Sections<'a>,
+    ) {
+        let mut proofs = Vec::new();
+        match &s.denial {
+            Some(Denial::NoData(n)) => n3.nodata(z, *n, &mut proofs),
+            Some(Denial::NxDomain(name)) => n3.nxdomain(z, name, &mut proofs),
+            Some(Denial::Referral(n)) => match self.ds(*n) {
+                Some(ds) => out.sec[1].extend(ds),
+                None => n3.nodata(z, *n, &mut proofs),
+            },
+            None => {}
+        }
+        let nodata_at = match s.denial {
+            Some(Denial::NoData(n)) => n,
+            _ => u32::MAX,
+        };
+        for (target, w) in &s.wild_hits {
+            n3.wildcard_hit(z, target, *w, *w == nodata_at, &mut proofs);
+        }
+        out.sec[1].extend(n3.records(&proofs));
+    }
+
+    /// Appends the NSEC records (and a referral's DS) that `s` needs to `out`.
+    fn nsec_denial(&self, z: &Zone, s: &Sections<'a>, out: &mut Sections<'a>) {
         // Each CNAME target answered from a wildcard: the NSEC covering it.
         let mut proofs: Vec<u32> = s
             .wild_hits
@@ -161,7 +177,6 @@ impl<'a> Signing<'a> {
             .collect();
         match &s.denial {
             Some(Denial::NoData(n)) => {
-                let z = &set.zones[self.zi];
                 let has = self.zr.by_node[*n as usize].iter().any(|r| r.rtype == NSEC);
                 proofs.extend(if has {
                     Some(*n)
@@ -170,7 +185,6 @@ impl<'a> Signing<'a> {
                 });
             }
             Some(Denial::NxDomain(name)) => {
-                let z = &set.zones[self.zi];
                 proofs.extend(self.covering(name));
                 let ce = label_offsets(name)
                     .into_iter()
@@ -179,7 +193,7 @@ impl<'a> Signing<'a> {
                     .find(|s| z.nodes.contains_key(*s));
                 if let Some(ce) = ce {
                     let star = [b"\x01*".as_slice(), ce].concat();
-                    proofs.extend(self.covering(&star).filter(|p| !proofs.contains(p)));
+                    proofs.extend(self.covering(&star));
                 }
             }
             Some(Denial::Referral(n)) => match self.ds(*n) {
@@ -189,16 +203,12 @@ impl<'a> Signing<'a> {
             None => {}
         }
         let mut seen = Vec::with_capacity(proofs.len());
-        proofs.retain(|p| {
-            !seen.contains(p) && {
-                seen.push(*p);
-                true
-            }
-        });
         for p in proofs {
-            out.sec[1].extend(self.nsec_proof(p));
+            if !seen.contains(&p) {
+                seen.push(p);
+                out.sec[1].extend(self.nsec_proof(p));
+            }
         }
-        out
     }
 
     /// The DS RRset at cut `n` with its RRSIGs, if it has one.
