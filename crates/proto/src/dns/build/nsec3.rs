@@ -115,7 +115,7 @@ pub(super) fn load<'a>(
             plain_rr(&mut chain.entries.bytes, &r.owner, r, r.ttl);
         }
         chain.entries.close(start, rs.len() as u16);
-        chain.hashes.push(h);
+        chain.push_hash(h);
         recs.push(rs);
     }
     let mut zone = Nsec3Zone {
