@@ -86,6 +86,10 @@ const N3_NAMES: &[&str] = &[
     "alias2.n3.test.",
     "alias3.n3.test.",
     "zzzz.n3.test.",
+    "x.*.wild.n3.test.",
+    "a.ns1.n3.test.",
+    "*.c.n3.test.",
+    "*.n3.test.",
 ];
 
 /// The owners of the NSEC3 records of a signed file, sorted.
