@@ -132,8 +132,9 @@ fn nsec3_zones_match_knot_with_do() {
     ];
     let mut total = 0;
     for signer in SIGNERS {
+        // A missing signer skips its own round only.
         let Some(signed) = signed(signer) else {
-            return;
+            continue;
         };
         let files = paths(&signed);
         let zones: Vec<(&str, &str)> = signed
@@ -271,8 +272,9 @@ fn a_validating_resolver_accepts_nsec3_denials() {
         ]
     };
     for signer in SIGNERS {
+        // A missing signer skips its own round only.
         let Some(signed) = signed(signer) else {
-            return;
+            continue;
         };
         let files = paths(&signed);
         let refs: Vec<&str> = files.iter().map(|p| p.as_str()).collect();
