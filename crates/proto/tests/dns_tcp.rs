@@ -3,20 +3,13 @@
 
 mod common;
 
-use common::{exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
+use common::{axfr, connect, exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
 use firehose_proto::dns::TcpConfig;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use std::io::Read;
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
-
-fn connect(addr: std::net::SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
-}
 
 fn with_id(mut q: Vec<u8>, id: u16) -> Vec<u8> {
     q[..2].copy_from_slice(&id.to_be_bytes());
@@ -148,24 +141,6 @@ fn per_client_limit_and_idle_timeout_close_connections() {
     assert_eq!(get("dns_tcp_rejected"), Some(1));
     assert_eq!(get("dns_tcp_idle_closed"), Some(2));
     udp.shutdown();
-}
-
-/// Pulls a zone: every message's records, until the closing SOA.
-fn axfr(addr: std::net::SocketAddr, zone: &str) -> (ResponseCode, Vec<hickory_proto::rr::Record>) {
-    let mut s = connect(addr);
-    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
-    let mut recs = Vec::new();
-    loop {
-        let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
-        if m.response_code() != ResponseCode::NoError {
-            return (m.response_code(), recs);
-        }
-        assert!(m.authoritative());
-        recs.extend(m.answers().iter().cloned());
-        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
-            return (ResponseCode::NoError, recs);
-        }
-    }
 }
 
 #[test]
