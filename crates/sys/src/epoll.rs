@@ -34,7 +34,13 @@ impl Epoll {
 
     /// Watches `fd` for readability, reporting `token` when it is readable.
     pub fn add_readable(&self, fd: RawFd, token: u64) -> SysResult<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token, "epoll_ctl(ADD)")
+        self.ctl(
+            libc::EPOLL_CTL_ADD,
+            fd,
+            libc::EPOLLIN as u32,
+            token,
+            "epoll_ctl(ADD)",
+        )
     }
 
     /// Watches `fd` (level-triggered) for `interest`, reporting `token`.
@@ -46,7 +52,13 @@ impl Epoll {
     /// waking one of their waiters per connection rather than all (EPOLLEXCLUSIVE).
     pub fn add_exclusive(&self, fd: RawFd, token: u64) -> SysResult<()> {
         let ev = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
-        self.ctl(libc::EPOLL_CTL_ADD, fd, ev, token, "epoll_ctl(ADD, EPOLLEXCLUSIVE)")
+        self.ctl(
+            libc::EPOLL_CTL_ADD,
+            fd,
+            ev,
+            token,
+            "epoll_ctl(ADD, EPOLLEXCLUSIVE)",
+        )
     }
 
     /// Changes what `fd` is watched for.
@@ -79,7 +91,9 @@ impl Epoll {
         timeout: Option<Duration>,
     ) -> SysResult<impl Iterator<Item = Event> + '_> {
         let n = self.wait_raw(timeout)?;
-        Ok(self.events[..n].iter().map(|e| Event::from_raw(e.u64, e.events)))
+        Ok(self.events[..n]
+            .iter()
+            .map(|e| Event::from_raw(e.u64, e.events)))
     }
 
     /// The number of events written to `self.events`; an interrupted wait counts as none.
@@ -146,9 +160,7 @@ impl Interest {
 
     /// Read and/or write interest as flags say.
     pub fn of(read: bool, write: bool) -> Interest {
-        Interest(
-            if read { Self::READ.0 } else { 0 } | if write { Self::WRITE.0 } else { 0 },
-        )
+        Interest(if read { Self::READ.0 } else { 0 } | if write { Self::WRITE.0 } else { 0 })
     }
 }
 
@@ -217,7 +229,10 @@ mod tests {
         );
         ep.modify(b.as_raw_fd(), Interest::WRITE, 8).unwrap();
         let ready: Vec<Event> = ep.wait_events(None).unwrap().collect();
-        assert_eq!((ready[0].token, ready[0].readable, ready[0].writable), (8, false, true));
+        assert_eq!(
+            (ready[0].token, ready[0].readable, ready[0].writable),
+            (8, false, true)
+        );
         ep.delete(b.as_raw_fd()).unwrap();
         assert_eq!(ep.wait_events(Some(Duration::ZERO)).unwrap().count(), 0);
         assert_eq!(Interest::of(true, true), Interest::BOTH);

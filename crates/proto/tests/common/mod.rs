@@ -203,11 +203,18 @@ pub fn start_udp_tcp(
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
     let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
-    let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
-    let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
-    let tcp =
-        firehose_proto::dns::TcpServer::start(udp.local_addr(), live, cfg).expect("tcp listens");
-    (udp, tcp)
+    // The port UDP picked may be some TCP connection's local port (other tests run
+    // beside): then start over, as serve does.
+    for _ in 0..5 {
+        let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+        let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
+        match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
+            Ok(tcp) => return (udp, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => drop(udp.shutdown()),
+            Err(e) => panic!("tcp listens: {e}"),
+        }
+    }
+    panic!("no port free for both UDP and TCP in 5 tries");
 }
 
 /// Writes `msgs` to a TCP stream as one burst of length-prefixed messages.
