@@ -182,7 +182,8 @@ struct CompareArgs {
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     tcp_connections: Option<usize>,
     /// With --tcp-connections, close and reopen each connection after N queries
-    /// (dnsperf's num-queries-per-conn; 1 measures a connection per query).
+    /// (dnsperf's num-queries-per-conn; its reconnects are slow: about 100/s here, whatever
+    /// the server).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     queries_per_conn: Option<usize>,
     /// Serve with this firehose binary instead of this one (--proto dns), e.g. a build

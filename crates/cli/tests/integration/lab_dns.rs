@@ -73,16 +73,26 @@ fn two_cpus() -> bool {
     ok
 }
 
-#[test]
-fn dns_compare_gives_a_row_per_server_and_driver() {
+/// Two CPUs, and knotd, nsd and dnsperf installed; otherwise says why not.
+fn peers_and_two_cpus() -> bool {
     if !two_cpus() {
-        return;
+        return false;
     }
-    if let Some(p) = ["knotd", "nsd", "dnsperf"]
+    match ["knotd", "nsd", "dnsperf"]
         .into_iter()
         .find(|p| !installed(p))
     {
-        eprintln!("skipped: {p} is not installed (make peers)");
+        Some(p) => {
+            eprintln!("skipped: {p} is not installed (make peers)");
+            false
+        }
+        None => true,
+    }
+}
+
+#[test]
+fn dns_compare_gives_a_row_per_server_and_driver() {
+    if !peers_and_two_cpus() {
         return;
     }
     let json = tmp("dns-compare.json");
@@ -110,14 +120,7 @@ fn dns_compare_gives_a_row_per_server_and_driver() {
 
 #[test]
 fn dns_compare_over_tcp_drives_every_server_with_dnsperf() {
-    if !two_cpus() {
-        return;
-    }
-    if let Some(p) = ["knotd", "nsd", "dnsperf"]
-        .into_iter()
-        .find(|p| !installed(p))
-    {
-        eprintln!("skipped: {p} is not installed (make peers)");
+    if !peers_and_two_cpus() {
         return;
     }
     let json = tmp("dns-compare-tcp.json");

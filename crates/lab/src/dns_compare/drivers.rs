@@ -298,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn rate_goes_to_each_drivers_own_flag() {
+    fn rate_and_tcp_go_to_each_drivers_own_flags() {
         let mut p = DriverPlan {
             driver: Driver::Dnsperf,
             cpus: &[1],
@@ -327,26 +327,12 @@ mod tests {
             "{l}"
         );
         assert!(l.ends_with("--rate 50000 --timeout 600ms"), "{l}");
-    }
-
-    #[test]
-    fn tcp_gives_dnsperf_its_mode_connections_and_reconnects() {
-        let p = DriverPlan {
-            driver: Driver::Dnsperf,
-            cpus: &[1],
-            port: 53,
-            queries: Path::new("q"),
-            duration: Duration::from_secs(5),
-            outstanding: 512,
-            rate: None,
-            tcp: Some(TcpLoad {
-                connections: 8,
-                queries_per_conn: Some(1),
-            }),
-            firehose: Path::new("/bin/firehose"),
-            json: Path::new("o.json"),
-            logs: Path::new("/tmp"),
-        };
+        // Over TCP, dnsperf gets its mode, the connections and the reconnect option.
+        (p.driver, p.rate, p.outstanding) = (Driver::Dnsperf, None, 512);
+        p.tcp = Some(TcpLoad {
+            connections: 8,
+            queries_per_conn: Some(1),
+        });
         let l = command_line(&p).join(" ");
         assert!(
             l.ends_with("-q 512 -c 8 -T 1 -m tcp -O num-queries-per-conn=1"),
