@@ -263,6 +263,16 @@ impl<'a> Loop<'a> {
                     .is_some_and(|c| c.token >> 32 == *g as u64)
             });
         }
+        // A client usually sends its query right behind the handshake: read it now rather
+        // than after another turn of the loop (an empty read costs one EAGAIN).
+        self.on_event(
+            token,
+            Event {
+                token,
+                readable: true,
+                writable: false,
+            },
+        );
     }
 
     fn on_event(&mut self, token: u64, ev: Event) {
