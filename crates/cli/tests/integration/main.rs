@@ -5,6 +5,7 @@ mod bad_input;
 mod bench;
 mod conventions;
 mod dns;
+mod dns_tcp;
 mod doctor_cli;
 mod doctor_netns;
 mod echo;
