@@ -330,7 +330,7 @@ mod tests {
         r.rate = Some(150_000);
         let t = r.render_table();
         assert!(t.contains(
-            "client CPU per query, firehose load / dnsperf (medians over rows): 1.00 / 2.00 us = 0.50x (target <= 0.50; offered load 150000 q/s); server socket drops 5 / 0, host RcvbufErrors 7 / 0\n"
+            "client CPU per query, firehose load / dnsperf (medians over rows): 1.00 / 2.00 us = 0.50x (target <= 0.50; offered load 150000 q/s, UDP); server socket drops 5 / 0, host RcvbufErrors 7 / 0\n"
         ), "{t}");
         assert!(
             md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"),
