@@ -11,7 +11,7 @@
 //! behind (which would hide the stall).
 
 /// Requests one wake-up aims to carry.
-pub const PER_WAKE: u64 = 32;
+pub const PER_WAKE: u64 = 64;
 /// Bounds of the wake-up period: below, wake-ups cost more than they smooth; above, a
 /// low rate would leave in lumps.
 const MIN_PERIOD_NS: f64 = 50_000.0;
@@ -21,6 +21,9 @@ const MAX_PERIOD_NS: f64 = 1_000_000.0;
 /// at least `MIN_BURST` requests.
 const BURST_PERIODS: u64 = 4;
 const MIN_BURST: u64 = 16;
+/// ... but no more than this many at once (a default 208 KiB server buffer holds about
+/// 240 small datagrams) unless two periods' worth is more: the rate itself needs that.
+const MAX_BURST: u64 = 128;
 /// Owed requests kept for later wake-ups: 4 wake-ups' worth, or 20 ms of schedule if more,
 /// so a thread that a busy host runs a few ms late catches up instead of giving up.
 const BACKLOG_WAKES: u64 = 4;
@@ -62,7 +65,9 @@ impl Pace {
         Pace {
             interval_ns,
             ahead_ns: period as u64,
-            burst: (BURST_PERIODS * per_period).max(MIN_BURST),
+            burst: (BURST_PERIODS * per_period)
+                .min(MAX_BURST.max(2 * per_period))
+                .max(MIN_BURST),
             backlog: (BACKLOG_WAKES * per_period).max((BACKLOG_NS / interval_ns).ceil() as u64),
         }
     }
@@ -105,15 +110,15 @@ mod tests {
 
     #[test]
     fn a_wake_up_carries_about_one_period_of_requests() {
-        // 150k/s: 6.67 µs apart, 32 per wake-up, about 213 µs apart.
+        // 150k/s: 6.67 µs apart, 64 per wake-up, about 427 µs apart.
         let p = Pace::new(1e9 / 150_000.0, 0);
-        assert_eq!(p.ahead_ns, 213_333);
+        assert_eq!(p.ahead_ns, 426_666);
         assert_eq!((p.burst, p.backlog), (128, 3000), "20 ms of schedule");
         let first = p.due(0, 0, u64::MAX, u64::MAX);
-        assert_eq!(first, Due { send: 32, skip: 0 }, "intended 0 ns .. 207 µs");
+        assert_eq!(first, Due { send: 64, skip: 0 }, "intended 0 ns .. 420 µs");
         // The next wake-up, one period on, carries the next period.
-        let next = p.due(p.ahead_ns, 32, u64::MAX, u64::MAX);
-        assert_eq!(next, Due { send: 32, skip: 0 });
+        let next = p.due(p.ahead_ns, 64, u64::MAX, u64::MAX);
+        assert_eq!(next, Due { send: 64, skip: 0 });
         assert_eq!(p.wait_ns(10_000, 65), p.intended(65) - 10_000);
         // The schedule's end stops it.
         assert_eq!(p.due(0, 0, 10, u64::MAX), Due { send: 10, skip: 0 });
@@ -122,13 +127,14 @@ mod tests {
 
     #[test]
     fn the_in_flight_cap_shortens_the_period_and_rates_bound_it() {
-        // 40 outstanding at most: 20 per wake-up; 100 leave the full 32.
+        // 40 outstanding at most: 20 per wake-up; 100: 50.
         let p = Pace::new(1e9 / 150_000.0, 40);
         assert_eq!(p.ahead_ns, 133_333);
-        assert_eq!(Pace::new(1e9 / 150_000.0, 100).ahead_ns, 213_333);
-        // 10 M/s would wake every 3.2 µs: held at 50 µs, 500 per wake-up.
+        assert_eq!(Pace::new(1e9 / 150_000.0, 100).ahead_ns, 333_333);
+        // 10 M/s would wake every 6.4 µs: held at 50 µs, 500 per wake-up, and a late
+        // wake-up may send two periods' worth, above the usual bound.
         let p = Pace::new(100.0, 0);
-        assert_eq!((p.ahead_ns, p.burst), (50_000, 2000));
+        assert_eq!((p.ahead_ns, p.burst), (50_000, 1000));
         // 1000/s would wake every 32 ms: held at 1 ms, one request per wake-up.
         let p = Pace::new(1e6, 0);
         assert_eq!((p.ahead_ns, p.burst, p.backlog), (1_000_000, 16, 20));
