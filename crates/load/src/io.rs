@@ -132,16 +132,18 @@ impl SocketIo {
         open_loop: bool,
     ) -> Result<Self, LoadError> {
         let blocking_single = socks.len() == 1 && !open_loop && !spin;
-        let paced = open_loop && !spin;
-        if paced {
+        let mut stamped = false;
+        if open_loop && !spin {
             for s in &socks {
                 s.set_timestamp_ns(true)?;
                 // Forcing past rmem_max needs CAP_NET_ADMIN; without it the kernel caps.
                 s.set_rcvbuf(PACED_RCVBUF, true)
                     .or_else(|_| s.set_rcvbuf(PACED_RCVBUF, false))?;
             }
+            // Paced only if every socket says it stamps; otherwise answers wake the thread.
+            stamped = socks.iter().all(|s| s.timestamp_ns().unwrap_or(false));
         }
-        let scan = spin || (paced && socks.len() <= PACED_SCAN_FLOWS);
+        let scan = spin || (stamped && socks.len() <= PACED_SCAN_FLOWS);
         let epoll = if !scan && !blocking_single {
             let ep = Epoll::new(socks.len().min(256))?;
             for (i, s) in socks.iter().enumerate() {
@@ -161,7 +163,7 @@ impl SocketIo {
             ready: Vec::with_capacity(256),
             epoll,
             batch,
-            rx: Batch::new(batch, SLOT).with_control(paced),
+            rx: Batch::new(batch, SLOT).with_control(stamped),
             tx: Batch::new(tx_slots, SLOT).with_send(if gso {
                 SendMode::Gso
             } else {
@@ -170,7 +172,7 @@ impl SocketIo {
             socks,
             syscalls: 0,
             current: 0,
-            stamped: paced,
+            stamped,
         })
     }
 }
