@@ -102,6 +102,10 @@ pub struct LoadArgs {
     /// Datagrams per sendmmsg/recvmmsg.
     #[arg(long, default_value = "64", value_parser = parse_positive)]
     batch: usize,
+    /// Open loop: requests sent per wake-up [default: 64], at most half of --window per
+    /// flow; fewer give a smoother schedule for more CPU per request, 1 wakes for each.
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    per_wake: Option<usize>,
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
     #[arg(long)]
     spin: bool,
@@ -199,6 +203,8 @@ struct ConfigDoc {
     timeout_s: f64,
     warmup_s: f64,
     batch: usize,
+    /// Open loop: requests per wake-up asked for.
+    per_wake: Option<usize>,
     spin: bool,
     gso: bool,
     io: &'static str,
@@ -273,7 +279,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         spin: a.spin,
         gso: !a.no_gso,
+        per_wake: a.per_wake.unwrap_or(firehose_load::pace::PER_WAKE as usize),
     };
+    if a.per_wake.is_some() && a.rate.is_none() {
+        return Err(Usage(
+            "--per-wake paces an open loop: give --rate too (closed loop sends as answers come)"
+                .into(),
+        )
+        .into());
+    }
     let workload = match (a.proto, &a.queries) {
         (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
         (LoadProto::Echo, Some(_)) => {
@@ -315,6 +329,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         timeout_s: a.timeout.as_secs_f64(),
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
+        per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
         gso: !a.no_gso && xdp.is_none(),
         io: if xdp.is_some() { "xdp" } else { "socket" },

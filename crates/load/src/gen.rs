@@ -68,6 +68,9 @@ pub struct LoadConfig {
     /// Send runs of equal-sized requests as UDP GSO super-datagrams (UDP_SEGMENT), which
     /// pass the sender's IP stack once per run; falls back to sendmmsg if refused.
     pub gso: bool,
+    /// Open loop: requests per wake-up ([`crate::pace::PER_WAKE`] by default); fewer make
+    /// a smoother schedule at more CPU per request.
+    pub per_wake: usize,
 }
 
 /// Why a run could not start.
@@ -160,6 +163,12 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), LoadError> {
     }
     if cfg.window == 0 && cfg.rate.is_none() {
         return bad("--window must be at least 1".into());
+    }
+    if cfg.per_wake == 0 || cfg.per_wake > 1024 {
+        return bad(format!(
+            "--per-wake {} is out of range; use 1 to 1024",
+            cfg.per_wake
+        ));
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
         return bad(format!(
@@ -317,7 +326,7 @@ impl ThreadPlan {
             } else {
                 (flows_here * cfg.window) as u64
             };
-            Pace::new(iv, cap)
+            Pace::new(iv, cap, cfg.per_wake as u64)
         });
         ThreadPlan {
             pace,

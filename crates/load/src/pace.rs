@@ -10,7 +10,7 @@
 //! is owed beyond that and a short backlog is counted unsent instead of being queued
 //! behind (which would hide the stall).
 
-/// Requests one wake-up aims to carry.
+/// Requests one wake-up aims to carry unless told otherwise (`load --per-wake`).
 pub const PER_WAKE: u64 = 64;
 /// Bounds of the wake-up period: below, wake-ups cost more than they smooth; above, a
 /// low rate would leave in lumps.
@@ -52,13 +52,13 @@ pub struct Due {
 }
 
 impl Pace {
-    /// Pacing for one request every `interval_ns`, with at most `in_flight_cap` requests
-    /// outstanding (0: no cap): a wake-up carries at most half the cap, so the answers
-    /// still on their way from the last one leave room for it.
-    pub fn new(interval_ns: f64, in_flight_cap: u64) -> Pace {
+    /// Pacing for one request every `interval_ns`, `per_wake` per wake-up, with at most
+    /// `in_flight_cap` requests outstanding (0: no cap): a wake-up carries at most half the
+    /// cap, so the answers still on their way from the last one leave room for it.
+    pub fn new(interval_ns: f64, in_flight_cap: u64, per_wake: u64) -> Pace {
         let per_wake = match in_flight_cap {
-            0 => PER_WAKE,
-            c => (c / 2).clamp(1, PER_WAKE),
+            0 => per_wake.max(1),
+            c => (c / 2).clamp(1, per_wake.max(1)),
         };
         let period = (per_wake as f64 * interval_ns).clamp(MIN_PERIOD_NS, MAX_PERIOD_NS);
         let per_period = (period / interval_ns).round().max(1.0) as u64;
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn a_wake_up_carries_about_one_period_of_requests() {
         // 150k/s: 6.67 µs apart, 64 per wake-up, about 427 µs apart.
-        let p = Pace::new(1e9 / 150_000.0, 0);
+        let p = Pace::new(1e9 / 150_000.0, 0, PER_WAKE);
         assert_eq!(p.ahead_ns, 426_666);
         assert_eq!((p.burst, p.backlog), (128, 3000), "20 ms of schedule");
         let first = p.due(0, 0, u64::MAX, u64::MAX);
@@ -128,21 +128,24 @@ mod tests {
     #[test]
     fn the_in_flight_cap_shortens_the_period_and_rates_bound_it() {
         // 40 outstanding at most: 20 per wake-up; 100: 50.
-        let p = Pace::new(1e9 / 150_000.0, 40);
+        let p = Pace::new(1e9 / 150_000.0, 40, PER_WAKE);
         assert_eq!(p.ahead_ns, 133_333);
-        assert_eq!(Pace::new(1e9 / 150_000.0, 100).ahead_ns, 333_333);
+        assert_eq!(Pace::new(1e9 / 150_000.0, 100, PER_WAKE).ahead_ns, 333_333);
+        // Asked for 8 per wake-up: 53 µs apart; 1: every request on its own (50 µs at least).
+        assert_eq!(Pace::new(1e9 / 150_000.0, 0, 8).ahead_ns, 53_333);
+        assert_eq!(Pace::new(1e9 / 10_000.0, 0, 1).ahead_ns, 100_000);
         // 10 M/s would wake every 6.4 µs: held at 50 µs, 500 per wake-up, and a late
         // wake-up may send two periods' worth, above the usual bound.
-        let p = Pace::new(100.0, 0);
+        let p = Pace::new(100.0, 0, PER_WAKE);
         assert_eq!((p.ahead_ns, p.burst), (50_000, 1000));
         // 1000/s would wake every 32 ms: held at 1 ms, one request per wake-up.
-        let p = Pace::new(1e6, 0);
+        let p = Pace::new(1e6, 0, PER_WAKE);
         assert_eq!((p.ahead_ns, p.burst, p.backlog), (1_000_000, 16, 20));
     }
 
     #[test]
     fn a_late_wake_up_sends_a_bounded_burst_then_keeps_a_short_backlog() {
-        let p = Pace::new(1e9 / 150_000.0, 0);
+        let p = Pace::new(1e9 / 150_000.0, 0, PER_WAKE);
         // 30 ms late: 4500 owed plus one period ahead.
         let late = 30_000_000;
         let d = p.due(late, 0, u64::MAX, u64::MAX);
@@ -163,7 +166,7 @@ mod tests {
             }
         );
         // 1000/s after a 200 ms stall: the 16 oldest leave, 20 wait, the rest are unsent.
-        let slow = Pace::new(1e6, 0);
+        let slow = Pace::new(1e6, 0, PER_WAKE);
         let d = slow.due(1_200_000_000, 1000, u64::MAX, u64::MAX);
         assert_eq!(
             d,
@@ -176,7 +179,7 @@ mod tests {
 
     #[test]
     fn requests_no_window_has_room_for_wait_in_the_backlog() {
-        let p = Pace::new(1e6, 0);
+        let p = Pace::new(1e6, 0, PER_WAKE);
         // 1000/s, 3 ms in, windows full: nothing leaves, the 4 owed wait.
         assert_eq!(p.due(3_000_000, 0, u64::MAX, 0), Due { send: 0, skip: 0 });
         // Room for 2 at 5 ms: the 2 oldest leave, 4 wait.

@@ -91,6 +91,10 @@ fn load_rejects_bad_input() {
         "--flows",
     );
     assert_usage_error(&["load", "--target", "127.0.0.1:0"], "port 0");
+    assert_usage_error(&["load", "--target", t, "--per-wake", "8"], "--rate");
+    let fast = ["load", "--target", t, "--rate", "1000"];
+    assert_usage_error(&[&fast[..], &["--per-wake", "2000"]].concat(), "--per-wake");
+    assert_usage_error(&[&fast[..], &["--per-wake", "0"]].concat(), "--per-wake");
     assert_usage_error(&["load"], "--target");
 }
 

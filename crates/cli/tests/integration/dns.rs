@@ -117,6 +117,8 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     std::fs::write(&queries, "www.example.com A\nnx.example.com AAAA\n").unwrap();
     let rate = ["--rate", "20000", "--duration", "1", "--window", "100"];
     let doc = dns_load(&srv, &queries, &rate);
+    // One request per wake-up: the old cost, a sleep, a read and a send for each.
+    let one = dns_load(&srv, &queries, &[&rate[..], &["--per-wake", "1"]].concat());
     srv.stop();
     let _ = std::fs::remove_file(queries);
     let n = |k: &str| doc[k].as_u64().unwrap();
@@ -131,6 +133,10 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     // answer would cost one or more system calls per query.
     let per_query = doc["client_syscalls_per_txn"].as_f64().unwrap();
     assert!(per_query < 0.5, "{per_query} syscalls per query: {doc}");
+    assert_eq!(doc["config"]["per_wake"], 64, "{doc}");
+    let per_query = one["client_syscalls_per_txn"].as_f64().unwrap();
+    assert!(per_query > 1.0, "{per_query} syscalls per query: {one}");
+    assert_eq!(one["config"]["per_wake"], 1, "{one}");
 }
 
 #[test]
