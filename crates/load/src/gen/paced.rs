@@ -1,0 +1,129 @@
+//! The paced open loop of a generator thread: what one wake-up sends (see
+//! [`crate::pace`]), and how it drains the answers that arrived while it slept, timed by
+//! their kernel receive stamps.
+
+use super::{LoadError, Thread};
+use crate::io::FlowIo;
+use crate::pace::Pace;
+use crate::workload::Workload;
+use std::time::Duration;
+
+impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
+    /// Open loop: sends what the schedule has due at `now` (see [`Pace`]), round robin
+    /// over the flows; what the windows have no room for waits in the backlog.
+    pub(super) fn send_paced(&mut self, now: u64) {
+        let Some(pace) = self.plan.pace else {
+            return;
+        };
+        let end = self.schedule_end(&pace);
+        let room: u64 = (0..self.flows.len())
+            .map(|f| self.room(f) as u64)
+            .fold(0, u64::saturating_add);
+        let d = pace.due(now, self.next_seq, end, room);
+        let mut due = d.send;
+        if let Some(n) = self.plan.send_count {
+            due = due.min(n.saturating_sub(self.sent_total));
+        }
+        let mut left = due;
+        let flows = self.flows.len();
+        let mut idle = 0;
+        while left > 0 && idle < flows {
+            let f = self.next_flow;
+            self.next_flow = (self.next_flow + 1) % flows;
+            let room = (self.room(f) as u64).min(self.plan.batch as u64).min(left) as usize;
+            if room == 0 {
+                idle += 1;
+                continue;
+            }
+            idle = 0;
+            let first = self.next_seq + (due - left);
+            let sent = self.send_on(f, room, now, pace.intended(first));
+            left -= sent as u64;
+            if sent < room {
+                break;
+            }
+        }
+        // Requests the table had no id for, and those too far behind to catch up (the
+        // server's or the generator's stall), are counted, not queued: queueing them would
+        // hide the slowness (coordinated omission).
+        let skipped_to = self.next_seq + due + d.skip;
+        self.count_unsent(&pace, self.next_seq + (due - left), skipped_to);
+        self.next_seq = skipped_to;
+    }
+
+    /// The end of a timed schedule (exclusive): requests intended before the send window
+    /// closes.
+    fn schedule_end(&self, pace: &Pace) -> u64 {
+        self.plan
+            .send_until_ns
+            .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64)
+    }
+
+    /// Counts scheduled requests `from..to` that fall in the measurement window as unsent.
+    fn count_unsent(&mut self, pace: &Pace, from: u64, to: u64) {
+        let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
+        self.unsent += to.saturating_sub(from.max(first_measured));
+    }
+
+    /// When a timed run stops sending: what the backlog still owed (due by `now`, never
+    /// sent) is unsent, so every request of the schedule is sent or counted.
+    pub(super) fn give_up_owed(&mut self, now: u64) {
+        let Some(pace) = self.plan.pace.filter(|_| self.plan.send_until_ns.is_some()) else {
+            return;
+        };
+        let owed_to = pace.scheduled_by(now).min(self.schedule_end(&pace));
+        self.count_unsent(&pace, self.next_seq, owed_to);
+        self.next_seq = self.next_seq.max(owed_to);
+    }
+
+    /// Paced open loop: sleeps `wait` (arrivals do not wake it), then reads everything that
+    /// arrived meanwhile, each datagram timed from its kernel receive time; returns the
+    /// clock read on waking.
+    pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, LoadError> {
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+            self.sleeps += 1;
+        }
+        let ready = self.io.poll(Duration::ZERO)?;
+        let now = self.now_ns();
+        self.realtime_offset_ns = realtime_ns() - i128::from(now);
+        for r in 0..ready {
+            let src = self.io.source(r);
+            loop {
+                let max = match self.io.source_flow(src) {
+                    Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
+                    None => self.plan.batch,
+                };
+                let got = self.io.recv(src, max)?;
+                if got > 0 {
+                    self.take_responses(got, now);
+                }
+                // Only a full batch may have left more behind.
+                if got < self.plan.batch {
+                    break;
+                }
+            }
+        }
+        Ok(now)
+    }
+
+    /// When datagram `i` of the last read arrived, on the run's clock: its kernel
+    /// receive time when paced (never later than `now`, should the wall clock step),
+    /// else `now`.
+    pub(super) fn arrival(&self, i: usize, now: u64) -> u64 {
+        if !self.paced {
+            return now;
+        }
+        self.io
+            .rx_time_ns(i)
+            .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
+            .map_or(now, |t| t.min(now))
+    }
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel receive timestamps.
+fn realtime_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
