@@ -48,6 +48,9 @@ enum LabCommand {
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
     #[command(hide = true)]
     PlainEcho(PlainEchoArgs),
+    /// Holds an XDP_DROP program on an interface until SIGINT/SIGTERM (lab flood's receiver).
+    #[command(hide = true)]
+    XdpDrop(XdpDropArgs),
 }
 
 /// What every measured run needs.
@@ -190,6 +193,13 @@ struct DownArgs {
 }
 
 #[derive(Debug, Args)]
+struct XdpDropArgs {
+    /// Interface to attach to (in this process's network namespace).
+    #[arg(long, value_name = "NAME")]
+    iface: String,
+}
+
+#[derive(Debug, Args)]
 struct PlainEchoArgs {
     /// Address and port to listen on.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -227,6 +237,7 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Stream(s) => stream::run(s),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
+        LabCommand::XdpDrop(x) => xdp_drop_cmd(x),
     }
 }
 
@@ -267,6 +278,31 @@ fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
         "firehose lab plain-echo: packets_in {} packets_out {} send_errors {}",
         c.packets_in, c.packets_out, c.send_errors
     );
+    Ok(())
+}
+
+/// Attaches the discard program through a BPF link and holds it until a signal: the link
+/// goes with this process however it ends, so the program never outlives the run.
+fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
+    use firehose_sys::xdp::attach::{XdpMode, XdpProg};
+    let stop = stop_flag()?;
+    let ifindex = firehose_sys::ifaddr::ifindex(&x.iface)
+        .map_err(|e| Usage(format!("--iface {}: {e}", x.iface)))?;
+    let prog = XdpProg::load_drop().context("loading the XDP_DROP program")?;
+    let link = prog
+        .attach(ifindex, XdpMode::Native)
+        .or_else(|_| prog.attach(ifindex, XdpMode::Generic))
+        .with_context(|| format!("attaching XDP_DROP to {}", x.iface))?;
+    println!(
+        "firehose lab xdp-drop: program {} drops every packet on {}",
+        prog.id()?,
+        x.iface
+    );
+    let _ = std::io::stdout().flush();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(link);
     Ok(())
 }
 

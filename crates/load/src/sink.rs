@@ -41,6 +41,22 @@ pub enum SinkIo {
 }
 
 impl SinkIo {
+    /// Every mode, in the order reports list them (the lab iterates over this: a new mode
+    /// belongs here too).
+    pub const ALL: &'static [SinkIo] = &[
+        SinkIo::Recv,
+        SinkIo::Recvfrom,
+        SinkIo::Recvmsg,
+        SinkIo::Recvmmsg,
+        SinkIo::Uring,
+        SinkIo::Packet,
+    ];
+
+    /// The mode the command line spells `name`.
+    pub fn from_name(name: &str) -> Option<SinkIo> {
+        Self::ALL.iter().copied().find(|m| m.name() == name)
+    }
+
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
