@@ -4,6 +4,7 @@
 //! progress on a terminal, writes the results and prints the table.
 
 mod dns;
+mod sink;
 mod stream;
 mod xdp;
 
@@ -43,6 +44,10 @@ enum LabCommand {
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
+    /// The Red Hat UDP receive study on veth: pps per receive mode by queue count, CPU, drops, perf.
+    Sink(sink::SinkArgs),
+    /// Each flood send mode's pps and CPU per packet at RFC 2544 sizes into an XDP_DROP receiver.
+    Flood(sink::FloodArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
@@ -235,6 +240,8 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Ladder(l) => ladder_cmd(l),
         LabCommand::Compare(c) => compare_cmd(c),
         LabCommand::Stream(s) => stream::run(s),
+        LabCommand::Sink(s) => sink::sink(s),
+        LabCommand::Flood(f) => sink::flood(f),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
         LabCommand::XdpDrop(x) => xdp_drop_cmd(x),

@@ -30,6 +30,7 @@ pub use peers::{trafgen_conf, udp_sink_rates, UDP_SINK_HINT};
 pub use report::{Row, SinkStudyReport};
 
 use crate::cmd;
+use crate::cputime::{self, Scope};
 use crate::proc::{self, Proc};
 use crate::sample::{self, HostSample, Watch, Window};
 use crate::stats::Summary;
@@ -155,7 +156,8 @@ pub struct Measured {
     pub host_cpu_us_per_packet: Option<f64>,
     /// The receiver's own count of what it lost (socket drops, ring drops).
     pub own_drops: u64,
-    /// Udp RcvbufErrors + InErrors (server namespace) and softnet dropped, over the window.
+    /// Udp InErrors (RcvbufErrors included; server namespace) and softnet dropped, over the
+    /// window.
     pub kernel_drops: u64,
 }
 
@@ -367,7 +369,14 @@ fn start_flood_cell(
     let sdev = lab.topo.dev(Side::Server);
     let target = format!("{VETH_SERVER_ADDR}:{port}");
     let receiver = if cell.subject == Subject::Iperf3 {
-        let args = strings(&["iperf3", "-s", "-1", "-p", &port.to_string()]);
+        let args = strings(&[
+            "iperf3",
+            "-s",
+            "-1",
+            "--forceflush",
+            "-p",
+            &port.to_string(),
+        ]);
         let mut p = lab.spawn(Side::Server, &[o.server_cpu], &args, &format!("{tag}-recv"))?;
         let by = Instant::now() + Duration::from_secs(10);
         p.wait_for_output("listening", by, Some(lab.stop))?;
@@ -416,8 +425,19 @@ fn start_flood_cell(
             std::fs::write(&conf, text).map_err(|e| LabError::io(conf.display(), e))?;
             let dev = lab.topo.dev(Side::Client);
             let c = conf.to_string_lossy().into_owned();
+            // One process; -A and -Q: leave the host's socket memory sysctls and IRQ
+            // affinities alone (trafgen tunes both by default); -C: no CPU table.
             strings(&[
-                "trafgen", "--dev", &dev, "--conf", &c, "--cpus", "1", "--silent",
+                "trafgen",
+                "--dev",
+                &dev,
+                "--conf",
+                &c,
+                "--cpus",
+                "1",
+                "--no-sock-mem",
+                "--notouch-irq",
+                "--no-cpu-stats",
             ])
         }
         other => return Err(LabError::Run(format!("{other:?} is not a sender"))),
@@ -438,6 +458,13 @@ fn mac(lab: &Lab<'_>, side: Side) -> LabResult<[u8; 6]> {
         .ok_or_else(|| LabError::Command(format!("{dev}: unreadable MAC '{}'", t.trim())))
 }
 
+/// A trial's figures (or why the cell cannot run here), and the receiving CPU's profile
+/// when one was asked for (or why there is none).
+type TrialResult = (
+    Result<Measured, String>,
+    Option<Result<Vec<Symbol>, String>>,
+);
+
 /// Runs one trial; `Ok(Err(why))` when the cell cannot run here (a mode the kernel refuses).
 fn trial(
     lab: &Lab<'_>,
@@ -445,10 +472,7 @@ fn trial(
     tag: &str,
     port: u16,
     profile: bool,
-) -> LabResult<(
-    Result<Measured, String>,
-    Option<Result<Vec<Symbol>, String>>,
-)> {
+) -> LabResult<TrialResult> {
     let o = lab.o;
     if o.study == Study::Sink {
         lab.set_queues(cell.queues)?;
@@ -486,13 +510,22 @@ fn trial(
         .then(|| Recording::start(o.server_cpu, window, lab.logs(), tag))
         .flatten();
     let tx0 = lab.tx_packets()?;
+    // The sender's whole process tree: trafgen sends from a forked child.
+    let tree = |pid| cputime::seconds(pid, Scope::Tree).ok();
+    let send0 = tree(watch.client_pid);
     let before = HostSample::take(&watch)?;
     proc::sleep_until(Instant::now() + window, Some(lab.stop))?;
     let after = HostSample::take(&watch)?;
+    let send1 = tree(watch.client_pid);
     let tx1 = lab.tx_packets()?;
     let w = Window::between(&before, &after);
-    let by = t0 + Duration::from_secs(total_s + 10);
-    let sent = run.sender.wait_until(by, Some(lab.stop))?;
+    let sent = if cell.subject == Subject::Trafgen {
+        // trafgen has no time limit: it sends until told to stop.
+        Some(run.sender.stop("INT", Duration::from_secs(5)))
+    } else {
+        let by = t0 + Duration::from_secs(total_s + 10);
+        run.sender.wait_until(by, Some(lab.stop))?
+    };
     let profile = rec.map(|r| r.finish(8));
     // The receiver prints its summary on SIGINT (firehose sink, udp_sink's partial round
     // is lost: it reports finished rounds only).
@@ -544,10 +577,11 @@ fn trial(
         receiver_cpu_us_per_packet: (o.study == Study::Sink)
             .then(|| per(w.server_cpu_s))
             .flatten(),
-        sender_cpu_us_per_packet: w.client_cpu_s.and_then(per),
+        sender_cpu_us_per_packet: send0.zip(send1).and_then(|(a, b)| per(b - a)),
         host_cpu_us_per_packet: per(w.host_cpu_s),
         own_drops,
-        kernel_drops: w.udp_server.rcvbuf_errors + w.udp_server.in_errors + w.softnet_dropped(),
+        // InErrors already counts every RcvbufErrors drop.
+        kernel_drops: w.udp_server.in_errors + w.softnet_dropped(),
     };
     Ok((Ok(m), profile))
 }
