@@ -25,19 +25,21 @@
 mod peers;
 pub mod perf_report;
 pub mod report;
+mod start;
 
 pub use peers::{trafgen_conf, udp_sink_rates, UDP_SINK_HINT};
 pub use report::{Row, SinkStudyReport};
 
 use crate::cmd;
 use crate::cputime::{self, Scope};
-use crate::proc::{self, Proc};
-use crate::sample::{self, HostSample, Watch, Window};
+use crate::proc;
+use crate::sample::{HostSample, Watch, Window};
 use crate::stats::Summary;
-use crate::topology::{Side, Topology, VETH_CLIENT_ADDR, VETH_SERVER_ADDR};
+use crate::topology::{Side, Topology, VETH_SERVER_ADDR};
 use crate::{LabError, LabResult};
 use perf_report::{Recording, Symbol};
 use serde::Serialize;
+use start::{mac, start_flood_cell, start_sink_cell, Lab};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -199,265 +201,6 @@ pub fn payload_of(frame: usize) -> usize {
     frame.saturating_sub(14 + 20 + 8 + 4)
 }
 
-/// The veth topology of a study with its settings applied.
-struct Lab<'a> {
-    topo: Topology,
-    o: &'a StudyOptions,
-    stop: &'a AtomicBool,
-}
-
-impl Lab<'_> {
-    fn exec(&self, side: Side, args: &[&str]) -> LabResult<String> {
-        self.topo.exec(side, args)
-    }
-
-    /// `ethtool -L DEV rx Q tx Q` on both ends.
-    fn set_queues(&self, q: usize) -> LabResult<()> {
-        let q = q.to_string();
-        for side in [Side::Server, Side::Client] {
-            let dev = self.topo.dev(side);
-            self.exec(side, &["ethtool", "-L", &dev, "rx", &q, "tx", &q])?;
-        }
-        Ok(())
-    }
-
-    fn tx_packets(&self) -> LabResult<u64> {
-        let dev = self.topo.dev(Side::Client);
-        let path = format!("/sys/class/net/{dev}/statistics/tx_packets");
-        let t = self.exec(Side::Client, &["cat", &path])?;
-        t.trim()
-            .parse()
-            .map_err(|_| LabError::Command(format!("{path}: not a number: {t}")))
-    }
-
-    fn logs(&self) -> &std::path::Path {
-        &self.o.workdir
-    }
-
-    /// Starts a program in one side's namespace, pinned to `cpus`.
-    fn spawn(&self, side: Side, cpus: &[usize], args: &[String], tag: &str) -> LabResult<Proc> {
-        let mut c = self.topo.command(side, cpus, &args[0]);
-        c.args(&args[1..]);
-        Proc::spawn(c, tag, self.logs())
-    }
-
-    fn firehose(&self, args: &[&str]) -> Vec<String> {
-        std::iter::once(self.o.bin.to_string_lossy().into_owned())
-            .chain(args.iter().map(|s| s.to_string()))
-            .collect()
-    }
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-/// Waits until `pid` holds `port` (its socket is bound), or fails with its stderr.
-fn wait_bound(p: &mut Proc, port: u16, stop: &AtomicBool) -> LabResult<()> {
-    let by = Instant::now() + Duration::from_secs(15);
-    while !sample::port_bound(p.pid(), port) {
-        proc::check(Some(stop))?;
-        if p.exited().is_some() || Instant::now() > by {
-            return Err(LabError::Run(format!(
-                "{} did not bind port {port}: {}",
-                p.name(),
-                p.stderr_tail()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
-}
-
-/// The sides of a running trial and what is read at its end.
-struct Running {
-    receiver: Proc,
-    sender: Proc,
-    sink_json: Option<PathBuf>,
-}
-
-/// Starts the receiver and sender of a lab sink cell.
-fn start_sink_cell(
-    lab: &Lab<'_>,
-    cell: &Cell,
-    port: u16,
-    tag: &str,
-    total_s: u64,
-) -> LabResult<Running> {
-    let o = lab.o;
-    let listen = format!("{VETH_SERVER_ADDR}:{port}");
-    let json = o.workdir.join(format!("{tag}-sink.json"));
-    let (args, sink_json) = match &cell.subject {
-        Subject::Sink(mode) => {
-            let limit = (total_s + 10).to_string();
-            let mut a = lab.firehose(&["sink", "--listen", &listen, "--io", mode, "--quiet"]);
-            a.extend(strings(&[
-                "--workers",
-                "1",
-                "--duration",
-                &limit,
-                "--json-file",
-            ]));
-            a.push(json.to_string_lossy().into_owned());
-            (a, Some(json))
-        }
-        Subject::UdpSink => {
-            // udp_sink times rounds of --count datagrams: many short rounds, line-buffered
-            // so that those finished are in its output when it is stopped.
-            let p = port.to_string();
-            let a = [
-                "stdbuf",
-                "-oL",
-                "udp_sink",
-                "--recvmsg",
-                "-l",
-                &p,
-                "-c",
-                "200000",
-            ];
-            (strings(&[&a[..], &["-r", "100000"]].concat()), None)
-        }
-        Subject::Sockperf => {
-            let a = VETH_SERVER_ADDR.to_string();
-            (
-                strings(&["sockperf", "sr", "-i", &a, "-p", &port.to_string()]),
-                None,
-            )
-        }
-        other => return Err(LabError::Run(format!("{other:?} is not a receiver"))),
-    };
-    let mut receiver = lab.spawn(Side::Server, &[o.server_cpu], &args, &format!("{tag}-recv"))?;
-    wait_bound(&mut receiver, port, lab.stop)?;
-    let q = cell.queues.to_string();
-    let flows = (cell.queues * FLOWS_PER_QUEUE).to_string();
-    let frame = cell.frame.to_string();
-    let secs = total_s.to_string();
-    let send = lab.firehose(&[
-        "flood",
-        "--target",
-        &listen,
-        "--io",
-        "sendmmsg",
-        "--threads",
-        &q,
-        "--flows",
-        &flows,
-        "--frame",
-        &frame,
-        "--duration",
-        &secs,
-        "--quiet",
-    ]);
-    let sender = lab.spawn(Side::Client, &o.client_cpus, &send, &format!("{tag}-send"))?;
-    Ok(Running {
-        receiver,
-        sender,
-        sink_json,
-    })
-}
-
-/// Starts the receiver and sender of a lab flood cell. The receiver is the XDP_DROP holder
-/// (or, for iperf3, its server).
-fn start_flood_cell(
-    lab: &Lab<'_>,
-    cell: &Cell,
-    port: u16,
-    tag: &str,
-    total_s: u64,
-) -> LabResult<Running> {
-    let o = lab.o;
-    let sdev = lab.topo.dev(Side::Server);
-    let target = format!("{VETH_SERVER_ADDR}:{port}");
-    let receiver = if cell.subject == Subject::Iperf3 {
-        let args = strings(&[
-            "iperf3",
-            "-s",
-            "-1",
-            "--forceflush",
-            "-p",
-            &port.to_string(),
-        ]);
-        let mut p = lab.spawn(Side::Server, &[o.server_cpu], &args, &format!("{tag}-recv"))?;
-        let by = Instant::now() + Duration::from_secs(10);
-        p.wait_for_output("listening", by, Some(lab.stop))?;
-        p
-    } else {
-        let args = lab.firehose(&["lab", "xdp-drop", "--iface", &sdev]);
-        let mut p = lab.spawn(Side::Server, &[o.server_cpu], &args, &format!("{tag}-xdp"))?;
-        let by = Instant::now() + Duration::from_secs(10);
-        p.wait_for_output("drops every packet", by, Some(lab.stop))?;
-        p
-    };
-    let secs = total_s.to_string();
-    let frame = cell.frame.to_string();
-    let payload = payload_of(cell.frame).to_string();
-    let cpu = &o.client_cpus[..1];
-    let args = match &cell.subject {
-        Subject::Flood(mode) => lab.firehose(&[
-            "flood",
-            "--target",
-            &target,
-            "--io",
-            mode,
-            "--frame",
-            &frame,
-            "--duration",
-            &secs,
-            "--quiet",
-        ]),
-        Subject::Iperf3 => {
-            let a = VETH_SERVER_ADDR.to_string();
-            let p = port.to_string();
-            strings(&[
-                "iperf3", "-c", &a, "-p", &p, "-u", "-b", "0", "-l", &payload, "-t", &secs,
-            ])
-        }
-        Subject::Trafgen => {
-            let conf = o.workdir.join(format!("{tag}.trafgen"));
-            let text = trafgen_conf(
-                cell.frame,
-                mac(lab, Side::Client)?,
-                mac(lab, Side::Server)?,
-                (VETH_CLIENT_ADDR, 40000),
-                (VETH_SERVER_ADDR, port),
-            )
-            .ok_or_else(|| LabError::Usage(format!("frame {} is too small", cell.frame)))?;
-            std::fs::write(&conf, text).map_err(|e| LabError::io(conf.display(), e))?;
-            let dev = lab.topo.dev(Side::Client);
-            let c = conf.to_string_lossy().into_owned();
-            // One process; -A and -Q: leave the host's socket memory sysctls and IRQ
-            // affinities alone (trafgen tunes both by default); -C: no CPU table.
-            strings(&[
-                "trafgen",
-                "--dev",
-                &dev,
-                "--conf",
-                &c,
-                "--cpus",
-                "1",
-                "--no-sock-mem",
-                "--notouch-irq",
-                "--no-cpu-stats",
-            ])
-        }
-        other => return Err(LabError::Run(format!("{other:?} is not a sender"))),
-    };
-    let sender = lab.spawn(Side::Client, cpu, &args, &format!("{tag}-send"))?;
-    Ok(Running {
-        receiver,
-        sender,
-        sink_json: None,
-    })
-}
-
-/// The MAC address of one side's veth.
-fn mac(lab: &Lab<'_>, side: Side) -> LabResult<[u8; 6]> {
-    let dev = lab.topo.dev(side);
-    let t = lab.exec(side, &["cat", &format!("/sys/class/net/{dev}/address")])?;
-    firehose_packet::parse_mac(t.trim())
-        .ok_or_else(|| LabError::Command(format!("{dev}: unreadable MAC '{}'", t.trim())))
-}
-
 /// A trial's figures (or why the cell cannot run here), and the receiving CPU's profile
 /// when one was asked for (or why there is none).
 type TrialResult = (
@@ -539,7 +282,9 @@ fn trial(
         return Ok((Err(why), profile));
     }
     let secs = w.seconds.max(1e-9);
-    let pps = match &cell.subject {
+    // (pps, the receiver's own drops, the kernel's drops; InErrors holds RcvbufErrors).
+    let window_drops = w.udp_server.in_errors + w.softnet_dropped();
+    let figures = match &cell.subject {
         Subject::Sink(_) => {
             let p = run.sink_json.as_ref().expect("sink cells write JSON");
             let doc: serde_json::Value = std::fs::read_to_string(p)
@@ -552,12 +297,18 @@ fn trial(
                         run.receiver.stderr_tail()
                     ))
                 })?;
-            let own =
-                doc["socket_drops"].as_u64().unwrap_or(0) + doc["ring_drops"].as_u64().unwrap_or(0);
-            (doc["pps"].as_f64().unwrap_or(0.0), own)
+            let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+            // The sink's host figures leave out what packet mode's port-holding socket
+            // discards by design.
+            let host = &doc["host"];
+            (
+                doc["pps"].as_f64().unwrap_or(0.0),
+                n(&doc["socket_drops"]) + n(&doc["ring_drops"]),
+                n(&host["udp_in_errors"]) + n(&host["softnet_dropped"]),
+            )
         }
         Subject::UdpSink => match Summary::of(udp_sink_rates(&run.receiver.stdout())) {
-            Some(s) => (s.median, 0),
+            Some(s) => (s.median, 0, window_drops),
             None => {
                 let why = format!("udp_sink finished no round: {}", run.receiver.stderr_tail());
                 return Ok((Err(why), profile));
@@ -565,11 +316,15 @@ fn trial(
         },
         // sockperf sr keeps no count of its own: the datagrams the kernel queued to sockets
         // in the server namespace, which in steady state is what the reader took.
-        Subject::Sockperf => (w.udp_server.in_datagrams as f64 / secs, w.socket_drops),
+        Subject::Sockperf => (
+            w.udp_server.in_datagrams as f64 / secs,
+            w.socket_drops,
+            window_drops,
+        ),
         // Senders: what the client veth transmitted over the window.
-        _ => (tx1.saturating_sub(tx0) as f64 / secs, 0),
+        _ => (tx1.saturating_sub(tx0) as f64 / secs, 0, window_drops),
     };
-    let (pps, own_drops) = pps;
+    let (pps, own_drops, kernel_drops) = figures;
     let packets = pps * secs;
     let per = |cpu_s: f64| (packets > 0.0 && cpu_s > 0.0).then(|| cpu_s * 1e6 / packets);
     let m = Measured {
@@ -580,8 +335,7 @@ fn trial(
         sender_cpu_us_per_packet: send0.zip(send1).and_then(|(a, b)| per(b - a)),
         host_cpu_us_per_packet: per(w.host_cpu_s),
         own_drops,
-        // InErrors already counts every RcvbufErrors drop.
-        kernel_drops: w.udp_server.in_errors + w.softnet_dropped(),
+        kernel_drops,
     };
     Ok((Ok(m), profile))
 }

@@ -111,9 +111,20 @@ pub fn sink_targets(rows: &[Row], queues: &[usize]) -> Vec<String> {
         match (med(find("recvmsg"), |r| r.pps_per_cpu), best) {
             (Some(base), Some((b, v))) if base > 0.0 => {
                 let ratio = v / base;
+                // Work a mode moves into softirq (AF_PACKET's ring copy) leaves the receiving
+                // CPU's figure: the host's CPU per packet says what it cost in all.
+                let host = match (
+                    med(Some(b), |r| r.host_cpu_us_per_packet),
+                    med(find("recvmsg"), |r| r.host_cpu_us_per_packet),
+                ) {
+                    (Some(x), Some(y)) => {
+                        format!(" (host CPU per packet {x:.2} against {y:.2} us)")
+                    }
+                    _ => String::new(),
+                };
                 out.push(format!(
                     "q{q}: best sink mode per receiving CPU >= 1.5x recvmsg: {}: {} {} pps per CPU \
-                     against recvmsg's {} = {ratio:.2}x",
+                     against recvmsg's {} = {ratio:.2}x{host}",
                     verdict(ratio, 1.5),
                     b.cell.subject.name(),
                     si(v),
