@@ -3,11 +3,12 @@
 //! the drop program drops every packet that reaches the veth (none gets to a socket) and
 //! leaves the interface when its holder exits. Needs root (and ethtool); skips otherwise.
 
-use crate::lab_veth::namespaces;
+use crate::lab_veth::{namespaces, pids_in};
 use crate::util::{bin, installed, json_of, root_or_skip, signal_pid, tmp};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn ready() -> bool {
     if !root_or_skip() {
@@ -266,7 +267,7 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         .spawn()
         .unwrap();
     n.2.push(sink);
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(400));
     let tx = || -> u64 {
         sh(&format!(
             "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"
@@ -288,4 +289,79 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         v["packets"], 200,
         "only the datagrams sent after detaching arrive: {v}"
     );
+}
+
+#[test]
+fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
+    if !ready() {
+        return;
+    }
+    let json = tmp("lab-flood-int.json");
+    let mut child = Command::new(bin())
+        .args([
+            "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
+        ])
+        .args(["--repeat", "5", "--duration", "5", "--json-file"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let srv = format!("fh-srv-{id}");
+    // Wait until the drop program is on the server veth and the flood runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.len() < 2
+        || !sh(&format!("ip -n {srv} link show 2>/dev/null || true")).contains("xdp")
+    {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("lab flood never attached its receiver");
+        }
+        seen = pids_in(&srv);
+        seen.extend(pids_in(&format!("fh-cli-{id}")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_pid(id, "INT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("lab flood did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    no_namespace_of(id);
+    for pid in seen {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} of the run outlived it"
+        );
+    }
+    assert!(!json.exists(), "an interrupted run writes no results");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    for args in [
+        &["lab", "sink", "--modes", "recvmsg,bogus"][..],
+        &["lab", "flood", "--frames", "65"],
+        &["lab", "flood", "--peers", "netperf"],
+        &["lab", "sink", "--frame", "100"],
+        &["lab", "sink", "--duration", "1.5"],
+    ] {
+        let o = Command::new(bin()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
 }
