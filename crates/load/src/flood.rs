@@ -50,11 +50,6 @@ impl FloodIo {
         FloodIo::Packet,
     ];
 
-    /// The mode the command line spells `name`.
-    pub fn from_name(name: &str) -> Option<FloodIo> {
-        Self::ALL.iter().copied().find(|m| m.name() == name)
-    }
-
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
