@@ -5,10 +5,11 @@
 use super::perf_report::Symbol;
 use super::{study_name, Cell, Measured, Outcome, Study, Subject};
 use crate::env::Environment;
-use crate::report::html::esc;
-use crate::report::{charts, num, range, si};
+use crate::report::html::{esc, html_table, page_start, PAGE_END};
+use crate::report::markdown::md_table;
+use crate::report::{charts, num, range, si, write_pages};
 use crate::stats::Summary;
-use crate::{LabError, LabResult};
+use crate::LabResult;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -341,17 +342,18 @@ impl SinkStudyReport {
         s
     }
 
+    fn table_rows(&self) -> Vec<Vec<String>> {
+        self.rows.iter().map(Self::cells).collect()
+    }
+
     /// report.md.
     pub fn render_markdown(&self) -> String {
         let mut s = format!("# firehose lab {}\n\n", study_name(self.study));
         for l in self.preamble() {
             let _ = writeln!(s, "- {l}");
         }
-        let h = Self::HEADERS;
-        let _ = writeln!(s, "\n| {} |\n|{}", h.join(" | "), "---|".repeat(h.len()));
-        for r in &self.rows {
-            let _ = writeln!(s, "| {} |", Self::cells(r).join(" | "));
-        }
+        s.push('\n');
+        s.push_str(&md_table(&Self::HEADERS, &self.table_rows()));
         s.push_str("\n## Targets\n\n");
         for t in &self.targets {
             let _ = writeln!(s, "- {t}");
@@ -365,7 +367,7 @@ impl SinkStudyReport {
         s
     }
 
-    /// report.html: pps and CPU per packet per cell as charts, and the tables.
+    /// report.html: pps and pps per CPU per cell as charts, and the tables.
     pub fn render_html(&self) -> LabResult<String> {
         let measured: Vec<&Row> = self.rows.iter().filter(|r| r.pps.is_some()).collect();
         let names: Vec<String> = measured.iter().map(|r| r.name.clone()).collect();
@@ -383,10 +385,7 @@ impl SinkStudyReport {
             "Packets per second per CPU",
             "pps per CPU-second of the measured process",
         )?;
-        let title = format!("firehose lab {}", study_name(self.study));
-        let mut h = format!("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{title}</title>\n");
-        h.push_str("<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px;text-align:left}th{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:12px}</style>\n</head><body>\n");
-        let _ = writeln!(h, "<h1>{title}</h1>");
+        let mut h = page_start(&format!("firehose lab {}", study_name(self.study)));
         for l in self.preamble() {
             let _ = writeln!(h, "<p>{}</p>", esc(&l));
         }
@@ -394,40 +393,27 @@ impl SinkStudyReport {
             h,
             "<div class=\"charts\"><div>{pps}</div><div>{per_cpu}</div></div>"
         );
-        h.push_str("<table><tr>");
-        for c in Self::HEADERS {
-            let _ = write!(h, "<th>{}</th>", esc(c));
-        }
-        h.push_str("</tr>\n");
-        for r in &self.rows {
-            h.push_str("<tr>");
-            for c in Self::cells(r) {
-                let _ = write!(h, "<td>{}</td>", esc(&c));
+        h.push_str(&html_table(&Self::HEADERS, &self.table_rows()));
+        let list = |h: &mut String, title: &str, items: Vec<String>| {
+            let _ = writeln!(h, "<h2>{title}</h2>\n<ul>");
+            for i in items {
+                let _ = writeln!(h, "<li>{}</li>", esc(&i));
             }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n<h2>Targets</h2>\n<ul>\n");
-        for t in &self.targets {
-            let _ = writeln!(h, "<li>{}</li>", esc(t));
-        }
-        h.push_str("</ul>\n<h2>Receiving CPU: top kernel symbols</h2>\n<ul>\n");
-        for p in &self.profiles {
-            let _ = writeln!(h, "<li>{}: {}</li>", esc(&p.cell), esc(&profile_line(p)));
-        }
-        h.push_str("</ul>\n</body></html>\n");
+            h.push_str("</ul>\n");
+        };
+        list(&mut h, "Targets", self.targets.clone());
+        let prof = self
+            .profiles
+            .iter()
+            .map(|p| format!("{}: {}", p.cell, profile_line(p)));
+        list(&mut h, "Receiving CPU: top kernel symbols", prof.collect());
+        h.push_str(PAGE_END);
         Ok(h)
     }
 
     /// Writes report.md and report.html into `dir`.
     pub fn write_dir(&self, dir: &Path) -> LabResult<()> {
-        std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir.display(), e))?;
-        let w = |name: &str, text: &str| {
-            let p = dir.join(name);
-            std::fs::write(&p, text).map_err(|e| LabError::io(p.display(), e))
-        };
-        w("report.md", &self.render_markdown())?;
-        w("report.html", &self.render_html()?)?;
-        Ok(())
+        write_pages(dir, &self.render_markdown(), &self.render_html()?)
     }
 }
 
