@@ -399,14 +399,25 @@ fn run_and_print(
     finish_progress();
     let rep = res.map_err(lab_err)?;
     print!("{}", report::table::render(&rep));
-    json.write(&rep)?;
+    write_outputs(&mut json, &rep, r.report.as_deref(), |d| rep.write_dir(d))
+}
+
+/// Writes a run's document where --json/--json-file asked and, with --report DIR, the
+/// pages (`pages`) and a copy of the document there; says where each went.
+fn write_outputs<T: serde::Serialize>(
+    json: &mut JsonOut,
+    doc: &T,
+    report: Option<&std::path::Path>,
+    pages: impl FnOnce(&std::path::Path) -> Result<(), LabError>,
+) -> Result<()> {
+    json.write(doc)?;
     if let Some(p) = json.path() {
         println!("results: {}", p.display());
     }
-    if let Some(dir) = &r.report {
-        rep.write_dir(dir).map_err(lab_err)?;
+    if let Some(dir) = report {
+        pages(dir).map_err(lab_err)?;
         // The directory's copy carries the build, like every document.
-        JsonOut::File(dir.join("results.json")).write(&rep)?;
+        JsonOut::File(dir.join("results.json")).write(doc)?;
         println!("report: {}", dir.join("report.html").display());
     }
     Ok(())

@@ -4,7 +4,7 @@
 //! leaves the interface when its holder exits. Needs root (and ethtool); skips otherwise.
 
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, root_or_skip, signal_pid, tmp};
+use crate::util::{bin, installed, json_of, root_or_skip, signal_pid, tmp, wait_exit};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -54,16 +54,17 @@ fn no_namespace_of(pid: u32) {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-fn rows(v: &Value) -> Vec<(String, f64)> {
-    v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let pps = r["pps"]["median"].as_f64().unwrap_or(0.0);
-            (r["name"].as_str().unwrap().to_string(), pps)
-        })
-        .collect()
+/// The document has exactly these cells, each with packets counted.
+fn measured(v: &Value, names: &[&str]) {
+    let rows = v["rows"].as_array().unwrap();
+    let got: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(got, names, "{v}");
+    for r in rows {
+        assert!(
+            r["pps"]["median"].as_f64().unwrap_or(0.0) > 0.0,
+            "no packets: {r}"
+        );
+    }
 }
 
 #[test]
@@ -89,12 +90,7 @@ fn a_tiny_lab_sink_counts_packets_in_every_cell_and_cleans_up() {
         ],
         "sink",
     );
-    let r = rows(&v);
-    let names: Vec<&str> = r.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["recvmsg q1", "recvmmsg q1"], "{v}");
-    for (name, pps) in &r {
-        assert!(*pps > 0.0, "{name}: no packets: {v}");
-    }
+    measured(&v, &["recvmsg q1", "recvmmsg q1"]);
     for row in v["rows"].as_array().unwrap() {
         assert!(
             row["receiver_cpu_us_per_packet"]["median"]
@@ -157,12 +153,7 @@ fn a_tiny_lab_flood_counts_what_each_mode_sent_and_cleans_up() {
         ],
         "flood",
     );
-    let r = rows(&v);
-    let names: Vec<&str> = r.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["sendto 64B", "packet 64B"], "{v}");
-    for (name, pps) in &r {
-        assert!(*pps > 0.0, "{name}: nothing sent: {v}");
-    }
+    measured(&v, &["sendto 64B", "packet 64B"]);
     let t = v["targets"][0].as_str().unwrap();
     assert!(
         t.starts_with("64B: flood packet >= 2x sendto pps per CPU: "),
@@ -325,17 +316,7 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     signal_pid(id, "INT");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("lab flood did not exit after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
