@@ -3,23 +3,13 @@
 //! the drop program drops every packet that reaches the veth (none gets to a socket) and
 //! leaves the interface when its holder exits. Needs root (and ethtool); skips otherwise.
 
+use crate::lab_stream::ready;
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, root_or_skip, signal_pid, tmp, wait_exit};
+use crate::util::{bin, installed, json_of, signal_pid, tmp, wait_exit};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn ready() -> bool {
-    if !root_or_skip() {
-        return false;
-    }
-    if !installed("ethtool") {
-        eprintln!("skipped: ethtool is not installed (apt-get install -y ethtool)");
-        return false;
-    }
-    true
-}
 
 /// Runs `firehose lab ARGS --json-file F` and returns the document and the lab's pid.
 fn lab(args: &[&str], tag: &str) -> (Value, u32) {

@@ -9,7 +9,8 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn ready() -> bool {
+/// Root and ethtool, or a printed reason to skip.
+pub(crate) fn ready() -> bool {
     if !root_or_skip() {
         return false;
     }
