@@ -72,10 +72,12 @@ mod tests {
 
     #[test]
     fn udp_sink_result_lines_of_both_layouts() {
-        // Newer layout: name, run, count, ns/pkt, pps, cycles, payload.
+        // Newer layout (captured from udp_sink built from network-testing's src/): name,
+        // run, count, ns/pkt, pps, cycles, payload, demux.
         let new = "          \trun      count   \tns/pkt\tpps\t\tcycles\tpayload\n\
-                   recvmsg   \trun:  0\t 1000000\t1064.36\t939531.73\t2554\t18\n";
-        assert_eq!(udp_sink_rates(new), [939531.73]);
+                   recvmsg   \trun:  0\t   20000\t7994.64\t125083.87\t20754\t18\t demux:1\n\
+                   recvmsg   \trun:  1\t   20000\t10149.47\t98527.28\t26349\t18\t demux:1\n";
+        assert_eq!(udp_sink_rates(new), [125083.87, 98527.28]);
         // Older layout: name, run, ns/pkt, pps, cycles, tsc interval; two rounds.
         let old = "recvmsg   \trun:  0\t1250.00\t800000.00\t3000\t3000000000\n\
                    recvmsg   \trun:  1\t1000.00\t1000000.00\t2400\t2400000000\n";

@@ -130,7 +130,7 @@ pub(super) fn start_sink_cell(
                 "-l",
                 &p,
                 "-c",
-                "200000",
+                "20000",
             ];
             (strings(&[&a[..], &["-r", "100000"]].concat()), None)
         }
