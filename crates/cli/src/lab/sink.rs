@@ -35,8 +35,9 @@ pub(super) struct Common {
     /// Sending before the measured window, whole seconds, 0 for none.
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     warmup: Duration,
-    /// CPU of the receiver, or auto: the first allowed CPU [default: auto].
-    #[arg(long, value_name = "CPU", value_parser = parse_cpus)]
+    /// CPUs of the receiver (it runs on the first), or auto: the first allowed CPU
+    /// [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     server_cpus: Option<Cpus>,
     /// CPUs of the sender, or auto: the allowed CPUs the receiver does not use [default: auto].
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
