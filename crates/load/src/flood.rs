@@ -55,6 +55,7 @@ impl FloodIo {
         FloodIo::Gso,
         FloodIo::Uring,
         FloodIo::Packet,
+        FloodIo::Xdp,
     ];
 
     /// The name as the command line spells it.

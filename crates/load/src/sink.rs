@@ -57,6 +57,7 @@ impl SinkIo {
         SinkIo::Recvmmsg,
         SinkIo::Uring,
         SinkIo::Packet,
+        SinkIo::Xdp,
     ];
 
     /// The name as the command line spells it.

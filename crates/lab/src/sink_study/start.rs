@@ -108,13 +108,12 @@ pub(super) fn start_sink_cell(
         Subject::Sink(mode) => {
             let limit = (total_s + 10).to_string();
             let mut a = lab.firehose(&["sink", "--listen", &listen, "--io", mode, "--quiet"]);
-            a.extend(strings(&[
-                "--workers",
-                "1",
-                "--duration",
-                &limit,
-                "--json-file",
-            ]));
+            // AF_XDP takes one worker per receive queue (a queue without a socket would
+            // drop its share); every other mode is one receiving worker.
+            if mode != "xdp" {
+                a.extend(strings(&["--workers", "1"]));
+            }
+            a.extend(strings(&["--duration", &limit, "--json-file"]));
             a.push(json.to_string_lossy().into_owned());
             (a, Some(json))
         }
