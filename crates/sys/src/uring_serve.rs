@@ -132,10 +132,7 @@ impl ServeRing {
     ) -> SysResult<Self> {
         let batch = batch.clamp(1, 4096);
         let ring = setup.build(((batch + 1) as u32).next_power_of_two().max(64))?;
-        let count = count
-            .max((batch * 2).min(32768) as u16)
-            .clamp(2, 32768)
-            .next_power_of_two();
+        let count = Self::buffer_count(batch, count);
         let ring_mem = Pages::new((count as usize * 16).max(4096))?;
         // SAFETY: ring_mem is page aligned, holds `count` entries and lives in self until
         // after the ring is dropped.
@@ -194,6 +191,15 @@ impl ServeRing {
             me.held.push_back((res, flags));
         }
         Ok(me)
+    }
+
+    /// The buffers a ring for `batch` datagrams per receive gets when `count` are asked:
+    /// at least twice the batch, a power of two, at most 32768.
+    pub fn buffer_count(batch: usize, count: u16) -> u16 {
+        count
+            .max((batch.clamp(1, 4096) * 2).min(32768) as u16)
+            .clamp(2, 32768)
+            .next_power_of_two()
     }
 
     /// Buffers in the provided ring.
