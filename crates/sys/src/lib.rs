@@ -41,6 +41,7 @@ pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod uring;
 pub mod uring_dgram;
+pub mod uring_flows;
 pub mod uring_recv;
 pub mod uring_serve;
 pub mod xdp;

@@ -52,7 +52,8 @@ to a CPU c with c % workers == j, so a packet is read on the CPU that received i
 EXAMPLES:\n  \
   firehose serve --listen '[::1]:9000' --workers 2\n  \
   firehose serve --profile naive --interval 1\n  \
-  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300")]
+  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
+  firehose serve --io uring --single-issuer --defer-taskrun --workers 2")]
 pub struct ServeArgs {
     /// Protocol to serve.
     #[arg(long, value_enum, default_value = "echo")]
@@ -116,6 +117,8 @@ pub struct ServeArgs {
     pub(super) metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub(super) xdp: XdpArgs,
+    #[command(flatten)]
+    pub(super) uring: crate::uring_args::UringArgs,
     #[command(flatten)]
     pub(super) dns: DnsArgs,
 }

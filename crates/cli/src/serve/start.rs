@@ -3,7 +3,7 @@
 use super::args::{DnsArgs, Proto, ServeArgs};
 use crate::args::Usage;
 use anyhow::{Context, Result};
-use firehose_engine::{ServeConfig, ServeError, Server, XdpIo};
+use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 
@@ -43,11 +43,42 @@ pub(super) struct Running {
     pub(super) reloader: Option<Reloader>,
 }
 
+/// The I/O path the workers take.
+pub(super) enum Path {
+    Socket,
+    Xdp(Box<XdpIo>),
+    Uring(UringIo),
+}
+
+impl Path {
+    /// Starts the engine on this path.
+    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    where
+        H: Handler + 'static,
+        F: Fn(usize) -> H,
+    {
+        match self {
+            Path::Socket => Server::start(cfg, make),
+            Path::Xdp(io) => Server::start_with(cfg, *io, make),
+            Path::Uring(io) => Server::start_with(cfg, io, make),
+        }
+    }
+
+    /// This path for one more start (AF_XDP queues are taken once: never started twice).
+    fn take(&mut self) -> Path {
+        match self {
+            Path::Socket => Path::Socket,
+            Path::Uring(io) => Path::Uring(*io),
+            Path::Xdp(_) => std::mem::replace(self, Path::Socket),
+        }
+    }
+}
+
 pub(super) fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
     a: &ServeArgs,
-    mut xdp: Option<XdpIo>,
+    mut path: Path,
 ) -> Result<Running> {
     let zones = &a.zones;
     let res = match proto {
@@ -57,10 +88,7 @@ pub(super) fn start_server(
         Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
-        Proto::Echo => match xdp {
-            Some(io) => Server::start_with(cfg, io, |_| firehose_proto::Echo),
-            None => Server::start(cfg, |_| firehose_proto::Echo),
-        },
+        Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
@@ -81,7 +109,7 @@ pub(super) fn start_server(
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,
             // whose queues are taken once).
-            let tries = if cfg.listen.port() == 0 && xdp.is_none() {
+            let tries = if cfg.listen.port() == 0 && !matches!(path, Path::Xdp(_)) {
                 5
             } else {
                 1
@@ -96,11 +124,10 @@ pub(super) fn start_server(
                         slip: a.dns.rrl_slip.unwrap_or(2),
                     });
                 }
-                let server = match xdp.take() {
-                    Some(io) => Server::start_with(cfg, io, move |_| h.clone()),
-                    None => Server::start(cfg, move |_| h.clone()),
-                }
-                .map_err(serve_error)?;
+                let server = path
+                    .take()
+                    .start(cfg, move |_| h.clone())
+                    .map_err(serve_error)?;
                 if !a.dns.tcp {
                     return Ok(Running {
                         server,
@@ -153,7 +180,11 @@ pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
     match e {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {
-            let hint = match k.errno().map(firehose_sys::errno_name) {
+            let errno = k.errno().map(firehose_sys::errno_name);
+            if let Some(hint) = uring_hint(&k.what, errno) {
+                return Usage(format!("the kernel refused {k}{hint}")).into();
+            }
+            let hint = match errno {
                 Some("EADDRINUSE") => {
                     " — another process holds this port; pick another --listen port"
                 }
@@ -165,6 +196,31 @@ pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
             Usage(format!("the kernel refused {k}{hint}")).into()
         }
     }
+}
+
+/// The fix for an io_uring refusal, by what was refused and the errno's name; `None` when
+/// the refusal is not io_uring's.
+pub(super) fn uring_hint(what: &str, errno: Option<&str>) -> Option<&'static str> {
+    if !what.contains("io_uring") && !what.contains("IORING") {
+        return None;
+    }
+    Some(match errno {
+        Some("EPERM") | Some("EACCES") if what.contains("SQPOLL") => {
+            " — io_uring is restricted here (SQPOLL may need root, or kernel.io_uring_disabled \
+             is set): drop --sqpoll, run as root, or use --io socket"
+        }
+        Some("EPERM") | Some("EACCES") => {
+            " — io_uring is disabled or restricted: set the sysctl kernel.io_uring_disabled=0 \
+             (with 1, only root or the kernel.io_uring_group may use it), or use --io socket"
+        }
+        Some("ENOSYS") => " — this kernel has no io_uring; use --io socket",
+        Some("EINVAL") | Some("EOPNOTSUPP") => {
+            " — this kernel lacks what --io uring needs (multishot RECVMSG and provided-buffer \
+             rings, Linux 6.0+) or these --sqpoll/--single-issuer/--defer-taskrun flags; \
+             use --io socket"
+        }
+        _ => " — use --io socket",
+    })
 }
 
 pub(super) fn proto_name(p: Proto) -> &'static str {
