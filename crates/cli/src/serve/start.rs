@@ -181,8 +181,8 @@ pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {
             let errno = k.errno().map(firehose_sys::errno_name);
-            if let Some(hint) = uring_hint(&k.what, errno) {
-                return Usage(format!("the kernel refused {k}{hint}")).into();
+            if crate::uring_args::uring_hint(&k.what, errno).is_some() {
+                return Usage(crate::uring_args::refusal(&k)).into();
             }
             let hint = match errno {
                 Some("EADDRINUSE") => {
@@ -196,31 +196,6 @@ pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
             Usage(format!("the kernel refused {k}{hint}")).into()
         }
     }
-}
-
-/// The fix for an io_uring refusal, by what was refused and the errno's name; `None` when
-/// the refusal is not io_uring's.
-pub(super) fn uring_hint(what: &str, errno: Option<&str>) -> Option<&'static str> {
-    if !what.contains("io_uring") && !what.contains("IORING") {
-        return None;
-    }
-    Some(match errno {
-        Some("EPERM") | Some("EACCES") if what.contains("SQPOLL") => {
-            " — io_uring is restricted here (SQPOLL may need root, or kernel.io_uring_disabled \
-             is set): drop --sqpoll, run as root, or use --io socket"
-        }
-        Some("EPERM") | Some("EACCES") => {
-            " — io_uring is disabled or restricted: set the sysctl kernel.io_uring_disabled=0 \
-             (with 1, only root or the kernel.io_uring_group may use it), or use --io socket"
-        }
-        Some("ENOSYS") => " — this kernel has no io_uring; use --io socket",
-        Some("EINVAL") | Some("EOPNOTSUPP") => {
-            " — this kernel lacks what --io uring needs (multishot RECVMSG and provided-buffer \
-             rings, Linux 6.0+) or these --sqpoll/--single-issuer/--defer-taskrun flags; \
-             use --io socket"
-        }
-        _ => " — use --io socket",
-    })
 }
 
 pub(super) fn proto_name(p: Proto) -> &'static str {
