@@ -20,6 +20,8 @@ pub struct UringFlowIo {
     slot_size: usize,
     buffers: u16,
     ring: Option<FlowRing>,
+    /// Most responses one `recv` hands out (the generator's batch).
+    batch: usize,
     lens: Vec<usize>,
     /// Requests refused by a send round that ended in an error, reported at flush.
     refused: usize,
@@ -48,7 +50,9 @@ pub fn open(
             // Room for a round: every flow's window, at least a batch.
             let slots = (socks.len() * cfg.window.max(1)).clamp(cfg.batch, 4096);
             UringFlowIo {
-                buffers: (slots * 2).clamp(256, 4096) as u16,
+                // Room for the responses of a burst that arrives between two polls.
+                buffers: (slots * 4).clamp(512, 4096) as u16,
+                batch: cfg.batch.max(1),
                 socks,
                 setup,
                 slots,
@@ -136,8 +140,9 @@ impl FlowIo for UringFlowIo {
         None
     }
 
+    /// Every response collected is read in this round: each source is a batch of them.
     fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
-        Ok(usize::from(self.ring().poll(wait)? > 0))
+        Ok(self.ring().poll(wait)?.div_ceil(self.batch))
     }
 
     fn source(&self, _i: usize) -> usize {

@@ -279,11 +279,9 @@ impl FlowRing {
         self.give_back();
         self.arm_ended()?;
         if self.ready.is_empty() && self.ring.completion().is_empty() {
-            if !wait.is_zero() {
-                self.enter(1, Some(wait))?;
-            } else {
-                self.enter(0, None)?;
-            }
+            // A wait, even of zero, asks for completions: with DEFER_TASKRUN only that
+            // runs the deferred receives.
+            self.enter(1, Some(wait))?;
         } else if !self.ring.submission().is_empty() {
             self.enter(0, None)?;
         }

@@ -269,10 +269,13 @@ impl ServeRing {
             self.arm()?;
         }
         let nothing = self.held.is_empty() && self.ring.completion().is_empty();
-        if nothing && !self.busy {
-            self.enter(1, Some(timeout))
+        if nothing {
+            // Busy: a wait of zero, which still runs deferred completions (DEFER_TASKRUN
+            // posts them only for an enter that asks for completions).
+            let wait = if self.busy { Duration::ZERO } else { timeout };
+            self.enter(1, Some(wait))
                 .map_err(|e| uring_err("io_uring_enter", e))?;
-        } else if nothing || !self.ring.submission().is_empty() {
+        } else if !self.ring.submission().is_empty() {
             self.enter(0, None)
                 .map_err(|e| uring_err("io_uring_enter", e))?;
         }
