@@ -158,7 +158,7 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, plain, sockperf or (dns) firehose, knotd, nsd [default: echo
+    /// latency, uring (tuned over io_uring), plain, sockperf or (dns) firehose, knotd, nsd [default: echo
     /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
@@ -176,8 +176,8 @@ struct CompareArgs {
     /// Do not count the servers' syscalls with perf (--proto dns).
     #[arg(long)]
     no_syscalls: bool,
-    /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
-    /// both generators, busy-polled ping-pong; root).
+    /// Compare I/O paths on veth instead: socket, xdp, uring or a list such as
+    /// socket,xdp,uring (echo saturation with two generators, busy-polled ping-pong; root).
     #[arg(long, value_name = "PATHS")]
     io: Option<String>,
 }
