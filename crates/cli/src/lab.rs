@@ -138,7 +138,7 @@ struct LadderArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "--proto echo (default):\n\
 Servers: naive, reuseport, steered, tuned, latency (firehose serve \
-profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
+profiles), uring (tuned over io_uring), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
 Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
 Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
 servers are compared at the same rate: CPU per transaction and latency.\n\n\
