@@ -11,9 +11,10 @@
 //! empty, ICMP port unreachable) is armed again at the next `poll`.
 
 use crate::mmsg::Flushed;
-use crate::uring::{sq_full, uring_err};
+use crate::uring::sq_full;
 use crate::uring_dgram::UringSetup;
-use crate::uring_recv::{cancel_sync, publish_buffer, Pages};
+use crate::uring_pbuf::BufRing;
+use crate::uring_recv::cancel_sync;
 use crate::SysResult;
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::collections::VecDeque;
@@ -49,11 +50,7 @@ pub struct FlowRing {
     used: usize,
     /// Sends queued or in flight whose completion was not seen yet.
     sending: usize,
-    ring_mem: Pages,
-    data: Pages,
-    count: u16,
-    size: usize,
-    tail: u16,
+    bufs: BufRing,
     /// Responses collected as (flow, buffer id, length), oldest first.
     ready: VecDeque<(u32, u16, u32)>,
     /// Buffers handed out by the last `take`, given back at the next one.
@@ -85,15 +82,7 @@ impl FlowRing {
             .next_power_of_two()
             .clamp(64, 32768);
         let ring = setup.build(entries)?;
-        let count = count.clamp(2, 32768).next_power_of_two();
-        let ring_mem = Pages::new((count as usize * 16).max(4096))?;
-        // SAFETY: ring_mem is page aligned, holds `count` entries and lives in self until
-        // after the ring is dropped.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(ring_mem.ptr as u64, count, BGID, 0)
-        }
-        .map_err(|e| uring_err("io_uring_register(PBUF_RING) (needs Linux 5.19+)", e))?;
+        let bufs = BufRing::register(&ring, BGID, count.max(2), size)?;
         let mut me = FlowRing {
             ring,
             armed: vec![false; fds.len()],
@@ -103,20 +92,13 @@ impl FlowRing {
             slots,
             used: 0,
             sending: 0,
-            ring_mem,
-            data: Pages::new(count as usize * size)?,
-            count,
-            size,
-            tail: 0,
+            bufs,
             ready: VecDeque::new(),
             lent: Vec::new(),
             taken: Vec::new(),
             last_recv_error: None,
             stats: FlowRingStats::default(),
         };
-        for bid in 0..count {
-            me.recycle(bid);
-        }
         me.arm_ended()?;
         me.enter(0, None)?;
         let sends = me.collect();
@@ -129,18 +111,6 @@ impl FlowRing {
             ));
         }
         Ok(me)
-    }
-
-    fn recycle(&mut self, bid: u16) {
-        let addr = self.data.ptr.wrapping_add(bid as usize * self.size);
-        publish_buffer(
-            &self.ring_mem,
-            self.count,
-            &mut self.tail,
-            addr,
-            self.size as u32,
-            bid,
-        );
     }
 
     /// Arms the receive of every flow whose receive is not running.
@@ -163,19 +133,7 @@ impl FlowRing {
 
     fn enter(&mut self, want: usize, timeout: Option<Duration>) -> SysResult<()> {
         self.stats.enters += 1;
-        let res = match timeout {
-            Some(t) => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(want, &args)
-            }
-            None => self.ring.submitter().submit_and_wait(want),
-        };
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
-            Err(e) => Err(uring_err("io_uring_enter", e)),
-        }
+        crate::uring_pbuf::enter(&self.ring, want, timeout)
     }
 
     /// Moves completions from the queue: responses to `ready`; returns the sends' results.
@@ -269,7 +227,7 @@ impl FlowRing {
     /// Gives back the buffers of the last [`Self::take`].
     fn give_back(&mut self) {
         while let Some(bid) = self.lent.pop() {
-            self.recycle(bid);
+            self.bufs.recycle(bid);
         }
     }
 
@@ -306,33 +264,27 @@ impl FlowRing {
     /// Response `i` of the last [`Self::take`]: its flow and its bytes.
     pub fn response(&self, i: usize) -> (u32, &[u8]) {
         let (flow, bid, len) = self.taken[i];
-        let len = (len as usize).min(self.size);
+        let len = (len as usize).min(self.bufs.size());
         // SAFETY: buffer `bid` came from a completion and stays out of the kernel's ring
         // until give_back, which needs `&mut self`, so no write can race this borrow.
-        let data =
-            unsafe { std::slice::from_raw_parts(self.data.ptr.add(bid as usize * self.size), len) };
+        let data = unsafe { std::slice::from_raw_parts(self.bufs.ptr(bid), len) };
         (flow, data)
     }
 }
 
 impl Drop for FlowRing {
     fn drop(&mut self) {
-        let mut all_cancelled = true;
+        let mut idle = self.sending == 0;
         for f in 0..self.fds.len() {
             if self.armed[f] && !cancel_sync(&self.ring, RECV_TAG | f as u64) {
-                all_cancelled = false;
+                idle = false;
             }
         }
-        if !all_cancelled || self.sending > 0 {
-            // The kernel may still use the memory: keep it mapped for the life of the
-            // process rather than free it under it (the send slots are leaked for the same
-            // reason).
-            self.data.keep_mapped();
-            self.ring_mem.keep_mapped();
+        self.bufs.close(&self.ring, idle);
+        if !idle {
+            // Sends may still read the slots: leak them as the buffers are kept.
             let _ = std::mem::take(&mut self.tx).leak();
-            return;
         }
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
     }
 }
 

@@ -22,9 +22,10 @@
 //! [`ServeRing::recv`], after the buffers of the batch went back.
 
 use crate::mmsg::Flushed;
-use crate::uring::{cqe_err, sq_full, uring_err};
+use crate::uring::{cqe_err, sq_full};
 use crate::uring_dgram::UringSetup;
-use crate::uring_recv::{cancel_sync, publish_buffer, Pages};
+use crate::uring_pbuf::BufRing;
+use crate::uring_recv::cancel_sync;
 use crate::SysResult;
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::collections::VecDeque;
@@ -92,11 +93,9 @@ pub struct ServeRing {
     fd: i32,
     /// The receive's template: a name of NAME_ROOM bytes, no control data.
     msghdr: Box<libc::msghdr>,
-    ring_mem: Pages,
-    data: Pages,
-    count: u16,
+    bufs: BufRing,
+    /// Size of each provided buffer.
     size: usize,
-    tail: u16,
     armed: bool,
     sqpoll: bool,
     busy: bool,
@@ -109,6 +108,8 @@ pub struct ServeRing {
     queued: usize,
     /// Replies that found the submission queue full, refused at the next flush.
     unqueued: usize,
+    /// A flush failed with sends whose completion was never seen.
+    unfinished_sends: bool,
     pub stats: ServeRingStats,
 }
 
@@ -132,15 +133,7 @@ impl ServeRing {
     ) -> SysResult<Self> {
         let batch = batch.clamp(1, 4096);
         let ring = setup.build(((batch + 1) as u32).next_power_of_two().max(64))?;
-        let count = Self::buffer_count(batch, count);
-        let ring_mem = Pages::new((count as usize * 16).max(4096))?;
-        // SAFETY: ring_mem is page aligned, holds `count` entries and lives in self until
-        // after the ring is dropped.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(ring_mem.ptr as u64, count, BGID, 0)
-        }
-        .map_err(|e| uring_err("io_uring_register(PBUF_RING) (needs Linux 5.19+)", e))?;
+        let bufs = BufRing::register(&ring, BGID, Self::buffer_count(batch, count), size)?;
         // SAFETY: all-zero msghdr and iovec are valid (no name, no data, no control).
         let zero_hdr = || unsafe { std::mem::zeroed::<libc::msghdr>() };
         // SAFETY: as above.
@@ -151,11 +144,8 @@ impl ServeRing {
             ring,
             fd,
             msghdr,
-            ring_mem,
-            data: Pages::new(count as usize * size)?,
-            count,
+            bufs,
             size,
-            tail: 0,
             armed: false,
             sqpoll: setup.sqpoll_idle_ms.is_some(),
             busy,
@@ -165,14 +155,11 @@ impl ServeRing {
             send_iovs: (0..batch).map(|_| zero_iov()).collect(),
             queued: 0,
             unqueued: 0,
+            unfinished_sends: false,
             stats: ServeRingStats::default(),
         };
-        for bid in 0..count {
-            me.recycle(bid);
-        }
         me.arm()?;
-        me.enter(0, None)
-            .map_err(|e| uring_err("io_uring_enter", e))?;
+        me.enter(0, None)?;
         // An old kernel fails the multishot request at once; anything else that arrived
         // already is kept for the first recv.
         let cqes: Vec<(u64, i32, u32)> = me
@@ -204,24 +191,12 @@ impl ServeRing {
 
     /// Buffers in the provided ring.
     pub fn buffers(&self) -> u16 {
-        self.count
+        self.bufs.count()
     }
 
     /// Size of each provided buffer.
     pub fn buffer_size(&self) -> usize {
-        self.size
-    }
-
-    fn recycle(&mut self, bid: u16) {
-        let addr = self.data.ptr.wrapping_add(bid as usize * self.size);
-        publish_buffer(
-            &self.ring_mem,
-            self.count,
-            &mut self.tail,
-            addr,
-            self.size as u32,
-            bid,
-        );
+        self.bufs.size()
     }
 
     fn arm(&mut self) -> SysResult<()> {
@@ -240,23 +215,11 @@ impl ServeRing {
     /// Submits what is queued and waits for `want` completions (up to `timeout` if given);
     /// counts the system call when one is made (SQPOLL submits without one while its
     /// thread is awake).
-    fn enter(&mut self, want: usize, timeout: Option<Duration>) -> std::io::Result<()> {
+    fn enter(&mut self, want: usize, timeout: Option<Duration>) -> SysResult<()> {
         if want > 0 || !self.sqpoll || self.ring.submission().need_wakeup() {
             self.stats.enters += 1;
         }
-        let res = match timeout {
-            Some(t) => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(want, &args)
-            }
-            None => self.ring.submitter().submit_and_wait(want),
-        };
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        crate::uring_pbuf::enter(&self.ring, want, timeout)
     }
 
     /// Takes up to `max` datagrams into slots `0..count`, waiting up to `timeout` when none
@@ -273,11 +236,9 @@ impl ServeRing {
             // Busy: a wait of zero, which still runs deferred completions (DEFER_TASKRUN
             // posts them only for an enter that asks for completions).
             let wait = if self.busy { Duration::ZERO } else { timeout };
-            self.enter(1, Some(wait))
-                .map_err(|e| uring_err("io_uring_enter", e))?;
+            self.enter(1, Some(wait))?;
         } else if !self.ring.submission().is_empty() {
-            self.enter(0, None)
-                .map_err(|e| uring_err("io_uring_enter", e))?;
+            self.enter(0, None)?;
         }
         let max = max.min(self.send_hdrs.len());
         while self.slots.len() < max {
@@ -329,7 +290,7 @@ impl ServeRing {
     }
 
     fn buf_ptr(&self, bid: u16) -> *mut u8 {
-        self.data.ptr.wrapping_add(bid as usize * self.size)
+        self.bufs.ptr(bid)
     }
 
     /// Slot `i` of the last recv.
@@ -384,7 +345,7 @@ impl ServeRing {
         let mut result = Ok(());
         while done < self.queued {
             if let Err(e) = self.enter(self.queued - done, None) {
-                result = Err(uring_err("io_uring_enter", e));
+                result = Err(e);
                 break;
             }
             let cqes: Vec<(u64, i32, u32)> = self
@@ -408,15 +369,17 @@ impl ServeRing {
         }
         out.syscalls = (self.stats.enters - before) as usize;
         if result.is_err() {
-            // The ring is unusable: keep the buffers (the kernel may still read them).
+            // The ring is unusable: keep the buffers (the kernel may still read them), and
+            // their memory after Drop too.
+            self.unfinished_sends = true;
             self.queued = 0;
             self.slots.clear();
             result?;
         }
         out.failed += std::mem::take(&mut self.unqueued);
         self.queued = 0;
-        for k in 0..self.slots.len() {
-            self.recycle(self.slots[k].bid);
+        for s in &self.slots {
+            self.bufs.recycle(s.bid);
         }
         self.slots.clear();
         Ok(out)
@@ -425,14 +388,8 @@ impl ServeRing {
 
 impl Drop for ServeRing {
     fn drop(&mut self) {
-        if self.armed && !cancel_sync(&self.ring, RECV_UD) {
-            // The kernel may still write into the buffers: keep them mapped for the life of
-            // the process rather than free them under it.
-            self.data.keep_mapped();
-            self.ring_mem.keep_mapped();
-            return;
-        }
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
+        let idle = !self.unfinished_sends && (!self.armed || cancel_sync(&self.ring, RECV_UD));
+        self.bufs.close(&self.ring, idle);
     }
 }
 
