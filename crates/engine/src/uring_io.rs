@@ -1,7 +1,7 @@
 //! The io_uring backend: per worker one ring on the worker's own socket (its SO_REUSEPORT
 //! socket, as on the socket path), a multishot RECVMSG into a ring of provided buffers,
 //! the handler's reply written over the request in its buffer and sent from there by
-//! SENDMSG, all replies of a batch in one io_uring_enter (see
+//! SEND (sendto), all replies of a batch in one io_uring_enter (see
 //! [`firehose_sys::uring_serve::ServeRing`] for the buffer life cycle).
 //!
 //! The ring is created in [`Io::open`], inside the worker's thread after pinning, so

@@ -31,7 +31,7 @@ fn describe(server: &str) -> &'static str {
         "steered" => "firehose serve --profile steered: reuseport + CPU steering + pinning",
         "tuned" => "firehose serve --profile tuned: steered + batches of 64 + PMTUDISC_OMIT",
         "latency" => "firehose serve --profile latency: steered + busy polling + small batches",
-        "uring" => "firehose serve --io uring --profile tuned: the tuned sockets read by a multishot io_uring RECVMSG, replies by SENDMSG batches",
+        "uring" => "firehose serve --io uring --profile tuned: the tuned sockets read by a multishot io_uring RECVMSG, replies by batched sends",
         "plain" => "the lab's plain echo: one socket, N threads, recvfrom/sendto (the NTT talk's baseline; answers sockperf framing too)",
         _ => "sockperf sr (sockperf's server)",
     }

@@ -85,7 +85,7 @@ pub const STEPS: &[Step] = &[
     step(
         "uring",
         "beyond the talk: io_uring (serve --io uring: the same sockets read by a multishot \
-         RECVMSG into provided buffers, replies by batched SENDMSG)",
+         RECVMSG into provided buffers, replies by batched SEND)",
         false,
     ),
     step(

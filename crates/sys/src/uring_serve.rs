@@ -1,6 +1,7 @@
 //! io_uring for a datagram server: one multishot IORING_OP_RECVMSG on the server's socket
-//! feeding a provided-buffer ring, and the replies sent by IORING_OP_SENDMSG from the very
-//! buffers the requests arrived in.
+//! feeding a provided-buffer ring, and the replies sent by IORING_OP_SEND with a destination
+//! address (sendto; Linux 6.0+, as the multishot receive) from the very buffers the requests
+//! arrived in, address included: no header for the kernel to copy per reply.
 //!
 //! Contract of [`ServeRing`], per batch:
 //! 1. [`ServeRing::recv`] (re)arms the receive if it ended, waits (or, busy, looks) for
@@ -9,7 +10,7 @@
 //!    sender's address (room for a `sockaddr_in6`), then the payload.
 //! 2. [`ServeRing::datagram`] lends slot `i`: the payload and the rest of its buffer (the
 //!    reply capacity), the length and the sender.
-//! 3. [`ServeRing::queue_reply`] writes one SENDMSG per reply whose address and data point
+//! 3. [`ServeRing::queue_reply`] writes one SEND per reply whose address and data point
 //!    into that slot's buffer; [`ServeRing::flush`] submits them with one io_uring_enter,
 //!    waits for their completions (a UDP send completes inline) and only then gives every
 //!    buffer of the batch back to the ring. So the kernel never reads a buffer it may
@@ -102,9 +103,9 @@ pub struct ServeRing {
     slots: Vec<Slot>,
     /// Receive completions seen while waiting for sends, taken first by the next recv.
     held: VecDeque<(i32, u32)>,
-    /// One header and iovec per queued reply; read by the kernel until flush returns.
-    send_hdrs: Box<[libc::msghdr]>,
-    send_iovs: Box<[libc::iovec]>,
+    /// Most datagrams per receive, and so most replies per flush.
+    batch: usize,
+    /// Replies queued since the last flush.
     queued: usize,
     /// Replies that found the submission queue full, refused at the next flush.
     unqueued: usize,
@@ -113,7 +114,7 @@ pub struct ServeRing {
     pub stats: ServeRingStats,
 }
 
-// SAFETY: the raw pointers (mappings, headers) are owned by this struct and point only into
+// SAFETY: the raw pointers (mappings, the receive header) are owned by this struct and point only into
 // it; the ring is used from one thread at a time (SINGLE_ISSUER callers create it there).
 unsafe impl Send for ServeRing {}
 
@@ -134,11 +135,8 @@ impl ServeRing {
         let batch = batch.clamp(1, 4096);
         let ring = setup.build(((batch + 1) as u32).next_power_of_two().max(64))?;
         let bufs = BufRing::register(&ring, BGID, Self::buffer_count(batch, count), size)?;
-        // SAFETY: all-zero msghdr and iovec are valid (no name, no data, no control).
-        let zero_hdr = || unsafe { std::mem::zeroed::<libc::msghdr>() };
-        // SAFETY: as above.
-        let zero_iov = || unsafe { std::mem::zeroed::<libc::iovec>() };
-        let mut msghdr = Box::new(zero_hdr());
+        // SAFETY: an all-zero msghdr is valid (no name, no data, no control).
+        let mut msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         msghdr.msg_namelen = NAME_ROOM as libc::socklen_t;
         let mut me = ServeRing {
             ring,
@@ -151,8 +149,7 @@ impl ServeRing {
             busy,
             slots: Vec::with_capacity(batch),
             held: VecDeque::new(),
-            send_hdrs: (0..batch).map(|_| zero_hdr()).collect(),
-            send_iovs: (0..batch).map(|_| zero_iov()).collect(),
+            batch,
             queued: 0,
             unqueued: 0,
             unfinished_sends: false,
@@ -240,7 +237,7 @@ impl ServeRing {
         } else if !self.ring.submission().is_empty() {
             self.enter(0, None)?;
         }
-        let max = max.min(self.send_hdrs.len());
+        let max = max.min(self.batch);
         while self.slots.len() < max {
             let (res, flags) = match self.held.pop_front() {
                 Some(h) => h,
@@ -313,23 +310,16 @@ impl ServeRing {
     /// A full submission queue (it holds a batch) counts the reply as refused at flush.
     pub fn queue_reply(&mut self, i: usize, len: usize) {
         let s = self.slots[i];
-        let q = self.queued;
         let base = self.buf_ptr(s.bid);
-        self.send_iovs[q] = libc::iovec {
-            iov_base: base.wrapping_add(PAYLOAD_OFFSET) as *mut libc::c_void,
-            iov_len: len.min(self.size - PAYLOAD_OFFSET),
-        };
-        let h = &mut self.send_hdrs[q];
-        h.msg_name = base.wrapping_add(OUT_HDR) as *mut libc::c_void;
-        h.msg_namelen = s.name_len;
-        h.msg_iov = &mut self.send_iovs[q];
-        h.msg_iovlen = 1;
-        let entry = opcode::SendMsg::new(types::Fd(self.fd), &self.send_hdrs[q])
+        let len = len.min(self.size - PAYLOAD_OFFSET) as u32;
+        // IORING_OP_SEND with a destination (sendto): no msghdr for the kernel to copy.
+        let entry = opcode::Send::new(types::Fd(self.fd), base.wrapping_add(PAYLOAD_OFFSET), len)
+            .dest_addr(base.wrapping_add(OUT_HDR) as *const libc::sockaddr)
+            .dest_addr_len(s.name_len)
             .build()
-            .user_data(q as u64);
-        // SAFETY: the header, its iovec, the address and the data live in self and are not
-        // changed or given back to the kernel's buffer ring until flush has seen this
-        // request complete.
+            .user_data(self.queued as u64);
+        // SAFETY: the address and the data live in a buffer of self that is not changed or
+        // given back to the kernel's buffer ring until flush has seen this request complete.
         match unsafe { self.ring.submission().push(&entry) } {
             Ok(()) => self.queued += 1,
             Err(_) => self.unqueued += 1,

@@ -56,7 +56,7 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
             .map_or("none", |s| s.steering.as_str()),
         a.batch,
         if a.backend.as_ref().is_some_and(|b| b.name == "io_uring") {
-            " (io_uring: multishot recvmsg, sendmsg batches)"
+            " (io_uring: multishot recvmsg, send batches)"
         } else if a.backend.is_some() {
             " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"
         } else if a.batch == 1 {
