@@ -114,8 +114,9 @@ pub struct ServeRing {
     pub stats: ServeRingStats,
 }
 
-// SAFETY: the raw pointers (mappings, the receive header) are owned by this struct and point only into
-// it; the ring is used from one thread at a time (SINGLE_ISSUER callers create it there).
+// SAFETY: the raw pointers (mappings, the receive header) are owned by this struct and
+// point only into it; the ring is used from one thread at a time (SINGLE_ISSUER callers
+// create it there).
 unsafe impl Send for ServeRing {}
 
 impl ServeRing {
