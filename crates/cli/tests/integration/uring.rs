@@ -207,7 +207,7 @@ fn load_io_uring_completes_n_of_n_against_either_server() {
             "--flows",
             "3",
             "--rate",
-            "20k",
+            "10k",
             "--single-issuer",
             "--defer-taskrun",
         ],
