@@ -129,6 +129,10 @@ pub(super) struct DnsArgs {
     /// DNS over TCP on the same address (RFC 7766): on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     pub(super) tcp: bool,
+    /// TCP threads, each an event loop over its share of the connections (at most 4 per
+    /// allowed CPU, as --workers).
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value = "1")]
+    pub(super) tcp_threads: usize,
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
     pub(super) tcp_max_conns: usize,
@@ -192,7 +196,8 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
-        check_workers(workers)?;
+        check_threads("--workers", workers)?;
+        check_threads("--tcp-threads", self.dns.tcp_threads)?;
         self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
@@ -255,8 +260,8 @@ impl ServeArgs {
 /// Workers per allowed CPU beyond which more threads only contend.
 const WORKERS_PER_CPU: usize = 4;
 
-/// Refuses a worker count far beyond the CPUs this process may run on.
-fn check_workers(workers: usize) -> Result<()> {
+/// Refuses a thread count (`flag`'s value) far beyond the CPUs this process may run on.
+fn check_threads(flag: &str, workers: usize) -> Result<()> {
     let cpus = firehose_sys::cpu::allowed_cpus()
         .map(|c| c.len())
         .unwrap_or(1)
@@ -264,7 +269,7 @@ fn check_workers(workers: usize) -> Result<()> {
     let max = cpus * WORKERS_PER_CPU;
     if workers > max {
         return Err(Usage(format!(
-            "--workers {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+            "{flag} {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
         ))
         .into());
     }

@@ -48,8 +48,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     print_applied(&server, a.proto);
     if let Some(t) = &tcp {
         say!(
-            "  tcp: listening on {} (max {} connections, {} per client, idle {:?}, AXFR to {})",
+            "  tcp: listening on {} ({} thread{}, max {} connections, {} per client, idle {:?}, AXFR to {})",
             t.local_addr(),
+            a.dns.tcp_threads,
+            if a.dns.tcp_threads == 1 { "" } else { "s" },
             a.dns.tcp_max_conns,
             a.dns.tcp_max_per_client,
             a.dns.tcp_idle,

@@ -142,6 +142,7 @@ pub(super) fn start_server(
                     allow_transfer: a.dns.allow_transfer.clone(),
                     max_udp: DEFAULT_MAX_UDP,
                     options: options.clone(),
+                    threads: a.dns.tcp_threads,
                 };
                 match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
                     Ok(t) => {
