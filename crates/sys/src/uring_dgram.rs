@@ -121,13 +121,17 @@ impl RecvMsgRing {
     }
 
     fn arm(&mut self) -> SysResult<()> {
-        let entry = opcode::RecvMsgMulti::new(types::Fd(self.fd), &*self.msghdr, BGID)
-            .flags(libc::MSG_TRUNC as u32)
-            .build()
-            .user_data(RECV_UD);
-        // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and waits
-        // for it before they are freed.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
+        // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and
+        // waits for it before they are freed.
+        unsafe {
+            crate::uring_pbuf::push_recvmsg_multi(
+                &mut self.ring,
+                self.fd,
+                &self.msghdr,
+                BGID,
+                RECV_UD,
+            )
+        }?;
         self.armed = true;
         self.stats.arms += 1;
         Ok(())

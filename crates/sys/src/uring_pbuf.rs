@@ -6,7 +6,7 @@
 use crate::uring::uring_err;
 use crate::uring_recv::{publish_buffer, Pages};
 use crate::SysResult;
-use io_uring::{types, IoUring};
+use io_uring::{opcode, types, IoUring};
 use std::time::Duration;
 
 /// `count` buffers of `size` bytes registered as buffer group `bgid`.
@@ -102,4 +102,25 @@ pub(crate) fn enter(ring: &IoUring, want: usize, timeout: Option<Duration>) -> S
         Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
         Err(e) => Err(uring_err("io_uring_enter", e)),
     }
+}
+
+/// Queues a multishot IORING_OP_RECVMSG on `fd` into buffer group `bgid`, tagged `ud`, with
+/// MSG_TRUNC so a datagram longer than its buffer is reported at its full length.
+///
+/// # Safety
+/// `msghdr` and the group's buffers must stay valid until the request has ended (its last
+/// completion seen, or a synchronous cancel confirmed).
+pub(crate) unsafe fn push_recvmsg_multi(
+    ring: &mut IoUring,
+    fd: i32,
+    msghdr: &libc::msghdr,
+    bgid: u16,
+    ud: u64,
+) -> SysResult<()> {
+    let entry = opcode::RecvMsgMulti::new(types::Fd(fd), msghdr, bgid)
+        .flags(libc::MSG_TRUNC as u32)
+        .build()
+        .user_data(ud);
+    // SAFETY: the caller keeps the msghdr and the buffers alive for the request's life.
+    unsafe { ring.submission().push(&entry) }.map_err(|_| crate::uring::sq_full())
 }

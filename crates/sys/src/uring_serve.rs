@@ -23,7 +23,7 @@
 //! [`ServeRing::recv`], after the buffers of the batch went back.
 
 use crate::mmsg::Flushed;
-use crate::uring::{cqe_err, sq_full};
+use crate::uring::cqe_err;
 use crate::uring_dgram::UringSetup;
 use crate::uring_pbuf::BufRing;
 use crate::uring_recv::cancel_sync;
@@ -198,13 +198,17 @@ impl ServeRing {
     }
 
     fn arm(&mut self) -> SysResult<()> {
-        let entry = opcode::RecvMsgMulti::new(types::Fd(self.fd), &*self.msghdr, BGID)
-            .flags(libc::MSG_TRUNC as u32)
-            .build()
-            .user_data(RECV_UD);
         // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and
         // waits for it before they are freed.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
+        unsafe {
+            crate::uring_pbuf::push_recvmsg_multi(
+                &mut self.ring,
+                self.fd,
+                &self.msghdr,
+                BGID,
+                RECV_UD,
+            )
+        }?;
         self.armed = true;
         self.stats.arms += 1;
         Ok(())
