@@ -146,7 +146,7 @@ struct LadderArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "--proto echo (default):\n\
 Servers: naive, reuseport, steered, tuned, latency (firehose serve \
-profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
+profiles), uring (tuned over io_uring), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
 Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
 Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
 servers are compared at the same rate: CPU per transaction and latency.\n\n\
@@ -167,7 +167,7 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, plain, sockperf or (dns) firehose, knotd, nsd [default: echo
+    /// latency, uring (tuned over io_uring), plain, sockperf or (dns) firehose, knotd, nsd [default: echo
     /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
@@ -198,8 +198,8 @@ struct CompareArgs {
     /// from before a change.
     #[arg(long, value_name = "PATH")]
     firehose_bin: Option<std::path::PathBuf>,
-    /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
-    /// both generators, busy-polled ping-pong; root).
+    /// Compare I/O paths on veth instead: socket, xdp, uring or a list such as
+    /// socket,xdp,uring (echo saturation with two generators, busy-polled ping-pong; root).
     #[arg(long, value_name = "PATHS")]
     io: Option<String>,
 }

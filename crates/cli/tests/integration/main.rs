@@ -23,6 +23,7 @@ mod serve;
 mod sink_flood;
 mod stream;
 mod stream_veth;
+mod uring;
 mod util;
 mod workspace;
 mod xdp;
