@@ -16,6 +16,7 @@ pub mod pace;
 pub mod report;
 pub mod sink;
 pub mod table;
+pub mod uring;
 pub mod workload;
 pub mod xdp;
 
