@@ -131,11 +131,16 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     assert_eq!(n("completed") + n("lost"), n("sent"), "{doc}");
     // Paced: a wake-up (sleep, read, send) carries many queries, where waking for each
     // answer would cost one or more system calls per query.
-    let per_query = doc["client_syscalls_per_txn"].as_f64().unwrap();
-    assert!(per_query < 0.5, "{per_query} syscalls per query: {doc}");
+    let paced = doc["client_syscalls_per_txn"].as_f64().unwrap();
+    assert!(paced < 0.5, "{paced} syscalls per query: {doc}");
     assert_eq!(doc["config"]["per_wake"], 64, "{doc}");
-    let per_query = one["client_syscalls_per_txn"].as_f64().unwrap();
-    assert!(per_query > 1.0, "{per_query} syscalls per query: {one}");
+    // One per wake-up costs more calls; how many more depends on how late a loaded host
+    // wakes the thread (a late wake-up catches up in one burst), so only the order is fixed.
+    let single = one["client_syscalls_per_txn"].as_f64().unwrap();
+    assert!(
+        single > 2.0 * paced,
+        "{single} syscalls per query with --per-wake 1 against {paced} paced: {one}"
+    );
     assert_eq!(one["config"]["per_wake"], 1, "{one}");
 }
 
