@@ -6,6 +6,7 @@
 mod dns;
 mod stream;
 mod xdp;
+mod zone_load;
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
@@ -43,6 +44,8 @@ enum LabCommand {
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
+    /// DNS servers loading one large zone: time until the first answer and peak memory.
+    ZoneLoad(zone_load::ZoneLoadArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
@@ -225,6 +228,7 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Ladder(l) => ladder_cmd(l),
         LabCommand::Compare(c) => compare_cmd(c),
         LabCommand::Stream(s) => stream::run(s),
+        LabCommand::ZoneLoad(z) => zone_load::run(z),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
     }

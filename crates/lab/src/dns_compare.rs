@@ -394,6 +394,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     dir: opts
                         .workdir
                         .join(format!("{}-{workers}-{rep}", kind.name())),
+                    ready_within: Duration::from_secs(10),
                 },
                 opts.stop_flag(),
             )
