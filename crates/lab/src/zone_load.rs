@@ -108,11 +108,11 @@ pub fn generate_zone(size: u64) -> (String, usize) {
         let [a, b, c] = octets(i);
         let _ = writeln!(z, "host-{i} A 10.{a}.{b}.{c}");
         records += 1;
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             let _ = writeln!(z, "host-{i} AAAA 2001:db8:{a:x}:{b:x}::{c:x}");
             records += 1;
         }
-        if i % 8 == 0 {
+        if i.is_multiple_of(8) {
             let _ = writeln!(
                 z,
                 "host-{i} MX 10 host-{}\nhost-{i} MX 20 mail\nhost-{i} TXT \"v=spf1 ip4:10.{a}.{b}.{c} -all\"",
@@ -124,7 +124,7 @@ pub fn generate_zone(size: u64) -> (String, usize) {
             let _ = writeln!(z, "www-{i} CNAME host-{i}");
             records += 1;
         }
-        if i % 25 == 0 {
+        if i.is_multiple_of(25) {
             let _ = writeln!(
                 z,
                 "sub-{i} NS ns1.sub-{i}\nsub-{i} NS ns2.sub-{i}\n\
