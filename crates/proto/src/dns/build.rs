@@ -1,12 +1,13 @@
 //! Turning zone records into a [`ZoneSet`]: nodes, zone cuts, and a template for every
 //! answer, resolved once (CNAME chains, additional records, negative answers).
 
-use super::db::{Found, NameMap, Node, SignedNode, SignedZone, Template, Tid, Zone, ZoneSet};
+use super::db::{Found, Names, Node, SignedNode, SignedZone, Template, Tid, Zone, ZoneSet};
 use super::dnssec::{canonical_cmp, NsecChain, NSEC, RRSIG};
 use super::wire::{
     label_offsets, name_to_text, rcode, read_name, rtype, NameBuf, CLASS_IN, HEADER, MAX_NAME,
 };
-use super::zone::{is_subdomain, Part, Record, ZoneData};
+use super::zone::{is_subdomain, Part, Rec, ZoneData};
+use std::sync::Arc;
 
 /// Record type DNAME (RFC 6672).
 pub const DNAME: u16 = 39;
@@ -33,7 +34,7 @@ enum Owner {
 #[derive(Debug, Clone)]
 struct Rr<'a> {
     owner: Owner,
-    rec: &'a Record,
+    rec: Rec<'a>,
     ttl: u32,
     /// The node the record is at (where its RRSIGs are).
     node: u32,
@@ -62,18 +63,35 @@ struct Sections<'a> {
 /// Loaded records of one zone, grouped by node.
 struct ZoneRecords<'a> {
     data: &'a ZoneData,
-    /// Records per node index (same order as the zone's nodes).
-    by_node: Vec<Vec<&'a Record>>,
+    /// Indexes of the records, node after node (same order as the zone's nodes),
+    /// without repeats of a record.
+    order: Vec<u32>,
+    /// Where each node's records start in `order`.
+    starts: Vec<u32>,
+}
+
+impl<'a> ZoneRecords<'a> {
+    /// The records at node `n`.
+    fn recs(&self, n: usize) -> impl Iterator<Item = Rec<'a>> + Clone + '_ {
+        let (a, b) = (self.starts[n] as usize, self.starts[n + 1] as usize);
+        self.order[a..b].iter().map(|&i| self.data.rec(i as usize))
+    }
+
+    /// The owner of node `n`'s first record, in the case of the zone file.
+    fn owner_of(&self, n: usize) -> Vec<u8> {
+        self.recs(n).next().map_or(Vec::new(), |r| r.owner.to_vec())
+    }
 }
 
 /// Builds the served data from loaded zones, ready for zone transfers too.
-pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
+pub fn build(zones: &[Arc<ZoneData>]) -> Result<ZoneSet, BuildError> {
     build_for(zones, true)
 }
 
-/// Builds the served data; with `transfers`, also keeps every zone's records in wire
-/// form for AXFR (as much memory again as the zone's wire size).
-pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildError> {
+/// Builds the served data; with `transfers`, also keeps the order in which AXFR
+/// sends every zone's records (4 bytes per record; the records themselves are kept
+/// either way, for reloads).
+pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -86,107 +104,140 @@ pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildEr
         }
         set.apexes
             .insert(zd.apex.clone().into_boxed_slice(), zi as u32);
-        let (zone, by_node) = index_zone(zd);
+        let (mut zone, zr) = index_zone(zd);
+        zone.records = Some(zd.clone());
         set.max_apex_labels = set.max_apex_labels.max(zone.apex_labels);
         set.zones.push(zone);
-        groups.push(ZoneRecords { data: zd, by_node });
+        groups.push(zr);
     }
     // Every type held anywhere: a CNAME node needs a chased answer for each of them.
     let all_types: BTreeSet<u16> = zones
         .iter()
         .flat_map(|z| z.records.iter().map(|r| r.rtype))
         .collect();
-    for (zi, group) in groups.iter().enumerate() {
-        fill_templates(&mut set, zi, group, &all_types);
+    for (zi, group) in groups.into_iter().enumerate() {
+        fill_templates(&mut set, zi, &group, &all_types);
+        let z = &mut set.zones[zi];
+        z.answers.shrink_to_fit();
+        z.nodes.shrink_to_fit();
         if transfers {
-            (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(group);
+            z.transfer = transfer_order(&group);
         }
     }
+    set.templates.shrink_to_fit();
     Ok(set)
 }
 
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
-fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
-    let mut nodes: NameMap<u32> = NameMap::default();
-    let mut node_name: Vec<Box<[u8]>> = Vec::new();
-    let mut by_node: Vec<Vec<&Record>> = Vec::new();
-    let mut intern = |name: &[u8], nodes: &mut NameMap<u32>| -> u32 {
-        if let Some(&n) = nodes.get(name) {
-            return n;
+fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
+    let mut nodes = Names::default();
+    nodes.intern(&zd.apex);
+    // The node of every record.
+    let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());
+    let mut lower = Vec::with_capacity(MAX_NAME);
+    let mut last: Option<(&[u8], u32)> = None;
+    for r in zd.iter() {
+        // Records in a row at one owner share it.
+        if let Some((_, n)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
+            node_of.push(n);
+            continue;
         }
-        let n = node_name.len() as u32;
-        nodes.insert(name.into(), n);
-        node_name.push(name.into());
-        by_node.push(Vec::new());
-        n
-    };
-    intern(&zd.apex, &mut nodes);
-    for r in &zd.records {
-        let lower = r.owner.to_ascii_lowercase();
-        intern(&lower, &mut nodes);
+        lower.clear();
+        lower.extend(r.owner.iter().map(u8::to_ascii_lowercase));
+        let n = nodes.intern(&lower);
         // Ancestors up to the apex exist too (empty non-terminals).
         for off in label_offsets(&lower) {
             if lower.len() - off <= zd.apex.len() {
                 break;
             }
-            intern(&lower[off..], &mut nodes);
+            nodes.intern(&lower[off..]);
+        }
+        node_of.push(n);
+        last = Some((r.owner, n));
+    }
+    // Records grouped by node (a counting sort), each record once.
+    let count = nodes.len();
+    let mut starts = vec![0u32; count + 1];
+    for &n in &node_of {
+        starts[n as usize + 1] += 1;
+    }
+    for i in 0..count {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut order = vec![0u32; zd.records.len()];
+    for (i, &n) in node_of.iter().enumerate() {
+        let (a, at) = (starts[n as usize] as usize, fill[n as usize] as usize);
+        let r = zd.rec(i);
+        let seen = order[a..at].iter().any(|&o| {
+            let o = zd.rec(o as usize);
+            o.rtype == r.rtype && o.rdata == r.rdata
+        });
+        if !seen {
+            order[at] = i as u32;
+            fill[n as usize] += 1;
         }
     }
-    for r in &zd.records {
-        let n = nodes[r.owner.to_ascii_lowercase().as_slice()];
-        let recs = &mut by_node[n as usize];
-        if !recs
-            .iter()
-            .any(|o| o.rtype == r.rtype && o.rdata == r.rdata)
-        {
-            recs.push(r);
-        }
+    drop(node_of);
+    // Close the gaps repeats left.
+    let mut kept = 0usize;
+    for n in 0..count {
+        let (a, e) = (starts[n] as usize, fill[n] as usize);
+        starts[n] = kept as u32;
+        order.copy_within(a..e, kept);
+        kept += e - a;
     }
-    let is_cut =
-        |n: usize| *node_name[n] != *zd.apex && by_node[n].iter().any(|r| r.rtype == rtype::NS);
-    let mut node = vec![Node::default(); node_name.len()];
+    starts[count] = kept as u32;
+    order.truncate(kept);
+    let zr = ZoneRecords {
+        data: zd,
+        order,
+        starts,
+    };
+    let is_cut = |n: usize| n != 0 && zr.recs(n).any(|r| r.rtype == rtype::NS);
+    let mut node = vec![Node::default(); count];
     // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
     // the DNAME owner.
-    let dnames: Vec<usize> = (0..node_name.len())
-        .filter(|&n| by_node[n].iter().any(|r| r.rtype == DNAME))
+    let dnames: Vec<usize> = (0..count)
+        .filter(|&n| zr.recs(n).any(|r| r.rtype == DNAME))
         .collect();
     for &d in &dnames {
         node[d].dname = true;
-        let owner = node_name[d].clone();
-        nodes.retain(|name, _| name.len() <= owner.len() || !is_subdomain(name, &owner));
+        let owner = nodes.name(d as u32).to_vec();
+        nodes.hide(|name| name.len() > owner.len() && is_subdomain(name, &owner));
     }
-    for (i, name) in node_name.iter().enumerate() {
+    for (i, nd) in node.iter_mut().enumerate() {
+        let name = nodes.name(i as u32);
         // The highest cut at or above the node wins: everything below it is glue.
-        node[i].cut = label_offsets(name)
+        nd.cut = label_offsets(name)
             .into_iter()
             .rev()
             .filter(|&off| name.len() - off > zd.apex.len())
             .filter_map(|off| nodes.get(&name[off..]).copied())
             .find(|&a| is_cut(a as usize));
     }
+    let max_labels = (0..count)
+        .map(|n| label_offsets(nodes.name(n as u32)).len() - 1)
+        .max()
+        .unwrap_or(0);
     let zone = Zone {
-        max_labels: node_name
-            .iter()
-            .map(|n| label_offsets(n).len() - 1)
-            .max()
-            .unwrap_or(0),
+        max_labels,
         apex_labels: label_offsets(&zd.apex).len() - 1,
         apex: zd.apex.clone().into_boxed_slice(),
         nodes,
         node,
-        node_name,
+        answers: Vec::new(),
         nxdomain: 0,
         nodata: 0,
-        axfr: Box::default(),
-        soa_len: 0,
+        records: None,
+        transfer: Vec::new(),
         dnssec: None,
     };
-    (zone, by_node)
+    (zone, zr)
 }
 
-fn push(set: &mut ZoneSet, t: Template) -> Tid {
-    set.templates.push(t);
-    (set.templates.len() - 1) as Tid
+fn push(set: &mut ZoneSet, t: Rendered) -> Tid {
+    set.templates.push(t.template())
 }
 
 /// Renders `s` against `model`, and its signed form when the zone is signed.
@@ -221,8 +272,9 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
     }
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
-        let name = z.node_name[n].to_vec();
-        let recs = &zr.by_node[n];
+        let name = z.node_name(n as u32).to_vec();
+        let recs = zr.recs(n);
+        let mut answers: Vec<(u16, Tid)> = Vec::new();
         let mut node = Node {
             cut: z.node[n].cut,
             dname: z.node[n].dname,
@@ -254,7 +306,7 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
                     denial: None,
                 };
                 let (tid, st) = pair(set, sg, &s, &name, false);
-                node.answers.push((rtype::DS, tid));
+                answers.push((rtype::DS, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
         }
@@ -265,16 +317,16 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
             } else {
                 Owner::Name(name.clone())
             };
-            let has_cname = recs.iter().any(|r| r.rtype == rtype::CNAME);
+            let has_cname = recs.clone().any(|r| r.rtype == rtype::CNAME);
             let types: BTreeSet<u16> = if has_cname {
                 all_types.iter().copied().chain([rtype::CNAME]).collect()
             } else {
-                recs.iter().map(|r| r.rtype).collect()
+                recs.clone().map(|r| r.rtype).collect()
             };
             for t in types {
                 let s = resolve_at(set, zi, zr, n, &owner, Some(t));
                 let (tid, st) = pair(set, sg, &s, &name, wild);
-                node.answers.push((t, tid));
+                answers.push((t, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
             if has_cname {
@@ -283,9 +335,9 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
             }
             // RFC 8482 allows any one RRset; the lowest type is what Knot picks too. Its
             // answer was rendered above: share it.
-            if let Some(first) = recs.iter().map(|r| r.rtype).min() {
-                if let Some(i) = node.answers.iter().position(|&(t, _)| t == first) {
-                    node.any = node.answers[i].1;
+            if let Some(first) = recs.map(|r| r.rtype).min() {
+                if let Some(i) = answers.iter().position(|&(t, _)| t == first) {
+                    node.any = answers[i].1;
                     signed.any = signed_answers[i];
                 }
             }
@@ -300,7 +352,11 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
             signed.answers = signed_answers.into_boxed_slice();
             node.dnssec = Some(Box::new(signed));
         }
-        set.zones[zi].node[n] = node;
+        let z = &mut set.zones[zi];
+        node.answers_at = z.answers.len() as u32;
+        node.answers_len = answers.len() as u16;
+        z.answers.extend(answers);
+        z.node[n] = node;
     }
 }
 
@@ -319,9 +375,9 @@ impl<'a> Signing<'a> {
             return None;
         }
         let z = &set.zones[zi];
-        let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.node_name.len())
-            .filter(|&n| zr.by_node[n].iter().any(|r| r.rtype == NSEC))
-            .map(|n| (z.node_name[n].to_vec(), n as u32))
+        let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.nodes.len())
+            .filter(|&n| zr.recs(n).any(|r| r.rtype == NSEC))
+            .map(|n| (z.node_name(n as u32).to_vec(), n as u32))
             .collect();
         nsec.sort_by(|a, b| canonical_cmp(&a.0, &b.0));
         Some(Signing { zi, zr, nsec })
@@ -349,10 +405,10 @@ impl<'a> Signing<'a> {
 
     /// The RRSIGs at node `n` covering `covered`, with `owner` and `ttl`.
     fn rrsigs(&self, n: u32, owner: &Owner, covered: u16, ttl: u32) -> Vec<Rr<'a>> {
-        self.zr.by_node[n as usize]
-            .iter()
+        self.zr
+            .recs(n as usize)
             .filter(|r| r.rtype == RRSIG)
-            .filter(|r| matches!(r.rdata.first(), Some(Part::Bytes(b)) if b.len() >= 2 && u16::from_be_bytes([b[0], b[1]]) == covered))
+            .filter(|r| r.rdata.len() >= 2 && u16::from_be_bytes([r.rdata[0], r.rdata[1]]) == covered)
             .map(|rec| Rr {
                 owner: owner.clone(),
                 rec,
@@ -364,7 +420,7 @@ impl<'a> Signing<'a> {
 
     /// The NSEC at node `n` and its RRSIGs.
     fn nsec_proof(&self, n: u32) -> Vec<Rr<'a>> {
-        let owner = Owner::Name(self.zr.by_node[n as usize][0].owner.clone());
+        let owner = Owner::Name(self.zr.owner_of(n as usize));
         let mut v = rrset(self.zr, n as usize, &owner, NSEC);
         let ttl = v.first().map_or(0, |r| r.ttl);
         v.extend(self.rrsigs(n, &owner, NSEC, ttl));
@@ -418,11 +474,11 @@ impl<'a> Signing<'a> {
         match &s.denial {
             Some(Denial::NoData(n)) => {
                 let z = &set.zones[self.zi];
-                let has = self.zr.by_node[*n as usize].iter().any(|r| r.rtype == NSEC);
+                let has = self.zr.recs(*n as usize).any(|r| r.rtype == NSEC);
                 proofs.extend(if has {
                     Some(*n)
                 } else {
-                    self.covering(&z.node_name[*n as usize])
+                    self.covering(z.node_name(*n))
                 });
             }
             Some(Denial::NxDomain(name)) => {
@@ -432,14 +488,14 @@ impl<'a> Signing<'a> {
                     .into_iter()
                     .skip(1)
                     .map(|o| &name[o..])
-                    .find(|s| z.nodes.contains_key(*s));
+                    .find(|s| z.nodes.contains_key(s));
                 if let Some(ce) = ce {
                     let star = [b"\x01*".as_slice(), ce].concat();
                     proofs.extend(self.covering(&star).filter(|p| !proofs.contains(p)));
                 }
             }
             Some(Denial::Referral(n)) => {
-                let owner = Owner::Name(self.zr.by_node[*n as usize][0].owner.clone());
+                let owner = Owner::Name(self.zr.owner_of(*n as usize));
                 let ds = rrset(self.zr, *n as usize, &owner, rtype::DS);
                 if ds.is_empty() {
                     proofs.push(*n);
@@ -465,50 +521,26 @@ impl<'a> Signing<'a> {
 }
 
 /// Appends one record in wire form, uncompressed, with `owner` and `ttl`.
-fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: &Record, ttl: u32) {
-    out.extend_from_slice(owner);
-    out.extend_from_slice(&r.rtype.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
-    out.extend_from_slice(&ttl.to_be_bytes());
-    let len_at = out.len();
-    out.extend_from_slice(&[0, 0]);
-    for p in &r.rdata {
-        match p {
-            Part::Bytes(b) => out.extend_from_slice(b),
-            Part::Name { wire, .. } => out.extend_from_slice(wire),
-        }
-    }
-    let len = (out.len() - len_at - 2) as u16;
-    out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: Rec<'_>, ttl: u32) {
+    Rec { owner, ttl, ..r }.write_plain(out);
 }
 
-/// All records of a zone in wire form, uncompressed, the SOA first; and its length.
-fn transfer_bytes(zr: &ZoneRecords<'_>) -> (Box<[u8]>, usize) {
-    let mut out = Vec::new();
-    let soa = zr.by_node[0].iter().filter(|r| r.rtype == rtype::SOA);
-    let rest = zr
-        .by_node
-        .iter()
-        .flatten()
-        .filter(|r| r.rtype != rtype::SOA);
-    let mut soa_len = 0;
-    for (i, r) in soa.chain(rest).enumerate() {
-        plain_rr(&mut out, &r.owner, r, r.ttl);
-        if i == 0 {
-            soa_len = out.len();
-        }
-    }
-    (out.into_boxed_slice(), soa_len)
+/// The records of a zone in the order a transfer sends them: the SOA first, then
+/// every other record (each once), node after node.
+fn transfer_order(zr: &ZoneRecords<'_>) -> Vec<u32> {
+    let soa = zr.order.iter().copied().filter(|&i| zr.data.records[i as usize].rtype == rtype::SOA);
+    let rest = zr.order.iter().copied().filter(|&i| zr.data.records[i as usize].rtype != rtype::SOA);
+    soa.take(1).chain(rest).collect()
 }
 
 /// The SOA for a negative answer; its TTL is the smaller of its own and its MINIMUM
 /// field (RFC 2308 §3).
 fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
-    let soa = zr.by_node[0]
-        .iter()
+    let soa = zr
+        .recs(0)
         .find(|r| r.rtype == rtype::SOA)
         .expect("a loaded zone has its SOA at the apex");
-    let minimum = match soa.rdata.last() {
+    let minimum = match soa.parts().last() {
         Some(Part::Bytes(b)) if b.len() == 20 => u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
         _ => soa.ttl,
     };
@@ -528,11 +560,7 @@ fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
 
 /// The RRs of `qtype` at node `n`, with `owner`.
 fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u16) -> Vec<Rr<'a>> {
-    let recs: Vec<&Record> = zr.by_node[n]
-        .iter()
-        .copied()
-        .filter(|r| r.rtype == qtype)
-        .collect();
+    let recs: Vec<Rec<'a>> = zr.recs(n).filter(|r| r.rtype == qtype).collect();
     // One TTL per RRset (RFC 2181 §5.2): the first record's.
     let ttl = recs.first().map_or(0, |r| r.ttl);
     recs.into_iter()
@@ -573,7 +601,7 @@ fn additional<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, rrs: &[Rr<'a>]
 /// The referral for a cut at `name`: its NS set and their glue.
 fn referral<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, name: &[u8]) -> Sections<'a> {
     let n = set.zones[zi].nodes[name] as usize;
-    let owner = Owner::Name(zr.by_node[n][0].owner.clone());
+    let owner = Owner::Name(zr.owner_of(n));
     let ns = rrset(zr, n, &owner, rtype::NS);
     let glue = additional(set, zi, zr, &ns);
     Sections {
@@ -639,7 +667,7 @@ fn resolve_at<'a>(
                 // Below a delegation: the referral goes with the CNAME (RFC 1034
                 // §4.3.2 step 3b), still authoritative for the CNAME.
                 Some(Found::Referral(c)) => {
-                    let cut = set.zones[zi].node_name[c as usize].clone();
+                    let cut = set.zones[zi].node_name(c).to_vec();
                     let r = referral(set, zi, zr, &cut);
                     [_, s.sec[1], s.sec[2]] = r.sec;
                     s.denial = Some(Denial::Referral(c));
@@ -725,10 +753,10 @@ impl Renderer {
         self.out.extend_from_slice(&rr.ttl.to_be_bytes());
         let len_at = self.out.len();
         self.out.extend_from_slice(&[0, 0]);
-        for p in &rr.rec.rdata {
+        for p in rr.rec.parts() {
             match p {
                 Part::Bytes(b) => self.out.extend_from_slice(b),
-                Part::Name { wire, compress } => self.name(wire, *compress),
+                Part::Name { wire, compress } => self.name(wire, compress),
             }
         }
         let len = (self.out.len() - len_at - 2) as u16;
@@ -738,7 +766,7 @@ impl Renderer {
 
 /// Renders sections against a model question `model` (with `owner_is_qname`, the
 /// model's own name is never a compression target: its owner is the query name).
-fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
+fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Rendered {
     let mut r = Renderer::new(model, owner_is_qname);
     let mut additional_at = 0;
     for (i, sec) in s.sec.iter().enumerate() {
@@ -749,7 +777,7 @@ fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
             r.rr(rr);
         }
     }
-    Template {
+    Rendered {
         rcode: s.rcode,
         aa: s.aa,
         counts: [
@@ -759,7 +787,32 @@ fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
         ],
         model_len: model.len() as u16,
         additional_at,
-        bytes: r.out.into_boxed_slice(),
-        fixups: r.fixups.into_boxed_slice(),
+        bytes: r.out,
+        fixups: r.fixups,
+    }
+}
+
+/// A template as rendered, before it is stored in the zone set's arena.
+struct Rendered {
+    rcode: u8,
+    aa: bool,
+    counts: [u16; 3],
+    model_len: u16,
+    additional_at: u16,
+    bytes: Vec<u8>,
+    fixups: Vec<u16>,
+}
+
+impl Rendered {
+    fn template(&self) -> Template<'_> {
+        Template {
+            rcode: self.rcode,
+            aa: self.aa,
+            counts: self.counts,
+            model_len: self.model_len,
+            additional_at: self.additional_at,
+            bytes: &self.bytes,
+            fixups: &self.fixups,
+        }
     }
 }

@@ -474,11 +474,14 @@ impl<'a> Conn<'a> {
         let rc = match zone {
             // Not allowed, or the zones were built without their transfer data.
             _ if !allowed => rcode::REFUSED,
-            Some(z) if z.axfr.is_empty() => rcode::REFUSED,
+            Some(z) if z.transfer.is_empty() || z.records.is_none() => rcode::REFUSED,
             None => NOTAUTH,
             Some(_) => rcode::NOERROR,
         };
-        let Some(z) = zone.filter(|_| rc == rcode::NOERROR) else {
+        let Some((z, recs)) = zone
+            .filter(|_| rc == rcode::NOERROR)
+            .and_then(|z| Some((z, z.records.as_deref()?)))
+        else {
             self.sh
                 .counters
                 .axfr_refused
@@ -527,21 +530,20 @@ impl<'a> Conn<'a> {
             push_framed(&mut framed, m);
             s.write_all(&framed).is_ok()
         };
-        // Every record, then the SOA again.
-        for seg in [&z.axfr[..], &z.axfr[..z.soa_len]] {
-            let mut at = 0;
-            while at < seg.len() {
-                let end = rr_end_plain(seg, at);
-                if count > 0 && m.len() + (end - at) > AXFR_MESSAGE {
-                    if !flush(&mut m, count) {
-                        return false;
-                    }
-                    (m, count) = (header(false), 0);
+        // Every record, then the SOA again (RFC 5936 §2.2), written from the zone's
+        // records as loaded.
+        let mut rr = Vec::with_capacity(512);
+        for &i in z.transfer.iter().chain(z.transfer.first()) {
+            rr.clear();
+            recs.rec(i as usize).write_plain(&mut rr);
+            if count > 0 && m.len() + rr.len() > AXFR_MESSAGE {
+                if !flush(&mut m, count) {
+                    return false;
                 }
-                m.extend_from_slice(&seg[at..end]);
-                count += 1;
-                at = end;
+                (m, count) = (header(false), 0);
             }
+            m.extend_from_slice(&rr);
+            count += 1;
         }
         if !flush(&mut m, count) {
             return false;
@@ -549,15 +551,6 @@ impl<'a> Conn<'a> {
         self.sh.counters.dns[slot::NOERROR].fetch_add(1, Ordering::Relaxed);
         true
     }
-}
-
-/// The end of an uncompressed record at `at`.
-fn rr_end_plain(b: &[u8], mut at: usize) -> usize {
-    while b[at] != 0 {
-        at += 1 + b[at] as usize;
-    }
-    at += 1;
-    at + 10 + get16(b, at + 8) as usize
 }
 
 /// Appends `m` with its 2-byte length prefix.
