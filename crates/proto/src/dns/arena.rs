@@ -16,6 +16,15 @@ pub struct Names {
 }
 
 impl Names {
+    /// Room for about `n` names without growing the index.
+    pub fn with_capacity(n: usize) -> Self {
+        Names {
+            bytes: Vec::new(),
+            at: Vec::with_capacity(n),
+            index: HashTable::with_capacity(n),
+        }
+    }
+
     /// Name of node `n`.
     #[inline]
     pub fn name(&self, n: u32) -> &[u8] {
@@ -25,8 +34,7 @@ impl Names {
     /// The node named `name` (lower-case wire form), if it exists.
     #[inline]
     pub fn get(&self, name: &[u8]) -> Option<&u32> {
-        self.index
-            .find(hash_name(name), |&n| self.name(n) == name)
+        self.index.find(hash_name(name), |&n| self.name(n) == name)
     }
 
     pub fn contains_key(&self, name: &[u8]) -> bool {

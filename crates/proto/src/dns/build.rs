@@ -7,6 +7,7 @@ use super::wire::{
     label_offsets, name_to_text, rcode, read_name, rtype, NameBuf, CLASS_IN, HEADER, MAX_NAME,
 };
 use super::zone::{is_subdomain, Part, Rec, ZoneData};
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Record type DNAME (RFC 6672).
@@ -28,7 +29,8 @@ const MAX_CHAIN: usize = 8;
 #[derive(Debug, Clone)]
 enum Owner {
     Qname,
-    Name(Vec<u8>),
+    /// Shared: every record of an answer carries its owner.
+    Name(Rc<[u8]>),
 }
 
 #[derive(Debug, Clone)]
@@ -78,8 +80,8 @@ impl<'a> ZoneRecords<'a> {
     }
 
     /// The owner of node `n`'s first record, in the case of the zone file.
-    fn owner_of(&self, n: usize) -> Vec<u8> {
-        self.recs(n).next().map_or(Vec::new(), |r| r.owner.to_vec())
+    fn owner_of(&self, n: usize) -> Rc<[u8]> {
+        self.recs(n).next().map_or(Rc::from([]), |r| r.owner.into())
     }
 }
 
@@ -130,7 +132,14 @@ pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, Bu
 
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
 fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
-    let mut nodes = Names::default();
+    // About one node per run of records at one owner.
+    let runs = zd
+        .records
+        .windows(2)
+        .filter(|w| w[0].owner_at() != w[1].owner_at())
+        .count()
+        + 1;
+    let mut nodes = Names::with_capacity(runs + 1);
     nodes.intern(&zd.apex);
     // The node of every record.
     let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());
@@ -146,7 +155,7 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         lower.extend(r.owner.iter().map(u8::to_ascii_lowercase));
         let n = nodes.intern(&lower);
         // Ancestors up to the apex exist too (empty non-terminals).
-        for off in label_offsets(&lower) {
+        for off in label_starts(&lower).skip(1) {
             if lower.len() - off <= zd.apex.len() {
                 break;
             }
@@ -206,18 +215,23 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         let owner = nodes.name(d as u32).to_vec();
         nodes.hide(|name| name.len() > owner.len() && is_subdomain(name, &owner));
     }
+    let mut starts = Vec::new();
     for (i, nd) in node.iter_mut().enumerate() {
         let name = nodes.name(i as u32);
-        // The highest cut at or above the node wins: everything below it is glue.
-        nd.cut = label_offsets(name)
-            .into_iter()
+        // The highest cut at or above the node wins: everything below it is glue. The
+        // node itself is the last candidate and needs no lookup.
+        starts.clear();
+        starts.extend(label_starts(name).skip(1));
+        nd.cut = starts
+            .iter()
             .rev()
-            .filter(|&off| name.len() - off > zd.apex.len())
-            .filter_map(|off| nodes.get(&name[off..]).copied())
+            .filter(|&&off| name.len() - off > zd.apex.len())
+            .filter_map(|&off| nodes.get(&name[off..]).copied())
+            .chain(Some(i as u32).filter(|_| i != 0))
             .find(|&a| is_cut(a as usize));
     }
     let max_labels = (0..count)
-        .map(|n| label_offsets(nodes.name(n as u32)).len() - 1)
+        .map(|n| label_starts(nodes.name(n as u32)).count())
         .max()
         .unwrap_or(0);
     let zone = Zone {
@@ -234,6 +248,20 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         dnssec: None,
     };
     (zone, zr)
+}
+
+/// Where the labels of wire name `name` start (not its root).
+fn label_starts(name: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = *name.get(at)? as usize;
+        if len == 0 {
+            return None;
+        }
+        let here = at;
+        at += 1 + len;
+        Some(here)
+    })
 }
 
 fn push(set: &mut ZoneSet, t: Rendered) -> Tid {
@@ -272,7 +300,7 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
     }
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
-        let name = z.node_name(n as u32).to_vec();
+        let name: Rc<[u8]> = z.node_name(n as u32).into();
         let recs = zr.recs(n);
         let mut answers: Vec<(u16, Tid)> = Vec::new();
         let mut node = Node {
@@ -284,11 +312,9 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         };
         let mut signed = SignedNode::default();
         let mut signed_answers = Vec::new();
-        // NODATA here: the zone's plain one, and a signed one proving this node.
-        let mut nodata_here = Sections {
-            denial: Some(Denial::NoData(n as u32)),
-            ..negative(zr, rcode::NOERROR)
-        };
+        // NODATA here: the zone's plain one, and a signed one proving this node (made
+        // only when signing: it is the same for every plain node).
+        let mut nodata_here = None;
         if node.cut == Some(n as u32) {
             let r = referral(set, zi, zr, &name);
             node.referral = Some(push(set, render(&r, &name, false)));
@@ -330,8 +356,9 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
                 signed_answers.push(st.unwrap_or(tid));
             }
             if has_cname {
-                nodata_here = resolve_at(set, zi, zr, n, &owner, None);
-                node.other = push(set, render(&nodata_here, &name, wild));
+                let s = resolve_at(set, zi, zr, n, &owner, None);
+                node.other = push(set, render(&s, &name, wild));
+                nodata_here = Some(s);
             }
             // RFC 8482 allows any one RRset; the lowest type is what Knot picks too. Its
             // answer was rendered above: share it.
@@ -344,6 +371,10 @@ fn fill_templates(set: &mut ZoneSet, zi: usize, zr: &ZoneRecords<'_>, all_types:
         }
         if let Some(sg) = sg {
             let wild = name.starts_with(b"\x01*");
+            let nodata_here = nodata_here.unwrap_or_else(|| Sections {
+                denial: Some(Denial::NoData(n as u32)),
+                ..negative(zr, rcode::NOERROR)
+            });
             let t = render(&sg.sign(set, &nodata_here, wild), &name, wild);
             signed.other = push(set, t);
             if node.any == nodata {
@@ -391,7 +422,7 @@ impl<'a> Signing<'a> {
             let mut count = 0;
             for rr in self.nsec_proof(*n) {
                 let name = match &rr.owner {
-                    Owner::Name(w) => w.as_slice(),
+                    Owner::Name(w) => &w[..],
                     Owner::Qname => owner.as_slice(),
                 };
                 plain_rr(&mut c.bytes, name, rr.rec, rr.ttl);
@@ -408,7 +439,9 @@ impl<'a> Signing<'a> {
         self.zr
             .recs(n as usize)
             .filter(|r| r.rtype == RRSIG)
-            .filter(|r| r.rdata.len() >= 2 && u16::from_be_bytes([r.rdata[0], r.rdata[1]]) == covered)
+            .filter(|r| {
+                r.rdata.len() >= 2 && u16::from_be_bytes([r.rdata[0], r.rdata[1]]) == covered
+            })
             .map(|rec| Rr {
                 owner: owner.clone(),
                 rec,
@@ -528,8 +561,16 @@ fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: Rec<'_>, ttl: u32) {
 /// The records of a zone in the order a transfer sends them: the SOA first, then
 /// every other record (each once), node after node.
 fn transfer_order(zr: &ZoneRecords<'_>) -> Vec<u32> {
-    let soa = zr.order.iter().copied().filter(|&i| zr.data.records[i as usize].rtype == rtype::SOA);
-    let rest = zr.order.iter().copied().filter(|&i| zr.data.records[i as usize].rtype != rtype::SOA);
+    let soa = zr
+        .order
+        .iter()
+        .copied()
+        .filter(|&i| zr.data.records[i as usize].rtype == rtype::SOA);
+    let rest = zr
+        .order
+        .iter()
+        .copied()
+        .filter(|&i| zr.data.records[i as usize].rtype != rtype::SOA);
     soa.take(1).chain(rest).collect()
 }
 
@@ -550,7 +591,7 @@ fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
         ..Sections::default()
     };
     s.sec[1].push(Rr {
-        owner: Owner::Name(zr.data.apex.clone()),
+        owner: Owner::Name(zr.data.apex.as_slice().into()),
         rec: soa,
         ttl: soa.ttl.min(minimum),
         node: 0,
@@ -591,7 +632,7 @@ fn additional<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, rrs: &[Rr<'a>]
         seen.push(lower.clone());
         if let Some(&n) = set.zones[zi].nodes.get(lower.as_slice()) {
             for t in [rtype::A, rtype::AAAA] {
-                out.extend(rrset(zr, n as usize, &Owner::Name(target.to_vec()), t));
+                out.extend(rrset(zr, n as usize, &Owner::Name(target.into()), t));
             }
         }
     }
@@ -655,7 +696,7 @@ fn resolve_at<'a>(
                 }
                 Some(Found::Exact(t) | Found::Wildcard(t)) => {
                     visited.push(t as usize);
-                    (n, owner) = (t as usize, Owner::Name(target));
+                    (n, owner) = (t as usize, Owner::Name(target.into()));
                 }
                 Some(Found::NxDomain) => {
                     let neg = negative(zr, rcode::NXDOMAIN);
@@ -695,38 +736,53 @@ fn resolve_at<'a>(
 /// when the real question is longer than the model.
 struct Renderer {
     out: Vec<u8>,
-    /// Lower-case suffixes already written, with their message offset.
-    table: Vec<(Vec<u8>, u16)>,
+    /// Lower-case copies of the names written (and of the model), back to back.
+    lower: Vec<u8>,
+    /// Suffixes already written: (start in `lower`, length, message offset).
+    table: Vec<(u32, u16, u16)>,
     fixups: Vec<u16>,
     base: usize,
 }
 
 impl Renderer {
     fn new(model: &[u8], owner_is_qname: bool) -> Self {
-        let mut table = Vec::new();
-        for off in label_offsets(model) {
-            if model[off] == 0 || (off == 0 && owner_is_qname) {
-                continue;
-            }
-            table.push((model[off..].to_ascii_lowercase(), (HEADER + off) as u16));
-        }
-        Renderer {
-            out: Vec::new(),
-            table,
+        let mut r = Renderer {
+            out: Vec::with_capacity(64),
+            lower: model.to_ascii_lowercase(),
+            table: Vec::new(),
             fixups: Vec::new(),
             base: HEADER + model.len() + 4,
+        };
+        let mut off = 0;
+        while off < model.len() && model[off] != 0 {
+            if off > 0 || !owner_is_qname {
+                r.table.push((
+                    off as u32,
+                    (model.len() - off) as u16,
+                    (HEADER + off) as u16,
+                ));
+            }
+            off += 1 + model[off] as usize;
         }
+        r
+    }
+
+    /// The message offset of an earlier copy of lower-case suffix `key`.
+    fn find(&self, key: &[u8]) -> Option<u16> {
+        self.table.iter().find_map(|&(s, l, at)| {
+            let s = s as usize;
+            (self.lower[s..s + l as usize] == *key).then_some(at)
+        })
     }
 
     fn name(&mut self, wire: &[u8], compress: bool) {
-        let offs = label_offsets(wire);
-        for off in offs {
-            if wire[off] == 0 {
-                break;
-            }
-            let key = wire[off..].to_ascii_lowercase();
+        let start = self.lower.len();
+        self.lower.extend(wire.iter().map(u8::to_ascii_lowercase));
+        let mut off = 0;
+        while off < wire.len() && wire[off] != 0 {
             if compress {
-                if let Some(&(_, at)) = self.table.iter().find(|(k, _)| *k == key) {
+                let key = &self.lower[start + off..start + wire.len()];
+                if let Some(at) = self.find(key) {
                     self.fixups.push(self.out.len() as u16);
                     self.out.extend_from_slice(&(0xC000 | at).to_be_bytes());
                     return;
@@ -735,10 +791,12 @@ impl Renderer {
             let at = self.base + self.out.len();
             // Leave room for the shift by a longer question.
             if at < 0x3FFF - MAX_NAME {
-                self.table.push((key, at as u16));
+                let len = (wire.len() - off) as u16;
+                self.table.push(((start + off) as u32, len, at as u16));
             }
             let len = wire[off] as usize;
             self.out.extend_from_slice(&wire[off..off + 1 + len]);
+            off += 1 + len;
         }
         self.out.push(0);
     }

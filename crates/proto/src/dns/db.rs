@@ -12,8 +12,8 @@ use super::dnssec::NsecChain;
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
 use super::zone::ZoneData;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A fast non-cryptographic hasher for wire names (zone data is ours, not the
 /// client's, so flooding the table with collisions is not a concern: clients can only

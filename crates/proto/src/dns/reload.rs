@@ -65,8 +65,8 @@ impl Reloader {
         let mut outcomes = Vec::with_capacity(self.paths.len());
         for (p, old) in self.paths.iter().zip(&self.good) {
             let name = p.display().to_string();
-            let fresh = zone::read_zone_text(p, self.max_size)
-                .and_then(|t| zone::parse_zone(&t, &name));
+            let fresh =
+                zone::read_zone_text(p, self.max_size).and_then(|t| zone::parse_zone(&t, &name));
             match fresh {
                 Ok(z) => {
                     outcomes.push((p.clone(), Outcome::Loaded(z.records.len())));

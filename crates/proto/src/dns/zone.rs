@@ -51,6 +51,13 @@ pub struct Record {
     owner_len: u8,
 }
 
+impl Record {
+    /// Where the owner's bytes are: records in a row at one owner give the same.
+    pub fn owner_at(&self) -> u32 {
+        self.owner
+    }
+}
+
 /// A record with its bytes: what building answers and zone transfers read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rec<'a> {
@@ -72,8 +79,16 @@ impl<'a> Rec<'a> {
         };
         let parts: [Option<Part<'a>>; 3] = match self.rtype {
             rtype::NS | rtype::CNAME | rtype::PTR => [Some(name(0, raw.len(), true)), None, None],
-            rtype::MX => [Some(Part::Bytes(&raw[..2])), Some(name(2, raw.len(), true)), None],
-            rtype::SRV => [Some(Part::Bytes(&raw[..6])), Some(name(6, raw.len(), false)), None],
+            rtype::MX => [
+                Some(Part::Bytes(&raw[..2])),
+                Some(name(2, raw.len(), true)),
+                None,
+            ],
+            rtype::SRV => [
+                Some(Part::Bytes(&raw[..6])),
+                Some(name(6, raw.len(), false)),
+                None,
+            ],
             rtype::SOA => {
                 let m = at(0);
                 let r = at(m);
@@ -376,6 +391,7 @@ fn check_records(
     // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5). Sets of record indexes,
     // keyed by the lower-cased owner.
     let mut with_data = OwnerSet::default();
+    let mut last_owner = None;
     for (i, r) in zd.iter().enumerate() {
         if !is_subdomain_nocase(r.owner, apex) {
             return Err(ZoneError::Invalid {
@@ -387,8 +403,11 @@ fn check_records(
                 ),
             });
         }
-        if !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC) {
+        // Records in a row at one owner share it: one entry does for them all.
+        let owner_at = zd.records[i].owner;
+        if !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC) && last_owner != Some(owner_at) {
             with_data.insert(zd, i, |_| true);
+            last_owner = Some(owner_at);
         }
     }
     // The first CNAME and DNAME seen per owner: a second, different one is an error.
