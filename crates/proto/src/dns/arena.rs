@@ -178,6 +178,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn hash_without_case_is_the_hash_of_the_lower_case_name() {
+        let mixed: Vec<u8> = (0u8..=255)
+            .chain(b"\x07ExAmPlE\x03COM\x00".iter().copied())
+            .collect();
+        for len in 0..mixed.len() {
+            let m = &mixed[..len];
+            assert_eq!(
+                super::super::db::hash_name_nocase(m),
+                hash_name(&m.to_ascii_lowercase()),
+                "{m:?}"
+            );
+        }
+    }
+
+    #[test]
     fn names_are_found_once_and_can_be_hidden() {
         let mut n = Names::default();
         let a = n.intern(b"\x01a\x00");

@@ -133,13 +133,7 @@ pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, Bu
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
 fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
     // About one node per run of records at one owner.
-    let runs = zd
-        .records
-        .windows(2)
-        .filter(|w| w[0].owner_at() != w[1].owner_at())
-        .count()
-        + 1;
-    let mut nodes = Names::with_capacity(runs + 1);
+    let mut nodes = Names::with_capacity(zd.owner_runs() + 1);
     nodes.intern(&zd.apex);
     // The node of every record.
     let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());

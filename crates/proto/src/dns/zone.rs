@@ -51,13 +51,6 @@ pub struct Record {
     owner_len: u8,
 }
 
-impl Record {
-    /// Where the owner's bytes are: records in a row at one owner give the same.
-    pub fn owner_at(&self) -> u32 {
-        self.owner
-    }
-}
-
 /// A record with its bytes: what building answers and zone transfers read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rec<'a> {
@@ -152,6 +145,12 @@ impl ZoneData {
             ttl: r.ttl,
             rdata: &self.data[d..d + r.rdata_len as usize],
         }
+    }
+
+    /// Runs of records in a row at one owner: about the number of owners.
+    pub fn owner_runs(&self) -> usize {
+        let changes = self.records.windows(2);
+        changes.filter(|w| w[0].owner != w[1].owner).count() + 1
     }
 
     /// Every record with its bytes, in file order.
@@ -390,7 +389,7 @@ fn check_records(
     // Owners holding something other than a CNAME, to find a CNAME beside other data
     // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5). Sets of record indexes,
     // keyed by the lower-cased owner.
-    let mut with_data = OwnerSet::default();
+    let mut with_data = OwnerSet::with_capacity(zd.owner_runs());
     let mut last_owner = None;
     for (i, r) in zd.iter().enumerate() {
         if !is_subdomain_nocase(r.owner, apex) {
@@ -451,12 +450,12 @@ fn check_records(
 struct OwnerSet(hashbrown::HashTable<u32>);
 
 impl OwnerSet {
+    fn with_capacity(n: usize) -> Self {
+        OwnerSet(hashbrown::HashTable::with_capacity(n))
+    }
+
     fn hash(owner: &[u8]) -> u64 {
-        let mut lower = [0u8; 256];
-        let n = owner.len().min(lower.len());
-        lower[..n].copy_from_slice(&owner[..n]);
-        lower[..n].make_ascii_lowercase();
-        super::db::hash_name(&lower[..n])
+        super::db::hash_name_nocase(owner)
     }
 
     /// Adds record `i` unless a record at the same owner for which `same` holds is
