@@ -52,16 +52,22 @@ impl Names {
 
     /// The node named `name`, added if new.
     pub fn intern(&mut self, name: &[u8]) -> u32 {
-        if let Some(&n) = self.get(name) {
-            return n;
-        }
-        let n = self.at.len() as u32;
-        self.at.push(self.bytes.len() as u32);
-        self.bytes.extend_from_slice(name);
+        let next = self.at.len() as u32;
         let (bytes, at) = (&self.bytes, &self.at);
-        self.index
-            .insert_unique(hash_name(name), n, |&m| hash_name(name_in(bytes, at, m)));
-        n
+        let entry = self.index.entry(
+            hash_name(name),
+            |&n| name_in(bytes, at, n) == name,
+            |&m| hash_name(name_in(bytes, at, m)),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(o) => *o.get(),
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(next);
+                self.at.push(self.bytes.len() as u32);
+                self.bytes.extend_from_slice(name);
+                next
+            }
+        }
     }
 
     /// Makes the names for which `hide` holds unfindable (they keep their index).

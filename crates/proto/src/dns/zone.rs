@@ -386,13 +386,11 @@ fn check_records(
         line,
         msg,
     };
-    // Owners holding something other than a CNAME, to find a CNAME beside other data
-    // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5). Sets of record indexes,
-    // keyed by the lower-cased owner.
-    let mut with_data = OwnerSet::with_capacity(zd.owner_runs());
+    // Every owner inside the zone (once per run of records at one owner).
     let mut last_owner = None;
     for (i, r) in zd.iter().enumerate() {
-        if !is_subdomain_nocase(r.owner, apex) {
+        let owner_at = zd.records[i].owner;
+        if last_owner != Some(owner_at) && !is_subdomain_nocase(r.owner, apex) {
             return Err(ZoneError::Invalid {
                 path: path.to_string(),
                 msg: format!(
@@ -402,20 +400,16 @@ fn check_records(
                 ),
             });
         }
-        // Records in a row at one owner share it: one entry does for them all.
-        let owner_at = zd.records[i].owner;
-        if !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC) && last_owner != Some(owner_at) {
-            with_data.insert(zd, i, |_| true);
-            last_owner = Some(owner_at);
-        }
+        last_owner = Some(owner_at);
     }
-    // The first CNAME and DNAME seen per owner: a second, different one is an error.
+    // The first CNAME and DNAME per owner (few in a zone: a small table); a second,
+    // different one is an error.
     let mut singles = OwnerSet::default();
+    let mut first_error: Option<(usize, String)> = None;
     for (i, r) in zd.iter().enumerate() {
         if !matches!(r.rtype, rtype::CNAME | DNAME) {
             continue;
         }
-        let line = outline.line(i);
         let first = singles.insert(zd, i, |o| o.rtype == r.rtype);
         if zd.rec(first).rdata != r.rdata {
             let (what, rfc) = if r.rtype == rtype::CNAME {
@@ -423,25 +417,41 @@ fn check_records(
             } else {
                 ("DNAME", "RFC 6672 §2.4")
             };
-            return Err(syntax(
-                line,
-                format!(
-                    "{} has a second {what} record; {rfc} allows one per name",
-                    name_to_text(r.owner)
-                ),
-            ));
-        }
-        if r.rtype == rtype::CNAME && with_data.contains(zd, r.owner) {
-            return Err(syntax(
-                line,
-                format!(
-                    "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
-                    name_to_text(r.owner)
-                ),
-            ));
+            let msg = format!(
+                "{} has a second {what} record; {rfc} allows one per name",
+                name_to_text(r.owner)
+            );
+            first_error = Some((i, msg));
+            break;
         }
     }
-    Ok(())
+    // A CNAME beside other data (its RRSIG and NSEC may stand beside it, RFC 4035
+    // §2.5): each owner holding data is looked up among the CNAME owners.
+    let mut last_owner = None;
+    if !singles.0.is_empty() {
+        for (i, r) in zd.iter().enumerate() {
+            let owner_at = zd.records[i].owner;
+            if matches!(r.rtype, rtype::CNAME | RRSIG | NSEC) || last_owner == Some(owner_at) {
+                continue;
+            }
+            last_owner = Some(owner_at);
+            let Some(c) = singles.find(zd, r.owner, rtype::CNAME) else {
+                continue;
+            };
+            // Reported at the CNAME, the earliest in the file first.
+            if first_error.as_ref().is_none_or(|(e, _)| c < *e) {
+                let msg = format!(
+                    "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
+                    name_to_text(zd.rec(c).owner)
+                );
+                first_error = Some((c, msg));
+            }
+        }
+    }
+    match first_error {
+        Some((i, msg)) => Err(syntax(outline.line(i), msg)),
+        None => Ok(()),
+    }
 }
 
 /// Records by lower-cased owner: a hash table of record indexes, the names staying in
@@ -450,10 +460,6 @@ fn check_records(
 struct OwnerSet(hashbrown::HashTable<u32>);
 
 impl OwnerSet {
-    fn with_capacity(n: usize) -> Self {
-        OwnerSet(hashbrown::HashTable::with_capacity(n))
-    }
-
     fn hash(owner: &[u8]) -> u64 {
         super::db::hash_name_nocase(owner)
     }
@@ -477,12 +483,13 @@ impl OwnerSet {
         }
     }
 
-    fn contains(&self, zd: &ZoneData, owner: &[u8]) -> bool {
-        self.0
-            .find(Self::hash(owner), |&j| {
-                zd.rec(j as usize).owner.eq_ignore_ascii_case(owner)
-            })
-            .is_some()
+    /// The record of type `t` kept for `owner`.
+    fn find(&self, zd: &ZoneData, owner: &[u8], t: u16) -> Option<usize> {
+        let found = self.0.find(Self::hash(owner), |&j| {
+            let o = zd.rec(j as usize);
+            o.rtype == t && o.owner.eq_ignore_ascii_case(owner)
+        });
+        found.map(|&j| j as usize)
     }
 }
 
