@@ -232,4 +232,31 @@ mod tests {
         let (i, j) = (ts.push(t), ts.push(empty));
         assert_eq!((ts.get(i), ts.get(j), ts.len()), (t, empty, 2));
     }
+
+    #[test]
+    fn a_built_zone_keeps_each_record_once_for_transfers() {
+        use super::super::{build, zone};
+        let text = b"$ORIGIN a.\n$TTL 60\nw A 192.0.2.1\n@ SOA ns h 1 2 3 4 5\n\
+            W A 192.0.2.1\nx.y.z AAAA ::1\nw A 192.0.2.2\n";
+        let zd = std::sync::Arc::new(zone::parse_zone(text, "t").unwrap());
+        let set = build::build(&[zd.clone()]).unwrap();
+        let z = &set.zones[0];
+        // Nodes: the apex, w, x.y.z and its empty non-terminals y.z and z.
+        assert_eq!(z.nodes.len(), 5);
+        assert!(z.nodes.contains_key(b"\x01z\x01a\x00"));
+        let w = *z.nodes.get(b"\x01w\x01a\x00").unwrap();
+        assert_eq!(z.node_name(w), b"\x01w\x01a\x00");
+        assert_eq!(z.answers(w).len(), 1);
+        // Two A records at w (the repeat in another case dropped), 16 bytes each.
+        let t = set.template(z.template_for(w, super::super::wire::rtype::A));
+        assert_eq!((t.counts, t.bytes.len()), ([2, 0, 0], 32));
+        // The transfer: the SOA first, then each record once.
+        let sent: Vec<u16> = z
+            .transfer
+            .iter()
+            .map(|&i| zd.rec(i as usize).rtype)
+            .collect();
+        assert_eq!(sent, [6, 1, 1, 28]);
+        assert!(std::sync::Arc::ptr_eq(z.records.as_ref().unwrap(), &zd));
+    }
 }

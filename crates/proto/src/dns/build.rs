@@ -611,7 +611,8 @@ fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u16) -> Vec<R
 /// A/AAAA of in-zone targets of NS, MX and SRV records, for the additional section.
 fn additional<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, rrs: &[Rr<'a>]) -> Vec<Rr<'a>> {
     let mut out: Vec<Rr<'a>> = Vec::new();
-    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let mut seen: Vec<&[u8]> = Vec::new();
+    let mut lower = [0u8; MAX_NAME];
     for rr in rrs {
         if !matches!(rr.rec.rtype, rtype::NS | rtype::MX | rtype::SRV) {
             continue;
@@ -619,14 +620,17 @@ fn additional<'a>(set: &ZoneSet, zi: usize, zr: &ZoneRecords<'a>, rrs: &[Rr<'a>]
         let Some(target) = rr.rec.target() else {
             continue;
         };
-        let lower = target.to_ascii_lowercase();
-        if seen.contains(&lower) {
+        if seen.iter().any(|s| s.eq_ignore_ascii_case(target)) {
             continue;
         }
-        seen.push(lower.clone());
-        if let Some(&n) = set.zones[zi].nodes.get(lower.as_slice()) {
+        seen.push(target);
+        let lower = &mut lower[..target.len()];
+        lower.copy_from_slice(target);
+        lower.make_ascii_lowercase();
+        if let Some(&n) = set.zones[zi].nodes.get(lower) {
+            let owner = Owner::Name(target.into());
             for t in [rtype::A, rtype::AAAA] {
-                out.extend(rrset(zr, n as usize, &Owner::Name(target.into()), t));
+                out.extend(rrset(zr, n as usize, &owner, t));
             }
         }
     }
