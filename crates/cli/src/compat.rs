@@ -8,6 +8,7 @@ const RENAMED: &[(&str, &str, &str)] = &[
     ("serve", "--stats-json", "--json-file"),
     ("bench", "--server-cpu", "--server-cpus"),
     ("bench", "--client-cpu", "--client-cpus"),
+    ("sink", "--interface", "--iface"),
 ];
 
 /// Subcommands whose `--json` took a file before; none takes a positional argument, so a
@@ -78,6 +79,8 @@ mod tests {
         let (a, n) = rewrite(words("firehose load --target t --json out.json -q"));
         assert_eq!(a, words("firehose load --target t --json-file out.json -q"));
         assert_eq!(n.len(), 1);
+        let (a, _) = rewrite(words("firehose sink --interface veth0 --io packet"));
+        assert_eq!(a, words("firehose sink --iface veth0 --io packet"));
         let (a, n) = rewrite(words("firehose bench --server-cpu 0 --json"));
         assert_eq!(a, words("firehose bench --server-cpus 0 --json"));
         assert_eq!(n.len(), 1);

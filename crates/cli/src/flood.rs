@@ -6,7 +6,9 @@ use crate::args::{
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_load::flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use firehose_sys::xdp::xsk::XskConfig;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,6 +26,9 @@ pub enum IoArg {
     /// AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target behind a
     /// real interface, e.g. a veth peer).
     Packet,
+    /// AF_XDP TX: one socket per thread on its own queue of the interface toward the target
+    /// (root; the target behind a real interface, e.g. a veth peer).
+    Xdp,
 }
 
 /// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
@@ -39,7 +44,8 @@ unless --allow-remote.\n\n\
 EXAMPLES:\n  \
   firehose flood --target 127.0.0.1:9000 --io sendmmsg -t 5\n  \
   firehose flood --target 127.0.0.1:9000 --rate 100k --size 64\n  \
-  firehose flood --target 127.0.0.1:9000 --io uring --count 1000000"
+  firehose flood --target 127.0.0.1:9000 --io uring --count 1000000\n  \
+  firehose flood --target 10.0.0.2:9000 --io xdp --frame 64 --flows 16 --threads 2"
 )]
 pub struct FloodArgs {
     /// Where to send, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -81,6 +87,8 @@ pub struct FloodArgs {
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     #[command(flatten)]
+    xsk: crate::serve_xdp::XskArgs,
+    #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
@@ -105,6 +113,11 @@ struct FloodReport {
     enobufs: u64,
     other_errors: u64,
     last_errno: Option<String>,
+    /// Xdp mode: sends cut short by a full tx ring (retried), frames never completed.
+    xdp_tx_ring_full: u64,
+    xdp_uncompleted: u64,
+    /// Xdp mode: what the kernel granted (interface, queues, zerocopy, ...).
+    xdp: Option<BTreeMap<String, String>>,
     per_thread: Vec<u64>,
 }
 
@@ -151,6 +164,14 @@ pub fn run(a: FloodArgs) -> Result<()> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
+    let xsk = if a.io == IoArg::Xdp {
+        a.xsk.config()?
+    } else {
+        if let Some(flag) = a.xsk.any_given() {
+            return Err(Usage(format!("{flag} applies only to --io xdp")).into());
+        }
+        XskConfig::default()
+    };
     let cfg = FloodConfig {
         target: a.target,
         io: match a.io {
@@ -159,6 +180,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
             IoArg::Gso => FloodIo::Gso,
             IoArg::Uring => FloodIo::Uring,
             IoArg::Packet => FloodIo::Packet,
+            IoArg::Xdp => FloodIo::Xdp,
         },
         payload,
         flows: a.flows,
@@ -168,6 +190,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         count: a.count.map(|c| c as u64),
         batch: a.batch,
         uring: a.uring.setup(a.io == IoArg::Uring)?,
+        xsk,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -196,6 +219,13 @@ pub fn run(a: FloodArgs) -> Result<()> {
                 None => ", flat out".into(),
             }
         );
+        if let Some(x) = &flood.xdp {
+            let kv: Vec<String> = x.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            say!("  af_xdp {}", kv.join(" "));
+            for n in &x.notes {
+                say!("  note: {n}");
+            }
+        }
     }
     let mut last = (start, 0u64);
     loop {
@@ -222,6 +252,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
     }
     let seconds = start.elapsed().as_secs_f64();
     let ports = flood.source_ports.clone();
+    let xdp = flood.xdp.as_ref().map(|x| x.settings.clone());
     let s = flood
         .stop()
         .map_err(|e| anyhow::anyhow!("flood thread failed: {e}"))?;
@@ -246,6 +277,9 @@ pub fn run(a: FloodArgs) -> Result<()> {
         last_errno: s
             .last_errno
             .map(|e| firehose_sys::errno_name(e).to_string()),
+        xdp_tx_ring_full: s.xdp_tx_ring_full,
+        xdp_uncompleted: s.xdp_uncompleted,
+        xdp,
         per_thread: s.per_thread.clone(),
     };
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "n/a".into());
@@ -268,6 +302,13 @@ pub fn run(a: FloodArgs) -> Result<()> {
             .map(|e| format!(" (last {e})"))
             .unwrap_or_default()
     );
+    if r.xdp.is_some() {
+        say!(
+            "  xdp: tx ring full {} (retried), frames never completed {}",
+            r.xdp_tx_ring_full,
+            r.xdp_uncompleted
+        );
+    }
     json.write(&r)?;
     Ok(())
 }

@@ -150,7 +150,8 @@ Servers: firehose (serve --proto dns --profile tuned), knotd, nsd, over one gene
 Generators: dnsperf, firehose (firehose load --proto dns), one thread on the client CPU,\n\
 --window queries outstanding (default 100); closed loop, or open loop at --rate.\n\
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
---window --rate --json --json-file --report --names --query-count --no-syscalls.\n\n\
+--window --rate --json --json-file --report --names --query-count --no-syscalls\n\
+--tcp-connections --queries-per-conn (over TCP, dnsperf only) --firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
   firehose lab compare --proto dns --duration 5 --report results/dns")]
@@ -179,6 +180,19 @@ struct CompareArgs {
     /// Do not count the servers' syscalls with perf (--proto dns).
     #[arg(long)]
     no_syscalls: bool,
+    /// Query over TCP on this many connections instead of UDP (--proto dns, dnsperf -m
+    /// tcp; --window is the total outstanding, spread over them).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    tcp_connections: Option<usize>,
+    /// With --tcp-connections, close and reopen each connection after N queries
+    /// (dnsperf's num-queries-per-conn; its reconnects are slow: about 100/s here, whatever
+    /// the server).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    queries_per_conn: Option<usize>,
+    /// Serve with this firehose binary instead of this one (--proto dns), e.g. a build
+    /// from before a change.
+    #[arg(long, value_name = "PATH")]
+    firehose_bin: Option<std::path::PathBuf>,
     /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
     /// both generators, busy-polled ping-pong; root).
     #[arg(long, value_name = "PATHS")]
@@ -390,6 +404,9 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
         (c.names.is_some(), "--names"),
         (c.query_count.is_some(), "--query-count"),
         (c.no_syscalls, "--no-syscalls"),
+        (c.tcp_connections.is_some(), "--tcp-connections"),
+        (c.queries_per_conn.is_some(), "--queries-per-conn"),
+        (c.firehose_bin.is_some(), "--firehose-bin"),
     ] {
         if given {
             return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());

@@ -6,7 +6,7 @@ use crate::args::{
 };
 mod output;
 
-use crate::serve_xdp::{zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
+use crate::serve_xdp::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};
@@ -14,7 +14,7 @@ use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::ServerCpu;
-use firehose_load::xdp::{ModeChoice, XdpIo, XdpLoadConfig};
+use firehose_load::xdp::{XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 pub use output::print_summary;
@@ -371,11 +371,7 @@ fn xdp_setup(
     firehose_load::validate(cfg).map_err(load_error)?;
     let x = XdpLoadConfig {
         iface,
-        mode: match a.xdp_mode {
-            None | Some(ModeArg::Auto) => ModeChoice::Auto,
-            Some(ModeArg::Native) => ModeChoice::Native,
-            Some(ModeArg::Generic) => ModeChoice::Generic,
-        },
+        mode: mode_choice(a.xdp_mode),
         zerocopy: zerocopy_choice(a.zerocopy),
         // A DNS query from a query file stays far below 512 bytes.
         max_payload: match w {

@@ -136,6 +136,10 @@ struct DnsArgs {
     /// DNS over TCP on the same address (RFC 7766): on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     tcp: bool,
+    /// TCP threads, each an event loop over its share of the connections (at most 4 per
+    /// allowed CPU, as --workers).
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value = "1")]
+    tcp_threads: usize,
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
     tcp_max_conns: usize,
@@ -199,7 +203,8 @@ impl ServeArgs {
             ))
         })?;
         let workers = self.workers.unwrap_or(1);
-        check_workers(workers)?;
+        check_threads("--workers", workers)?;
+        check_threads("--tcp-threads", self.dns.tcp_threads)?;
         self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
@@ -262,8 +267,8 @@ impl ServeArgs {
 /// Workers per allowed CPU beyond which more threads only contend.
 const WORKERS_PER_CPU: usize = 4;
 
-/// Refuses a worker count far beyond the CPUs this process may run on.
-fn check_workers(workers: usize) -> Result<()> {
+/// Refuses a thread count (`flag`'s value) far beyond the CPUs this process may run on.
+fn check_threads(flag: &str, workers: usize) -> Result<()> {
     let cpus = firehose_sys::cpu::allowed_cpus()
         .map(|c| c.len())
         .unwrap_or(1)
@@ -271,7 +276,7 @@ fn check_workers(workers: usize) -> Result<()> {
     let max = cpus * WORKERS_PER_CPU;
     if workers > max {
         return Err(Usage(format!(
-            "--workers {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+            "{flag} {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
         ))
         .into());
     }
@@ -406,6 +411,7 @@ fn start_server(
                     allow_transfer: a.dns.allow_transfer.clone(),
                     max_udp: DEFAULT_MAX_UDP,
                     options: options.clone(),
+                    threads: a.dns.tcp_threads,
                 };
                 match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
                     Ok(t) => {
@@ -493,8 +499,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     print_applied(&server, a.proto);
     if let Some(t) = &tcp {
         say!(
-            "  tcp: listening on {} (max {} connections, {} per client, idle {:?}, AXFR to {})",
+            "  tcp: listening on {} ({} thread{}, max {} connections, {} per client, idle {:?}, AXFR to {})",
             t.local_addr(),
+            a.dns.tcp_threads,
+            if a.dns.tcp_threads == 1 { "" } else { "s" },
             a.dns.tcp_max_conns,
             a.dns.tcp_max_per_client,
             a.dns.tcp_idle,

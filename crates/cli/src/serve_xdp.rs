@@ -3,6 +3,8 @@
 use crate::args::Usage;
 use clap::{Args, ValueEnum};
 use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
+use firehose_sys::xdp::setup::{self, RxOptions};
+use firehose_sys::xdp::xsk::XskConfig;
 
 /// Which I/O path the workers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -28,6 +30,15 @@ pub enum ZeroCopyArg {
     Off,
 }
 
+/// The attach mode of `--xdp-mode` (auto when absent); shared with `load --io xdp`.
+pub fn mode_choice(m: Option<ModeArg>) -> ModeChoice {
+    match m {
+        None | Some(ModeArg::Auto) => ModeChoice::Auto,
+        Some(ModeArg::Native) => ModeChoice::Native,
+        Some(ModeArg::Generic) => ModeChoice::Generic,
+    }
+}
+
 /// The zero-copy request of `--zerocopy` (auto when absent); shared with `load --io xdp`.
 pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
     match z {
@@ -43,16 +54,13 @@ pub struct XdpArgs {
     /// I/O path: kernel sockets, or AF_XDP on --iface (root).
     #[arg(long = "io", value_enum, default_value = "socket")]
     pub io: IoArg,
-    /// Interface to serve on with --io xdp (the --listen address must be one of its own).
-    #[arg(long)]
-    iface: Option<String>,
-    /// Rx queues to serve with --io xdp: all, or a list like 0,2-3 (one worker each).
-    #[arg(long)]
-    queues: Option<String>,
-    /// Where the XDP program runs: in the driver (native), on the skb path (generic), or
-    /// native where the driver has it (auto).
-    #[arg(long, value_enum)]
-    xdp_mode: Option<ModeArg>,
+    #[command(flatten)]
+    pub rx: XdpRxArgs,
+}
+
+/// The AF_XDP socket flags, shared by serve, sink and flood.
+#[derive(Debug, Args)]
+pub struct XskArgs {
     /// AF_XDP zero-copy: probe (auto), insist (on), or never (off).
     #[arg(long, value_enum)]
     zerocopy: Option<ZeroCopyArg>,
@@ -65,12 +73,109 @@ pub struct XdpArgs {
     /// XDP_USE_NEED_WAKEUP: enter the kernel only when a ring asks [default: on].
     #[arg(long, value_name = "on|off", value_parser = crate::serve::parse_on_off)]
     need_wakeup: Option<bool>,
+}
+
+impl XskArgs {
+    /// The first of these flags given, by name.
+    pub fn any_given(&self) -> Option<&'static str> {
+        [
+            (self.zerocopy.is_some(), "--zerocopy"),
+            (self.ring.is_some(), "--ring"),
+            (self.frame_size.is_some(), "--frame-size"),
+            (self.need_wakeup.is_some(), "--need-wakeup"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, name)| name)
+    }
+
+    /// The socket configuration, with UMEM frames for twice the ring.
+    pub fn config(&self) -> Result<XskConfig, Usage> {
+        let frame_size = self.frame_size.unwrap_or(4096);
+        if !firehose_sys::xdp::umem::FRAME_SIZES.contains(&frame_size) {
+            return Err(Usage(format!(
+                "--frame-size {frame_size}: use 2048 or 4096"
+            )));
+        }
+        let ring = self.ring.unwrap_or(2048);
+        setup::check_ring(ring).map_err(|e| Usage(e.to_string()))?;
+        Ok(XskConfig {
+            ring,
+            frame_size,
+            frames: ring * 2,
+            zerocopy: zerocopy_choice(self.zerocopy),
+            need_wakeup: self.need_wakeup.unwrap_or(true),
+        })
+    }
+}
+
+/// The AF_XDP receive flags (interface, queues, program), shared by serve and sink.
+#[derive(Debug, Args)]
+pub struct XdpRxArgs {
+    /// Interface for --io xdp (serve: the --listen address must be one of its own; sink:
+    /// also --io packet, default the one holding --listen's address).
+    #[arg(long, value_name = "NAME")]
+    pub iface: Option<String>,
+    /// Rx queues for --io xdp: all, or a list like 0,2-3 (one worker each).
+    #[arg(long)]
+    queues: Option<String>,
+    /// Where the XDP program runs: in the driver (native), on the skb path (generic), or
+    /// native where the driver has it (auto).
+    #[arg(long, value_enum)]
+    xdp_mode: Option<ModeArg>,
     /// SO_BUSY_POLL_BUDGET for the AF_XDP sockets when --busy-poll is set [default: --batch].
     #[arg(long)]
     busy_poll_budget: Option<i32>,
     /// Replace a foreign XDP program already attached to --iface.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    pub xsk: XskArgs,
+}
+
+impl XdpRxArgs {
+    /// The first xdp-only flag given (--iface included), by name.
+    pub fn any_given(&self) -> Option<&'static str> {
+        [
+            (self.iface.is_some(), "--iface"),
+            (self.queues.is_some(), "--queues"),
+            (self.xdp_mode.is_some(), "--xdp-mode"),
+            (self.busy_poll_budget.is_some(), "--busy-poll-budget"),
+            (self.force, "--force"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, name)| name)
+        .or_else(|| self.xsk.any_given())
+    }
+
+    /// True when --queues was given.
+    pub fn queues_given(&self) -> bool {
+        self.queues.is_some()
+    }
+
+    /// The receive options: queues, attach mode, sockets, and busy polling from
+    /// `busy_poll_us` (serve's and sink's --busy-poll) with --busy-poll-budget or `batch`.
+    pub fn options(&self, busy_poll_us: Option<usize>, batch: usize) -> Result<RxOptions, Usage> {
+        if self.busy_poll_budget.is_some() && busy_poll_us.is_none() {
+            return Err(Usage("--busy-poll-budget needs --busy-poll USEC".into()));
+        }
+        Ok(RxOptions {
+            queues: match &self.queues {
+                Some(q) => parse_queues(q)?,
+                None => Queues::All,
+            },
+            mode: mode_choice(self.xdp_mode),
+            xsk: self.xsk.config()?,
+            busy_poll: busy_poll_us.map(|us| {
+                (
+                    us.min(i32::MAX as usize) as i32,
+                    self.busy_poll_budget.unwrap_or(batch as i32),
+                )
+            }),
+            force: self.force,
+        })
+    }
 }
 
 /// `--profile xdp`: the tuned socket settings for the fallback socket, AF_XDP batches of 64
@@ -98,65 +203,35 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 }
 
 impl XdpArgs {
-    /// True when any xdp-only flag was given.
-    fn any_given(&self) -> Option<&'static str> {
-        [
-            (self.iface.is_some(), "--iface"),
-            (self.queues.is_some(), "--queues"),
-            (self.xdp_mode.is_some(), "--xdp-mode"),
-            (self.zerocopy.is_some(), "--zerocopy"),
-            (self.ring.is_some(), "--ring"),
-            (self.frame_size.is_some(), "--frame-size"),
-            (self.need_wakeup.is_some(), "--need-wakeup"),
-            (self.busy_poll_budget.is_some(), "--busy-poll-budget"),
-            (self.force, "--force"),
-        ]
-        .into_iter()
-        .find(|(given, _)| *given)
-        .map(|(_, name)| name)
-    }
-
     /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
     pub fn config(&self, cfg: &ServeConfig, xdp_profile: bool) -> Result<Option<XdpConfig>, Usage> {
         if self.io == IoArg::Socket {
             if xdp_profile {
                 return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
             }
-            if let Some(flag) = self.any_given() {
+            if let Some(flag) = self.rx.any_given() {
                 return Err(Usage(format!("{flag} applies only to --io xdp")));
             }
             return Ok(None);
         }
-        let Some(iface) = self.iface.clone() else {
+        let Some(iface) = self.rx.iface.clone() else {
             return Err(Usage(
                 "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
             ));
         };
-        let frame_size = self.frame_size.unwrap_or(4096);
-        if !firehose_sys::xdp::umem::FRAME_SIZES.contains(&frame_size) {
-            return Err(Usage(format!(
-                "--frame-size {frame_size}: use 2048 or 4096"
-            )));
-        }
+        let o = self
+            .rx
+            .options(cfg.busy_poll.map(|us| us as usize), cfg.batch)?;
         Ok(Some(XdpConfig {
             iface,
-            queues: match &self.queues {
-                Some(q) => parse_queues(q)?,
-                None => Queues::All,
-            },
-            mode: match self.xdp_mode {
-                None | Some(ModeArg::Auto) => ModeChoice::Auto,
-                Some(ModeArg::Native) => ModeChoice::Native,
-                Some(ModeArg::Generic) => ModeChoice::Generic,
-            },
-            zerocopy: zerocopy_choice(self.zerocopy),
-            ring: self.ring.unwrap_or(2048),
-            frame_size,
-            need_wakeup: self.need_wakeup.unwrap_or(true),
-            busy_poll: cfg
-                .busy_poll
-                .map(|us| (us as i32, self.busy_poll_budget.unwrap_or(cfg.batch as i32))),
-            force: self.force,
+            queues: o.queues,
+            mode: o.mode,
+            zerocopy: o.xsk.zerocopy,
+            ring: o.xsk.ring,
+            frame_size: o.xsk.frame_size,
+            need_wakeup: o.xsk.need_wakeup,
+            busy_poll: o.busy_poll,
+            force: o.force,
             batch: cfg.batch,
         }))
     }
@@ -186,6 +261,43 @@ impl XdpArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        rx: XdpRxArgs,
+    }
+
+    fn rx(args: &[&str]) -> XdpRxArgs {
+        use clap::Parser;
+        Wrap::parse_from([&["t"], args].concat()).rx
+    }
+
+    #[test]
+    fn receive_options_from_the_shared_flags() {
+        let o = rx(&["--queues", "1", "--xdp-mode", "generic", "--ring", "512"])
+            .options(Some(50), 32)
+            .unwrap();
+        assert_eq!(o.queues, Queues::List(vec![1]));
+        assert_eq!(o.mode, ModeChoice::Generic);
+        assert_eq!(
+            (o.xsk.ring, o.xsk.frames, o.xsk.frame_size),
+            (512, 1024, 4096)
+        );
+        assert_eq!(o.busy_poll, Some((50, 32)));
+        assert_eq!(rx(&[]).options(None, 64).unwrap(), RxOptions::default());
+        let e = rx(&["--busy-poll-budget", "8"])
+            .options(None, 64)
+            .unwrap_err();
+        assert!(e.0.contains("--busy-poll"), "{}", e.0);
+        let e = rx(&["--frame-size", "1000"]).options(None, 64).unwrap_err();
+        assert!(e.0.contains("2048 or 4096"), "{}", e.0);
+        let e = rx(&["--ring", "100"]).options(None, 64).unwrap_err();
+        assert!(e.0.contains("power of two"), "{}", e.0);
+        assert_eq!(rx(&["--force"]).any_given(), Some("--force"));
+        assert_eq!(rx(&["--zerocopy", "off"]).any_given(), Some("--zerocopy"));
+        assert_eq!(rx(&[]).any_given(), None);
+    }
 
     #[test]
     fn queue_lists() {

@@ -3,12 +3,15 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
+use crate::serve_xdp::XdpRxArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_load::sink::drops::HostDrops;
 use firehose_load::sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
 use firehose_sys::packet::{Fanout, RxRingConfig};
+use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,6 +28,9 @@ pub enum IoArg {
     Uring,
     /// AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW).
     Packet,
+    /// AF_XDP: an XDP program redirects --listen's UDP to one socket per rx queue of
+    /// --iface, one worker each (root).
+    Xdp,
 }
 
 /// PACKET_FANOUT modes.
@@ -49,11 +55,13 @@ pub enum SocketsArg {
     after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
-(host-wide deltas), and in packet mode the rings' (PACKET_STATISTICS).\n\n\
+(host-wide deltas), in packet mode the rings' (PACKET_STATISTICS), in xdp mode the AF_XDP\n\
+sockets' (XDP_STATISTICS).\n\n\
 EXAMPLES:\n  \
   firehose sink --listen 127.0.0.1:9000 --io recvmmsg -t 5\n  \
   firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3\n  \
-  firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun"
+  firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun\n  \
+  firehose sink --listen 10.0.0.2:9000 --io xdp --queues 0-1 --count 1000000"
 )]
 pub struct SinkArgs {
     /// Address and port to receive on, e.g. 127.0.0.1:9000 or [::1]:9000.
@@ -71,9 +79,9 @@ pub struct SinkArgs {
     /// Stop after this long (from start), e.g. 10, 2.5s.
     #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Receiving threads.
-    #[arg(long, default_value = "1", value_parser = parse_positive)]
-    workers: usize,
+    /// Receiving threads [default: 1; --io xdp: one per queue, queues 0..N-1 when given].
+    #[arg(long, value_parser = parse_positive)]
+    workers: Option<usize>,
     /// Pin worker i to the i-th CPU of this list, or auto, or none [default: none].
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     cpus: Option<Cpus>,
@@ -89,14 +97,13 @@ pub struct SinkArgs {
     /// Sockets: one SO_REUSEPORT socket per worker, or one shared by all.
     #[arg(long, value_enum, default_value = "reuseport")]
     sockets: SocketsArg,
-    /// Packet mode: interface to open [default: the one holding --listen's address].
-    #[arg(long, value_name = "NAME")]
-    interface: Option<String>,
     /// Packet mode: how the fanout group spreads frames over workers.
     #[arg(long, value_enum, default_value = "hash")]
     fanout: FanoutArg,
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
+    #[command(flatten)]
+    xdp: XdpRxArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
@@ -132,6 +139,12 @@ struct SinkReport {
     socket_drops: u64,
     ring_drops: u64,
     ring_freezes: u64,
+    /// Xdp mode: the sockets' XDP_STATISTICS, summed.
+    xsk_rx_dropped: u64,
+    xsk_rx_ring_full: u64,
+    xsk_fill_ring_empty: u64,
+    /// Xdp mode: what the kernel granted (interface, queues, xdp_mode, zerocopy, ...).
+    xdp: Option<BTreeMap<String, String>>,
     host: HostDrops,
     /// Packet mode: datagrams the port-holding socket's filter discarded, by design
     /// (subtracted from host.udp_in_errors).
@@ -147,19 +160,47 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
+    let workers = match (a.io, a.workers) {
+        (IoArg::Xdp, w) => w.unwrap_or(0),
+        (_, w) => w.unwrap_or(1),
+    };
     if let Some(c) = &cpus {
-        if c.len() < a.workers {
+        if c.len() < workers {
             return Err(Usage(format!(
                 "--cpus names {} CPU(s) for {} workers: give one CPU per worker or lower --workers",
                 c.len(),
-                a.workers
+                workers
             ))
             .into());
         }
     }
-    if a.io != IoArg::Packet && a.interface.is_some() {
-        return Err(Usage("--interface applies only to --io packet".into()).into());
-    }
+    let xdp = if a.io == IoArg::Xdp {
+        if a.rcvbuf.is_some() {
+            return Err(
+                Usage("--rcvbuf does not apply to --io xdp (no socket buffer)".into()).into(),
+            );
+        }
+        let mut o = a.xdp.options(a.busy_poll, a.batch)?;
+        match (a.workers, a.xdp.queues_given()) {
+            (Some(_), true) => {
+                return Err(Usage(
+                    "--io xdp: give --queues or --workers, not both (one worker per queue)".into(),
+                )
+                .into())
+            }
+            (Some(n), false) => o.queues = Queues::List((0..n as u32).collect()),
+            _ => {}
+        }
+        o
+    } else {
+        if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
+            return Err(Usage(format!("{flag} applies only to --io xdp")).into());
+        }
+        if a.io != IoArg::Packet && a.xdp.iface.is_some() {
+            return Err(Usage("--iface applies only to --io packet and --io xdp".into()).into());
+        }
+        RxOptions::default()
+    };
     Ok(SinkConfig {
         listen: a.listen,
         io: match a.io {
@@ -169,14 +210,15 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             IoArg::Recvmmsg => SinkIo::Recvmmsg,
             IoArg::Uring => SinkIo::Uring,
             IoArg::Packet => SinkIo::Packet,
+            IoArg::Xdp => SinkIo::Xdp,
         },
-        workers: a.workers,
+        workers,
         cpus,
         batch: a.batch,
         busy_poll_us: a.busy_poll.map(|u| u.min(u32::MAX as usize) as u32),
         rcvbuf: a.rcvbuf,
         reuseport: a.sockets == SocketsArg::Reuseport,
-        interface: a.interface.clone(),
+        interface: a.xdp.iface.clone(),
         fanout: match a.fanout {
             FanoutArg::Hash => Fanout::Hash,
             FanoutArg::Cpu => Fanout::Cpu,
@@ -185,6 +227,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         },
         ring: RxRingConfig::default(),
         uring: a.uring.setup(a.io == IoArg::Uring)?,
+        xdp,
     })
 }
 
@@ -203,26 +246,42 @@ pub fn run(a: SinkArgs) -> Result<()> {
             Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
         }
     })?;
+    let workers = sink.workers();
+    let xdp = sink
+        .xdp
+        .as_ref()
+        .map(|s| xdp_settings(s, sink.interface.as_deref().unwrap_or("?"), &cfg.xdp));
     if !a.quiet {
         say!(
             "firehose sink: {} --io {}, {} worker(s){}{}",
             sink.local_addr(),
             cfg.io.name(),
-            cfg.workers,
+            workers,
             cfg.cpus
                 .as_ref()
-                .map(|c| format!(" on CPUs {:?}", &c[..cfg.workers]))
+                .map(|c| format!(" on CPUs {:?}", &c[..workers]))
                 .unwrap_or_default(),
-            match (&sink.interface, cfg.workers > 1) {
+            match (&sink.interface, workers > 1) {
+                (Some(_), _) if xdp.is_some() => {
+                    let kv: Vec<String> = xdp
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
+                    format!(", af_xdp {}", kv.join(" "))
+                }
                 (Some(i), true) => format!(", ring on {i}, fanout {}", cfg.fanout.name()),
                 (Some(i), false) => format!(", ring on {i}"),
                 (None, _) => format!(
                     ", {} socket(s), rcvbuf {}",
-                    if cfg.reuseport { cfg.workers } else { 1 },
+                    if cfg.reuseport { workers } else { 1 },
                     sink.rcvbuf_granted.unwrap_or(0)
                 ),
             }
         );
+        for n in sink.xdp.iter().flat_map(|s| &s.notes) {
+            say!("  note: {n}");
+        }
     }
     let start = Instant::now();
     let cpu0 = firehose_sys::cpu::process_cpu_time()?;
@@ -318,9 +377,9 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let report = SinkReport {
         mode: cfg.io.name(),
         listen: listen.to_string(),
-        workers: cfg.workers,
+        workers,
         interface,
-        fanout: (cfg.io == SinkIo::Packet && cfg.workers > 1).then(|| cfg.fanout.name()),
+        fanout: (cfg.io == SinkIo::Packet && workers > 1).then(|| cfg.fanout.name()),
         rcvbuf_granted,
         packets,
         bytes,
@@ -332,6 +391,10 @@ pub fn run(a: SinkArgs) -> Result<()> {
         socket_drops: snap.total(|w| w.socket_drops),
         ring_drops: snap.total(|w| w.ring_drops),
         ring_freezes: snap.total(|w| w.ring_freezes),
+        xsk_rx_dropped: snap.total(|w| w.xsk_rx_dropped),
+        xsk_rx_ring_full: snap.total(|w| w.xsk_rx_ring_full),
+        xsk_fill_ring_empty: snap.total(|w| w.xsk_fill_ring_empty),
+        xdp,
         host,
         held_port_filtered: held,
         rounds,
@@ -341,6 +404,28 @@ pub fn run(a: SinkArgs) -> Result<()> {
     print_summary(&report);
     json.write(&report)?;
     Ok(())
+}
+
+/// What the kernel granted for an xdp sink, for the start line and the JSON.
+fn xdp_settings(s: &Steered, iface: &str, o: &RxOptions) -> BTreeMap<String, String> {
+    let queues: Vec<String> = s.queues.iter().map(u32::to_string).collect();
+    BTreeMap::from([
+        ("iface".to_string(), iface.to_string()),
+        ("queues".into(), queues.join(",")),
+        ("xdp_mode".into(), s.mode.name().into()),
+        (
+            "zerocopy".into(),
+            if s.zerocopy { "on" } else { "off" }.into(),
+        ),
+        ("need_wakeup".into(), o.xsk.need_wakeup.to_string()),
+        ("ring".into(), o.xsk.ring.to_string()),
+        ("frame_size".into(), o.xsk.frame_size.to_string()),
+        ("prog_id".into(), s.prog_id.to_string()),
+        (
+            "busy_poll".into(),
+            firehose_sys::xdp::setup::busy_poll_text(s.busy),
+        ),
+    ])
 }
 
 fn print_summary(r: &SinkReport) {
@@ -372,10 +457,20 @@ fn print_summary(r: &SinkReport) {
         r.host.softnet_dropped,
         r.host.softnet_time_squeeze
     );
+    if r.xdp.is_some() {
+        say!(
+            "  xdp drops: rx_dropped {}, rx_ring_full {}, rx_fill_ring_empty_descs {}; {} datagrams the program passed to the kernel stack (a queue without a socket, fragments)",
+            r.xsk_rx_dropped,
+            r.xsk_rx_ring_full,
+            r.xsk_fill_ring_empty,
+            r.held_port_filtered
+        );
+    }
     for w in &r.per_worker {
         say!(
-            "  worker {}{}: {} datagrams, {} bytes, {} syscalls, socket drops {}, ring drops {}",
+            "  worker {}{}{}: {} datagrams, {} bytes, {} syscalls, socket drops {}, ring drops {}",
             w.worker,
+            w.queue.map(|q| format!(" (queue {q})")).unwrap_or_default(),
             w.cpu.map(|c| format!(" (cpu {c})")).unwrap_or_default(),
             w.packets,
             w.bytes,

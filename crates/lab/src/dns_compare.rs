@@ -12,7 +12,7 @@ pub mod peers;
 mod report;
 
 pub use crate::server::ServerKind;
-pub use drivers::{Driver, DriverResult};
+pub use drivers::{Driver, DriverResult, TcpLoad};
 
 use crate::cputime::{self, Scope};
 use crate::env::Environment;
@@ -50,6 +50,8 @@ pub struct DnsCompareOptions {
     pub outstanding: usize,
     /// Offered load in queries/s for every run; `None` is closed loop at saturation.
     pub rate: Option<u64>,
+    /// Queries over TCP (dnsperf only) instead of UDP.
+    pub tcp: Option<TcpLoad>,
     /// Count server syscalls with perf (adds a little tracing cost to every server alike).
     pub syscalls: bool,
     /// Scratch directory for the zone, queries and configs.
@@ -85,6 +87,7 @@ impl Default for DnsCompareOptions {
             queries: 100_000,
             outstanding: 100,
             rate: None,
+            tcp: None,
             syscalls: true,
             workdir: std::env::temp_dir().join(format!("fh-dns-compare-{}", std::process::id())),
             port: 0,
@@ -129,6 +132,8 @@ pub struct DnsCompareReport {
     pub repetitions: usize,
     pub duration_s: f64,
     pub rate: Option<u64>,
+    /// Over TCP, if not UDP.
+    pub tcp: Option<TcpLoad>,
     pub server_cpus: Vec<usize>,
     pub client_cpus: Vec<usize>,
     /// Share of all CPU time the hypervisor gave to other guests during the run (steal,
@@ -306,6 +311,19 @@ fn check(opts: &DnsCompareOptions) -> Result<(), LabError> {
             "CPU {c} is both a server and a client CPU; pin them apart"
         ));
     }
+    if let Some(t) = opts.tcp {
+        if opts.drivers.contains(&Driver::Firehose) {
+            return usage(
+                "firehose load speaks DNS over UDP only; over TCP use the dnsperf generator".into(),
+            );
+        }
+        if t.connections == 0 || t.connections > opts.outstanding {
+            return usage(format!(
+                "{} TCP connections for {} queries outstanding: use 1 to {} connections",
+                t.connections, opts.outstanding, opts.outstanding
+            ));
+        }
+    }
     if opts.outstanding == 0 || opts.outstanding >= 65536 {
         return usage(format!(
             "{} queries outstanding: use 1..65535 (DNS ids are 16 bits)",
@@ -391,6 +409,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     zone: &zone,
                     apex: APEX,
                     firehose: &opts.firehose,
+                    tcp: opts.tcp,
                     dir: opts
                         .workdir
                         .join(format!("{}-{workers}-{rep}", kind.name())),
@@ -417,6 +436,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     duration: opts.duration,
                     outstanding: opts.outstanding,
                     rate: opts.rate,
+                    tcp: opts.tcp,
                     firehose: &opts.firehose,
                     json: &json,
                     logs: &opts.workdir,
@@ -453,6 +473,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
         repetitions: opts.repetitions,
         duration_s: opts.duration.as_secs_f64(),
         rate: opts.rate,
+        tcp: opts.tcp,
         server_cpus: opts.server_cpus.clone(),
         client_cpus: opts.client_cpus.clone(),
     })

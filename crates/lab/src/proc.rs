@@ -256,10 +256,26 @@ pub fn free_port() -> LabResult<u16> {
 mod tests {
     use super::*;
 
-    fn logs() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("fh-proc-test-{}", std::process::id()));
+    /// A log directory per test, removed when the test ends (even on failure).
+    struct Logs(PathBuf);
+
+    impl std::ops::Deref for Logs {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Logs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn logs(test: &str) -> Logs {
+        let d = std::env::temp_dir().join(format!("fh-proc-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Logs(d)
     }
 
     fn sh(script: &str) -> Command {
@@ -270,7 +286,7 @@ mod tests {
 
     #[test]
     fn stderr_tail_and_output_are_kept() {
-        let dir = logs();
+        let dir = logs("output");
         let mut p = Proc::spawn(sh("echo ready; echo oops >&2; exit 3"), "t1", &dir).unwrap();
         let st = p
             .wait_until(Instant::now() + Duration::from_secs(10), None)
@@ -288,7 +304,7 @@ mod tests {
 
     #[test]
     fn stopping_kills_the_forked_processes_too() {
-        let dir = logs();
+        let dir = logs("group");
         // The leader forks a sleeper and ignores SIGTERM, as a stubborn peer would.
         let mut p = Proc::spawn(sh("trap '' TERM; sleep 30 & echo $!; wait"), "t3", &dir).unwrap();
         let out = p
@@ -312,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_dropped_proc_takes_its_group_and_dir_along() {
-        let dir = logs();
+        let dir = logs("drop");
         let owned = dir.join("owned");
         std::fs::create_dir_all(&owned).unwrap();
         let p = Proc::spawn(sh("sleep 30"), "t4", &dir)
@@ -326,7 +342,7 @@ mod tests {
 
     #[test]
     fn waits_end_on_the_stop_flag() {
-        let dir = logs();
+        let dir = logs("stop_flag");
         let stop = AtomicBool::new(true);
         let mut p = Proc::spawn(sh("sleep 30"), "t5", &dir).unwrap();
         let r = p.wait_until(Instant::now() + Duration::from_secs(30), Some(&stop));

@@ -29,6 +29,9 @@ pub const APEX: &str = "big.example.";
 pub struct ZoneLoadOptions {
     pub firehose: PathBuf,
     pub servers: Vec<ServerKind>,
+    /// Another firehose binary measured first, as `firehose-baseline` (before and
+    /// after a change in one run).
+    pub baseline: Option<PathBuf>,
     /// Size of the generated zone file in bytes (ignored with `zone`).
     pub size: u64,
     /// A zone file to load instead of a generated one, with its apex (trailing dot).
@@ -49,6 +52,7 @@ impl Default for ZoneLoadOptions {
         ZoneLoadOptions {
             firehose: PathBuf::from("firehose"),
             servers: vec![ServerKind::FirehoseDns, ServerKind::Knot],
+            baseline: None,
             size: 50 << 20,
             zone: None,
             repetitions: 3,
@@ -146,6 +150,7 @@ pub fn generate_zone(size: u64) -> (String, usize) {
 fn measure_once(
     opts: &ZoneLoadOptions,
     kind: &ServerKind,
+    firehose: &std::path::Path,
     zone: &std::path::Path,
     apex: &str,
     dir: PathBuf,
@@ -159,7 +164,8 @@ fn measure_once(
             port: proc::free_port()?,
             zone,
             apex,
-            firehose: &opts.firehose,
+            firehose,
+            tcp: None,
             dir,
             ready_within: opts.ready_within,
         },
@@ -211,9 +217,21 @@ pub fn run(opts: &ZoneLoadOptions) -> Result<ZoneLoadReport, LabError> {
     let zone_bytes = std::fs::metadata(&zone)
         .map_err(|e| LabError::io(zone.display(), e))?
         .len();
-    let mut samples: Vec<Vec<LoadSample>> = vec![Vec::new(); opts.servers.len()];
+    // (name, kind, firehose binary) of each server measured.
+    let baseline = opts
+        .baseline
+        .iter()
+        .map(|b| ("firehose-baseline".to_string(), ServerKind::FirehoseDns, b));
+    let runs: Vec<(String, ServerKind, &PathBuf)> = baseline
+        .chain(
+            opts.servers
+                .iter()
+                .map(|k| (k.name().to_string(), k.clone(), &opts.firehose)),
+        )
+        .collect();
+    let mut samples: Vec<Vec<LoadSample>> = vec![Vec::new(); runs.len()];
     for rep in 0..opts.repetitions {
-        for (si, kind) in opts.servers.iter().enumerate() {
+        for (si, (name, kind, bin)) in runs.iter().enumerate() {
             if opts
                 .stop
                 .as_ref()
@@ -221,19 +239,18 @@ pub fn run(opts: &ZoneLoadOptions) -> Result<ZoneLoadReport, LabError> {
             {
                 return Err(LabError::Interrupted);
             }
-            let dir = opts.workdir.join(format!("{}-{rep}", kind.name()));
-            samples[si].push(measure_once(opts, kind, &zone, &apex, dir)?);
+            let dir = opts.workdir.join(format!("{name}-{rep}"));
+            samples[si].push(measure_once(opts, kind, bin, &zone, &apex, dir)?);
         }
     }
     let summary = |v: &[LoadSample], f: fn(&LoadSample) -> f64| {
         Summary::of(v.iter().map(f)).expect("at least one repetition")
     };
-    let servers = opts
-        .servers
-        .iter()
+    let servers = runs
+        .into_iter()
         .zip(samples)
-        .map(|(k, v)| ServerLoad {
-            server: k.name().to_string(),
+        .map(|((name, _, _), v)| ServerLoad {
+            server: name,
             ready_s: summary(&v, |s| s.ready_s),
             cpu_s: summary(&v, |s| s.cpu_s),
             hwm_mib: summary(&v, |s| s.hwm_mib),
@@ -267,7 +284,7 @@ impl ZoneLoadReport {
         );
         let _ = writeln!(
             out,
-            "{:<10} {:>22} {:>22} {:>24} {:>24}",
+            "{:<17} {:>22} {:>22} {:>24} {:>24}",
             "server",
             "ready s (min-max)",
             "CPU s (min-max)",
@@ -280,7 +297,7 @@ impl ZoneLoadReport {
         for s in &self.servers {
             let _ = writeln!(
                 out,
-                "{:<10} {:>22} {:>22} {:>24} {:>24}",
+                "{:<17} {:>22} {:>22} {:>24} {:>24}",
                 s.server,
                 cell(&s.ready_s, 2),
                 cell(&s.cpu_s, 2),

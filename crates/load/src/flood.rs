@@ -9,14 +9,19 @@
 //! socket: without it the kernel reports a queue drop as a success.
 //!
 //! `packet` mode sends the same flows' frames through an AF_PACKET TX ring instead
-//! ([`packet`](mod@packet)); its sockets only hold the source ports.
+//! ([`packet`](mod@packet)), and `xdp` mode through one AF_XDP socket per thread
+//! ([`xdp`](mod@xdp)); their sockets only hold the source ports.
 
 mod packet;
+mod xdp;
 
+use crate::xdp::XdpApplied;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
+use firehose_sys::xdp::xsk::XskConfig;
 use firehose_sys::SysError;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +42,8 @@ pub enum FloodIo {
     Uring,
     /// AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS, frames built here.
     Packet,
+    /// AF_XDP TX: one socket per thread on its own queue, frames built once in the UMEM.
+    Xdp,
 }
 
 impl FloodIo {
@@ -48,6 +55,7 @@ impl FloodIo {
             FloodIo::Gso => "gso",
             FloodIo::Uring => "uring",
             FloodIo::Packet => "packet",
+            FloodIo::Xdp => "xdp",
         }
     }
 }
@@ -72,6 +80,8 @@ pub struct FloodConfig {
     pub batch: usize,
     /// Uring mode: the IORING_SETUP_* options of each thread's ring.
     pub uring: UringSetup,
+    /// Xdp mode: each thread's socket (ring size, UMEM frames, zero-copy, need_wakeup).
+    pub xsk: XskConfig,
 }
 
 /// Why a flood could not start.
@@ -90,6 +100,8 @@ struct Counters {
     enobufs: AtomicU64,
     other_errors: AtomicU64,
     last_errno: AtomicU64,
+    xdp_tx_ring_full: AtomicU64,
+    xdp_uncompleted: AtomicU64,
     done: AtomicBool,
 }
 
@@ -103,6 +115,10 @@ pub struct FloodSnapshot {
     /// Sends refused with another errno (the last in `last_errno`).
     pub other_errors: u64,
     pub last_errno: Option<i32>,
+    /// Xdp mode: sends cut short by a full tx ring (or every frame in flight), retried.
+    pub xdp_tx_ring_full: u64,
+    /// Xdp mode: frames handed to the kernel that never completed (the thread stopped).
+    pub xdp_uncompleted: u64,
     /// Per thread: datagrams sent.
     pub per_thread: Vec<u64>,
 }
@@ -114,6 +130,8 @@ pub struct Flood {
     handles: Vec<JoinHandle<Result<(), SysError>>>,
     /// The source ports in use, one per flow.
     pub source_ports: Vec<u16>,
+    /// Xdp mode: what the kernel granted (interface, queues, zero-copy, ...) and notes.
+    pub xdp: Option<XdpApplied>,
 }
 
 impl Flood {
@@ -157,15 +175,31 @@ impl Flood {
             source_ports.push(s.local_addr()?.port());
             per_thread[f % cfg.threads].push(s);
         }
-        let mut senders: Vec<Option<packet::PacketSender>> = Vec::new();
-        if cfg.io == FloodIo::Packet {
-            let path = packet::resolve(&per_thread[0][0], cfg.target)?;
-            for socks in &per_thread {
-                let ports = socks
-                    .iter()
-                    .map(|s| s.local_addr().map(|a| a.port()))
-                    .collect::<Result<Vec<u16>, _>>()?;
-                senders.push(Some(packet::PacketSender::new(&path, &ports, cfg.payload)?));
+        let mut senders: Vec<Option<Framer>> = Vec::new();
+        let mut applied = None;
+        if cfg.io == FloodIo::Packet || cfg.io == FloodIo::Xdp {
+            let path = packet::resolve(&per_thread[0][0], cfg.target, cfg.io.name())?;
+            let ports = per_thread
+                .iter()
+                .map(|socks| {
+                    socks
+                        .iter()
+                        .map(|s| s.local_addr().map(|a| a.port()))
+                        .collect::<Result<Vec<u16>, _>>()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if cfg.io == FloodIo::Xdp {
+                let (s, a) = xdp_senders(cfg, &path, &ports)?;
+                senders = s
+                    .into_iter()
+                    .map(|x| Some(Framer::Xdp(Box::new(x))))
+                    .collect();
+                applied = Some(a);
+            } else {
+                for p in &ports {
+                    let s = packet::PacketSender::new(&path, p, cfg.payload)?;
+                    senders.push(Some(Framer::Packet(s)));
+                }
             }
         }
         senders.resize_with(cfg.threads, || None);
@@ -204,6 +238,7 @@ impl Flood {
             counters,
             handles,
             source_ports,
+            xdp: applied,
         })
     }
 
@@ -217,6 +252,8 @@ impl Flood {
             s.syscalls += c.syscalls.load(Ordering::Relaxed);
             s.enobufs += c.enobufs.load(Ordering::Relaxed);
             s.other_errors += c.other_errors.load(Ordering::Relaxed);
+            s.xdp_tx_ring_full += c.xdp_tx_ring_full.load(Ordering::Relaxed);
+            s.xdp_uncompleted += c.xdp_uncompleted.load(Ordering::Relaxed);
             match c.last_errno.load(Ordering::Relaxed) {
                 0 => {}
                 e => s.last_errno = Some(e as i32),
@@ -253,11 +290,7 @@ struct Thread {
 }
 
 impl Thread {
-    fn run(
-        self,
-        socks: Vec<UdpSock>,
-        mut ring: Option<packet::PacketSender>,
-    ) -> Result<(), SysError> {
+    fn run(self, socks: Vec<UdpSock>, mut ring: Option<Framer>) -> Result<(), SysError> {
         if let Some(c) = self.cpu {
             firehose_sys::cpu::pin_current_thread(c)?;
         }
@@ -266,7 +299,7 @@ impl Thread {
             FloodIo::Sendto => SendMode::Single,
             FloodIo::Sendmmsg => SendMode::Batch,
             FloodIo::Gso => SendMode::Gso,
-            FloodIo::Uring | FloodIo::Packet => SendMode::Batch,
+            FloodIo::Uring | FloodIo::Packet | FloodIo::Xdp => SendMode::Batch,
         };
         let batch_n = if self.io == FloodIo::Sendto {
             1
@@ -334,10 +367,96 @@ impl Thread {
             c.syscalls.store(syscalls, Ordering::Relaxed);
             c.enobufs.store(enobufs, Ordering::Relaxed);
             c.other_errors.store(other, Ordering::Relaxed);
+            if let Some(Framer::Xdp(x)) = ring.as_ref() {
+                c.xdp_tx_ring_full.store(x.tx_ring_full, Ordering::Relaxed);
+                c.xdp_uncompleted.store(x.uncompleted, Ordering::Relaxed);
+                if x.gave_up() {
+                    break;
+                }
+            }
+        }
+        // Xdp mode: frames still in flight when stopped count once they complete.
+        if let Some(Framer::Xdp(x)) = ring.as_mut() {
+            let until = Instant::now() + xdp::STALL;
+            while x.pending() > 0 && !x.gave_up() && Instant::now() < until {
+                sent += x.send(0)?.sent as u64;
+            }
+            c.sent.store(sent, Ordering::Relaxed);
+            c.xdp_tx_ring_full.store(x.tx_ring_full, Ordering::Relaxed);
+            c.xdp_uncompleted
+                .store(x.uncompleted + x.pending() as u64, Ordering::Relaxed);
         }
         c.done.store(true, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// A thread's framed sender: an AF_PACKET TX ring or an AF_XDP socket.
+enum Framer {
+    Packet(packet::PacketSender),
+    Xdp(Box<xdp::XdpSender>),
+}
+
+impl Framer {
+    fn pending(&self) -> usize {
+        match self {
+            Framer::Packet(p) => p.pending(),
+            Framer::Xdp(x) => x.pending(),
+        }
+    }
+
+    fn send(&mut self, n: usize) -> Result<firehose_sys::mmsg::Flushed, SysError> {
+        match self {
+            Framer::Packet(p) => p.send(n),
+            Framer::Xdp(x) => x.send(n),
+        }
+    }
+}
+
+/// Xdp mode: one socket per thread, thread i on queue i of the route's interface.
+fn xdp_senders(
+    cfg: &FloodConfig,
+    path: &packet::Path,
+    ports: &[Vec<u16>],
+) -> Result<(Vec<xdp::XdpSender>, XdpApplied), FloodError> {
+    use firehose_sys::xdp::setup::{self, Iface};
+    setup::require_root("--io sendmmsg").map_err(xdp::setup_err)?;
+    setup::check_ring(cfg.xsk.ring).map_err(xdp::setup_err)?;
+    let iface = Iface::open(&path.interface).map_err(xdp::setup_err)?;
+    if cfg.threads > iface.rx_queues {
+        return Err(FloodError::Config(format!(
+            "--io xdp runs one socket per thread on its own queue: {} has {} queue(s) for {}              threads; lower --threads",
+            iface.name, iface.rx_queues, cfg.threads
+        )));
+    }
+    let mut notes = Vec::new();
+    let mut senders = Vec::new();
+    for (q, p) in ports.iter().enumerate() {
+        let x = xdp::XdpSender::new(&iface, q as u32, path, p, cfg.payload, &cfg.xsk, &mut notes)?;
+        senders.push(x);
+    }
+    let (zc, refusal) = senders[0].zerocopy();
+    if let Some(why) = refusal {
+        notes.push(format!(
+            "zero-copy refused by {} ({why}): copy mode",
+            iface.name
+        ));
+    }
+    let mut s = BTreeMap::new();
+    s.insert("iface".into(), iface.name.clone());
+    let queues: Vec<String> = (0..senders.len()).map(|q| q.to_string()).collect();
+    s.insert("queues".into(), queues.join(","));
+    s.insert("zerocopy".into(), if zc { "on" } else { "off" }.into());
+    s.insert("need_wakeup".into(), cfg.xsk.need_wakeup.to_string());
+    s.insert("ring".into(), cfg.xsk.ring.to_string());
+    s.insert("frame_size".into(), cfg.xsk.frame_size.to_string());
+    s.insert("src".into(), path.endpoints.src.ip().to_string());
+    s.insert(
+        "dst_mac".into(),
+        firehose_packet::mac_text(&path.endpoints.dst_mac),
+    );
+    s.insert("xdp_program".into(), "none (send only)".into());
+    Ok((senders, XdpApplied { settings: s, notes }))
 }
 
 /// Whether `ip` is this host's: loopback, configured in this network namespace, or in a

@@ -1,7 +1,9 @@
 //! The packet-rate sink: receive-only, counting datagrams and bytes per worker and per CPU,
 //! the user-space side of the Red Hat article on UDP receive (its udp_sink, with the same
 //! receive calls: recv, recvfrom, recvmsg, recvmmsg) plus AF_PACKET's TPACKET_V3 ring with
-//! PACKET_FANOUT across workers, the NFV testing and tuning sheet's raw path.
+//! PACKET_FANOUT across workers, the NFV testing and tuning sheet's raw path, and AF_XDP
+//! ([`xdp`](mod@xdp)): the redirect program steers the listen port's UDP into one socket per
+//! rx queue.
 //!
 //! [`Sink::start`] opens every socket or ring before any thread runs, so a refusal (an
 //! address in use, AF_PACKET without CAP_NET_RAW, a ring size the kernel rejects) comes
@@ -11,10 +13,12 @@
 
 pub mod drops;
 mod worker;
+mod xdp;
 
 use firehose_sys::packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
 use firehose_sys::SysError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -38,6 +42,9 @@ pub enum SinkIo {
     Uring,
     /// AF_PACKET TPACKET_V3 ring on the interface, fanout across workers.
     Packet,
+    /// AF_XDP: one socket per rx queue of the interface, the listen port's UDP redirected to
+    /// them by an XDP program; one worker per queue.
+    Xdp,
 }
 
 impl SinkIo {
@@ -50,6 +57,7 @@ impl SinkIo {
             SinkIo::Recvmmsg => "recvmmsg",
             SinkIo::Uring => "uring",
             SinkIo::Packet => "packet",
+            SinkIo::Xdp => "xdp",
         }
     }
 }
@@ -61,7 +69,8 @@ pub struct SinkConfig {
     pub listen: SocketAddr,
     /// The receive call.
     pub io: SinkIo,
-    /// Receiving threads.
+    /// Receiving threads. Xdp mode runs one per queue of `xdp.queues`: 0 takes the count
+    /// from the queues, any other value must equal it.
     pub workers: usize,
     /// Worker i is pinned to `cpus[i]` when given.
     pub cpus: Option<Vec<usize>>,
@@ -73,7 +82,8 @@ pub struct SinkConfig {
     pub rcvbuf: Option<usize>,
     /// One SO_REUSEPORT socket per worker (else one socket shared by all workers).
     pub reuseport: bool,
-    /// Packet mode: the interface to open (default: the one holding the listen address).
+    /// Packet and xdp modes: the interface to open (default: the one holding the listen
+    /// address).
     pub interface: Option<String>,
     /// Packet mode: how the fanout group spreads frames over workers.
     pub fanout: Fanout,
@@ -81,6 +91,8 @@ pub struct SinkConfig {
     pub ring: RxRingConfig,
     /// Uring mode: the IORING_SETUP_* options of each worker's ring.
     pub uring: UringSetup,
+    /// Xdp mode: queues, attach mode, zero-copy, rings, busy polling.
+    pub xdp: RxOptions,
 }
 
 /// Why a sink could not start.
@@ -103,6 +115,11 @@ pub(crate) struct Counters {
     /// Packet mode: frames dropped by the ring (PACKET_STATISTICS), and ring freezes.
     pub ring_drops: AtomicU64,
     pub ring_freezes: AtomicU64,
+    /// Xdp mode: the socket's XDP_STATISTICS (rx_dropped, rx_ring_full,
+    /// rx_fill_ring_empty_descs) as last read.
+    pub xsk_rx_dropped: AtomicU64,
+    pub xsk_rx_ring_full: AtomicU64,
+    pub xsk_fill_ring_empty: AtomicU64,
     /// Packets counted while running on each CPU.
     pub per_cpu: Vec<AtomicU64>,
 }
@@ -121,6 +138,12 @@ pub struct WorkerSnapshot {
     /// Packet mode: frames its ring dropped, and times the ring froze.
     pub ring_drops: u64,
     pub ring_freezes: u64,
+    /// Xdp mode: its queue, and its socket's drops: frames the kernel could not put on the
+    /// rx ring (rx_dropped, rx_ring_full) or found no fill-ring frame for.
+    pub queue: Option<u32>,
+    pub xsk_rx_dropped: u64,
+    pub xsk_rx_ring_full: u64,
+    pub xsk_fill_ring_empty: u64,
 }
 
 /// All workers at one moment, plus packets counted per CPU.
@@ -148,9 +171,13 @@ pub struct Sink {
     /// neither queues the datagrams nor answers them with port-unreachable.
     holder: Option<UdpSock>,
     cpus: Vec<Option<usize>>,
+    /// Xdp mode: worker i's queue.
+    queues: Option<Vec<u32>>,
     local: SocketAddr,
-    /// Packet mode: the interface the rings are on.
+    /// Packet and xdp modes: the interface the rings are on.
     pub interface: Option<String>,
+    /// Xdp mode: the attached program and what the kernel granted; dropping it detaches.
+    pub xdp: Option<Steered>,
     /// The receive buffer the kernel granted, per socket.
     pub rcvbuf_granted: Option<i32>,
 }
@@ -161,12 +188,14 @@ pub(crate) enum Source {
     /// Uring mode: the ring is made on the worker's thread (SINGLE_ISSUER binds it there).
     Uring(Arc<UdpSock>, UringSetup),
     Ring(Box<RxRing>),
+    /// Xdp mode: a queue's socket, its free frames, and whether to busy poll.
+    Xsk(Box<Stocked>, bool),
 }
 
 impl Sink {
     /// Opens the sockets or rings and starts the workers.
     pub fn start(cfg: &SinkConfig) -> Result<Sink, SinkError> {
-        if cfg.workers == 0 || cfg.batch == 0 {
+        if (cfg.workers == 0 && cfg.io != SinkIo::Xdp) || cfg.batch == 0 {
             return Err(SinkError::Config(
                 "workers and batch must be at least 1".into(),
             ));
@@ -192,10 +221,18 @@ impl Sink {
         let mut interface = None;
         let mut rcvbuf_granted = None;
         let mut local = cfg.listen;
-        if cfg.io == SinkIo::Packet {
-            let hold = udp_socket(cfg, false)?;
-            firehose_sys::bpf::attach_cbpf(hold.as_raw_fd(), &firehose_sys::bpf::cbpf_drop_all())?;
-            hold.bind(&cfg.listen)?;
+        let mut steered = None;
+        if cfg.io == SinkIo::Xdp {
+            let hold = port_holder(cfg)?;
+            local = hold.local_addr()?;
+            let (s, stocked, name) = xdp::open(cfg, &local)?;
+            let busy = s.busy.is_some();
+            sources.extend(stocked.into_iter().map(|x| Source::Xsk(Box::new(x), busy)));
+            steered = Some(s);
+            holder = Some(hold);
+            interface = Some(name);
+        } else if cfg.io == SinkIo::Packet {
+            let hold = port_holder(cfg)?;
             local = hold.local_addr()?;
             let (ifindex, name) = packet_interface(cfg)?;
             let group = (std::process::id() as u16) ^ 0x5eed;
@@ -234,8 +271,9 @@ impl Sink {
                 });
             }
         }
+        let workers = sources.len();
         let counters: Arc<Vec<Counters>> = Arc::new(
-            (0..cfg.workers)
+            (0..workers)
                 .map(|_| Counters {
                     per_cpu: (0..ncpu).map(|_| AtomicU64::new(0)).collect(),
                     ..Counters::default()
@@ -243,9 +281,16 @@ impl Sink {
                 .collect(),
         );
         let stop = Arc::new(AtomicBool::new(false));
-        let cpus: Vec<Option<usize>> = (0..cfg.workers)
+        if let Some(c) = cfg.cpus.as_ref().filter(|c| c.len() < workers) {
+            return Err(SinkError::Config(format!(
+                "{workers} workers (one per queue) but {} CPUs given: give a CPU per worker",
+                c.len()
+            )));
+        }
+        let cpus: Vec<Option<usize>> = (0..workers)
             .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
             .collect();
+        let queues = steered.as_ref().map(|s| s.queues.clone());
         let mut handles = Vec::new();
         for (i, src) in sources.into_iter().enumerate() {
             let w = worker::Worker {
@@ -272,10 +317,17 @@ impl Sink {
             sockets,
             holder,
             cpus,
+            queues,
             local,
             interface,
+            xdp: steered,
             rcvbuf_granted,
         })
+    }
+
+    /// Worker threads running (xdp mode: one per queue).
+    pub fn workers(&self) -> usize {
+        self.cpus.len()
     }
 
     /// The address the sink is bound to (the port the kernel chose for port 0).
@@ -311,6 +363,10 @@ impl Sink {
                     socket_drops,
                     ring_drops: c.ring_drops.load(Ordering::Relaxed),
                     ring_freezes: c.ring_freezes.load(Ordering::Relaxed),
+                    queue: self.queues.as_ref().map(|q| q[i]),
+                    xsk_rx_dropped: c.xsk_rx_dropped.load(Ordering::Relaxed),
+                    xsk_rx_ring_full: c.xsk_rx_ring_full.load(Ordering::Relaxed),
+                    xsk_fill_ring_empty: c.xsk_fill_ring_empty.load(Ordering::Relaxed),
                 }
             })
             .collect();
@@ -324,8 +380,10 @@ impl Sink {
         }
     }
 
-    /// Packet mode: datagrams the port-holding socket's drop-all filter discarded (the
-    /// kernel counts them in Udp InErrors too, so a report subtracts them).
+    /// Packet and xdp modes: datagrams the port-holding socket's drop-all filter discarded
+    /// (the kernel counts them in Udp InErrors too, so a report subtracts them). In xdp mode
+    /// these are the listen port's datagrams the program passed to the kernel (a queue
+    /// without a socket, fragments, IP options).
     pub fn held_port_drops(&self) -> u64 {
         self.holder
             .as_ref()
@@ -345,6 +403,16 @@ impl Sink {
         crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
         Ok(self.snapshot())
     }
+}
+
+/// A UDP socket bound to the listen address with a drop-all filter: it holds the port (the
+/// kernel neither queues what reaches it nor answers with port-unreachable) while packet or
+/// xdp mode receive below the socket layer.
+fn port_holder(cfg: &SinkConfig) -> Result<UdpSock, SysError> {
+    let hold = udp_socket(cfg, false)?;
+    firehose_sys::bpf::attach_cbpf(hold.as_raw_fd(), &firehose_sys::bpf::cbpf_drop_all())?;
+    hold.bind(&cfg.listen)?;
+    Ok(hold)
 }
 
 /// A UDP socket with the sink's options, not yet bound.
@@ -369,20 +437,26 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
     Ok(s)
 }
 
-/// The interface for packet mode: as given, or the one holding the listen address.
+/// The interface for packet and xdp modes: as given, or the one holding the listen address.
 fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
     if let Some(name) = &cfg.interface {
-        return Ok((packet::ifindex(name)?, name.clone()));
+        let idx = packet::ifindex(name).map_err(|_| {
+            SinkError::Config(format!(
+                "--iface {name}: no such interface here (see `ip link`)"
+            ))
+        })?;
+        return Ok((idx, name.clone()));
     }
     let ip = cfg.listen.ip();
     if ip.is_unspecified() {
         return Err(SinkError::Config(format!(
-            "--io packet on {ip} needs --interface NAME: a packet ring is opened on one interface"
+            "--io {} on {ip} needs --iface NAME: its rings are opened on one interface",
+            cfg.io.name()
         )));
     }
     firehose_sys::ifaddr::interface_of(ip)?.ok_or_else(|| {
         SinkError::Config(format!(
-            "--listen {ip} is not an address of this host, so no interface to open a packet ring on; give a local address or --interface NAME"
+            "--listen {ip} is not an address of this host, so no interface to open rings on; give a local address or --iface NAME"
         ))
     })
 }

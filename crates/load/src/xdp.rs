@@ -16,17 +16,17 @@ use crate::gen::{LoadConfig, LoadError};
 use crate::io::{Datagram, FlowIo, Sent};
 use firehose_packet::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
-use firehose_sys::ethtool::Ethtool;
-use firehose_sys::xdp::attach::{prog_info, XdpLink, XdpMode, XdpProg, XskMap};
+use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::ring::Desc;
+use firehose_sys::xdp::setup::{self, Iface, SetupError};
 use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
-use firehose_sys::xdp::{iface_addrs, ifindex, netlink};
-use firehose_sys::{cpu, errno_name, SysError};
+use firehose_sys::xdp::{iface_addrs, netlink};
+use firehose_sys::SysError;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Entries of each ring; the UMEM of queue 0's socket has four times as many frames (fill,
 /// rx, tx and completion may all hold some), the others twice as many.
@@ -35,13 +35,7 @@ const FRAME: u32 = 2048;
 /// Most flows (source ports) of one generator.
 pub const MAX_FLOWS: usize = 16384;
 
-/// Where the program runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModeChoice {
-    Auto,
-    Native,
-    Generic,
-}
+pub use firehose_sys::xdp::setup::ModeChoice;
 
 /// The AF_XDP switches of `load --io xdp`.
 #[derive(Debug, Clone)]
@@ -66,6 +60,13 @@ fn usage(m: String) -> LoadError {
 
 fn kernel(e: SysError) -> LoadError {
     LoadError::Kernel(e)
+}
+
+fn setup_err(e: SetupError) -> LoadError {
+    match e {
+        SetupError::Config(m) => LoadError::Config(m),
+        SetupError::Kernel(k) => LoadError::Kernel(k),
+    }
 }
 
 /// One generator thread's AF_XDP path.
@@ -104,12 +105,7 @@ pub struct XdpIo {
 
 /// Sets up the AF_XDP path for `cfg` (one thread) on `x.iface`.
 pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), LoadError> {
-    if !cpu::is_root() {
-        return Err(usage(
-            "--io xdp needs root (CAP_NET_ADMIN and CAP_BPF): run as root, or use --io socket"
-                .into(),
-        ));
-    }
+    setup::require_root("--io socket").map_err(setup_err)?;
     let iface = &x.iface;
     if cfg.threads != 1 {
         return Err(usage(format!(
@@ -123,31 +119,12 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
             cfg.flows
         )));
     }
-    let idx = ifindex(iface).map_err(|_| {
-        usage(format!(
-            "--iface {iface}: no such interface here (see `ip link`)"
-        ))
-    })?;
-    let et = Ethtool::new().map_err(kernel)?;
-    if et.if_flags(iface).map_err(kernel)? & 1 == 0 {
-        return Err(usage(format!(
-            "--iface {iface} is down: bring it up with `ip link set {iface} up`"
-        )));
-    }
-    let now = netlink::query(idx).map_err(kernel)?;
-    if let Some(id) = [now.native, now.generic, now.any]
-        .into_iter()
-        .find(|&i| i != 0)
-    {
-        let name = prog_info(id).map(|p| p.name).unwrap_or_else(|_| "?".into());
-        return Err(usage(format!(
-            "{iface} already runs XDP program '{name}' (id {id}); the generator needs the \
-             interface to itself: stop what attached it or remove it (`ip link set dev {iface} xdp off`)"
-        )));
-    }
+    let nic = Iface::open(iface).map_err(setup_err)?;
+    nic.refuse_attached().map_err(setup_err)?;
+    let idx = nic.index;
     let target = cfg.target;
     let src_ip = source_ip(iface, target.ip())?;
-    let mtu = et.mtu(iface).map_err(kernel)? as usize;
+    let mtu = nic.mtu;
     let ip_udp = if target.is_ipv6() { 48 } else { 28 };
     let room = mtu.min(FRAME as usize - 14) - ip_udp;
     if x.max_payload > room {
@@ -156,10 +133,10 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
             x.max_payload
         )));
     }
-    let src_mac = et.hwaddr(iface).map_err(kernel)?;
+    let src_mac = nic.hwaddr().map_err(setup_err)?;
     let dst_mac = resolve_mac(idx, iface, src_ip, target.ip())?;
     let (base, reserved) = reserve_ports(src_ip, cfg.flows)?;
-    let queues = et.rx_queues(iface) as u32;
+    let queues = nic.rx_queues as u32;
     let map = XskMap::new(queues).map_err(kernel)?;
     let last = base + (cfg.flows - 1) as u16;
     let mut m = match src_ip {
@@ -180,15 +157,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
             zerocopy: x.zerocopy,
             need_wakeup: true,
         };
-        let mut xsk = Xsk::open(idx, q, &xc).map_err(|e| match e.errno() {
-            Some(firehose_sys::xdp::EBUSY) => usage(format!(
-                "queue {q} of {iface} is in use by another AF_XDP socket ({e}): stop the program using it"
-            )),
-            _ if x.zerocopy == ZeroCopy::On => usage(format!(
-                "--zerocopy on: {iface} refused zero-copy on queue {q} ({e}); use --zerocopy auto"
-            )),
-            _ => kernel(e),
-        })?;
+        let mut xsk = nic.open_queue(q, &xc, &mut notes).map_err(setup_err)?;
         map.set(q, xsk.as_raw_fd()).map_err(kernel)?;
         // Stock the fill ring before the program can redirect anything.
         let mut f = xsk.all_frames();
@@ -196,10 +165,8 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         xsks.push(xsk);
         free.push(f);
     }
-    let (link, mode) = attach(&prog, idx, iface, x.mode, &mut notes)?;
-    if let Some(why) = xsks[0].zerocopy_refusal() {
-        notes.push(format!("zero-copy refused by {iface} ({why}): copy mode"));
-    }
+    let (link, mode) = nic.attach(&prog, x.mode, &mut notes).map_err(setup_err)?;
+    notes.extend(setup::zerocopy_note(&xsks[0], iface));
     let epoll = if cfg.spin {
         None
     } else {
@@ -218,7 +185,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         if xsks[0].zerocopy() { "on" } else { "off" }.into(),
     );
     s.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    s.insert("dst_mac".into(), mac_text(&dst_mac));
+    s.insert("dst_mac".into(), firehose_packet::mac_text(&dst_mac));
     s.insert("ring".into(), RING.to_string());
     s.insert("frame_size".into(), FRAME.to_string());
     s.insert("prog_id".into(), prog.id().map_err(kernel)?.to_string());
@@ -256,13 +223,6 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     Ok((io, XdpApplied { settings: s, notes }))
 }
 
-fn mac_text(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 fn is_link_local(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => a.is_link_local(),
@@ -293,32 +253,14 @@ fn source_ip(iface: &str, target: IpAddr) -> Result<IpAddr, LoadError> {
 
 /// The target's MAC from the neighbour table, after making the kernel resolve it if needed.
 fn resolve_mac(idx: u32, iface: &str, src: IpAddr, target: IpAddr) -> Result<[u8; 6], LoadError> {
-    if let Some(m) = netlink::neighbour(idx, target).map_err(kernel)? {
-        return Ok(m);
-    }
-    // Any datagram makes the kernel resolve the next hop; the discard port keeps it from
-    // reaching the server under test.
-    let s = UdpSocket::bind(SocketAddr::new(src, 0)).map_err(|e| {
-        usage(format!(
-            "binding a UDP socket on {src} to resolve {target}: {e}"
-        ))
-    })?;
-    let started = Instant::now();
-    let mut last_send = None::<Instant>;
-    while started.elapsed() < Duration::from_secs(2) {
-        if last_send.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
-            let _ = s.send_to(&[], SocketAddr::new(target, 9));
-            last_send = Some(Instant::now());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-        if let Some(m) = netlink::neighbour(idx, target).map_err(kernel)? {
-            return Ok(m);
-        }
-    }
-    Err(usage(format!(
-        "{target} did not resolve to a MAC address on {iface} within 2 s: --io xdp sends frames \
-         straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)"
-    )))
+    netlink::resolve_neighbour(idx, src, target, Duration::from_secs(2))
+        .map_err(kernel)?
+        .ok_or_else(|| {
+            usage(format!(
+                "{target} did not resolve to a MAC address on {iface} within 2 s: --io xdp sends frames \
+                 straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)"
+            ))
+        })
 }
 
 /// Finds `n` consecutive free UDP ports on `src` and holds them with kernel sockets.
@@ -342,37 +284,6 @@ fn reserve_ports(src: IpAddr, n: usize) -> Result<(u16, Vec<UdpSocket>), LoadErr
     Err(usage(format!(
         "found no {n} consecutive free UDP ports on {src} for the generator's flows; lower --flows"
     )))
-}
-
-/// Attaches in the asked mode; under `auto`, native first and generic when refused.
-fn attach(
-    prog: &XdpProg,
-    idx: u32,
-    iface: &str,
-    mode: ModeChoice,
-    notes: &mut Vec<String>,
-) -> Result<(XdpLink, XdpMode), LoadError> {
-    let refused = |mode: XdpMode, e: SysError| {
-        let errno = e.errno().map(errno_name).unwrap_or("?");
-        usage(format!(
-            "--xdp-mode {}: {iface} refused {} XDP ({e}, {errno}); try --xdp-mode auto",
-            mode.name(),
-            mode.name()
-        ))
-    };
-    let one = |m: XdpMode| prog.attach(idx, m).map(|l| (l, m));
-    match mode {
-        ModeChoice::Native => one(XdpMode::Native).map_err(|e| refused(XdpMode::Native, e)),
-        ModeChoice::Generic => one(XdpMode::Generic).map_err(|e| refused(XdpMode::Generic, e)),
-        ModeChoice::Auto => one(XdpMode::Native).or_else(|native| {
-            let r = one(XdpMode::Generic).map_err(kernel)?;
-            let errno = native.errno().map(errno_name).unwrap_or("?");
-            notes.push(format!(
-                "native XDP refused by {iface} ({errno}): generic mode"
-            ));
-            Ok(r)
-        }),
-    }
 }
 
 impl XdpIo {

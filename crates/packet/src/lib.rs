@@ -322,5 +322,13 @@ pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
     parts.next().is_none().then_some(m)
 }
 
+/// A MAC address in the kernel's form, the inverse of [`parse_mac`].
+pub fn mac_text(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 #[cfg(test)]
 mod tests;

@@ -131,6 +131,7 @@ fn a_corrupted_byte_fails_the_checksum() {
 #[test]
 fn macs_as_the_kernel_prints_them() {
     assert_eq!(parse_mac("02:00:00:00:00:aa\n"), Some(A));
+    assert_eq!(mac_text(&A), "02:00:00:00:00:aa");
     assert_eq!(parse_mac("02:00:00:00:00"), None);
     assert_eq!(parse_mac("02:00:00:00:00:aa:01"), None);
     assert_eq!(parse_mac("02:00:00:00:00:zz"), None);

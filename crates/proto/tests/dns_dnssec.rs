@@ -23,7 +23,7 @@ fn a_validating_resolver_accepts_signed_answers() {
     let refs: Vec<&str> = files.iter().map(|s| s.as_str()).collect();
     // UDP and TCP: BIND asks again over TCP after a DNAME answer (it does with Knot too).
     let (srv, tcp) = common::start_udp_tcp(&refs, Default::default());
-    let port = srv.local_addr().port().to_string();
+    let port = srv.local_addr().port();
     let cases: &[(&str, &str, &str, &str)] = &[
         ("example.com", "www.example.com", "A", "; fully validated"),
         (
@@ -63,18 +63,7 @@ fn a_validating_resolver_accepts_signed_answers() {
         ("op.test", "mx.op.test", "MX", "; fully validated"),
     ];
     for &(apex, name, t, want) in cases {
-        let file = &signed.zones.iter().find(|(a, _)| a == apex).unwrap().1;
-        let anchor = file.with_extension("anchor");
-        std::fs::write(&anchor, common::trust_anchor(file, apex)).unwrap();
-        let out = Command::new("delv")
-            .args(["@127.0.0.1", "-p", &port, "-a"])
-            .arg(&anchor)
-            .arg(format!("+root={apex}"))
-            .args([name, t])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string()
-            + &String::from_utf8_lossy(&out.stderr);
+        let text = common::delv(port, &signed, apex, name, t);
         assert!(text.contains(want), "{name} {t}:\n{text}");
         assert!(text.contains("fully validated"), "{name} {t}:\n{text}");
     }

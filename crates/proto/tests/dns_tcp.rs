@@ -3,20 +3,13 @@
 
 mod common;
 
-use common::{exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
+use common::{axfr, connect, exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
 use firehose_proto::dns::TcpConfig;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use std::io::Read;
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
-
-fn connect(addr: std::net::SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
-}
 
 fn with_id(mut q: Vec<u8>, id: u16) -> Vec<u8> {
     q[..2].copy_from_slice(&id.to_be_bytes());
@@ -150,24 +143,6 @@ fn per_client_limit_and_idle_timeout_close_connections() {
     udp.shutdown();
 }
 
-/// Pulls a zone: every message's records, until the closing SOA.
-fn axfr(addr: std::net::SocketAddr, zone: &str) -> (ResponseCode, Vec<hickory_proto::rr::Record>) {
-    let mut s = connect(addr);
-    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
-    let mut recs = Vec::new();
-    loop {
-        let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
-        if m.response_code() != ResponseCode::NoError {
-            return (m.response_code(), recs);
-        }
-        assert!(m.authoritative());
-        recs.extend(m.answers().iter().cloned());
-        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
-            return (ResponseCode::NoError, recs);
-        }
-    }
-}
-
 #[test]
 fn axfr_to_allowed_addresses_only() {
     let cfg = TcpConfig {
@@ -223,5 +198,120 @@ fn kdig_follows_a_truncated_answer_over_tcp() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("A\t192.0.2.81"), "{text}");
     tcp.shutdown();
+    udp.shutdown();
+}
+
+/// The value of counter `name` now.
+fn counter(tcp: &firehose_proto::dns::TcpServer, name: &str) -> u64 {
+    tcp.counters()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |c| c.1)
+}
+
+#[test]
+fn a_client_that_does_not_read_holds_up_nobody_else() {
+    let (udp, tcp) = start_udp_tcp(&ZONES, TcpConfig::default());
+    let addr = udp.local_addr();
+    // 5000 queries for 2 KB answers, sent from another thread (the server stops
+    // reading them once the answers back up), none of the answers read yet.
+    const N: u16 = 5000;
+    let mut slow = connect(addr);
+    let mut writer = slow.try_clone().unwrap();
+    let big = query("big.example.com.", RecordType::TXT, None);
+    let msgs: Vec<Vec<u8>> = (0..N).map(|i| with_id(big.clone(), i)).collect();
+    let sender = std::thread::spawn(move || send_framed(&mut writer, &msgs));
+    // Wait (bounded) until the server has found the slow client's socket full.
+    for _ in 0..1000 {
+        if counter(&tcp, "dns_tcp_write_blocked") > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(counter(&tcp, "dns_tcp_write_blocked") > 0, "never blocked");
+    // Another client is answered meanwhile, by the same (single) TCP thread.
+    let mut other = connect(addr);
+    send_framed(
+        &mut other,
+        &[with_id(query("www.example.com.", RecordType::A, None), 9)],
+    );
+    let m = Message::from_vec(&read_framed(&mut other).expect("answered")).unwrap();
+    assert_eq!((m.id(), m.answers().len()), (9, 3));
+    // The slow client gets every answer, in order, once it reads.
+    for i in 0..N {
+        let m = Message::from_vec(&read_framed(&mut slow).expect("an answer")).unwrap();
+        assert_eq!((m.id(), m.answers().len()), (i, 20));
+    }
+    sender.join().unwrap();
+    let c = tcp.shutdown();
+    let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
+    assert_eq!(get("dns_tcp_queries"), Some(N as u64 + 1));
+    udp.shutdown();
+}
+
+#[test]
+fn messages_split_anywhere_are_reassembled() {
+    use std::io::Write;
+    let (udp, tcp) = start_udp_tcp(&ZONES, TcpConfig::default());
+    let mut s = connect(udp.local_addr());
+    s.set_nodelay(true).unwrap();
+    let framed = |id: u16| {
+        let q = with_id(query("www.example.com.", RecordType::A, None), id);
+        let mut f = (q.len() as u16).to_be_bytes().to_vec();
+        f.extend_from_slice(&q);
+        f
+    };
+    let pause = || std::thread::sleep(Duration::from_millis(2));
+    // Byte by byte, the length prefix included.
+    for b in framed(1) {
+        s.write_all(&[b]).unwrap();
+        pause();
+    }
+    // One message and the first byte of the next one's prefix, then the rest.
+    let (a, b) = (framed(2), framed(3));
+    let mut first = a.clone();
+    first.push(b[0]);
+    s.write_all(&first).unwrap();
+    pause();
+    s.write_all(&b[1..]).unwrap();
+    for id in 1..=3 {
+        let m = Message::from_vec(&read_framed(&mut s).expect("an answer")).unwrap();
+        assert_eq!((m.id(), m.answers().len()), (id, 3));
+    }
+    // A partial message at end of stream is never answered, and the server closes.
+    s.write_all(&framed(4)[..5]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(read_framed(&mut s).is_none());
+    let c = tcp.shutdown();
+    assert!(c.contains(&("dns_tcp_queries", 3)), "{c:?}");
+    udp.shutdown();
+}
+
+#[test]
+fn a_transfer_larger_than_a_connection_queue_streams_whole() {
+    let dir = std::env::temp_dir().join(format!("fh-axfr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.zone");
+    let mut z = String::from("$ORIGIN big.test.\n$TTL 300\n@ SOA ns h 1 2 3 4 5\n@ NS ns\n");
+    for i in 0..6000 {
+        z.push_str(&format!("host{i} A 192.0.{}.{}\n", i / 250, i % 250));
+    }
+    std::fs::write(&path, z).unwrap();
+    let cfg = TcpConfig {
+        allow_transfer: vec!["127.0.0.1".parse().unwrap()],
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&[path.to_str().unwrap()], cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (rc, recs) = axfr(udp.local_addr(), "big.test.");
+    assert_eq!(rc, ResponseCode::NoError);
+    // SOA, NS, 6000 A, SOA: about 150 KB in ten 16 KB messages.
+    assert_eq!(recs.len(), 6003);
+    assert_eq!(recs.last().unwrap().record_type(), RecordType::SOA);
+    let names: std::collections::HashSet<String> =
+        recs.iter().map(|r| r.name().to_string()).collect();
+    assert!(names.contains("host5999.big.test."));
+    let c = tcp.shutdown();
+    assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
     udp.shutdown();
 }

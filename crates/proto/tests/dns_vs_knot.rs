@@ -3,56 +3,13 @@
 
 mod common;
 
-use common::{exchange, query, section, start_server, start_server_for, Knot, OPERATOR_ZONES};
+use common::{
+    compare_trimmed, compare_with_do, exchange, fold, mix_case, no_differences, query, section,
+    start_server, start_server_for, Knot, NAMES, OPERATOR_NAMES, OPERATOR_ZONES,
+};
 use hickory_proto::op::Message;
 use hickory_proto::rr::RecordType;
 use std::net::SocketAddr;
-
-/// Owners in the test zones, plus names that exercise wildcards, delegations,
-/// NXDOMAIN, empty non-terminals and names outside both zones.
-const NAMES: &[&str] = &[
-    "example.com.",
-    "ns1.example.com.",
-    "mail.example.com.",
-    "www.example.com.",
-    "web.example.com.",
-    "mixed.case.example.com.",
-    "alias-out.example.com.",
-    "alias-nx.example.com.",
-    "chain1.example.com.",
-    "chain2.example.com.",
-    "_sip._udp.example.com.",
-    "_udp.example.com.",
-    "sip.example.com.",
-    "ptr.example.com.",
-    "txt2.example.com.",
-    "*.wild.example.com.",
-    "a.wild.example.com.",
-    "a.b.wild.example.com.",
-    "wild.example.com.",
-    "x.cw.example.com.",
-    "a.b.c.example.com.",
-    "b.c.example.com.",
-    "c.example.com.",
-    "sub.example.com.",
-    "ns.sub.example.com.",
-    "deep.below.sub.example.com.",
-    "nothere.example.com.",
-    "x.ns1.example.com.",
-    "big.example.com.",
-    "2.0.192.in-addr.arpa.",
-    "1.2.0.192.in-addr.arpa.",
-    "80.2.0.192.in-addr.arpa.",
-    "99.2.0.192.in-addr.arpa.",
-    "example.org.",
-    "com.",
-    "zzz.example.com.",
-    "loop1.example.com.",
-    "x.ent.deep.example.com.",
-    "ent.deep.example.com.",
-    "deep.example.com.",
-    "y.deep.example.com.",
-];
 
 const TYPES: &[RecordType] = &[
     RecordType::A,
@@ -70,20 +27,6 @@ const TYPES: &[RecordType] = &[
     RecordType::ANY,
 ];
 
-/// Mixes the case of a name deterministically, to check case-insensitive matching.
-fn mix_case(name: &str, shift: usize) -> String {
-    name.chars()
-        .enumerate()
-        .map(|(i, c)| {
-            if (i + shift).is_multiple_of(3) {
-                c.to_ascii_uppercase()
-            } else {
-                c
-            }
-        })
-        .collect()
-}
-
 /// What we compare: rcode, AA, TC, and the three sections; `None` when no answer came.
 fn summary(server: SocketAddr, req: &[u8]) -> Option<String> {
     let resp = exchange(server, req)?;
@@ -98,23 +41,6 @@ fn summary(server: SocketAddr, req: &[u8]) -> Option<String> {
         fold(section(m.name_servers())),
         fold(section(m.additionals())),
     ))
-}
-
-/// Lower-cases names inside RDATA too: a server may compress an RDATA name against
-/// the question, which then carries the client's case. TXT data keeps its case.
-fn fold(lines: Vec<String>) -> Vec<String> {
-    let mut v: Vec<String> = lines
-        .into_iter()
-        .map(|l| {
-            if l.contains(" TXT ") {
-                l
-            } else {
-                l.to_ascii_lowercase()
-            }
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// Header bytes 2-11 (flags, rcode, counts) and the OPT's extended rcode and version;
@@ -219,32 +145,6 @@ fn same_answers_as_knot() {
     assert_eq!(compared, NAMES.len() * TYPES.len() * 2 + 4, "{sent} sent");
 }
 
-/// Names of the operator zones: DNAME (below it, at it, outside target), DS at a cut
-/// and at a child zone served here too, 20 MX with big additional sections, a CNAME
-/// into a delegation.
-const OPERATOR_NAMES: &[&str] = &[
-    "op.test.",
-    "mx.op.test.",
-    "m07.op.test.",
-    "olddept.op.test.",
-    "www.olddept.op.test.",
-    "a.b.olddept.op.test.",
-    "nx.olddept.op.test.",
-    "newdept.op.test.",
-    "www.newdept.op.test.",
-    "x.outside.op.test.",
-    "x.s.op.test.",
-    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.s.op.test.",
-    "deleg.op.test.",
-    "ns.deleg.op.test.",
-    "host.deleg.op.test.",
-    "cdeleg.op.test.",
-    "child.op.test.",
-    "www.child.op.test.",
-    "ns.child.op.test.",
-    "nope.op.test.",
-];
-
 const OPERATOR_TYPES: &[RecordType] = &[
     RecordType::A,
     RecordType::AAAA,
@@ -256,41 +156,6 @@ const OPERATOR_TYPES: &[RecordType] = &[
     RecordType::DS,
     RecordType::TXT,
 ];
-
-/// Like [`summary`] but with the additional section apart: when it does not fit,
-/// Knot skips an RRset and tries the next while we stop at the first that does not
-/// fit, and Knot keeps some bytes spare (all RFC 2181 §9): one side's additional
-/// records must be a subset of the other's.
-fn summary_trimmed(server: SocketAddr, req: &[u8]) -> (String, Vec<String>) {
-    let Some(resp) = exchange(server, req) else {
-        return ("no answer".into(), Vec::new());
-    };
-    let m = Message::from_vec(&resp).expect("decodes");
-    let head = format!(
-        "rcode={} aa={} tc={}\n  answer: {:?}\n  authority: {:?}",
-        m.response_code(),
-        m.authoritative(),
-        m.truncated(),
-        fold(section(m.answers())),
-        fold(section(m.name_servers())),
-    );
-    (head, fold(section(m.additionals())))
-}
-
-/// The difference between Knot's and our answer to `req`, if any (additional
-/// sections compared as in [`summary_trimmed`]).
-fn compare_trimmed(knot: SocketAddr, ours: SocketAddr, req: &[u8], what: &str) -> Option<String> {
-    let (k, o) = (summary_trimmed(knot, req), summary_trimmed(ours, req));
-    let subset = o.1.iter().all(|r| k.1.contains(r)) || k.1.iter().all(|r| o.1.contains(r));
-    // Both silent is a difference too: a comparison needs two answers.
-    let silent = k.0 == "no answer" || o.0 == "no answer";
-    (k.0 != o.0 || !subset || silent).then(|| {
-        format!(
-            "{what}\n knot: {}\n   {:?}\n ours: {}\n   {:?}",
-            k.0, k.1, o.0, o.1
-        )
-    })
-}
 
 #[test]
 fn operator_zones_match_knot() {
@@ -331,14 +196,6 @@ fn operator_zones_match_knot() {
     no_differences(&diffs, n);
 }
 
-/// A query with EDNS 1232 and DO set.
-fn query_do(name: &str, t: RecordType) -> Vec<u8> {
-    let mut q = query(name, t, Some(1232));
-    let at = q.len() - 11 + 7;
-    q[at] |= 0x80;
-    q
-}
-
 #[test]
 fn signed_zones_match_knot_with_do() {
     let Some(signed) = common::signed_test_zones() else {
@@ -360,9 +217,11 @@ fn signed_zones_match_knot_with_do() {
     };
     let files: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
     let ours = start_server_for(&files);
-    let mut diffs = Vec::new();
-    let mut n = 0;
-    let names = NAMES.iter().chain(OPERATOR_NAMES).filter(|n| n.len() < 100);
+    let names = NAMES
+        .iter()
+        .chain(OPERATOR_NAMES)
+        .copied()
+        .filter(|n| n.len() < 100);
     let types = [
         RecordType::A,
         RecordType::AAAA,
@@ -375,29 +234,7 @@ fn signed_zones_match_knot_with_do() {
         RecordType::CNAME,
         RecordType::ANY,
     ];
-    for (i, name) in names.enumerate() {
-        for (j, &t) in types.iter().enumerate() {
-            let name = mix_case(name, i + j);
-            for (dnssec, req) in [
-                (true, query_do(&name, t)),
-                (false, query(&name, t, Some(1232))),
-            ] {
-                n += 1;
-                let what = format!("{name} {t} do={dnssec}");
-                diffs.extend(compare_trimmed(knot.addr, ours.local_addr(), &req, &what));
-            }
-        }
-    }
+    let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, "");
     ours.shutdown();
     no_differences(&diffs, n);
-}
-
-/// Fails with every difference listed, if there is any.
-fn no_differences(diffs: &[String], n: usize) {
-    assert!(
-        diffs.is_empty(),
-        "{} of {n} answers differ:\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
 }

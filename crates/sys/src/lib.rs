@@ -141,6 +141,8 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::EINTR => "EINTR",
         libc::EIO => "EIO",
         libc::EBADF => "EBADF",
+        libc::EMFILE => "EMFILE",
+        libc::ENFILE => "ENFILE",
         libc::EAGAIN => "EAGAIN",
         libc::ENOMEM => "ENOMEM",
         libc::EACCES => "EACCES",

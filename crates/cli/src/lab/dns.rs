@@ -5,7 +5,9 @@
 use super::{lab_err, placement, stop_flag, CompareArgs};
 use crate::args::{whole_rate, Cpus, Usage};
 use anyhow::{Context, Result};
-use firehose_lab::dns_compare::{self, parse_names, DnsCompareOptions, Driver, ServerKind};
+use firehose_lab::dns_compare::{
+    self, parse_names, DnsCompareOptions, Driver, ServerKind, TcpLoad,
+};
 use firehose_lab::topology::Kind;
 use firehose_sys::cpu::CpuSet;
 
@@ -50,9 +52,21 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         "firehose, knotd, nsd",
     )
     .map_err(lab_err)?;
+    if c.queries_per_conn.is_some() && c.tcp_connections.is_none() {
+        return Err(Usage("--queries-per-conn needs --tcp-connections N".into()).into());
+    }
+    let tcp = c.tcp_connections.map(|n| TcpLoad {
+        connections: n,
+        queries_per_conn: c.queries_per_conn.map(|q| q.min(u32::MAX as usize) as u32),
+    });
     let drivers = parse_names(
         "--generators",
-        c.generators.as_deref().unwrap_or("dnsperf,firehose"),
+        // firehose load speaks DNS over UDP only.
+        c.generators.as_deref().unwrap_or(if tcp.is_some() {
+            "dnsperf"
+        } else {
+            "dnsperf,firehose"
+        }),
         Driver::from_name,
         "dnsperf, firehose",
     )
@@ -73,7 +87,17 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     });
     let stop = stop_flag()?;
     let opts = DnsCompareOptions {
-        firehose: std::env::current_exe().context("locating the firehose binary")?,
+        firehose: match &c.firehose_bin {
+            Some(p) if !p.is_file() => {
+                return Err(Usage(format!(
+                    "--firehose-bin {}: no such file; give the path of a firehose binary",
+                    p.display()
+                ))
+                .into())
+            }
+            Some(p) => p.clone(),
+            None => std::env::current_exe().context("locating the firehose binary")?,
+        },
         servers,
         drivers,
         workers,
@@ -85,6 +109,7 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         queries: c.query_count.unwrap_or(100_000),
         outstanding: r.window.unwrap_or(100),
         rate: r.rate.map(|x| whole_rate("--rate", x)).transpose()?,
+        tcp,
         syscalls: !c.no_syscalls,
         stop: Some(stop),
         ..DnsCompareOptions::default()

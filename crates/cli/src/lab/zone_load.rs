@@ -19,6 +19,7 @@ Servers are\ninterleaved (A B A B ...); figures are medians (min-max).\n\n\
 EXAMPLES:\n  \
   firehose lab zone-load\n  \
   firehose lab zone-load --zone-size 10M --servers firehose,knotd,nsd\n  \
+  firehose lab zone-load --baseline-bin /tmp/firehose-before\n  \
   firehose lab zone-load --zone my.zone --apex example.com. --json-file load.json"
 )]
 pub struct ZoneLoadArgs {
@@ -35,6 +36,10 @@ pub struct ZoneLoadArgs {
     /// Servers, comma-separated, of firehose, knotd, nsd [default: firehose,knotd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
+    /// Another firehose binary to measure first, as firehose-baseline (before and
+    /// after a change, in one run).
+    #[arg(long, value_name = "PATH")]
+    baseline_bin: Option<PathBuf>,
     /// Starts of each server, interleaved.
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
@@ -78,9 +83,17 @@ pub(super) fn run(a: ZoneLoadArgs) -> Result<()> {
         }
         _ => None,
     };
+    if let Some(b) = a.baseline_bin.as_ref().filter(|b| !b.is_file()) {
+        return Err(Usage(format!(
+            "--baseline-bin {}: no such file; give the path of a firehose binary",
+            b.display()
+        ))
+        .into());
+    }
     let opts = ZoneLoadOptions {
         firehose: std::env::current_exe().context("locating the firehose binary")?,
         servers,
+        baseline: a.baseline_bin,
         size: a.zone_size.unwrap_or(50 << 20) as u64,
         zone,
         repetitions: a.repetitions,

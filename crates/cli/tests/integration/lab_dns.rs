@@ -73,16 +73,26 @@ fn two_cpus() -> bool {
     ok
 }
 
-#[test]
-fn dns_compare_gives_a_row_per_server_and_driver() {
+/// Two CPUs, and knotd, nsd and dnsperf installed; otherwise says why not.
+fn peers_and_two_cpus() -> bool {
     if !two_cpus() {
-        return;
+        return false;
     }
-    if let Some(p) = ["knotd", "nsd", "dnsperf"]
+    match ["knotd", "nsd", "dnsperf"]
         .into_iter()
         .find(|p| !installed(p))
     {
-        eprintln!("skipped: {p} is not installed (make peers)");
+        Some(p) => {
+            eprintln!("skipped: {p} is not installed (make peers)");
+            false
+        }
+        None => true,
+    }
+}
+
+#[test]
+fn dns_compare_gives_a_row_per_server_and_driver() {
+    if !peers_and_two_cpus() {
         return;
     }
     let json = tmp("dns-compare.json");
@@ -105,6 +115,39 @@ fn dns_compare_gives_a_row_per_server_and_driver() {
     assert!(
         md.contains("| knotd | udp-workers 1, socket-affinity on | dnsperf |"),
         "{md}"
+    );
+}
+
+#[test]
+fn dns_compare_over_tcp_drives_every_server_with_dnsperf() {
+    if !peers_and_two_cpus() {
+        return;
+    }
+    let json = tmp("dns-compare-tcp.json");
+    let args = short_dns_run(
+        &json,
+        &[
+            "--workers",
+            "1",
+            "--tcp-connections",
+            "4",
+            "--window",
+            "64",
+            "--no-syscalls",
+        ],
+    );
+    let v = run_json(&args, &json, None);
+    let mut got = rows(&v);
+    got.sort();
+    let want: Vec<(String, String)> = ["firehose", "knot", "nsd"]
+        .iter()
+        .map(|s| (s.to_string(), "dnsperf".to_string()))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(v["tcp"]["connections"], 4);
+    assert!(
+        v["rows"].as_array().unwrap().iter().all(|r| r["lost"] == 0),
+        "{v}"
     );
 }
 
@@ -161,6 +204,37 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
         ),
         (&["--names", "10"][..], "--proto dns"),
         (&["--workers", "1,2"][..], "--proto dns"),
+        (&["--tcp-connections", "8"][..], "--proto dns"),
+        (
+            &["--proto", "dns", "--queries-per-conn", "1"][..],
+            "needs --tcp-connections",
+        ),
+        (
+            &[
+                "--proto",
+                "dns",
+                "--tcp-connections",
+                "8",
+                "--generators",
+                "firehose",
+            ][..],
+            "over TCP use the dnsperf generator",
+        ),
+        (
+            &[
+                "--proto",
+                "dns",
+                "--tcp-connections",
+                "200",
+                "--window",
+                "100",
+            ][..],
+            "use 1 to 100 connections",
+        ),
+        (
+            &["--proto", "dns", "--firehose-bin", "/nonexistent/firehose"][..],
+            "--firehose-bin /nonexistent/firehose: no such file",
+        ),
     ] {
         let mut a = vec!["lab", "compare"];
         a.extend_from_slice(args);

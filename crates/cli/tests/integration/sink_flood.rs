@@ -33,9 +33,15 @@ fn read_json(p: &std::path::Path) -> Value {
 
 /// Starts a sink and waits until its socket or ring is open (its first line is printed).
 fn start_sink(args: &[&str]) -> Child {
-    let mut c = Command::new(bin())
-        .arg("sink")
-        .args(args)
+    let mut c = Command::new(bin());
+    c.arg("sink").args(args);
+    started(c)
+}
+
+/// Spawns `sink` (any command line that runs one) and waits for its first line, printed
+/// once every socket, ring or program is in place; the rest of stdout is drained.
+pub(crate) fn started(mut cmd: Command) -> Child {
+    let mut c = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -43,7 +49,6 @@ fn start_sink(args: &[&str]) -> Child {
     let mut out = c.stdout.take().unwrap();
     let mut first = [0u8; 1];
     use std::io::Read;
-    // The banner is printed once every socket or ring is in place.
     assert_eq!(out.read(&mut first).unwrap(), 1, "sink printed nothing");
     std::thread::spawn(move || {
         let mut rest = Vec::new();
@@ -184,12 +189,7 @@ fn packet_fanout_spreads_over_workers() {
     send_gently(&addr, 400, 64);
     finish(c);
     let v = read_json(&j);
-    let per: Vec<u64> = v["per_worker"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["packets"].as_u64().unwrap())
-        .collect();
+    let per = per_worker_packets(&v);
     assert_eq!(per.iter().sum::<u64>(), 400, "{v}");
     assert!(
         per.iter().all(|&n| n > 0),
@@ -198,9 +198,29 @@ fn packet_fanout_spreads_over_workers() {
     assert_eq!(v["fanout"], "lb");
 }
 
+/// A sink report's packets per worker.
+pub(crate) fn per_worker_packets(v: &Value) -> Vec<u64> {
+    v["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["packets"].as_u64().unwrap())
+        .collect()
+}
+
+/// A flood report's source ports.
+pub(crate) fn reported_ports(v: &Value) -> BTreeSet<u16> {
+    v["source_ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u16)
+        .collect()
+}
+
 /// A kernel socket to count a flood with, its receive buffer large enough to hold a whole
 /// test's datagrams even when this busy host deschedules the reader.
-fn receiver(addr: &str) -> UdpSock {
+pub(crate) fn receiver(addr: &str) -> UdpSock {
     let a: SocketAddr = addr.parse().unwrap();
     let s = UdpSock::new_for(&a).unwrap();
     if s.set_rcvbuf(16 << 20, true).is_err() {
@@ -212,7 +232,7 @@ fn receiver(addr: &str) -> UdpSock {
 }
 
 /// Counts what a flood sends: datagrams, their lengths, source ports.
-fn receive(sock: &UdpSock, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u16>) {
+pub(crate) fn receive(sock: &UdpSock, want: usize) -> (usize, BTreeSet<usize>, BTreeSet<u16>) {
     let mut buf = [0u8; 2048];
     let (mut n, mut lens, mut ports) = (0, BTreeSet::new(), BTreeSet::new());
     let end = Instant::now() + Duration::from_secs(20);
@@ -279,12 +299,7 @@ fn flood_sends_exactly(io: &str, bind: &str) {
         3,
         "--io {io}: three flows, three source ports: {ports:?}"
     );
-    let reported: BTreeSet<u16> = v["source_ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_u64().unwrap() as u16)
-        .collect();
+    let reported = reported_ports(&v);
     assert_eq!(reported, ports);
 }
 
@@ -370,7 +385,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "--cpus",
             "0",
         ],
-        vec!["sink", "--listen", "127.0.0.1:9", "--interface", "lo"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--iface", "lo"],
         vec!["sink", "--listen", "127.0.0.1:9", "--sqpoll"],
         vec!["flood", "--target", "127.0.0.1:9", "--single-issuer"],
         vec![
@@ -401,7 +416,7 @@ fn bad_input_is_one_line_and_exit_2() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&o.stderr).contains("--interface"));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--iface"));
     }
 }
 

@@ -54,6 +54,14 @@ pub struct DriverResult {
     pub wall_s: f64,
 }
 
+/// DNS over TCP (dnsperf only): this many connections, each closed after
+/// `queries_per_conn` queries (never, if `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TcpLoad {
+    pub connections: usize,
+    pub queries_per_conn: Option<u32>,
+}
+
 /// How a driver is run.
 pub struct DriverPlan<'a> {
     pub driver: Driver,
@@ -65,6 +73,8 @@ pub struct DriverPlan<'a> {
     pub outstanding: usize,
     /// Offered load in queries/s; `None` runs closed loop at saturation.
     pub rate: Option<u64>,
+    /// Over TCP instead of UDP.
+    pub tcp: Option<TcpLoad>,
     pub firehose: &'a Path,
     /// Where `firehose load` writes its JSON.
     pub json: &'a Path,
@@ -89,7 +99,7 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
             "-q".into(),
             p.outstanding.to_string(),
             "-c".into(),
-            "1".into(),
+            p.tcp.map_or(1, |t| t.connections).to_string(),
             "-T".into(),
             "1".into(),
         ],
@@ -111,6 +121,12 @@ pub fn command_line(p: &DriverPlan<'_>) -> Vec<String> {
             p.json.display().to_string(),
         ],
     };
+    if let Some(t) = p.tcp {
+        v.extend(["-m".into(), "tcp".into()]);
+        if let Some(n) = t.queries_per_conn {
+            v.extend(["-O".into(), format!("num-queries-per-conn={n}")]);
+        }
+    }
     if let Some(r) = p.rate {
         match p.driver {
             Driver::Dnsperf => v.extend(["-Q".into(), r.to_string()]),
@@ -282,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn rate_goes_to_each_drivers_own_flag() {
+    fn rate_and_tcp_go_to_each_drivers_own_flags() {
         let mut p = DriverPlan {
             driver: Driver::Dnsperf,
             cpus: &[1],
@@ -291,6 +307,7 @@ mod tests {
             duration: Duration::from_secs(5),
             outstanding: 100,
             rate: Some(50_000),
+            tcp: None,
             firehose: Path::new("/bin/firehose"),
             json: Path::new("o.json"),
             logs: Path::new("/tmp"),
@@ -310,5 +327,16 @@ mod tests {
             "{l}"
         );
         assert!(l.ends_with("--rate 50000 --timeout 600ms"), "{l}");
+        // Over TCP, dnsperf gets its mode, the connections and the reconnect option.
+        (p.driver, p.rate, p.outstanding) = (Driver::Dnsperf, None, 512);
+        p.tcp = Some(TcpLoad {
+            connections: 8,
+            queries_per_conn: Some(1),
+        });
+        let l = command_line(&p).join(" ");
+        assert!(
+            l.ends_with("-q 512 -c 8 -T 1 -m tcp -O num-queries-per-conn=1"),
+            "{l}"
+        );
     }
 }

@@ -21,6 +21,8 @@ pub struct ServerPlan<'a> {
     /// Apex of the zone, with a trailing dot.
     pub apex: &'a str,
     pub firehose: &'a Path,
+    /// Driven over TCP: connection limits raised to fit the load.
+    pub tcp: Option<super::TcpLoad>,
     /// Scratch directory (created and removed by the server's guard).
     pub dir: PathBuf,
     /// How long the server may take to answer its first query (to load the zone).
@@ -49,15 +51,22 @@ fn nsd_conf(p: &ServerPlan<'_>) -> String {
         "server:\n  ip-address: 127.0.0.1@{port}\n  port: {port}\n  server-count: {w}\n  reuseport: yes\n  \
          do-ip6: no\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  \
          database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  \
-         logfile: \"{d}/nsd.log\"\n  verbosity: 0\n  tcp-count: 10\n  \
+         logfile: \"{d}/nsd.log\"\n  verbosity: 0\n  tcp-count: {tcp}\n  \
          rrl-ratelimit: 0\n  rrl-whitelist-ratelimit: 0\n\
          remote-control:\n  control-enable: no\n\
          zone:\n  name: {apex}\n  zonefile: \"{zone}\"\n",
         port = p.port,
         w = p.workers,
         apex = p.apex,
-        zone = p.zone.display()
+        zone = p.zone.display(),
+        tcp = tcp_limit(p).unwrap_or(10)
     )
+}
+
+/// Connections a server must take at once under a TCP load: a closing client reconnects
+/// before the server has seen its old connection close, so well above the count.
+fn tcp_limit(p: &ServerPlan<'_>) -> Option<usize> {
+    p.tcp.map(|t| (4 * t.connections).max(128))
 }
 
 /// Starts a server pinned to `plan.cpus` and waits until it answers the apex SOA.
@@ -87,6 +96,10 @@ pub fn start(plan: &ServerPlan<'_>, stop: Option<&AtomicBool>) -> LabResult<Proc
                 "tuned",
             ]);
             c.args(["--workers", &plan.workers.to_string(), "--cpus", "auto"]);
+            if let Some(n) = tcp_limit(plan) {
+                let n = n.to_string();
+                c.args(["--tcp-max-conns", &n, "--tcp-max-per-client", &n]);
+            }
             c
         }
         ServerKind::Knot => {
@@ -169,7 +182,7 @@ mod tests {
 
     #[test]
     fn configs_name_port_workers_and_zone() {
-        let plan = ServerPlan {
+        let mut plan = ServerPlan {
             kind: ServerKind::Nsd,
             workers: 2,
             cpus: &[0, 1],
@@ -177,10 +190,19 @@ mod tests {
             zone: Path::new("/z/bench.zone"),
             apex: "bench.example.",
             firehose: Path::new("/bin/firehose"),
+            tcp: None,
             dir: PathBuf::from("/tmp/x"),
             ready_within: Duration::from_secs(10),
         };
         let n = nsd_conf(&plan);
+        assert!(n.contains("tcp-count: 10\n"));
+        plan.tcp = Some(super::super::TcpLoad {
+            connections: 64,
+            queries_per_conn: None,
+        });
+        // Room for clients that reconnect before the server saw them close.
+        assert!(nsd_conf(&plan).contains("tcp-count: 256\n"));
+        plan.tcp = None;
         assert!(
             n.contains("server-count: 2\n")
                 && n.contains("reuseport: yes")

@@ -150,9 +150,18 @@ impl DnsCompareReport {
     }
 
     fn load(&self) -> String {
-        self.rate.map_or("closed loop (saturation)".into(), |r| {
+        let load = self.rate.map_or("closed loop (saturation)".into(), |r| {
             format!("offered load {r} q/s")
-        })
+        });
+        match self.tcp {
+            None => format!("{load}, UDP"),
+            Some(t) => format!(
+                "{load}, TCP over {} connections, {} (firehose 1 TCP thread, knotd tcp-workers 1, nsd its server processes)",
+                t.connections,
+                t.queries_per_conn
+                    .map_or("kept open".into(), |n| format!("{n} queries per connection"))
+            ),
+        }
     }
 
     /// Our figures as ratios to the better peer, per worker count and driver.
@@ -264,6 +273,7 @@ mod tests {
             repetitions: 2,
             duration_s: 1.0,
             rate: None,
+            tcp: None,
             server_cpus: vec![0],
             client_cpus: vec![1],
             steal_pct: None,

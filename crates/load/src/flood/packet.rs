@@ -1,5 +1,6 @@
 //! Flood over an AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS: frames built once per
 //! flow with crates/packet, copied into ring slots, handed to the driver by one send().
+//! [`resolve`] (interface, MACs) serves the AF_XDP mode too.
 //!
 //! The path is the kernel's own choice: a UDP socket connected to the target gives the source
 //! address, the interface holding it is the one to send on, and the neighbour table gives the
@@ -13,55 +14,45 @@ use firehose_sys::packet::{PacketSock, TxRing, TxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where frames go out and what their link and network headers say.
 #[derive(Debug, Clone)]
 pub(crate) struct Path {
     pub ifindex: u32,
+    pub interface: String,
     pub endpoints: Endpoints,
 }
 
-/// The route the kernel would take to `target`, from `probe` (a UDP socket connected to it).
-pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr) -> Result<Path, FloodError> {
+/// The route the kernel would take to `target`, from `probe` (a UDP socket connected to it);
+/// `mode` names the send mode in refusals.
+pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result<Path, FloodError> {
     let src = probe.local_addr()?;
     let Some((ifindex, interface)) = firehose_sys::ifaddr::interface_of(src.ip())? else {
         return Err(FloodError::Config(format!(
-            "--io packet: no interface holds {}, the source address toward {target}",
+            "--io {mode}: no interface holds {}, the source address toward {target}",
             src.ip()
         )));
     };
     if src.ip().is_loopback() || target.ip() == src.ip() {
         return Err(FloodError::Config(format!(
-            "--io packet: {target} is reached over {interface}, not a real link; target an address behind an interface such as a veth peer"
+            "--io {mode}: {target} is reached over {interface}, not a real link; target an address behind an interface such as a veth peer"
         )));
     }
     let mac_text = std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
-        .map_err(|e| FloodError::Config(format!("--io packet: reading {interface}'s MAC: {e}")))?;
+        .map_err(|e| FloodError::Config(format!("--io {mode}: reading {interface}'s MAC: {e}")))?;
     let src_mac = firehose_packet::parse_mac(mac_text.trim()).ok_or_else(|| {
-        FloodError::Config(format!("--io packet: {interface} has no Ethernet address"))
+        FloodError::Config(format!("--io {mode}: {interface} has no Ethernet address"))
     })?;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let dst_mac = loop {
-        if let Some(m) = netlink::neighbour(ifindex, target.ip())? {
-            break m;
-        }
-        if Instant::now() >= deadline {
-            return Err(FloodError::Config(format!(
-                "--io packet: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)"
-            )));
-        }
-        // One datagram through the kernel makes it resolve the neighbour; it goes to the
-        // discard port, so the receiver under test never counts it.
-        let mut nudge_to = target;
-        nudge_to.set_port(9);
-        let nudge = UdpSock::new_for(&nudge_to)?;
-        nudge.connect(&nudge_to)?;
-        let _ = nudge.send_to(&[0u8], None, 0);
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let dst_mac = netlink::resolve_neighbour(ifindex, src.ip(), target.ip(), Duration::from_secs(2))?
+        .ok_or_else(|| {
+            FloodError::Config(format!(
+                "--io {mode}: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)"
+            ))
+        })?;
     Ok(Path {
         ifindex,
+        interface,
         endpoints: Endpoints {
             src_mac,
             dst_mac,

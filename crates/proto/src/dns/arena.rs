@@ -239,7 +239,7 @@ mod tests {
         let text = b"$ORIGIN a.\n$TTL 60\nw A 192.0.2.1\n@ SOA ns h 1 2 3 4 5\n\
             W A 192.0.2.1\nx.y.z AAAA ::1\nw A 192.0.2.2\n";
         let zd = std::sync::Arc::new(zone::parse_zone(text, "t").unwrap());
-        let set = build::build(&[zd.clone()]).unwrap();
+        let set = build::build(std::slice::from_ref(&zd)).unwrap();
         let z = &set.zones[0];
         // Nodes: the apex, w, x.y.z and its empty non-terminals y.z and z.
         assert_eq!(z.nodes.len(), 5);

@@ -8,7 +8,8 @@
 //! Lookups hash lower-case wire names held in fixed scratch buffers: nothing allocates.
 
 use super::build::DNAME;
-use super::dnssec::NsecChain;
+use super::dnssec::{Entries, NsecChain};
+use super::nsec3::{Nsec3Zone, Proofs};
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
 use super::zone::ZoneData;
 use std::collections::HashMap;
@@ -168,6 +169,8 @@ pub struct SignedZone {
     /// NXDOMAIN with the SOA and its RRSIG (the NSECs are added per query).
     pub nxdomain: Tid,
     pub chain: NsecChain,
+    /// Present if the zone is signed with NSEC3 (then `chain` is empty).
+    pub nsec3: Option<Box<Nsec3Zone>>,
 }
 
 impl Zone {
@@ -268,12 +271,12 @@ pub enum Answer<'a> {
     /// The name is in none of our zones.
     Refused,
     Template(Template<'a>),
-    /// A signed denial: the template, then up to two NSEC entries of `chain` (their
-    /// indexes in `proofs[..n]`) added to the authority section.
+    /// A signed denial: the template, then up to three NSEC or NSEC3 entries of
+    /// `chain` (their indexes in `proofs[..n]`) added to the authority section.
     Denial {
         t: Template<'a>,
-        chain: &'a NsecChain,
-        proofs: [u32; 2],
+        chain: &'a Entries,
+        proofs: [u32; 3],
         n: usize,
     },
     /// Below the DNAME of node `node` in zone `zone`: the DNAME RRset's template
@@ -371,10 +374,14 @@ impl ZoneSet {
         apex_at: usize,
         wild: &mut [u8; MAX_NAME + 2],
     ) -> Answer<'a> {
-        let ce = (1..=apex_at)
+        let (ce, ce_node) = (1..=apex_at)
             .map(|i| nb.suffix(i, name_len))
-            .find(|s| z.nodes.contains_key(s))
-            .unwrap_or(&z.apex);
+            .find_map(|s| z.nodes.get(s).map(|&n| (s, n)))
+            .unwrap_or((&z.apex, 0));
+        if let Some(n3) = &sz.nsec3 {
+            let p = n3.nxdomain(ce_node, nb.suffix(0, name_len), apex_at + z.apex_labels);
+            return self.nsec3_denial(n3, sz.nxdomain, p);
+        }
         wild[0] = 1;
         wild[1] = b'*';
         wild[2..2 + ce.len()].copy_from_slice(ce);
@@ -445,11 +452,22 @@ impl ZoneSet {
             Found::Wildcard(n) => {
                 let node = &z.node[n as usize];
                 let tid = z.pick(n, q.qtype, dnssec);
+                if let Some(n3) = signed.and_then(|sz| sz.nsec3.as_deref()) {
+                    // The closest encloser is the wildcard's parent.
+                    let enc = z.nodes.get(&z.node_name(n)[2..]).copied();
+                    let nodata = self.template(tid).counts[0] == 0;
+                    let qname = nb.suffix(0, q.name_len);
+                    let p = n3.wildcard(enc.unwrap_or(0), n, qname, q.labels, nodata);
+                    return self.nsec3_denial(n3, tid, p);
+                }
                 if let Some(sz) = signed {
                     // The NSEC proving the query name itself does not exist, unless it
                     // is the wildcard's own, already in its NODATA answer.
                     let qname = nb.suffix(0, q.name_len);
-                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid);
+                    // (Not so for a CNAME chased for a type no zone holds: its answer
+                    // is not empty.)
+                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid)
+                        && self.template(tid).counts[0] == 0;
                     let own = sz.chain.covering(qname).map(|i| &*sz.chain.owners[i])
                         == Some(z.node_name(n));
                     let names = if nodata && own {
@@ -489,9 +507,19 @@ impl ZoneSet {
         Answer::Template(self.template(tid))
     }
 
+    /// Template `tid` with the NSEC3 entries `p`.
+    fn nsec3_denial<'a>(&'a self, n3: &'a Nsec3Zone, tid: Tid, p: Proofs) -> Answer<'a> {
+        Answer::Denial {
+            t: self.template(tid),
+            chain: &n3.chain.entries,
+            proofs: p.idx,
+            n: p.n,
+        }
+    }
+
     /// Template `tid` with the NSECs covering `names` (the second may be empty).
     fn denial<'a>(&'a self, sz: &'a SignedZone, tid: Tid, names: [&[u8]; 2]) -> Answer<'a> {
-        let mut proofs = [0u32; 2];
+        let mut proofs = [0u32; 3];
         let mut n = 0;
         for name in names.into_iter().filter(|n| !n.is_empty()) {
             if let Some(i) = sz.chain.covering(name) {
@@ -503,7 +531,7 @@ impl ZoneSet {
         }
         Answer::Denial {
             t: self.template(tid),
-            chain: &sz.chain,
+            chain: &sz.chain.entries,
             proofs,
             n,
         }

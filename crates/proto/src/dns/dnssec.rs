@@ -42,14 +42,36 @@ pub fn canonical_cmp(a: &[u8], b: &[u8]) -> Ordering {
     na.cmp(&nb)
 }
 
+/// Denial records (an NSEC or NSEC3 with its RRSIGs per entry) as self-contained,
+/// uncompressed bytes, ready to append to an answer's authority section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entries {
+    /// Per entry: (start, end) in `bytes` and the number of records there.
+    pub spans: Vec<(u32, u32, u16)>,
+    pub bytes: Vec<u8>,
+}
+
+impl Entries {
+    /// The bytes and record count of entry `i`.
+    pub fn entry(&self, i: usize) -> (&[u8], u16) {
+        let (s, e, n) = self.spans[i];
+        (&self.bytes[s as usize..e as usize], n)
+    }
+
+    /// Closes the entry started at byte `start` (records appended since, `count` of them).
+    pub fn close(&mut self, start: usize, count: u16) {
+        self.spans
+            .push((start as u32, self.bytes.len() as u32, count));
+    }
+}
+
 /// A zone's NSEC records, each with its RRSIGs, ready to append to an answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NsecChain {
     /// Lower-case owners in canonical order.
     pub owners: Vec<Box<[u8]>>,
-    /// Per owner: (start, end) in `bytes` and the number of records there.
-    pub spans: Vec<(u32, u32, u16)>,
-    pub bytes: Vec<u8>,
+    /// Per owner, its NSEC and RRSIGs.
+    pub entries: Entries,
 }
 
 impl NsecChain {
@@ -67,12 +89,6 @@ impl NsecChain {
         } else {
             after - 1
         })
-    }
-
-    /// The bytes and record count of entry `i`.
-    pub fn entry(&self, i: usize) -> (&[u8], u16) {
-        let (s, e, n) = self.spans[i];
-        (&self.bytes[s as usize..e as usize], n)
     }
 }
 
@@ -106,8 +122,7 @@ mod tests {
         }
         let chain = NsecChain {
             owners: vec![lower[0].clone().into(), lower[5].clone().into()],
-            spans: vec![(0, 0, 1), (0, 0, 1)],
-            bytes: Vec::new(),
+            entries: Entries::default(),
         };
         assert_eq!(chain.covering(&lower[3]), Some(0));
         assert_eq!(chain.covering(&lower[5]), Some(1));

@@ -1,35 +1,36 @@
 //! DNS over TCP (RFC 7766) beside the UDP workers, on the same address.
 //!
-//! One acceptor thread and one thread per connection, bounded by a total and a
-//! per-client limit, so TCP never runs on (or slows) the UDP workers. Each connection
-//! reads 2-byte length-prefixed messages, answers every complete message it has
-//! (pipelined queries are answered in order, one write per burst), closes after an
+//! A fixed number of TCP threads (one by default), each an epoll loop over the shared
+//! nonblocking listener and the connections it accepted, so TCP never runs on (or
+//! slows) the UDP workers and an idle connection costs a descriptor and a small struct,
+//! not a thread. Connections are bounded in total and per client address. Each reads
+//! 2-byte length-prefixed messages, in any pieces, answers every complete message it
+//! has (pipelined queries are answered in order, one write per burst), closes after an
 //! idle timeout, and advertises that timeout to clients that send edns-tcp-keepalive
-//! (RFC 7828). Answers may be up to 65535 bytes. AXFR (RFC 5936) is served to the
-//! addresses allowed to transfer and refused to everyone else.
+//! (RFC 7828). Answers may be up to 65535 bytes. AXFR (RFC 5936) is streamed to the
+//! addresses allowed to transfer as the socket drains, and refused to everyone else.
 
-use super::counters::{slot, DnsStats, COUNTERS};
-use super::handler::{has_edns_option, Transport, MAX_TCP_MESSAGE, OPT_TCP_KEEPALIVE};
+mod event_loop;
+mod transfer;
+
+use super::counters::{DnsStats, COUNTERS};
 use super::live::LiveZones;
-use super::wire::{get16, parse_query, put16, rcode, NameBuf, Parsed, HEADER};
-use super::DnsHandler;
-use firehose_engine::Verdict;
+use event_loop::Loop;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// NOTAUTH: a transfer of a name that is not one of our zone apexes.
 const NOTAUTH: u8 = 9;
 /// QTYPE of a full zone transfer.
 const AXFR: u16 = 252;
-/// Largest transfer message we build (well under 65535, as other servers do).
-const AXFR_MESSAGE: usize = 16384;
-/// Stack of a connection thread (its buffers live on the heap).
-const CONN_STACK: usize = 128 * 1024;
+/// Stack of a TCP thread (its buffers live on the heap).
+const THREAD_STACK: usize = 256 * 1024;
 
 /// An address or prefix (`192.0.2.0/24`, `2001:db8::/32`, `127.0.0.1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,8 @@ pub struct TcpConfig {
     pub max_udp: u16,
     /// NSID and cookies, answered as over UDP.
     pub options: super::options::OptionsConfig,
+    /// Event-loop threads (at least one).
+    pub threads: usize,
 }
 
 impl Default for TcpConfig {
@@ -110,6 +113,7 @@ impl Default for TcpConfig {
             allow_transfer: Vec::new(),
             max_udp: super::DEFAULT_MAX_UDP,
             options: Default::default(),
+            threads: 1,
         }
     }
 }
@@ -123,57 +127,75 @@ struct Counters {
     queries: AtomicU64,
     axfr: AtomicU64,
     axfr_refused: AtomicU64,
+    /// Writes that found a client's socket full (it was not reading), so its
+    /// connection waited for room instead of reading more.
+    write_blocked: AtomicU64,
     /// Answers by rcode, queries by type and so on (the slots of [`DnsStats`]), added
     /// after each message by the connection that answered it.
     dns: [AtomicU64; COUNTERS],
 }
 
-/// Open connections, for the limits and for shutdown.
+/// Open connections per client address, for the limits.
 #[derive(Default)]
-struct Registry {
+struct Limits {
     per_client: HashMap<IpAddr, usize>,
-    open: HashMap<u64, TcpStream>,
-    next_id: u64,
+    open: usize,
 }
 
 struct Shared {
     cfg: TcpConfig,
     live: Arc<LiveZones>,
     counters: Counters,
-    registry: Mutex<Registry>,
+    limits: Mutex<Limits>,
     active: AtomicUsize,
     stop: AtomicBool,
 }
 
-/// A running TCP listener; stops on [`TcpServer::shutdown`] or drop.
+/// A running TCP side; stops on [`TcpServer::shutdown`] or drop.
 pub struct TcpServer {
     local: SocketAddr,
     shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    /// Written to once at shutdown; every loop watches `woken`, the other end.
+    wake: UnixStream,
+    woken: UnixStream,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl TcpServer {
-    /// Listens on `addr` (the UDP side's address, port included) and serves `live`.
+    /// Listens on `addr` (the UDP side's address, port included) and serves `live` from
+    /// `cfg.threads` event-loop threads.
     pub fn start(addr: SocketAddr, live: Arc<LiveZones>, cfg: TcpConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            cfg,
-            live,
-            counters: Counters::default(),
-            registry: Mutex::default(),
-            active: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-        });
-        let sh = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("fh-dns-tcp".into())
-            .spawn(move || accept_loop(listener, sh))?;
-        Ok(TcpServer {
+        let (wake, woken) = UnixStream::pair()?;
+        let listener = Arc::new(listener);
+        let threads = cfg.threads.max(1);
+        let mut server = TcpServer {
             local,
-            shared,
-            acceptor: Some(acceptor),
-        })
+            shared: Arc::new(Shared {
+                cfg,
+                live,
+                counters: Counters::default(),
+                limits: Mutex::default(),
+                active: AtomicUsize::new(0),
+                stop: AtomicBool::new(false),
+            }),
+            wake,
+            woken,
+            threads: Vec::with_capacity(threads),
+        };
+        for i in 0..threads {
+            // Set up here, so that a failure is reported by start.
+            let ep = event_loop::watch(&listener, &server.woken)?;
+            let (sh, l) = (server.shared.clone(), listener.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("fh-dns-tcp{i}"))
+                .stack_size(THREAD_STACK)
+                .spawn(move || Loop::new(&sh, &l, ep).run())?;
+            server.threads.push(t);
+        }
+        Ok(server)
     }
 
     /// The address listened on.
@@ -198,27 +220,19 @@ impl TcpServer {
         move || sh.counters.read()
     }
 
-    /// Stops accepting, closes every connection, waits (up to 2 s) for their threads,
-    /// and returns the counters.
+    /// Stops accepting, closes every connection, waits for the threads, and returns the
+    /// counters.
     pub fn shutdown(mut self) -> Vec<(&'static str, u64)> {
         self.stop_all();
         self.counters()
     }
 
     fn stop_all(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
         self.shared.stop.store(true, Ordering::Release);
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.local), Duration::from_millis(200));
-        let _ = acceptor.join();
-        for s in self.shared.lock().open.values() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while self.shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        // Never read, so it stays readable and wakes every loop.
+        let _ = self.wake.write_all(&[1]);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
@@ -239,6 +253,7 @@ impl Counters {
             ("dns_tcp_queries", g(&self.queries)),
             ("dns_tcp_axfr", g(&self.axfr)),
             ("dns_tcp_axfr_refused", g(&self.axfr_refused)),
+            ("dns_tcp_write_blocked", g(&self.write_blocked)),
         ];
         let names = DnsStats::tcp();
         v.extend(
@@ -262,294 +277,35 @@ impl Counters {
     }
 }
 
-/// Where to connect to reach a listener on `local` (a wildcard address is reached on
-/// loopback).
-fn wake_addr(local: SocketAddr) -> SocketAddr {
-    let ip = match local.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
-        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, local.port())
-}
-
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Limits> {
+        self.limits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a new connection if the limits allow; its id.
-    fn admit(&self, s: &TcpStream, ip: IpAddr) -> Option<u64> {
-        let mut r = self.lock();
-        let n = r.per_client.get(&ip).copied().unwrap_or(0);
-        if r.open.len() >= self.cfg.max_conns || n >= self.cfg.max_per_client {
-            return None;
+    /// Counts a new connection from `ip` if the limits allow it.
+    fn admit(&self, ip: IpAddr) -> bool {
+        let mut l = self.lock();
+        let n = l.per_client.get(&ip).copied().unwrap_or(0);
+        if l.open >= self.cfg.max_conns || n >= self.cfg.max_per_client {
+            return false;
         }
-        let clone = s.try_clone().ok()?;
-        let id = r.next_id;
-        r.next_id += 1;
-        r.open.insert(id, clone);
-        *r.per_client.entry(ip).or_insert(0) += 1;
+        l.open += 1;
+        *l.per_client.entry(ip).or_insert(0) += 1;
         self.active.fetch_add(1, Ordering::AcqRel);
-        Some(id)
+        true
     }
 
-    fn release(&self, id: u64, ip: IpAddr) {
-        let mut r = self.lock();
-        r.open.remove(&id);
-        if let Some(n) = r.per_client.get_mut(&ip) {
+    fn release(&self, ip: IpAddr) {
+        let mut l = self.lock();
+        l.open -= 1;
+        if let Some(n) = l.per_client.get_mut(&ip) {
             *n -= 1;
             if *n == 0 {
-                r.per_client.remove(&ip);
+                l.per_client.remove(&ip);
             }
         }
-        drop(r);
+        drop(l);
         self.active.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn accept_loop(listener: TcpListener, sh: Arc<Shared>) {
-    loop {
-        let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
-            // Out of descriptors or a connection reset before accept: keep serving.
-            Err(_) if !sh.stop.load(Ordering::Acquire) => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            Err(_) => return,
-        };
-        if sh.stop.load(Ordering::Acquire) {
-            return;
-        }
-        let ip = peer.ip();
-        let Some(id) = sh.admit(&stream, ip) else {
-            sh.counters.rejected.fetch_add(1, Ordering::Relaxed);
-            continue;
-        };
-        sh.counters.accepted.fetch_add(1, Ordering::Relaxed);
-        let sh2 = sh.clone();
-        let spawned = std::thread::Builder::new()
-            .name("fh-dns-tcp-conn".into())
-            .stack_size(CONN_STACK)
-            .spawn(move || {
-                let mut conn = Conn::new(&sh2, peer);
-                conn.run(stream);
-                sh2.release(id, ip);
-            });
-        if spawned.is_err() {
-            sh.release(id, ip);
-            sh.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// One connection's state.
-struct Conn<'a> {
-    sh: &'a Shared,
-    peer: SocketAddr,
-    handler: DnsHandler,
-    /// Bytes received and not yet consumed.
-    inbuf: Vec<u8>,
-    /// The message being answered (a response is built in place, up to 65535 bytes).
-    msg: Vec<u8>,
-    /// Responses waiting to be written, each with its length prefix.
-    out: Vec<u8>,
-    name: Box<NameBuf>,
-    /// The handler's counters as last added to the shared ones.
-    published: [u64; COUNTERS],
-}
-
-impl<'a> Conn<'a> {
-    fn new(sh: &'a Shared, peer: SocketAddr) -> Self {
-        Conn {
-            sh,
-            peer,
-            handler: DnsHandler::live(sh.live.clone(), sh.cfg.max_udp)
-                .with_options(sh.cfg.options.clone())
-                .counted_as_tcp(),
-            inbuf: vec![0; 2 * (2 + MAX_TCP_MESSAGE)],
-            msg: vec![0; MAX_TCP_MESSAGE],
-            out: Vec::with_capacity(4096),
-            name: Box::default(),
-            published: [0; COUNTERS],
-        }
-    }
-
-    fn run(&mut self, mut s: TcpStream) {
-        let idle = self.sh.cfg.idle;
-        if s.set_read_timeout(Some(idle)).is_err()
-            || s.set_write_timeout(Some(idle)).is_err()
-            || s.set_nodelay(true).is_err()
-        {
-            return;
-        }
-        let mut filled = 0;
-        loop {
-            // Answer every complete message received so far, then write them at once.
-            let mut at = 0;
-            while filled - at >= 2 {
-                let len = get16(&self.inbuf, at) as usize;
-                if filled - at < 2 + len {
-                    break;
-                }
-                self.msg[..len].copy_from_slice(&self.inbuf[at + 2..at + 2 + len]);
-                at += 2 + len;
-                if !self.answer(len, &mut s) {
-                    return;
-                }
-            }
-            self.inbuf.copy_within(at..filled, 0);
-            filled -= at;
-            if !self.out.is_empty() {
-                if s.write_all(&self.out).is_err() {
-                    return;
-                }
-                self.out.clear();
-            }
-            if self.sh.stop.load(Ordering::Acquire) {
-                return;
-            }
-            match s.read(&mut self.inbuf[filled..]) {
-                Ok(0) => return,
-                Ok(n) => filled += n,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    self.sh.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// Answers `msg[..len]` into `out` (or streams a transfer); false to close.
-    fn answer(&mut self, len: usize, s: &mut TcpStream) -> bool {
-        self.sh.counters.queries.fetch_add(1, Ordering::Relaxed);
-        let q = match parse_query(&self.msg[..len], &mut self.name) {
-            Parsed::Query(q) => Some(q),
-            _ => None,
-        };
-        let keepalive = q
-            .filter(|q| q.edns.is_some())
-            .is_some_and(|q| has_edns_option(&self.msg[..len], q.question_end, OPT_TCP_KEEPALIVE))
-            .then(|| (self.sh.cfg.idle.as_millis() / 100).min(u16::MAX as u128) as u16);
-        let tr = Transport::Tcp { keepalive };
-        if let Some(q) = q.filter(|q| q.qtype == AXFR && q.qclass == super::wire::CLASS_IN) {
-            return self.transfer(len, q.name_len, q.question_end, tr, s);
-        }
-        let peer = firehose_engine::Peer::from_addr(self.peer);
-        let verdict = self.handler.respond(&mut self.msg, len, tr, &peer);
-        self.sh
-            .counters
-            .add_dns(self.handler.stats(), &mut self.published);
-        match verdict {
-            Verdict::Reply(n) => push_framed(&mut self.out, &self.msg[..n]),
-            // A response sent to us, or a runt: RFC 7766 §6.2.2 lets the server close.
-            Verdict::Drop | Verdict::Error => return false,
-        }
-        true
-    }
-
-    /// A zone transfer, or its refusal. False to close the connection.
-    fn transfer(
-        &mut self,
-        len: usize,
-        name_len: usize,
-        qend: usize,
-        tr: Transport,
-        s: &mut TcpStream,
-    ) -> bool {
-        let allowed = self
-            .sh
-            .cfg
-            .allow_transfer
-            .iter()
-            .any(|p| p.contains(self.peer.ip()));
-        let db = self.handler.zones().clone();
-        let zone = db
-            .apexes
-            .get(&self.name.bytes[..name_len])
-            .map(|&z| &db.zones[z as usize]);
-        let rc = match zone {
-            // Not allowed, or the zones were built without their transfer data.
-            _ if !allowed => rcode::REFUSED,
-            Some(z) if z.transfer.is_empty() || z.records.is_none() => rcode::REFUSED,
-            None => NOTAUTH,
-            Some(_) => rcode::NOERROR,
-        };
-        let Some((z, recs)) = zone
-            .filter(|_| rc == rcode::NOERROR)
-            .and_then(|z| Some((z, z.records.as_deref()?)))
-        else {
-            self.sh
-                .counters
-                .axfr_refused
-                .fetch_add(1, Ordering::Relaxed);
-            if let Some(n) = self.handler.refuse(&mut self.msg, len, rc, tr) {
-                push_framed(&mut self.out, &self.msg[..n]);
-            }
-            self.sh
-                .counters
-                .add_dns(self.handler.stats(), &mut self.published);
-            return true;
-        };
-        self.sh.counters.axfr.fetch_add(1, Ordering::Relaxed);
-        // Earlier pipelined answers go first.
-        if s.write_all(&self.out).is_err() {
-            return false;
-        }
-        self.out.clear();
-        let id = [self.msg[0], self.msg[1]];
-        let flags = 0x84 | (self.msg[2] & 0x01); // QR, AA, RD echoed
-        let header = |with_question: bool| {
-            let mut m = Vec::with_capacity(AXFR_MESSAGE);
-            m.extend_from_slice(&[
-                id[0],
-                id[1],
-                flags,
-                0,
-                0,
-                with_question as u8,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-            ]);
-            m
-        };
-        let mut m = header(true);
-        m.extend_from_slice(&self.msg[HEADER..qend]);
-        let mut count = 0u16;
-        let mut framed = Vec::with_capacity(AXFR_MESSAGE + 2);
-        let mut flush = |m: &mut Vec<u8>, count: u16| {
-            put16(m, 6, count);
-            framed.clear();
-            push_framed(&mut framed, m);
-            s.write_all(&framed).is_ok()
-        };
-        // Every record, then the SOA again (RFC 5936 §2.2), written from the zone's
-        // records as loaded.
-        let mut rr = Vec::with_capacity(512);
-        for &i in z.transfer.iter().chain(z.transfer.first()) {
-            rr.clear();
-            recs.rec(i as usize).write_plain(&mut rr);
-            if count > 0 && m.len() + rr.len() > AXFR_MESSAGE {
-                if !flush(&mut m, count) {
-                    return false;
-                }
-                (m, count) = (header(false), 0);
-            }
-            m.extend_from_slice(&rr);
-            count += 1;
-        }
-        if !flush(&mut m, count) {
-            return false;
-        }
-        self.sh.counters.dns[slot::NOERROR].fetch_add(1, Ordering::Relaxed);
-        true
     }
 }
 

@@ -203,11 +203,20 @@ pub fn start_udp_tcp(
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
     let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
-    let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
-    let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
-    let tcp =
-        firehose_proto::dns::TcpServer::start(udp.local_addr(), live, cfg).expect("tcp listens");
-    (udp, tcp)
+    // The kernel picks a free UDP port; its TCP twin may be taken (by another test's
+    // connection): then try another port.
+    for _ in 0..20 {
+        let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+        let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
+        match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
+            Ok(tcp) => return (udp, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                udp.shutdown();
+            }
+            Err(e) => panic!("tcp listens: {e}"),
+        }
+    }
+    panic!("no port free for both UDP and TCP in 20 tries");
 }
 
 /// Writes `msgs` to a TCP stream as one burst of length-prefixed messages.
@@ -231,6 +240,38 @@ pub fn read_framed(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
     Some(m)
 }
 
+/// A TCP connection to `addr` that gives up reading after 5 s.
+pub fn connect(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    s
+}
+
+/// Pulls a zone: every message's records, until the closing SOA.
+pub fn axfr(
+    addr: std::net::SocketAddr,
+    zone: &str,
+) -> (
+    hickory_proto::op::ResponseCode,
+    Vec<hickory_proto::rr::Record>,
+) {
+    let mut s = connect(addr);
+    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
+    let mut recs = Vec::new();
+    loop {
+        let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
+        if m.response_code() != hickory_proto::op::ResponseCode::NoError {
+            return (m.response_code(), recs);
+        }
+        assert!(m.authoritative());
+        recs.extend(m.answers().iter().cloned());
+        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
+            return (hickory_proto::op::ResponseCode::NoError, recs);
+        }
+    }
+}
+
 /// Signed copies of test zones in a temp dir, removed on drop (a failing test included).
 pub struct Signed {
     dir: PathBuf,
@@ -244,8 +285,27 @@ impl Drop for Signed {
     }
 }
 
+/// How a test zone is signed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    /// ldns-signzone with NSEC.
+    LdnsNsec,
+    /// ldns-signzone -n: NSEC3 with `iterations` and salt `abcd`; `opt_out` sets the
+    /// opt-out flag on every NSEC3 (ldns still gives each delegation its NSEC3).
+    LdnsNsec3 { iterations: u16, opt_out: bool },
+    /// BIND's dnssec-signzone -3 -A: NSEC3 with opt-out, insecure delegations (and
+    /// the empty non-terminals only they make) left out of the chain.
+    BindNsec3OptOut,
+}
+
 /// Signs `files` (test data) with fresh keys in a temp dir using ldns, or says why not.
 pub fn signed_copies(files: &[(&str, &str)]) -> Result<Signed, String> {
+    signed_with(files, Signer::LdnsNsec)
+}
+
+/// Signs `files` (test data) with fresh keys (made by ldns-keygen) in a temp dir with
+/// `signer`, or says why not.
+pub fn signed_with(files: &[(&str, &str)], signer: Signer) -> Result<Signed, String> {
     use std::process::Command;
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -255,6 +315,8 @@ pub fn signed_copies(files: &[(&str, &str)]) -> Result<Signed, String> {
         dir: dir.clone(),
         zones: Vec::new(),
     };
+    let missing =
+        |tool: &str, package: &str| format!("{tool} is not installed (Debian package {package})");
     for (apex, file) in files {
         let keygen = |extra: &[&str]| -> Result<String, String> {
             let o = Command::new("ldns-keygen")
@@ -263,24 +325,55 @@ pub fn signed_copies(files: &[(&str, &str)]) -> Result<Signed, String> {
                 .args(extra)
                 .arg(apex)
                 .output()
-                .map_err(|_| {
-                    "ldns-keygen is not installed (Debian package ldnsutils)".to_string()
-                })?;
+                .map_err(|_| missing("ldns-keygen", "ldnsutils"))?;
             Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
         };
         let ksk = keygen(&["-k"])?;
         let zsk = keygen(&[])?;
         let src = zone_path(file);
         let dst = dir.join(format!("{file}.signed"));
-        let ok = Command::new("ldns-signzone")
-            .current_dir(&dir)
-            .args(["-o", apex, "-f"])
-            .arg(&dst)
-            .arg(&src)
-            .args([&ksk, &zsk])
-            .status()
-            .map_err(|_| "ldns-signzone is not installed (Debian package ldnsutils)".to_string())?;
-        assert!(ok.success(), "ldns-signzone failed");
+        let status = match signer {
+            Signer::LdnsNsec | Signer::LdnsNsec3 { .. } => {
+                let mut c = Command::new("ldns-signzone");
+                if let Signer::LdnsNsec3 {
+                    iterations,
+                    opt_out,
+                } = signer
+                {
+                    c.args(["-n", "-s", "abcd", "-t", &iterations.to_string()]);
+                    if opt_out {
+                        c.arg("-p");
+                    }
+                }
+                c.current_dir(&dir)
+                    .args(["-o", apex, "-f"])
+                    .arg(&dst)
+                    .arg(&src)
+                    .args([&ksk, &zsk])
+                    .status()
+                    .map_err(|_| missing("ldns-signzone", "ldnsutils"))?
+            }
+            Signer::BindNsec3OptOut => {
+                // dnssec-signzone wants the DNSKEYs in the zone.
+                let mut text = std::fs::read_to_string(&src).unwrap();
+                for key in [&ksk, &zsk] {
+                    text += &std::fs::read_to_string(dir.join(format!("{key}.key"))).unwrap();
+                }
+                let input = dir.join(format!("{file}.keys"));
+                std::fs::write(&input, text).unwrap();
+                Command::new("dnssec-signzone")
+                    .current_dir(&dir)
+                    .args(["-q", "-3", "abcd", "-H", "0", "-A", "-o", apex, "-f"])
+                    .arg(&dst)
+                    .args(["-k", &ksk])
+                    .arg(&input)
+                    .arg(&zsk)
+                    .stdout(Stdio::null())
+                    .status()
+                    .map_err(|_| missing("dnssec-signzone", "bind9-utils"))?
+            }
+        };
+        assert!(status.success(), "signing {file} with {signer:?} failed");
         out.zones.push((apex.to_string(), dst));
     }
     Ok(out)
@@ -318,4 +411,207 @@ pub fn signed_test_zones() -> Option<Signed> {
             None
         }
     }
+}
+
+/// Mixes the case of a name deterministically, to check case-insensitive matching.
+pub fn mix_case(name: &str, shift: usize) -> String {
+    name.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if (i + shift).is_multiple_of(3) {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Lower-cases names inside RDATA too: a server may compress an RDATA name against
+/// the question, which then carries the client's case. TXT data keeps its case.
+pub fn fold(lines: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = lines
+        .into_iter()
+        .map(|l| {
+            if l.contains(" TXT ") {
+                l
+            } else {
+                l.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Like [`summary`] but with the additional section apart: when it does not fit,
+/// Knot skips an RRset and tries the next while we stop at the first that does not
+/// fit, and Knot keeps some bytes spare (all RFC 2181 §9): one side's additional
+/// records must be a subset of the other's.
+pub fn summary_trimmed(server: SocketAddr, req: &[u8]) -> (String, Vec<String>) {
+    let Some(resp) = exchange(server, req) else {
+        return ("no answer".into(), Vec::new());
+    };
+    let m = Message::from_vec(&resp).expect("decodes");
+    let head = format!(
+        "rcode={} aa={} tc={}\n  answer: {:?}\n  authority: {:?}",
+        m.response_code(),
+        m.authoritative(),
+        m.truncated(),
+        fold(section(m.answers())),
+        fold(section(m.name_servers())),
+    );
+    (head, fold(section(m.additionals())))
+}
+
+/// The difference between Knot's and our answer to `req`, if any (additional
+/// sections compared as in [`summary_trimmed`]).
+pub fn compare_trimmed(
+    knot: SocketAddr,
+    ours: SocketAddr,
+    req: &[u8],
+    what: &str,
+) -> Option<String> {
+    let (k, o) = (summary_trimmed(knot, req), summary_trimmed(ours, req));
+    let subset = o.1.iter().all(|r| k.1.contains(r)) || k.1.iter().all(|r| o.1.contains(r));
+    // Both silent is a difference too: a comparison needs two answers.
+    let silent = k.0 == "no answer" || o.0 == "no answer";
+    (k.0 != o.0 || !subset || silent).then(|| {
+        format!(
+            "{what}\n knot: {}\n   {:?}\n ours: {}\n   {:?}",
+            k.0, k.1, o.0, o.1
+        )
+    })
+}
+
+/// A query with EDNS 1232 and DO set.
+pub fn query_do(name: &str, t: RecordType) -> Vec<u8> {
+    let mut q = query(name, t, Some(1232));
+    let at = q.len() - 11 + 7;
+    q[at] |= 0x80;
+    q
+}
+
+/// Fails with every difference listed, if there is any.
+pub fn no_differences(diffs: &[String], n: usize) {
+    assert!(
+        diffs.is_empty(),
+        "{} of {n} answers differ:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+/// Owners in the test zones, plus names that exercise wildcards, delegations,
+/// NXDOMAIN, empty non-terminals and names outside both zones.
+pub const NAMES: &[&str] = &[
+    "example.com.",
+    "ns1.example.com.",
+    "mail.example.com.",
+    "www.example.com.",
+    "web.example.com.",
+    "mixed.case.example.com.",
+    "alias-out.example.com.",
+    "alias-nx.example.com.",
+    "chain1.example.com.",
+    "chain2.example.com.",
+    "_sip._udp.example.com.",
+    "_udp.example.com.",
+    "sip.example.com.",
+    "ptr.example.com.",
+    "txt2.example.com.",
+    "*.wild.example.com.",
+    "a.wild.example.com.",
+    "a.b.wild.example.com.",
+    "wild.example.com.",
+    "x.cw.example.com.",
+    "a.b.c.example.com.",
+    "b.c.example.com.",
+    "c.example.com.",
+    "sub.example.com.",
+    "ns.sub.example.com.",
+    "deep.below.sub.example.com.",
+    "nothere.example.com.",
+    "x.ns1.example.com.",
+    "big.example.com.",
+    "2.0.192.in-addr.arpa.",
+    "1.2.0.192.in-addr.arpa.",
+    "80.2.0.192.in-addr.arpa.",
+    "99.2.0.192.in-addr.arpa.",
+    "example.org.",
+    "com.",
+    "zzz.example.com.",
+    "loop1.example.com.",
+    "x.ent.deep.example.com.",
+    "ent.deep.example.com.",
+    "deep.example.com.",
+    "y.deep.example.com.",
+];
+
+/// Names of the operator zones: DNAME (below it, at it, outside target), DS at a cut
+/// and at a child zone served here too, 20 MX with big additional sections, a CNAME
+/// into a delegation.
+pub const OPERATOR_NAMES: &[&str] = &[
+    "op.test.",
+    "mx.op.test.",
+    "m07.op.test.",
+    "olddept.op.test.",
+    "www.olddept.op.test.",
+    "a.b.olddept.op.test.",
+    "nx.olddept.op.test.",
+    "newdept.op.test.",
+    "www.newdept.op.test.",
+    "x.outside.op.test.",
+    "x.s.op.test.",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.s.op.test.",
+    "deleg.op.test.",
+    "ns.deleg.op.test.",
+    "host.deleg.op.test.",
+    "cdeleg.op.test.",
+    "child.op.test.",
+    "www.child.op.test.",
+    "ns.child.op.test.",
+    "nope.op.test.",
+];
+
+/// Asks `knot` and `ours` every name (in mixed case) for every type, with DO and
+/// without; returns the differences (each headed by `label`) and the number of queries.
+pub fn compare_with_do<'a>(
+    knot: SocketAddr,
+    ours: SocketAddr,
+    names: impl Iterator<Item = &'a str>,
+    types: &[RecordType],
+    label: &str,
+) -> (Vec<String>, usize) {
+    let (mut diffs, mut n) = (Vec::new(), 0);
+    for (i, name) in names.enumerate() {
+        for (j, &t) in types.iter().enumerate() {
+            let name = mix_case(name, i + j);
+            for (dnssec, req) in [
+                (true, query_do(&name, t)),
+                (false, query(&name, t, Some(1232))),
+            ] {
+                n += 1;
+                let what = format!("{label}{name} {t} do={dnssec}");
+                diffs.extend(compare_trimmed(knot, ours, &req, &what));
+            }
+        }
+    }
+    (diffs, n)
+}
+
+/// What BIND's delv prints (stdout and stderr) for `name` `t`, asking our server on
+/// 127.0.0.1:`port` and validating with the key of `apex` in `signed`.
+pub fn delv(port: u16, signed: &Signed, apex: &str, name: &str, t: &str) -> String {
+    let file = &signed.zones.iter().find(|(a, _)| a == apex).unwrap().1;
+    let anchor = file.with_extension("anchor");
+    std::fs::write(&anchor, trust_anchor(file, apex)).unwrap();
+    let out = Command::new("delv")
+        .args(["@127.0.0.1", "-p", &port.to_string(), "-a"])
+        .arg(&anchor)
+        .arg(format!("+root={apex}"))
+        .args([name, t])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }

@@ -1,6 +1,7 @@
 //! AF_XDP: sockets with a UMEM and four rings ([`xsk`]), the program that steers UDP to them
 //! ([`prog`]), the XSKMAP and BPF link that put it on an interface ([`attach`]), and the
-//! netlink query/removal of whatever an interface runs ([`netlink`]).
+//! netlink query/removal of whatever an interface runs ([`netlink`]), and the checks and
+//! steps every user shares before its first packet ([`setup`]).
 //!
 //! Contract for a backend (the engine's server or the generator): open one [`xsk::Xsk`] per
 //! rx queue, put each in the [`attach::XskMap`] at its queue, load the [`attach::XdpProg`]
@@ -12,6 +13,7 @@ pub mod attach;
 pub mod netlink;
 pub mod prog;
 pub mod ring;
+pub mod setup;
 pub mod umem;
 pub mod xsk;
 

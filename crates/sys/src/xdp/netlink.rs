@@ -194,6 +194,39 @@ fn messages(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
+/// `target`'s link-layer address on `ifindex`, making the kernel resolve it when the table
+/// has none: an empty datagram from `src` to the target's discard port (9, so no server under
+/// test counts it) every 500 ms, asking again every 10 ms, for at most `within`. None when
+/// the target never answered ARP/ND (not on the link, or down).
+pub fn resolve_neighbour(
+    ifindex: u32,
+    src: std::net::IpAddr,
+    target: std::net::IpAddr,
+    within: std::time::Duration,
+) -> SysResult<Option<[u8; 6]>> {
+    use std::time::{Duration, Instant};
+    if let Some(m) = neighbour(ifindex, target)? {
+        return Ok(Some(m));
+    }
+    let s = std::net::UdpSocket::bind((src, 0)).map_err(|e| crate::SysError {
+        what: format!("bind(UDP {src}) to resolve {target}"),
+        source: e,
+    })?;
+    let started = Instant::now();
+    let mut last_send = None::<Instant>;
+    while started.elapsed() < within {
+        if last_send.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
+            let _ = s.send_to(&[], (target, 9));
+            last_send = Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        if let Some(m) = neighbour(ifindex, target)? {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
 /// The link-layer address of `ip` in `ifindex`'s neighbour table, if the kernel has
 /// resolved it (an entry neither incomplete nor failed). A generator that finds none sends
 /// one datagram through a kernel socket to make the kernel resolve it, then asks again.

@@ -21,13 +21,26 @@ pub enum ZeroCopy {
 }
 
 /// What to build: ring sizes (a power of two, the same for all four), frames and wakeups.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XskConfig {
     pub ring: u32,
     pub frame_size: u32,
     pub frames: u32,
     pub zerocopy: ZeroCopy,
     pub need_wakeup: bool,
+}
+
+impl Default for XskConfig {
+    /// Rings of 2048, twice as many 4096-byte frames, zero-copy probed, need_wakeup on.
+    fn default() -> Self {
+        XskConfig {
+            ring: 2048,
+            frame_size: 4096,
+            frames: 4096,
+            zerocopy: ZeroCopy::Auto,
+            need_wakeup: true,
+        }
+    }
 }
 
 /// Kernel counters of one socket (XDP_STATISTICS).

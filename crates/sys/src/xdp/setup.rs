@@ -1,0 +1,458 @@
+//! What every AF_XDP user (serve, load, sink, flood) does before its first packet: check the
+//! interface, deal with the XDP program it already runs, open a queue's socket, and attach the
+//! redirect program in the chosen mode, with one wording for each refusal.
+//!
+//! A refusal the user can fix is a [`SetupError::Config`] line saying how; anything else is
+//! the kernel's [`SysError`] naming the call and errno.
+
+use super::attach::{prog_info, XdpLink, XdpMode, XdpProg, XskMap};
+use super::prog::{AddrMatch, UdpMatch};
+use super::xsk::{BusyPoll, Xsk, XskConfig, ZeroCopy};
+use super::{iface_addrs, ifindex, netlink, EBUSY};
+use crate::ethtool::Ethtool;
+use crate::{errno_name, SysError};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Where to attach the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeChoice {
+    /// Native where the driver has it, else generic.
+    Auto,
+    Native,
+    Generic,
+}
+
+/// Which rx queues to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Queues {
+    All,
+    List(Vec<u32>),
+}
+
+/// Why an AF_XDP path could not be set up.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The user can fix it; the text says how.
+    Config(String),
+    /// The kernel refused a call.
+    Kernel(SysError),
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Config(m) => f.write_str(m),
+            SetupError::Kernel(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+impl From<SysError> for SetupError {
+    fn from(e: SysError) -> Self {
+        SetupError::Kernel(e)
+    }
+}
+
+fn usage(m: String) -> SetupError {
+    SetupError::Config(m)
+}
+
+/// IFF_UP in the interface flags.
+const IFF_UP: u32 = 1;
+
+/// How long a queue a closing socket still holds (EBUSY) is waited for.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// Refuses a run without the privileges AF_XDP needs.
+pub fn require_root(fallback: &str) -> Result<(), SetupError> {
+    if crate::cpu::is_root() {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "--io xdp needs root (CAP_NET_ADMIN and CAP_BPF): run as root, or use {fallback}"
+    )))
+}
+
+/// A ring size the kernel takes for every AF_XDP ring.
+pub fn check_ring(ring: u32) -> Result<(), SetupError> {
+    if !ring.is_power_of_two() || !(64..=16384).contains(&ring) {
+        return Err(usage(format!(
+            "--ring {ring}: use a power of two from 64 to 16384"
+        )));
+    }
+    Ok(())
+}
+
+/// An interface that exists and is up, asked about through ioctls (so the answers are about
+/// this thread's network namespace).
+pub struct Iface {
+    pub name: String,
+    pub index: u32,
+    pub rx_queues: usize,
+    pub mtu: usize,
+    et: Ethtool,
+}
+
+impl Iface {
+    /// Checks that `name` exists here and is up.
+    pub fn open(name: &str) -> Result<Iface, SetupError> {
+        let index = ifindex(name).map_err(|_| {
+            usage(format!(
+                "--iface {name}: no such interface here (see `ip link`)"
+            ))
+        })?;
+        let et = Ethtool::new()?;
+        if et.if_flags(name)? & IFF_UP == 0 {
+            return Err(usage(format!(
+                "--iface {name} is down: bring it up with `ip link set {name} up`"
+            )));
+        }
+        Ok(Iface {
+            name: name.to_string(),
+            index,
+            rx_queues: et.rx_queues(name),
+            mtu: et.mtu(name)? as usize,
+            et,
+        })
+    }
+
+    /// The interface's MAC address.
+    pub fn hwaddr(&self) -> Result<[u8; 6], SetupError> {
+        Ok(self.et.hwaddr(&self.name)?)
+    }
+
+    /// The queue numbers `q` names, each checked against the interface's rx queues.
+    pub fn queues(&self, q: &Queues) -> Result<Vec<u32>, SetupError> {
+        let count = self.rx_queues;
+        let queues: Vec<u32> = match q {
+            Queues::All => (0..count as u32).collect(),
+            Queues::List(l) => l.clone(),
+        };
+        if let Some(q) = queues.iter().find(|&&q| q as usize >= count) {
+            return Err(usage(format!(
+                "--queues: queue {q} is out of range, {} has {count} rx queue(s) (0-{})",
+                self.name,
+                count - 1
+            )));
+        }
+        Ok(queues)
+    }
+
+    /// Refuses `listen` unless it is unspecified or one of this interface's addresses.
+    pub fn check_listen(&self, listen: &SocketAddr) -> Result<(), SetupError> {
+        if listen.ip().is_unspecified() {
+            return Ok(());
+        }
+        let addrs = iface_addrs(&self.name)?;
+        if addrs.contains(&listen.ip()) {
+            return Ok(());
+        }
+        let have = if addrs.is_empty() {
+            "none".to_string()
+        } else {
+            let all: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
+            all.join(", ")
+        };
+        Err(usage(format!(
+            "--listen {} is not an address of {} (it has {have}): listen on one of its \
+             addresses or on the unspecified address",
+            listen.ip(),
+            self.name
+        )))
+    }
+
+    /// Refuses an interface that runs any XDP program: a generator wants it to itself.
+    pub fn refuse_attached(&self) -> Result<(), SetupError> {
+        let now = netlink::query(self.index)?;
+        let Some(id) = [now.native, now.generic, now.any]
+            .into_iter()
+            .find(|&i| i != 0)
+        else {
+            return Ok(());
+        };
+        let name = prog_info(id).map(|p| p.name).unwrap_or_else(|_| "?".into());
+        let iface = &self.name;
+        Err(usage(format!(
+            "{iface} already runs XDP program '{name}' (id {id}); this run needs the \
+             interface to itself: stop what attached it or remove it (`ip link set dev {iface} xdp off`)"
+        )))
+    }
+
+    /// Refuses a foreign program (unless `force`) and removes a leftover of ours; returns
+    /// what was removed. A program held by a BPF link belongs to a live process and is never
+    /// removed.
+    pub fn clear_attached(&self, force: bool) -> Result<Vec<String>, SetupError> {
+        let iface = &self.name;
+        let now = netlink::query(self.index)?;
+        let mut notes = Vec::new();
+        if now.native == 0 && now.generic == 0 && now.any != 0 {
+            return Err(usage(format!(
+                "{iface} runs an offloaded XDP program (id {}): remove it with `ip link set dev {iface} xdpoffload off`",
+                now.any
+            )));
+        }
+        for (id, generic) in [(now.native, false), (now.generic, true)] {
+            if id == 0 {
+                continue;
+            }
+            let info = prog_info(id)?;
+            if !info.is_ours() && !force {
+                return Err(usage(format!(
+                    "{iface} already runs a foreign XDP program '{}' (id {id}): remove it \
+                     (`ip link set dev {iface} xdp off`) or pass --force to replace it",
+                    info.name
+                )));
+            }
+            match netlink::detach(self.index, generic) {
+                Ok(()) => notes.push(format!(
+                    "removed XDP program '{}' (id {id}) from {iface}",
+                    info.name
+                )),
+                Err(e) if e.errno() == Some(EBUSY) => {
+                    let whose = if info.is_ours() {
+                        "another firehose run"
+                    } else {
+                        "another process"
+                    };
+                    return Err(usage(format!(
+                        "{iface} runs XDP program '{}' (id {id}) held by a BPF link of {whose}: \
+                         stop that process first",
+                        info.name
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(notes)
+    }
+
+    /// Opens queue `q`'s socket. A queue stays busy (EBUSY) for a moment after a previous
+    /// owner died, while the kernel releases its socket; that wait is bounded and noted.
+    pub fn open_queue(
+        &self,
+        q: u32,
+        cfg: &XskConfig,
+        notes: &mut Vec<String>,
+    ) -> Result<Xsk, SetupError> {
+        let started = Instant::now();
+        let mut waited = false;
+        loop {
+            match Xsk::open(self.index, q, cfg) {
+                Ok(x) => {
+                    if waited {
+                        notes.push(format!(
+                            "queue {q} was busy for {} ms (a previous socket closing)",
+                            started.elapsed().as_millis()
+                        ));
+                    }
+                    return Ok(x);
+                }
+                Err(e) if e.errno() == Some(EBUSY) && started.elapsed() < BUSY_WAIT => {
+                    waited = true;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) if e.errno() == Some(EBUSY) => {
+                    return Err(usage(format!(
+                        "queue {q} of {} is in use by another AF_XDP socket ({e}): stop the program using it",
+                        self.name
+                    )))
+                }
+                Err(e) if cfg.zerocopy == ZeroCopy::On => {
+                    return Err(usage(format!(
+                        "--zerocopy on: {} refused zero-copy on queue {q} ({e}); use --zerocopy auto",
+                        self.name
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Attaches `prog` in the asked mode; under `auto`, native first and generic when
+    /// refused (noted).
+    pub fn attach(
+        &self,
+        prog: &XdpProg,
+        choice: ModeChoice,
+        notes: &mut Vec<String>,
+    ) -> Result<(XdpLink, XdpMode), SetupError> {
+        let iface = &self.name;
+        let refused = |mode: XdpMode, e: SysError| {
+            let errno = e.errno().map(errno_name).unwrap_or("?");
+            usage(format!(
+                "--xdp-mode {}: {iface} refused {} XDP ({e}, {errno}); try --xdp-mode auto",
+                mode.name(),
+                mode.name()
+            ))
+        };
+        let one = |m: XdpMode| prog.attach(self.index, m).map(|l| (l, m));
+        match choice {
+            ModeChoice::Native => one(XdpMode::Native).map_err(|e| refused(XdpMode::Native, e)),
+            ModeChoice::Generic => one(XdpMode::Generic).map_err(|e| refused(XdpMode::Generic, e)),
+            ModeChoice::Auto => one(XdpMode::Native).or_else(|native| {
+                let r = one(XdpMode::Generic)?;
+                let errno = native.errno().map(errno_name).unwrap_or("?");
+                notes.push(format!(
+                    "native XDP refused by {iface} ({errno}): generic mode"
+                ));
+                Ok(r)
+            }),
+        }
+    }
+}
+
+/// The note for a zero-copy probe the interface refused, if it was.
+pub fn zerocopy_note(xsk: &Xsk, iface: &str) -> Option<String> {
+    xsk.zerocopy_refusal()
+        .map(|why| format!("zero-copy refused by {iface} ({why}): copy mode"))
+}
+
+/// What a receiver on `listen` has the program match: its port, at its address (any
+/// address when unspecified), of its family only (IPv6 sockets here are IPV6_V6ONLY).
+pub fn listen_match(listen: &SocketAddr) -> UdpMatch {
+    let port = listen.port();
+    match listen.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Any, AddrMatch::Off),
+        IpAddr::V4(a) => UdpMatch::to(port, AddrMatch::Is(a), AddrMatch::Off),
+        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Any),
+        IpAddr::V6(a) => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Is(a)),
+    }
+}
+
+/// A queue's socket with the frames not on its fill ring.
+pub type Stocked = (Xsk, Vec<u64>);
+
+/// How a receiver's sockets and program are set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RxOptions {
+    pub queues: Queues,
+    pub mode: ModeChoice,
+    pub xsk: XskConfig,
+    /// Preferred busy polling: (SO_BUSY_POLL µs, SO_BUSY_POLL_BUDGET).
+    pub busy_poll: Option<(i32, i32)>,
+    /// Replace a foreign XDP program.
+    pub force: bool,
+}
+
+impl Default for RxOptions {
+    /// Every rx queue, native where possible, the default sockets, no busy polling.
+    fn default() -> Self {
+        RxOptions {
+            queues: Queues::All,
+            mode: ModeChoice::Auto,
+            xsk: XskConfig::default(),
+            busy_poll: None,
+            force: false,
+        }
+    }
+}
+
+/// A receiver's AF_XDP path in place: one socket per queue (fill rings stocked) in the
+/// XSKMAP, and the redirect program attached through a BPF link. Dropping it detaches the
+/// program (the link goes first), then map and program close.
+pub struct Steered {
+    pub queues: Vec<u32>,
+    pub mode: XdpMode,
+    /// Zero-copy as the kernel granted it (read back) on the first queue.
+    pub zerocopy: bool,
+    pub busy: Option<BusyPoll>,
+    pub prog_id: u32,
+    /// What was chosen for the user or found on the way (fallbacks, removed leftovers).
+    pub notes: Vec<String>,
+    _link: XdpLink,
+    _prog: XdpProg,
+    _map: XskMap,
+}
+
+/// Sets up the receive path matching `m` on `iface` (see [`Steered`]); returns it with the
+/// sockets, in the order of its `queues`. A foreign program is refused unless `opts.force`;
+/// a leftover of ours is removed (noted).
+pub fn steer(
+    iface: &Iface,
+    m: &UdpMatch,
+    opts: &RxOptions,
+) -> Result<(Steered, Vec<Stocked>), SetupError> {
+    check_ring(opts.xsk.ring)?;
+    let queues = iface.queues(&opts.queues)?;
+    if queues.is_empty() {
+        return Err(usage("--queues names no queue".into()));
+    }
+    let mut notes = iface.clear_attached(opts.force)?;
+    let max_q = queues.iter().copied().max().unwrap_or(0);
+    let map = XskMap::new(max_q + 1)?;
+    let prog = XdpProg::load(m, &map)?;
+    let mut sockets = Vec::with_capacity(queues.len());
+    let mut busy = None;
+    for &q in &queues {
+        let mut xsk = iface.open_queue(q, &opts.xsk, &mut notes)?;
+        map.set(q, xsk.as_raw_fd())?;
+        if let Some((usec, budget)) = opts.busy_poll {
+            busy = Some(xsk.set_busy_poll(usec, budget)?);
+        }
+        // Stock the fill ring now: once the program is attached, a packet that finds it
+        // empty is dropped.
+        let mut free = xsk.all_frames();
+        xsk.refill(&mut free);
+        sockets.push((xsk, free));
+    }
+    let (link, mode) = iface.attach(&prog, opts.mode, &mut notes)?;
+    let first = &sockets.first().expect("at least one queue").0;
+    notes.extend(zerocopy_note(first, &iface.name));
+    let steered = Steered {
+        zerocopy: first.zerocopy(),
+        prog_id: prog.id()?,
+        queues,
+        mode,
+        busy,
+        notes,
+        _link: link,
+        _prog: prog,
+        _map: map,
+    };
+    Ok((steered, sockets))
+}
+
+/// `prefer=.. usec=.. budget=..` as read back, or `off`.
+pub fn busy_poll_text(b: Option<BusyPoll>) -> String {
+    match b {
+        Some(b) => format!(
+            "prefer={} usec={} budget={}",
+            b.prefer,
+            b.usec,
+            b.budget
+                .map_or("set(no read-back)".to_string(), |v| v.to_string())
+        ),
+        None => "off".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_address_matches_its_family_port_and_address() {
+        let m = listen_match(&"0.0.0.0:53".parse().unwrap());
+        assert_eq!((m.port, m.v4, m.v6), (53, AddrMatch::Any, AddrMatch::Off));
+        let m = listen_match(&"10.0.0.1:9".parse().unwrap());
+        assert_eq!(m.v4, AddrMatch::Is("10.0.0.1".parse().unwrap()));
+        let m = listen_match(&"[::]:9".parse().unwrap());
+        assert_eq!((m.v4, m.v6), (AddrMatch::Off, AddrMatch::Any));
+        let m = listen_match(&"[fd00::1]:9".parse().unwrap());
+        assert_eq!(m.v6, AddrMatch::Is("fd00::1".parse().unwrap()));
+        assert!(m.from.is_none() && m.port_last.is_none());
+    }
+
+    #[test]
+    fn ring_sizes_outside_the_kernel_range_are_refused() {
+        assert!(check_ring(2048).is_ok());
+        for bad in [0, 100, 32, 32768] {
+            let e = check_ring(bad).unwrap_err().to_string();
+            assert!(e.contains("power of two from 64 to 16384"), "{e}");
+        }
+    }
+}
