@@ -497,7 +497,7 @@ pub fn parse_names<T>(
 }
 
 /// Removes the work directory when the run ends, however it ends.
-struct Cleanup(PathBuf);
+pub(crate) struct Cleanup(pub(crate) PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {

@@ -10,6 +10,7 @@
 //! Servers are interleaved (A B A B ...) and each figure is a median with min-max.
 
 use crate::dns_compare::peers::{self, ServerPlan};
+use crate::dns_compare::Cleanup;
 use crate::proc;
 use crate::server::ServerKind;
 use crate::stats::Summary;
@@ -319,15 +320,6 @@ impl ZoneLoadReport {
             }
         }
         out
-    }
-}
-
-/// Removes the work directory when the run ends, however it ends.
-struct Cleanup(PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
