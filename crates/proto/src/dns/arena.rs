@@ -12,7 +12,10 @@ pub struct Names {
     bytes: Vec<u8>,
     /// Where name `n` starts in `bytes`; it ends where `n + 1` starts.
     at: Vec<u32>,
-    index: HashTable<u32>,
+    /// (node, where its name starts): a lookup compares the name with one load. A wire
+    /// name is prefix-free (its label lengths say where it ends), so the bytes at the
+    /// start equal to the name looked up are that whole name.
+    index: HashTable<(u32, u32)>,
 }
 
 impl Names {
@@ -34,7 +37,10 @@ impl Names {
     /// The node named `name` (lower-case wire form), if it exists.
     #[inline]
     pub fn get(&self, name: &[u8]) -> Option<&u32> {
-        self.index.find(hash_name(name), |&n| self.name(n) == name)
+        let bytes = &self.bytes;
+        let same =
+            |&(_, at): &(u32, u32)| bytes.get(at as usize..at as usize + name.len()) == Some(name);
+        self.index.find(hash_name(name), same).map(|(n, _)| n)
     }
 
     pub fn contains_key(&self, name: &[u8]) -> bool {
@@ -56,13 +62,13 @@ impl Names {
         let (bytes, at) = (&self.bytes, &self.at);
         let entry = self.index.entry(
             hash_name(name),
-            |&n| name_in(bytes, at, n) == name,
-            |&m| hash_name(name_in(bytes, at, m)),
+            |&(n, _)| name_in(bytes, at, n) == name,
+            |&(m, _)| hash_name(name_in(bytes, at, m)),
         );
         match entry {
-            hashbrown::hash_table::Entry::Occupied(o) => *o.get(),
+            hashbrown::hash_table::Entry::Occupied(o) => o.get().0,
             hashbrown::hash_table::Entry::Vacant(v) => {
-                v.insert(next);
+                v.insert((next, self.bytes.len() as u32));
                 self.at.push(self.bytes.len() as u32);
                 self.bytes.extend_from_slice(name);
                 next
@@ -73,7 +79,8 @@ impl Names {
     /// Makes the names for which `hide` holds unfindable (they keep their index).
     pub fn hide(&mut self, hide: impl Fn(&[u8]) -> bool) {
         let (bytes, at) = (&self.bytes, &self.at);
-        self.index.retain(|&mut n| !hide(name_in(bytes, at, n)));
+        self.index
+            .retain(|&mut (n, _)| !hide(name_in(bytes, at, n)));
     }
 
     /// Gives back the room kept for growth.
@@ -82,7 +89,7 @@ impl Names {
         self.at.shrink_to_fit();
         let (bytes, at) = (&self.bytes, &self.at);
         self.index
-            .shrink_to_fit(|&m| hash_name(name_in(bytes, at, m)));
+            .shrink_to_fit(|&(m, _)| hash_name(name_in(bytes, at, m)));
     }
 }
 
