@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -49,6 +49,20 @@ bench-xdp: build
 	@uptime
 	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json-file bench-xdp-echo.json
 	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json-file bench-xdp-dns.json
+	@uptime
+
+# The packet-rate study on the veth lab (root), receiver on CPU 0, sender on CPU 1, 3
+# interleaved repetitions: lab sink (every receive mode at 1 and 2 receive queues, 64-byte
+# frames, udp_sink and sockperf sr beside them where installed, perf profile of the
+# receiving CPU), then lab flood (every send mode, trafgen and iperf3 -u, at 64, 512 and
+# 1518-byte frames into an XDP_DROP receiver). Each prints its table and its target lines
+# (met / not met / not measured, with the figures); the load average is printed too.
+SINK_ARGS ?= --server-cpus 0 --client-cpus 1 --repeat 3 --duration 3 --warmup 1
+bench-sink: build
+	@sh mk/deps lab
+	@uptime
+	$(BIN) lab sink --queues 2 --frame 64 $(SINK_ARGS) --json-file bench-sink.json
+	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
 
 lint:

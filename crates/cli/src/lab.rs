@@ -4,6 +4,7 @@
 //! progress on a terminal, writes the results and prints the table.
 
 mod dns;
+mod sink;
 mod stream;
 mod xdp;
 mod zone_load;
@@ -44,6 +45,10 @@ enum LabCommand {
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
+    /// The Red Hat UDP receive study on veth: pps per receive mode by queue count, CPU, drops, perf.
+    Sink(sink::SinkArgs),
+    /// Each flood send mode's pps and CPU per packet at RFC 2544 sizes into an XDP_DROP receiver.
+    Flood(sink::FloodArgs),
     /// DNS servers loading one large zone: time until the first answer and peak memory.
     ZoneLoad(zone_load::ZoneLoadArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
@@ -51,6 +56,9 @@ enum LabCommand {
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
     #[command(hide = true)]
     PlainEcho(PlainEchoArgs),
+    /// Holds an XDP_DROP program on an interface until SIGINT/SIGTERM (lab flood's receiver).
+    #[command(hide = true)]
+    XdpDrop(XdpDropArgs),
 }
 
 /// What every measured run needs.
@@ -141,7 +149,7 @@ struct LadderArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "--proto echo (default):\n\
 Servers: naive, reuseport, steered, tuned, latency (firehose serve \
-profiles), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
+profiles), uring (tuned over io_uring), plain (the lab's one-socket echo), sockperf (sockperf sr).\n\
 Generators: firehose (firehose load), sockperf (sockperf ping-pong, one request in flight).\n\
 Everything runs open loop at --rate (default 10000/s) from one flow, so generators and\n\
 servers are compared at the same rate: CPU per transaction and latency.\n\n\
@@ -162,7 +170,7 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, plain, sockperf or (dns) firehose, knotd, nsd [default: echo
+    /// latency, uring (tuned over io_uring), plain, sockperf or (dns) firehose, knotd, nsd [default: echo
     /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
@@ -193,8 +201,8 @@ struct CompareArgs {
     /// from before a change.
     #[arg(long, value_name = "PATH")]
     firehose_bin: Option<std::path::PathBuf>,
-    /// Compare I/O paths on veth instead: socket, xdp or socket,xdp (echo saturation with
-    /// both generators, busy-polled ping-pong; root).
+    /// Compare I/O paths on veth instead: socket, xdp, uring or a list such as
+    /// socket,xdp,uring (echo saturation with two generators, busy-polled ping-pong; root).
     #[arg(long, value_name = "PATHS")]
     io: Option<String>,
 }
@@ -204,6 +212,13 @@ struct DownArgs {
     /// Also remove those of runs still in progress.
     #[arg(long)]
     all: bool,
+}
+
+#[derive(Debug, Args)]
+struct XdpDropArgs {
+    /// Interface to attach to (in this process's network namespace).
+    #[arg(long, value_name = "NAME")]
+    iface: String,
 }
 
 #[derive(Debug, Args)]
@@ -242,9 +257,12 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Ladder(l) => ladder_cmd(l),
         LabCommand::Compare(c) => compare_cmd(c),
         LabCommand::Stream(s) => stream::run(s),
+        LabCommand::Sink(s) => sink::sink(s),
+        LabCommand::Flood(f) => sink::flood(f),
         LabCommand::ZoneLoad(z) => zone_load::run(z),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
+        LabCommand::XdpDrop(x) => xdp_drop_cmd(x),
     }
 }
 
@@ -285,6 +303,31 @@ fn plain_echo_cmd(p: PlainEchoArgs) -> Result<()> {
         "firehose lab plain-echo: packets_in {} packets_out {} send_errors {}",
         c.packets_in, c.packets_out, c.send_errors
     );
+    Ok(())
+}
+
+/// Attaches the discard program through a BPF link and holds it until a signal: the link
+/// goes with this process however it ends, so the program never outlives the run.
+fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
+    use firehose_sys::xdp::attach::{XdpMode, XdpProg};
+    let stop = stop_flag()?;
+    let ifindex = firehose_sys::ifaddr::ifindex(&x.iface)
+        .map_err(|e| Usage(format!("--iface {}: {e}", x.iface)))?;
+    let prog = XdpProg::load_drop().context("loading the XDP_DROP program")?;
+    let link = prog
+        .attach(ifindex, XdpMode::Native)
+        .or_else(|_| prog.attach(ifindex, XdpMode::Generic))
+        .with_context(|| format!("attaching XDP_DROP to {}", x.iface))?;
+    println!(
+        "firehose lab xdp-drop: program {} drops every packet on {}",
+        prog.id()?,
+        x.iface
+    );
+    let _ = std::io::stdout().flush();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(link);
     Ok(())
 }
 
@@ -374,14 +417,25 @@ fn run_and_print(
     finish_progress();
     let rep = res.map_err(lab_err)?;
     print!("{}", report::table::render(&rep));
-    json.write(&rep)?;
+    write_outputs(&mut json, &rep, r.report.as_deref(), |d| rep.write_dir(d))
+}
+
+/// Writes a run's document where --json/--json-file asked and, with --report DIR, the
+/// pages (`pages`) and a copy of the document there; says where each went.
+fn write_outputs<T: serde::Serialize>(
+    json: &mut JsonOut,
+    doc: &T,
+    report: Option<&std::path::Path>,
+    pages: impl FnOnce(&std::path::Path) -> Result<(), LabError>,
+) -> Result<()> {
+    json.write(doc)?;
     if let Some(p) = json.path() {
         println!("results: {}", p.display());
     }
-    if let Some(dir) = &r.report {
-        rep.write_dir(dir).map_err(lab_err)?;
+    if let Some(dir) = report {
+        pages(dir).map_err(lab_err)?;
         // The directory's copy carries the build, like every document.
-        JsonOut::File(dir.join("results.json")).write(&rep)?;
+        JsonOut::File(dir.join("results.json")).write(doc)?;
         println!("report: {}", dir.join("report.html").display());
     }
     Ok(())

@@ -134,9 +134,12 @@ pub struct LoadArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-    /// I/O path: kernel sockets, or AF_XDP on --iface (root; the target on its link).
+    /// I/O path: kernel sockets, AF_XDP on --iface (root; the target on its link), or
+    /// io_uring on the sockets (one ring per thread).
     #[arg(long = "io", value_enum, default_value = "socket")]
     io: IoArg,
+    #[command(flatten)]
+    uring: crate::uring_args::UringArgs,
     /// Interface to send and receive on with --io xdp.
     #[arg(long)]
     iface: Option<String>,
@@ -297,6 +300,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         )
         .into());
     }
+    let uring = a.uring.setup(a.io == IoArg::Uring)?;
     let xdp = xdp_setup(&a, &cfg, &workload)?;
     let config_doc = ConfigDoc {
         target: target.to_string(),
@@ -316,11 +320,31 @@ pub fn run(a: LoadArgs) -> Result<()> {
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
         spin: a.spin,
-        gso: !a.no_gso && xdp.is_none(),
-        io: if xdp.is_some() { "xdp" } else { "socket" },
+        gso: !a.no_gso && a.io == IoArg::Socket,
+        io: match a.io {
+            IoArg::Socket => "socket",
+            IoArg::Xdp => "xdp",
+            IoArg::Uring => "uring",
+        },
         xdp: xdp.as_ref().map(|(_, s)| s.clone()),
     };
-    let io = xdp.map(|(io, _)| io);
+    let io = match xdp {
+        Some((io, _)) => LoadPath::Xdp(Box::new(io)),
+        None if a.io == IoArg::Uring => {
+            // A DNS query from a query file stays far below 512 bytes.
+            let max_payload = match &workload {
+                Proto::Echo(_) => a.size,
+                Proto::Dns(_) => 512,
+            };
+            LoadPath::Uring(
+                firehose_load::uring::open(&cfg, uring, max_payload).map_err(|e| match e {
+                    LoadError::Kernel(k) => Usage(crate::uring_args::refusal(&k)).into(),
+                    e => load_error(e),
+                })?,
+            )
+        }
+        None => LoadPath::Socket,
+    };
     let report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
@@ -348,7 +372,10 @@ fn xdp_setup(
     cfg: &LoadConfig,
     w: &Proto,
 ) -> Result<Option<(XdpIo, BTreeMap<String, String>)>> {
-    if a.io == IoArg::Socket {
+    if a.io != IoArg::Xdp {
+        if a.io == IoArg::Uring && a.no_gso {
+            return Err(Usage("--no-gso applies only to --io socket".into()).into());
+        }
         let given = [
             (a.iface.is_some(), "--iface"),
             (a.xdp_mode.is_some(), "--xdp-mode"),
@@ -529,10 +556,17 @@ fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
 
 /// Starts the generator (over `xdp` when given, else kernel sockets), prints interval
 /// lines, and summarises.
+/// The path the generator threads take.
+enum LoadPath {
+    Socket,
+    Xdp(Box<XdpIo>),
+    Uring(Vec<firehose_load::uring::UringFlowIo>),
+}
+
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
     cfg: &LoadConfig,
-    xdp: Option<XdpIo>,
+    io: LoadPath,
     make: impl Fn(usize) -> W,
 ) -> Result<LoadReport> {
     let code_namer = make(0);
@@ -550,9 +584,10 @@ fn drive<W: Workload + 'static>(
         firehose_load::validate(cfg).map_err(load_error)?;
         wait_until(at, &stop, a.quiet)?;
     }
-    let run = match xdp {
-        None => firehose_load::start(cfg, make),
-        Some(io) => firehose_load::start_with(cfg, make, vec![io]),
+    let run = match io {
+        LoadPath::Socket => firehose_load::start(cfg, make),
+        LoadPath::Xdp(io) => firehose_load::start_with(cfg, make, vec![*io]),
+        LoadPath::Uring(ios) => firehose_load::start_with(cfg, make, ios),
     }
     .map_err(load_error)?;
     // The wall-clock time of the run's clock zero, to place it among other agents' runs.

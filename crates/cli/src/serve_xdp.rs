@@ -14,6 +14,9 @@ pub enum IoArg {
     /// AF_XDP: an XDP program steers the UDP traffic of this run (to the served port, or the
     /// replies to the generator's ports) to one AF_XDP socket per queue.
     Xdp,
+    /// io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched
+    /// sends, one ring per worker (or generator thread).
+    Uring,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -51,7 +54,7 @@ pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
 /// Flags that apply only with `--io xdp`.
 #[derive(Debug, Args)]
 pub struct XdpArgs {
-    /// I/O path: kernel sockets, or AF_XDP on --iface (root).
+    /// I/O path: kernel sockets, AF_XDP on --iface (root), or io_uring on the sockets.
     #[arg(long = "io", value_enum, default_value = "socket")]
     pub io: IoArg,
     #[command(flatten)]
@@ -205,7 +208,7 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 impl XdpArgs {
     /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
     pub fn config(&self, cfg: &ServeConfig, xdp_profile: bool) -> Result<Option<XdpConfig>, Usage> {
-        if self.io == IoArg::Socket {
+        if self.io != IoArg::Xdp {
             if xdp_profile {
                 return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
             }
@@ -236,17 +239,20 @@ impl XdpArgs {
         }))
     }
 
-    /// Socket-path flags that mean nothing under --io xdp.
+    /// Socket-path flags that mean nothing under --io xdp or --io uring.
     pub fn refuse_socket_only(
         &self,
         rxq_ovfl: Option<bool>,
         workers: Option<usize>,
     ) -> Result<(), Usage> {
-        if self.io != IoArg::Xdp {
+        if self.io == IoArg::Socket {
             return Ok(());
         }
         if rxq_ovfl.is_some() {
             return Err(Usage("--rxq-ovfl applies only to --io socket".into()));
+        }
+        if self.io == IoArg::Uring {
+            return Ok(());
         }
         if workers.is_some() {
             return Err(Usage(

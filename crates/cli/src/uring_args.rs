@@ -1,8 +1,9 @@
-//! The io_uring ring options shared by `sink --io uring` and `flood --io uring`.
+//! The io_uring ring options shared by `sink`, `flood`, `serve` and `load` with `--io uring`.
 
 use crate::args::Usage;
 use clap::Args;
 use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::SysError;
 
 /// IORING_SETUP_* flags of each worker's ring (with `--io uring` only).
 #[derive(Debug, Args, Clone, Copy)]
@@ -33,5 +34,68 @@ impl UringArgs {
             single_issuer: self.single_issuer,
             defer_taskrun: self.defer_taskrun,
         })
+    }
+}
+
+/// The fix for an io_uring refusal, by what was refused and the errno's name; `None` when
+/// the refusal is not io_uring's.
+pub fn uring_hint(what: &str, errno: Option<&str>) -> Option<&'static str> {
+    if !what.contains("io_uring") && !what.contains("IORING") {
+        return None;
+    }
+    Some(match errno {
+        Some("EPERM") | Some("EACCES") if what.contains("SQPOLL") => {
+            " — io_uring is restricted here (SQPOLL may need root, or kernel.io_uring_disabled \
+             is set): drop --sqpoll, run as root, or use --io socket"
+        }
+        Some("EPERM") | Some("EACCES") => {
+            " — io_uring is disabled or restricted: set the sysctl kernel.io_uring_disabled=0 \
+             (with 1, only root or the kernel.io_uring_group may use it), or use --io socket"
+        }
+        Some("ENOSYS") => " — this kernel has no io_uring; use --io socket",
+        Some("EINVAL") | Some("EOPNOTSUPP") => {
+            " — this kernel lacks what --io uring needs (multishot RECVMSG and provided-buffer \
+             rings, Linux 6.0+) or these --sqpoll/--single-issuer/--defer-taskrun flags; \
+             use --io socket"
+        }
+        _ => " — use --io socket",
+    })
+}
+
+/// An io_uring refusal as one line: what the kernel refused, its errno and the fix.
+pub fn refusal(k: &SysError) -> String {
+    let errno = k.errno().map(firehose_sys::errno_name);
+    let hint = uring_hint(&k.what, errno).unwrap_or("");
+    format!("the kernel refused {k}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `errno` as a raw number (EPERM 1, EINVAL 22, ENOSYS 38): the CLI has no libc.
+    fn refused(what: &str, errno: i32) -> String {
+        refusal(&SysError {
+            what: what.into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        })
+    }
+
+    #[test]
+    fn each_refusal_names_the_errno_and_the_fix() {
+        let m = refused("io_uring_setup(flags none, kernel.io_uring_disabled=2)", 1);
+        assert!(
+            m.contains("io_uring_disabled=2") && m.contains("EPERM"),
+            "{m}"
+        );
+        assert!(m.contains("sysctl kernel.io_uring_disabled=0"), "{m}");
+        assert!(m.contains("--io socket") && !m.contains('\n'), "{m}");
+        let m = refused("io_uring_setup(flags SQPOLL)", 1);
+        assert!(m.contains("drop --sqpoll"), "{m}");
+        let m = refused("IORING_OP_RECVMSG multishot (needs Linux 6.0+)", 22);
+        assert!(m.contains("EINVAL") && m.contains("Linux 6.0+"), "{m}");
+        let m = refused("io_uring_setup(flags none)", 38);
+        assert!(m.contains("no io_uring"), "{m}");
+        assert_eq!(uring_hint("bind", Some("EADDRINUSE")), None);
     }
 }

@@ -28,7 +28,8 @@
 //! printout and the stats JSON.
 //!
 //! The first implementation is [`crate::socket_io`] (recvfrom/sendto or
-//! recvmmsg/sendmmsg, blocking with a timeout or busy-polling).
+//! recvmmsg/sendmmsg, blocking with a timeout or busy-polling); [`crate::xdp_io`] and
+//! [`crate::uring_io`] are the others.
 
 use crate::handler::Peer;
 use crate::server::ServeError;

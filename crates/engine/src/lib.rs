@@ -6,7 +6,9 @@
 //! backend is the only part that knows how packets move; the first one is the socket
 //! path ([`socket_io`]: recvfrom or recvmmsg, sendto or sendmmsg), where a request is
 //! handled in the slot it arrived in and the reply leaves from the same slot, so the hot
-//! path neither allocates nor copies beyond what the kernel does.
+//! path neither allocates nor copies beyond what the kernel does. The others are AF_XDP
+//! ([`xdp_io`], [`xdp_backend`]) and io_uring ([`uring_io`]: multishot RECVMSG into
+//! provided buffers, SENDMSG replies from them).
 //!
 //! Socket order and steering: sockets are bound in worker order, and the kernel numbers
 //! a reuseport group in bind order. The steering program returns `cpu % workers`, and
@@ -22,6 +24,7 @@ pub mod server;
 pub mod socket_io;
 mod sockets;
 pub mod stats;
+pub mod uring_io;
 pub mod worker;
 pub mod xdp_backend;
 pub mod xdp_io;
@@ -34,4 +37,5 @@ pub use server::{Applied, ServeError, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
 pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};
+pub use uring_io::UringIo;
 pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};

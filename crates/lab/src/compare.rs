@@ -17,6 +17,7 @@ pub const SERVERS: &[&str] = &[
     "steered",
     "tuned",
     "latency",
+    "uring",
     "plain",
     "sockperf",
 ];
@@ -30,6 +31,7 @@ fn describe(server: &str) -> &'static str {
         "steered" => "firehose serve --profile steered: reuseport + CPU steering + pinning",
         "tuned" => "firehose serve --profile tuned: steered + batches of 64 + PMTUDISC_OMIT",
         "latency" => "firehose serve --profile latency: steered + busy polling + small batches",
+        "uring" => "firehose serve --io uring --profile tuned: the tuned sockets read by a multishot io_uring RECVMSG, replies by batched sends",
         "plain" => "the lab's plain echo: one socket, N threads, recvfrom/sendto (the NTT talk's baseline; answers sockperf framing too)",
         _ => "sockperf sr (sockperf's server)",
     }
@@ -39,6 +41,13 @@ fn server_kind(server: &str, workers: usize) -> ServerKind {
     match server {
         "plain" => ServerKind::PlainEcho { threads: workers },
         "sockperf" => ServerKind::Sockperf,
+        "uring" => ServerKind::Firehose {
+            flags: ["--io", "uring", "--profile", "tuned", "--workers"]
+                .iter()
+                .map(|f| f.to_string())
+                .chain([workers.to_string()])
+                .collect(),
+        },
         profile => ServerKind::Firehose {
             flags: vec![
                 "--profile".into(),

@@ -83,6 +83,12 @@ pub const STEPS: &[Step] = &[
         true,
     ),
     step(
+        "uring",
+        "beyond the talk: io_uring (serve --io uring: the same sockets read by a multishot \
+         RECVMSG into provided buffers, replies by batched SEND)",
+        false,
+    ),
+    step(
         "xdp",
         "beyond the talk: AF_XDP (serve --io xdp --profile xdp: an XDP program steers the \
          port to one AF_XDP socket per queue, replies built in place)",
@@ -211,6 +217,9 @@ pub fn server_for(
     push("--batch", if at("batch") { "64" } else { "1" });
     push("--busy-poll", if at("busy-poll") { "50" } else { "0" });
     push("--pmtudisc", if at("pmtu-do") { "do" } else { "default" });
+    if at("uring") {
+        push("--io", "uring");
+    }
     ServerKind::Firehose { flags }
 }
 
@@ -276,6 +285,21 @@ mod tests {
     }
 
     #[test]
+    fn the_uring_rung_is_every_app_step_over_io_uring() {
+        let s = |n: &str| STEPS[position(n).unwrap()];
+        assert_eq!(
+            flags(server_for(&s("uring"), 2, &[], None)),
+            "--workers 2 --sockets reuseport --steer cpu --cpus auto --batch 64 --busy-poll 50 \
+             --pmtudisc do --io uring"
+        );
+        assert!(!s("uring").needs_veth);
+        assert!(!flags(server_for(&s("rp-filter-off"), 1, &[], None)).contains("uring"));
+        // A busy poll that hurt is left out of the uring rung too.
+        assert!(flags(server_for(&s("uring"), 1, &["busy-poll"], None))
+            .contains("--busy-poll 0 --pmtudisc do --io uring"));
+    }
+
+    #[test]
     fn a_reverted_step_is_left_out_of_later_steps() {
         let s = |n: &str| STEPS[position(n).unwrap()];
         assert_eq!(
@@ -301,7 +325,7 @@ mod tests {
     #[test]
     fn selection() {
         let (all, skipped) = select(None, Kind::Loopback).unwrap();
-        assert_eq!(all.len(), 7);
+        assert_eq!(all.len(), 8, "the app steps and uring");
         assert_eq!(
             skipped.len(),
             5,

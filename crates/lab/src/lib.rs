@@ -27,6 +27,7 @@ pub mod runner;
 pub mod sample;
 pub mod server;
 pub mod session;
+pub mod sink_study;
 pub mod sockperf;
 pub mod stats;
 pub mod stream_matrix;

@@ -1,4 +1,5 @@
-//! `lab compare --io socket,xdp`: the kernel socket path against AF_XDP on the veth
+//! `lab compare --io socket,xdp,uring`: the kernel socket path against AF_XDP (and io_uring
+//! on the same sockets) on the veth
 //! topology, server on one CPU and generator on another, repetitions interleaved (every cell
 //! once per repetition, in turn), medians with min-max.
 //!
@@ -36,14 +37,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The server paths `--io` names.
-pub const IOS: &[&str] = &["socket", "xdp"];
+pub const IOS: &[&str] = &["socket", "xdp", "uring"];
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct XdpCompareOptions {
     /// The `firehose` binary.
     pub bin: PathBuf,
-    /// Server paths to include ("socket", "xdp").
+    /// Server paths to include ("socket", "xdp", "uring").
     pub ios: Vec<String>,
     pub repetitions: usize,
     pub duration_s: u64,
@@ -165,6 +166,16 @@ pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str, dns: Option<&DnsFile
         v.extend(s(extra));
         ServerCmd::Firehose(v)
     };
+    let uring_srv = |profile: &str| {
+        ServerCmd::Firehose(s(&[
+            "--io",
+            "uring",
+            "--profile",
+            profile,
+            "--workers",
+            "1",
+        ]))
+    };
     let cell = |group, name: &str, server, driver| Cell {
         group,
         name: name.into(),
@@ -202,6 +213,20 @@ pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str, dns: Option<&DnsFile
             sat(&[]),
         ));
     }
+    if want("uring") {
+        out.push(cell(
+            "echo",
+            "serve uring tuned <- load xdp",
+            uring_srv("tuned"),
+            sat(&load_xdp),
+        ));
+        out.push(cell(
+            "echo",
+            "serve uring tuned <- load socket",
+            uring_srv("tuned"),
+            sat(&[]),
+        ));
+    }
     if want("socket") {
         out.push(cell(
             "rtt",
@@ -216,6 +241,14 @@ pub fn cells(o: &XdpCompareOptions, sdev: &str, cdev: &str, dns: Option<&DnsFile
             "ping-pong xdp (busy poll) <- load xdp --spin",
             xdp_srv(&["--busy-poll", "50"]),
             rtt(&load_xdp),
+        ));
+    }
+    if want("uring") {
+        out.push(cell(
+            "rtt",
+            "ping-pong uring (busy poll) <- load socket --spin",
+            uring_srv("latency"),
+            rtt(&[]),
         ));
     }
     if let Some(f) = dns {
@@ -681,11 +714,18 @@ pub fn table(rows: &[Row]) -> String {
         _ => "-".into(),
     };
     // (label, row, baseline row): throughput and cost of one server against another.
-    let mut servers = vec![(
-        "server xdp / socket tuned (same generator)".to_string(),
-        "serve xdp <- load xdp".to_string(),
-        "serve socket tuned <- load xdp".to_string(),
-    )];
+    let mut servers = vec![
+        (
+            "server xdp / socket tuned (same generator)".to_string(),
+            "serve xdp <- load xdp".to_string(),
+            "serve socket tuned <- load xdp".to_string(),
+        ),
+        (
+            "server uring / socket tuned (same generator)".to_string(),
+            "serve uring tuned <- load xdp".to_string(),
+            "serve socket tuned <- load xdp".to_string(),
+        ),
+    ];
     for driver in ["load xdp", "dnsperf"] {
         for peer in ["knot xdp", "knot socket"] {
             servers.push((

@@ -47,6 +47,17 @@ pub enum FloodIo {
 }
 
 impl FloodIo {
+    /// Every mode, in the order reports list them (the lab iterates over this: a new mode
+    /// belongs here too).
+    pub const ALL: &'static [FloodIo] = &[
+        FloodIo::Sendto,
+        FloodIo::Sendmmsg,
+        FloodIo::Gso,
+        FloodIo::Uring,
+        FloodIo::Packet,
+        FloodIo::Xdp,
+    ];
+
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {

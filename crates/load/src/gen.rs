@@ -14,6 +14,7 @@ use crate::io::{open_flow, FlowIo, SocketIo};
 use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
+use firehose_sys::socket::UdpSock;
 use firehose_sys::{cpu, SysError};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -214,13 +215,8 @@ where
     F: Fn(usize) -> W,
 {
     validate(cfg)?;
-    // Open all sockets first, so a bad target or missing route fails before any thread runs.
-    let mut per_thread: Vec<Vec<_>> = (0..cfg.threads).map(|_| Vec::new()).collect();
-    for f in 0..cfg.flows {
-        per_thread[f % cfg.threads].push(open_flow(&cfg.target)?);
-    }
     let mut ios = Vec::new();
-    for socks in per_thread {
+    for socks in open_flows(cfg)? {
         let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
         let open_loop = cfg.rate.is_some();
         ios.push(SocketIo::new(
@@ -228,6 +224,16 @@ where
         )?);
     }
     start_with(cfg, make, ios)
+}
+
+/// Opens every flow's connected socket, dealt to the threads in turn: all before any thread
+/// runs, so a bad target or a missing route fails first.
+pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, LoadError> {
+    let mut per_thread: Vec<Vec<_>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+    for f in 0..cfg.flows {
+        per_thread[f % cfg.threads].push(open_flow(&cfg.target)?);
+    }
+    Ok(per_thread)
 }
 
 /// Starts one generator thread per `ios` entry (`cfg.threads` of them), each sending and
@@ -256,6 +262,8 @@ where
                     cpu::pin_current_thread(c)?;
                 }
                 let _ = cpu::set_timer_slack_ns(1);
+                let mut io = io;
+                io.start()?;
                 let mut th = Thread::new(plan, io, workload, &live[t], &stop, started)?;
                 th.cpu = cpu_choice;
                 th.run()
@@ -461,7 +469,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 }
             } else {
                 self.send_due(now);
-                self.io.flush();
+                self.send_errors += self.io.flush() as u64;
             }
             let wait = self.wait_budget(now, drain_until);
             // An empty poll reads no clock: the one taken above is recent enough to expire by.

@@ -38,6 +38,11 @@ pub struct Datagram<'a> {
 
 /// One thread's send/receive path.
 pub trait FlowIo: Send {
+    /// Called once inside the generator's thread (after pinning) before any other call:
+    /// state that belongs to the thread (an io_uring with SINGLE_ISSUER) is made here.
+    fn start(&mut self) -> Result<(), LoadError> {
+        Ok(())
+    }
     /// Flows this thread sends on.
     fn flows(&self) -> usize;
     /// The most requests the next `send` takes (may reclaim sent buffers first).
@@ -48,8 +53,11 @@ pub trait FlowIo: Send {
     fn queue(&mut self, k: usize, len: usize);
     /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
     fn send(&mut self, flow: usize) -> Sent;
-    /// Makes everything `send` queued leave: called once per round of sends.
-    fn flush(&mut self) {}
+    /// Makes everything `send` queued leave: called once per round of sends. Returns the
+    /// requests the kernel refused that `send` could not report yet.
+    fn flush(&mut self) -> usize {
+        0
+    }
     /// Why the kernel refused GSO on `flow`, once it has.
     fn gso_refusal(&self, flow: usize) -> Option<String>;
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many

@@ -15,6 +15,7 @@ pub mod merge;
 pub mod report;
 pub mod sink;
 pub mod table;
+pub mod uring;
 pub mod workload;
 pub mod xdp;
 

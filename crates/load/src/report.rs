@@ -87,7 +87,7 @@ pub struct LoadReport {
     pub client_cpu_util: f64,
     pub client_syscalls_per_txn: Option<f64>,
     /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly),
-    /// "sendmmsg", or "af_xdp" (frames on AF_XDP tx rings).
+    /// "sendmmsg", "af_xdp" (frames on AF_XDP tx rings) or "io_uring" (IORING_OP_SEND).
     pub send_path: String,
     /// Why the kernel refused GSO, when it did.
     pub gso_error: Option<String>,
@@ -266,6 +266,8 @@ pub fn summarize(
         client_syscalls_per_txn: per_txn(syscalls as f64),
         send_path: if results.iter().any(|r| r.io == "af_xdp") {
             "af_xdp"
+        } else if results.iter().any(|r| r.io == "io_uring") {
+            "io_uring"
         } else if gso_sends > 0 {
             "gso"
         } else {

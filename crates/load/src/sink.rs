@@ -48,6 +48,18 @@ pub enum SinkIo {
 }
 
 impl SinkIo {
+    /// Every mode, in the order reports list them (the lab iterates over this: a new mode
+    /// belongs here too).
+    pub const ALL: &'static [SinkIo] = &[
+        SinkIo::Recv,
+        SinkIo::Recvfrom,
+        SinkIo::Recvmsg,
+        SinkIo::Recvmmsg,
+        SinkIo::Uring,
+        SinkIo::Packet,
+        SinkIo::Xdp,
+    ];
+
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {

@@ -358,7 +358,7 @@ impl FlowIo for XdpIo {
         out
     }
 
-    fn flush(&mut self) {
+    fn flush(&mut self) -> usize {
         let xsk = &self.xsks[0];
         if self.unkicked > 0 && (!xsk.uses_need_wakeup() || xsk.tx.needs_wakeup()) {
             self.syscalls += 1;
@@ -367,6 +367,7 @@ impl FlowIo for XdpIo {
             let _ = xsk.kick_tx();
         }
         self.unkicked = 0;
+        0
     }
 
     fn gso_refusal(&self, _flow: usize) -> Option<String> {

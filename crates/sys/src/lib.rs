@@ -41,7 +41,10 @@ pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod uring;
 pub mod uring_dgram;
+pub mod uring_flows;
+mod uring_pbuf;
 pub mod uring_recv;
+pub mod uring_serve;
 pub mod xdp;
 pub mod zerocopy;
 

@@ -107,6 +107,32 @@ pub(crate) fn storage_to_std(storage: &libc::sockaddr_storage) -> Option<SocketA
     }
 }
 
+/// Reads a `sockaddr_in` or `sockaddr_in6` from bytes as the kernel wrote them (e.g. the
+/// name an io_uring RECVMSG puts in a provided buffer, which carries no alignment); `None`
+/// for another family or a record too short for its family.
+pub fn from_bytes(b: &[u8]) -> Option<SocketAddr> {
+    let u16_at = |i: usize| b.get(i..i + 2).map(|s| [s[0], s[1]]);
+    let u32_at = |i: usize| b.get(i..i + 4).map(|s| [s[0], s[1], s[2], s[3]]);
+    let family = u16::from_ne_bytes(u16_at(0)?) as i32;
+    let port = u16::from_be_bytes(u16_at(2)?);
+    match family {
+        libc::AF_INET => Some(SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::from(u32_at(4)?),
+            port,
+        ))),
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(ip),
+                port,
+                u32::from_ne_bytes(u32_at(4)?),
+                u32::from_ne_bytes(u32_at(24)?),
+            )))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +142,14 @@ mod tests {
         for s in ["127.0.0.1:53", "[::1]:9000", "[fe80::1%2]:7"] {
             let a: SocketAddr = s.parse().unwrap();
             assert_eq!(RawAddr::from_std(&a).to_std(), Some(a));
+            let raw = RawAddr::from_std(&a);
+            // SAFETY: test only; reads the initialised bytes of a live sockaddr_storage.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(raw.as_ptr() as *const u8, raw.len() as usize)
+            };
+            assert_eq!(from_bytes(bytes), Some(a), "{s}");
+            assert_eq!(from_bytes(&bytes[..6]), None, "{s} cut short");
         }
+        assert_eq!(from_bytes(&[0u8; 28]), None, "AF_UNSPEC");
     }
 }

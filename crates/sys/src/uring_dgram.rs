@@ -9,7 +9,8 @@
 
 use crate::mmsg::Flushed;
 use crate::uring::{cqe_err, sq_full, uring_err};
-use crate::uring_recv::{cancel_sync, publish_buffer, Pages};
+use crate::uring_pbuf::BufRing;
+use crate::uring_recv::cancel_sync;
 use crate::SysResult;
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::time::Duration;
@@ -91,11 +92,7 @@ pub struct RecvMsgRing {
     /// Copied by the kernel when the request is prepared (never read afterwards): no name,
     /// no control data, so each buffer holds a 16-byte header and then the payload.
     msghdr: Box<libc::msghdr>,
-    ring_mem: Pages,
-    data: Pages,
-    count: u16,
-    size: usize,
-    tail: u16,
+    bufs: BufRing,
     armed: bool,
     pub stats: RecvMsgStats,
 }
@@ -110,55 +107,31 @@ impl RecvMsgRing {
     /// still counted at their full length (MSG_TRUNC).
     pub fn new(fd: i32, count: u16, size: usize, setup: &UringSetup) -> SysResult<Self> {
         let ring = setup.build(256)?;
-        let count = count.clamp(1, 32768).next_power_of_two();
-        let ring_mem = Pages::new((count as usize * 16).max(4096))?;
-        // SAFETY: ring_mem is page aligned, holds `count` entries and lives in self until after
-        // the ring is dropped.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(ring_mem.ptr as u64, count, BGID, 0)
-        }
-        .map_err(|e| uring_err("io_uring_register(PBUF_RING)", e))?;
+        let bufs = BufRing::register(&ring, BGID, count, size)?;
         // SAFETY: an all-zero msghdr is valid (no name, no iovec, no control).
         let msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-        let mut me = RecvMsgRing {
+        Ok(RecvMsgRing {
             ring,
             fd,
             msghdr,
-            ring_mem,
-            data: Pages::new(count as usize * size)?,
-            count,
-            size,
-            tail: 0,
+            bufs,
             armed: false,
             stats: RecvMsgStats::default(),
-        };
-        for bid in 0..count {
-            me.recycle(bid);
-        }
-        Ok(me)
-    }
-
-    fn recycle(&mut self, bid: u16) {
-        let addr = self.data.ptr.wrapping_add(bid as usize * self.size);
-        publish_buffer(
-            &self.ring_mem,
-            self.count,
-            &mut self.tail,
-            addr,
-            self.size as u32,
-            bid,
-        );
+        })
     }
 
     fn arm(&mut self) -> SysResult<()> {
-        let entry = opcode::RecvMsgMulti::new(types::Fd(self.fd), &*self.msghdr, BGID)
-            .flags(libc::MSG_TRUNC as u32)
-            .build()
-            .user_data(RECV_UD);
-        // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and waits
-        // for it before they are freed.
-        unsafe { self.ring.submission().push(&entry) }.map_err(|_| sq_full())?;
+        // SAFETY: the msghdr and the buffers live in self; Drop cancels the request and
+        // waits for it before they are freed.
+        unsafe {
+            crate::uring_pbuf::push_recvmsg_multi(
+                &mut self.ring,
+                self.fd,
+                &self.msghdr,
+                BGID,
+                RECV_UD,
+            )
+        }?;
         self.armed = true;
         self.stats.arms += 1;
         Ok(())
@@ -171,14 +144,8 @@ impl RecvMsgRing {
             self.arm()?;
         }
         if self.ring.completion().is_empty() {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
             self.stats.enters += 1;
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
-                Err(e) => return Err(uring_err("io_uring_enter", e)),
-            }
+            crate::uring_pbuf::enter(&self.ring, 1, Some(timeout))?;
         }
         let mut got = 0;
         loop {
@@ -198,14 +165,13 @@ impl RecvMsgRing {
             let Some(bid) = cqueue::buffer_select(flags) else {
                 continue;
             };
-            let off = bid as usize * self.size;
             // SAFETY: the kernel wrote this completion into buffer `bid`, which it does not
             // touch again until recycle() hands it back below.
-            let buf = unsafe { std::slice::from_raw_parts(self.data.ptr.add(off), self.size) };
+            let buf = unsafe { std::slice::from_raw_parts(self.bufs.ptr(bid), self.bufs.size()) };
             let len = types::RecvMsgOut::parse(buf, &self.msghdr)
                 .map(|o| o.incoming_payload_len() as usize)
                 .unwrap_or(0);
-            self.recycle(bid);
+            self.bufs.recycle(bid);
             each(len);
             got += 1;
         }
@@ -215,14 +181,8 @@ impl RecvMsgRing {
 
 impl Drop for RecvMsgRing {
     fn drop(&mut self) {
-        if self.armed && !cancel_sync(&self.ring, RECV_UD) {
-            // The kernel may still write into the buffers: keep them mapped for the life of
-            // the process rather than free them under it.
-            self.data.keep_mapped();
-            self.ring_mem.keep_mapped();
-            return;
-        }
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
+        let idle = !self.armed || cancel_sync(&self.ring, RECV_UD);
+        self.bufs.close(&self.ring, idle);
     }
 }
 

@@ -5,7 +5,7 @@ use super::{lab_err, side_cpus, stop_flag};
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, whole_secs, Cpus, Usage,
 };
-use crate::meta::{JsonArgs, JsonOut};
+use crate::meta::JsonArgs;
 use anyhow::{Context, Result};
 use clap::Args;
 use firehose_lab::session;
@@ -246,14 +246,5 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
     }
     let rep = res.map_err(lab_err)?;
     print!("{}", rep.render_table());
-    json.write(&rep)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    if let Some(dir) = &a.report {
-        rep.write_dir(dir).map_err(lab_err)?;
-        JsonOut::File(dir.join("results.json")).write(&rep)?;
-        println!("report: {}", dir.join("report.html").display());
-    }
-    Ok(())
+    super::write_outputs(&mut json, &rep, a.report.as_deref(), |d| rep.write_dir(d))
 }

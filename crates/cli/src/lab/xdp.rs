@@ -1,4 +1,5 @@
-//! `firehose lab compare --io socket,xdp`: the kernel socket path against AF_XDP on the veth
+//! `firehose lab compare --io socket,xdp,uring`: the kernel socket path against AF_XDP (and
+//! io_uring) on the veth
 //! topology (the work is in `firehose_lab::xdp_compare`). Here: which flags apply, defaults,
 //! and the outputs.
 
@@ -30,12 +31,15 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
     let mut ios = Vec::new();
     for name in io.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !IOS.contains(&name) {
-            return Err(Usage(format!("--io {name}: use socket, xdp or socket,xdp")).into());
+            return Err(Usage(format!(
+                "--io {name}: use socket, xdp, uring or a list such as socket,xdp,uring"
+            ))
+            .into());
         }
         ios.push(name.to_string());
     }
     if ios.is_empty() {
-        return Err(Usage("--io names no path (socket, xdp)".into()).into());
+        return Err(Usage("--io names no path (socket, xdp, uring)".into()).into());
     }
     if r.topology == Some(Kind::Loopback) {
         return Err(Usage(

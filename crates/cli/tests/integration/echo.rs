@@ -10,7 +10,7 @@ fn pattern(n: usize, salt: u8) -> Vec<u8> {
         .collect()
 }
 
-fn check_exact_echo(listen: &str, bind: &str, profile: &[&str]) {
+pub(crate) fn check_exact_echo(listen: &str, bind: &str, profile: &[&str]) {
     let mut args = vec!["--listen", listen, "--workers", "2", "--cpus", "none"];
     args.extend_from_slice(profile);
     let srv = Served::start(&args);

@@ -4,12 +4,13 @@
 //! (and ethtool); skips with a reason otherwise.
 
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, root_or_skip, run, stderr, tempdir, tmp};
+use crate::util::{bin, installed, json_of, root_or_skip, run, stderr, tempdir, tmp, wait_exit};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn ready() -> bool {
+/// Root and ethtool, or a printed reason to skip.
+pub(crate) fn ready() -> bool {
     if !root_or_skip() {
         return false;
     }
@@ -226,17 +227,7 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         .status()
         .unwrap();
     assert!(st.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("lab stream did not exit after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");

@@ -14,7 +14,7 @@ type Scrape = BTreeMap<String, f64>;
 
 /// Starts `serve ARGS` with two workers on a free loopback port, its exit document in
 /// `json` and metrics on another free port, whose address it reads from stdout.
-fn serve_with_metrics(args: &[&str], json: &Path) -> (Served, SocketAddr) {
+pub(crate) fn serve_with_metrics(args: &[&str], json: &Path) -> (Served, SocketAddr) {
     let js = json.display().to_string();
     let mut a = args.to_vec();
     a.extend_from_slice(&[
@@ -42,7 +42,7 @@ fn serve_with_metrics(args: &[&str], json: &Path) -> (Served, SocketAddr) {
 }
 
 /// The body of `GET /metrics`.
-fn scrape_text(addr: SocketAddr) -> String {
+pub(crate) fn scrape_text(addr: SocketAddr) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
     c.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
@@ -52,7 +52,7 @@ fn scrape_text(addr: SocketAddr) -> String {
     text.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
-fn parse(text: &str) -> Scrape {
+pub(crate) fn parse(text: &str) -> Scrape {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
@@ -63,7 +63,7 @@ fn parse(text: &str) -> Scrape {
 }
 
 /// The sum of a counter family over its label sets.
-fn sum(s: &Scrape, family: &str) -> u64 {
+pub(crate) fn sum(s: &Scrape, family: &str) -> u64 {
     s.iter()
         .filter(|(k, _)| k.as_str() == family || k.starts_with(&format!("{family}{{")))
         .map(|(_, v)| *v as u64)

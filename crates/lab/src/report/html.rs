@@ -13,7 +13,8 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+/// A table of `rows` under `headers`, every cell escaped.
+pub fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut t = String::from("<table>\n<tr>");
     for c in headers {
         t.push_str(&format!("<th>{}</th>", esc(c)));
@@ -29,6 +30,22 @@ fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     t.push_str("</table>\n");
     t
 }
+
+/// The start of a plain report page (`lab stream`, `lab sink`): head, shared style, the
+/// title as heading; the caller appends the body and [`PAGE_END`].
+pub fn page_start(title: &str) -> String {
+    let t = esc(title);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{t}</title>\n\
+         <style>body{{font-family:sans-serif;margin:24px;color:#222}}\
+         table{{border-collapse:collapse;font-size:13px}}\
+         td,th{{border:1px solid #bbb;padding:3px 6px;text-align:left}}th{{background:#eee}}\
+         .charts{{display:flex;flex-wrap:wrap;gap:12px}}</style>\n</head><body>\n<h1>{t}</h1>\n"
+    )
+}
+
+/// The end of a page begun with [`page_start`].
+pub const PAGE_END: &str = "</body></html>\n";
 
 /// Renders the page.
 pub fn render(rep: &LabReport) -> LabResult<String> {

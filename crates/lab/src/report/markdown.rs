@@ -8,6 +8,20 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// A Markdown table of `rows` under `headers`, `|` in cells escaped.
+pub fn md_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        headers.join(" | "),
+        "---|".repeat(headers.len())
+    );
+    for r in rows {
+        let cells: Vec<String> = r.iter().map(|c| esc(c)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
 /// The NTT talk's `sar -u ALL -P ALL` view with NET_RX and softnet beside it, per row.
 fn per_cpu(rep: &LabReport) -> String {
     let mut out = format!(

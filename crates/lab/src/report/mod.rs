@@ -188,6 +188,13 @@ fn write(path: &Path, text: &str) -> LabResult<()> {
     std::fs::write(path, text).map_err(|e| LabError::io(path.display(), e))
 }
 
+/// Writes `report.md` and `report.html` into `dir` (created if needed).
+pub fn write_pages(dir: &Path, markdown: &str, html: &str) -> LabResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir.display(), e))?;
+    write(&dir.join("report.md"), markdown)?;
+    write(&dir.join("report.html"), html)
+}
+
 impl LabReport {
     /// The JSON document.
     pub fn to_json(&self) -> String {

@@ -5,10 +5,11 @@
 use super::trial::{Engine, MatrixTrial};
 use super::{cell_name, BlockRecord, Profile, StreamMatrixOptions};
 use crate::env::Environment;
-use crate::report::html::esc;
-use crate::report::{charts, num, range};
+use crate::report::html::{esc, html_table, page_start, PAGE_END};
+use crate::report::markdown::md_table;
+use crate::report::{charts, num, range, write_pages};
 use crate::stats::Summary;
-use crate::{LabError, LabResult};
+use crate::LabResult;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -310,15 +311,9 @@ impl StreamMatrixReport {
         for l in self.preamble() {
             let _ = writeln!(s, "- {l}");
         }
-        let h = Self::HEADERS;
-        let _ = writeln!(s, "\n| {} |\n|{}", h.join(" | "), "---|".repeat(h.len()));
-        for r in &self.rows {
-            let c: Vec<String> = Self::cells(r)
-                .iter()
-                .map(|c| c.replace('|', "\\|"))
-                .collect();
-            let _ = writeln!(s, "| {} |", c.join(" | "));
-        }
+        let rows: Vec<Vec<String>> = self.rows.iter().map(Self::cells).collect();
+        s.push('\n');
+        s.push_str(&md_table(&Self::HEADERS, &rows));
         s.push_str("\n## Ranking by ROI\n\n| rank | cell | ROI | Gbit/s |\n|---|---|---|---|\n");
         for r in &self.ranking {
             let _ = writeln!(
@@ -367,8 +362,7 @@ impl StreamMatrixReport {
             "ROI = (Gbit/s)^2 / CPU",
             "Gbit/s^2 per core",
         )?;
-        let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>firehose lab stream</title>\n");
-        h.push_str("<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px;text-align:left}th{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:12px}</style>\n</head><body>\n<h1>firehose lab stream</h1>\n");
+        let mut h = page_start("firehose lab stream");
         for l in self.preamble() {
             let _ = writeln!(h, "<p>{}</p>", esc(&l));
         }
@@ -376,19 +370,10 @@ impl StreamMatrixReport {
             h,
             "<div class=\"charts\"><div>{tp}</div><div>{cpu}</div><div>{roi}</div></div>"
         );
-        h.push_str("<h2>Cells</h2>\n<table><tr>");
-        for c in Self::HEADERS {
-            let _ = write!(h, "<th>{}</th>", esc(c));
-        }
-        h.push_str("</tr>\n");
-        for r in &self.rows {
-            h.push_str("<tr>");
-            for c in Self::cells(r) {
-                let _ = write!(h, "<td>{}</td>", esc(&c));
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n<h2>Ranking by ROI</h2>\n<ol>\n");
+        let rows: Vec<Vec<String>> = self.rows.iter().map(Self::cells).collect();
+        h.push_str("<h2>Cells</h2>\n");
+        h.push_str(&html_table(&Self::HEADERS, &rows));
+        h.push_str("<h2>Ranking by ROI</h2>\n<ol>\n");
         for r in &self.ranking {
             let _ = writeln!(
                 h,
@@ -406,20 +391,14 @@ impl StreamMatrixReport {
         for b in &self.blocks {
             let _ = writeln!(h, "<li>{}</li>", esc(&block_line(b)));
         }
-        h.push_str("</ul>\n</body></html>\n");
+        h.push_str("</ul>\n");
+        h.push_str(PAGE_END);
         Ok(h)
     }
 
-    /// Writes results.json, report.md and report.html into `dir`.
+    /// Writes report.md and report.html into `dir`.
     pub fn write_dir(&self, dir: &Path) -> LabResult<()> {
-        std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir.display(), e))?;
-        let w = |name: &str, text: &str| {
-            let p = dir.join(name);
-            std::fs::write(&p, text).map_err(|e| LabError::io(p.display(), e))
-        };
-        w("report.md", &self.render_markdown())?;
-        w("report.html", &self.render_html()?)?;
-        Ok(())
+        write_pages(dir, &self.render_markdown(), &self.render_html()?)
     }
 }
 

@@ -38,6 +38,17 @@ fn cells_follow_the_asked_paths() {
         args.ends_with(&s(&["--io", "xdp", "--iface", "c0"])),
         "{args:?}"
     );
+    let uring = cells(&opts(&["uring"]), "s0", "c0", None);
+    assert_eq!(
+        names(uring.clone()),
+        [
+            "serve uring tuned <- load xdp",
+            "serve uring tuned <- load socket",
+            "ping-pong uring (busy poll) <- load socket --spin"
+        ]
+    );
+    assert!(uring.iter().all(|c| matches!(&c.server,
+        ServerCmd::Firehose(f) if f.starts_with(&s(&["--io", "uring", "--profile"])))));
     let f = DnsFiles {
         zone: "z".into(),
         queries: "q".into(),

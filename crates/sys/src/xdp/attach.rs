@@ -6,7 +6,7 @@
 //! any reason, SIGKILL included. A link cannot be replaced through netlink, which is also what
 //! keeps a second server from silently taking over a running one's interface.
 
-use super::prog::{udp_redirect, UdpMatch, PROG_NAME};
+use super::prog::{drop_all, pass_all, udp_redirect, UdpMatch, DROP_PROG_NAME, PROG_NAME};
 use crate::bpf::{bpf_call, prog_load};
 use crate::{SysError, SysResult};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -138,11 +138,19 @@ impl XdpProg {
     /// A program named `name` that passes every packet: what another tool's program looks
     /// like to [`prog_info`], for tests of the foreign-program rules.
     pub fn load_pass(name: &str) -> SysResult<Self> {
-        let insns = [
-            crate::bpf::Insn::new(0xb7, 0, 0, 0, 2), // r0 = XDP_PASS
-            crate::bpf::Insn::new(0x95, 0, 0, 0, 0), // exit
-        ];
-        let fd = prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, &insns, name, "XDP")?;
+        let fd = prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, &pass_all(), name, "XDP")?;
+        Ok(XdpProg { fd })
+    }
+
+    /// The discard program ([`drop_all`]), named [`DROP_PROG_NAME`].
+    pub fn load_drop() -> SysResult<Self> {
+        let fd = prog_load(
+            BPF_PROG_TYPE_XDP,
+            BPF_XDP,
+            &drop_all(),
+            DROP_PROG_NAME,
+            "XDP",
+        )?;
         Ok(XdpProg { fd })
     }
 

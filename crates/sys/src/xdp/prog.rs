@@ -51,6 +51,7 @@ impl UdpMatch {
     }
 }
 
+const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
@@ -229,12 +230,42 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     a.finish()
 }
 
+/// The name of the discard program, as `bpftool prog` and `ip link` show it.
+pub const DROP_PROG_NAME: &str = "fh_xdp_drop";
+
+/// `r0 = action; exit`: a program that ends every packet with one verdict.
+pub fn verdict(action: i32) -> Vec<Insn> {
+    vec![
+        Insn::new(MOV64_K, 0, 0, 0, action),
+        Insn::new(0x95, 0, 0, 0, 0), // exit
+    ]
+}
+
+/// Drops every packet at the driver (XDP_DROP): a receiver that costs nothing, so a
+/// sender's rate is never bound by whoever reads its packets (`lab flood`).
+pub fn drop_all() -> Vec<Insn> {
+    verdict(XDP_DROP)
+}
+
+/// Passes every packet to the stack (XDP_PASS).
+pub fn pass_all() -> Vec<Insn> {
+    verdict(XDP_PASS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn prog(v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> Vec<Insn> {
         udp_redirect(&UdpMatch::to(5353, v4, v6), 7)
+    }
+
+    #[test]
+    fn the_drop_program_is_two_instructions_returning_xdp_drop() {
+        let p = drop_all();
+        assert_eq!(p, verdict(1));
+        assert_eq!(p.len(), 2);
+        assert_ne!(pass_all(), p);
     }
 
     #[test]

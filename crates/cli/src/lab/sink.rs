@@ -1,0 +1,270 @@
+//! `firehose lab sink` and `firehose lab flood`: the packet-rate study on the veth topology
+//! (the work is in `firehose_lab::sink_study`). Here: flags, defaults, the outputs.
+
+use super::{lab_err, side_cpus, stop_flag};
+use crate::args::{
+    parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
+};
+use crate::meta::JsonArgs;
+use anyhow::{Context, Result};
+use clap::Args;
+use firehose_lab::session;
+use firehose_lab::sink_study::{
+    self, SinkStudyReport, Study, StudyOptions, Subject, RFC2544_FRAMES,
+};
+use firehose_load::flood::FloodIo;
+use firehose_load::sink::SinkIo;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What both studies take.
+#[derive(Debug, Args)]
+pub(super) struct Common {
+    /// Modes to run, comma-separated, or all [default: all].
+    #[arg(long, value_name = "MODES")]
+    modes: Option<String>,
+    /// Peers to run beside firehose where installed, comma-separated, or none [default: all].
+    #[arg(long, value_name = "PEERS")]
+    peers: Option<String>,
+    /// Runs of each cell, interleaved (every cell once, then again).
+    #[arg(long, default_value = "3", value_parser = parse_positive)]
+    repeat: usize,
+    /// Measured time per run, whole seconds, e.g. 3, 5s.
+    #[arg(short = 't', long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
+    duration: Duration,
+    /// Sending before the measured window, whole seconds, 0 for none.
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
+    warmup: Duration,
+    /// CPUs of the receiver (it runs on the first), or auto: the first allowed CPU
+    /// [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    server_cpus: Option<Cpus>,
+    /// CPUs of the sender, or auto: the allowed CPUs the receiver does not use [default: auto].
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    client_cpus: Option<Cpus>,
+    #[command(flatten)]
+    json: JsonArgs,
+    /// Also write report.md and report.html (SVG charts) into this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Receive modes: those of firehose sink (recv, recvfrom, recvmsg, recvmmsg, \
+uring, packet, ...).\nPeers: udp_sink (the Red Hat article's receiver, --recvmsg; not packaged: \
+build it from\nnetoptimizer/network-testing, `make` in src/, and put it on PATH), sockperf \
+(sockperf sr,\nthe receiving side of its throughput mode). Each is fed by firehose flood --io \
+sendmmsg with\none thread per receive queue; after the repetitions, one more run per mode at the \
+largest\nqueue count samples the receiving CPU with perf (cpu-clock) for its top kernel symbols.\n\n\
+EXAMPLES:\n  \
+  firehose lab sink --queues 2 --repeat 3 --duration 3\n  \
+  firehose lab sink --queues 1 --modes recvmsg,recvmmsg --repeat 1 --duration 1 --no-profile"
+)]
+pub(super) struct SinkArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Receive queue counts to run, 1..N [default: the number of allowed CPUs].
+    #[arg(long, value_parser = parse_positive)]
+    queues: Option<usize>,
+    /// Frame size on the wire of the flood (RFC 2544).
+    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_positive)]
+    frame: usize,
+    /// Do not sample the receiving CPU with perf.
+    #[arg(long)]
+    no_profile: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Send modes: those of firehose flood (sendto, sendmmsg, gso, uring, packet, \
+...).\nPeers: trafgen (netsniff-ng: AF_PACKET, qdisc bypassed), iperf3 (iperf3 -u -b 0; it needs \
+its TCP\ncontrol connection, so its cells run with its own server instead of the XDP_DROP \
+receiver).\n\n\
+EXAMPLES:\n  \
+  firehose lab flood --repeat 3 --duration 3\n  \
+  firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repeat 1"
+)]
+pub(super) struct FloodArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Frame sizes on the wire, comma-separated, of the RFC 2544 sizes.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        value_delimiter = ',',
+        default_value = "64,128,256,512,1024,1280,1518"
+    )]
+    frames: Vec<usize>,
+}
+
+/// A comma list of names from `all`, or all of them.
+fn pick(flag: &str, text: Option<&str>, all: &[&str]) -> Result<Vec<String>> {
+    let Some(text) = text else {
+        return Ok(all.iter().map(|s| s.to_string()).collect());
+    };
+    if text == "all" {
+        return pick(flag, None, all);
+    }
+    if text == "none" && flag == "--peers" {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<String> = Vec::new();
+    for w in text.split(',').map(str::trim) {
+        if !all.contains(&w) {
+            return Err(Usage(format!(
+                "{flag}: unknown value '{w}' (valid: {}, or all)",
+                all.join(", ")
+            ))
+            .into());
+        }
+        if !out.iter().any(|x| x == w) {
+            out.push(w.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn whole_s(flag: &str, d: Duration) -> Result<u64> {
+    if d.subsec_nanos() != 0 {
+        return Err(Usage(format!("{flag}: whole seconds only (e.g. 3)")).into());
+    }
+    Ok(d.as_secs())
+}
+
+/// The options both studies share; `modes` and `peers` already picked.
+fn options(
+    c: &Common,
+    study: Study,
+    modes: Vec<String>,
+    peers: Vec<Subject>,
+) -> Result<StudyOptions> {
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let p = session::placement(
+        side_cpus("--server-cpus", &c.server_cpus)?,
+        side_cpus("--client-cpus", &c.client_cpus)?,
+        &allowed,
+    )
+    .map_err(lab_err)?;
+    let duration_s = whole_s("--duration", c.duration)?;
+    if duration_s == 0 {
+        return Err(Usage("--duration: at least 1 second".into()).into());
+    }
+    Ok(StudyOptions {
+        study,
+        bin: std::env::current_exe().context("locating the firehose binary")?,
+        modes,
+        peers,
+        queues: vec![1],
+        frames: vec![64],
+        repetitions: c.repeat,
+        duration_s,
+        warmup_s: whole_s("--warmup", c.warmup)?,
+        server_cpu: p.server_cpus[0],
+        client_cpus: p.client_cpus,
+        profile: false,
+        workdir: std::env::temp_dir().join(format!(
+            "firehose-lab-{}-{}",
+            sink_study::study_name(study),
+            std::process::id()
+        )),
+    })
+}
+
+fn root_or_usage(what: &str) -> Result<()> {
+    if !firehose_sys::cpu::is_root() {
+        return Err(Usage(format!(
+            "lab {what} needs root: it creates network namespaces and a veth pair"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Runs `firehose lab sink`.
+pub(super) fn sink(a: SinkArgs) -> Result<()> {
+    root_or_usage("sink")?;
+    let names: Vec<&str> = SinkIo::ALL.iter().map(|m| m.name()).collect();
+    let modes = pick("--modes", a.common.modes.as_deref(), &names)?;
+    let peers = pick(
+        "--peers",
+        a.common.peers.as_deref(),
+        &["udp_sink", "sockperf"],
+    )?
+    .iter()
+    .map(|p| {
+        if p == "udp_sink" {
+            Subject::UdpSink
+        } else {
+            Subject::Sockperf
+        }
+    })
+    .collect();
+    if !RFC2544_FRAMES.contains(&a.frame) {
+        return Err(Usage(format!(
+            "--frame {}: RFC 2544 sizes are 64, 128, 256, 512, 1024, 1280, 1518",
+            a.frame
+        ))
+        .into());
+    }
+    let mut o = options(&a.common, Study::Sink, modes, peers)?;
+    let n = a
+        .queues
+        .unwrap_or_else(|| firehose_sys::cpu::allowed_cpus().map_or(1, |c| c.len()));
+    if n > 64 {
+        return Err(Usage(format!("--queues {n}: at most 64")).into());
+    }
+    o.queues = (1..=n).collect();
+    o.frames = vec![a.frame];
+    o.profile = !a.no_profile;
+    run(&a.common, o, &names)
+}
+
+/// Runs `firehose lab flood`.
+pub(super) fn flood(a: FloodArgs) -> Result<()> {
+    root_or_usage("flood")?;
+    let names: Vec<&str> = FloodIo::ALL.iter().map(|m| m.name()).collect();
+    let modes = pick("--modes", a.common.modes.as_deref(), &names)?;
+    let peers = pick("--peers", a.common.peers.as_deref(), &["trafgen", "iperf3"])?
+        .iter()
+        .map(|p| {
+            if p == "trafgen" {
+                Subject::Trafgen
+            } else {
+                Subject::Iperf3
+            }
+        })
+        .collect();
+    for f in &a.frames {
+        if !RFC2544_FRAMES.contains(f) {
+            return Err(Usage(format!(
+                "--frames {f}: RFC 2544 sizes are 64, 128, 256, 512, 1024, 1280, 1518"
+            ))
+            .into());
+        }
+    }
+    let mut o = options(&a.common, Study::Flood, modes, peers)?;
+    o.frames = a.frames.clone();
+    run(&a.common, o, &names)
+}
+
+fn run(c: &Common, o: StudyOptions, available: &[&str]) -> Result<()> {
+    let mut json = c.json.open()?;
+    let stop = stop_flag()?;
+    let id = firehose_lab::topology::run_id(None);
+    let out = sink_study::run(&o, &id, &stop);
+    let _ = std::fs::remove_dir_all(&o.workdir);
+    let out = out.map_err(lab_err)?;
+    let rep = SinkStudyReport::build(
+        o.study,
+        out,
+        &o.queues,
+        available,
+        o.server_cpu,
+        o.client_cpus.clone(),
+        o.repetitions,
+        o.duration_s,
+    );
+    print!("{}", rep.render_table());
+    super::write_outputs(&mut json, &rep, c.report.as_deref(), |d| rep.write_dir(d))
+}

@@ -1,0 +1,297 @@
+//! The flags of `firehose serve` and how they merge with a profile into a configuration.
+
+use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
+use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use firehose_engine::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The protocol a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Proto {
+    /// Send every datagram back to its sender, byte for byte.
+    Echo,
+    /// Answer DNS queries authoritatively from the --zone files.
+    Dns,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SocketsArg {
+    Shared,
+    Reuseport,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SteerArg {
+    None,
+    Cpu,
+    CpuEbpf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PmtuArg {
+    Default,
+    Dont,
+    Do,
+    Omit,
+}
+
+/// Arguments of `firehose serve`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+#[command(after_help = "Profiles (explicit flags override them):\n  \
+  naive      one shared socket, N threads, recvfrom/sendto (the talk's baseline)\n  \
+  reuseport  one SO_REUSEPORT socket per worker\n  \
+  steered    reuseport + CPU steering (CBPF) + workers pinned 1:1\n  \
+  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
+  latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
+Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
+to a CPU c with c % workers == j, so a packet is read on the CPU that received it.\n\n\
+EXAMPLES:\n  \
+  firehose serve --listen '[::1]:9000' --workers 2\n  \
+  firehose serve --profile naive --interval 1\n  \
+  firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
+  firehose serve --io uring --single-issuer --defer-taskrun --workers 2")]
+pub struct ServeArgs {
+    /// Protocol to serve.
+    #[arg(long, value_enum, default_value = "echo")]
+    pub(super) proto: Proto,
+    /// Zone file (RFC 1035 master file) for --proto dns; repeat for more zones.
+    #[arg(long = "zone", value_name = "FILE")]
+    pub(super) zones: Vec<std::path::PathBuf>,
+    /// Address and port to listen on (IPv4 or [IPv6]); port 0 picks a free one.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9000")]
+    pub(super) listen: String,
+    /// Preset for a step of the NTT ladder [default: tuned], or `xdp` (the default with
+    /// --io xdp): tuned settings for the fallback socket, workers pinned, batches of 64.
+    /// One of: naive, reuseport, steered, tuned, latency, xdp.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub(super) profile: Option<ProfileArg>,
+    /// Worker threads [default: 1].
+    #[arg(long, value_parser = parse_positive)]
+    pub(super) workers: Option<usize>,
+    /// One socket for all workers, or one SO_REUSEPORT socket each.
+    #[arg(long, value_enum)]
+    sockets: Option<SocketsArg>,
+    /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
+    #[arg(long, value_enum)]
+    steer: Option<SteerArg>,
+    /// CPUs of the workers, one each in order: none, auto (1:1 over allowed CPUs) or a CPU
+    /// list like 0-3,6 (formerly --pin).
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    pub(super) cpus: Option<Cpus>,
+    /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
+    #[arg(long, value_parser = parse_positive)]
+    pub(super) batch: Option<usize>,
+    /// SO_BUSY_POLL microseconds; workers then poll instead of sleeping (0 turns it off).
+    #[arg(long)]
+    pub(super) busy_poll: Option<u32>,
+    /// IP_MTU_DISCOVER: kernel default (want), dont (no DF), do (always DF: the kernel
+    /// skips per-packet IP ID work, the talk's step), omit (no DF, IP ID computed).
+    #[arg(long, value_enum)]
+    pmtudisc: Option<PmtuArg>,
+    /// SO_RXQ_OVFL: the socket's drop count on every datagram (a control message per
+    /// packet); drops are read with SO_MEMINFO either way.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub(super) rxq_ovfl: Option<bool>,
+    /// Receive buffer per socket (SO_RCVBUFFORCE as root, else SO_RCVBUF), e.g. 4M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub(super) rcvbuf: Option<usize>,
+    /// Send buffer per socket, e.g. 4M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub(super) sndbuf: Option<usize>,
+    /// Print a counter line every interval (e.g. 1, 500ms).
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(super) interval: Option<Duration>,
+    /// The counters as one JSON document at exit (`--json`: stdout, `--json-file FILE`;
+    /// formerly --stats-json), with a record per --interval.
+    #[command(flatten)]
+    pub(super) json: crate::meta::JsonArgs,
+    /// Stop by itself after this long (otherwise run until SIGINT/SIGTERM).
+    #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(super) duration: Option<Duration>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub(super) metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    pub(super) xdp: XdpArgs,
+    #[command(flatten)]
+    pub(super) uring: crate::uring_args::UringArgs,
+    #[command(flatten)]
+    pub(super) dns: DnsArgs,
+}
+
+/// Options of `--proto dns` beyond the zone files.
+#[derive(Debug, Args)]
+pub(super) struct DnsArgs {
+    /// DNS over TCP on the same address (RFC 7766): on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    pub(super) tcp: bool,
+    /// TCP threads, each an event loop over its share of the connections (at most 4 per
+    /// allowed CPU, as --workers).
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value = "1")]
+    pub(super) tcp_threads: usize,
+    /// TCP connections open at once, all clients together.
+    #[arg(long, value_parser = parse_positive, default_value = "128")]
+    pub(super) tcp_max_conns: usize,
+    /// TCP connections open at once from one client address.
+    #[arg(long, value_parser = parse_positive, default_value = "8")]
+    pub(super) tcp_max_per_client: usize,
+    /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub(super) tcp_idle: Duration,
+    /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
+    pub(super) zone_max_size: usize,
+    /// Response rate limiting: responses per second per client network (/24, /56),
+    /// response kind and name; past it UDP responses are dropped or slipped (off by
+    /// default; TCP is never limited).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    pub(super) rrl: Option<usize>,
+    /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
+    /// over TCP (0 drops them all).
+    #[arg(long, value_name = "N")]
+    pub(super) rrl_slip: Option<u32>,
+    /// Answer NSID requests (RFC 5001) with this identifier (e.g. the host name).
+    #[arg(long, value_name = "TEXT")]
+    pub(super) nsid: Option<String>,
+    /// DNS cookies (RFC 7873, server cookies per RFC 9018): on or off. A query with a
+    /// valid server cookie is exempt from --rrl.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
+    pub(super) cookies: bool,
+    /// The cookie secret, 32 hex digits, shared by servers behind one address
+    /// [default: random at start].
+    #[arg(long, value_name = "HEX", value_parser = parse_secret)]
+    pub(super) cookie_secret: Option<[u8; 16]>,
+    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    #[arg(long, value_name = "PREFIX")]
+    pub(super) allow_transfer: Vec<firehose_proto::dns::Prefix>,
+}
+
+/// A socket-path profile, or `xdp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProfileArg {
+    Socket(Profile),
+    Xdp,
+}
+
+fn parse_profile(s: &str) -> Result<ProfileArg, String> {
+    if s == PROFILE_XDP {
+        return Ok(ProfileArg::Xdp);
+    }
+    s.parse::<Profile>()
+        .map(ProfileArg::Socket)
+        .map_err(|e| e.replace(")", ", xdp)"))
+}
+
+impl ServeArgs {
+    /// Merges the profile preset with explicit flags.
+    pub(super) fn config(&self) -> Result<ServeConfig> {
+        let listen: SocketAddr = self.listen.parse().map_err(|_| {
+            Usage(format!(
+                "--listen '{}' is not an address:port (examples: 127.0.0.1:9000, [::1]:9000)",
+                self.listen
+            ))
+        })?;
+        let workers = self.workers.unwrap_or(1);
+        check_threads("--workers", workers)?;
+        check_threads("--tcp-threads", self.dns.tcp_threads)?;
+        self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
+        let base = match self.profile {
+            // --io xdp without a profile takes the xdp profile's socket settings.
+            None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
+            // The fast configuration unless asked otherwise (before 0.2 it was naive).
+            None => Profile::Tuned,
+            Some(ProfileArg::Socket(p)) => p,
+            // The fallback socket gets the tuned settings; workers pinned, batches of 64.
+            Some(ProfileArg::Xdp) => Profile::Tuned,
+        };
+        let mut cfg = ServeConfig::profile(base, listen, workers);
+        if self.xdp.io == IoArg::Xdp && self.profile != Some(ProfileArg::Socket(base)) {
+            // The fallback socket answers what XDP cannot, large replies included: let
+            // the kernel fragment them rather than refuse with EMSGSIZE.
+            cfg.pmtudisc = PmtuDisc::Default;
+        }
+        if let Some(s) = self.sockets {
+            cfg.sockets = match s {
+                SocketsArg::Shared => SocketMode::Shared,
+                SocketsArg::Reuseport => SocketMode::Reuseport,
+            };
+        }
+        if let Some(s) = self.steer {
+            cfg.steer = match s {
+                SteerArg::None => Steer::None,
+                SteerArg::Cpu => Steer::Cpu,
+                SteerArg::CpuEbpf => Steer::CpuEbpf,
+            };
+        }
+        if let Some(p) = &self.cpus {
+            cfg.pin = match p {
+                Cpus::None => Pin::None,
+                Cpus::Auto => Pin::Auto,
+                Cpus::List(l) => Pin::List(l.to_vec()),
+            };
+        }
+        if let Some(b) = self.batch {
+            cfg.batch = b;
+        }
+        if let Some(us) = self.busy_poll {
+            cfg.busy_poll = (us > 0).then_some(us);
+        }
+        if let Some(p) = self.pmtudisc {
+            cfg.pmtudisc = match p {
+                PmtuArg::Default => PmtuDisc::Default,
+                PmtuArg::Dont => PmtuDisc::Dont,
+                PmtuArg::Do => PmtuDisc::Do,
+                PmtuArg::Omit => PmtuDisc::Omit,
+            };
+        }
+        if let Some(on) = self.rxq_ovfl {
+            cfg.rxq_ovfl = on;
+        }
+        cfg.rcvbuf = self.rcvbuf.or(cfg.rcvbuf);
+        cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
+        Ok(cfg)
+    }
+}
+
+/// Workers per allowed CPU beyond which more threads only contend.
+const WORKERS_PER_CPU: usize = 4;
+
+/// Refuses a thread count (`flag`'s value) far beyond the CPUs this process may run on.
+fn check_threads(flag: &str, workers: usize) -> Result<()> {
+    let cpus = firehose_sys::cpu::allowed_cpus()
+        .map(|c| c.len())
+        .unwrap_or(1)
+        .max(1);
+    let max = cpus * WORKERS_PER_CPU;
+    if workers > max {
+        return Err(Usage(format!(
+            "{flag} {workers} is more than {WORKERS_PER_CPU} per allowed CPU ({cpus} allowed); use at most {max}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn parse_secret(s: &str) -> Result<[u8; 16], String> {
+    let bad = || format!("'{s}' is not 32 hex digits (16 bytes)");
+    if s.len() != 32 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("'{s}' is not on or off")),
+    }
+}

@@ -1,0 +1,173 @@
+//! `firehose serve`: the engine with a protocol handler, every technique a switch.
+
+mod args;
+mod output;
+mod start;
+
+use crate::args::{thousands, Usage};
+use crate::serve_xdp::IoArg;
+use anyhow::{Context, Result};
+pub(crate) use args::parse_on_off;
+use args::ProfileArg;
+pub use args::{Proto, ServeArgs};
+use firehose_engine::stats::syscalls_per_packet;
+use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, UringIo, WorkerStats, XdpIo};
+use output::{print_applied, print_counters, reload, ServeDocument};
+use start::{proto_name, serve_error, start_server, Path, Running};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Runs `firehose serve`.
+pub fn run(a: ServeArgs) -> Result<()> {
+    let mut json = a.json.open()?;
+    let mut cfg = a.config()?;
+    let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
+    let uring = a.uring.setup(a.xdp.io == IoArg::Uring)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let path = match xdp_cfg {
+        Some(x) => {
+            let io = XdpIo::new(x, cfg.listen).map_err(serve_error)?;
+            cfg.workers = io.queues().len();
+            Path::Xdp(Box::new(io))
+        }
+        None if a.xdp.io == IoArg::Uring => Path::Uring(UringIo::new(&cfg, uring)),
+        None => Path::Socket,
+    };
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handler")?;
+    let Running {
+        server,
+        tcp,
+        mut reloader,
+    } = start_server(&cfg, a.proto, &a, path)?;
+    print_applied(&server, a.proto);
+    if let Some(t) = &tcp {
+        say!(
+            "  tcp: listening on {} ({} thread{}, max {} connections, {} per client, idle {:?}, AXFR to {})",
+            t.local_addr(),
+            a.dns.tcp_threads,
+            if a.dns.tcp_threads == 1 { "" } else { "s" },
+            a.dns.tcp_max_conns,
+            a.dns.tcp_max_per_client,
+            a.dns.tcp_idle,
+            if a.dns.allow_transfer.is_empty() {
+                "nobody".to_string()
+            } else {
+                let v: Vec<String> = a.dns.allow_transfer.iter().map(|p| p.to_string()).collect();
+                v.join(" ")
+            }
+        );
+    }
+    if let Some(addr) = a.metrics {
+        let mut source = server.metrics_source(proto_name(a.proto));
+        if let Some(t) = &tcp {
+            source = source.with_provider(std::sync::Arc::new(t.counter_reader()));
+        }
+        let version = env!("CARGO_PKG_VERSION");
+        let bound = crate::metrics::spawn(addr, move || source.render(version))
+            .map_err(|e| Usage(format!("{e:#}")))?;
+        say!("  metrics: http://{bound}/metrics");
+    }
+    if a.duration.is_none() {
+        say!("  Ctrl-C to stop");
+    }
+    let started = Instant::now();
+    let mut records = Vec::new();
+    let mut last = WorkerStats::total(&server.worker_stats());
+    let mut last_t = started;
+    let mut next_tick = a.interval.map(|i| started + i);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match reloader.as_mut() {
+                Some(r) => reload(r),
+                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
+            }
+        }
+        if let (Some(t), Some(iv)) = (next_tick, a.interval) {
+            if Instant::now() >= t {
+                let now = Instant::now();
+                let total = WorkerStats::total(&server.worker_stats());
+                let d = total.delta(&last);
+                let secs = now.duration_since(last_t).as_secs_f64();
+                let drops: u64 = server.socket_stats().iter().map(|s| s.kernel_drops).sum();
+                say!(
+                    "[{:7.1}s] rx {:>11} pps  tx {:>11} pps  syscalls/pkt {:.3}  kernel drops {}",
+                    started.elapsed().as_secs_f64(),
+                    thousands(d.packets_in as f64 / secs),
+                    thousands(d.packets_out as f64 / secs),
+                    if d.packets_in > 0 {
+                        d.syscalls as f64 / d.packets_in as f64
+                    } else {
+                        0.0
+                    },
+                    drops
+                );
+                if json.wanted() {
+                    records.push(IntervalRecord {
+                        t: started.elapsed().as_secs_f64(),
+                        rx_pps: d.packets_in as f64 / secs,
+                        tx_pps: d.packets_out as f64 / secs,
+                        totals: total.clone(),
+                        kernel_drops: drops,
+                    });
+                }
+                last = total;
+                last_t = now;
+                next_tick = Some(t + iv);
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let workers = server.worker_stats();
+    let sockets = server.socket_stats();
+    let applied = server.applied().clone();
+    let mut handler: std::collections::BTreeMap<String, u64> = server
+        .shutdown()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    if let Some(t) = tcp {
+        handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
+    }
+    let totals = WorkerStats::total(&workers);
+    print_counters(&workers, &sockets, &totals, elapsed);
+    if a.proto == Proto::Dns {
+        let line: Vec<String> = handler
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        say!("  dns: {}", line.join(", "));
+    }
+    if json.wanted() {
+        let (u, s) = firehose_sys::cpu::process_rusage()?;
+        let stats = StatsDocument {
+            proto: proto_name(a.proto).to_string(),
+            applied,
+            elapsed_s: elapsed,
+            syscalls_per_packet: syscalls_per_packet(&totals),
+            totals,
+            workers,
+            sockets,
+            handler,
+            cpu: ProcessCpu {
+                user_s: u.as_secs_f64(),
+                sys_s: s.as_secs_f64(),
+            },
+        };
+        json.write(&ServeDocument {
+            stats: &stats,
+            intervals: records,
+        })?;
+    }
+    Ok(())
+}

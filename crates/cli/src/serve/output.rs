@@ -1,0 +1,160 @@
+//! What `firehose serve` prints: the applied configuration, the counters at exit, reloads.
+
+use super::args::Proto;
+use super::start::proto_name;
+use firehose_engine::{IntervalRecord, Server, SocketMode, StatsDocument, WorkerStats};
+use firehose_proto::dns::{Outcome, Reloader};
+use std::time::Instant;
+
+/// Re-reads the zone files (SIGHUP) and says what happened to each.
+pub(super) fn reload(r: &mut Reloader) {
+    let t = Instant::now();
+    match r.reload() {
+        Ok(outcomes) => {
+            for (p, o) in outcomes {
+                match o {
+                    Outcome::Loaded(n) => {
+                        say!("firehose serve: reloaded {} ({n} records)", p.display())
+                    }
+                    Outcome::Kept(e) => say!(
+                        "firehose serve: reload of {} failed, still serving its previous version: {e}",
+                        p.display()
+                    ),
+                }
+            }
+            say!(
+                "firehose serve: zones swapped in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Err(e) => say!("firehose serve: reload failed, nothing changed: {e}"),
+    }
+}
+
+/// What `serve --json` writes: the counters at exit, and one record per `--interval`.
+#[derive(serde::Serialize)]
+pub(super) struct ServeDocument<'a> {
+    #[serde(flatten)]
+    pub(super) stats: &'a StatsDocument,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) intervals: Vec<IntervalRecord>,
+}
+
+pub(super) fn print_applied(server: &Server, proto: Proto) {
+    let a = server.applied();
+    say!("firehose serve: listening on {}", a.listen);
+    say!(
+        "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}, busy-poll {}",
+        proto_name(proto),
+        a.workers,
+        match a.sockets {
+            SocketMode::Shared => "shared",
+            SocketMode::Reuseport => "reuseport",
+        },
+        a.socket_detail
+            .first()
+            .map_or("none", |s| s.steering.as_str()),
+        a.batch,
+        if a.backend.as_ref().is_some_and(|b| b.name == "io_uring") {
+            " (io_uring: multishot recvmsg, send batches)"
+        } else if a.backend.is_some() {
+            " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"
+        } else if a.batch == 1 {
+            " (recvfrom/sendto)"
+        } else {
+            " (recvmmsg/sendmmsg)"
+        },
+        if a.busy_poll {
+            "on (workers poll)"
+        } else {
+            "off"
+        }
+    );
+    for (i, c) in a.worker_cpus.iter().enumerate() {
+        say!(
+            "  worker {i}: {} -> socket {}",
+            c.map(|c| format!("pinned to CPU {c}"))
+                .unwrap_or_else(|| "unpinned".into()),
+            a.worker_sockets[i]
+        );
+    }
+    for s in &a.socket_detail {
+        let mut line = format!(
+            "  socket {}: SO_REUSEPORT={} SO_RCVBUF={} SO_SNDBUF={} IP_MTU_DISCOVER={} SO_BUSY_POLL={} SO_RXQ_OVFL={}",
+            s.index, s.reuseport as u8, s.rcvbuf, s.sndbuf, s.mtu_discover, s.busy_poll_us, s.rxq_ovfl as u8
+        );
+        if let Some(p) = s.prefer_busy_poll {
+            line.push_str(&format!(" SO_PREFER_BUSY_POLL={}", p as u8));
+        }
+        if let Some(b) = s.busy_poll_budget {
+            line.push_str(&format!(" SO_BUSY_POLL_BUDGET={b}"));
+        }
+        say!("{line}");
+    }
+    if let Some(b) = &a.backend {
+        say!("  {b}");
+    }
+    for n in a
+        .notes
+        .iter()
+        .chain(a.backend.iter().flat_map(|b| &b.notes))
+    {
+        say!("  note: {n}");
+    }
+}
+
+pub(super) fn print_counters(
+    workers: &[WorkerStats],
+    sockets: &[firehose_engine::SocketStats],
+    t: &WorkerStats,
+    elapsed: f64,
+) {
+    say!("firehose serve: stopped after {elapsed:.1} s");
+    say!(
+        "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
+        "worker",
+        "cpu",
+        "packets_in",
+        "packets_out",
+        "batches",
+        "syscalls",
+        "h_err",
+        "h_drop",
+        "send_err"
+    );
+    for w in workers.iter().chain(std::iter::once(t)) {
+        let name = if std::ptr::eq(w, t) {
+            "total".to_string()
+        } else {
+            w.worker.to_string()
+        };
+        say!(
+            "  {:>6} {:>5} {:>13} {:>13} {:>10} {:>12} {:>8} {:>8} {:>8}",
+            name,
+            w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            w.packets_in,
+            w.packets_out,
+            w.batches,
+            w.syscalls,
+            w.handler_errors,
+            w.handler_drops,
+            w.send_errors
+        );
+    }
+    for s in sockets {
+        say!(
+            "  socket {}: kernel drops {} (SO_MEMINFO), last incoming CPU {}",
+            s.index,
+            s.kernel_drops,
+            s.incoming_cpu
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    if t.rxq_ovfl > 0 {
+        say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
+    }
+    for (name, v) in &t.backend {
+        say!("  {name}: {v}");
+    }
+}

@@ -1,0 +1,207 @@
+//! Starting the engine (and the DNS TCP side) from the flags; refusals as bad usage.
+
+use super::args::{DnsArgs, Proto, ServeArgs};
+use crate::args::Usage;
+use anyhow::{Context, Result};
+use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
+use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
+use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+
+/// The EDNS options to answer, from the flags.
+fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
+    if let Some(n) = &d.nsid {
+        if n.is_empty() || n.len() > MAX_NSID {
+            return Err(Usage(format!("--nsid must be 1 to {MAX_NSID} bytes")).into());
+        }
+    }
+    if d.cookie_secret.is_some() && !d.cookies {
+        return Err(Usage("--cookie-secret needs --cookies on".into()).into());
+    }
+    let cookie_secret = match (d.cookies, d.cookie_secret) {
+        (false, _) => None,
+        (true, Some(s)) => Some(s),
+        (true, None) => {
+            use std::io::Read;
+            let mut s = [0u8; 16];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut s))
+                .context("reading a cookie secret from /dev/urandom")?;
+            Some(s)
+        }
+    };
+    Ok(OptionsConfig {
+        nsid: d.nsid.as_ref().map(|n| n.as_bytes().to_vec()),
+        cookie_secret,
+    })
+}
+
+/// The UDP engine and, for DNS, the TCP side beside it.
+pub(super) struct Running {
+    pub(super) server: Server,
+    pub(super) tcp: Option<TcpServer>,
+    /// Re-reads the zone files on SIGHUP.
+    pub(super) reloader: Option<Reloader>,
+}
+
+/// The I/O path the workers take.
+pub(super) enum Path {
+    Socket,
+    Xdp(Box<XdpIo>),
+    Uring(UringIo),
+}
+
+impl Path {
+    /// Starts the engine on this path.
+    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    where
+        H: Handler + 'static,
+        F: Fn(usize) -> H,
+    {
+        match self {
+            Path::Socket => Server::start(cfg, make),
+            Path::Xdp(io) => Server::start_with(cfg, *io, make),
+            Path::Uring(io) => Server::start_with(cfg, io, make),
+        }
+    }
+
+    /// This path for one more start (AF_XDP queues are taken once: never started twice).
+    fn take(&mut self) -> Path {
+        match self {
+            Path::Socket => Path::Socket,
+            Path::Uring(io) => Path::Uring(*io),
+            Path::Xdp(_) => std::mem::replace(self, Path::Socket),
+        }
+    }
+}
+
+pub(super) fn start_server(
+    cfg: &ServeConfig,
+    proto: Proto,
+    a: &ServeArgs,
+    mut path: Path,
+) -> Result<Running> {
+    let zones = &a.zones;
+    let res = match proto {
+        Proto::Echo if !zones.is_empty() => {
+            return Err(Usage("--zone applies only to --proto dns".into()).into())
+        }
+        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+            return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
+        }
+        Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
+        Proto::Dns => {
+            if zones.is_empty() {
+                return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
+            }
+            if a.dns.rrl_slip.is_some() && a.dns.rrl.is_none() {
+                return Err(Usage("--rrl-slip needs --rrl N".into()).into());
+            }
+            if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
+                return Err(
+                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
+                );
+            }
+            let options = options_config(&a.dns)?;
+            let transfers = !a.dns.allow_transfer.is_empty();
+            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
+                .map_err(|e| Usage(e.to_string()))?;
+            let live = reloader.live();
+            // With port 0 the UDP side picks the port; TCP must get the same one, so a
+            // port already taken for TCP means starting over on another (not with XDP,
+            // whose queues are taken once).
+            let tries = if cfg.listen.port() == 0 && !matches!(path, Path::Xdp(_)) {
+                5
+            } else {
+                1
+            };
+            for attempt in 1..=tries {
+                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
+                    .with_options(options.clone());
+                if let Some(rate) = a.dns.rrl {
+                    // Each worker keeps its own table and allows its share.
+                    h = h.with_rrl(RrlConfig {
+                        rate: rate.div_ceil(cfg.workers).min(u32::MAX as usize) as u32,
+                        slip: a.dns.rrl_slip.unwrap_or(2),
+                    });
+                }
+                let server = path
+                    .take()
+                    .start(cfg, move |_| h.clone())
+                    .map_err(serve_error)?;
+                if !a.dns.tcp {
+                    return Ok(Running {
+                        server,
+                        tcp: None,
+                        reloader: Some(reloader),
+                    });
+                }
+                let tcfg = TcpConfig {
+                    max_conns: a.dns.tcp_max_conns,
+                    max_per_client: a.dns.tcp_max_per_client,
+                    idle: a.dns.tcp_idle,
+                    allow_transfer: a.dns.allow_transfer.clone(),
+                    max_udp: DEFAULT_MAX_UDP,
+                    options: options.clone(),
+                    threads: a.dns.tcp_threads,
+                };
+                match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
+                    Ok(t) => {
+                        return Ok(Running {
+                            server,
+                            tcp: Some(t),
+                            reloader: Some(reloader),
+                        })
+                    }
+                    Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
+                        server.shutdown();
+                    }
+                    Err(e) => {
+                        return Err(Usage(format!(
+                            "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
+                            server.local_addr()
+                        ))
+                        .into())
+                    }
+                }
+            }
+            return Err(
+                Usage("no port free for both UDP and TCP; pass a --listen port".into()).into(),
+            );
+        }
+    };
+    Ok(Running {
+        server: res.map_err(serve_error)?,
+        tcp: None,
+        reloader: None,
+    })
+}
+
+/// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
+pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
+    match e {
+        ServeError::Config(m) => Usage(m).into(),
+        ServeError::Kernel(k) => {
+            let errno = k.errno().map(firehose_sys::errno_name);
+            if crate::uring_args::uring_hint(&k.what, errno).is_some() {
+                return Usage(crate::uring_args::refusal(&k)).into();
+            }
+            let hint = match errno {
+                Some("EADDRINUSE") => {
+                    " — another process holds this port; pick another --listen port"
+                }
+                Some("EACCES") | Some("EPERM") => {
+                    " — this needs more privilege (run as root or lower the value)"
+                }
+                _ => "",
+            };
+            Usage(format!("the kernel refused {k}{hint}")).into()
+        }
+    }
+}
+
+pub(super) fn proto_name(p: Proto) -> &'static str {
+    match p {
+        Proto::Echo => "echo",
+        Proto::Dns => "dns",
+    }
+}

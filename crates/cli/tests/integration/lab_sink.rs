@@ -1,0 +1,338 @@
+//! `firehose lab sink`, `lab flood` and the XDP_DROP receiver of lab flood, with the real
+//! kernel: tiny runs write their cells with packets counted and leave no namespace behind;
+//! the drop program drops every packet that reaches the veth (none gets to a socket) and
+//! leaves the interface when its holder exits. Needs root (and ethtool); skips otherwise.
+
+use crate::lab_stream::ready;
+use crate::lab_veth::{namespaces, pids_in};
+use crate::util::{bin, installed, json_of, signal_pid, tmp, wait_exit};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `firehose lab ARGS --json-file F` and returns the document and the lab's pid.
+fn lab(args: &[&str], tag: &str) -> (Value, u32) {
+    let json = tmp(&format!("lab-{tag}.json"));
+    let child = Command::new(bin())
+        .arg("lab")
+        .args(args)
+        .arg("--json-file")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    (v, pid)
+}
+
+fn no_namespace_of(pid: u32) {
+    let left: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| n.ends_with(&format!("-{pid}")))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The document has exactly these cells, each with packets counted.
+fn measured(v: &Value, names: &[&str]) {
+    let rows = v["rows"].as_array().unwrap();
+    let got: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(got, names, "{v}");
+    for r in rows {
+        assert!(
+            r["pps"]["median"].as_f64().unwrap_or(0.0) > 0.0,
+            "no packets: {r}"
+        );
+    }
+}
+
+#[test]
+fn a_tiny_lab_sink_counts_packets_in_every_cell_and_cleans_up() {
+    if !ready() {
+        return;
+    }
+    let (v, pid) = lab(
+        &[
+            "sink",
+            "--queues",
+            "1",
+            "--modes",
+            "recvmsg,recvmmsg",
+            "--peers",
+            "none",
+            "--repeat",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        "sink",
+    );
+    measured(&v, &["recvmsg q1", "recvmmsg q1"]);
+    for row in v["rows"].as_array().unwrap() {
+        assert!(
+            row["receiver_cpu_us_per_packet"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0,
+            "{row}"
+        );
+    }
+    // One profile per mode: kernel symbols, or perf's absence said as such.
+    let profiles = v["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2, "{v}");
+    for p in profiles {
+        if installed("perf") {
+            assert!(
+                !p["top_kernel_symbols"].as_array().unwrap().is_empty(),
+                "{p}"
+            );
+        } else {
+            assert!(p["error"].as_str().unwrap().contains("perf"), "{p}");
+        }
+    }
+    let targets: Vec<&str> = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        targets[0].contains("1.5x recvmsg: met") || targets[0].contains("not met"),
+        "{targets:?}"
+    );
+    assert!(
+        targets[1].contains("uring against recvmmsg: not measured"),
+        "{targets:?}"
+    );
+    no_namespace_of(pid);
+}
+
+#[test]
+fn a_tiny_lab_flood_counts_what_each_mode_sent_and_cleans_up() {
+    if !ready() {
+        return;
+    }
+    let (v, pid) = lab(
+        &[
+            "flood",
+            "--frames",
+            "64",
+            "--modes",
+            "sendto,packet",
+            "--peers",
+            "none",
+            "--repeat",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        "flood",
+    );
+    measured(&v, &["sendto 64B", "packet 64B"]);
+    let t = v["targets"][0].as_str().unwrap();
+    assert!(
+        t.starts_with("64B: flood packet >= 2x sendto pps per CPU: "),
+        "{t}"
+    );
+    assert!(t.contains("met") && t.contains('x'), "{t}");
+    no_namespace_of(pid);
+}
+
+/// Two namespaces `A`/`B` joined by va/vb, deleted on drop with what runs in them.
+struct Netns(String, String, Vec<std::process::Child>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for c in &mut self.2 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.0, &self.1] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn sh(script: &str) -> String {
+    let o = Command::new("sh").args(["-ec", script]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn flood(ns: &str, target: &str, count: &str) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, bin(), "flood", "--target", target])
+        .args([
+            "--io", "sendto", "--count", count, "--rate", "20k", "--quiet", "-J",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(f["sent"], count.parse::<u64>().unwrap(), "{f}");
+}
+
+#[test]
+fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
+    if !ready() {
+        return;
+    }
+    let id = std::process::id();
+    let mut n = Netns(
+        format!("fh-xdrop-{id}-a"),
+        format!("fh-xdrop-{id}-b"),
+        Vec::new(),
+    );
+    let sub = id % 200 + 20;
+    let (a, b) = (n.0.clone(), n.1.clone());
+    let (a, b) = (a.as_str(), b.as_str());
+    let (addr_a, addr_b) = (format!("10.203.{sub}.1"), format!("10.203.{sub}.2"));
+    sh(&format!(
+        "ip netns add {a}; ip netns add {b}
+         ip -n {a} link add va type veth peer name vb netns {b}
+         ip -n {a} addr add {addr_a}/24 dev va; ip -n {b} addr add {addr_b}/24 dev vb
+         ip -n {a} link set va up; ip -n {b} link set vb up"
+    ));
+    // ARP replies would be dropped too: the sender gets the neighbour entry by hand.
+    let mac = sh(&format!("ip netns exec {b} cat /sys/class/net/vb/address"));
+    sh(&format!(
+        "ip -n {a} neigh replace {addr_b} lladdr {mac} dev va nud permanent"
+    ));
+    let holder = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            b,
+            bin(),
+            "lab",
+            "xdp-drop",
+            "--iface",
+            "vb",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let holder_pid = holder.id();
+    n.2.push(holder);
+    let mut line = String::new();
+    BufReader::new(n.2[0].stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("drops every packet on vb"), "{line}");
+    assert!(sh(&format!("ip -n {b} link show vb")).contains("xdp"));
+    let port = 9700 + (id % 200) as u16;
+    let target = format!("{addr_b}:{port}");
+    let sink = Command::new("ip")
+        .args(["netns", "exec", b, bin(), "sink", "--listen", &target])
+        .args(["--duration", "6", "--quiet", "-J"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    n.2.push(sink);
+    std::thread::sleep(Duration::from_millis(400));
+    let tx = || -> u64 {
+        sh(&format!(
+            "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"
+        ))
+        .parse()
+        .unwrap()
+    };
+    let tx0 = tx();
+    flood(a, &target, "300");
+    assert!(tx() - tx0 >= 300, "the datagrams left the sender");
+    // The holder goes: the program goes with it, and datagrams reach the socket again.
+    signal_pid(holder_pid, "TERM");
+    assert!(n.2[0].wait().unwrap().success());
+    assert!(!sh(&format!("ip -n {b} link show vb")).contains("xdp"));
+    flood(a, &target, "200");
+    let out = n.2.pop().unwrap().wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["packets"], 200,
+        "only the datagrams sent after detaching arrive: {v}"
+    );
+}
+
+#[test]
+fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
+    if !ready() {
+        return;
+    }
+    let json = tmp("lab-flood-int.json");
+    let mut child = Command::new(bin())
+        .args([
+            "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
+        ])
+        .args(["--repeat", "5", "--duration", "5", "--json-file"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let srv = format!("fh-srv-{id}");
+    // Wait until the drop program is on the server veth and the flood runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.len() < 2
+        || !sh(&format!("ip -n {srv} link show 2>/dev/null || true")).contains("xdp")
+    {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("lab flood never attached its receiver");
+        }
+        seen = pids_in(&srv);
+        seen.extend(pids_in(&format!("fh-cli-{id}")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_pid(id, "INT");
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    no_namespace_of(id);
+    for pid in seen {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} of the run outlived it"
+        );
+    }
+    assert!(!json.exists(), "an interrupted run writes no results");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    for args in [
+        &["lab", "sink", "--modes", "recvmsg,bogus"][..],
+        &["lab", "flood", "--frames", "65"],
+        &["lab", "flood", "--peers", "netperf"],
+        &["lab", "sink", "--frame", "100"],
+        &["lab", "sink", "--duration", "1.5"],
+    ] {
+        let o = Command::new(bin()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,260 @@
+//! The io_uring backend: per worker one ring on the worker's own socket (its SO_REUSEPORT
+//! socket, as on the socket path), a multishot RECVMSG into a ring of provided buffers,
+//! the handler's reply written over the request in its buffer and sent from there by
+//! SEND (sendto), all replies of a batch in one io_uring_enter (see
+//! [`firehose_sys::uring_serve::ServeRing`] for the buffer life cycle).
+//!
+//! The ring is created in [`Io::open`], inside the worker's thread after pinning, so
+//! IORING_SETUP_SINGLE_ISSUER holds and the ring's memory is first touched on its CPU. A
+//! kernel that refuses io_uring (kernel.io_uring_disabled, seccomp, a kernel before 6.0
+//! without multishot RECVMSG) stops the start with that errno.
+
+use crate::backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
+use crate::config::ServeConfig;
+use crate::handler::Peer;
+use crate::server::ServeError;
+use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::uring_serve::ServeRing;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Provided buffers per worker (at least twice the batch): room for the datagrams that
+/// arrive while a batch is handled.
+pub const BUFFERS: u16 = 256;
+/// Each provided buffer holds the header, the sender's address and any UDP datagram (IPv6
+/// loopback carries up to 65527 bytes), so every reply up to 64 KiB fits in place. Only
+/// the pages a datagram touches become resident.
+pub const BUFFER_SIZE: usize = 65536 + 64;
+/// Longest wait in the kernel before the loop looks at its stop flag, as the socket
+/// path's receive timeout.
+const WAIT: Duration = Duration::from_millis(100);
+
+// Indices into the backend's counters.
+const RING_EMPTY: usize = 0;
+const ARMS: usize = 1;
+const RECV_ERRORS: usize = 2;
+
+/// The io_uring path as configured.
+#[derive(Debug, Clone, Copy)]
+pub struct UringIo {
+    setup: UringSetup,
+    batch: usize,
+    busy: bool,
+}
+
+impl UringIo {
+    /// The io_uring path for `cfg`, with the ring flags of `setup`; busy polling
+    /// (`--busy-poll`) makes workers look at the completion queue without sleeping.
+    pub fn new(cfg: &ServeConfig, setup: UringSetup) -> Self {
+        UringIo {
+            setup,
+            batch: cfg.batch,
+            busy: cfg.busy_poll.is_some(),
+        }
+    }
+}
+
+impl Io for UringIo {
+    type Backend = UringBackend;
+
+    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, ServeError> {
+        let ring = ServeRing::new(
+            seat.socket.as_raw_fd(),
+            self.batch,
+            BUFFERS,
+            BUFFER_SIZE,
+            &self.setup,
+            self.busy,
+        )?;
+        Ok(UringBackend {
+            ring,
+            _sock: seat.socket.clone(),
+            batch: self.batch,
+            queued: 0,
+            counters: [
+                ("uring_buffer_ring_empty", 0),
+                ("uring_recv_arms", 0),
+                ("uring_recv_errors", 0),
+            ],
+        })
+    }
+
+    fn applied(&self) -> Option<BackendApplied> {
+        let mut settings = BTreeMap::new();
+        settings.insert("setup_flags".into(), self.setup.flags());
+        settings.insert(
+            "buffers".into(),
+            ServeRing::buffer_count(self.batch, BUFFERS).to_string(),
+        );
+        settings.insert("buffer_size".into(), BUFFER_SIZE.to_string());
+        settings.insert("batch".into(), self.batch.to_string());
+        settings.insert(
+            "wait".into(),
+            if self.busy {
+                "busy poll"
+            } else {
+                "io_uring_enter"
+            }
+            .into(),
+        );
+        Some(BackendApplied {
+            name: "io_uring".into(),
+            settings,
+            notes: Vec::new(),
+        })
+    }
+}
+
+/// One worker's ring.
+pub struct UringBackend {
+    ring: ServeRing,
+    /// Keeps the socket the ring reads open for as long as the ring lives.
+    _sock: Arc<firehose_sys::socket::UdpSock>,
+    batch: usize,
+    queued: u64,
+    counters: [(&'static str, u64); 3],
+}
+
+impl UringBackend {
+    fn refresh(&mut self) {
+        let s = self.ring.stats;
+        self.counters[RING_EMPTY].1 = s.buffer_ring_empty;
+        self.counters[ARMS].1 = s.arms;
+        self.counters[RECV_ERRORS].1 = s.recv_errors;
+    }
+}
+
+impl Backend for UringBackend {
+    fn recv(&mut self) -> Received {
+        let r = match self.ring.recv(self.batch, WAIT) {
+            Ok(got) => Received {
+                count: got.count,
+                syscalls: got.enters,
+                errors: got.errors,
+                drops: None,
+            },
+            Err(_) => Received {
+                syscalls: 1,
+                errors: 1,
+                ..Received::default()
+            },
+        };
+        self.refresh();
+        r
+    }
+
+    fn request(&mut self, i: usize) -> Request<'_> {
+        let d = self.ring.datagram(i);
+        Request {
+            len: d.len,
+            buf: d.buf,
+            // A sender of another family cannot be answered: not handled.
+            truncated: d.truncated || d.peer.is_none(),
+            peer: Peer::from_addr(
+                d.peer
+                    .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))),
+            ),
+        }
+    }
+
+    fn reply(&mut self, i: usize, len: usize) {
+        self.ring.queue_reply(i, len);
+        self.queued += 1;
+    }
+
+    fn flush(&mut self) -> Sent {
+        let queued = std::mem::take(&mut self.queued);
+        match self.ring.flush() {
+            Ok(f) => Sent {
+                sent: f.sent as u64,
+                failed: f.failed as u64,
+                syscalls: f.syscalls as u64,
+            },
+            Err(_) => Sent {
+                sent: 0,
+                failed: queued,
+                syscalls: 1,
+            },
+        }
+    }
+
+    fn counters(&self) -> &[(&'static str, u64)] {
+        &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Profile;
+    use crate::{Server, Verdict};
+    use std::net::UdpSocket;
+
+    /// Echoes with the first byte incremented, so a reply is never the request unchanged.
+    struct Bump;
+    impl crate::Handler for Bump {
+        fn handle(&mut self, buf: &mut [u8], len: usize, _: &Peer<'_>) -> Verdict {
+            if len > 0 {
+                buf[0] = buf[0].wrapping_add(1);
+            }
+            Verdict::Reply(len)
+        }
+    }
+
+    #[test]
+    fn two_workers_answer_in_place_and_count_through_the_engine() {
+        if let Err(e) = firehose_sys::uring::UringSupport::probe().require("recvmsg") {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        for listen in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(client) = UdpSocket::bind(listen) else {
+                eprintln!("skipped {listen}: no such loopback");
+                continue;
+            };
+            let mut cfg = ServeConfig::profile(Profile::Reuseport, listen.parse().unwrap(), 2);
+            cfg.batch = 16;
+            let setup = UringSetup {
+                single_issuer: true,
+                ..UringSetup::default()
+            };
+            let srv = Server::start_with(&cfg, UringIo::new(&cfg, setup), |_| Bump).unwrap();
+            let b = srv.applied().backend.clone().unwrap();
+            assert_eq!(b.name, "io_uring");
+            assert_eq!(b.settings["setup_flags"], "SINGLE_ISSUER");
+            client
+                .set_read_timeout(Some(Duration::from_secs(3)))
+                .unwrap();
+            let mut buf = [0u8; 2000];
+            for i in 0..50u8 {
+                let msg = vec![i; 1 + i as usize * 30];
+                client.send_to(&msg, srv.local_addr()).unwrap();
+                let (n, from) = client.recv_from(&mut buf).unwrap();
+                assert_eq!(from, srv.local_addr());
+                assert_eq!(n, msg.len());
+                assert_eq!(buf[0], i + 1);
+                assert_eq!(&buf[1..n], &msg[1..], "{listen} request {i}");
+            }
+            // The loop counts a batch's replies after sending them: wait for the count.
+            let end = std::time::Instant::now() + Duration::from_secs(3);
+            let mut t = crate::WorkerStats::total(&srv.worker_stats());
+            while t.packets_out < 50 && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+                t = crate::WorkerStats::total(&srv.worker_stats());
+            }
+            srv.shutdown();
+            assert_eq!((t.packets_in, t.packets_out, t.send_errors), (50, 50, 0));
+            assert!(
+                t.syscalls >= 50,
+                "an enter per wake-up at least: {}",
+                t.syscalls
+            );
+            // One client port: one worker of the reuseport group did all the work.
+            assert!(t.backend["uring_recv_arms"] >= 1, "{:?}", t.backend);
+            assert_eq!(t.backend["uring_buffer_ring_empty"], 0);
+        }
+    }
+}
