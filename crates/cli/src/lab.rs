@@ -7,6 +7,7 @@ mod dns;
 mod sink;
 mod stream;
 mod xdp;
+mod zone_load;
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
@@ -48,6 +49,8 @@ enum LabCommand {
     Sink(sink::SinkArgs),
     /// Each flood send mode's pps and CPU per packet at RFC 2544 sizes into an XDP_DROP receiver.
     Flood(sink::FloodArgs),
+    /// DNS servers loading one large zone: time until the first answer and peak memory.
+    ZoneLoad(zone_load::ZoneLoadArgs),
     /// Remove namespaces, veths and temporary logs left by lab runs whose process is gone.
     Down(DownArgs),
     /// The NTT talk's baseline server: one UDP socket, N threads, recvfrom/sendto echo.
@@ -256,6 +259,7 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Stream(s) => stream::run(s),
         LabCommand::Sink(s) => sink::sink(s),
         LabCommand::Flood(f) => sink::flood(f),
+        LabCommand::ZoneLoad(z) => zone_load::run(z),
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
         LabCommand::XdpDrop(x) => xdp_drop_cmd(x),

@@ -435,6 +435,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     dir: opts
                         .workdir
                         .join(format!("{}-{workers}-{rep}", kind.name())),
+                    ready_within: Duration::from_secs(10),
                 },
                 opts.stop_flag(),
             )
@@ -518,7 +519,7 @@ pub fn parse_names<T>(
 }
 
 /// Removes the work directory when the run ends, however it ends.
-struct Cleanup(PathBuf);
+pub(crate) struct Cleanup(pub(crate) PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {

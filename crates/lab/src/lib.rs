@@ -33,6 +33,7 @@ pub mod stats;
 pub mod stream_matrix;
 pub mod topology;
 pub mod xdp_compare;
+pub mod zone_load;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@
 //! place that reads a file and hands its text to a parser.
 
 pub mod pidstat;
+pub mod pidstatus;
 pub mod snmp;
 pub mod softirqs;
 pub mod softnet;

@@ -25,6 +25,8 @@ pub struct ServerPlan<'a> {
     pub tcp: Option<super::TcpLoad>,
     /// Scratch directory (created and removed by the server's guard).
     pub dir: PathBuf,
+    /// How long the server may take to answer its first query (to load the zone).
+    pub ready_within: Duration,
 }
 
 fn knot_conf(p: &ServerPlan<'_>) -> String {
@@ -120,7 +122,7 @@ pub fn start(plan: &ServerPlan<'_>, stop: Option<&AtomicBool>) -> LabResult<Proc
         }
     };
     let mut proc = Proc::spawn(cmd, plan.kind.name(), &plan.dir)?.owning(plan.dir.clone());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + plan.ready_within;
     while Instant::now() < deadline {
         if answers_soa(plan.port, plan.apex) {
             return Ok(proc);
@@ -132,13 +134,14 @@ pub fn start(plan: &ServerPlan<'_>, stop: Option<&AtomicBool>) -> LabResult<Proc
                 proc.stderr_tail()
             )));
         }
-        proc::sleep_until(Instant::now() + Duration::from_millis(50), stop)?;
+        proc::sleep_until(Instant::now() + Duration::from_millis(10), stop)?;
     }
     Err(LabError::Run(format!(
-        "{} did not answer {} SOA on 127.0.0.1:{} within 10 s: {}",
+        "{} did not answer {} SOA on 127.0.0.1:{} within {:.0} s: {}",
         plan.kind.name(),
         plan.apex,
         plan.port,
+        plan.ready_within.as_secs_f64(),
         proc.stderr_tail()
     )))
 }
@@ -156,7 +159,7 @@ fn answers_soa(port: u16, apex: &str) -> bool {
     let Ok(s) = UdpSocket::bind("127.0.0.1:0") else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+    let _ = s.set_read_timeout(Some(Duration::from_millis(20)));
     if s.send_to(&q, ("127.0.0.1", port)).is_err() {
         return false;
     }
@@ -189,6 +192,7 @@ mod tests {
             firehose: Path::new("/bin/firehose"),
             tcp: None,
             dir: PathBuf::from("/tmp/x"),
+            ready_within: Duration::from_secs(10),
         };
         let n = nsd_conf(&plan);
         assert!(n.contains("tcp-count: 10\n"));

@@ -11,8 +11,10 @@ use super::build::DNAME;
 use super::dnssec::{Entries, NsecChain};
 use super::nsec3::{Nsec3Zone, Proofs};
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
+use super::zone::ZoneData;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A fast non-cryptographic hasher for wire names (zone data is ours, not the
 /// client's, so flooding the table with collisions is not a concern: clients can only
@@ -23,17 +25,7 @@ pub struct NameHasher(u64);
 impl Hasher for NameHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut h = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            h = (h.rotate_left(5) ^ w).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-        self.0 = h;
+        self.0 = mix(self.0, bytes, |w| w, |b| b);
     }
 
     #[inline]
@@ -42,12 +34,51 @@ impl Hasher for NameHasher {
     }
 }
 
+/// The hash of [`NameHasher`] over `bytes`, each 8-byte word and each trailing byte
+/// passed through `word` and `byte` first.
+#[inline(always)]
+fn mix(mut h: u64, bytes: &[u8], word: impl Fn(u64) -> u64, byte: impl Fn(u8) -> u8) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h.rotate_left(5) ^ word(w)).wrapping_mul(K);
+    }
+    for &b in chunks.remainder() {
+        h = (h.rotate_left(5) ^ byte(b) as u64).wrapping_mul(K);
+    }
+    h
+}
+
+/// The [`NameHasher`] hash of `name`, for tables that keep their names elsewhere.
+#[inline]
+pub fn hash_name(name: &[u8]) -> u64 {
+    mix(0, name, |w| w, |b| b)
+}
+
+/// [`hash_name`] of `name` lower-cased, without copying it.
+#[inline]
+pub fn hash_name_nocase(name: &[u8]) -> u64 {
+    // Eight bytes at a time: set 0x20 in each byte from 'A' to 'Z'.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    let lower = |w: u64| {
+        let low7 = w & !HIGH;
+        let above_z = low7.wrapping_add(ONES * (0x7f - b'Z' as u64));
+        let from_a = low7.wrapping_add(ONES * (0x80 - b'A' as u64));
+        let upper = from_a & !above_z & !w & HIGH;
+        w | (upper >> 2)
+    };
+    mix(0, name, lower, |b| b.to_ascii_lowercase())
+}
+
 /// A map keyed by lower-case wire names.
 pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<NameHasher>>;
 
-/// Pre-rendered response sections for one kind of answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
+/// Pre-rendered response sections for one kind of answer (a view into
+/// [`Templates`], where they are stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Template<'a> {
     pub rcode: u8,
     /// Authoritative answer (clear for referrals).
     pub aa: bool,
@@ -58,12 +89,12 @@ pub struct Template {
     /// Offset in `bytes` where the additional section starts.
     pub additional_at: u16,
     /// The sections, as they follow a question of `model_len`.
-    pub bytes: Box<[u8]>,
+    pub bytes: &'a [u8],
     /// Offsets in `bytes` of compression pointers to shift by (qname length - model).
-    pub fixups: Box<[u16]>,
+    pub fixups: &'a [u16],
 }
 
-impl Template {
+impl Template<'_> {
     /// A referral: no answer, not authoritative, NS in the authority section.
     pub fn is_referral(&self) -> bool {
         !self.aa && self.counts[0] == 0 && self.counts[1] > 0
@@ -75,7 +106,7 @@ impl Template {
         let mut at = self.additional_at as usize;
         let mut kept = 0;
         while kept < self.counts[2] {
-            let end = rr_end(&self.bytes, at);
+            let end = rr_end(self.bytes, at);
             if end > room {
                 break;
             }
@@ -96,6 +127,7 @@ fn rr_end(b: &[u8], mut at: usize) -> usize {
 }
 
 /// Index of a template in [`ZoneSet::templates`].
+pub use super::arena::{Names, Templates};
 pub type Tid = u32;
 
 /// A name that exists in a zone (has records, or is an empty non-terminal).
@@ -104,19 +136,21 @@ pub struct Node {
     /// The zone cut at or above this node (strictly below the apex), if any: queries
     /// here are answered with that cut's referral.
     pub cut: Option<u32>,
-    /// Template per query type with a specific answer at this node.
-    pub answers: Vec<(u16, Tid)>,
+    /// The referral, if this node is a zone cut.
+    pub referral: Option<Tid>,
+    /// In a signed zone: the templates for DO=1 queries.
+    pub dnssec: Option<Box<SignedNode>>,
+    /// Where the node's (query type, template) pairs with a specific answer start in
+    /// [`Zone::answers`], and how many there are.
+    pub answers_at: u32,
+    pub answers_len: u16,
+    /// The node owns a DNAME: names below it are synthesized (RFC 6672).
+    pub dname: bool,
     /// Template for other query types (NODATA, or the CNAME chased for a type that
     /// no zone holds).
     pub other: Tid,
     /// Template for QTYPE=ANY (RFC 8482: one RRset).
     pub any: Tid,
-    /// The referral, if this node is a zone cut.
-    pub referral: Option<Tid>,
-    /// The node owns a DNAME: names below it are synthesized (RFC 6672).
-    pub dname: bool,
-    /// In a signed zone: the templates for DO=1 queries.
-    pub dnssec: Option<Box<SignedNode>>,
 }
 
 /// The DO=1 templates of a node, in the same places as the plain ones.
@@ -139,35 +173,53 @@ pub struct SignedZone {
     pub nsec3: Option<Box<Nsec3Zone>>,
 }
 
-impl Node {
-    /// The template for `qtype`, signed if `dnssec` and the node has signed ones.
+impl Zone {
+    /// The (query type, template) pairs of node `n` with a specific answer.
     #[inline]
-    pub fn pick(&self, qtype: u16, dnssec: bool) -> Tid {
-        match (&self.dnssec, dnssec) {
+    pub fn answers(&self, n: u32) -> &[(u16, Tid)] {
+        let node = &self.node[n as usize];
+        let at = node.answers_at as usize;
+        &self.answers[at..at + node.answers_len as usize]
+    }
+
+    /// The template for `qtype` at node `n`, signed if `dnssec` and the node has
+    /// signed ones.
+    #[inline]
+    pub fn pick(&self, n: u32, qtype: u16, dnssec: bool) -> Tid {
+        let node = &self.node[n as usize];
+        match (&node.dnssec, dnssec) {
             (Some(d), true) => {
                 if qtype == rtype::ANY {
                     return d.any;
                 }
-                match self.answers.iter().position(|&(t, _)| t == qtype) {
+                match self.answers(n).iter().position(|&(t, _)| t == qtype) {
                     Some(i) => d.answers[i],
                     None => d.other,
                 }
             }
-            _ => self.template_for(qtype),
+            _ => self.template_for(n, qtype),
         }
     }
 
+    /// The unsigned template for `qtype` at node `n`.
     #[inline]
-    pub fn template_for(&self, qtype: u16) -> Tid {
+    pub fn template_for(&self, n: u32, qtype: u16) -> Tid {
+        let node = &self.node[n as usize];
         if qtype == rtype::ANY {
-            return self.any;
+            return node.any;
         }
-        for &(t, id) in &self.answers {
+        for &(t, id) in self.answers(n) {
             if t == qtype {
                 return id;
             }
         }
-        self.other
+        node.other
+    }
+
+    /// Name of node `n` (lower-case wire form).
+    #[inline]
+    pub fn node_name(&self, n: u32) -> &[u8] {
+        self.nodes.name(n)
     }
 }
 
@@ -180,17 +232,20 @@ pub struct Zone {
     pub apex_labels: usize,
     /// Labels in the deepest node: longer names need no lookup to be found missing.
     pub max_labels: usize,
-    pub nodes: NameMap<u32>,
+    /// Node names and the index finding them.
+    pub nodes: Names,
     pub node: Vec<Node>,
-    /// Name of each node (lower-case wire), for building.
-    pub node_name: Vec<Box<[u8]>>,
+    /// Every node's (query type, template) pairs, node after node.
+    pub answers: Vec<(u16, Tid)>,
     /// NXDOMAIN and NODATA: the SOA in the authority section, compressed against the apex.
     pub nxdomain: Tid,
     pub nodata: Tid,
-    /// Every record, uncompressed and in wire form, the SOA first: a zone transfer
-    /// sends these and then the first `soa_len` bytes again (RFC 5936 §2.2).
-    pub axfr: Box<[u8]>,
-    pub soa_len: usize,
+    /// The zone's records as loaded, which zone transfers stream (RFC 5936) and a
+    /// reload falls back on; `None` if built without them.
+    pub records: Option<Arc<ZoneData>>,
+    /// Indexes in `records` in the order a zone transfer sends them, the SOA first;
+    /// empty if transfers are off.
+    pub transfer: Vec<u32>,
     /// Present if the zone is signed (holds RRSIGs).
     pub dnssec: Option<Box<SignedZone>>,
 }
@@ -215,11 +270,11 @@ pub enum Found {
 pub enum Answer<'a> {
     /// The name is in none of our zones.
     Refused,
-    Template(&'a Template),
+    Template(Template<'a>),
     /// A signed denial: the template, then up to three NSEC or NSEC3 entries of
     /// `chain` (their indexes in `proofs[..n]`) added to the authority section.
     Denial {
-        t: &'a Template,
+        t: Template<'a>,
         chain: &'a Entries,
         proofs: [u32; 3],
         n: usize,
@@ -227,7 +282,7 @@ pub enum Answer<'a> {
     /// Below the DNAME of node `node` in zone `zone`: the DNAME RRset's template
     /// (rendered against the owner's name) starts the answer.
     Dname {
-        dname: &'a Template,
+        dname: Template<'a>,
         zone: u32,
         owner_len: usize,
     },
@@ -240,10 +295,16 @@ pub struct ZoneSet {
     pub apexes: NameMap<u32>,
     /// Labels in the deepest apex, so a long query name costs few lookups.
     pub max_apex_labels: usize,
-    pub templates: Vec<Template>,
+    pub templates: Templates,
 }
 
 impl ZoneSet {
+    /// Template `tid`.
+    #[inline]
+    pub fn template(&self, tid: Tid) -> Template<'_> {
+        self.templates.get(tid)
+    }
+
     /// The zone with the longest apex that `name` ends with, and the index of the
     /// label where that apex starts.
     #[inline]
@@ -283,7 +344,7 @@ impl ZoneSet {
         }
         let z = &self.zones[zi as usize];
         let tid = match self.find(z, nb, name_len, labels, apex_at, wild) {
-            Found::Exact(n) => z.node[n as usize].pick(qtype, dnssec),
+            Found::Exact(n) => z.pick(n, qtype, dnssec),
             Found::Referral(c) => {
                 let cut = &z.node[c as usize];
                 let signed = cut
@@ -299,7 +360,7 @@ impl ZoneSet {
             },
             Found::Wildcard(_) | Found::Dname(_) => return None,
         };
-        Some(Answer::Template(&self.templates[tid as usize]))
+        Some(Answer::Template(self.template(tid)))
     }
 
     /// Signed NXDOMAIN: the name is covered, and so is the wildcard at its closest
@@ -387,14 +448,14 @@ impl ZoneSet {
         let dnssec = q.edns.is_some_and(|e| e.dnssec_ok);
         let signed = z.dnssec.as_deref().filter(|_| dnssec);
         let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
-            Found::Exact(n) => z.node[n as usize].pick(q.qtype, dnssec),
+            Found::Exact(n) => z.pick(n, q.qtype, dnssec),
             Found::Wildcard(n) => {
                 let node = &z.node[n as usize];
-                let tid = node.pick(q.qtype, dnssec);
+                let tid = z.pick(n, q.qtype, dnssec);
                 if let Some(n3) = signed.and_then(|sz| sz.nsec3.as_deref()) {
                     // The closest encloser is the wildcard's parent.
-                    let enc = z.nodes.get(&z.node_name[n as usize][2..]).copied();
-                    let nodata = self.templates[tid as usize].counts[0] == 0;
+                    let enc = z.nodes.get(&z.node_name(n)[2..]).copied();
+                    let nodata = self.template(tid).counts[0] == 0;
                     let qname = nb.suffix(0, q.name_len);
                     let p = n3.wildcard(enc.unwrap_or(0), n, qname, q.labels, nodata);
                     return self.nsec3_denial(n3, tid, p);
@@ -406,9 +467,9 @@ impl ZoneSet {
                     // (Not so for a CNAME chased for a type no zone holds: its answer
                     // is not empty.)
                     let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid)
-                        && self.templates[tid as usize].counts[0] == 0;
+                        && self.template(tid).counts[0] == 0;
                     let own = sz.chain.covering(qname).map(|i| &*sz.chain.owners[i])
-                        == Some(&*z.node_name[n as usize]);
+                        == Some(z.node_name(n));
                     let names = if nodata && own {
                         [&[][..], &[]]
                     } else {
@@ -421,8 +482,8 @@ impl ZoneSet {
             Found::Referral(c) => {
                 let cut = &z.node[c as usize];
                 // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1).
-                if q.qtype == rtype::DS && z.node_name[c as usize].len() == q.name_len {
-                    cut.pick(rtype::DS, dnssec)
+                if q.qtype == rtype::DS && z.node_name(c).len() == q.name_len {
+                    z.pick(c, rtype::DS, dnssec)
                 } else {
                     let signed_ref = cut.dnssec.as_ref().filter(|_| dnssec);
                     signed_ref
@@ -433,9 +494,9 @@ impl ZoneSet {
             }
             Found::Dname(n) => {
                 return Answer::Dname {
-                    dname: &self.templates[z.node[n as usize].pick(DNAME, dnssec) as usize],
+                    dname: self.template(z.pick(n, DNAME, dnssec)),
                     zone: zi,
-                    owner_len: z.node_name[n as usize].len(),
+                    owner_len: z.node_name(n).len(),
                 }
             }
             Found::NxDomain => match signed {
@@ -443,13 +504,13 @@ impl ZoneSet {
                 None => z.nxdomain,
             },
         };
-        Answer::Template(&self.templates[tid as usize])
+        Answer::Template(self.template(tid))
     }
 
     /// Template `tid` with the NSEC3 entries `p`.
     fn nsec3_denial<'a>(&'a self, n3: &'a Nsec3Zone, tid: Tid, p: Proofs) -> Answer<'a> {
         Answer::Denial {
-            t: &self.templates[tid as usize],
+            t: self.template(tid),
             chain: &n3.chain.entries,
             proofs: p.idx,
             n: p.n,
@@ -469,7 +530,7 @@ impl ZoneSet {
             }
         }
         Answer::Denial {
-            t: &self.templates[tid as usize],
+            t: self.template(tid),
             chain: &sz.chain.entries,
             proofs,
             n,

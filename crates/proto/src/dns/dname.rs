@@ -35,7 +35,7 @@ pub fn synthesize(
     buf: &mut [u8],
     q: &Query,
     qname: &NameBuf,
-    dname: &Template,
+    dname: Template<'_>,
     zone: u32,
     owner_len: usize,
     limit: usize,
@@ -47,7 +47,7 @@ pub fn synthesize(
     if dname.counts[0] == 0 || dn_end > limit {
         return None;
     }
-    buf[start..dn_end].copy_from_slice(&dname.bytes);
+    buf[start..dn_end].copy_from_slice(dname.bytes);
     let delta = q.name_len - dname.model_len as usize;
     for &f in dname.fixups.iter() {
         let at = start + f as usize;
@@ -109,7 +109,7 @@ pub fn synthesize(
     if p + t.bytes.len() > limit || p + t.bytes.len() > 0x3FFF {
         return None;
     }
-    buf[p..p + t.bytes.len()].copy_from_slice(&t.bytes);
+    buf[p..p + t.bytes.len()].copy_from_slice(t.bytes);
     let base = HEADER + t.model_len as usize + 4;
     for &f in t.fixups.iter() {
         let at = p + f as usize;

@@ -6,31 +6,62 @@
 //! the form FILE:LINE. It follows the scanner's rules for comments, quotes, escapes
 //! and parentheses; the n-th record entry here is the n-th record the scanner yields.
 
-/// One record entry (directives are not counted).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// 1-based line where the entry starts.
-    pub line: usize,
-    /// The entry starts at column 1, so its first token is the owner.
-    pub owner_first: bool,
-    /// (token index within the entry, line) of tokens with two unescaped dots in a row.
-    pub double_dots: Vec<(usize, usize)>,
+/// The record entries of a text (directives are not counted), compactly: a zone of
+/// millions of records keeps one word per entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outline {
+    /// Per entry: 1-based line where it starts, shifted left by one; the low bit is set
+    /// when the entry starts at column 1 (its first token is the owner).
+    starts: Vec<u32>,
+    /// (entry, token index within the entry, line) of tokens with two unescaped dots in
+    /// a row, in entry order.
+    dots: Vec<(u32, u32, u32)>,
+}
+
+impl Outline {
+    /// Entries found.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// The line where entry `i` starts (0 if there is no such entry).
+    pub fn line(&self, i: usize) -> usize {
+        self.starts.get(i).map_or(0, |&s| (s >> 1) as usize)
+    }
+
+    /// Entry `i` starts at column 1.
+    pub fn owner_first(&self, i: usize) -> bool {
+        self.starts.get(i).is_some_and(|&s| s & 1 == 1)
+    }
+
+    /// (token, line) of the tokens of entry `i` with two dots in a row.
+    pub fn double_dots(&self, i: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let from = self.dots.partition_point(|d| (d.0 as usize) < i);
+        self.dots[from..]
+            .iter()
+            .take_while(move |d| d.0 as usize == i)
+            .map(|d| (d.1 as usize, d.2 as usize))
+    }
 }
 
 /// The record entries of `text`, in order.
-pub fn outline(text: &[u8]) -> Vec<Entry> {
-    let mut out = Vec::new();
+pub fn outline(text: &[u8]) -> Outline {
+    let mut out = Outline::default();
     let (mut line, mut depth) = (1usize, 0usize);
-    let mut cur: Option<(Entry, bool)> = None; // (entry, is a directive)
+    // The entry being read: (line, starts at column 1, is a directive, its double dots).
+    let mut cur: Option<Entry> = None;
     let mut token = 0usize;
     let mut in_token = false;
     let mut last_dot = false;
     let mut col1 = true;
     let mut i = 0;
-    let finish = |cur: &mut Option<(Entry, bool)>, out: &mut Vec<Entry>| {
-        if let Some((e, directive)) = cur.take() {
-            if !directive {
-                out.push(e);
+    let finish = |cur: &mut Option<Entry>, out: &mut Outline| {
+        if let Some(e) = cur.take() {
+            if !e.directive {
+                let i = out.starts.len() as u32;
+                out.starts.push((e.line as u32) << 1 | e.owner_first as u32);
+                out.dots
+                    .extend(e.dots.iter().map(|&(t, l)| (i, t as u32, l as u32)));
             }
         }
     };
@@ -38,12 +69,12 @@ pub fn outline(text: &[u8]) -> Vec<Entry> {
         let c = text[i];
         let starts_content = !matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b';' | b'(' | b')');
         if starts_content && cur.is_none() {
-            let e = Entry {
+            cur = Some(Entry {
                 line,
                 owner_first: col1,
-                double_dots: Vec::new(),
-            };
-            cur = Some((e, c == b'$'));
+                directive: c == b'$',
+                dots: Vec::new(),
+            });
             token = 0;
             in_token = false;
         }
@@ -103,8 +134,8 @@ pub fn outline(text: &[u8]) -> Vec<Entry> {
             }
             b'.' => {
                 if last_dot {
-                    if let Some((e, _)) = cur.as_mut() {
-                        e.double_dots.push((token, line));
+                    if let Some(e) = cur.as_mut() {
+                        e.dots.push((token, line));
                     }
                 }
                 in_token = true;
@@ -122,6 +153,15 @@ pub fn outline(text: &[u8]) -> Vec<Entry> {
     out
 }
 
+/// The entry being read.
+struct Entry {
+    line: usize,
+    owner_first: bool,
+    directive: bool,
+    /// (token, line) of tokens with two dots in a row.
+    dots: Vec<(usize, usize)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,9 +171,10 @@ mod tests {
         let t = b"$ORIGIN a.\n; note\n@ SOA ns h (\n 1 2 3 4 5 )\n\n  A 1.2.3.4\nbad..x A 1.1.1.1\nt TXT \"a..b\" c\\..d\n";
         let e = outline(t);
         assert_eq!(e.len(), 4);
-        assert_eq!((e[0].line, e[0].owner_first), (3, true));
-        assert_eq!((e[1].line, e[1].owner_first), (6, false));
-        assert_eq!(e[2].double_dots, vec![(0, 7)]);
-        assert!(e[3].double_dots.is_empty(), "quoted and escaped dots");
+        assert_eq!((e.line(0), e.owner_first(0)), (3, true));
+        assert_eq!((e.line(1), e.owner_first(1)), (6, false));
+        assert_eq!(e.double_dots(2).collect::<Vec<_>>(), vec![(0, 7)]);
+        assert_eq!(e.double_dots(3).count(), 0, "quoted and escaped dots");
+        assert_eq!(e.line(4), 0);
     }
 }

@@ -235,7 +235,7 @@ impl DnsHandler {
         } else {
             0
         };
-        let t: &Template = match self.db.answer(&self.name, q, &mut self.wild) {
+        let t: Template<'_> = match self.db.answer(&self.name, q, &mut self.wild) {
             Answer::Refused => return self.bare(buf, q, rcode::REFUSED as u16, false, false, tr),
             Answer::Template(t) => t,
             Answer::Denial {
@@ -255,8 +255,8 @@ impl DnsHandler {
                     self.stats.bump(slot::TRUNCATED);
                     return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
                 }
-                buf[start..end].copy_from_slice(&t.bytes);
-                shift_pointers(buf, start, t, t.bytes.len(), q.name_len);
+                buf[start..end].copy_from_slice(t.bytes);
+                shift_pointers(buf, start, &t, t.bytes.len(), q.name_len);
                 let [an, mut ns, mut ar] = t.counts;
                 for &p in &proofs[..n] {
                     let (bytes, count) = chain.entry(p as usize);
@@ -327,7 +327,7 @@ impl DnsHandler {
         }
         let end = start + keep;
         buf[start..end].copy_from_slice(&t.bytes[..keep]);
-        shift_pointers(buf, start, t, keep, q.name_len);
+        shift_pointers(buf, start, &t, keep, q.name_len);
         let mut len = end;
         if let Some(e) = q.edns {
             len = self.opt(buf, end, 0, e.dnssec_ok, tr);
@@ -442,7 +442,7 @@ impl DnsHandler {
 /// Moves the compression pointers of template `t`, copied to `buf[start..start +
 /// keep]`, for a question name of `name_len` bytes instead of the model's.
 #[inline]
-fn shift_pointers(buf: &mut [u8], start: usize, t: &Template, keep: usize, name_len: usize) {
+fn shift_pointers(buf: &mut [u8], start: usize, t: &Template<'_>, keep: usize, name_len: usize) {
     let delta = name_len as i32 - t.model_len as i32;
     if delta == 0 {
         return;

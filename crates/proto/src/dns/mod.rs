@@ -5,6 +5,7 @@
 //! answer into a [`db::Template`]. Serving: [`handler::DnsHandler`] parses a query
 //! ([`wire`]), finds the template for (name, type) and copies it behind the question.
 
+mod arena;
 pub mod build;
 pub mod counters;
 pub mod db;
@@ -60,7 +61,7 @@ pub fn load_zones_limited<P: AsRef<Path>>(
 ) -> Result<Arc<ZoneSet>, DnsError> {
     let zones = paths
         .iter()
-        .map(|p| zone::load_zone_file(p.as_ref(), max_size))
+        .map(|p| zone::load_zone_file(p.as_ref(), max_size).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Arc::new(build::build(&zones)?))
 }

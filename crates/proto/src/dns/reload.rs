@@ -3,8 +3,10 @@
 //! Every file is read and checked in full before anything changes; the new set is
 //! built aside and published in one step ([`LiveZones::publish`]), so a query sees
 //! either the old zones or the new ones. A file that fails keeps its last good
-//! version (its text is kept, so the old zone is rebuilt exactly) and the failure is
-//! reported.
+//! version and the failure is
+//! reported. The records of each file's last good version are kept (the served zones
+//! hold them anyway, for zone transfers), so the old zone is rebuilt exactly without
+//! reading its text again.
 
 use super::build;
 use super::live::LiveZones;
@@ -22,11 +24,11 @@ pub enum Outcome {
     Kept(String),
 }
 
-/// Zone files, their last good text, and where to publish.
+/// Zone files, their last good records, and where to publish.
 pub struct Reloader {
     paths: Vec<PathBuf>,
     max_size: u64,
-    good: Vec<Vec<u8>>,
+    good: Vec<Arc<ZoneData>>,
     transfers: bool,
     live: Arc<LiveZones>,
 }
@@ -36,13 +38,11 @@ impl Reloader {
     /// time; any failure is an error. `transfers` keeps what AXFR needs.
     pub fn load(paths: &[PathBuf], max_size: u64, transfers: bool) -> Result<Self, DnsError> {
         let mut good = Vec::with_capacity(paths.len());
-        let mut zones = Vec::with_capacity(paths.len());
         for p in paths {
             let text = zone::read_zone_text(p, max_size)?;
-            zones.push(zone::parse_zone(&text, &p.display().to_string())?);
-            good.push(text);
+            good.push(Arc::new(zone::parse_zone(&text, &p.display().to_string())?));
         }
-        let set = build::build_for(&zones, transfers)?;
+        let set = build::build_for(&good, transfers)?;
         Ok(Reloader {
             paths: paths.to_vec(),
             max_size,
@@ -61,33 +61,26 @@ impl Reloader {
     /// previous version; if the files together cannot be served (two now define the
     /// same zone), nothing changes and the error is returned.
     pub fn reload(&mut self) -> Result<Vec<(PathBuf, Outcome)>, DnsError> {
-        let mut zones: Vec<ZoneData> = Vec::with_capacity(self.paths.len());
+        let mut zones: Vec<Arc<ZoneData>> = Vec::with_capacity(self.paths.len());
         let mut outcomes = Vec::with_capacity(self.paths.len());
-        let mut texts = Vec::with_capacity(self.paths.len());
         for (p, old) in self.paths.iter().zip(&self.good) {
             let name = p.display().to_string();
-            let fresh = zone::read_zone_text(p, self.max_size)
-                .and_then(|t| zone::parse_zone(&t, &name).map(|z| (t, z)));
+            let fresh =
+                zone::read_zone_text(p, self.max_size).and_then(|t| zone::parse_zone(&t, &name));
             match fresh {
-                Ok((t, z)) => {
+                Ok(z) => {
                     outcomes.push((p.clone(), Outcome::Loaded(z.records.len())));
-                    zones.push(z);
-                    texts.push(Some(t));
+                    zones.push(Arc::new(z));
                 }
                 Err(e) => {
                     outcomes.push((p.clone(), Outcome::Kept(e.to_string())));
-                    zones.push(zone::parse_zone(old, &name)?);
-                    texts.push(None);
+                    zones.push(old.clone());
                 }
             }
         }
         let set = build::build_for(&zones, self.transfers)?;
         self.live.publish(Arc::new(set));
-        for (g, t) in self.good.iter_mut().zip(texts) {
-            if let Some(t) = t {
-                *g = t;
-            }
-        }
+        self.good = zones;
         Ok(outcomes)
     }
 }

@@ -31,27 +31,85 @@ pub enum ZoneError {
 
 /// A piece of RDATA: raw bytes, or a domain name (which may be compressed on the wire
 /// only for the RFC 1035 types; RFC 3597 §4 forbids it for later ones such as SRV).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    Bytes(Vec<u8>),
-    Name { wire: Vec<u8>, compress: bool },
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    Bytes(&'a [u8]),
+    Name { wire: &'a [u8], compress: bool },
 }
 
-/// One resource record of class IN.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One resource record of class IN, as offsets into its zone's byte arena
+/// ([`ZoneData::data`]): 20 bytes per record, whatever its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
-    /// Owner in wire form, with the case of the zone file.
-    pub owner: Vec<u8>,
+    /// Owner in wire form, with the case of the zone file (records in a row with the
+    /// same owner share its bytes).
+    owner: u32,
+    rdata: u32,
+    pub ttl: u32,
+    pub rtype: u16,
+    rdata_len: u16,
+    owner_len: u8,
+}
+
+/// A record with its bytes: what building answers and zone transfers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rec<'a> {
+    pub owner: &'a [u8],
     pub rtype: u16,
     pub ttl: u32,
-    pub rdata: Vec<Part>,
+    /// Uncompressed RDATA in wire form.
+    pub rdata: &'a [u8],
 }
 
-impl Record {
-    /// The names inside the RDATA (targets of NS, MX, CNAME, SRV...).
-    pub fn target(&self) -> Option<&[u8]> {
-        self.rdata.iter().find_map(|p| match p {
-            Part::Name { wire, .. } => Some(wire.as_slice()),
+impl<'a> Rec<'a> {
+    /// The RDATA split into bytes and embedded names (checked when the zone was read).
+    pub fn parts(&self) -> impl Iterator<Item = Part<'a>> + Clone {
+        let raw = self.rdata;
+        let at = |i: usize| name_end(raw, i).unwrap_or(raw.len());
+        let name = |a: usize, b: usize, compress: bool| Part::Name {
+            wire: &raw[a..b],
+            compress,
+        };
+        let parts: [Option<Part<'a>>; 3] = match self.rtype {
+            rtype::NS | rtype::CNAME | rtype::PTR => [Some(name(0, raw.len(), true)), None, None],
+            rtype::MX => [
+                Some(Part::Bytes(&raw[..2])),
+                Some(name(2, raw.len(), true)),
+                None,
+            ],
+            rtype::SRV => [
+                Some(Part::Bytes(&raw[..6])),
+                Some(name(6, raw.len(), false)),
+                None,
+            ],
+            rtype::SOA => {
+                let m = at(0);
+                let r = at(m);
+                [
+                    Some(name(0, m, true)),
+                    Some(name(m, r, true)),
+                    Some(Part::Bytes(&raw[r..])),
+                ]
+            }
+            _ => [Some(Part::Bytes(raw)), None, None],
+        };
+        parts.into_iter().flatten()
+    }
+
+    /// Appends the record in wire form, uncompressed.
+    pub fn write_plain(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.owner);
+        out.extend_from_slice(&self.rtype.to_be_bytes());
+        out.extend_from_slice(&super::wire::CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&self.ttl.to_be_bytes());
+        out.extend_from_slice(&(self.rdata.len() as u16).to_be_bytes());
+        out.extend_from_slice(self.rdata);
+    }
+
+    /// The first name inside the RDATA (target of NS, MX, CNAME, SRV...).
+    pub fn target(&self) -> Option<&'a [u8]> {
+        self.parts().find_map(|p| match p {
+            Part::Name { wire, .. } => Some(wire),
             Part::Bytes(_) => None,
         })
     }
@@ -65,6 +123,40 @@ pub struct ZoneData {
     /// The apex (owner of the SOA) in wire form, lower-cased.
     pub apex: Vec<u8>,
     pub records: Vec<Record>,
+    /// Owners and RDATA of every record, back to back.
+    data: Vec<u8>,
+}
+
+impl ZoneData {
+    /// Record `i` with its bytes.
+    #[inline]
+    pub fn rec(&self, i: usize) -> Rec<'_> {
+        self.view(&self.records[i])
+    }
+
+    /// `r` (one of [`Self::records`]) with its bytes.
+    #[inline]
+    pub fn view(&self, r: &Record) -> Rec<'_> {
+        let o = r.owner as usize;
+        let d = r.rdata as usize;
+        Rec {
+            owner: &self.data[o..o + r.owner_len as usize],
+            rtype: r.rtype,
+            ttl: r.ttl,
+            rdata: &self.data[d..d + r.rdata_len as usize],
+        }
+    }
+
+    /// Runs of records in a row at one owner: about the number of owners.
+    pub fn owner_runs(&self) -> usize {
+        let changes = self.records.windows(2);
+        changes.filter(|w| w[0].owner != w[1].owner).count() + 1
+    }
+
+    /// Every record with its bytes, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = Rec<'_>> + '_ {
+        self.records.iter().map(|r| self.view(r))
+    }
 }
 
 /// Reads and parses a zone file: a regular file of at most `max_size` bytes.
@@ -108,54 +200,47 @@ pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> 
     Ok(text)
 }
 
-/// Wire form of a `domain` name.
-fn wire_of(name: &impl ToName) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
+/// Appends the wire form of a `domain` name.
+fn put_wire(name: &impl ToName, out: &mut Vec<u8>) {
     for label in name.iter_labels() {
         out.push(label.len() as u8);
         out.extend_from_slice(label.as_slice());
     }
-    out
 }
 
-/// Splits uncompressed RDATA of type `t` into bytes and names.
-fn split_rdata(t: u16, raw: Vec<u8>) -> Result<Vec<Part>, String> {
-    let name_at = |at: usize| -> Result<usize, String> {
-        let mut i = at;
-        loop {
-            let len = *raw.get(i).ok_or("RDATA name runs past its end")? as usize;
-            i += 1 + len;
-            if len == 0 {
-                return Ok(i);
-            }
+/// The end of the uncompressed name at `at` in `raw`.
+fn name_end(raw: &[u8], at: usize) -> Option<usize> {
+    let mut i = at;
+    loop {
+        let len = *raw.get(i)? as usize;
+        i += 1 + len;
+        if len == 0 {
+            return (i <= raw.len()).then_some(i);
+        }
+    }
+}
+
+/// Checks that uncompressed RDATA of type `t` holds the names its type has, where
+/// [`Rec::parts`] looks for them.
+fn check_rdata(t: u16, raw: &[u8]) -> Result<(), String> {
+    let end = |at: usize| name_end(raw, at).ok_or("RDATA name runs past its end");
+    let whole = |e: usize| {
+        if e == raw.len() {
+            Ok(())
+        } else {
+            Err("RDATA has bytes after its name")
         }
     };
-    let name = |a: usize, b: usize, compress: bool| Part::Name {
-        wire: raw[a..b].to_vec(),
-        compress,
-    };
-    let parts = match t {
-        rtype::NS | rtype::CNAME | rtype::PTR => vec![name(0, name_at(0)?, true)],
-        rtype::MX => {
-            let e = name_at(2)?;
-            vec![Part::Bytes(raw[..2].to_vec()), name(2, e, true)]
-        }
-        rtype::SRV => {
-            let e = name_at(6)?;
-            vec![Part::Bytes(raw[..6].to_vec()), name(6, e, false)]
-        }
+    match t {
+        rtype::NS | rtype::CNAME | rtype::PTR => whole(end(0)?)?,
+        rtype::MX => whole(end(2)?)?,
+        rtype::SRV => whole(end(6)?)?,
         rtype::SOA => {
-            let m = name_at(0)?;
-            let r = name_at(m)?;
-            vec![
-                name(0, m, true),
-                name(m, r, true),
-                Part::Bytes(raw[r..].to_vec()),
-            ]
+            end(end(0)?)?;
         }
-        _ => vec![Part::Bytes(raw)],
-    };
-    Ok(parts)
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Parses zone file text. `path` only names the source in errors.
@@ -164,6 +249,8 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
         path: path.to_string(),
         msg,
     };
+    // Where each record starts, for messages about it (the scanner does not say).
+    let outline = super::entries::outline(text);
     let mut zf = Zonefile::with_capacity(text.len());
     zf.extend_from_slice(text);
     // RFC 1035 lets the class be omitted; without this the scanner demands it on the
@@ -171,10 +258,10 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
     zf.set_default_class(Class::IN);
     // A file without $ORIGIN may still use absolute names; relative ones then fail
     // with the scanner's "missing origin" at their line.
-    let mut records: Vec<Record> = Vec::new();
-    // Where each record starts, for messages about it (the scanner does not say).
-    let outline = super::entries::outline(text);
-    let mut lines: Vec<usize> = Vec::new();
+    let mut records: Vec<Record> = Vec::with_capacity(outline.len());
+    // Owners and RDATA go straight into one arena: no allocation per record.
+    let mut data: Vec<u8> = Vec::with_capacity(text.len() / 2);
+    let mut last_owner = (0usize, 0usize);
     loop {
         let entry = match zf.next_entry() {
             Ok(Some(e)) => e,
@@ -196,38 +283,35 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
                 )))
             }
         };
-        let owner = wire_of(rec.owner());
+        let owner_at = data.len();
+        put_wire(rec.owner(), &mut data);
+        let owner_len = data.len() - owner_at;
+        // Records in a row at one owner share its bytes.
+        let owner_at = if data[last_owner.0..last_owner.0 + last_owner.1] == data[owner_at..] {
+            data.truncate(owner_at);
+            last_owner.0
+        } else {
+            last_owner = (owner_at, owner_len);
+            owner_at
+        };
+        let owner = &data[owner_at..owner_at + owner_len];
         if rec.class() != Class::IN {
             return Err(invalid(format!(
                 "record {} has class {}; only IN is served",
-                name_to_text(&owner),
+                name_to_text(owner),
                 rec.class()
             )));
         }
         let t = rec.rtype().to_int();
-        let mut raw = Vec::new();
-        rec.data().compose_rdata(&mut raw).map_err(|_| {
-            invalid(format!(
-                "cannot encode the RDATA of {}",
-                name_to_text(&owner)
-            ))
-        })?;
-        let rdata = split_rdata(t, raw)
-            .map_err(|m| invalid(format!("{} type {t}: {m}", name_to_text(&owner))))?;
-        let entry = outline.get(records.len());
-        let line = entry.map_or(0, |e| e.line);
+        let i = records.len();
         // The scanner cuts `bad..name` at the empty label; find it in the text.
         let names_in_rdata = matches!(
             t,
             rtype::NS | rtype::CNAME | rtype::PTR | rtype::MX | rtype::SRV | rtype::SOA | DNAME
         );
-        if let Some(&(_, at)) =
-            entry
-                .into_iter()
-                .flat_map(|e| &e.double_dots)
-                .find(|&&(token, _)| {
-                    names_in_rdata || (token == 0 && entry.is_some_and(|e| e.owner_first))
-                })
+        if let Some((_, at)) = outline
+            .double_dots(i)
+            .find(|&(token, _)| names_in_rdata || (token == 0 && outline.owner_first(i)))
         {
             return Err(ZoneError::Syntax {
                 path: path.to_string(),
@@ -235,15 +319,42 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
                 msg: "a name has an empty label (two dots in a row); write each label between single dots".into(),
             });
         }
-        lines.push(line);
+        let rdata_at = data.len();
+        let bad_rdata = rec.data().compose_rdata(&mut data).is_err();
+        let rdata_len = data.len() - rdata_at;
+        let owner = &data[owner_at..owner_at + owner_len];
+        if bad_rdata || rdata_len > u16::MAX as usize {
+            return Err(invalid(format!(
+                "cannot encode the RDATA of {}",
+                name_to_text(owner)
+            )));
+        }
+        check_rdata(t, &data[rdata_at..])
+            .map_err(|m| invalid(format!("{} type {t}: {m}", name_to_text(owner))))?;
         records.push(Record {
-            owner,
+            owner: owner_at as u32,
+            owner_len: owner_len as u8,
             rtype: t,
             ttl: rec.ttl().as_secs(),
-            rdata,
+            rdata: rdata_at as u32,
+            rdata_len: rdata_len as u16,
         });
+        if data.len() > u32::MAX as usize {
+            return Err(invalid(
+                "holds more than 4 GB of record data; split it into several zones".into(),
+            ));
+        }
     }
-    let soas: Vec<&Record> = records.iter().filter(|r| r.rtype == rtype::SOA).collect();
+    drop(zf);
+    data.shrink_to_fit();
+    records.shrink_to_fit();
+    let zd = ZoneData {
+        source: path.to_string(),
+        apex: Vec::new(),
+        records,
+        data,
+    };
+    let soas: Vec<Rec<'_>> = zd.iter().filter(|r| r.rtype == rtype::SOA).collect();
     let apex = match soas.as_slice() {
         [soa] => soa.owner.to_ascii_lowercase(),
         [] => {
@@ -258,58 +369,128 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
-    // Owners holding something other than a CNAME, to find a CNAME beside other data
-    // (its RRSIG and NSEC may stand beside it, RFC 4035 §2.5).
-    let with_data: std::collections::HashSet<Vec<u8>> = records
-        .iter()
-        .filter(|r| !matches!(r.rtype, rtype::CNAME | RRSIG | NSEC))
-        .map(|r| r.owner.to_ascii_lowercase())
-        .collect();
-    // The first CNAME and DNAME seen per owner: a second, different one is an error.
-    let mut singles: std::collections::HashMap<(Vec<u8>, u16), &Record> = Default::default();
-    for (r, &line) in records.iter().zip(&lines) {
-        let owner = r.owner.to_ascii_lowercase();
-        if matches!(r.rtype, rtype::CNAME | DNAME) {
-            let first = singles.entry((owner.clone(), r.rtype)).or_insert(r);
-            if first.rdata != r.rdata {
-                let (what, rfc) = if r.rtype == rtype::CNAME {
-                    ("CNAME", "RFC 2181 §10.1")
-                } else {
-                    ("DNAME", "RFC 6672 §2.4")
-                };
-                return Err(ZoneError::Syntax {
-                    path: path.to_string(),
-                    line,
-                    msg: format!(
-                        "{} has a second {what} record; {rfc} allows one per name",
-                        name_to_text(&r.owner)
-                    ),
-                });
-            }
-        }
-        if !is_subdomain(&owner, &apex) {
-            return Err(invalid(format!(
-                "record {} is outside the zone {} (the owner of the SOA)",
-                name_to_text(&r.owner),
-                name_to_text(&apex)
-            )));
-        }
-        if r.rtype == rtype::CNAME && with_data.contains(&owner) {
-            return Err(ZoneError::Syntax {
+    check_records(&zd, &apex, &outline, path)?;
+    Ok(ZoneData { apex, ..zd })
+}
+
+/// The zone checks Knot makes too: every owner inside the zone, a CNAME alone at its
+/// name, one CNAME and one DNAME per name.
+fn check_records(
+    zd: &ZoneData,
+    apex: &[u8],
+    outline: &super::entries::Outline,
+    path: &str,
+) -> Result<(), ZoneError> {
+    let syntax = |line: usize, msg: String| ZoneError::Syntax {
+        path: path.to_string(),
+        line,
+        msg,
+    };
+    // Every owner inside the zone (once per run of records at one owner).
+    let mut last_owner = None;
+    for (i, r) in zd.iter().enumerate() {
+        let owner_at = zd.records[i].owner;
+        if last_owner != Some(owner_at) && !is_subdomain_nocase(r.owner, apex) {
+            return Err(ZoneError::Invalid {
                 path: path.to_string(),
-                line,
                 msg: format!(
-                    "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
-                    name_to_text(&r.owner)
+                    "record {} is outside the zone {} (the owner of the SOA)",
+                    name_to_text(r.owner),
+                    name_to_text(apex)
                 ),
             });
         }
+        last_owner = Some(owner_at);
     }
-    Ok(ZoneData {
-        source: path.to_string(),
-        apex,
-        records,
-    })
+    // The first CNAME and DNAME per owner (few in a zone: a small table); a second,
+    // different one is an error.
+    let mut singles = OwnerSet::default();
+    let mut first_error: Option<(usize, String)> = None;
+    for (i, r) in zd.iter().enumerate() {
+        if !matches!(r.rtype, rtype::CNAME | DNAME) {
+            continue;
+        }
+        let first = singles.insert(zd, i, |o| o.rtype == r.rtype);
+        if zd.rec(first).rdata != r.rdata {
+            let (what, rfc) = if r.rtype == rtype::CNAME {
+                ("CNAME", "RFC 2181 §10.1")
+            } else {
+                ("DNAME", "RFC 6672 §2.4")
+            };
+            let msg = format!(
+                "{} has a second {what} record; {rfc} allows one per name",
+                name_to_text(r.owner)
+            );
+            first_error = Some((i, msg));
+            break;
+        }
+    }
+    // A CNAME beside other data (its RRSIG and NSEC may stand beside it, RFC 4035
+    // §2.5): each owner holding data is looked up among the CNAME owners.
+    let mut last_owner = None;
+    if !singles.0.is_empty() {
+        for (i, r) in zd.iter().enumerate() {
+            let owner_at = zd.records[i].owner;
+            if matches!(r.rtype, rtype::CNAME | RRSIG | NSEC) || last_owner == Some(owner_at) {
+                continue;
+            }
+            last_owner = Some(owner_at);
+            let Some(c) = singles.find(zd, r.owner, rtype::CNAME) else {
+                continue;
+            };
+            // Reported at the CNAME, the earliest in the file first.
+            if first_error.as_ref().is_none_or(|(e, _)| c < *e) {
+                let msg = format!(
+                    "{} has a CNAME and other data; RFC 1034 §3.6.2 allows a CNAME alone",
+                    name_to_text(zd.rec(c).owner)
+                );
+                first_error = Some((c, msg));
+            }
+        }
+    }
+    match first_error {
+        Some((i, msg)) => Err(syntax(outline.line(i), msg)),
+        None => Ok(()),
+    }
+}
+
+/// Records by lower-cased owner: a hash table of record indexes, the names staying in
+/// the zone's arena.
+#[derive(Default)]
+struct OwnerSet(hashbrown::HashTable<u32>);
+
+impl OwnerSet {
+    fn hash(owner: &[u8]) -> u64 {
+        super::db::hash_name_nocase(owner)
+    }
+
+    /// Adds record `i` unless a record at the same owner for which `same` holds is
+    /// there; returns the index of the one kept.
+    fn insert(&mut self, zd: &ZoneData, i: usize, same: impl Fn(Rec<'_>) -> bool) -> usize {
+        let owner = zd.rec(i).owner;
+        let h = Self::hash(owner);
+        let found = self.0.find(h, |&j| {
+            let o = zd.rec(j as usize);
+            o.owner.eq_ignore_ascii_case(owner) && same(o)
+        });
+        match found {
+            Some(&j) => j as usize,
+            None => {
+                self.0
+                    .insert_unique(h, i as u32, |&j| Self::hash(zd.rec(j as usize).owner));
+                i
+            }
+        }
+    }
+
+    /// The record of type `t` kept for `owner`.
+    fn find(&self, zd: &ZoneData, owner: &[u8], t: u16) -> Option<usize> {
+        let found = self.0.find(Self::hash(owner), |&j| {
+            let o = zd.rec(j as usize);
+            o.rtype == t && o.owner.eq_ignore_ascii_case(owner)
+        });
+        found.map(|&j| j as usize)
+    }
 }
 
 /// Record type DNAME (RFC 6672).
@@ -339,18 +520,29 @@ fn error_line(scanner: &str, text: &[u8]) -> (usize, String) {
     }
 }
 
+/// True if wire name `name`, in any case, equals lower-case `parent` or lies below it.
+fn is_subdomain_nocase(name: &[u8], parent: &[u8]) -> bool {
+    name.len() >= parent.len()
+        && name[name.len() - parent.len()..].eq_ignore_ascii_case(parent)
+        && on_label_boundary(name, name.len() - parent.len())
+}
+
+/// True if a label of wire name `name` starts at `cut`.
+fn on_label_boundary(name: &[u8], cut: usize) -> bool {
+    let mut i = 0;
+    while i < cut {
+        i += 1 + name[i] as usize;
+    }
+    i == cut
+}
+
 /// True if lower-case wire name `name` equals `parent` or lies below it.
 pub fn is_subdomain(name: &[u8], parent: &[u8]) -> bool {
     if name.len() < parent.len() || !name.ends_with(parent) {
         return false;
     }
     // The suffix must start on a label boundary.
-    let cut = name.len() - parent.len();
-    let mut i = 0;
-    while i < cut {
-        i += 1 + name[i] as usize;
-    }
-    i == cut
+    on_label_boundary(name, name.len() - parent.len())
 }
 
 #[cfg(test)]
@@ -369,28 +561,33 @@ mod tests {
         let z = parse_zone(ZONE.as_bytes(), "t.zone").unwrap();
         assert_eq!(z.apex, b"\x07example\x03com\x00");
         assert_eq!(z.records.len(), 5);
-        let mx = &z.records[3];
+        let mx = z.rec(3);
         assert_eq!(mx.rtype, rtype::MX);
         assert_eq!(mx.ttl, 300);
-        assert_eq!(mx.rdata[0], Part::Bytes(vec![0, 10]));
+        assert_eq!(mx.parts().next(), Some(Part::Bytes(&[0, 10])));
         assert_eq!(mx.target().unwrap(), b"\x02mx\x07example\x03net\x00");
-        let srv = &z.records[4];
+        let srv = z.rec(4);
         assert!(matches!(
-            &srv.rdata[1],
-            Part::Name {
+            srv.parts().nth(1),
+            Some(Part::Name {
                 compress: false,
                 ..
-            }
+            })
         ));
-        let soa = &z.records[0];
-        assert_eq!(soa.rdata.len(), 3);
+        let soa = z.rec(0);
+        assert_eq!(soa.parts().count(), 3);
         assert_eq!(
-            soa.rdata[2],
-            Part::Bytes(
-                [0, 0, 0, 1, 0, 0, 0x1c, 0x20, 0, 0, 0x0e, 0x10, 0, 0x12, 0x75, 0, 0, 0, 1, 0x2c]
-                    .to_vec()
-            )
+            soa.parts().nth(2),
+            Some(Part::Bytes(&[
+                0, 0, 0, 1, 0, 0, 0x1c, 0x20, 0, 0, 0x0e, 0x10, 0, 0x12, 0x75, 0, 0, 0, 1, 0x2c
+            ]))
         );
+        // Records in a row at one owner share its bytes.
+        let www = "$ORIGIN a.\n@ SOA ns h 1 2 3 4 5\nw A 1.2.3.4\nw A 1.2.3.5\nW AAAA ::1\n";
+        let z = parse_zone(www.as_bytes(), "w.zone").unwrap();
+        assert_eq!(z.records[1].owner, z.records[2].owner);
+        assert_ne!(z.records[2].owner, z.records[3].owner);
+        assert_eq!(z.rec(3).owner, b"\x01W\x01a\x00");
     }
 
     #[test]

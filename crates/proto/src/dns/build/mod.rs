@@ -6,16 +6,18 @@ mod render;
 mod resolve;
 mod sign;
 
-use super::db::{NameMap, Node, SignedNode, SignedZone, Template, Tid, Zone, ZoneSet};
-use super::wire::{label_offsets, name_to_text, rcode, rtype};
-use super::zone::{is_subdomain, Record, ZoneData};
-use render::{render, transfer_bytes};
+use super::db::{Names, Node, SignedNode, SignedZone, Tid, Zone, ZoneSet};
+use super::wire::{label_offsets, name_to_text, rcode, rtype, MAX_NAME};
+use super::zone::{is_subdomain, Rec, ZoneData};
+use render::{render, Rendered};
 use resolve::{negative, referral, resolve_at, rrset};
 use sign::Signing;
 
 /// Record type DNAME (RFC 6672).
 pub const DNAME: u16 = 39;
 use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::sync::Arc;
 
 /// Why zones cannot be served together.
 #[derive(Debug, thiserror::Error)]
@@ -35,13 +37,14 @@ const MAX_CHAIN: usize = 8;
 #[derive(Debug, Clone)]
 enum Owner {
     Qname,
-    Name(Vec<u8>),
+    /// Shared: every record of an answer carries its owner.
+    Name(Rc<[u8]>),
 }
 
 #[derive(Debug, Clone)]
 struct Rr<'a> {
     owner: Owner,
-    rec: &'a Record,
+    rec: Rec<'a>,
     ttl: u32,
     /// The node the record is at (where its RRSIGs are).
     node: u32,
@@ -73,20 +76,39 @@ struct Sections<'a> {
 /// Loaded records of one zone, grouped by node.
 struct ZoneRecords<'a> {
     data: &'a ZoneData,
-    /// Records per node index (same order as the zone's nodes).
-    by_node: Vec<Vec<&'a Record>>,
-    /// NSEC3 records and their RRSIGs, which are not in the node tree.
-    chain: Vec<&'a Record>,
+    /// Indexes of the records, node after node (same order as the zone's nodes),
+    /// without repeats of a record.
+    order: Vec<u32>,
+    /// Where each node's records start in `order`.
+    starts: Vec<u32>,
+    /// NSEC3 records and their RRSIGs, which are not in the node tree, and their
+    /// indexes in the zone's records.
+    chain: Vec<Rec<'a>>,
+    chain_at: Vec<u32>,
+}
+
+impl<'a> ZoneRecords<'a> {
+    /// The records at node `n`.
+    fn recs(&self, n: usize) -> impl Iterator<Item = Rec<'a>> + Clone + '_ {
+        let (a, b) = (self.starts[n] as usize, self.starts[n + 1] as usize);
+        self.order[a..b].iter().map(|&i| self.data.rec(i as usize))
+    }
+
+    /// The owner of node `n`'s first record, in the case of the zone file.
+    fn owner_of(&self, n: usize) -> Rc<[u8]> {
+        self.recs(n).next().map_or(Rc::from([]), |r| r.owner.into())
+    }
 }
 
 /// Builds the served data from loaded zones, ready for zone transfers too.
-pub fn build(zones: &[ZoneData]) -> Result<ZoneSet, BuildError> {
+pub fn build(zones: &[Arc<ZoneData>]) -> Result<ZoneSet, BuildError> {
     build_for(zones, true)
 }
 
-/// Builds the served data; with `transfers`, also keeps every zone's records in wire
-/// form for AXFR (as much memory again as the zone's wire size).
-pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildError> {
+/// Builds the served data; with `transfers`, also keeps the order in which AXFR
+/// sends every zone's records (4 bytes per record; the records themselves are kept
+/// either way, for reloads).
+pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -99,113 +121,175 @@ pub fn build_for(zones: &[ZoneData], transfers: bool) -> Result<ZoneSet, BuildEr
         }
         set.apexes
             .insert(zd.apex.clone().into_boxed_slice(), zi as u32);
-        let (zone, by_node) = index_zone(zd);
+        let (mut zone, zr) = index_zone(zd);
+        zone.records = Some(zd.clone());
         set.max_apex_labels = set.max_apex_labels.max(zone.apex_labels);
         set.zones.push(zone);
-        let chain = zd.records.iter().filter(|r| nsec3::in_chain(r)).collect();
-        groups.push(ZoneRecords {
-            data: zd,
-            by_node,
-            chain,
-        });
+        groups.push(zr);
     }
     // Every type held anywhere: a CNAME node needs a chased answer for each of them.
     let all_types: BTreeSet<u16> = zones
         .iter()
         .flat_map(|z| z.records.iter().map(|r| r.rtype))
         .collect();
-    for (zi, group) in groups.iter().enumerate() {
-        fill_templates(&mut set, zi, group, &all_types)?;
+    for (zi, group) in groups.into_iter().enumerate() {
+        fill_templates(&mut set, zi, &group, &all_types)?;
+        let z = &mut set.zones[zi];
+        z.answers.shrink_to_fit();
+        z.nodes.shrink_to_fit();
         if transfers {
-            (set.zones[zi].axfr, set.zones[zi].soa_len) = transfer_bytes(group);
+            z.transfer = transfer_order(&group);
         }
     }
+    set.templates.shrink_to_fit();
     Ok(set)
 }
 
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
-fn index_zone(zd: &ZoneData) -> (Zone, Vec<Vec<&Record>>) {
-    let mut nodes: NameMap<u32> = NameMap::default();
-    let mut node_name: Vec<Box<[u8]>> = Vec::new();
-    let mut by_node: Vec<Vec<&Record>> = Vec::new();
-    let mut intern = |name: &[u8], nodes: &mut NameMap<u32>| -> u32 {
-        if let Some(&n) = nodes.get(name) {
-            return n;
+fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
+    // About one node per run of records at one owner.
+    let mut nodes = Names::with_capacity(zd.owner_runs() + 1);
+    nodes.intern(&zd.apex);
+    // The node of every record.
+    let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());
+    let mut lower = Vec::with_capacity(MAX_NAME);
+    let mut last: Option<(&[u8], u32)> = None;
+    for r in zd.iter() {
+        // NSEC3 records and their RRSIGs live in the chain, not in the tree.
+        if nsec3::in_chain(&r) {
+            node_of.push(NOT_IN_TREE);
+            continue;
         }
-        let n = node_name.len() as u32;
-        nodes.insert(name.into(), n);
-        node_name.push(name.into());
-        by_node.push(Vec::new());
-        n
-    };
-    intern(&zd.apex, &mut nodes);
-    let records = || zd.records.iter().filter(|r| !nsec3::in_chain(r));
-    for r in records() {
-        let lower = r.owner.to_ascii_lowercase();
-        intern(&lower, &mut nodes);
+        // Records in a row at one owner share it.
+        if let Some((_, n)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
+            node_of.push(n);
+            continue;
+        }
+        lower.clear();
+        lower.extend(r.owner.iter().map(u8::to_ascii_lowercase));
+        let n = nodes.intern(&lower);
         // Ancestors up to the apex exist too (empty non-terminals).
-        for off in label_offsets(&lower) {
+        for off in label_starts(&lower).skip(1) {
             if lower.len() - off <= zd.apex.len() {
                 break;
             }
-            intern(&lower[off..], &mut nodes);
+            nodes.intern(&lower[off..]);
+        }
+        node_of.push(n);
+        last = Some((r.owner, n));
+    }
+    // Records grouped by node (a counting sort), each record once.
+    let count = nodes.len();
+    let mut starts = vec![0u32; count + 1];
+    for &n in node_of.iter().filter(|&&n| n != NOT_IN_TREE) {
+        starts[n as usize + 1] += 1;
+    }
+    for i in 0..count {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut order = vec![0u32; zd.records.len()];
+    let mut chain_at = Vec::new();
+    for (i, &n) in node_of.iter().enumerate() {
+        if n == NOT_IN_TREE {
+            chain_at.push(i as u32);
+            continue;
+        }
+        let (a, at) = (starts[n as usize] as usize, fill[n as usize] as usize);
+        let r = zd.rec(i);
+        let seen = order[a..at].iter().any(|&o| {
+            let o = zd.rec(o as usize);
+            o.rtype == r.rtype && o.rdata == r.rdata
+        });
+        if !seen {
+            order[at] = i as u32;
+            fill[n as usize] += 1;
         }
     }
-    for r in records() {
-        let n = nodes[r.owner.to_ascii_lowercase().as_slice()];
-        let recs = &mut by_node[n as usize];
-        if !recs
-            .iter()
-            .any(|o| o.rtype == r.rtype && o.rdata == r.rdata)
-        {
-            recs.push(r);
-        }
+    drop(node_of);
+    // Close the gaps repeats left.
+    let mut kept = 0usize;
+    for n in 0..count {
+        let (a, e) = (starts[n] as usize, fill[n] as usize);
+        starts[n] = kept as u32;
+        order.copy_within(a..e, kept);
+        kept += e - a;
     }
-    let is_cut =
-        |n: usize| *node_name[n] != *zd.apex && by_node[n].iter().any(|r| r.rtype == rtype::NS);
-    let mut node = vec![Node::default(); node_name.len()];
+    starts[count] = kept as u32;
+    order.truncate(kept);
+    let zr = ZoneRecords {
+        data: zd,
+        order,
+        starts,
+        chain: chain_at.iter().map(|&i| zd.rec(i as usize)).collect(),
+        chain_at,
+    };
+    let is_cut = |n: usize| n != 0 && zr.recs(n).any(|r| r.rtype == rtype::NS);
+    let mut node = vec![Node::default(); count];
     // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
     // the DNAME owner.
-    let dnames: Vec<usize> = (0..node_name.len())
-        .filter(|&n| by_node[n].iter().any(|r| r.rtype == DNAME))
+    let dnames: Vec<usize> = (0..count)
+        .filter(|&n| zr.recs(n).any(|r| r.rtype == DNAME))
         .collect();
     for &d in &dnames {
         node[d].dname = true;
-        let owner = node_name[d].clone();
-        nodes.retain(|name, _| name.len() <= owner.len() || !is_subdomain(name, &owner));
+        let owner = nodes.name(d as u32).to_vec();
+        nodes.hide(|name| name.len() > owner.len() && is_subdomain(name, &owner));
     }
-    for (i, name) in node_name.iter().enumerate() {
-        // The highest cut at or above the node wins: everything below it is glue.
-        node[i].cut = label_offsets(name)
-            .into_iter()
+    let mut starts = Vec::new();
+    for (i, nd) in node.iter_mut().enumerate() {
+        let name = nodes.name(i as u32);
+        // The highest cut at or above the node wins: everything below it is glue. The
+        // node itself is the last candidate and needs no lookup.
+        starts.clear();
+        starts.extend(label_starts(name).skip(1));
+        nd.cut = starts
+            .iter()
             .rev()
-            .filter(|&off| name.len() - off > zd.apex.len())
-            .filter_map(|off| nodes.get(&name[off..]).copied())
+            .filter(|&&off| name.len() - off > zd.apex.len())
+            .filter_map(|&off| nodes.get(&name[off..]).copied())
+            .chain(Some(i as u32).filter(|_| i != 0))
             .find(|&a| is_cut(a as usize));
     }
+    let max_labels = (0..count)
+        .map(|n| label_starts(nodes.name(n as u32)).count())
+        .max()
+        .unwrap_or(0);
     let zone = Zone {
-        max_labels: node_name
-            .iter()
-            .map(|n| label_offsets(n).len() - 1)
-            .max()
-            .unwrap_or(0),
+        max_labels,
         apex_labels: label_offsets(&zd.apex).len() - 1,
         apex: zd.apex.clone().into_boxed_slice(),
         nodes,
         node,
-        node_name,
+        answers: Vec::new(),
         nxdomain: 0,
         nodata: 0,
-        axfr: Box::default(),
-        soa_len: 0,
+        records: None,
+        transfer: Vec::new(),
         dnssec: None,
     };
-    (zone, by_node)
+    (zone, zr)
 }
 
-fn push(set: &mut ZoneSet, t: Template) -> Tid {
-    set.templates.push(t);
-    (set.templates.len() - 1) as Tid
+/// The node of a record kept out of the node tree (the NSEC3 chain).
+const NOT_IN_TREE: u32 = u32::MAX;
+
+/// Where the labels of wire name `name` start (not its root).
+fn label_starts(name: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = *name.get(at)? as usize;
+        if len == 0 {
+            return None;
+        }
+        let here = at;
+        at += 1 + len;
+        Some(here)
+    })
+}
+
+fn push(set: &mut ZoneSet, t: Rendered) -> Tid {
+    set.templates.push(t.template())
 }
 
 /// Renders `s` against `model`, and its signed form when the zone is signed.
@@ -246,8 +330,9 @@ fn fill_templates(
     }
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
-        let name = z.node_name[n].to_vec();
-        let recs = &zr.by_node[n];
+        let name: Rc<[u8]> = z.node_name(n as u32).into();
+        let recs = zr.recs(n);
+        let mut answers: Vec<(u16, Tid)> = Vec::new();
         let mut node = Node {
             cut: z.node[n].cut,
             dname: z.node[n].dname,
@@ -257,11 +342,9 @@ fn fill_templates(
         };
         let mut signed = SignedNode::default();
         let mut signed_answers = Vec::new();
-        // NODATA here: the zone's plain one, and a signed one proving this node.
-        let mut nodata_here = Sections {
-            denial: Some(Denial::NoData(n as u32)),
-            ..negative(zr, rcode::NOERROR)
-        };
+        // NODATA here: the zone's plain one, and a signed one proving this node (made
+        // only when signing: it is the same for every plain node).
+        let mut nodata_here = None;
         if node.cut == Some(n as u32) {
             let r = referral(set, zi, zr, &name);
             node.referral = Some(push(set, render(&r, &name, false)));
@@ -279,7 +362,7 @@ fn fill_templates(
                     ..Sections::default()
                 };
                 let (tid, st) = pair(set, sg, &s, &name, false);
-                node.answers.push((rtype::DS, tid));
+                answers.push((rtype::DS, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
         }
@@ -290,33 +373,38 @@ fn fill_templates(
             } else {
                 Owner::Name(name.clone())
             };
-            let has_cname = recs.iter().any(|r| r.rtype == rtype::CNAME);
+            let has_cname = recs.clone().any(|r| r.rtype == rtype::CNAME);
             let types: BTreeSet<u16> = if has_cname {
                 all_types.iter().copied().chain([rtype::CNAME]).collect()
             } else {
-                recs.iter().map(|r| r.rtype).collect()
+                recs.clone().map(|r| r.rtype).collect()
             };
             for t in types {
                 let s = resolve_at(set, zi, zr, n, &owner, Some(t));
                 let (tid, st) = pair(set, sg, &s, &name, wild);
-                node.answers.push((t, tid));
+                answers.push((t, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
             if has_cname {
-                nodata_here = resolve_at(set, zi, zr, n, &owner, None);
-                node.other = push(set, render(&nodata_here, &name, wild));
+                let s = resolve_at(set, zi, zr, n, &owner, None);
+                node.other = push(set, render(&s, &name, wild));
+                nodata_here = Some(s);
             }
             // RFC 8482 allows any one RRset; the lowest type is what Knot picks too. Its
             // answer was rendered above: share it.
-            if let Some(first) = recs.iter().map(|r| r.rtype).min() {
-                if let Some(i) = node.answers.iter().position(|&(t, _)| t == first) {
-                    node.any = node.answers[i].1;
+            if let Some(first) = recs.map(|r| r.rtype).min() {
+                if let Some(i) = answers.iter().position(|&(t, _)| t == first) {
+                    node.any = answers[i].1;
                     signed.any = signed_answers[i];
                 }
             }
         }
         if let Some(sg) = sg {
             let wild = name.starts_with(b"\x01*");
+            let nodata_here = nodata_here.unwrap_or_else(|| Sections {
+                denial: Some(Denial::NoData(n as u32)),
+                ..negative(zr, rcode::NOERROR)
+            });
             let t = render(&sg.sign(set, &nodata_here, wild), &name, wild);
             signed.other = push(set, t);
             if node.any == nodata {
@@ -325,7 +413,22 @@ fn fill_templates(
             signed.answers = signed_answers.into_boxed_slice();
             node.dnssec = Some(Box::new(signed));
         }
-        set.zones[zi].node[n] = node;
+        let z = &mut set.zones[zi];
+        node.answers_at = z.answers.len() as u32;
+        node.answers_len = answers.len() as u16;
+        z.answers.extend(answers);
+        z.node[n] = node;
     }
     Ok(())
+}
+
+/// The records of a zone in the order a transfer sends them: the SOA first, then
+/// every other record (each once), node after node, then the NSEC3 chain.
+fn transfer_order(zr: &ZoneRecords<'_>) -> Vec<u32> {
+    let rtype_of = |i: &u32| zr.data.records[*i as usize].rtype;
+    let all = zr.order.iter().chain(&zr.chain_at);
+    let soa = all.clone().filter(|i| rtype_of(i) == rtype::SOA).take(1);
+    soa.chain(all.filter(|i| rtype_of(i) != rtype::SOA))
+        .copied()
+        .collect()
 }

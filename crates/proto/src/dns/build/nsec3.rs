@@ -11,28 +11,23 @@ use crate::dns::nsec3::{
     decode, NodeProofs, Nsec3Chain, Nsec3Zone, Params, Proofs, HASH_LEN, NONE, NSEC3, NSEC3PARAM,
 };
 use crate::dns::wire::{label_offsets, name_to_text};
-use crate::dns::zone::{Part, Record};
+use crate::dns::zone::Rec;
 use std::collections::BTreeMap;
 
 /// The type an RRSIG covers.
-pub(super) fn covered(r: &Record) -> Option<u16> {
-    match r.rdata.first() {
-        Some(Part::Bytes(b)) if b.len() >= 2 => Some(u16::from_be_bytes([b[0], b[1]])),
-        _ => None,
-    }
+pub(super) fn covered(r: &Rec<'_>) -> Option<u16> {
+    let b = r.rdata;
+    (b.len() >= 2).then(|| u16::from_be_bytes([b[0], b[1]]))
 }
 
 /// An NSEC3 record or an RRSIG over one: these live in the chain, not in the tree.
-pub(super) fn in_chain(r: &Record) -> bool {
+pub(super) fn in_chain(r: &Rec<'_>) -> bool {
     r.rtype == NSEC3 || (r.rtype == RRSIG && covered(r) == Some(NSEC3))
 }
 
 /// The raw RDATA of a record whose type has no embedded names.
-fn raw(r: &Record) -> &[u8] {
-    match r.rdata.first() {
-        Some(Part::Bytes(b)) => b,
-        _ => &[],
-    }
+fn raw<'a>(r: &Rec<'a>) -> &'a [u8] {
+    r.rdata
 }
 
 /// The NSEC3 chain of one zone while its templates are built.
@@ -40,7 +35,7 @@ pub(super) struct Nsec3Build<'a> {
     /// The runtime form (copied into the zone once built).
     pub(super) zone: Nsec3Zone,
     /// Per entry, its NSEC3 and RRSIG records, for denials rendered at load time.
-    recs: Vec<Vec<&'a Record>>,
+    recs: Vec<Vec<Rec<'a>>>,
 }
 
 /// Reads the NSEC3 chain of a zone whose apex holds an NSEC3PARAM (RFC 5155 §4): the
@@ -54,10 +49,10 @@ pub(super) fn load<'a>(
         msg,
     };
     // NSEC3PARAM with flags other than zero are ignored (RFC 5155 §4.1.2).
-    let params: Vec<&[u8]> = zr.by_node[0]
-        .iter()
+    let params: Vec<&[u8]> = zr
+        .recs(0)
         .filter(|r| r.rtype == NSEC3PARAM)
-        .map(|r| raw(r))
+        .map(|r| raw(&r))
         .filter(|rd| rd.get(1) == Some(&0))
         .collect();
     let has_chain = zr.chain.iter().any(|r| r.rtype == NSEC3);
@@ -82,7 +77,7 @@ pub(super) fn load<'a>(
     // The NSEC3 records made with these parameters (RFC 5155 §7.2), by hash; each
     // owner is one hash label directly below the apex.
     let apex = &zr.data.apex;
-    let hash_of = |r: &Record| -> Option<[u8; HASH_LEN]> {
+    let hash_of = |r: &Rec<'_>| -> Option<[u8; HASH_LEN]> {
         let lower = r.owner.to_ascii_lowercase();
         let len = *lower.first()? as usize;
         (lower.get(1 + len..) == Some(apex.as_slice()))
@@ -96,15 +91,15 @@ pub(super) fn load<'a>(
             && u16::from_be_bytes([rd[2], rd[3]]) == params.iterations
             && rd[5..5 + salt_len] == *params.salt
     };
-    let mut by_hash: BTreeMap<[u8; HASH_LEN], Vec<&Record>> = BTreeMap::new();
+    let mut by_hash: BTreeMap<[u8; HASH_LEN], Vec<Rec<'a>>> = BTreeMap::new();
     for r in zr.chain.iter().filter(|r| r.rtype == NSEC3) {
         if let Some(h) = hash_of(r).filter(|_| same_params(raw(r))) {
-            by_hash.entry(h).or_default().push(r);
+            by_hash.entry(h).or_default().push(*r);
         }
     }
     for r in zr.chain.iter().filter(|r| r.rtype == RRSIG) {
         if let Some(v) = hash_of(r).and_then(|h| by_hash.get_mut(&h)) {
-            v.push(r);
+            v.push(*r);
         }
     }
     let mut chain = Nsec3Chain::default();
@@ -112,7 +107,7 @@ pub(super) fn load<'a>(
     for (h, rs) in by_hash {
         let start = chain.entries.bytes.len();
         for r in &rs {
-            plain_rr(&mut chain.entries.bytes, &r.owner, r, r.ttl);
+            plain_rr(&mut chain.entries.bytes, r.owner, *r, r.ttl);
         }
         chain.entries.close(start, rs.len() as u16);
         chain.push_hash(h);
@@ -121,7 +116,7 @@ pub(super) fn load<'a>(
     let mut zone = Nsec3Zone {
         params,
         chain,
-        nodes: vec![NodeProofs::default(); z.node_name.len()],
+        nodes: vec![NodeProofs::default(); z.nodes.len()],
     };
     node_proofs(z, &mut zone);
     Ok(Some(Nsec3Build { zone, recs }))
@@ -145,11 +140,11 @@ fn labels(name: &[u8]) -> usize {
 /// (an empty non-terminal or delegation left out by opt-out) proves names below it
 /// through its nearest ancestor that has one. Glue has none.
 fn node_proofs(z: &Zone, n3: &mut Nsec3Zone) {
-    let mut order: Vec<usize> = (0..z.node_name.len()).collect();
-    order.sort_by_key(|&n| z.node_name[n].len());
+    let mut order: Vec<usize> = (0..z.nodes.len()).collect();
+    order.sort_by_key(|&n| z.node_name(n as u32).len());
     let mut star = Vec::with_capacity(256);
     for n in order {
-        let name = &z.node_name[n];
+        let name = z.node_name(n as u32);
         let glue = z.node[n].cut.is_some_and(|c| c as usize != n);
         let own = if glue {
             NONE
@@ -187,8 +182,8 @@ impl<'a> Nsec3Build<'a> {
         p.iter()
             .flat_map(|&i| &self.recs[i as usize])
             .map(|rec| Rr {
-                owner: Owner::Name(rec.owner.clone()),
-                rec,
+                owner: Owner::Name(rec.owner.into()),
+                rec: *rec,
                 ttl: rec.ttl,
                 node: u32::MAX,
             })
@@ -206,7 +201,7 @@ impl<'a> Nsec3Build<'a> {
         if own != NONE {
             p.push(own);
         } else if !glue {
-            let name = &z.node_name[n as usize];
+            let name = z.node_name(n);
             self.zone.encloser_proof(n, name, labels(name), &mut p);
         }
         add(out, p);
@@ -232,7 +227,7 @@ impl<'a> Nsec3Build<'a> {
         nodata: bool,
         out: &mut Vec<u32>,
     ) {
-        let parent = &z.node_name[w as usize][2..];
+        let parent = &z.node_name(w)[2..];
         let enc = z.nodes.get(parent).copied().unwrap_or(0);
         add(out, self.zone.wildcard(enc, w, name, labels(name), nodata));
     }
@@ -252,7 +247,7 @@ mod tests {
     fn build_text(extra: &str) -> Result<crate::dns::db::ZoneSet, BuildError> {
         let text = format!("{BASE}{extra}");
         let z = crate::dns::zone::parse_zone(text.as_bytes(), "t.zone").unwrap();
-        super::super::build(&[z])
+        super::super::build(&[z.into()])
     }
 
     #[test]
@@ -278,7 +273,7 @@ mod tests {
         let set = build_text("@ NSEC3PARAM 1 0 0 -\n").unwrap();
         let z = &set.zones[0];
         assert!(
-            z.node_name.iter().all(|n| n.len() < 30),
+            (0..z.nodes.len()).all(|n| z.node_name(n as u32).len() < 30),
             "no hashed owner is a node"
         );
         let n3 = z.dnssec.as_ref().unwrap().nsec3.as_ref().unwrap();

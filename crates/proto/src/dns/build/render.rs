@@ -1,85 +1,67 @@
 //! Sections to wire bytes: compressed templates, and plain records for zone transfers
 //! and NSEC entries.
 
-use super::{Owner, Rr, Sections, ZoneRecords};
+use super::{Owner, Rr, Sections};
 use crate::dns::db::Template;
-use crate::dns::wire::{label_offsets, rtype, CLASS_IN, HEADER, MAX_NAME};
-use crate::dns::zone::{Part, Record};
+use crate::dns::wire::{CLASS_IN, HEADER, MAX_NAME};
+use crate::dns::zone::{Part, Rec};
 
 /// Appends one record in wire form, uncompressed, with `owner` and `ttl`.
-pub(super) fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: &Record, ttl: u32) {
-    out.extend_from_slice(owner);
-    out.extend_from_slice(&r.rtype.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
-    out.extend_from_slice(&ttl.to_be_bytes());
-    let len_at = out.len();
-    out.extend_from_slice(&[0, 0]);
-    for p in &r.rdata {
-        match p {
-            Part::Bytes(b) => out.extend_from_slice(b),
-            Part::Name { wire, .. } => out.extend_from_slice(wire),
-        }
-    }
-    let len = (out.len() - len_at - 2) as u16;
-    out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
-}
-
-/// All records of a zone in wire form, uncompressed, the SOA first; and its length.
-pub(super) fn transfer_bytes(zr: &ZoneRecords<'_>) -> (Box<[u8]>, usize) {
-    let mut out = Vec::new();
-    let soa = zr.by_node[0].iter().filter(|r| r.rtype == rtype::SOA);
-    let rest = zr
-        .by_node
-        .iter()
-        .flatten()
-        .chain(&zr.chain)
-        .filter(|r| r.rtype != rtype::SOA);
-    let mut soa_len = 0;
-    for (i, r) in soa.chain(rest).enumerate() {
-        plain_rr(&mut out, &r.owner, r, r.ttl);
-        if i == 0 {
-            soa_len = out.len();
-        }
-    }
-    (out.into_boxed_slice(), soa_len)
+pub(super) fn plain_rr(out: &mut Vec<u8>, owner: &[u8], r: Rec<'_>, ttl: u32) {
+    Rec { owner, ttl, ..r }.write_plain(out);
 }
 
 /// Writes names with compression against earlier names, tracking pointers that move
 /// when the real question is longer than the model.
 struct Renderer {
     out: Vec<u8>,
-    /// Lower-case suffixes already written, with their message offset.
-    table: Vec<(Vec<u8>, u16)>,
+    /// Lower-case copies of the names written (and of the model), back to back.
+    lower: Vec<u8>,
+    /// Suffixes already written: (start in `lower`, length, message offset).
+    table: Vec<(u32, u16, u16)>,
     fixups: Vec<u16>,
     base: usize,
 }
 
 impl Renderer {
     fn new(model: &[u8], owner_is_qname: bool) -> Self {
-        let mut table = Vec::new();
-        for off in label_offsets(model) {
-            if model[off] == 0 || (off == 0 && owner_is_qname) {
-                continue;
-            }
-            table.push((model[off..].to_ascii_lowercase(), (HEADER + off) as u16));
-        }
-        Renderer {
-            out: Vec::new(),
-            table,
+        let mut r = Renderer {
+            out: Vec::with_capacity(64),
+            lower: model.to_ascii_lowercase(),
+            table: Vec::new(),
             fixups: Vec::new(),
             base: HEADER + model.len() + 4,
+        };
+        let mut off = 0;
+        while off < model.len() && model[off] != 0 {
+            if off > 0 || !owner_is_qname {
+                r.table.push((
+                    off as u32,
+                    (model.len() - off) as u16,
+                    (HEADER + off) as u16,
+                ));
+            }
+            off += 1 + model[off] as usize;
         }
+        r
+    }
+
+    /// The message offset of an earlier copy of lower-case suffix `key`.
+    fn find(&self, key: &[u8]) -> Option<u16> {
+        self.table.iter().find_map(|&(s, l, at)| {
+            let s = s as usize;
+            (self.lower[s..s + l as usize] == *key).then_some(at)
+        })
     }
 
     fn name(&mut self, wire: &[u8], compress: bool) {
-        let offs = label_offsets(wire);
-        for off in offs {
-            if wire[off] == 0 {
-                break;
-            }
-            let key = wire[off..].to_ascii_lowercase();
+        let start = self.lower.len();
+        self.lower.extend(wire.iter().map(u8::to_ascii_lowercase));
+        let mut off = 0;
+        while off < wire.len() && wire[off] != 0 {
             if compress {
-                if let Some(&(_, at)) = self.table.iter().find(|(k, _)| *k == key) {
+                let key = &self.lower[start + off..start + wire.len()];
+                if let Some(at) = self.find(key) {
                     self.fixups.push(self.out.len() as u16);
                     self.out.extend_from_slice(&(0xC000 | at).to_be_bytes());
                     return;
@@ -88,10 +70,12 @@ impl Renderer {
             let at = self.base + self.out.len();
             // Leave room for the shift by a longer question.
             if at < 0x3FFF - MAX_NAME {
-                self.table.push((key, at as u16));
+                let len = (wire.len() - off) as u16;
+                self.table.push(((start + off) as u32, len, at as u16));
             }
             let len = wire[off] as usize;
             self.out.extend_from_slice(&wire[off..off + 1 + len]);
+            off += 1 + len;
         }
         self.out.push(0);
     }
@@ -106,10 +90,10 @@ impl Renderer {
         self.out.extend_from_slice(&rr.ttl.to_be_bytes());
         let len_at = self.out.len();
         self.out.extend_from_slice(&[0, 0]);
-        for p in &rr.rec.rdata {
+        for p in rr.rec.parts() {
             match p {
                 Part::Bytes(b) => self.out.extend_from_slice(b),
-                Part::Name { wire, compress } => self.name(wire, *compress),
+                Part::Name { wire, compress } => self.name(wire, compress),
             }
         }
         let len = (self.out.len() - len_at - 2) as u16;
@@ -119,7 +103,7 @@ impl Renderer {
 
 /// Renders sections against a model question `model` (with `owner_is_qname`, the
 /// model's own name is never a compression target: its owner is the query name).
-pub(super) fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Template {
+pub(super) fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Rendered {
     let mut r = Renderer::new(model, owner_is_qname);
     let mut additional_at = 0;
     for (i, sec) in s.sec.iter().enumerate() {
@@ -130,7 +114,7 @@ pub(super) fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Te
             r.rr(rr);
         }
     }
-    Template {
+    Rendered {
         rcode: s.rcode,
         aa: s.aa,
         counts: [
@@ -140,7 +124,32 @@ pub(super) fn render(s: &Sections<'_>, model: &[u8], owner_is_qname: bool) -> Te
         ],
         model_len: model.len() as u16,
         additional_at,
-        bytes: r.out.into_boxed_slice(),
-        fixups: r.fixups.into_boxed_slice(),
+        bytes: r.out,
+        fixups: r.fixups,
+    }
+}
+
+/// A template as rendered, before it is stored in the zone set's arena.
+pub(super) struct Rendered {
+    rcode: u8,
+    aa: bool,
+    counts: [u16; 3],
+    model_len: u16,
+    additional_at: u16,
+    bytes: Vec<u8>,
+    fixups: Vec<u16>,
+}
+
+impl Rendered {
+    pub(super) fn template(&self) -> Template<'_> {
+        Template {
+            rcode: self.rcode,
+            aa: self.aa,
+            counts: self.counts,
+            model_len: self.model_len,
+            additional_at: self.additional_at,
+            bytes: &self.bytes,
+            fixups: &self.fixups,
+        }
     }
 }

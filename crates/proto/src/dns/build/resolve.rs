@@ -5,16 +5,16 @@ use super::{Denial, Owner, Rr, Sections, ZoneRecords, MAX_CHAIN};
 use crate::dns::db::{Found, ZoneSet};
 use crate::dns::dnssec::{NSEC, RRSIG};
 use crate::dns::wire::{rcode, read_name, rtype, NameBuf, MAX_NAME};
-use crate::dns::zone::{Part, Record};
+use crate::dns::zone::{Part, Rec};
 
 /// The SOA for a negative answer; its TTL is the smaller of its own and its MINIMUM
 /// field (RFC 2308 §3).
 pub(super) fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
-    let soa = zr.by_node[0]
-        .iter()
+    let soa = zr
+        .recs(0)
         .find(|r| r.rtype == rtype::SOA)
         .expect("a loaded zone has its SOA at the apex");
-    let minimum = match soa.rdata.last() {
+    let minimum = match soa.parts().last() {
         Some(Part::Bytes(b)) if b.len() == 20 => u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
         _ => soa.ttl,
     };
@@ -24,7 +24,7 @@ pub(super) fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
         ..Sections::default()
     };
     s.sec[1].push(Rr {
-        owner: Owner::Name(zr.data.apex.clone()),
+        owner: Owner::Name(zr.data.apex.as_slice().into()),
         rec: soa,
         ttl: soa.ttl.min(minimum),
         node: 0,
@@ -34,11 +34,7 @@ pub(super) fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
 
 /// The RRs of `qtype` at node `n`, with `owner`.
 pub(super) fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u16) -> Vec<Rr<'a>> {
-    let recs: Vec<&Record> = zr.by_node[n]
-        .iter()
-        .copied()
-        .filter(|r| r.rtype == qtype)
-        .collect();
+    let recs: Vec<Rec<'a>> = zr.recs(n).filter(|r| r.rtype == qtype).collect();
     // One TTL per RRset (RFC 2181 §5.2): the first record's.
     let ttl = recs.first().map_or(0, |r| r.ttl);
     recs.into_iter()
@@ -59,7 +55,8 @@ pub(super) fn additional<'a>(
     rrs: &[Rr<'a>],
 ) -> Vec<Rr<'a>> {
     let mut out: Vec<Rr<'a>> = Vec::new();
-    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let mut seen: Vec<&[u8]> = Vec::new();
+    let mut lower = [0u8; MAX_NAME];
     for rr in rrs {
         if !matches!(rr.rec.rtype, rtype::NS | rtype::MX | rtype::SRV) {
             continue;
@@ -67,14 +64,17 @@ pub(super) fn additional<'a>(
         let Some(target) = rr.rec.target() else {
             continue;
         };
-        let lower = target.to_ascii_lowercase();
-        if seen.contains(&lower) {
+        if seen.iter().any(|s| s.eq_ignore_ascii_case(target)) {
             continue;
         }
-        seen.push(lower.clone());
-        if let Some(&n) = set.zones[zi].nodes.get(lower.as_slice()) {
+        seen.push(target);
+        let lower = &mut lower[..target.len()];
+        lower.copy_from_slice(target);
+        lower.make_ascii_lowercase();
+        if let Some(&n) = set.zones[zi].nodes.get(lower) {
+            let owner = Owner::Name(target.into());
             for t in [rtype::A, rtype::AAAA] {
-                out.extend(rrset(zr, n as usize, &Owner::Name(target.to_vec()), t));
+                out.extend(rrset(zr, n as usize, &owner, t));
             }
         }
     }
@@ -89,7 +89,7 @@ pub(super) fn referral<'a>(
     name: &[u8],
 ) -> Sections<'a> {
     let n = set.zones[zi].nodes[name] as usize;
-    let owner = Owner::Name(zr.by_node[n][0].owner.clone());
+    let owner = Owner::Name(zr.owner_of(n));
     let ns = rrset(zr, n, &owner, rtype::NS);
     let glue = additional(set, zi, zr, &ns);
     Sections {
@@ -146,7 +146,7 @@ pub(super) fn resolve_at<'a>(
                         s.wild_hits.push((target.to_ascii_lowercase(), t));
                     }
                     visited.push(t as usize);
-                    (n, owner) = (t as usize, Owner::Name(target));
+                    (n, owner) = (t as usize, Owner::Name(target.into()));
                 }
                 Some(Found::NxDomain) => {
                     let neg = negative(zr, rcode::NXDOMAIN);
@@ -158,7 +158,7 @@ pub(super) fn resolve_at<'a>(
                 // Below a delegation: the referral goes with the CNAME (RFC 1034
                 // §4.3.2 step 3b), still authoritative for the CNAME.
                 Some(Found::Referral(c)) => {
-                    let cut = set.zones[zi].node_name[c as usize].clone();
+                    let cut = set.zones[zi].node_name(c).to_vec();
                     let r = referral(set, zi, zr, &cut);
                     [_, s.sec[1], s.sec[2]] = r.sec;
                     s.denial = Some(Denial::Referral(c));

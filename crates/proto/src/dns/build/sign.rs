@@ -30,9 +30,9 @@ impl<'a> Signing<'a> {
             return Ok(None);
         }
         let z = &set.zones[zi];
-        let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.node_name.len())
-            .filter(|&n| zr.by_node[n].iter().any(|r| r.rtype == NSEC))
-            .map(|n| (z.node_name[n].to_vec(), n as u32))
+        let mut nsec: Vec<(Vec<u8>, u32)> = (0..z.nodes.len())
+            .filter(|&n| zr.recs(n).any(|r| r.rtype == NSEC))
+            .map(|n| (z.node_name(n as u32).to_vec(), n as u32))
             .collect();
         nsec.sort_by(|a, b| canonical_cmp(&a.0, &b.0));
         let nsec3 = nsec3::load(z, zr)?;
@@ -52,7 +52,7 @@ impl<'a> Signing<'a> {
             let mut count = 0;
             for rr in self.nsec_proof(*n) {
                 let name = match &rr.owner {
-                    Owner::Name(w) => w.as_slice(),
+                    Owner::Name(w) => &w[..],
                     Owner::Qname => owner.as_slice(),
                 };
                 plain_rr(&mut c.entries.bytes, name, rr.rec, rr.ttl);
@@ -66,8 +66,8 @@ impl<'a> Signing<'a> {
 
     /// The RRSIGs at node `n` covering `covered`, with `owner` and `ttl`.
     fn rrsigs(&self, n: u32, owner: &Owner, covered: u16, ttl: u32) -> Vec<Rr<'a>> {
-        self.zr.by_node[n as usize]
-            .iter()
+        self.zr
+            .recs(n as usize)
             .filter(|r| r.rtype == RRSIG)
             .filter(|r| nsec3::covered(r) == Some(covered))
             .map(|rec| Rr {
@@ -81,7 +81,7 @@ impl<'a> Signing<'a> {
 
     /// The NSEC at node `n` and its RRSIGs.
     fn nsec_proof(&self, n: u32) -> Vec<Rr<'a>> {
-        let owner = Owner::Name(self.zr.by_node[n as usize][0].owner.clone());
+        let owner = Owner::Name(self.zr.owner_of(n as usize));
         let mut v = rrset(self.zr, n as usize, &owner, NSEC);
         let ttl = v.first().map_or(0, |r| r.ttl);
         v.extend(self.rrsigs(n, &owner, NSEC, ttl));
@@ -177,11 +177,11 @@ impl<'a> Signing<'a> {
             .collect();
         match &s.denial {
             Some(Denial::NoData(n)) => {
-                let has = self.zr.by_node[*n as usize].iter().any(|r| r.rtype == NSEC);
+                let has = self.zr.recs(*n as usize).any(|r| r.rtype == NSEC);
                 proofs.extend(if has {
                     Some(*n)
                 } else {
-                    self.covering(&z.node_name[*n as usize])
+                    self.covering(z.node_name(*n))
                 });
             }
             Some(Denial::NxDomain(name)) => {
@@ -190,7 +190,7 @@ impl<'a> Signing<'a> {
                     .into_iter()
                     .skip(1)
                     .map(|o| &name[o..])
-                    .find(|s| z.nodes.contains_key(*s));
+                    .find(|s| z.nodes.contains_key(s));
                 if let Some(ce) = ce {
                     let star = [b"\x01*".as_slice(), ce].concat();
                     proofs.extend(self.covering(&star));
@@ -213,7 +213,7 @@ impl<'a> Signing<'a> {
 
     /// The DS RRset at cut `n` with its RRSIGs, if it has one.
     fn ds(&self, n: u32) -> Option<Vec<Rr<'a>>> {
-        let owner = Owner::Name(self.zr.by_node[n as usize][0].owner.clone());
+        let owner = Owner::Name(self.zr.owner_of(n as usize));
         let mut ds = rrset(self.zr, n as usize, &owner, rtype::DS);
         let ttl = ds.first()?.ttl;
         ds.extend(self.rrsigs(n, &owner, rtype::DS, ttl));

@@ -491,7 +491,7 @@ impl<'a> Loop<'a> {
         let rc = match zone.map(|z| &db.zones[z as usize]) {
             // Not allowed, or the zones were built without their transfer data.
             _ if !allowed => rcode::REFUSED,
-            Some(z) if z.axfr.is_empty() => rcode::REFUSED,
+            Some(z) if z.transfer.is_empty() || z.records.is_none() => rcode::REFUSED,
             None => NOTAUTH,
             Some(_) => rcode::NOERROR,
         };

@@ -2,7 +2,7 @@
 //! as the socket drains, so a large zone never sits whole in a connection's queue.
 
 use super::super::db::ZoneSet;
-use super::super::wire::{get16, put16, HEADER};
+use super::super::wire::{put16, HEADER};
 use std::sync::Arc;
 
 /// Largest transfer message we build (well under 65535, as other servers do).
@@ -61,37 +61,31 @@ impl Transfer {
             out.extend_from_slice(&self.question);
         }
         let mut count = 0u16;
-        // Every record, then the SOA again.
+        // Every record, then the SOA again (RFC 5936 §2.2), written from the zone's
+        // records as loaded.
+        let order = &z.transfer;
         while self.seg < 2 {
-            let seg = if self.seg == 0 {
-                &z.axfr[..]
-            } else {
-                &z.axfr[..z.soa_len]
+            let next = match (self.seg, &z.records) {
+                (0, Some(r)) => order.get(self.at).map(|&i| (r, i)),
+                (1, Some(r)) if self.at == 0 => order.first().map(|&i| (r, i)),
+                _ => None,
             };
-            if self.at >= seg.len() {
+            let Some((recs, i)) = next else {
                 (self.seg, self.at) = (self.seg + 1, 0);
                 continue;
-            }
-            let end = rr_end_plain(seg, self.at);
-            if count > 0 && out.len() - start - 2 + (end - self.at) > AXFR_MESSAGE {
+            };
+            let before = out.len();
+            recs.rec(i as usize).write_plain(out);
+            if count > 0 && out.len() - start - 2 > AXFR_MESSAGE {
+                out.truncate(before);
                 break;
             }
-            out.extend_from_slice(&seg[self.at..end]);
             count += 1;
-            self.at = end;
+            self.at += 1;
         }
         let len = (out.len() - start - 2) as u16;
         put16(out, start, len);
         put16(out, start + 2 + 6, count);
         true
     }
-}
-
-/// The end of an uncompressed record at `at`.
-fn rr_end_plain(b: &[u8], mut at: usize) -> usize {
-    while b[at] != 0 {
-        at += 1 + b[at] as usize;
-    }
-    at += 1;
-    at + 10 + get16(b, at + 8) as usize
 }
