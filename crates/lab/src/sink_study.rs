@@ -75,6 +75,8 @@ pub enum Subject {
     Trafgen,
     /// `iperf3 -u -b 0`.
     Iperf3,
+    /// `sockperf tp`: sockperf's throughput mode, the sending side (no answers needed).
+    SockperfTp,
 }
 
 impl Subject {
@@ -86,6 +88,7 @@ impl Subject {
             Subject::Sockperf => "sockperf sr".into(),
             Subject::Trafgen => "trafgen".into(),
             Subject::Iperf3 => "iperf3 -u".into(),
+            Subject::SockperfTp => "sockperf tp".into(),
         }
     }
 
@@ -94,7 +97,7 @@ impl Subject {
         match self {
             Subject::Sink(_) | Subject::Flood(_) => None,
             Subject::UdpSink => Some("udp_sink"),
-            Subject::Sockperf => Some("sockperf"),
+            Subject::Sockperf | Subject::SockperfTp => Some("sockperf"),
             Subject::Trafgen => Some("trafgen"),
             Subject::Iperf3 => Some("iperf3"),
         }

@@ -52,7 +52,7 @@ pub(super) struct Common {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Receive modes: those of firehose sink (recv, recvfrom, recvmsg, recvmmsg, \
-uring, packet, ...).\nPeers: udp_sink (the Red Hat article's receiver, --recvmsg; not packaged: \
+uring, packet, xdp).\nPeers: udp_sink (the Red Hat article's receiver, --recvmsg; not packaged: \
 build it from\nnetoptimizer/network-testing, `make` in src/, and put it on PATH), sockperf \
 (sockperf sr,\nthe receiving side of its throughput mode). Each is fed by firehose flood --io \
 sendmmsg with\none thread per receive queue; after the repetitions, one more run per mode at the \
@@ -78,9 +78,9 @@ pub(super) struct SinkArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Send modes: those of firehose flood (sendto, sendmmsg, gso, uring, packet, \
-...).\nPeers: trafgen (netsniff-ng: AF_PACKET, qdisc bypassed), iperf3 (iperf3 -u -b 0; it needs \
+xdp).\nPeers: trafgen (netsniff-ng: AF_PACKET, qdisc bypassed), iperf3 (iperf3 -u -b 0; it needs \
 its TCP\ncontrol connection, so its cells run with its own server instead of the XDP_DROP \
-receiver).\n\n\
+receiver), sockperf\n(sockperf tp: its throughput mode's sender, one sendto() per message).\n\n\
 EXAMPLES:\n  \
   firehose lab flood --repeat 3 --duration 3\n  \
   firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repeat 1"
@@ -225,16 +225,18 @@ pub(super) fn flood(a: FloodArgs) -> Result<()> {
     root_or_usage("flood")?;
     let names: Vec<&str> = FloodIo::ALL.iter().map(|m| m.name()).collect();
     let modes = pick("--modes", a.common.modes.as_deref(), &names)?;
-    let peers = pick("--peers", a.common.peers.as_deref(), &["trafgen", "iperf3"])?
-        .iter()
-        .map(|p| {
-            if p == "trafgen" {
-                Subject::Trafgen
-            } else {
-                Subject::Iperf3
-            }
-        })
-        .collect();
+    let peers = pick(
+        "--peers",
+        a.common.peers.as_deref(),
+        &["trafgen", "iperf3", "sockperf"],
+    )?
+    .iter()
+    .map(|p| match p.as_str() {
+        "trafgen" => Subject::Trafgen,
+        "iperf3" => Subject::Iperf3,
+        _ => Subject::SockperfTp,
+    })
+    .collect();
     for f in &a.frames {
         if !RFC2544_FRAMES.contains(f) {
             return Err(Usage(format!(

@@ -228,6 +228,15 @@ pub(super) fn start_flood_cell(
                 "iperf3", "-c", &a, "-p", &p, "-u", "-b", "0", "-l", &payload, "-t", &secs,
             ])
         }
+        // sockperf's throughput client sends flat out with one sendto() per message and
+        // waits for no answer, so XDP_DROP suits it like firehose's own senders.
+        Subject::SockperfTp => {
+            let a = VETH_SERVER_ADDR.to_string();
+            let p = port.to_string();
+            strings(&[
+                "sockperf", "tp", "-i", &a, "-p", &p, "-m", &payload, "-t", &secs, "--mps", "max",
+            ])
+        }
         Subject::Trafgen => {
             let conf = o.workdir.join(format!("{tag}.trafgen"));
             let text = trafgen_conf(
