@@ -64,6 +64,17 @@ fn a_refused_gso_send_falls_back_and_the_summary_says_so() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // `ip netns exec` execs the server, so its /proc entry shows the namespace's sockets:
+    // wait until it is bound, or a busy host starts the load first and a window is lost.
+    let bound = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let udp = format!("/proc/{}/net/udp", srv.id());
+    while !std::fs::read_to_string(&udp).is_ok_and(|t| t.contains(":24B8 ")) {
+        assert!(
+            std::time::Instant::now() < bound,
+            "the server never bound 9400 (0x24B8)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let out = ns
         .cmd(&[
             "load",
