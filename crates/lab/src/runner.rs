@@ -352,9 +352,23 @@ impl Runner<'_> {
         generator: Generator,
         cli: &mut Proc,
         config: &str,
+        server: (u32, Option<u64>),
     ) -> LabResult<Instant> {
         match generator {
-            Generator::Firehose => Ok(Instant::now()),
+            // A busy host may take long to exec it: the window starts when the server's
+            // namespace sees its first datagram, not when it was spawned, or a short window
+            // can close before it sends (then within 10 s as before).
+            Generator::Firehose => {
+                let (pid, before) = server;
+                let by = Instant::now() + Duration::from_secs(10);
+                while before.is_some() && udp_in_datagrams(pid) == before && Instant::now() < by {
+                    if cli.exited().is_some() {
+                        break;
+                    }
+                    proc::sleep_until(Instant::now() + Duration::from_millis(2), Some(self.stop))?;
+                }
+                Ok(Instant::now())
+            }
             Generator::Sockperf => {
                 let by = Instant::now() + Duration::from_secs(15);
                 cli.wait_for_output("Starting test", by, Some(self.stop))
@@ -441,8 +455,9 @@ impl Runner<'_> {
         let (mut srv, server_command) = self.start_server(config, &tag, server, &stats_path)?;
         let ccmd = self.client_command(generator, srv.pid(), &load_path);
         let client_command = proc::argv(&ccmd);
+        let seen = udp_in_datagrams(srv.pid());
         let mut cli = Proc::spawn(ccmd, &format!("{tag}-client"), &self.workdir)?;
-        let t0 = self.window_start(generator, &mut cli, config)?;
+        let t0 = self.window_start(generator, &mut cli, config, (srv.pid(), seen))?;
         let watch = Watch {
             server_pid: srv.pid(),
             client_pid: cli.pid(),
@@ -500,6 +515,16 @@ impl Runner<'_> {
             generator_report: counted.report,
         })
     }
+}
+
+/// Udp InDatagrams of the namespace `pid` runs in, `None` if unreadable.
+fn udp_in_datagrams(pid: u32) -> Option<u64> {
+    firehose_host::procfs::read(
+        &format!("/proc/{pid}/net/snmp"),
+        firehose_host::procfs::snmp::parse_udp,
+    )
+    .ok()
+    .map(|u| u.in_datagrams)
 }
 
 #[cfg(test)]
