@@ -10,7 +10,7 @@
 use super::FloodError;
 use firehose_packet::{write_request, Endpoints};
 use firehose_sys::mmsg::Flushed;
-use firehose_sys::packet::{PacketSock, TxRing, TxRingConfig};
+use firehose_sys::packet::{self, PacketSock, TxRing, TxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
 use std::net::SocketAddr;
@@ -92,7 +92,10 @@ impl PacketSender {
                 ))
             })?;
             f.truncate(n);
-            frames.push(f);
+            // The vnet header asks for the whole frame in the linear area.
+            let mut v = packet::vnet_hdr_linear(n as u16).to_vec();
+            v.extend_from_slice(&f);
+            frames.push(v);
         }
         let longest = frames.iter().map(Vec::len).max().unwrap_or(0);
         let flows = frames.len().max(1);
@@ -103,6 +106,7 @@ impl PacketSender {
         };
         let sock = PacketSock::open(path.ifindex)?;
         sock.set_qdisc_bypass(true)?;
+        sock.set_vnet_hdr(true)?;
         let mut ring = TxRing::new(sock, TxRingConfig::for_frames(longest, slots))?;
         ring.prefill(|i| &frames[i % flows][..])
             .map_err(|e| FloodError::Config(format!("--io packet: {e}")))?;

@@ -264,10 +264,20 @@ fn prefilled_tx_ring_sends_each_slot_frame_again_lap_after_lap() {
     if skip_unless_root() {
         return;
     }
-    in_private_netns(prefill_body);
+    in_private_netns(|| prefill_body(false));
 }
 
-fn prefill_body() {
+#[test]
+fn prefilled_tx_ring_with_vnet_headers_sends_linear_frames_intact() {
+    if skip_unless_root() {
+        return;
+    }
+    in_private_netns(|| prefill_body(true));
+}
+
+/// With `vnet`, each slot holds a virtio_net_hdr asking for the whole frame linear, then
+/// the frame; the receiver must see the same datagrams either way.
+fn prefill_body(vnet: bool) {
     let a: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let rx = UdpSock::new_for(&a).unwrap();
     rx.bind(&a).unwrap();
@@ -275,6 +285,8 @@ fn prefill_body() {
     let port = rx.local_addr().unwrap().port();
     let sock = PacketSock::open(ifindex("lo").unwrap()).unwrap();
     sock.set_qdisc_bypass(true).unwrap();
+    sock.set_vnet_hdr(vnet).unwrap();
+    assert_eq!(sock.vnet_hdr().unwrap(), vnet);
     let mut tx = TxRing::new(
         sock,
         TxRingConfig {
@@ -289,10 +301,19 @@ fn prefill_body() {
             let mut b = vec![0u8; 128];
             let n = v4_frame(&mut b, 41000 + k as u16, port, k + 1);
             b.truncate(n);
+            if vnet {
+                let mut v = vnet_hdr_linear(n as u16).to_vec();
+                v.extend_from_slice(&b);
+                return v;
+            }
             b
         })
         .collect();
-    assert_eq!(tx.prefill(|i| &frames[i % 4][..]).unwrap(), 14 + 20 + 8 + 4);
+    let hdr = if vnet { VNET_HDR_LEN } else { 0 };
+    assert_eq!(
+        tx.prefill(|i| &frames[i % 4][..]).unwrap(),
+        hdr + 14 + 20 + 8 + 4
+    );
     let too_long = vec![0u8; tx.max_frame() + 1];
     let n = 20; // two and a half laps of the 8 slots, the data never rewritten
     let (mut marked, mut taken) = (0, 0);
