@@ -1,5 +1,7 @@
 //! Flood over an AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS: frames built once per
-//! flow with crates/packet, copied into ring slots, handed to the driver by one send().
+//! flow with crates/packet and written into the ring's slots once, each behind a
+//! virtio_net_hdr (PACKET_VNET_HDR) asking for the whole frame in the socket buffer's linear
+//! area; sending marks free slots and hands them to the driver with one send().
 //! [`resolve`] (interface, MACs) serves the AF_XDP mode too.
 //!
 //! The path is the kernel's own choice: a UDP socket connected to the target gives the source
