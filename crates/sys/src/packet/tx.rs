@@ -213,11 +213,6 @@ impl TxRing {
         true
     }
 
-    /// The slot [`Self::mark`] marks next.
-    pub fn head(&self) -> usize {
-        self.head
-    }
-
     /// Marks the slot last returned by [`Self::frame_mut`] for sending with `len` bytes.
     pub fn commit(&mut self, len: usize) {
         let h = self.hdr(self.head);
