@@ -8,7 +8,9 @@
 //! [`Sink::start`] opens every socket or ring before any thread runs, so a refusal (an
 //! address in use, AF_PACKET without CAP_NET_RAW, a ring size the kernel rejects) comes
 //! back as an error naming the call and errno. Workers publish their counters with plain
-//! stores after each receive call; [`Sink::snapshot`] reads them at any time.
+//! stores after each receive call; [`Sink::snapshot`] reads them at any time. The socket
+//! modes block with no timeout, like udp_sink; [`Sink::stop`] wakes them with
+//! shutdown(SHUT_RD).
 //! [`drops`](mod@drops) reads the host's drop counters around a run.
 
 pub mod drops;
@@ -25,7 +27,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The receive call a sink worker makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +193,8 @@ pub struct Sink {
     pub xdp: Option<Steered>,
     /// The receive buffer the kernel granted, per socket.
     pub rcvbuf_granted: Option<i32>,
+    /// Workers block in recv/recvfrom/recvmsg/recvmmsg on `sockets` (stop shuts them down).
+    blocking: bool,
 }
 
 /// What a worker receives from.
@@ -334,6 +337,10 @@ impl Sink {
             interface,
             xdp: steered,
             rcvbuf_granted,
+            blocking: matches!(
+                cfg.io,
+                SinkIo::Recv | SinkIo::Recvfrom | SinkIo::Recvmsg | SinkIo::Recvmmsg
+            ),
         })
     }
 
@@ -409,11 +416,40 @@ impl Sink {
         self.handles.iter().any(|h| h.is_finished())
     }
 
+    /// Packets received so far by all workers: what a caller polls often (no system call,
+    /// unlike [`Sink::snapshot`], which reads each socket's drop counter).
+    pub fn packets(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.packets.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Tells the workers to stop and wakes those blocked in a receive (socket modes block
+    /// with no timeout, as udp_sink does: a timeout would arm a timer on every sleep).
+    fn wake_to_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if self.blocking {
+            for s in &self.sockets {
+                // A socket that cannot be shut down leaves its worker blocked; nothing
+                // else would wake it, so the error is not worth more than the attempt.
+                let _ = s.shutdown_read();
+            }
+        }
+    }
+
     /// Stops the workers and returns the final counters, or the first worker's error.
     pub fn stop(mut self) -> Result<Snapshot, SinkError> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.wake_to_stop();
         crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
         Ok(self.snapshot())
+    }
+}
+
+impl Drop for Sink {
+    /// A sink dropped without [`Sink::stop`] still ends its workers.
+    fn drop(&mut self) {
+        self.wake_to_stop();
     }
 }
 
@@ -445,7 +481,6 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
     if let Some(us) = cfg.busy_poll_us {
         s.set_busy_poll(us as i32)?;
     }
-    s.set_recv_timeout(Duration::from_millis(100))?;
     Ok(s)
 }
 
@@ -472,3 +507,6 @@ fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
         ))
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -180,6 +180,20 @@ impl PacketSock {
         Ok(self.get_int(libc::PACKET_QDISC_BYPASS, "PACKET_QDISC_BYPASS")? != 0)
     }
 
+    /// PACKET_VNET_HDR: each frame sent is preceded by a `struct virtio_net_hdr`
+    /// ([`VNET_HDR_LEN`] bytes; see [`vnet_hdr_linear`]). On a TX ring its `hdr_len` is how
+    /// many leading bytes the kernel copies into the socket buffer's linear area; without
+    /// it the frame past the link header is attached as ring pages, which a veth or any
+    /// receive path on this host must copy again.
+    pub fn set_vnet_hdr(&self, on: bool) -> SysResult<()> {
+        self.set_int(libc::PACKET_VNET_HDR, on as i32, "PACKET_VNET_HDR")
+    }
+
+    /// Whether PACKET_VNET_HDR is set.
+    pub fn vnet_hdr(&self) -> SysResult<bool> {
+        Ok(self.get_int(libc::PACKET_VNET_HDR, "PACKET_VNET_HDR")? != 0)
+    }
+
     /// PACKET_IGNORE_OUTGOING: do not see frames this host sends (kernel 4.20+).
     pub fn set_ignore_outgoing(&self, on: bool) -> SysResult<()> {
         self.set_int(
@@ -323,6 +337,19 @@ pub fn udp_port_filter(port: u16) -> Vec<libc::sock_filter> {
         /* 16 */ ins(BPF_RET | BPF_K, 0, 0, 0),
         /* 17 */ ins(BPF_RET | BPF_K, 0, 0, u32::MAX),
     ]
+}
+
+/// Size of the `struct virtio_net_hdr` that PACKET_VNET_HDR puts before each frame.
+pub const VNET_HDR_LEN: usize = 10;
+
+/// A `struct virtio_net_hdr` asking for nothing (no checksum offload, no segmentation)
+/// but that the first `linear` bytes of the frame go into the linear area (`hdr_len`, in
+/// the host's byte order as the kernel reads it on little-endian hosts; modern virtio is
+/// little-endian).
+pub fn vnet_hdr_linear(linear: u16) -> [u8; VNET_HDR_LEN] {
+    let mut h = [0u8; VNET_HDR_LEN];
+    h[2..4].copy_from_slice(&linear.to_le_bytes());
+    h
 }
 
 #[cfg(test)]

@@ -434,6 +434,25 @@ impl UdpSock {
         cvt(ret, || "setsockopt(SO_RCVTIMEO)".into()).map(|_| ())
     }
 
+    /// SO_RCVTIMEO read back (zero: a blocking receive waits indefinitely).
+    pub fn recv_timeout(&self) -> SysResult<Duration> {
+        // SAFETY: timeval is plain data; all-zero is valid.
+        let mut tv: libc::timeval = unsafe { mem::zeroed() };
+        let mut len = mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into the live local.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &mut tv as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        cvt(ret, || "getsockopt(SO_RCVTIMEO)".into())?;
+        Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+    }
+
     /// Attaches a classic BPF program to the reuseport group: the socket with index
     /// `cpu % n` (in bind order) receives packets that the kernel processed on `cpu`.
     /// This is the kernel selftest reuseport_bpf_cpu's program, plus a modulo so that
@@ -518,6 +537,36 @@ impl UdpSock {
         let n = cvt(n, || "recvmsg".into())?;
         raw.len = msg.msg_namelen;
         Ok((n as usize, raw))
+    }
+
+    /// Receives one datagram into `buf` with recvmsg and no sender address (msg_name
+    /// NULL): udp_sink's `--recvmsg` call as its receive loop makes it, so the kernel does
+    /// not copy a sockaddr out per datagram. Returns the length.
+    pub fn recv_msg_len(&self, buf: &mut [u8], flags: i32) -> SysResult<usize> {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        // SAFETY: msg points at a live iovec over buf, with its length.
+        let n = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, flags) };
+        cvt(n, || "recvmsg".into()).map(|n| n as usize)
+    }
+
+    /// shutdown(SHUT_RD): every thread blocked in a receive on this socket wakes and gets
+    /// 0, and later receives on an empty queue return 0 at once; how a receiver without
+    /// SO_RCVTIMEO is told to stop. An unconnected UDP socket is shut down all the same
+    /// and the kernel then answers ENOTCONN, which is not an error here.
+    pub fn shutdown_read(&self) -> SysResult<()> {
+        // SAFETY: shutdown takes an fd and a constant.
+        let ret = unsafe { libc::shutdown(self.as_raw_fd(), libc::SHUT_RD) };
+        match cvt(ret, || "shutdown(SHUT_RD)".into()) {
+            Err(e) if e.errno() == Some(libc::ENOTCONN) => Ok(()),
+            r => r.map(|_| ()),
+        }
     }
 
     /// Sends one datagram (sendto); `to` may be `None` on a connected socket.

@@ -1,5 +1,7 @@
 //! Flood over an AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS: frames built once per
-//! flow with crates/packet, copied into ring slots, handed to the driver by one send().
+//! flow with crates/packet and written into the ring's slots once, each behind a
+//! virtio_net_hdr (PACKET_VNET_HDR) asking for the whole frame in the socket buffer's linear
+//! area; sending marks free slots and hands them to the driver with one send().
 //! [`resolve`] (interface, MACs) serves the AF_XDP mode too.
 //!
 //! The path is the kernel's own choice: a UDP socket connected to the target gives the source
@@ -10,7 +12,7 @@
 use super::FloodError;
 use firehose_packet::{write_request, Endpoints};
 use firehose_sys::mmsg::Flushed;
-use firehose_sys::packet::{PacketSock, TxRing, TxRingConfig};
+use firehose_sys::packet::{self, PacketSock, TxRing, TxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
 use std::net::SocketAddr;
@@ -64,19 +66,22 @@ pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result
     })
 }
 
-/// A thread's TX ring and one prebuilt frame per flow.
+/// Slots of a thread's TX ring when the flows allow: one send() hands the kernel up to
+/// this many frames (trafgen fills its whole ring before each send()).
+const RING_SLOTS: usize = 4096;
+
+/// A thread's TX ring, its slots written once with the flows' frames in turn.
 pub(crate) struct PacketSender {
     ring: TxRing,
-    frames: Vec<Vec<u8>>,
-    next: usize,
 }
 
 impl PacketSender {
-    /// A ring on the path's interface with qdisc bypass, frames for `ports` (source ports).
+    /// A ring on the path's interface with qdisc bypass; slot i holds the frame of flow
+    /// `ports[i % ports.len()]` (source ports), written here and never again: sending is
+    /// marking slots, as the kernel only reads their data. The slot count is a multiple of
+    /// the flow count where the ring's geometry allows, so the flows take turns exactly
+    /// across laps.
     pub fn new(path: &Path, ports: &[u16], payload: usize) -> Result<Self, FloodError> {
-        let sock = PacketSock::open(path.ifindex)?;
-        sock.set_qdisc_bypass(true)?;
-        let ring = TxRing::new(sock, TxRingConfig::default())?;
         let body: Vec<u8> = (0..payload).map(|k| (k % 251) as u8).collect();
         let mut frames = Vec::new();
         for &p in ports {
@@ -88,20 +93,26 @@ impl PacketSender {
                     "--io packet: a {payload}-byte payload does not fit a frame"
                 ))
             })?;
-            if n > ring.max_frame() {
-                return Err(FloodError::Config(format!(
-                    "--io packet: {n}-byte frames exceed the ring's {}-byte slots",
-                    ring.max_frame()
-                )));
-            }
             f.truncate(n);
-            frames.push(f);
+            // The vnet header asks for the whole frame in the linear area.
+            let mut v = packet::vnet_hdr_linear(n as u16).to_vec();
+            v.extend_from_slice(&f);
+            frames.push(v);
         }
-        Ok(PacketSender {
-            ring,
-            frames,
-            next: 0,
-        })
+        let longest = frames.iter().map(Vec::len).max().unwrap_or(0);
+        let flows = frames.len().max(1);
+        let slots = if 2 * flows <= 4 * RING_SLOTS {
+            RING_SLOTS.next_multiple_of(2 * flows)
+        } else {
+            RING_SLOTS
+        };
+        let sock = PacketSock::open(path.ifindex)?;
+        sock.set_qdisc_bypass(true)?;
+        sock.set_vnet_hdr(true)?;
+        let mut ring = TxRing::new(sock, TxRingConfig::for_frames(longest, slots))?;
+        ring.prefill(|i| &frames[i % flows][..])
+            .map_err(|e| FloodError::Config(format!("--io packet: {e}")))?;
+        Ok(PacketSender { ring })
     }
 
     /// Frames committed to the ring and not yet taken by the kernel.
@@ -109,17 +120,19 @@ impl PacketSender {
         self.ring.marked()
     }
 
-    /// Commits up to `n` frames (flows in turn) and sends every marked frame; `sent` is what
-    /// the kernel took, a refused send() (ENOBUFS) is one `failed` with its errno.
+    /// Frames one call may mark: the whole ring.
+    pub fn capacity(&self) -> usize {
+        self.ring.slots()
+    }
+
+    /// Marks up to `n` slots (flows in turn) and sends every marked frame with one send();
+    /// `sent` is what the kernel took, a refused send() (ENOBUFS) is one `failed` with its
+    /// errno.
     pub fn send(&mut self, n: usize) -> Result<Flushed, firehose_sys::SysError> {
         for _ in 0..n {
-            let f = &self.frames[self.next];
-            let Some(slot) = self.ring.frame_mut() else {
+            if !self.ring.mark() {
                 break;
-            };
-            slot[..f.len()].copy_from_slice(f);
-            self.ring.commit(f.len());
-            self.next = (self.next + 1) % self.frames.len();
+            }
         }
         let s = self.ring.send()?;
         if s.frames == 0 && self.ring.marked() > 0 {

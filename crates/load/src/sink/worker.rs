@@ -74,6 +74,8 @@ impl Worker {
         }
     }
 
+    /// Blocking receives with no timeout, udp_sink's loop: [`super::Sink::stop`] wakes a
+    /// blocked worker by shutting its socket down for reading.
     fn run_socket(&self, sock: &UdpSock) -> Result<(), SysError> {
         let mut l = Local::default();
         let mut buf = vec![0u8; SLOT];
@@ -90,10 +92,14 @@ impl Worker {
                     .recv_from(&mut buf, MSG_TRUNC)
                     .map(|(n, _)| (1, n as u64)),
                 (_, _) => sock
-                    .recv_msg(&mut buf, MSG_TRUNC)
-                    .map(|(n, _)| (1, n as u64)),
+                    .recv_msg_len(&mut buf, MSG_TRUNC)
+                    .map(|n| (1, n as u64)),
             };
             match got {
+                // Stop shut the socket down (a receive returns 0); a datagram of length
+                // 0 arriving in that same instant is the one not counted.
+                Ok((_, 0)) if self.stop.load(Ordering::Relaxed) => break,
+                Ok((0, _)) => {}
                 Ok((n, bytes)) => {
                     l.packets += n;
                     l.bytes += bytes;

@@ -32,6 +32,18 @@ impl Default for TxRingConfig {
     }
 }
 
+impl TxRingConfig {
+    /// At least `frame_nr` slots, each the smallest power of two (128 bytes or more) that
+    /// holds a `frame_len`-byte frame and the slot header: small frames pack densely, so
+    /// the ring's frames and status words share fewer cache lines and pages.
+    pub fn for_frames(frame_len: usize, frame_nr: usize) -> Self {
+        TxRingConfig {
+            frame_size: (DATA_AT + frame_len).next_power_of_two().max(128),
+            frame_nr,
+        }
+    }
+}
+
 /// What one [`TxRing::send`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TxSent {
@@ -149,6 +161,56 @@ impl TxRing {
         Some(unsafe {
             std::slice::from_raw_parts_mut((self.hdr(self.head) as *mut u8).add(DATA_AT), len)
         })
+    }
+
+    /// Writes the frame `frame(i)` into every slot i once, before anything is sent: the
+    /// kernel only reads a slot's data on transmit, so a sender whose frames repeat with
+    /// the slots afterwards only marks them ([`Self::mark`]), with no copy per frame.
+    /// Returns the largest length written; fails if a frame exceeds a slot.
+    pub fn prefill<'a>(&mut self, frame: impl Fn(usize) -> &'a [u8]) -> SysResult<usize> {
+        if self.marked > 0 {
+            return Err(SysError {
+                what: "PACKET_TX_RING: prefill with frames marked for sending".into(),
+                source: std::io::Error::from_raw_os_error(libc::EBUSY),
+            });
+        }
+        let mut longest = 0;
+        for i in 0..self.cfg.frame_nr {
+            let f = frame(i);
+            if f.len() > self.max_frame() {
+                return Err(SysError {
+                    what: format!(
+                        "PACKET_TX_RING: a {}-byte frame exceeds the {}-byte slots",
+                        f.len(),
+                        self.max_frame()
+                    ),
+                    source: std::io::Error::from_raw_os_error(libc::EMSGSIZE),
+                });
+            }
+            // SAFETY: nothing is marked, so the kernel holds no slot; the data area of
+            // slot i lies within the mapping and is at least max_frame() long.
+            unsafe {
+                let dst = (self.hdr(i) as *mut u8).add(DATA_AT);
+                std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
+                (*self.hdr(i)).tp_len = f.len() as u32;
+                (*self.hdr(i)).tp_snaplen = f.len() as u32;
+            }
+            longest = longest.max(f.len());
+        }
+        Ok(longest)
+    }
+
+    /// Marks the next slot for sending as it stands (the frame [`Self::prefill`] put there
+    /// and its length); false while the kernel still holds it (the ring is full).
+    pub fn mark(&mut self) -> bool {
+        let st = self.status(self.head);
+        if st.load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
+            return false;
+        }
+        st.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.head = (self.head + 1) % self.cfg.frame_nr;
+        self.marked += 1;
+        true
     }
 
     /// Marks the slot last returned by [`Self::frame_mut`] for sending with `len` bytes.
