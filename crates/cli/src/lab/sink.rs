@@ -3,7 +3,7 @@
 
 use super::{lab_err, side_cpus, stop_flag};
 use crate::args::{
-    parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
+    parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, whole_secs, Cpus, Usage,
 };
 use crate::meta::JsonArgs;
 use anyhow::{Context, Result};
@@ -125,13 +125,6 @@ fn pick(flag: &str, text: Option<&str>, all: &[&str]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn whole_s(flag: &str, d: Duration) -> Result<u64> {
-    if d.subsec_nanos() != 0 {
-        return Err(Usage(format!("{flag}: whole seconds only (e.g. 3)")).into());
-    }
-    Ok(d.as_secs())
-}
-
 /// The options both studies share; `modes` and `peers` already picked.
 fn options(
     c: &Common,
@@ -146,7 +139,7 @@ fn options(
         &allowed,
     )
     .map_err(lab_err)?;
-    let duration_s = whole_s("--duration", c.duration)?;
+    let duration_s = whole_secs("--duration", c.duration)?;
     if duration_s == 0 {
         return Err(Usage("--duration: at least 1 second".into()).into());
     }
@@ -159,7 +152,7 @@ fn options(
         frames: vec![64],
         repetitions: c.repeat,
         duration_s,
-        warmup_s: whole_s("--warmup", c.warmup)?,
+        warmup_s: whole_secs("--warmup", c.warmup)?,
         server_cpu: p.server_cpus[0],
         client_cpus: p.client_cpus,
         profile: false,
