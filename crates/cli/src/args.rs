@@ -85,6 +85,30 @@ pub fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A comma list of values read by `parse`, or every value of `all` for "all"; `valid` names
+/// them in the error (the lab's `--modes`, `--peers`, `--send`, `--cells` and the like).
+pub fn comma_list_or_all<T: Copy>(
+    flag: &str,
+    text: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    valid: &str,
+) -> Result<Vec<T>, Usage> {
+    if text == "all" {
+        return Ok(all.to_vec());
+    }
+    text.split(',')
+        .map(str::trim)
+        .map(|w| {
+            parse(w).ok_or_else(|| {
+                Usage(format!(
+                    "{flag}: unknown value '{w}' (valid: {valid}, or all)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Whole seconds of `d`, for a flag whose consumer counts in seconds.
 pub fn whole_secs(flag: &str, d: Duration) -> Result<u64, Usage> {
     if d.subsec_nanos() != 0 {

@@ -3,7 +3,8 @@
 
 use super::{lab_err, side_cpus, stop_flag};
 use crate::args::{
-    parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, whole_secs, Cpus, Usage,
+    comma_list_or_all, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive,
+    whole_secs, Cpus, Usage,
 };
 use crate::meta::JsonArgs;
 use anyhow::{Context, Result};
@@ -98,26 +99,21 @@ pub(super) struct FloodArgs {
     frames: Vec<usize>,
 }
 
-/// A comma list of names from `all`, or all of them.
+/// A comma list of names from `all` (each once), or all of them; "none" for `--peers`.
 fn pick(flag: &str, text: Option<&str>, all: &[&str]) -> Result<Vec<String>> {
-    let Some(text) = text else {
-        return Ok(all.iter().map(|s| s.to_string()).collect());
-    };
-    if text == "all" {
-        return pick(flag, None, all);
-    }
+    let text = text.unwrap_or("all");
     if text == "none" && flag == "--peers" {
         return Ok(Vec::new());
     }
+    let named = comma_list_or_all(
+        flag,
+        text,
+        all,
+        |w| all.iter().copied().find(|a| *a == w),
+        &all.join(", "),
+    )?;
     let mut out: Vec<String> = Vec::new();
-    for w in text.split(',').map(str::trim) {
-        if !all.contains(&w) {
-            return Err(Usage(format!(
-                "{flag}: unknown value '{w}' (valid: {}, or all)",
-                all.join(", ")
-            ))
-            .into());
-        }
+    for w in named {
         if !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }

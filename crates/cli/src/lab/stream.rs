@@ -3,7 +3,8 @@
 
 use super::{lab_err, side_cpus, stop_flag};
 use crate::args::{
-    parse_bytes, parse_cpus, parse_duration, parse_positive, whole_secs, Cpus, Usage,
+    comma_list_or_all as list, parse_bytes, parse_cpus, parse_duration, parse_positive, whole_secs,
+    Cpus, Usage,
 };
 use crate::meta::JsonArgs;
 use anyhow::{Context, Result};
@@ -78,29 +79,6 @@ pub(super) struct StreamArgs {
     /// Also write report.md and report.html (SVG charts) into this directory.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-}
-
-/// Parses a comma list with `parse`, or every value of `all` for "all".
-fn list<T: Copy>(
-    flag: &str,
-    text: &str,
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-    valid: &str,
-) -> Result<Vec<T>> {
-    if text == "all" {
-        return Ok(all.to_vec());
-    }
-    text.split(',')
-        .map(|w| {
-            parse(w.trim()).ok_or_else(|| {
-                Usage(format!(
-                    "{flag}: unknown value '{w}' (valid: {valid}, or all)"
-                ))
-                .into()
-            })
-        })
-        .collect()
 }
 
 /// The firehose cells of a block: one side varied at a time, or the cross product.
