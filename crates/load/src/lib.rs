@@ -13,6 +13,7 @@ pub mod io;
 mod join;
 pub mod merge;
 pub mod pace;
+pub mod radius;
 pub mod report;
 pub mod sink;
 pub mod table;

@@ -140,13 +140,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
-    if a.proto == Proto::Dns {
+    if a.proto != Proto::Echo {
         let line: Vec<String> = handler
             .iter()
             .filter(|(_, v)| **v > 0)
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        say!("  dns: {}", line.join(", "));
+        say!("  {}: {}", proto_name(a.proto), line.join(", "));
     }
     if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
