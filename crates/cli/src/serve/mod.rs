@@ -44,8 +44,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         server,
         tcp,
         mut reloader,
+        notes,
     } = start_server(&cfg, a.proto, &a, path)?;
     print_applied(&server, a.proto);
+    for n in notes {
+        say!("{n}");
+    }
     if let Some(t) = &tcp {
         say!(
             "  tcp: listening on {} ({} thread{}, max {} connections, {} per client, idle {:?}, AXFR to {})",

@@ -41,6 +41,8 @@ pub(super) struct Running {
     pub(super) tcp: Option<TcpServer>,
     /// Re-reads the zone files, or the RADIUS clients and users, on SIGHUP.
     pub(super) reloader: Option<Reload>,
+    /// Lines about what was loaded, printed after the listening line.
+    pub(super) notes: Vec<String>,
 }
 
 /// What SIGHUP re-reads.
@@ -79,23 +81,16 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
     let (reloader, loaded) =
         firehose_proto::radius::Reloader::load(clients, users, r.require_message_authenticator)
             .map_err(Usage)?;
-    say!(
-        "firehose serve: radius: {} client(s) from {}, {} users entries from {}",
+    let mut notes = vec![format!(
+        "  radius: {} client(s) from {}, {} users entries from {}",
         loaded.clients,
         clients.display(),
         loaded.users,
         users.display()
-    );
-    if !loaded.ignored.is_empty() {
-        say!(
-            "  note: {} settings only FreeRADIUS uses were read past: {}",
-            clients.display(),
-            loaded.ignored.join(", ")
-        );
-    }
+    )];
     for c in reloader.db().clients.all() {
-        say!(
-            "  client {}: {} Message-Authenticator {}",
+        notes.push(format!(
+            "  radius client {}: {} Message-Authenticator {}",
             c.name,
             c.prefix,
             if c.require_message_authenticator {
@@ -103,7 +98,14 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
             } else {
                 "optional"
             }
-        );
+        ));
+    }
+    if !loaded.ignored.is_empty() {
+        notes.push(format!(
+            "  note: {} settings only FreeRADIUS uses were read past: {}",
+            clients.display(),
+            loaded.ignored.join(", ")
+        ));
     }
     let opts = firehose_proto::radius::RadiusOptions {
         require_message_authenticator: r.require_message_authenticator,
@@ -120,6 +122,7 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
         server,
         tcp: None,
         reloader: Some(Reload::Radius(reloader)),
+        notes,
     })
 }
 
@@ -215,6 +218,7 @@ pub(super) fn start_server(
                         server,
                         tcp: None,
                         reloader: Some(Reload::Dns(reloader)),
+                        notes: Vec::new(),
                     });
                 }
                 let tcfg = TcpConfig {
@@ -232,6 +236,7 @@ pub(super) fn start_server(
                             server,
                             tcp: Some(t),
                             reloader: Some(Reload::Dns(reloader)),
+                            notes: Vec::new(),
                         })
                     }
                     Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -255,6 +260,7 @@ pub(super) fn start_server(
         server: res.map_err(serve_error)?,
         tcp: None,
         reloader: None,
+        notes: Vec::new(),
     })
 }
 
