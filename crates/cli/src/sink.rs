@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_load::sink::drops::HostDrops;
 use firehose_load::sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
-use firehose_sys::packet::{Fanout, RxRingConfig};
+use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
 use serde::Serialize;
 use std::collections::BTreeMap;

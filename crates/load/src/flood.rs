@@ -471,7 +471,7 @@ fn xdp_senders(
     s.insert("src".into(), path.endpoints.src.ip().to_string());
     s.insert(
         "dst_mac".into(),
-        firehose_packet::mac_text(&path.endpoints.dst_mac),
+        firehose_frame::mac_text(&path.endpoints.dst_mac),
     );
     s.insert("xdp_program".into(), "none (send only)".into());
     Ok((senders, XdpApplied { settings: s, notes }))

@@ -14,7 +14,7 @@
 
 use crate::gen::{LoadConfig, LoadError};
 use crate::io::{Datagram, FlowIo, Sent};
-use firehose_packet::{header_len, parse, write_headers, Endpoints};
+use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
@@ -185,7 +185,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         if xsks[0].zerocopy() { "on" } else { "off" }.into(),
     );
     s.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    s.insert("dst_mac".into(), firehose_packet::mac_text(&dst_mac));
+    s.insert("dst_mac".into(), firehose_frame::mac_text(&dst_mac));
     s.insert("ring".into(), RING.to_string());
     s.insert("frame_size".into(), FRAME.to_string());
     s.insert("prog_id".into(), prog.id().map_err(kernel)?.to_string());

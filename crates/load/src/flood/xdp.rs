@@ -3,7 +3,7 @@
 //! the neighbour table). No XDP program is attached: sending needs none.
 //!
 //! Every UMEM frame is built once, before the first send (frame `i` carries flow
-//! `i % flows`, with crates/packet), and never written again: a send is only descriptors on
+//! `i % flows`, with crates/frame), and never written again: a send is only descriptors on
 //! the tx ring and, when the ring asks (always in copy mode, which the kernel drains at most
 //! 32 frames per call), a zero-length sendto. A frame counts as sent when it comes back on
 //! the completion ring. A send the ring or the frames in flight cannot take is counted
@@ -12,7 +12,7 @@
 
 use super::packet::Path;
 use super::FloodError;
-use firehose_packet::write_request;
+use firehose_frame::write_request;
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::xdp::ring::Desc;
