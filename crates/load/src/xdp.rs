@@ -19,7 +19,7 @@ use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::ring::Desc;
-use firehose_sys::xdp::setup::{self, Iface, SetupError};
+use firehose_sys::xdp::setup::{self, Iface, SetupError, XdpApplied};
 use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
 use firehose_sys::xdp::{iface_addrs, netlink};
 use firehose_sys::SysError;
@@ -45,13 +45,6 @@ pub struct XdpLoadConfig {
     pub zerocopy: ZeroCopy,
     /// The largest request payload the workload writes (checked against the MTU).
     pub max_payload: usize,
-}
-
-/// What the kernel granted, for the start line and the JSON.
-#[derive(Debug, Clone, Default)]
-pub struct XdpApplied {
-    pub settings: BTreeMap<String, String>,
-    pub notes: Vec<String>,
 }
 
 fn usage(m: String) -> LoadError {

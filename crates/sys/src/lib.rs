@@ -36,6 +36,7 @@ pub mod socket;
 pub mod sockopt;
 pub mod splice;
 pub mod stdio;
+pub mod supervise;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;

@@ -1,5 +1,5 @@
 //! Flood over AF_XDP TX: one socket per thread, bound to the thread's queue of the interface
-//! the route to the target leaves by ([`super::packet::resolve`]: source address, MACs from
+//! the route to the target leaves by ([`super::af_packet::resolve`]: source address, MACs from
 //! the neighbour table). No XDP program is attached: sending needs none.
 //!
 //! Every UMEM frame is built once, before the first send (frame `i` carries flow
@@ -10,7 +10,7 @@
 //! (`tx_ring_full`) and tried again; frames that never complete within [`STALL`] are counted
 //! (`uncompleted`) and end the thread's run, not the process.
 
-use super::packet::Path;
+use super::af_packet::Path;
 use super::FloodError;
 use firehose_frame::write_request;
 use firehose_sys::epoll::poll_readable;

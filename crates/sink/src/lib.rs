@@ -441,7 +441,7 @@ impl Sink {
     /// Stops the workers and returns the final counters, or the first worker's error.
     pub fn stop(mut self) -> Result<Snapshot, SinkError> {
         self.wake_to_stop();
-        crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
+        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "sink")?;
         Ok(self.snapshot())
     }
 }
