@@ -188,7 +188,7 @@ impl Workload for RadiusWorkload {
             return end;
         }
         buf[4..HEADER].copy_from_slice(&auth);
-        let wrong = self.cfg.wrong_every > 0 && self.count % self.cfg.wrong_every == 0;
+        let wrong = self.cfg.wrong_every > 0 && self.count.is_multiple_of(self.cfg.wrong_every);
         let mut end = HEADER;
         let ma = self.cfg.message_authenticator.then(|| {
             end = put(buf, end, attr::MESSAGE_AUTHENTICATOR, &[0; AUTH_LEN]);
