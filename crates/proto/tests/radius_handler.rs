@@ -2,7 +2,7 @@
 //! (crates/radiuswire/tests/data): the same verdicts and reply attributes, valid
 //! authenticators, drops by reason, duplicates from the cache, reloads.
 
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use firehose_proto::radius::{counters::NAMES, RadiusHandler, RadiusOptions, Reloader};
 use firehose_radiuswire::{attr, attrs, code, parse_request, Header, Secret, HEADER};
 use std::net::SocketAddr;
@@ -73,7 +73,7 @@ fn ask(h: &mut RadiusHandler, req: &[u8], from: &str) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; 65536];
     buf[..req.len()].copy_from_slice(req);
     let peer = Peer::from_addr(from.parse::<SocketAddr>().unwrap());
-    match h.handle(&mut buf, req.len(), &peer) {
+    match h.handle(&mut Request::new(&mut buf, req.len(), peer)) {
         Verdict::Reply(n) => Some(buf[..n].to_vec()),
         Verdict::Drop => None,
         Verdict::Error => panic!("handler error"),

@@ -10,7 +10,7 @@ use super::counters::{slot, RadiusStats};
 use super::db::{compares_hold, kept_in_reject, ClientEntry, RadiusDb, UserEntry};
 use super::dedup::{DupCache, Key};
 use super::LiveDb;
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request as EngineRequest, Verdict};
 use firehose_radiuswire::users::{AuthType, SetOp};
 use firehose_radiuswire::{
     attr, attrs, chap_response, code, ct_eq, parse_request, put_attr, put_header, Request,
@@ -401,7 +401,8 @@ fn merge(
 }
 
 impl Handler for RadiusHandler {
-    fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict {
+    fn handle(&mut self, req: &mut EngineRequest<'_>) -> Verdict {
+        let (buf, len, peer) = req.parts();
         self.respond(buf, len, peer)
     }
 
