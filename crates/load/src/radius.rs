@@ -337,6 +337,16 @@ mod tests {
         r
     }
 
+    /// The User-Password of `req`, unhidden as the server does.
+    fn password(req: &[u8]) -> Vec<u8> {
+        let r = parse_request(req).unwrap();
+        let mut clear = [0u8; 128];
+        let m = Secret::new(b"s3cret")
+            .unhide_password(&r.header.authenticator, r.user_password.unwrap().of(req), &mut clear)
+            .unwrap();
+        clear[..m].to_vec()
+    }
+
     #[test]
     fn requests_verify_as_a_server_would() {
         let mut w = workload(RequestKind::Pap, 0);
@@ -350,15 +360,7 @@ mod tests {
             &buf[HEADER + 2..HEADER + 18],
             &s.message_authenticator(&buf[..n], HEADER + 2, &r.header.authenticator)
         );
-        let mut clear = [0u8; 128];
-        let m = s
-            .unhide_password(
-                &r.header.authenticator,
-                r.user_password.unwrap().of(&buf[..n]),
-                &mut clear,
-            )
-            .unwrap();
-        assert_eq!(&clear[..m], b"alicepw");
+        assert_eq!(password(&buf[..n]), b"alicepw");
         // A second request: another user, another authenticator.
         let auth1 = r.header.authenticator;
         let n2 = w.write_request(2, 0, &mut buf);
@@ -416,27 +418,10 @@ mod tests {
             "bob, wrong"
         );
         let n = w.write_request(3, 0, &mut buf);
-        let s = Secret::new(b"s3cret");
-        let r = parse_request(&buf[..n]).unwrap();
-        let mut clear = [0u8; 128];
-        let m = s
-            .unhide_password(
-                &r.header.authenticator,
-                r.user_password.unwrap().of(&buf[..n]),
-                &mut clear,
-            )
-            .unwrap();
-        assert_eq!(&clear[..m], b"alicepw", "third: right");
+        assert_eq!(password(&buf[..n]), b"alicepw", "third: right");
         let n = w.write_request(4, 0, &mut buf);
-        let r = parse_request(&buf[..n]).unwrap();
-        let m = s
-            .unhide_password(
-                &r.header.authenticator,
-                r.user_password.unwrap().of(&buf[..n]),
-                &mut clear,
-            )
-            .unwrap();
-        assert_eq!(&clear[..m], b"!", "fourth: bob's empty password made wrong");
+        assert_eq!(password(&buf[..n]), b"!", "fourth: bob's empty password made wrong");
+        let s = Secret::new(b"s3cret");
         let mut a = workload(RequestKind::Accounting, 0);
         let n = a.write_request(9, 0, &mut buf);
         let h = Header::parse(&buf[..n]).unwrap();
