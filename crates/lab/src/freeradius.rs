@@ -40,103 +40,19 @@ pub fn radiusd_conf(plan: &FreeRadiusPlan<'_>) -> String {
     };
     let port = plan.listen.port();
     let t = plan.threads.max(1);
-    format!(
-        r#"# Written by firehose lab: FreeRADIUS with the files, pap and chap modules only.
-prefix = /usr
-exec_prefix = /usr
-sysconfdir = /etc
-localstatedir = /var
-sbindir = /usr/sbin
-logdir = {dir}
-raddbdir = {dir}
-radacctdir = {dir}
-name = freeradius
-confdir = {dir}
-modconfdir = {dir}
-run_dir = {dir}
-db_dir = {dir}
-libdir = /usr/lib/freeradius
-pidfile = {dir}/radiusd.pid
-max_request_time = 30
-cleanup_delay = 5
-max_requests = 1048576
-hostname_lookups = no
-log {{
-  destination = stdout
-  auth = no
-}}
-security {{
-  allow_core_dumps = no
-  max_attributes = 200
-  reject_delay = 0
-  status_server = yes
-}}
-thread pool {{
-  start_servers = {t}
-  max_servers = {t}
-  min_spare_servers = {t}
-  max_spare_servers = {t}
-  max_requests_per_server = 0
-}}
-$INCLUDE {clients}
-modules {{
-  files {{
-    filename = {users}
-    acctusersfile = {dir}/acct_users
-  }}
-  pap {{
-  }}
-  chap {{
-  }}
-  always ok {{
-    rcode = ok
-  }}
-  attr_filter attr_filter.access_reject {{
-    key = "%{{User-Name}}"
-    filename = {dir}/access_reject
-  }}
-}}
-server default {{
-  listen {{
-    type = auth
-    {key} = {ip}
-    port = {port}
-  }}
-  listen {{
-    type = acct
-    {key} = {ip}
-    port = {acct}
-  }}
-  authorize {{
-    chap
-    files
-    pap
-  }}
-  authenticate {{
-    Auth-Type PAP {{
-      pap
-    }}
-    Auth-Type CHAP {{
-      chap
-    }}
-  }}
-  preacct {{
-  }}
-  accounting {{
-    ok
-  }}
-  post-auth {{
-    Post-Auth-Type REJECT {{
-      attr_filter.access_reject
-    }}
-  }}
-}}
-"#,
-        clients = plan.clients.display(),
-        users = plan.users.display(),
-        acct = port + 1,
-    )
+    TEMPLATE
+        .replace("@DIR@", &dir.to_string())
+        .replace("@THREADS@", &t.to_string())
+        .replace("@CLIENTS@", &plan.clients.display().to_string())
+        .replace("@USERS@", &plan.users.display().to_string())
+        .replace("@LISTEN_KEY@", key)
+        .replace("@IP@", &ip)
+        .replace("@PORT@", &port.to_string())
+        .replace("@ACCT_PORT@", &(port + 1).to_string())
 }
+
+/// The configuration with `@NAME@` placeholders (shared with mk/bench-radius).
+const TEMPLATE: &str = include_str!("freeradius/radiusd.conf");
 
 /// What an Access-Reject keeps (FreeRADIUS's default `attr_filter/access_reject`).
 const ACCESS_REJECT_FILTER: &str = "DEFAULT\n\tEAP-Message =* ANY,\n\tMessage-Authenticator =* ANY,\n\tReply-Message =* ANY,\n\tProxy-State =* ANY\n";
