@@ -342,7 +342,11 @@ mod tests {
         let r = parse_request(req).unwrap();
         let mut clear = [0u8; 128];
         let m = Secret::new(b"s3cret")
-            .unhide_password(&r.header.authenticator, r.user_password.unwrap().of(req), &mut clear)
+            .unhide_password(
+                &r.header.authenticator,
+                r.user_password.unwrap().of(req),
+                &mut clear,
+            )
             .unwrap();
         clear[..m].to_vec()
     }
@@ -420,7 +424,11 @@ mod tests {
         let n = w.write_request(3, 0, &mut buf);
         assert_eq!(password(&buf[..n]), b"alicepw", "third: right");
         let n = w.write_request(4, 0, &mut buf);
-        assert_eq!(password(&buf[..n]), b"!", "fourth: bob's empty password made wrong");
+        assert_eq!(
+            password(&buf[..n]),
+            b"!",
+            "fourth: bob's empty password made wrong"
+        );
         let s = Secret::new(b"s3cret");
         let mut a = workload(RequestKind::Accounting, 0);
         let n = a.write_request(9, 0, &mut buf);
