@@ -9,7 +9,8 @@
 //! window passed is not used. An entry evicted while still inside its window is counted,
 //! so an operator sees when the cache is too small for the request rate.
 
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,8 @@ impl Key {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     key: Option<Key>,
+    /// The key's hash, kept so an eviction finds its table entry without hashing again.
+    hash: u64,
     /// Where the reply starts in the arena, counted from the start of the run.
     pos: u64,
     len: u16,
@@ -57,7 +60,9 @@ pub const BYTES_PER_ENTRY: usize = 128;
 
 /// A worker's cache of recent replies.
 pub struct DupCache {
-    map: HashMap<Key, u32>,
+    /// Slot indexes, hashed by their slot's key.
+    table: HashTable<u32>,
+    hasher: DefaultHashBuilder,
     slots: Box<[Slot]>,
     next: usize,
     arena: Box<[u8]>,
@@ -73,10 +78,12 @@ impl DupCache {
     pub fn new(entries: usize, window: Duration) -> DupCache {
         let entries = entries.max(1);
         DupCache {
-            map: HashMap::with_capacity(entries),
+            table: HashTable::with_capacity(entries),
+            hasher: DefaultHashBuilder::default(),
             slots: vec![
                 Slot {
                     key: None,
+                    hash: 0,
                     pos: 0,
                     len: 0,
                     at_ns: 0,
@@ -102,8 +109,12 @@ impl DupCache {
     /// one still valid.
     #[inline]
     pub fn get(&self, key: &Key, out: &mut [u8]) -> Option<usize> {
-        let &i = self.map.get(key)?;
-        let s = &self.slots[i as usize];
+        let h = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let &i = self
+            .table
+            .find(h, |&i| slots[i as usize].key.as_ref() == Some(key))?;
+        let s = &slots[i as usize];
         let len = s.len as usize;
         if self.head - s.pos > self.arena.len() as u64
             || self.now_ns().saturating_sub(s.at_ns) > self.window_ns
@@ -132,24 +143,37 @@ impl DupCache {
         let i = self.next;
         self.next = if i + 1 == self.slots.len() { 0 } else { i + 1 };
         let old = self.slots[i];
-        if let Some(k) = old.key {
-            if self.map.get(&k) == Some(&(i as u32)) {
-                self.map.remove(&k);
+        if old.key.is_some() {
+            if let Ok(e) = self.table.find_entry(old.hash, |&j| j == i as u32) {
+                e.remove();
                 if now.saturating_sub(old.at_ns) <= self.window_ns {
                     self.evicted_young += 1;
                 }
             }
+        }
+        // A key answered again (its entry expired) keeps only its newest slot.
+        let h = self.hasher.hash_one(key);
+        let slots = &mut self.slots;
+        if let Ok(e) = self
+            .table
+            .find_entry(h, |&j| slots[j as usize].key.as_ref() == Some(&key))
+        {
+            let (j, _) = e.remove();
+            slots[j as usize].key = None;
         }
         let at = (pos % a) as usize;
         self.arena[at..at + reply.len()].copy_from_slice(reply);
         self.head = pos + reply.len() as u64;
         self.slots[i] = Slot {
             key: Some(key),
+            hash: h,
             pos,
             len: reply.len() as u16,
             at_ns: now,
         };
-        self.map.insert(key, i as u32);
+        let slots = &self.slots;
+        self.table
+            .insert_unique(h, i as u32, |&j| slots[j as usize].hash);
     }
 }
 
@@ -179,6 +203,23 @@ mod tests {
         assert_eq!(c.get(&key(1, 1), &mut out), None, "evicted by the third");
         assert_eq!(c.evicted_young, 1);
         assert_eq!(c.get(&key(1, 3), &mut out), Some(5));
+    }
+
+    #[test]
+    fn a_key_answered_again_keeps_its_newest_reply_only() {
+        let mut c = DupCache::new(4, Duration::from_secs(5));
+        let mut out = [0u8; 64];
+        c.insert(key(1, 1), b"old");
+        c.insert(key(1, 1), b"new!");
+        assert_eq!(c.get(&key(1, 1), &mut out), Some(4));
+        assert_eq!(&out[..4], b"new!");
+        assert_eq!(c.table.len(), 1);
+        // Evicting the slot the first answer left does not take the newest away.
+        for id in 2..5 {
+            c.insert(key(1, id), b"x");
+        }
+        assert_eq!(c.get(&key(1, 1), &mut out), Some(4));
+        assert_eq!(c.evicted_young, 0);
     }
 
     #[test]
