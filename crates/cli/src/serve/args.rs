@@ -165,7 +165,8 @@ pub(super) struct DnsArgs {
     /// [default: random at start].
     #[arg(long, value_name = "HEX", value_parser = parse_secret)]
     pub(super) cookie_secret: Option<[u8; 16]>,
-    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    /// Address or prefix allowed to pull zones (AXFR, and IXFR answered AXFR-style) over TCP;
+    /// repeat for more.
     #[arg(long, value_name = "PREFIX")]
     pub(super) allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }

@@ -97,9 +97,10 @@ pub(super) fn start_server(
                 return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
             if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
-                return Err(
-                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
-                );
+                return Err(Usage(
+                    "--allow-transfer needs --tcp on (zone transfers run over TCP)".into(),
+                )
+                .into());
             }
             let options = options_config(&a.dns)?;
             let transfers = !a.dns.allow_transfer.is_empty();
@@ -116,7 +117,8 @@ pub(super) fn start_server(
             };
             for attempt in 1..=tries {
                 let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
-                    .with_options(options.clone());
+                    .with_options(options.clone())
+                    .with_transfers(&a.dns.allow_transfer);
                 if let Some(rate) = a.dns.rrl {
                     // Each worker keeps its own table and allows its share.
                     h = h.with_rrl(RrlConfig {

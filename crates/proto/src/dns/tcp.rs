@@ -25,10 +25,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// NOTAUTH: a transfer of a name that is not one of our zone apexes.
-const NOTAUTH: u8 = 9;
-/// QTYPE of a full zone transfer.
-const AXFR: u16 = 252;
 /// Stack of a TCP thread (its buffers live on the heap).
 const THREAD_STACK: usize = 256 * 1024;
 

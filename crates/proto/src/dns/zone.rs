@@ -5,6 +5,7 @@
 //! raw bytes and embedded names, which is all the answer builder needs: the names are
 //! where compression and additional-section processing happen.
 
+use super::wire::rtype::DNAME;
 use super::wire::{name_to_text, rtype};
 use domain::base::iana::Class;
 use domain::base::name::ToName;
@@ -493,8 +494,6 @@ impl OwnerSet {
     }
 }
 
-/// Record type DNAME (RFC 6672).
-const DNAME: u16 = 39;
 use super::dnssec::{NSEC, RRSIG};
 
 /// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
