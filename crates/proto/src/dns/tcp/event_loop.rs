@@ -328,25 +328,33 @@ impl<'a> Loop<'a> {
     }
 
     /// Writes, streams, reads and answers as far as the socket allows; false to close.
+    ///
+    /// Never leaves a readable socket unread while reading is wanted: the loop is
+    /// level-triggered, so it would be woken for it again at once and spin. A full
+    /// socket therefore stops writing, not reading: input is read and answered into the
+    /// queue until [`HIGH_WATER`], and only then does reading stop (until EPOLLOUT).
     fn step(&mut self, c: &mut Conn, readable: bool) -> bool {
         let mut readable = readable && !c.eof && !c.bad;
+        // The socket would not take more: no more writes until EPOLLOUT.
+        let mut full = false;
         loop {
-            if !c.out.is_empty() {
+            if !c.out.is_empty() && !full {
                 if !self.flush(c) {
                     return false;
                 }
-                if !c.out.is_empty() {
-                    break; // the socket is full: wait for EPOLLOUT
-                }
+                full = !c.out.is_empty();
             }
             if let Some(t) = c.transfer.as_mut() {
+                if full {
+                    break;
+                }
                 if t.fill(&mut c.out, HIGH_WATER) {
                     c.transfer = None;
                     self.sh.counters.dns[slot::NOERROR].fetch_add(1, Ordering::Relaxed);
                 }
                 continue;
             }
-            if c.bad || !(readable || c.has_message()) {
+            if c.bad || c.out.len() >= HIGH_WATER || !(readable || c.has_message()) {
                 break;
             }
             if !self.serve(c, readable) {
@@ -376,7 +384,8 @@ impl<'a> Loop<'a> {
         let mut filled = c.pending.len();
         self.scratch[..filled].copy_from_slice(&c.pending);
         c.pending.clear();
-        if read {
+        // (Room is left: answering stops with a partial message kept, or at the mark.)
+        if read && filled < self.scratch.len() {
             match c.stream.read(&mut self.scratch[filled..]) {
                 Ok(0) => c.eof = true,
                 Ok(n) => filled += n,
