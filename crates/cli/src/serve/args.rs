@@ -136,7 +136,7 @@ pub(super) struct DnsArgs {
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
     pub(super) tcp_max_conns: usize,
-    /// TCP connections open at once from one client address.
+    /// TCP connections open at once from one client (an IPv4 address, an IPv6 /64).
     #[arg(long, value_parser = parse_positive, default_value = "8")]
     pub(super) tcp_max_per_client: usize,
     /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
@@ -146,8 +146,9 @@ pub(super) struct DnsArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
     pub(super) zone_max_size: usize,
     /// Response rate limiting: responses per second per client network (/24, /56),
-    /// response kind and name; past it UDP responses are dropped or slipped (off by
-    /// default; TCP is never limited).
+    /// response kind and name (the wildcard, DNAME, delegation or zone for names they
+    /// stand for); past it UDP responses are dropped or slipped (off by default; TCP is
+    /// never limited).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     pub(super) rrl: Option<usize>,
     /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry

@@ -9,7 +9,8 @@
 //! and its compression pointers redirected from its model question to the new name.
 
 use super::build::MAX_CHAIN;
-use super::db::{rr_end, Answer, Template, ZoneSet};
+use super::db::{Answer, Template, ZoneSet};
+use super::template::rr_end;
 use super::wire::{get16, put16, rcode, read_name, rtype, NameBuf, Query, HEADER, MAX_NAME};
 
 /// Where compression pointers can point (14 bits).

@@ -2,12 +2,12 @@
 //! the question (which is already where the response needs it), patch the header.
 
 use super::counters::{slot, DnsStats};
-use super::db::{Answer, Template, ZoneSet};
+use super::db::{Answer, Found, Template, ZoneSet};
 use super::dname::{synthesize, Below, Scratch};
 use super::live::LiveZones;
 use super::options::{self, OptionsConfig, EXTRA_MAX};
+use super::prefix::Prefix;
 use super::rrl::{Class, Decision, Rrl, RrlConfig};
-use super::tcp::Prefix;
 use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
     MAX_NAME,
@@ -541,18 +541,16 @@ impl DnsHandler {
             }
             name_len += 1;
         }
-        let qname = &self.name.bytes[..name_len.min(MAX_NAME)];
-        let (class, key): (Class, &[u8]) = match (rc, an > 0, aa) {
-            (rcode::NXDOMAIN, _, _) if qd == 1 => {
-                // One bucket per zone: random names must not each get their own.
-                let apex = self.db.zone_for(&self.name, name_len, labels);
-                let key = apex.map_or(qname, |(_, i)| self.name.suffix(i, name_len));
-                (Class::NxDomain, key)
-            }
-            (rcode::NOERROR, true, _) => (Class::Positive, qname),
-            (rcode::NOERROR, false, true) => (Class::NoData, qname),
-            (rcode::NOERROR, false, false) => (Class::Referral, qname),
-            _ => (Class::Error, &[][..]),
+        let class = match (rc, an > 0, aa) {
+            (rcode::NXDOMAIN, _, _) if qd == 1 => Class::NxDomain,
+            (rcode::NOERROR, true, _) => Class::Positive,
+            (rcode::NOERROR, false, true) => Class::NoData,
+            (rcode::NOERROR, false, false) => Class::Referral,
+            _ => Class::Error,
+        };
+        let key = match class {
+            Class::Error => &[][..],
+            _ => rrl_name(&self.db, &self.name, name_len, labels, &mut self.wild),
         };
         let decision = rrl.check(addr.ip(), class, key);
         self.stats.set(slot::RRL_DROPPED, rrl.dropped);
@@ -570,6 +568,29 @@ impl DnsHandler {
             }
             Decision::Slip => Verdict::Drop,
         }
+    }
+}
+
+/// The name response rate limiting counts a response under (as Knot and BIND): the
+/// query name where it exists, but the wildcard that synthesized the answer, the
+/// DNAME above the name, the delegation of a referral, and the zone for a name that
+/// does not exist, so that random labels share one count. Empty outside our zones.
+#[cold]
+fn rrl_name<'a>(
+    db: &'a ZoneSet,
+    name: &'a NameBuf,
+    name_len: usize,
+    labels: usize,
+    wild: &mut [u8; MAX_NAME + 2],
+) -> &'a [u8] {
+    let Some((zi, apex_at)) = db.zone_for(name, name_len, labels) else {
+        return &[];
+    };
+    let z = &db.zones[zi as usize];
+    match db.find(z, name, name_len, labels, apex_at, wild) {
+        Found::Exact(_) => name.suffix(0, name_len),
+        Found::Wildcard(n) | Found::Referral(n) | Found::Dname(n) => z.node_name(n),
+        Found::NxDomain => name.suffix(apex_at, name_len),
     }
 }
 

@@ -13,12 +13,15 @@ pub mod dname;
 pub mod dnssec;
 mod entries;
 pub mod handler;
+mod hash;
 pub mod live;
 pub mod nsec3;
 pub mod options;
+pub mod prefix;
 pub mod reload;
 pub mod rrl;
 pub mod tcp;
+mod template;
 pub mod zone;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
@@ -29,9 +32,10 @@ pub use counters::DnsStats;
 pub use db::ZoneSet;
 pub use handler::{DnsHandler, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
+pub use prefix::Prefix;
 pub use reload::{Outcome, Reloader};
 pub use rrl::RrlConfig;
-pub use tcp::{Prefix, TcpConfig, TcpServer};
+pub use tcp::{TcpConfig, TcpServer};
 pub use zone::ZoneError;
 
 use std::path::Path;

@@ -462,7 +462,7 @@ struct OwnerSet(hashbrown::HashTable<u32>);
 
 impl OwnerSet {
     fn hash(owner: &[u8]) -> u64 {
-        super::db::hash_name_nocase(owner)
+        super::hash::hash_name_nocase(owner)
     }
 
     /// Adds record `i` unless a record at the same owner for which `same` holds is
