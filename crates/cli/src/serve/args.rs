@@ -145,6 +145,10 @@ pub(super) struct DnsArgs {
     /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
     pub(super) zone_max_size: usize,
+    /// Most NSEC3 hash iterations a signed zone may use (RFC 9276: 0); each NXDOMAIN
+    /// costs iterations + 1 SHA-1 hashes. A zone over it is refused at load.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub(super) nsec3_max_iterations: u16,
     /// Response rate limiting: responses per second per client network (/24, /56),
     /// response kind and name (the wildcard, DNAME, delegation or zone for names they
     /// stand for); past it UDP responses are dropped or slipped (off by default; TCP is

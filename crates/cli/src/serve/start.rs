@@ -5,7 +5,7 @@ use crate::args::Usage;
 use anyhow::{Context, Result};
 use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
-use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{Limits, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 
 /// The EDNS options to answer, from the flags.
 fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
@@ -104,8 +104,12 @@ pub(super) fn start_server(
             }
             let options = options_config(&a.dns)?;
             let transfers = !a.dns.allow_transfer.is_empty();
-            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
-                .map_err(|e| Usage(e.to_string()))?;
+            let limits = Limits {
+                zone_max_size: a.dns.zone_max_size as u64,
+                nsec3_max_iterations: a.dns.nsec3_max_iterations,
+            };
+            let reloader =
+                Reloader::load(zones, limits, transfers).map_err(|e| Usage(e.to_string()))?;
             let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use firehose_engine::{Profile, ServeConfig, Server};
-use firehose_proto::dns::{load_zones, DnsHandler, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{load_zones_limited, DnsHandler, Limits, DEFAULT_MAX_UDP};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use std::net::{SocketAddr, UdpSocket};
@@ -25,6 +25,13 @@ pub const ZONES: [&str; 2] = ["example.zone", "reverse.zone"];
 pub const OPERATOR_ZONES: [(&str, &str); 2] =
     [("op.test", "op.zone"), ("child.op.test", "child.zone")];
 
+/// The tests' limits: zones signed with a few NSEC3 iterations load, to compare their
+/// denials with Knot's (the default refuses any, as RFC 9276 asks).
+pub const TEST_LIMITS: Limits = Limits {
+    zone_max_size: firehose_proto::dns::DEFAULT_ZONE_MAX_SIZE,
+    nsec3_max_iterations: 10,
+};
+
 /// A handler over the test zones.
 pub fn handler() -> DnsHandler {
     handler_for(&ZONES)
@@ -34,7 +41,7 @@ pub fn handler() -> DnsHandler {
 pub fn handler_for(zones: &[&str]) -> DnsHandler {
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     DnsHandler::new(
-        load_zones(&paths).expect("test zones load"),
+        load_zones_limited(&paths, &TEST_LIMITS).expect("test zones load"),
         DEFAULT_MAX_UDP,
     )
 }
@@ -218,7 +225,8 @@ pub fn start_udp_tcp(
     cfg: firehose_proto::dns::TcpConfig,
 ) -> (Server, firehose_proto::dns::TcpServer) {
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
-    let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
+    let zones = load_zones_limited(&paths, &TEST_LIMITS).expect("test zones load");
+    let live = firehose_proto::dns::LiveZones::new(zones);
     let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
     // The kernel picks a free UDP port; its TCP twin may be taken (by another test's
     // connection): then try another port.
