@@ -179,7 +179,7 @@ fn rrl_drops_and_slips_past_the_rate() {
 
 #[test]
 fn rrl_counts_synthesized_answers_and_referrals_under_their_source() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::RrlConfig;
     // Random names below a wildcard, a delegation and a DNAME, and missing names: each
     // kind shares one count (the wildcard, the cut, the DNAME, the zone), as in Knot and
@@ -199,7 +199,7 @@ fn rrl_counts_synthesized_answers_and_referrals_under_their_source() {
         for i in 0..12 {
             let q = query(&format!("r{i}x{}.{parent}", kind.len()), t, None);
             buf[..q.len()].copy_from_slice(&q);
-            if let Verdict::Reply(_) = h.handle(&mut buf, q.len(), &peer) {
+            if let Verdict::Reply(_) = h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
                 sent += 1;
             }
         }
