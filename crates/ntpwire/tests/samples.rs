@@ -1,0 +1,105 @@
+//! Packets captured on loopback from the real programs (chrony 4.3 and ntpsec 1.2.2's
+//! ntpdig, Debian 12), parsed field by field.
+
+use firehose_ntpwire::{parse, Auth, Header, Leap, RefId, Short, Timestamp};
+
+fn bytes(hex: &str) -> Vec<u8> {
+    let hex = hex.trim();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// `ntpdig 127.0.0.1`: leap 3, version 4, mode 3, its clock in the transmit timestamp.
+const NTPDIG: &str = include_str!("data/ntpdig-request.hex");
+/// `chronyd -Q 'server 127.0.0.1 port P iburst'`: poll 6, precision 32 (none revealed), a
+/// random transmit timestamp.
+const CHRONY_CLIENT: &str = include_str!("data/chrony-client-request.hex");
+/// chronyd 4.3 with no source (`chronyd -x 'port P' allow`) answering CHRONY_CLIENT:
+/// unsynchronised, stratum 0 (chrony sends its stratum 16 as 0), root delay and dispersion
+/// 1 s, no reference.
+const CHRONY_UNSYNC: &str = include_str!("data/chrony-unsync-response.hex");
+/// chronyd 4.3 with `local stratum 10` answering CHRONY_CLIENT.
+const CHRONY_LOCAL: &str = include_str!("data/chrony-local-response.hex");
+/// The same server answering a version 3 request (0x1b...): version 3 back.
+const CHRONY_LOCAL_V3: &str = include_str!("data/chrony-local-v3-response.hex");
+/// The same server answering symmetric active (mode 1): symmetric passive (mode 2).
+const CHRONY_LOCAL_PASSIVE: &str = include_str!("data/chrony-local-passive-response.hex");
+
+#[test]
+fn client_requests() {
+    let p = parse(&bytes(NTPDIG)).unwrap();
+    let h = p.header;
+    assert_eq!(
+        (h.leap, h.version, h.mode, h.stratum),
+        (Leap::Unsynchronised, 4, 3, 0)
+    );
+    assert_eq!((p.len, p.auth, p.ext_fields), (48, Auth::None, 0));
+    assert_eq!(h.transmit, Timestamp(0xeeb1_af01_2835_b000));
+    assert!(h.origin.is_zero() && h.receive.is_zero());
+
+    let h = parse(&bytes(CHRONY_CLIENT)).unwrap().header;
+    assert_eq!(
+        (h.leap, h.version, h.mode, h.poll, h.precision),
+        (Leap::None, 4, 3, 6, 32)
+    );
+    assert_eq!(h.transmit, Timestamp(0x5cbf_7605_45a3_9fb4));
+}
+
+#[test]
+fn chrony_responses() {
+    let req = parse(&bytes(CHRONY_CLIENT)).unwrap().header;
+    let h = parse(&bytes(CHRONY_UNSYNC)).unwrap().header;
+    assert_eq!(
+        (h.leap, h.version, h.mode, h.stratum),
+        (Leap::Unsynchronised, 4, 4, 0)
+    );
+    assert_eq!((h.poll, h.precision), (6, -25));
+    assert_eq!(
+        (h.root_delay, h.root_dispersion),
+        (Short(0x10000), Short(0x10000))
+    );
+    assert_eq!((h.refid, h.reference), (0, Timestamp::ZERO));
+    assert_eq!(
+        h.origin, req.transmit,
+        "the origin is the request's transmit"
+    );
+    // chrony marks its receive timestamps with a low bit of 1 and its transmit
+    // timestamps with 0, to recognise an interleaved request.
+    assert_eq!((h.receive.0 & 1, h.transmit.0 & 1), (1, 0));
+    assert!(h.transmit.diff_ns(h.receive) >= 0);
+
+    let h = parse(&bytes(CHRONY_LOCAL)).unwrap().header;
+    assert_eq!(
+        (h.leap, h.version, h.mode, h.stratum),
+        (Leap::None, 4, 4, 10)
+    );
+    assert_eq!(RefId(h.refid).display(h.stratum), "127.127.1.1");
+    assert_eq!((h.root_delay, h.root_dispersion), (Short(0), Short(0)));
+    assert!(
+        h.receive.diff_ns(h.reference) > 0,
+        "the reference is in the past"
+    );
+
+    let v3 = parse(&bytes(CHRONY_LOCAL_V3)).unwrap().header;
+    assert_eq!((v3.version, v3.mode), (3, 4));
+    let passive = parse(&bytes(CHRONY_LOCAL_PASSIVE)).unwrap().header;
+    assert_eq!((passive.version, passive.mode), (4, 2));
+}
+
+#[test]
+fn headers_write_back_byte_for_byte() {
+    for hex in [
+        NTPDIG,
+        CHRONY_CLIENT,
+        CHRONY_UNSYNC,
+        CHRONY_LOCAL,
+        CHRONY_LOCAL_V3,
+    ] {
+        let b = bytes(hex);
+        let mut out = [0u8; 48];
+        Header::read(&b).write(&mut out);
+        assert_eq!(&out[..], &b[..], "{hex}");
+    }
+}
