@@ -24,6 +24,7 @@
 
 pub mod af_packet;
 pub mod bpf;
+pub mod clock;
 pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
