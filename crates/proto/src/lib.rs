@@ -3,8 +3,10 @@
 pub mod dns;
 pub mod echo;
 pub mod live;
+pub mod ntp;
 pub mod radius;
 
 pub use dns::DnsHandler;
 pub use echo::Echo;
+pub use ntp::NtpHandler;
 pub use radius::RadiusHandler;
