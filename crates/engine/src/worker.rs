@@ -34,7 +34,9 @@ pub fn run<B: Backend, H: Handler>(
                 truncated,
             } = backend.request(i);
             bytes_in += len as u64;
-            if truncated {
+            // A request longer than its buffer (a frame longer than the reply room, a cut
+            // datagram) is not handled: the handler may rely on `len <= buf.len()`.
+            if truncated || len > buf.len() {
                 errors += 1;
                 continue;
             }
@@ -78,6 +80,9 @@ mod tests {
         queued: Vec<(usize, usize)>,
         out: Vec<(Vec<u8>, SocketAddr)>,
         refuse_every: Option<usize>,
+        /// Bytes by which `request` overstates a request's length (a backend breaking the
+        /// contract).
+        overstate: usize,
         stop: &'s AtomicBool,
         stats: [(&'static str, u64); 1],
     }
@@ -90,6 +95,7 @@ mod tests {
                 queued: Vec::new(),
                 out: Vec::new(),
                 refuse_every: None,
+                overstate: 0,
                 stop,
                 stats: [("fake_batches", 0)],
             }
@@ -125,8 +131,8 @@ mod tests {
             let (buf, len, from) = &mut self.slots[i];
             let cap = buf.len();
             Request {
-                truncated: *len > cap,
-                len: (*len).min(cap),
+                truncated: *len > cap && self.overstate == 0,
+                len: (*len).min(cap) + self.overstate,
                 buf,
                 peer: Peer::from_addr(*from),
             }
@@ -234,6 +240,19 @@ mod tests {
         assert_eq!(fake.out, vec![(b"ABCDEF\x00\x09".to_vec(), peer(9))]);
         assert_eq!((s.packets_in, s.packets_out), (3, 1));
         assert_eq!((s.handler_errors, s.handler_drops), (1, 1));
+    }
+
+    /// Issue 20: an AF_XDP frame whose UDP payload outran the reply room (an IPv4 datagram
+    /// of 1501-1504 bytes on a veth) reached the handler with `len > buf.len()`, and the DNS
+    /// handler's slice panicked the worker. The loop refuses such a request itself.
+    #[test]
+    fn a_request_longer_than_its_buffer_never_reaches_the_handler() {
+        let stop = AtomicBool::new(false);
+        let mut fake = Fake::new(vec![vec![(b"abcdefghij".to_vec(), peer(9))]], 8, &stop);
+        fake.overstate = 4;
+        let s = drive(&mut fake);
+        assert!(fake.out.is_empty());
+        assert_eq!((s.packets_in, s.handler_errors), (1, 1));
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub fn parse(frame: &[u8]) -> Result<Udp, ParseError> {
                 });
             }
             let total = IPV6_HLEN + be16(ip, 4) as usize;
-            if total > ip.len() {
+            if total < IPV6_HLEN + UDP_HLEN || total > ip.len() {
                 return Err(ParseError::BadLength);
             }
             let mut s = [0u8; 16];
