@@ -59,6 +59,12 @@ pub struct XdpArgs {
     pub io: IoArg,
     #[command(flatten)]
     pub rx: XdpRxArgs,
+    /// With --io xdp: verify each request's IPv4 header and UDP checksums and drop (and
+    /// count, xdp_bad_checksum) a frame whose checksum is wrong, as the kernel does on the
+    /// socket path. A sender whose checksum offload is not done yet when the frame reaches
+    /// XDP (a kernel socket on a veth peer) fails it: turn its offload off (ethtool -K tx off).
+    #[arg(long)]
+    pub verify_checksum: bool,
 }
 
 /// The AF_XDP socket flags, shared by serve, sink and flood.
@@ -212,7 +218,11 @@ impl XdpArgs {
             if xdp_profile {
                 return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
             }
-            if let Some(flag) = self.rx.any_given() {
+            if let Some(flag) = self
+                .rx
+                .any_given()
+                .or(self.verify_checksum.then_some("--verify-checksum"))
+            {
                 return Err(Usage(format!("{flag} applies only to --io xdp")));
             }
             return Ok(None);
@@ -229,6 +239,7 @@ impl XdpArgs {
             iface,
             options: o,
             batch: cfg.batch,
+            verify_checksum: self.verify_checksum,
         }))
     }
 

@@ -13,7 +13,7 @@
 
 use crate::backend::{Backend, Received, Request, Sent};
 use crate::handler::Peer;
-use firehose_packet::{parse, reply_in_place, Udp};
+use firehose_packet::{checksums_ok, parse, reply_in_place, Udp};
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
@@ -42,6 +42,8 @@ const TX_RING_FULL: usize = 4;
 const XSK_RX_DROPPED: usize = 5;
 const XSK_RX_RING_FULL: usize = 6;
 const XSK_FILL_EMPTY: usize = 7;
+const BAD_FRAMES: usize = 8;
+const BAD_CHECKSUM: usize = 9;
 
 struct Slot {
     addr: u64,
@@ -63,12 +65,20 @@ pub struct XdpBackend {
     batches: u64,
     /// The driver's system calls already reported.
     syscalls_seen: u64,
-    counters: [(&'static str, u64); 8],
+    /// Drop requests whose IPv4 header or UDP checksum is wrong.
+    verify_checksum: bool,
+    counters: [(&'static str, u64); 10],
 }
 
 impl XdpBackend {
     /// A worker over `queue` (fill ring already stocked) and the fallback socket `sock`.
-    pub(crate) fn new(queue: XdpQueue, sock: Arc<UdpSock>, batch: usize, mtu: usize) -> Self {
+    pub(crate) fn new(
+        queue: XdpQueue,
+        sock: Arc<UdpSock>,
+        batch: usize,
+        mtu: usize,
+        verify_checksum: bool,
+    ) -> Self {
         let batch = (batch as u32).clamp(1, queue.xsk().rx.size());
         XdpBackend {
             queue,
@@ -83,6 +93,7 @@ impl XdpBackend {
             mtu,
             batches: 0,
             syscalls_seen: 0,
+            verify_checksum,
             counters: [
                 ("xdp_requests", 0),
                 ("xdp_replies", 0),
@@ -92,28 +103,36 @@ impl XdpBackend {
                 ("xsk_rx_dropped", 0),
                 ("xsk_rx_ring_full", 0),
                 ("xsk_fill_ring_empty", 0),
+                ("xdp_bad_frames", 0),
+                ("xdp_bad_checksum", 0),
             ],
         }
     }
 
     /// Parses the received frames into slots; a frame that is not a UDP datagram this path
-    /// answers goes back to the driver. Returns how many were refused.
+    /// answers (`xdp_bad_frames`), or whose checksums are wrong when verified
+    /// (`xdp_bad_checksum`), goes back to the driver. Returns how many were refused.
     fn parse_rx(&mut self) -> u64 {
         self.slots.clear();
         let mut bad = 0;
         for i in 0..self.queue.rx().len() {
             let d = self.queue.rx()[i];
-            match parse(self.queue.data(d.addr, d.len as usize)) {
-                Ok(udp) => self.slots.push(Slot {
-                    addr: d.addr,
-                    udp,
-                    reply: None,
-                }),
-                Err(_) => {
-                    self.queue.recycle(d.addr);
-                    bad += 1;
+            let frame = self.queue.data(d.addr, d.len as usize);
+            let refused = match parse(frame) {
+                Ok(udp) if !self.verify_checksum || checksums_ok(frame, &udp) => {
+                    self.slots.push(Slot {
+                        addr: d.addr,
+                        udp,
+                        reply: None,
+                    });
+                    continue;
                 }
-            }
+                Ok(_) => BAD_CHECKSUM,
+                Err(_) => BAD_FRAMES,
+            };
+            self.counters[refused].1 += 1;
+            self.queue.recycle(d.addr);
+            bad += 1;
         }
         self.n_xdp = self.slots.len();
         bad

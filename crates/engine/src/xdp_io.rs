@@ -19,13 +19,16 @@ pub use firehose_sys::xdp::setup::{ModeChoice, Queues, XdpOptions};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
-/// What `serve --io xdp` serves on: the interface, the AF_XDP options, and the most
-/// requests per batch.
+/// What `serve --io xdp` serves on: the interface, the AF_XDP options, the most requests
+/// per batch, and whether to verify each request's checksums.
 #[derive(Debug, Clone)]
 pub struct XdpConfig {
     pub iface: String,
     pub options: XdpOptions,
     pub batch: usize,
+    /// Drop (and count) a request whose IPv4 header or UDP checksum is wrong: the kernel
+    /// verifies them on the socket path, AF_XDP hands frames over unchecked.
+    pub verify_checksum: bool,
 }
 
 /// The AF_XDP path of a server, shared by its workers.
@@ -35,6 +38,7 @@ pub struct XdpIo {
     drivers: Mutex<Vec<Option<XdpQueue>>>,
     batch: usize,
     mtu: usize,
+    verify_checksum: bool,
     applied: BackendApplied,
     /// The attached program; dropping it detaches (workers hold the sockets).
     _steered: Steered,
@@ -64,18 +68,24 @@ impl XdpIo {
         let iface = Iface::open(&cfg.iface).map_err(setup_err)?;
         iface.check_listen(&listen).map_err(setup_err)?;
         let mtu = iface.mtu;
-        let (steered, drivers) =
-            setup::steer(&iface, &setup::listen_match(&listen), &cfg.options).map_err(setup_err)?;
+        let (steered, drivers) = setup::steer(
+            &iface,
+            &iface.server_match(&listen).map_err(setup_err)?,
+            &cfg.options,
+        )
+        .map_err(setup_err)?;
         let g = &steered.granted;
         let mut settings = g.settings();
         settings.insert("batch".into(), cfg.batch.to_string());
         settings.insert("mtu".into(), mtu.to_string());
         settings.insert("fallback".into(), format!("kernel UDP socket on {listen}"));
+        settings.insert("verify_checksum".into(), cfg.verify_checksum.to_string());
         Ok(XdpIo {
             queues: g.queues.clone(),
             drivers: Mutex::new(drivers.into_iter().map(Some).collect()),
             batch: cfg.batch,
             mtu,
+            verify_checksum: cfg.verify_checksum,
             applied: BackendApplied {
                 name: "af_xdp".into(),
                 settings,
@@ -113,6 +123,7 @@ impl Io for XdpIo {
             seat.socket.clone(),
             self.batch,
             self.mtu,
+            self.verify_checksum,
         ))
     }
 

@@ -28,6 +28,7 @@ mod util;
 mod workspace;
 mod xdp;
 mod xdp_frames;
+mod xdp_hostile;
 mod xdp_load;
 mod xdp_sink_flood;
 mod xdp_util;

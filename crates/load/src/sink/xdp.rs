@@ -41,7 +41,11 @@ pub(crate) fn open(
         let budget = opts.busy_poll.map_or(cfg.batch as i32, |(_, b)| b);
         opts.busy_poll = Some((us.min(i32::MAX as u32) as i32, budget));
     }
-    let (steered, sockets) =
-        setup::steer(&iface, &setup::listen_match(local), &opts).map_err(setup_err)?;
+    let (steered, sockets) = setup::steer(
+        &iface,
+        &iface.server_match(local).map_err(setup_err)?,
+        &opts,
+    )
+    .map_err(setup_err)?;
     Ok((steered, sockets, name))
 }

@@ -167,6 +167,17 @@ impl Iface {
         )))
     }
 
+    /// What a server on `listen` (already checked) has the program match, with this
+    /// interface's addresses and the host's read now (see [`listen_match`]).
+    pub fn server_match(&self, listen: &SocketAddr) -> Result<UdpMatch, SetupError> {
+        let own = iface_addrs(&self.name)?;
+        let host: Vec<IpAddr> = crate::ifaddr::addresses()?
+            .into_iter()
+            .map(|a| a.ip)
+            .collect();
+        Ok(listen_match(listen, &own, &host))
+    }
+
     /// Refuses an interface that runs any XDP program: a generator wants it to itself.
     pub fn refuse_attached(&self) -> Result<(), SetupError> {
         let now = netlink::query(self.index)?;
@@ -313,16 +324,37 @@ pub fn zerocopy_note(xsk: &Xsk, iface: &str) -> Option<String> {
         .map(|why| format!("zero-copy refused by {iface} ({why}): copy mode"))
 }
 
-/// What a receiver on `listen` has the program match: its port, at its address (any
-/// address when unspecified), of its family only (IPv6 sockets here are IPV6_V6ONLY).
-pub fn listen_match(listen: &SocketAddr) -> UdpMatch {
+/// What a server on `listen` has the program match: its port, of its family only (IPv6
+/// sockets here are IPV6_V6ONLY), at its address, and never from one of `host` (the host's
+/// own addresses: nothing answers a request that claims to come from us). On the unspecified
+/// address it matches only `own` (the interface's addresses) and untagged frames: a frame for
+/// another address, or behind an 802.1Q tag (a VLAN device with addresses of its own), goes
+/// to the kernel, which answers it through the listen socket if it is ours at all.
+pub fn listen_match(listen: &SocketAddr, own: &[IpAddr], host: &[IpAddr]) -> UdpMatch {
     let port = listen.port();
-    match listen.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Any, AddrMatch::Off),
+    let v4s = || {
+        let l = own.iter().filter_map(|a| match a {
+            IpAddr::V4(x) => Some(*x),
+            IpAddr::V6(_) => None,
+        });
+        AddrMatch::AnyOf(l.collect())
+    };
+    let v6s = || {
+        let l = own.iter().filter_map(|a| match a {
+            IpAddr::V6(x) => Some(*x),
+            IpAddr::V4(_) => None,
+        });
+        AddrMatch::AnyOf(l.collect())
+    };
+    let mut m = match listen.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, v4s(), AddrMatch::Off),
         IpAddr::V4(a) => UdpMatch::to(port, AddrMatch::Is(a), AddrMatch::Off),
-        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Any),
+        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, v6s()),
         IpAddr::V6(a) => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Is(a)),
-    }
+    };
+    m.tagged = !listen.ip().is_unspecified();
+    m.not_from = host.to_vec();
+    m
 }
 
 /// How an AF_XDP path is set up: the one options type of every AF_XDP user (serve, load,
@@ -490,13 +522,32 @@ mod tests {
 
     #[test]
     fn a_listen_address_matches_its_family_port_and_address() {
-        let m = listen_match(&"0.0.0.0:53".parse().unwrap());
-        assert_eq!((m.port, m.v4, m.v6), (53, AddrMatch::Any, AddrMatch::Off));
-        let m = listen_match(&"10.0.0.1:9".parse().unwrap());
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let own = [ip("10.0.0.1"), ip("10.0.0.2"), ip("fd00::1")];
+        let host = [
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            ip("fd00::1"),
+            ip("127.0.0.1"),
+        ];
+        let m = listen_match(&"0.0.0.0:53".parse().unwrap(), &own, &host);
+        let mine = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
+        assert_eq!(
+            (m.port, &m.v4, &m.v6),
+            (53, &AddrMatch::AnyOf(mine), &AddrMatch::Off)
+        );
+        assert!(
+            !m.tagged,
+            "a wildcard listener leaves tagged frames to the kernel"
+        );
+        assert_eq!(m.not_from, host);
+        let m = listen_match(&"10.0.0.1:9".parse().unwrap(), &own, &host);
         assert_eq!(m.v4, AddrMatch::Is("10.0.0.1".parse().unwrap()));
-        let m = listen_match(&"[::]:9".parse().unwrap());
-        assert_eq!((m.v4, m.v6), (AddrMatch::Off, AddrMatch::Any));
-        let m = listen_match(&"[fd00::1]:9".parse().unwrap());
+        assert!(m.tagged);
+        let m = listen_match(&"[::]:9".parse().unwrap(), &own, &host);
+        let mine6 = vec!["fd00::1".parse().unwrap()];
+        assert_eq!((&m.v4, &m.v6), (&AddrMatch::Off, &AddrMatch::AnyOf(mine6)));
+        let m = listen_match(&"[fd00::1]:9".parse().unwrap(), &own, &host);
         assert_eq!(m.v6, AddrMatch::Is("fd00::1".parse().unwrap()));
         assert!(m.from.is_none() && m.port_last.is_none());
     }
