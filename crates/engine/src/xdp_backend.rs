@@ -6,14 +6,14 @@
 //! `poll()` on both sockets when there are none, unless busy polling); each frame is parsed
 //! to its UDP payload, and the payload (with the rest of the frame, bounded by the MTU) is
 //! lent to the handler. A reply is turned into a frame in place
-//! ([`firehose_packet::reply_in_place`]) and transmitted from the frame it arrived in;
+//! ([`firehose_frame::reply_in_place`]) and transmitted from the frame it arrived in;
 //! frames not answered go back to the driver. The kick policy is the driver's. The fallback
 //! socket is read when the poll says it is readable, and every [`SOCKET_EVERY`] batches
 //! under load.
 
-use crate::backend::{Backend, Received, Request, Sent};
+use crate::backend::{Backend, Flushed, Received, Request};
 use crate::handler::Peer;
-use firehose_packet::{checksums_ok, parse, reply_in_place, Udp};
+use firehose_frame::{checksums_ok, parse, reply_in_place, Udp};
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
@@ -193,12 +193,7 @@ impl Backend for XdpBackend {
             let len = self.sock_batch.len(j);
             let truncated = self.sock_batch.truncated(j);
             let (buf, view) = self.sock_batch.slot_and_peer(j);
-            return Request {
-                len: len.min(buf.len()),
-                buf,
-                peer: Peer::from_view(view),
-                truncated,
-            };
+            return Request::new(buf, len, Peer::from_view(view)).cut(truncated);
         }
         let s = &self.slots[i];
         let frame = self.queue.frame_mut(s.addr);
@@ -206,12 +201,11 @@ impl Backend for XdpBackend {
         // The reply must fit the frame and leave the interface unfragmented.
         let mtu_room = (self.mtu + s.udp.l3).saturating_sub(start);
         let end = frame.len().min(start + mtu_room);
-        Request {
-            len: s.udp.len,
-            buf: &mut frame[start..end],
-            peer: Peer::from_addr(s.udp.src),
-            truncated: false,
-        }
+        Request::new(
+            &mut frame[start..end],
+            s.udp.len,
+            Peer::from_addr(s.udp.src),
+        )
     }
 
     fn reply(&mut self, i: usize, len: usize) {
@@ -224,8 +218,8 @@ impl Backend for XdpBackend {
         s.reply = Some(reply_in_place(frame, &s.udp, len, TTL) as u32);
     }
 
-    fn flush(&mut self) -> Sent {
-        let mut out = Sent::default();
+    fn flush(&mut self) -> Flushed {
+        let mut out = Flushed::default();
         for s in self.slots.drain(..) {
             match s.reply {
                 Some(len) if self.queue.transmit(s.addr, len) => {}
@@ -239,18 +233,18 @@ impl Backend for XdpBackend {
             }
         }
         self.n_xdp = 0;
-        let k = self.queue.flush() as u64;
-        out.sent += k;
-        self.counters[XDP_REPLIES].1 += k;
+        let k = self.queue.flush();
+        out.sent += k as usize;
+        self.counters[XDP_REPLIES].1 += k as u64;
         if self.n_sock > 0 {
             let f = self.sock_batch.flush(&self.sock, 0);
-            out.sent += f.sent as u64;
-            out.failed += f.failed as u64;
-            out.syscalls += f.syscalls as u64;
+            out.sent += f.sent;
+            out.failed += f.failed;
+            out.syscalls += f.syscalls;
             self.counters[SOCKET_REPLIES].1 += f.sent as u64;
             self.n_sock = 0;
         }
-        out.syscalls += self.new_syscalls();
+        out.syscalls += self.new_syscalls() as usize;
         out
     }
 

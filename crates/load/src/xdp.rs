@@ -13,16 +13,15 @@
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
 use crate::gen::{LoadConfig, LoadError};
-use crate::io::{Datagram, FlowIo, Sent};
-use firehose_packet::{header_len, parse, write_headers, Endpoints};
+use crate::io::{Datagram, FlowIo, Flushed};
+use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
-use firehose_sys::xdp::setup::{self, Iface, Queues, SetupError, Steered, XdpOptions};
+use firehose_sys::xdp::setup::{self, Iface, Queues, SetupError, Steered, XdpApplied, XdpOptions};
 use firehose_sys::xdp::xsk::{XskConfig, ZeroCopy};
 use firehose_sys::xdp::{iface_addrs, netlink};
 use firehose_sys::SysError;
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -44,13 +43,6 @@ pub struct XdpLoadConfig {
     pub zerocopy: ZeroCopy,
     /// The largest request payload the workload writes (checked against the MTU).
     pub max_payload: usize,
-}
-
-/// What the kernel granted, for the start line and the JSON.
-#[derive(Debug, Clone, Default)]
-pub struct XdpApplied {
-    pub settings: BTreeMap<String, String>,
-    pub notes: Vec<String>,
 }
 
 fn usage(m: String) -> LoadError {
@@ -159,7 +151,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     };
     let mut settings = steered.granted.settings();
     settings.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    settings.insert("dst_mac".into(), firehose_packet::mac_text(&dst_mac));
+    settings.insert("dst_mac".into(), firehose_frame::mac_text(&dst_mac));
     let notes = steered.granted.notes.clone();
     let ends = Endpoints {
         src_mac,
@@ -286,11 +278,11 @@ impl FlowIo for XdpIo {
         self.tx_lens[k] = len;
     }
 
-    fn send(&mut self, flow: usize) -> Sent {
+    fn send(&mut self, flow: usize) -> Flushed {
         let mut e = self.ends;
         e.src.set_port(self.base + flow as u16);
         let q = &mut self.queues[0];
-        let mut out = Sent::default();
+        let mut out = Flushed::default();
         for (k, &addr) in self.tx_frames.iter().enumerate() {
             let sent = match write_headers(q.frame_mut(addr), &e, self.tx_lens[k]) {
                 Some(len) => q.transmit(addr, len as u32),

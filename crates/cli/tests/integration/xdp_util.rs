@@ -254,7 +254,7 @@ pub fn mac(ns: &str, dev: &str) -> [u8; 6] {
         ])
         .output()
         .unwrap();
-    firehose_packet::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
+    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 pub fn hex(b: &[u8]) -> String {

@@ -5,7 +5,7 @@
 //!   frame ownership, completion reaping, fill-ring refill, receive with or without a wait,
 //!   transmit, and the one kick policy (need_wakeup, busy polling, copy mode's 32 frames per
 //!   `sendto`). Users are thin adapters: they parse and build frames (crate
-//!   `firehose-packet`) and count what their role needs.
+//!   `firehose-frame`) and count what their role needs.
 //! - [`setup`]: what every user does before its first packet, with one wording for each
 //!   refusal: check the interface, deal with an XDP program already attached, open each
 //!   queue's socket (zero-copy probed, a busy queue waited for), and [`setup::steer`]: the

@@ -383,6 +383,14 @@ impl Default for XdpOptions {
     }
 }
 
+/// What the kernel granted plus a user's own settings (a generator's source ports, a
+/// sender's MACs), for the start line and the JSON.
+#[derive(Debug, Clone, Default)]
+pub struct XdpApplied {
+    pub settings: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
 /// What the kernel granted for an AF_XDP run, read back rather than assumed: the one
 /// description every user prints at start and writes into its JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]

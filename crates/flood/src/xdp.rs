@@ -1,19 +1,19 @@
 //! Flood over AF_XDP TX: one queue driver per thread ([`XdpQueue`]), bound to the thread's
-//! queue of the interface the route to the target leaves by ([`super::packet::resolve`]:
+//! queue of the interface the route to the target leaves by ([`super::af_packet::resolve`]:
 //! source address, MACs from the neighbour table). No XDP program is attached: sending needs
 //! none.
 //!
 //! Every UMEM frame is built once, before the first send (frame `i` carries flow
-//! `i % flows`, with crates/packet), and never written again: a send is only descriptors on
+//! `i % flows`, with crates/frame), and never written again: a send is only descriptors on
 //! the tx ring, taken oldest-freed first so that every flow goes in turn, and the driver's
 //! kicks (in copy mode as many as the kernel's 32-frame batches need). A frame counts as sent
 //! when it comes back on the completion ring. A send the ring or the frames in flight cannot
 //! take is counted (`tx_ring_full`) and tried again; frames that never complete within
 //! [`STALL`] are counted (`uncompleted`) and end the thread's run, not the process.
 
-use super::packet::Path;
+use super::af_packet::Path;
 use super::FloodError;
-use firehose_packet::write_request;
+use firehose_frame::write_request;
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::xdp::queue::XdpQueue;
 use firehose_sys::xdp::setup::{Iface, SetupError};

@@ -1,8 +1,8 @@
 //! One sink worker: receive, count, publish, until told to stop.
 
 use super::{Counters, SinkIo, Source};
+use firehose_sys::af_packet::RxRing;
 use firehose_sys::mmsg::Batch;
-use firehose_sys::packet::RxRing;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
 use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
@@ -134,7 +134,7 @@ impl Worker {
                 while let Some(block) = ring.next_block() {
                     for f in block.frames() {
                         new += 1;
-                        l.bytes += firehose_packet::parse(f.data).map_or(0, |u| u.len) as u64;
+                        l.bytes += firehose_frame::parse(f.data).map_or(0, |u| u.len) as u64;
                     }
                 }
                 l.packets += new;
@@ -165,7 +165,7 @@ impl Worker {
             let n = q.receive(batch, wait).count;
             for d in q.rx() {
                 let data = q.data(d.addr, d.len as usize);
-                l.bytes += firehose_packet::parse(data).map_or(0, |u| u.len) as u64;
+                l.bytes += firehose_frame::parse(data).map_or(0, |u| u.len) as u64;
             }
             q.recycle_rx();
             l.packets += n as u64;
