@@ -170,6 +170,10 @@ fn control_and_private_modes_and_non_requests_are_never_answered() {
         assert_eq!(ask(&mut h, &r, FROM, None), Err(Verdict::Drop), "{lvm:#x}");
         assert_eq!(h.stats().get(counter), before + 1, "{lvm:#x}");
     }
+    // ntpq's READVAR is 12 bytes: still counted as a control message.
+    let ntpq = [0x16, 0x02, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(ask(&mut h, &ntpq, FROM, None), Err(Verdict::Drop));
+    assert_eq!(h.stats().get(slot::DROPPED_CONTROL), 2);
     // An NTPv1 request (mode 0) from a client port is a client request.
     let mut v1 = req.clone();
     v1[0] = 1 << 3;

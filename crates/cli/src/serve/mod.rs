@@ -1,6 +1,7 @@
 //! `firehose serve`: the engine with a protocol handler, every technique a switch.
 
 mod args;
+mod ntp;
 mod output;
 mod start;
 
@@ -45,6 +46,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tcp,
         mut reloader,
         notes,
+        clock,
     } = start_server(&cfg, a.proto, &a, path)?;
     print_applied(&server, a.proto);
     for n in notes {
@@ -93,7 +95,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         if hup.swap(false, Ordering::Relaxed) {
             match reloader.as_mut() {
                 Some(r) => reload(r),
-                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
+                None => say!(
+                    "firehose serve: SIGHUP ignored: --proto {} has nothing to reload",
+                    proto_name(a.proto)
+                ),
             }
         }
         if let (Some(t), Some(iv)) = (next_tick, a.interval) {
@@ -139,6 +144,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    drop(clock);
     if let Some(t) = tcp {
         handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
     }

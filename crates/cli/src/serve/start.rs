@@ -43,6 +43,8 @@ pub(super) struct Running {
     pub(super) reloader: Option<Reload>,
     /// Lines about what was loaded, printed after the listening line.
     pub(super) notes: Vec<String>,
+    /// For NTP: the thread re-reading the kernel clock state, stopped on drop.
+    pub(super) clock: Option<firehose_proto::ntp::ClockWatch>,
 }
 
 /// What SIGHUP re-reads.
@@ -123,6 +125,7 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
         tcp: None,
         reloader: Some(Reload::Radius(reloader)),
         notes,
+        clock: None,
     })
 }
 
@@ -135,7 +138,7 @@ pub(super) enum Path {
 
 impl Path {
     /// Starts the engine on this path.
-    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    pub(super) fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
     where
         H: Handler + 'static,
         F: Fn(usize) -> H,
@@ -165,14 +168,16 @@ pub(super) fn start_server(
 ) -> Result<Running> {
     let zones = &a.zones;
     refuse_radius_flags(&a.radius, proto)?;
+    super::ntp::refuse_ntp_flags(&a.ntp, proto)?;
     let res = match proto {
         Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), path),
-        Proto::Echo if !zones.is_empty() => {
+        Proto::Echo | Proto::Ntp if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
-        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+        Proto::Echo | Proto::Ntp if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
+        Proto::Ntp => return super::ntp::start_ntp(cfg, &a.ntp, path),
         Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
         Proto::Dns => {
             if zones.is_empty() {
@@ -225,6 +230,7 @@ pub(super) fn start_server(
                         tcp: None,
                         reloader: Some(Reload::Dns(reloader)),
                         notes: Vec::new(),
+                        clock: None,
                     });
                 }
                 let tcfg = TcpConfig {
@@ -243,6 +249,7 @@ pub(super) fn start_server(
                             tcp: Some(t),
                             reloader: Some(Reload::Dns(reloader)),
                             notes: Vec::new(),
+                        clock: None,
                         })
                     }
                     Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -267,6 +274,7 @@ pub(super) fn start_server(
         tcp: None,
         reloader: None,
         notes: Vec::new(),
+        clock: None,
     })
 }
 
@@ -298,5 +306,6 @@ pub(super) fn proto_name(p: Proto) -> &'static str {
         Proto::Echo => "echo",
         Proto::Dns => "dns",
         Proto::Radius => "radius",
+        Proto::Ntp => "ntp",
     }
 }

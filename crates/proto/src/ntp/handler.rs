@@ -99,18 +99,20 @@ impl NtpHandler {
     }
 
     fn respond(&mut self, req: &mut Request<'_>) -> Verdict {
-        let rx_ns = match req.rx_time_ns() {
-            Some(t) => {
-                self.stats.bump(slot::RX_KERNEL);
-                t
-            }
-            None => {
-                self.stats.bump(slot::RX_DAEMON);
-                realtime_ns()
-            }
+        // Read first, counted only for a request answered.
+        let (rx_ns, rx_from) = match req.rx_time_ns() {
+            Some(t) => (t, slot::RX_KERNEL),
+            None => (realtime_ns(), slot::RX_DAEMON),
         };
         let peer = req.peer().addr();
         let (buf, len, _) = req.parts();
+        // Control and private messages by their first byte, whatever their length (an ntpq
+        // request is 12 bytes): counted as what they are, never parsed further.
+        match buf[..len].first().map(|b| b & 7) {
+            Some(mode::CONTROL) => return self.drop(slot::DROPPED_CONTROL),
+            Some(mode::PRIVATE) => return self.drop(slot::DROPPED_PRIVATE),
+            _ => {}
+        }
         let Ok(p) = parse(&buf[..len]) else {
             return self.drop(slot::DROPPED_MALFORMED);
         };
@@ -122,8 +124,6 @@ impl NtpHandler {
             mode::RESERVED if rq.version == 1 && peer.is_some_and(|a| a.port() != 123) => {
                 (mode::SERVER, slot::CLIENT)
             }
-            mode::CONTROL => return self.drop(slot::DROPPED_CONTROL),
-            mode::PRIVATE => return self.drop(slot::DROPPED_PRIVATE),
             _ => return self.drop(slot::DROPPED_MODE),
         };
         // As chronyd: the rate limit counts every request of an answerable mode, then
@@ -189,6 +189,7 @@ impl NtpHandler {
         }
         h.transmit = transmit;
         h.write(buf);
+        self.stats.bump(rx_from);
         self.stats.bump(slot::TX_DAEMON);
         if limit != Limit::Kod {
             self.stats.bump(kind);
@@ -203,7 +204,11 @@ impl Handler for NtpHandler {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.stats.named().to_vec()
+        let mut v = self.stats.named().to_vec();
+        if let Some(n) = self.ratelimit_evictions() {
+            v.push(("ntp_ratelimit_evictions", n));
+        }
+        v
     }
 
     fn live_counters(&self) -> &[(&'static str, u64)] {
