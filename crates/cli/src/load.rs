@@ -4,6 +4,7 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     parse_unix_time, Cpus, Usage,
 };
+mod ntp;
 mod output;
 mod radius;
 
@@ -14,11 +15,13 @@ use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
+use firehose_load::ntp::NtpWorkload;
 use firehose_load::radius::RadiusWorkload;
 use firehose_load::report::ServerCpu;
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
+use ntp::{ntp_workload, NtpLoadArgs};
 pub use output::print_summary;
 use output::{print_header, print_interval, IntervalLines};
 use radius::{radius_workload, RadiusLoadArgs};
@@ -40,6 +43,9 @@ pub enum LoadProto {
     /// RADIUS Access-Requests (PAP or CHAP) or Accounting-Requests for the users of
     /// --radius-users; every response's authenticators and verdict are checked.
     Radius,
+    /// NTP client requests with random transmit timestamps; every response is checked
+    /// (mode, origin, stratum, leap) and its offset, delay and hold time measured.
+    Ntp,
 }
 
 /// Arguments of `firehose load`.
@@ -56,7 +62,8 @@ EXAMPLES:\n  \
   firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
   firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
   firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
---radius-clients examples/radius/clients.conf --rate 20k -t 5"
+--radius-clients examples/radius/clients.conf --rate 20k -t 5\n  \
+  firehose load --target 127.0.0.1:12300 --proto ntp --rate 100k -t 5"
 )]
 pub struct LoadArgs {
     /// Server address and port (IPv4, [IPv6] or host:port).
@@ -163,6 +170,8 @@ pub struct LoadArgs {
     zerocopy: Option<ZeroCopyArg>,
     #[command(flatten)]
     pub(crate) radius: RadiusLoadArgs,
+    #[command(flatten)]
+    pub(crate) ntp: NtpLoadArgs,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -254,6 +263,7 @@ enum Proto {
     Echo(EchoWorkload),
     Dns(DnsWorkload),
     Radius(RadiusWorkload),
+    Ntp(Box<NtpWorkload>),
 }
 
 /// Runs `firehose load`.
@@ -303,7 +313,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         .into());
     }
     let radius = radius_workload(&a, target)?;
+    let ntp = ntp_workload(&a)?;
     let workload = match (a.proto, &a.queries) {
+        (LoadProto::Ntp, Some(_)) => {
+            return Err(Usage("--queries applies only to --proto dns".into()).into())
+        }
+        (LoadProto::Ntp, None) => match ntp {
+            Some(w) => Proto::Ntp(Box::new(w)),
+            None => unreachable!("ntp_workload returns one for --proto ntp"),
+        },
         (LoadProto::Radius, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
@@ -337,11 +355,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
     let xdp = xdp_setup(&a, &cfg, &workload)?;
     let config_doc = ConfigDoc {
         target: target.to_string(),
-        proto: match a.proto {
-            LoadProto::Echo => "echo",
-            LoadProto::Dns => "dns",
-            LoadProto::Radius => "radius",
-        },
+        proto: proto_name(a.proto),
         mode: if a.rate.is_some() { "open" } else { "closed" },
         flows: a.flows,
         window: cfg.window,
@@ -369,7 +383,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             // A DNS query from a query file stays far below 512 bytes.
             let max_payload = match &workload {
                 Proto::Echo(_) => a.size,
-                Proto::Dns(_) | Proto::Radius(_) => 512,
+                Proto::Dns(_) | Proto::Radius(_) | Proto::Ntp(_) => 512,
             };
             LoadPath::Uring(
                 firehose_load::uring::open(&cfg, uring, max_payload).map_err(|e| match e {
@@ -389,6 +403,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
             w.reseed(i as u64);
             w
         })?,
+        Proto::Ntp(w) => drive(&a, &cfg, io, |i| {
+            let mut w = (*w).clone();
+            w.reseed(i as u64);
+            w
+        })?,
     };
     print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     json.write(&Doc {
@@ -396,6 +415,16 @@ pub fn run(a: LoadArgs) -> Result<()> {
         config: config_doc,
     })?;
     verdict(&report, a.max_loss)
+}
+
+/// The protocol's name in reports and JSON.
+fn proto_name(p: LoadProto) -> &'static str {
+    match p {
+        LoadProto::Echo => "echo",
+        LoadProto::Dns => "dns",
+        LoadProto::Radius => "radius",
+        LoadProto::Ntp => "ntp",
+    }
 }
 
 fn load_error(e: LoadError) -> anyhow::Error {
@@ -443,7 +472,7 @@ fn xdp_setup(
         // A DNS query from a query file stays far below 512 bytes.
         max_payload: match w {
             Proto::Echo(_) => a.size,
-            Proto::Dns(_) | Proto::Radius(_) => 512,
+            Proto::Dns(_) | Proto::Radius(_) | Proto::Ntp(_) => 512,
         },
     };
     let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;

@@ -120,6 +120,8 @@ pub struct ThreadResult {
     pub codes: BTreeMap<u16, u64>,
     /// The workload's failed checks by reason ([`Workload::invalid`]).
     pub invalid: Vec<(&'static str, u64)>,
+    /// The workload's measurements beyond latency ([`Workload::measures`]).
+    pub measures: Vec<(&'static str, crate::measure::SignedHistogram)>,
     pub latency_ns: Histogram<u64>,
     /// This thread's CPU time during the measurement window.
     pub cpu_time: Duration,
@@ -650,7 +652,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 bump(&self.live.stray, 1);
                 continue;
             };
-            let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
+            let stamp = self.stamp(i);
+            let matches =
+                self.table.pending_flow(id).is_some() && self.workload.matches_at(id, data, stamp);
             let answer = if matches {
                 self.table.answer(id, f)
             } else if self.table.pending_flow(id).is_some() {
@@ -665,7 +669,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     completed_now += 1;
                     if e.counted {
                         self.completed += 1;
-                        let lat = self.arrival(i, now).saturating_sub(e.intended_ns).max(1);
+                        let lat = self
+                            .arrival(stamp, now)
+                            .saturating_sub(e.intended_ns)
+                            .max(1);
                         let _ = self.hist.record(lat.min(HIST_MAX_NS));
                         *self.codes.entry(code).or_insert(0) += 1;
                     }
@@ -725,6 +732,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             gso_error: self.gso_error,
             codes: self.codes,
             invalid: self.workload.invalid(),
+            measures: self.workload.measures(),
             latency_ns: self.total,
             cpu_time,
             window,

@@ -107,15 +107,19 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         Ok(now)
     }
 
-    /// When datagram `i` of the last read arrived, on the run's clock: its kernel
-    /// receive time when paced (never later than `now`, should the wall clock step),
-    /// else `now`.
-    pub(super) fn arrival(&self, i: usize, now: u64) -> u64 {
+    /// The kernel receive time (CLOCK_REALTIME ns) of datagram `i` of the last read, when
+    /// paced (the sockets stamp arrivals then); `None` otherwise.
+    pub(super) fn stamp(&self, i: usize) -> Option<u64> {
         if !self.paced {
-            return now;
+            return None;
         }
-        self.io
-            .rx_time_ns(i)
+        self.io.rx_time_ns(i)
+    }
+
+    /// When a datagram with kernel `stamp` arrived, on the run's clock: the stamp when
+    /// there is one (never later than `now`, should the wall clock step), else `now`.
+    pub(super) fn arrival(&self, stamp: Option<u64>, now: u64) -> u64 {
+        stamp
             .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
             .map_or(now, |t| t.min(now))
     }
