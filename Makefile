@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-radius lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink bench-radius bench-ntp lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -73,6 +73,15 @@ bench-sink: build
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)
+
+# NTP against chronyd on loopback (mk/bench-ntp): both serve the clock as a local stratum
+# 10, no rate limit or client log, servers on CPU 0 (one chronyd instance per CPU on a
+# reuseport port), firehose load --proto ntp on CPU 1, 3 interleaved repetitions:
+# responses/s and CPU per response at saturation, then the hold time p99 at half of
+# chronyd's maximum for both; medians (min-max), ratios, the load average beside every figure.
+bench-ntp: build
+	@sh mk/deps lab
+	sh mk/bench-ntp $(BIN)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -19,6 +19,7 @@ mod lab_veth;
 mod load;
 mod metrics;
 mod ntp;
+mod ntp_chronyd;
 mod ntp_load;
 mod radius;
 mod report_merge;
