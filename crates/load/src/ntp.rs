@@ -19,7 +19,7 @@
 use crate::measure::SignedHistogram;
 use crate::workload::Workload;
 use firehose_ntpwire::packet::mode;
-use firehose_ntpwire::{client_request, kod, parse, Exchange, Leap, RefId, Timestamp};
+use firehose_ntpwire::{client_request, kod, parse, Exchange, Leap, RefId, Timestamp, XorShift64};
 use firehose_sys::clock::realtime_ns;
 
 /// How the generator builds requests.
@@ -69,7 +69,7 @@ const ID_MASK: u64 = (1 << ID_BITS) - 1;
 #[derive(Debug, Clone)]
 pub struct NtpWorkload {
     cfg: NtpLoad,
-    rng: u64,
+    rng: XorShift64,
     sent: Box<[Sent]>,
     invalid: [u64; INVALID.len()],
     offset: SignedHistogram,
@@ -86,7 +86,7 @@ impl NtpWorkload {
         }
         Ok(NtpWorkload {
             cfg,
-            rng: (seed ^ 0x9E37_79B9_7F4A_7C15) | 1,
+            rng: XorShift64::new(seed ^ 0x9E37_79B9_7F4A_7C15),
             sent: vec![Sent::default(); 1 << ID_BITS].into_boxed_slice(),
             invalid: [0; INVALID.len()],
             offset: SignedHistogram::new(),
@@ -97,17 +97,7 @@ impl NtpWorkload {
 
     /// The same workload with its random sequence moved on by `k` (one per thread).
     pub fn reseed(&mut self, k: u64) {
-        self.rng = (self.rng ^ k.wrapping_mul(0xD1B5_4A32_D192_ED03)) | 1;
-    }
-
-    fn random(&mut self) -> u64 {
-        // xorshift64: unpredictable enough that no cache or middlebox can guess an origin.
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
+        self.rng = XorShift64::new(self.rng.next_u64() ^ k.wrapping_mul(0xD1B5_4A32_D192_ED03));
     }
 
     fn fail(&mut self, slot: usize) -> bool {
@@ -131,7 +121,7 @@ impl Workload for NtpWorkload {
     }
 
     fn write_request(&mut self, id: u64, sent_ns: u64, buf: &mut [u8]) -> usize {
-        let transmit = Timestamp((self.random() & !ID_MASK) | (id & ID_MASK));
+        let transmit = Timestamp((self.rng.next_u64() & !ID_MASK) | (id & ID_MASK));
         let n = client_request(buf, self.cfg.version, 6, transmit);
         self.sent[(id & ID_MASK) as usize] = Sent {
             transmit,

@@ -3,29 +3,9 @@
 
 use firehose_ntpwire::{parse, Auth, Header, Leap, RefId, Short, Timestamp};
 
-fn bytes(hex: &str) -> Vec<u8> {
-    let hex = hex.trim();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-/// `ntpdig 127.0.0.1`: leap 3, version 4, mode 3, its clock in the transmit timestamp.
-const NTPDIG: &str = include_str!("data/ntpdig-request.hex");
-/// `chronyd -Q 'server 127.0.0.1 port P iburst'`: poll 6, precision 32 (none revealed), a
-/// random transmit timestamp.
-const CHRONY_CLIENT: &str = include_str!("data/chrony-client-request.hex");
-/// chronyd 4.3 with no source (`chronyd -x 'port P' allow`) answering CHRONY_CLIENT:
-/// unsynchronised, stratum 0 (chrony sends its stratum 16 as 0), root delay and dispersion
-/// 1 s, no reference.
-const CHRONY_UNSYNC: &str = include_str!("data/chrony-unsync-response.hex");
-/// chronyd 4.3 with `local stratum 10` answering CHRONY_CLIENT.
-const CHRONY_LOCAL: &str = include_str!("data/chrony-local-response.hex");
-/// The same server answering a version 3 request (0x1b...): version 3 back.
-const CHRONY_LOCAL_V3: &str = include_str!("data/chrony-local-v3-response.hex");
-/// The same server answering symmetric active (mode 1): symmetric passive (mode 2).
-const CHRONY_LOCAL_PASSIVE: &str = include_str!("data/chrony-local-passive-response.hex");
+#[path = "data/captures.rs"]
+mod captures;
+use captures::*;
 
 #[test]
 fn client_requests() {

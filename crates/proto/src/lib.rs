@@ -1,5 +1,6 @@
 //! Request handlers that plug into the engine's [`firehose_engine::Handler`] trait.
 
+pub mod counters;
 pub mod dns;
 pub mod echo;
 pub mod live;

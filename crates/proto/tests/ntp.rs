@@ -10,21 +10,9 @@ use firehose_proto::ntp::state::{unsynchronised, ServerState, StateSource};
 use firehose_proto::ntp::{NtpHandler, NtpOptions, RateLimitConfig};
 use std::sync::Arc;
 
-fn bytes(hex: &str) -> Vec<u8> {
-    let hex = hex.trim();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-const CHRONY_CLIENT: &str = include_str!("../../ntpwire/tests/data/chrony-client-request.hex");
-const NTPDIG: &str = include_str!("../../ntpwire/tests/data/ntpdig-request.hex");
-const CHRONY_UNSYNC: &str = include_str!("../../ntpwire/tests/data/chrony-unsync-response.hex");
-const CHRONY_LOCAL: &str = include_str!("../../ntpwire/tests/data/chrony-local-response.hex");
-const CHRONY_LOCAL_V3: &str = include_str!("../../ntpwire/tests/data/chrony-local-v3-response.hex");
-const CHRONY_LOCAL_PASSIVE: &str =
-    include_str!("../../ntpwire/tests/data/chrony-local-passive-response.hex");
+#[path = "../../ntpwire/tests/data/captures.rs"]
+mod captures;
+use captures::*;
 
 /// chronyd's `local stratum 10` state, a second behind `now`.
 fn local10(now_ns: u64) -> ServerState {

@@ -10,9 +10,8 @@ use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// A server on a free loopback port serving the clock as `local stratum 10` (the test
-/// host's clock need not be synchronised), one worker, plus `extra`.
-fn serve(extra: &[&str], json: &std::path::Path) -> Served {
+/// `firehose serve --proto ntp` with one worker on a free loopback port, plus `extra`.
+pub fn serve_ntp(extra: &[&str]) -> Served {
     let mut args = vec![
         "--proto",
         "ntp",
@@ -20,14 +19,21 @@ fn serve(extra: &[&str], json: &std::path::Path) -> Served {
         "127.0.0.1:0",
         "--workers",
         "1",
-        "--json-file",
-        json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     Served::start(&args)
 }
 
-fn request(transmit: u64) -> [u8; 48] {
+/// A server serving the clock as `local stratum 10` (the test host's clock need not be
+/// synchronised) unless `extra` says otherwise, its counters to `json` at exit.
+fn serve(extra: &[&str], json: &std::path::Path) -> Served {
+    let mut args = vec!["--json-file", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    serve_ntp(&args)
+}
+
+/// A 48-byte client request (version 4, poll 6) with transmit timestamp `transmit`.
+pub fn request(transmit: u64) -> [u8; 48] {
     let mut b = [0u8; 48];
     client_request(&mut b, 4, 6, Timestamp(transmit));
     b
@@ -43,7 +49,7 @@ fn client(srv: &Served) -> UdpSocket {
 }
 
 /// The next datagram, or `None` after the timeout (retried when a freeze interrupts it).
-fn recv(s: &UdpSocket) -> Option<Vec<u8>> {
+pub fn recv(s: &UdpSocket) -> Option<Vec<u8>> {
     let mut b = [0u8; 2048];
     loop {
         match s.recv(&mut b) {

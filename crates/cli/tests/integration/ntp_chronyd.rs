@@ -1,8 +1,8 @@
 //! `firehose serve --proto ntp` and chronyd, both serving this host's clock as a local
 //! stratum 10, asked the same requests: their answers compared field by field.
 
-use crate::util::{installed, tempdir, Served};
-use firehose_ntpwire::{client_request, parse, Header, Timestamp};
+use crate::util::{installed, tempdir};
+use firehose_ntpwire::{parse, Header, Timestamp};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,26 +72,18 @@ fn start_chronyd() -> Option<Chronyd> {
 
 /// A 48-byte request with first byte `lvm` (leap, version, mode).
 fn request(lvm: u8, transmit: u64) -> [u8; 48] {
-    let mut b = [0u8; 48];
-    client_request(&mut b, 4, 6, Timestamp(transmit));
+    let mut b = crate::ntp::request(transmit);
     b[0] = lvm;
     b
 }
 
-/// The answer to `req`, or `None` after 300 ms.
+/// The answer to `req`, or `None` after the timeout.
 fn ask(to: SocketAddr, req: &[u8]) -> Option<Vec<u8>> {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     s.send_to(req, to).unwrap();
-    let mut b = [0u8; 1024];
-    loop {
-        match s.recv(&mut b) {
-            Ok(n) => return Some(b[..n].to_vec()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        }
-    }
+    crate::ntp::recv(&s)
 }
 
 /// Now as an NTP timestamp.
@@ -104,16 +96,7 @@ fn answers_match_chronyd_field_by_field() {
     let Some(chrony) = start_chronyd() else {
         return;
     };
-    let srv = Served::start(&[
-        "--proto",
-        "ntp",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-        "--ntp-local-stratum",
-        "10",
-    ]);
+    let srv = crate::ntp::serve_ntp(&["--ntp-local-stratum", "10"]);
     // Client v4, client v3, symmetric active, NTPv1 (mode 0), a client request with leap 3
     // (as ntpdig sends), then what neither may answer: modes 2, 4, 5, 6, 7.
     let answered = [0x23u8, 0x1b, 0x21, 0x08, 0xe3];

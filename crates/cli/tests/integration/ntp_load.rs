@@ -2,20 +2,8 @@
 //! validated, offset, delay and hold time reported in text and JSON; Kiss-o'-Death and
 //! unsynchronised answers counted as invalid.
 
+use crate::ntp::serve_ntp as serve;
 use crate::util::{json_of, run, stderr, tmp, Served};
-
-fn serve(extra: &[&str]) -> Served {
-    let mut args = vec![
-        "--proto",
-        "ntp",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Served::start(&args)
-}
 
 fn load(srv: &Served, extra: &[&str], json: &std::path::Path) -> std::process::Output {
     let target = srv.addr.to_string();

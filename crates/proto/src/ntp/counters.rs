@@ -61,36 +61,7 @@ pub const NAMES: [&str; COUNTERS] = [
 ];
 
 /// One handler's counters, cumulative.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NtpStats {
-    counts: [(&'static str, u64); COUNTERS],
-}
-
-impl Default for NtpStats {
-    fn default() -> Self {
-        NtpStats {
-            counts: std::array::from_fn(|i| (NAMES[i], 0)),
-        }
-    }
-}
-
-impl NtpStats {
-    /// Adds one to counter `slot`.
-    #[inline]
-    pub fn bump(&mut self, slot: usize) {
-        self.counts[slot].1 += 1;
-    }
-
-    /// Counter `slot`.
-    pub fn get(&self, slot: usize) -> u64 {
-        self.counts[slot].1
-    }
-
-    /// The counters as (name, value), fixed names in a fixed order.
-    pub fn named(&self) -> &[(&'static str, u64)] {
-        &self.counts
-    }
-}
+pub type NtpStats = crate::counters::Counters<COUNTERS>;
 
 #[cfg(test)]
 mod tests {
@@ -98,7 +69,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_in_slot_order() {
-        let mut s = NtpStats::default();
+        let mut s = NtpStats::new(&NAMES);
         s.bump(slot::TX_DAEMON);
         assert_eq!(s.named()[COUNTERS - 1], ("ntp_tx_daemon", 1));
         assert_eq!(NAMES[slot::DROPPED_CONTROL], "ntp_dropped_control");

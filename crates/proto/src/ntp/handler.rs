@@ -42,7 +42,7 @@ pub struct NtpHandler {
     /// The least poll suggested to clients: the rate limit's interval.
     min_poll: i8,
     limiter: Option<RateLimiter>,
-    rng: u64,
+    rng: firehose_ntpwire::XorShift64,
     stats: NtpStats,
 }
 
@@ -61,8 +61,10 @@ impl NtpHandler {
             limiter: opts
                 .ratelimit
                 .map(|r| RateLimiter::new(r, opts.ratelimit_sources)),
-            rng: hashbrown::DefaultHashBuilder::default().hash_one(realtime_ns()) | 1,
-            stats: NtpStats::default(),
+            rng: firehose_ntpwire::XorShift64::new(
+                hashbrown::DefaultHashBuilder::default().hash_one(realtime_ns()),
+            ),
+            stats: NtpStats::new(&super::counters::NAMES),
         }
     }
 
@@ -82,20 +84,10 @@ impl NtpHandler {
         Verdict::Drop
     }
 
-    #[inline]
-    fn random(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
-    }
-
     /// `t` with the bits below the precision made random.
     #[inline]
     fn fuzz(&mut self, t: Timestamp) -> Timestamp {
-        Timestamp((t.0 & !self.fuzz_mask) | (self.random() & self.fuzz_mask))
+        Timestamp((t.0 & !self.fuzz_mask) | (self.rng.next_u64() & self.fuzz_mask))
     }
 
     fn respond(&mut self, req: &mut Request<'_>) -> Verdict {

@@ -118,7 +118,7 @@ pub struct RateLimiter {
     cap_ns: u64,
     sets: Vec<[Record; WAYS]>,
     hasher: hashbrown::DefaultHashBuilder,
-    rng: u64,
+    rng: firehose_ntpwire::XorShift64,
     /// Sources forgotten to make room (the table is too small for the clients seen).
     pub evictions: u64,
 }
@@ -135,7 +135,7 @@ impl RateLimiter {
             cost_ns,
             cap_ns: cost_ns.saturating_mul(u64::from(cfg.burst)),
             sets: vec![[Record::default(); WAYS]; sets],
-            rng: hasher.hash_one(0x5eed_u64) | 1,
+            rng: firehose_ntpwire::XorShift64::new(hasher.hash_one(0x5eed_u64)),
             hasher,
             evictions: 0,
         }
@@ -186,15 +186,9 @@ impl RateLimiter {
         out
     }
 
-    /// True with probability 2^-bits.
+    /// True with probability 2^-bits (the leak must be unpredictable to a spoofer).
     fn one_in(&mut self, bits: u8) -> bool {
-        // xorshift64: the leak must be unpredictable to a spoofer, not secret.
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x & ((1u64 << bits) - 1) == 0
+        self.rng.one_in(bits)
     }
 
     fn set_of(&self, key: u128) -> usize {
