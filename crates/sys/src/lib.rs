@@ -23,6 +23,7 @@
 //! worker loop.
 
 pub mod bpf;
+pub mod bpf_map;
 pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
@@ -39,6 +40,7 @@ pub mod stdio;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
+pub mod trace;
 pub mod uring;
 pub mod uring_dgram;
 pub mod uring_flows;
@@ -46,6 +48,7 @@ mod uring_pbuf;
 pub mod uring_recv;
 pub mod uring_serve;
 pub mod xdp;
+pub mod xsk_diag;
 pub mod zerocopy;
 
 use std::io;
