@@ -20,6 +20,7 @@ mod args;
 mod bench;
 mod compat;
 mod doctor;
+mod drops;
 mod flood;
 mod lab;
 mod load;
@@ -69,6 +70,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
     Doctor(doctor::DoctorArgs),
+    /// Where packets die: kernel drops by reason, location, port and process, and the
+    /// counters beside them (XDP, AF_XDP, softnet, NIC queues).
+    Drops(drops::DropsArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
     /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
@@ -166,6 +170,7 @@ fn main() {
                 std::process::exit(code)
             }
         }),
+        Command::Drops(a) => drops::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Stream(a) => stream::run(a),
         Command::Report(a) => report::run(a),

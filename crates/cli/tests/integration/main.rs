@@ -8,6 +8,7 @@ mod dns;
 mod dns_tcp;
 mod doctor_cli;
 mod doctor_netns;
+mod drops;
 mod echo;
 mod gso;
 mod lab_compare;
