@@ -23,6 +23,7 @@ fn every_help_names_values_and_lists_choices() {
         &["flood"],
         &["bench"],
         &["doctor"],
+        &["drops"],
         &["lab", "ladder"],
         &["lab", "compare"],
         &["lab", "stream"],
@@ -92,6 +93,18 @@ fn every_help_names_values_and_lists_choices() {
             ],
         ),
         (&["doctor"], &["-v, --verbose", "EXAMPLES"]),
+        (
+            &["drops"],
+            &[
+                "-t, --duration <DURATION>",
+                "--port <PORT>",
+                "-J, --json",
+                "--json-file <FILE>",
+                "--via <VIA>",
+                "perf:",
+                "EXAMPLES",
+            ],
+        ),
         (&["sink"], &["--listen <ADDR:PORT>", "EXAMPLES"]),
         (&["flood"], &["--target <ADDR:PORT>", "EXAMPLES"]),
     ];
