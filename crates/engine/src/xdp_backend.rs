@@ -5,7 +5,7 @@
 //! Per batch: reap the completion ring into the free list, top up the fill ring, take up to
 //! `batch` descriptors from the rx ring, parse each frame to its UDP payload and lend the
 //! payload (and the rest of the frame, bounded by the MTU) to the handler. A reply is turned
-//! into a frame in place ([`firehose_packet::reply_in_place`]) and its descriptor goes on the
+//! into a frame in place ([`firehose_frame::reply_in_place`]) and its descriptor goes on the
 //! tx ring; frames not answered go back to the free list. The kernel is entered only when a
 //! ring asks for a wakeup, when idle (poll on both sockets), or always under busy polling.
 //! The fallback socket is read when the poll says it is readable, and every
@@ -14,7 +14,7 @@
 use crate::backend::{Backend, Received, Request, Sent};
 use crate::handler::Peer;
 use crate::xdp_io::XdpConfig;
-use firehose_packet::{parse, reply_in_place, Udp};
+use firehose_frame::{parse, reply_in_place, Udp};
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
