@@ -9,4 +9,5 @@ pub mod kernel;
 pub mod nic;
 pub mod nic_stats;
 pub mod procfs;
+pub mod prom;
 pub mod text;

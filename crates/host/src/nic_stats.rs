@@ -45,6 +45,13 @@ pub fn loss_counter(name: &str) -> Option<LossCounter> {
     if lower.ends_with("bytes") || !LOSS_WORDS.iter().any(|w| lower.contains(w)) {
         return None;
     }
+    queue_of(&lower)
+}
+
+/// The queue and direction a counter's name gives (any counter: `rx_queue_0_packets` is
+/// queue 0, rx); `queue` is None for a device-wide counter.
+pub fn queue_of(name: &str) -> Option<LossCounter> {
+    let lower = name.to_ascii_lowercase();
     let dir_of = |s: &str| {
         if s.starts_with("rx") || s.contains("_rx") {
             Some("rx")
@@ -96,5 +103,9 @@ mod tests {
         assert_eq!(q("rx_queue_0_xdp_bytes"), None);
         assert_eq!(q("peer_ifindex"), None);
         assert_eq!(q("rx99999999_drop"), Some((None, Some("rx"))));
+        let any = |n: &str| queue_of(n).map(|c| (c.queue, c.dir));
+        assert_eq!(any("rx_queue_1_"), Some((Some(1), Some("rx"))));
+        assert_eq!(any("rx-2."), Some((Some(2), Some("rx"))));
+        assert_eq!(any("queue_3_tx_"), Some((Some(3), Some("tx"))));
     }
 }

@@ -6,7 +6,9 @@
 pub mod counters;
 pub mod drops;
 pub mod error;
+pub mod servers;
 pub mod session;
+pub mod top;
 pub mod xdp;
 
 pub use error::ObserveError;

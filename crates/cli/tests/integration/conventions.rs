@@ -24,6 +24,7 @@ fn every_help_names_values_and_lists_choices() {
         &["bench"],
         &["doctor"],
         &["drops"],
+        &["top"],
         &["lab", "ladder"],
         &["lab", "compare"],
         &["lab", "stream"],
@@ -106,6 +107,17 @@ fn every_help_names_values_and_lists_choices() {
             ],
         ),
         (&["sink"], &["--listen <ADDR:PORT>", "EXAMPLES"]),
+        (
+            &["top"],
+            &[
+                "-i, --interval <DURATION>",
+                "-t, --duration <DURATION>",
+                "--port <PORT>",
+                "--once",
+                "-J, --json",
+                "EXAMPLES",
+            ],
+        ),
         (&["flood"], &["--target <ADDR:PORT>", "EXAMPLES"]),
     ];
     for (words, wants) in expect {

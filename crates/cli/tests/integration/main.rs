@@ -24,6 +24,7 @@ mod serve;
 mod sink_flood;
 mod stream;
 mod stream_veth;
+mod top;
 mod uring;
 mod util;
 mod workspace;
