@@ -275,3 +275,60 @@ fn print(r: &Report, top: usize) {
         say!("note: {n}");
     }
 }
+
+/// A drop watch for a run (load, sink) as root, unless `off`; a note when it cannot start.
+pub fn watch_loss(off: bool, who: &str) -> Option<firehose_observe::attribution::LossWatch> {
+    if off || !firehose_sys::cpu::is_root() {
+        return None;
+    }
+    match firehose_observe::attribution::LossWatch::start() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!("firehose {who}: note: losses are not attributed: {e}");
+            None
+        }
+    }
+}
+
+/// The run's drops at `ports` or of sockets of `pids` (this process is added).
+pub fn attribute(
+    w: Option<firehose_observe::attribution::LossWatch>,
+    ports: &[u16],
+    pids: &[u32],
+    who: &str,
+) -> Option<firehose_observe::attribution::Attribution> {
+    let mut scope = firehose_observe::attribution::Scope {
+        ports: ports.to_vec(),
+        pids: pids.to_vec(),
+    };
+    scope.pids.push(std::process::id());
+    match w?.finish(&scope) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            eprintln!("firehose {who}: note: losses are not attributed: {e}");
+            None
+        }
+    }
+}
+
+/// `  lost 2325: 2325 SOCKET_RCVBUFF at udp_queue_rcv_one_skb, port 9000 (firehose serve pid
+/// 123)`, one line per attribution; `what` names the loss (`lost 2325`, `dropped 12`).
+pub fn print_attribution(what: &str, a: &firehose_observe::attribution::Attribution) {
+    let Some(first) = a.lines.first() else {
+        say!(
+            "  {what}: the kernel dropped nothing at these ports or sockets (watched by {})",
+            a.via
+        );
+        return;
+    };
+    say!("  {what}: {first}");
+    let indent = " ".repeat(what.len() + 4);
+    for l in a.lines.iter().skip(1) {
+        say!("{indent}{l}");
+    }
+    say!(
+        "{indent}({} dropped by the kernel over the whole run, warm-up included; watched by {})",
+        a.drops,
+        a.via
+    );
+}

@@ -3,6 +3,7 @@
 //! queues). The kernel objects come from `firehose-sys`, the file formats from
 //! `firehose-host`; this crate joins them into reports and never prints.
 
+pub mod attribution;
 pub mod counters;
 pub mod drops;
 pub mod error;

@@ -416,3 +416,75 @@ fn without_permission_one_line_names_it() {
         "{e}"
     );
 }
+
+/// A load against a stopped server, as root: the summary attributes the loss to the
+/// server's full socket, with its pid, and the JSON carries the same.
+#[test]
+fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
+    if !root_or_skip() {
+        return;
+    }
+    let ns = Ns::new("l");
+    let mut serve = Command::new("ip")
+        .args(["netns", "exec", &ns.0, bin(), "serve"])
+        .args([
+            "--listen",
+            "127.0.0.1:9108",
+            "--workers",
+            "1",
+            "--profile",
+            "naive",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    signal_pid(serve.id(), "STOP");
+    let json = crate::util::tmp("drops-load-attribution.json");
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns.0, bin(), "load"])
+        .args([
+            "--target",
+            "127.0.0.1:9108",
+            "--flows",
+            "8",
+            "--window",
+            "64",
+        ])
+        .args([
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--timeout",
+            "100ms",
+            "--size",
+            "1000",
+        ])
+        .args(["--json-file", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    signal_pid(serve.id(), "CONT");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("lost ") && l.contains("SOCKET_RCVBUFF"))
+        .unwrap_or_else(|| panic!("no attribution line:\n{out}"));
+    assert!(line.contains("port 9108"), "{line}");
+    assert!(line.contains(&format!("pid {}", serve.id())), "{line}");
+    let doc = crate::util::json_of(&json);
+    std::fs::remove_file(&json).unwrap();
+    let a = &doc["loss_attribution"];
+    assert_eq!(a["via"], "bpf", "{a}");
+    let d = a["drops"].as_u64().unwrap();
+    assert!(d > 0 && d <= doc["lost"].as_u64().unwrap(), "{a}");
+    assert_eq!(a["rows"][0]["reason"], "SOCKET_RCVBUFF");
+    assert_eq!(a["rows"][0]["process"]["pid"], serve.id());
+}

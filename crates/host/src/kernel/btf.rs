@@ -34,6 +34,8 @@ pub struct Btf<'a> {
     strings: &'a [u8],
     /// Byte offset in `types` of type id `i + 1` (id 0 is void).
     index: Vec<u32>,
+    /// Named structs and unions with members, by name (the first of a name wins).
+    structs: std::collections::HashMap<&'a str, u32>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -93,11 +95,20 @@ impl<'a> Btf<'a> {
         if at != types.len() {
             return Err(bad("the last type runs past the type section"));
         }
-        Ok(Btf {
+        let mut btf = Btf {
             types,
             strings,
             index,
-        })
+            structs: std::collections::HashMap::new(),
+        };
+        for id in 1..=btf.index.len() as u32 {
+            if let Some((_, h)) = btf.head(id) {
+                if matches!(h.kind, KIND_STRUCT | KIND_UNION) && h.vlen > 0 && h.name_off != 0 {
+                    btf.structs.entry(btf.name(h.name_off)).or_insert(id);
+                }
+            }
+        }
+        Ok(btf)
     }
 
     /// The number of types (ids 1..=n).
@@ -123,13 +134,7 @@ impl<'a> Btf<'a> {
 
     /// The id of the struct (or union) named `name`.
     pub fn struct_id(&self, name: &str) -> Option<u32> {
-        (1..=self.index.len() as u32).find(|&id| {
-            self.head(id).is_some_and(|(_, h)| {
-                matches!(h.kind, KIND_STRUCT | KIND_UNION)
-                    && h.vlen > 0
-                    && self.name(h.name_off) == name
-            })
-        })
+        self.structs.get(name).copied()
     }
 
     /// Strips typedefs and qualifiers.

@@ -6,18 +6,20 @@ use crate::procfs::ParseError;
 
 const FILE: &str = "/proc/kallsyms";
 
-/// One code symbol.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Symbol {
-    pub addr: u64,
-    pub name: String,
-    /// The module, for symbols of a loaded module.
-    pub module: Option<String>,
+/// One code symbol: its address and where its name and module are in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Symbol {
+    addr: u64,
+    name: (u32, u32),
+    /// Empty for a symbol of the kernel itself.
+    module: (u32, u32),
 }
 
-/// Code symbols sorted by address.
+/// Code symbols sorted by address. The file's text is kept and symbols point into it, so
+/// a host's 100,000-odd symbols cost no allocation each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Symbols {
+    text: String,
     syms: Vec<Symbol>,
     /// True when the file listed symbols but every address was 0 (hidden from this reader).
     pub hidden: bool,
@@ -49,10 +51,11 @@ impl Symbols {
         }
         let i = self.syms.partition_point(|s| s.addr <= addr);
         let s = self.syms.get(i.checked_sub(1)?)?;
+        let at = |(o, l): (u32, u32)| &self.text[o as usize..(o + l) as usize];
         Some(Located {
-            function: s.name.clone(),
+            function: at(s.name).to_string(),
             offset: addr - s.addr,
-            module: s.module.clone(),
+            module: (s.module.1 > 0).then(|| at(s.module).to_string()),
         })
     }
 
@@ -71,6 +74,8 @@ impl Symbols {
 pub fn parse(text: &str) -> Result<Symbols, ParseError> {
     let mut syms = Vec::new();
     let mut listed = 0usize;
+    let base = text.as_ptr() as usize;
+    let span = |s: &str| ((s.as_ptr() as usize - base) as u32, s.len() as u32);
     for (i, line) in text.lines().enumerate() {
         let mut f = line.split_whitespace();
         let (Some(addr), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) else {
@@ -87,16 +92,17 @@ pub fn parse(text: &str) -> Result<Symbols, ParseError> {
         let module = f
             .next()
             .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
-            .map(str::to_string);
+            .map_or((0, 0), span);
         syms.push(Symbol {
             addr,
-            name: name.to_string(),
+            name: span(name),
             module,
         });
     }
     syms.sort_by_key(|s| s.addr);
     Ok(Symbols {
         hidden: listed > 0 && syms.is_empty(),
+        text: text.to_string(),
         syms,
     })
 }
