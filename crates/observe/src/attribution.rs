@@ -32,7 +32,6 @@ pub struct Attribution {
 pub struct LossWatch {
     watch: DropWatch,
     before: Counts,
-    namer: Namer,
 }
 
 impl LossWatch {
@@ -43,17 +42,15 @@ impl LossWatch {
             prog_stats: false,
         })?;
         let before = watch.counts()?;
-        Ok(LossWatch {
-            watch,
-            before,
-            namer: Namer::load(),
-        })
+        Ok(LossWatch { watch, before })
     }
 
     /// The drops since start that concern `scope`; detaches the watch.
     pub fn finish(mut self, scope: &Scope) -> Result<Attribution, ObserveError> {
         let c = self.watch.counts()?.since(&self.before);
-        let mut rows = report::rows(&c, self.watch.format(), &self.namer, true);
+        // Symbols are read at the end: a run starts as fast as the watch attaches.
+        let namer = Namer::load();
+        let mut rows = report::rows(&c, self.watch.format(), &namer, true);
         rows.retain(|r| {
             r.port.is_some_and(|p| scope.ports.contains(&p))
                 || r.process
@@ -62,7 +59,7 @@ impl LossWatch {
         });
         let m = self.watch.method();
         let mut notes = m.limits.clone();
-        notes.extend(self.namer.note.clone());
+        notes.extend(namer.note.clone());
         Ok(Attribution {
             via: m.via,
             drops: rows.iter().map(|r| r.count).sum(),
