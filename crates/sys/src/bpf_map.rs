@@ -27,27 +27,29 @@ impl MapKind {
     }
 }
 
+/// The BPF_MAP_CREATE prefix of `union bpf_attr` (shared with the XSKMAP).
 #[repr(C)]
 #[derive(Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
+pub(crate) struct MapCreateAttr {
+    pub(crate) map_type: u32,
+    pub(crate) key_size: u32,
+    pub(crate) value_size: u32,
+    pub(crate) max_entries: u32,
+    pub(crate) map_flags: u32,
+    pub(crate) inner_map_fd: u32,
+    pub(crate) numa_node: u32,
+    pub(crate) map_name: [u8; 16],
 }
 
+/// The element commands' part of `union bpf_attr` (lookup, update, next key).
 #[repr(C)]
 #[derive(Default)]
-struct ElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
+pub(crate) struct ElemAttr {
+    pub(crate) map_fd: u32,
+    pub(crate) _pad: u32,
+    pub(crate) key: u64,
+    pub(crate) value: u64,
+    pub(crate) flags: u64,
 }
 
 /// A per-CPU map of u64 values.

@@ -44,6 +44,10 @@ impl State {
         if ctrl_c {
             return false;
         }
+        // A message stays until the next key.
+        if matches!(self.mode, Mode::Normal) {
+            self.message.clear();
+        }
         match &mut self.mode {
             Mode::Port(buf) | Mode::Iface(buf) => match k.code {
                 KeyCode::Esc => self.mode = Mode::Normal,
@@ -204,7 +208,6 @@ pub fn run(
                     let r = st.sampler.read();
                     st.prev = std::mem::replace(&mut st.cur, r);
                     st.refilter();
-                    st.message.clear();
                 }
                 next = Instant::now() + interval;
             }

@@ -80,11 +80,11 @@ fn ip(args: &[&str]) {
     assert!(st.success(), "ip {args:?}");
 }
 
-/// One namespace with lo up, removed on drop.
-struct Ns(String);
+/// One namespace with lo up, removed on drop (shared with the `top` tests).
+pub(crate) struct Ns(pub(crate) String);
 
 impl Ns {
-    fn new(tag: &str) -> Ns {
+    pub(crate) fn new(tag: &str) -> Ns {
         let ns = Ns(format!("fhd{tag}{}", std::process::id()));
         ip(&["netns", "add", &ns.0]);
         ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
@@ -95,6 +95,42 @@ impl Ns {
 impl Drop for Ns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A `firehose serve` on 127.0.0.1:`port` in namespace `ns`, stopped with SIGSTOP once it
+/// listens (its socket fills and overflows); continued and killed on drop.
+pub(crate) struct Stopped(pub(crate) Child);
+
+impl Stopped {
+    pub(crate) fn new(ns: &str, port: u16) -> Stopped {
+        let mut serve = Command::new("ip")
+            .args(["netns", "exec", ns, bin(), "serve", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--workers", "1", "--profile", "naive"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(serve.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("listening on"), "{line}");
+        signal_pid(serve.id(), "STOP");
+        Stopped(serve)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal_pid(self.0.id(), "CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -199,39 +235,17 @@ fn a_stopped_receiver_s_rcvbuff_drops_equal_its_socket_s() {
         return;
     }
     let ns = Ns::new("s");
-    let mut serve = Command::new("ip")
-        .args(["netns", "exec", &ns.0, bin(), "serve"])
-        .args([
-            "--listen",
-            "127.0.0.1:9103",
-            "--workers",
-            "1",
-            "--profile",
-            "naive",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    signal_pid(serve.id(), "STOP");
+    let serve = Stopped::new(&ns.0, 9103);
     let w = Watching::start(None, &["--netns", &ns.0, "--port", "9103"]);
     send(&ns.0, "127.0.0.1:9103", 3000, 1000);
     let doc = w.finish();
     let d = meminfo_drops(&ns.0, 9103);
-    signal_pid(serve.id(), "CONT");
-    let _ = serve.kill();
-    let _ = serve.wait();
     assert!(d > 0, "the flood did not overflow the socket");
     assert_eq!(count(&doc, "SOCKET_RCVBUFF", 9103), d, "{doc:#}");
     assert_eq!(doc["drops"], d, "only SOCKET_RCVBUFF at this port: {doc:#}");
     let row = &doc["rows"][0];
     assert_eq!(row["port_from"], "socket", "{row}");
-    assert_eq!(row["process"]["pid"], serve.id(), "{row}");
+    assert_eq!(row["process"]["pid"], serve.pid(), "{row}");
     assert!(row["process"]["command"]
         .as_str()
         .unwrap()
@@ -425,26 +439,7 @@ fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
         return;
     }
     let ns = Ns::new("l");
-    let mut serve = Command::new("ip")
-        .args(["netns", "exec", &ns.0, bin(), "serve"])
-        .args([
-            "--listen",
-            "127.0.0.1:9108",
-            "--workers",
-            "1",
-            "--profile",
-            "naive",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    signal_pid(serve.id(), "STOP");
+    let serve = Stopped::new(&ns.0, 9108);
     let json = crate::util::tmp("drops-load-attribution.json");
     let o = Command::new("ip")
         .args(["netns", "exec", &ns.0, bin(), "load"])
@@ -469,16 +464,13 @@ fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
         .args(["--json-file", json.to_str().unwrap()])
         .output()
         .unwrap();
-    signal_pid(serve.id(), "CONT");
-    let _ = serve.kill();
-    let _ = serve.wait();
     let out = String::from_utf8_lossy(&o.stdout);
     let line = out
         .lines()
         .find(|l| l.trim_start().starts_with("lost ") && l.contains("SOCKET_RCVBUFF"))
         .unwrap_or_else(|| panic!("no attribution line:\n{out}"));
     assert!(line.contains("port 9108"), "{line}");
-    assert!(line.contains(&format!("pid {}", serve.id())), "{line}");
+    assert!(line.contains(&format!("pid {}", serve.pid())), "{line}");
     let doc = crate::util::json_of(&json);
     std::fs::remove_file(&json).unwrap();
     let a = &doc["loss_attribution"];
@@ -486,5 +478,5 @@ fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
     let d = a["drops"].as_u64().unwrap();
     assert!(d > 0 && d <= doc["lost"].as_u64().unwrap(), "{a}");
     assert_eq!(a["rows"][0]["reason"], "SOCKET_RCVBUFF");
-    assert_eq!(a["rows"][0]["process"]["pid"], serve.id());
+    assert_eq!(a["rows"][0]["process"]["pid"], serve.pid());
 }

@@ -3,42 +3,20 @@
 //! socket, queue and drops, with the process); the screen in a real terminal (tmux) with
 //! its keys for sort, filter and freeze; bad input.
 
-use crate::util::{bin, installed, root_or_skip, run, signal_pid, stderr};
-use std::io::{BufRead, BufReader};
+use crate::drops::{Ns, Stopped};
+use crate::util::{bin, installed, root_or_skip, run, stderr};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().unwrap();
-    assert!(st.success(), "ip {args:?}");
-}
-
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str) -> Ns {
-        let ns = Ns(format!("fht{tag}{}", std::process::id()));
-        ip(&["netns", "add", &ns.0]);
-        ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
-        ns
-    }
-
-    /// `firehose top --once --json ARGS` inside the namespace.
-    fn top_json(&self, args: &[&str]) -> serde_json::Value {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.0, bin(), "top", "--once", "--json"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice(&o.stdout).unwrap()
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+/// `firehose top --once --json ARGS` inside namespace `ns`.
+fn top_json(ns: &Ns, args: &[&str]) -> serde_json::Value {
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns.0, bin(), "top", "--once", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 #[test]
@@ -46,8 +24,8 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
     if !root_or_skip() {
         return;
     }
-    let ns = Ns::new("q");
-    let doc = ns.top_json(&["--interval", "0.3"]);
+    let ns = Ns::new("tq");
+    let doc = top_json(&ns, &["--interval", "0.3"]);
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let n = firehose_sys::cpu::CpuSet::parse_list(online.trim())
         .unwrap()
@@ -70,27 +48,8 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
     if !root_or_skip() || !installed("ss") {
         return;
     }
-    let ns = Ns::new("f");
-    let mut serve = Command::new("ip")
-        .args(["netns", "exec", &ns.0, bin(), "serve"])
-        .args([
-            "--listen",
-            "127.0.0.1:9106",
-            "--workers",
-            "1",
-            "--profile",
-            "naive",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    signal_pid(serve.id(), "STOP");
+    let ns = Ns::new("tf");
+    let serve = Stopped::new(&ns.0, 9106);
     // A bounded flood runs through top's whole window (top measures 1 s; the flood sends
     // until top has answered, at most 20 s).
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -107,18 +66,15 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
         }
         sent
     });
-    let doc = ns.top_json(&["--interval", "1", "--port", "9106"]);
+    let doc = top_json(&ns, &["--interval", "1", "--port", "9106"]);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = flood.join().unwrap();
-    signal_pid(serve.id(), "CONT");
-    let _ = serve.kill();
-    let _ = serve.wait();
     assert!(sent > 0);
     let socks = doc["sockets"].as_array().unwrap();
     assert_eq!(socks.len(), 1, "{doc:#}");
     let s = &socks[0];
     assert_eq!(s["port"], 9106);
-    assert_eq!(s["process"]["pid"], serve.id(), "{s}");
+    assert_eq!(s["process"]["pid"], serve.pid(), "{s}");
     assert!(s["rx_queue_bytes"].as_u64().unwrap() > 0, "{s}");
     assert!(s["drops_per_s"].as_f64().unwrap() > 0.0, "{s}");
     assert!(
@@ -133,7 +89,7 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
     assert!(!d.is_empty(), "{doc:#}");
     assert_eq!(d[0]["reason"], "SOCKET_RCVBUFF", "{doc:#}");
     assert_eq!(d[0]["port"], 9106);
-    assert_eq!(d[0]["process"]["pid"], serve.id());
+    assert_eq!(d[0]["process"]["pid"], serve.pid());
     assert!(d[0]["per_s"].as_f64().unwrap() > 0.0);
 }
 
