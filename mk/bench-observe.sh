@@ -31,14 +31,15 @@ for rep in $(seq "$R"); do
       # The watch is attached once its first line is out.
       i=0; until [ -s "$TMP/drops.err" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
     fi
-    "$BIN" sink --listen "127.0.0.1:$PORT" --cpus 0 --duration "$D" --json-file "$TMP/sink-$mode-$rep.json" >/dev/null 2>&1 &
+    # The sink's own loss attribution is off: only the watch under test runs.
+    "$BIN" sink --no-drops --listen "127.0.0.1:$PORT" --cpus 0 --duration "$D" --json-file "$TMP/sink-$mode-$rep.json" >/dev/null 2>&1 &
     sp=$!
     sleep 0.3
     "$BIN" flood --target "127.0.0.1:$PORT" --cpus 1 --duration "$D" >/dev/null 2>&1 || true
     wait "$sp"
     if [ "$mode" = on ]; then
       kill -INT "$dp"; wait "$dp" || true
-      extra=$(jq -r '"drops counted \(.drops), program \(.program.ns_per_run // 0 | floor) ns/run"' "$TMP/drops-$rep.json")
+      extra=$(jq -r '"watch: the socket'"'"'s drops \([.rows[] | select(.port_from == "socket") | .count] | add // 0) (\([.rows[] | select(.port_from == "socket") | "\(.reason) \(.count)"] | join(", "))), missed \(.missed), program \(.program.ns_per_run // 0 | floor) ns/run"' "$TMP/drops-$rep.json")
     else
       extra=""
     fi
