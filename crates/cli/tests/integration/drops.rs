@@ -412,17 +412,20 @@ fn without_permission_one_line_names_it() {
     }
     // As root: run it as nobody.
     use std::os::unix::process::CommandExt;
-    let o = Command::new(bin())
+    let o = match Command::new(bin())
         .args(["drops", "-t", "1"])
         .uid(65534)
         .gid(65534)
         .output()
-        .unwrap();
+    {
+        Ok(o) => o,
+        // A checkout under a directory nobody may enter (/root): nothing to run as nobody.
+        Err(e) => {
+            eprintln!("skipped: nobody cannot execute {}: {e}", bin());
+            return;
+        }
+    };
     let e = stderr(&o);
-    if e.contains("Permission denied") && e.contains("firehose") && o.status.code() == Some(126) {
-        eprintln!("skipped: nobody cannot execute {}", bin());
-        return;
-    }
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert!(
