@@ -135,7 +135,7 @@ fn formerr_and_notimp_carry_opt_when_the_query_had_one() {
 
 #[test]
 fn rrl_drops_and_slips_past_the_rate() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::RrlConfig;
     let mut h = common::handler_for(&FILES).with_rrl(RrlConfig { rate: 5, slip: 2 });
     let mut buf = vec![0u8; 65536];
@@ -143,7 +143,7 @@ fn rrl_drops_and_slips_past_the_rate() {
     let mut ask_from = |ip: &str| {
         buf[..q.len()].copy_from_slice(&q);
         let peer = Peer::from_addr(format!("{ip}:5353").parse().unwrap());
-        match h.handle(&mut buf, q.len(), &peer) {
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
             Verdict::Reply(n) => Some(hickory_proto::op::Message::from_vec(&buf[..n]).unwrap()),
             _ => None,
         }
@@ -175,6 +175,37 @@ fn rrl_drops_and_slips_past_the_rate() {
     let c = h.counters();
     assert!(c.contains(&("dns_rrl_slipped", slipped)), "{c:?}");
     assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
+}
+
+#[test]
+fn rrl_counts_synthesized_answers_and_referrals_under_their_source() {
+    use firehose_engine::{Handler, Peer, Request, Verdict};
+    use firehose_proto::dns::RrlConfig;
+    // Random names below a wildcard, a delegation and a DNAME, and missing names: each
+    // kind shares one count (the wildcard, the cut, the DNAME, the zone), as in Knot and
+    // BIND; keyed by the query name, every name got a fresh one.
+    let mut h =
+        common::handler_for(&["example.zone", "op.zone"]).with_rrl(RrlConfig { rate: 5, slip: 0 });
+    let peer = Peer::from_addr("192.0.2.7:5353".parse().unwrap());
+    let mut buf = vec![0u8; 65536];
+    for (kind, parent, t) in [
+        ("wildcard", "wild.example.com.", RecordType::A),
+        ("wildcard NODATA", "wild.example.com.", RecordType::MX),
+        ("referral", "sub.example.com.", RecordType::A),
+        ("DNAME", "olddept.op.test.", RecordType::A),
+        ("NXDOMAIN", "example.com.", RecordType::A),
+    ] {
+        let mut sent = 0;
+        for i in 0..12 {
+            let q = query(&format!("r{i}x{}.{parent}", kind.len()), t, None);
+            buf[..q.len()].copy_from_slice(&q);
+            if let Verdict::Reply(_) = h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
+                sent += 1;
+            }
+        }
+        // 5 per second; 12 queries take well under a second but may straddle one boundary.
+        assert!(sent <= 10, "{kind}: {sent} of 12 answered at 5 per second");
+    }
 }
 
 /// A query with EDNS options `opts` (code, value) in its OPT.
@@ -215,7 +246,7 @@ fn response_options(r: &[u8]) -> Vec<(u16, Vec<u8>)> {
 
 #[test]
 fn nsid_and_cookies_when_switched_on() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::options::OptionsConfig;
     use firehose_proto::dns::RrlConfig;
     let plain = common::handler_for(&FILES);
@@ -230,7 +261,7 @@ fn nsid_and_cookies_when_switched_on() {
     let mut buf = vec![0u8; 65536];
     let mut ask = |h: &mut firehose_proto::DnsHandler, q: &[u8]| {
         buf[..q.len()].copy_from_slice(q);
-        match h.handle(&mut buf, q.len(), &peer) {
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
             Verdict::Reply(n) => Some(buf[..n].to_vec()),
             _ => None,
         }
