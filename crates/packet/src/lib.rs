@@ -119,8 +119,10 @@ pub fn parse(frame: &[u8]) -> Result<Udp, ParseError> {
                     ParseError::NotUdp
                 });
             }
-            let total = IPV6_HLEN + be16(ip, 4) as usize;
-            if total > ip.len() {
+            // The payload must hold at least the UDP header the slice below reads.
+            let plen = be16(ip, 4) as usize;
+            let total = IPV6_HLEN + plen;
+            if plen < UDP_HLEN || total > ip.len() {
                 return Err(ParseError::BadLength);
             }
             let mut s = [0u8; 16];

@@ -137,3 +137,33 @@ fn macs_as_the_kernel_prints_them() {
     assert_eq!(parse_mac("02:00:00:00:00:zz"), None);
     assert_eq!(parse_mac("2:00:00:00:00:aa"), None);
 }
+
+/// Issue 20: an IPv6 frame whose payload length is shorter than a UDP header (0 to 7),
+/// padded to a full frame, is refused; it used to panic on the UDP header slice, which
+/// killed the AF_XDP worker. Found again by the `frame` fuzz target.
+#[test]
+fn an_ipv6_payload_shorter_than_a_udp_header_is_refused() {
+    let mut buf = [0u8; 128];
+    let n = write_request(
+        &mut buf,
+        &ends("[fd99::2]:1000", "[fd99::1]:7000", None),
+        b"",
+    )
+    .unwrap();
+    for plen in 0..8u16 {
+        let mut f = buf;
+        f[14 + 4..14 + 6].copy_from_slice(&plen.to_be_bytes());
+        assert_eq!(
+            parse(&f[..70]),
+            Err(ParseError::BadLength),
+            "payload length {plen}"
+        );
+        assert_eq!(
+            parse(&f[..n]),
+            Err(ParseError::BadLength),
+            "payload length {plen}"
+        );
+    }
+    let u = parse(&buf[..n]).unwrap();
+    assert_eq!(u.len, 0, "a UDP header alone is a datagram");
+}
