@@ -264,3 +264,49 @@ fn nsid_and_cookies_when_switched_on() {
     let r = ask(&mut off, &q).unwrap();
     assert!(response_options(&r).is_empty());
 }
+
+/// A reply never runs past the buffer the backend lends (a handler's contract; an AF_XDP
+/// frame is a few KiB): an error reply written over a query whose OPT was shorter than
+/// ours (NSID, cookie, keepalive) leaves our options out rather than writing past the
+/// end. Found by the `dns_handler` fuzz target (it panicked on the slice).
+#[test]
+fn our_options_are_left_out_when_they_do_not_fit_the_buffer() {
+    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_proto::dns::options::OptionsConfig;
+    use firehose_proto::dns::Transport;
+    let mut h = common::handler_for(&FILES).with_options(OptionsConfig {
+        nsid: Some(vec![b'n'; 64]),
+        cookie_secret: None,
+    });
+    let peer = Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+    // Class CH: REFUSED, the question and our OPT only.
+    let mut q = with_options("newdept.op.test.", &[(3, b"")]);
+    let qe = q.len() - 11 - 4;
+    q[qe - 2..qe].copy_from_slice(&3u16.to_be_bytes());
+    for tr in [
+        Transport::Udp,
+        Transport::Tcp {
+            keepalive: Some(100),
+        },
+    ] {
+        for cap in [q.len(), q.len() + 40, 4096] {
+            let mut buf = vec![0u8; cap];
+            buf[..q.len()].copy_from_slice(&q);
+            let v = match tr {
+                Transport::Udp => h.handle(&mut buf, q.len(), &peer),
+                tr => h.respond(&mut buf, q.len(), tr, &peer),
+            };
+            let Verdict::Reply(n) = v else {
+                panic!("{v:?}")
+            };
+            assert!(n <= cap, "{n} bytes in a {cap}-byte buffer");
+            assert_eq!(buf[3] & 0xF, 5, "REFUSED");
+            let opts = response_options(&buf[..n]);
+            if cap == 4096 {
+                assert!(opts.contains(&(3, vec![b'n'; 64])), "room: NSID answered");
+            } else if cap == q.len() {
+                assert!(opts.is_empty(), "no room: a bare OPT, {opts:?}");
+            }
+        }
+    }
+}
