@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install fuzz
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -16,10 +16,19 @@ demo: build
 	@sh mk/deps demo
 	$(BIN) bench --repetitions 1 --duration 2
 
-# The test suite (root-only tests skip with a reason when not root).
+# The test suite (root-only tests skip with a reason when not root), then the fuzz
+# targets' checks on their seeds and on every crash ever found (stable, no libFuzzer).
 test:
 	@sh mk/deps test
 	$(CARGO) test --workspace --locked
+	$(CARGO) test --manifest-path fuzz/Cargo.toml --locked --no-default-features --target-dir target
+
+# Every cargo-fuzz target (fuzz/) for FUZZ_SECONDS each, from seeded corpora: nightly, and
+# cargo-fuzz (installed when missing). FUZZ_TARGETS="frame zone" runs some; see mk/fuzz for
+# FUZZ_SANITIZER and FUZZ_ARGS, and CONTRIBUTING.md (Fuzzing) for adding a target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh mk/fuzz $(FUZZ_TARGETS)
 
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build
@@ -67,7 +76,10 @@ bench-sink: build
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --manifest-path fuzz/Cargo.toml --all-targets --locked --no-default-features \
+		--target-dir target -- -D warnings
 
 clean:
 	$(CARGO) clean
