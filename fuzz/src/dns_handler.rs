@@ -10,7 +10,7 @@
 
 use crate::input::Input;
 use firehose_dnswire::{get16, parse_query, NameBuf, Parsed, HEADER};
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use firehose_proto::dns::build::build;
 use firehose_proto::dns::counters::slot;
 use firehose_proto::dns::options::OptionsConfig;
@@ -121,7 +121,7 @@ pub fn answer(
     let before = h.stats().clone();
     let peer = Peer::from_addr(peer);
     let v = match tr {
-        Transport::Udp => h.handle(&mut buf, msg.len(), &peer),
+        Transport::Udp => h.handle(&mut Request::new(&mut buf, msg.len(), peer)),
         tr => h.respond(&mut buf, msg.len(), tr, &peer),
     };
     let after = h.stats();

@@ -1,4 +1,4 @@
-//! The frame parser and the in-place reply builder of the AF_XDP paths (crate `packet`):
+//! The frame parser and the in-place reply builder of the AF_XDP paths (crate `frame`):
 //! any bytes may arrive at an AF_XDP port.
 //!
 //! Input: three control bytes (reply length, TTL), then the frame. A frame that parses
@@ -8,7 +8,7 @@
 //! exactly those endpoints.
 
 use crate::input::Input;
-use firehose_packet::{parse, reply_in_place, udp_checksum_ok, write_request, Endpoints};
+use firehose_frame::{parse, reply_in_place, udp_checksum_ok, write_request, Endpoints};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Room of a frame on an AF_XDP ring (the default frame size).
@@ -87,7 +87,7 @@ fn request(data: &[u8]) {
     };
     let mut buf = vec![0u8; FRAME];
     let Some(n) = write_request(&mut buf, &e, payload) else {
-        assert!(firehose_packet::header_len(&e) + payload.len() > FRAME);
+        assert!(firehose_frame::header_len(&e) + payload.len() > FRAME);
         return;
     };
     let u = parse(&buf[..n]).expect("a built request parses");

@@ -271,14 +271,14 @@ fn nsid_and_cookies_when_switched_on() {
 /// end. Found by the `dns_handler` fuzz target (it panicked on the slice).
 #[test]
 fn our_options_are_left_out_when_they_do_not_fit_the_buffer() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::options::OptionsConfig;
     use firehose_proto::dns::Transport;
     let mut h = common::handler_for(&FILES).with_options(OptionsConfig {
         nsid: Some(vec![b'n'; 64]),
         cookie_secret: None,
     });
-    let peer = Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+    let peer = || Peer::from_addr("192.0.2.9:4000".parse().unwrap());
     // Class CH: REFUSED, the question and our OPT only.
     let mut q = with_options("newdept.op.test.", &[(3, b"")]);
     let qe = q.len() - 11 - 4;
@@ -293,8 +293,8 @@ fn our_options_are_left_out_when_they_do_not_fit_the_buffer() {
             let mut buf = vec![0u8; cap];
             buf[..q.len()].copy_from_slice(&q);
             let v = match tr {
-                Transport::Udp => h.handle(&mut buf, q.len(), &peer),
-                tr => h.respond(&mut buf, q.len(), tr, &peer),
+                Transport::Udp => h.handle(&mut Request::new(&mut buf, q.len(), peer())),
+                tr => h.respond(&mut buf, q.len(), tr, &peer()),
             };
             let Verdict::Reply(n) = v else {
                 panic!("{v:?}")
