@@ -31,6 +31,7 @@ pub mod ethtool;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
+pub mod route;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;

@@ -9,6 +9,7 @@ mod dns_tcp;
 mod doctor_cli;
 mod doctor_netns;
 mod echo;
+mod flood_netns;
 mod gso;
 mod lab_compare;
 mod lab_dns;
