@@ -620,9 +620,8 @@ fn revert_replays_nothing_from_a_journal_with_a_foreign_entry() {
         ),
         (
             "sshd",
-            format!(
-                r#"{{"seq":9,"check":"irqbalance","target":{{"type":"service","name":"sshd"}},"old":"active","new":"inactive","boot_id":"boot-1","netns":"net:[1]","time":7}}"#
-            ),
+            r#"{"seq":9,"check":"irqbalance","target":{"type":"service","name":"sshd"},"old":"active","new":"inactive","boot_id":"boot-1","netns":"net:[1]","time":7}"#
+                .to_string(),
         ),
     ] {
         std::fs::write(&tj.0, format!("{good}{line}\n")).unwrap();
