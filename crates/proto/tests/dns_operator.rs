@@ -310,3 +310,36 @@ fn our_options_are_left_out_when_they_do_not_fit_the_buffer() {
         }
     }
 }
+
+/// A rate-limited response without a question (a FORMERR) cannot go out truncated, so its
+/// slip sends nothing: it is counted as dropped, never as slipped (slipped counts TC=1
+/// answers sent). Found by the `dns_handler` fuzz target's counters check.
+#[test]
+fn a_slip_that_sends_nothing_is_counted_as_a_drop() {
+    use firehose_engine::{Handler, Peer, Request, Verdict};
+    use firehose_proto::dns::RrlConfig;
+    let mut h = common::handler_for(&FILES).with_rrl(RrlConfig { rate: 1, slip: 1 });
+    // QDCOUNT 1 but ANCOUNT 1: FORMERR, answered with the header alone (QDCOUNT 0).
+    let mut q = query("newdept.op.test.", RecordType::A, None);
+    q[7] = 1;
+    let (mut dropped, mut replies) = (0, 0);
+    for _ in 0..10 {
+        let mut buf = vec![0u8; 4096];
+        buf[..q.len()].copy_from_slice(&q);
+        let peer = Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
+            Verdict::Reply(n) => {
+                assert_eq!(buf[2] & 0x02, 0, "no TC=1 answer without a question");
+                assert_eq!(buf[3] & 0xF, 1, "FORMERR");
+                assert!(n >= 12);
+                replies += 1;
+            }
+            Verdict::Drop => dropped += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert!(dropped >= 8, "rate 1: {replies} replies");
+    let c = h.counters();
+    assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
+    assert!(c.contains(&("dns_rrl_slipped", 0)), "{c:?}");
+}

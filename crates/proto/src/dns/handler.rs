@@ -535,7 +535,15 @@ impl DnsHandler {
                 }
                 Verdict::Reply(HEADER + name_len + 4)
             }
-            Decision::Slip => Verdict::Drop,
+            Decision::Slip => {
+                // No question to send back truncated (a FORMERR, say): this slip sends
+                // nothing, so it is counted as a drop, not as a slip.
+                rrl.slipped -= 1;
+                rrl.dropped += 1;
+                self.stats.set(slot::RRL_DROPPED, rrl.dropped);
+                self.stats.set(slot::RRL_SLIPPED, rrl.slipped);
+                Verdict::Drop
+            }
         }
     }
 }
