@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install fuzz
+.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -29,6 +29,20 @@ test:
 FUZZ_SECONDS ?= 60
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh mk/fuzz $(FUZZ_TARGETS)
+
+# Issue 20's attack runs at full size (root; release build): the crafted frames, 1,000,000
+# random frames at the AF_XDP port, 1,000,000 mutated DNS queries over UDP and over TCP to
+# the AF_XDP and the socket DNS servers, and echo at twice its capacity for 10 s. Every
+# server must keep answering, with counters that add up. make test runs the same tests with
+# 20,000 of each (crates/cli/tests/integration/attack.rs). ATTACK_SEED replays a run.
+ATTACK_N ?= 1000000
+ATTACK_SECONDS ?= 10
+attack:
+	@sh mk/deps test
+	@uptime
+	FH_ATTACK_N=$(ATTACK_N) FH_ATTACK_SECONDS=$(ATTACK_SECONDS) $(if $(ATTACK_SEED),FH_ATTACK_SEED=$(ATTACK_SEED)) \
+		$(CARGO) test --release --locked -p firehose-cli --test integration attack:: -- --nocapture --test-threads 1
+	@uptime
 
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build

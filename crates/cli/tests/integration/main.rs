@@ -1,6 +1,7 @@
 //! The `firehose` binary's integration tests, one test binary (as ripgrep does): each
 //! module runs the real binary for one area; `util` holds what they share.
 
+mod attack;
 mod bad_input;
 mod bench;
 mod conventions;
