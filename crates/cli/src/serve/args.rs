@@ -15,6 +15,9 @@ pub enum Proto {
     Echo,
     /// Answer DNS queries authoritatively from the --zone files.
     Dns,
+    /// Answer RADIUS Access- and Accounting-Requests from --radius-clients and
+    /// --radius-users (FreeRADIUS's clients.conf and users file formats).
+    Radius,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -53,6 +56,8 @@ EXAMPLES:\n  \
   firehose serve --listen '[::1]:9000' --workers 2\n  \
   firehose serve --profile naive --interval 1\n  \
   firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
+  firehose serve --proto radius --radius-clients examples/radius/clients.conf \\\n      \
+--radius-users examples/radius/users --listen 127.0.0.1:1812\n  \
   firehose serve --io uring --single-issuer --defer-taskrun --workers 2")]
 pub struct ServeArgs {
     /// Protocol to serve.
@@ -121,6 +126,34 @@ pub struct ServeArgs {
     pub(super) uring: crate::uring_args::UringArgs,
     #[command(flatten)]
     pub(super) dns: DnsArgs,
+    #[command(flatten)]
+    pub(super) radius: RadiusArgs,
+}
+
+/// Options of `--proto radius`.
+#[derive(Debug, Args)]
+pub(super) struct RadiusArgs {
+    /// FreeRADIUS clients.conf: `client NAME { ipaddr = PREFIX  secret = ... }` blocks;
+    /// a request from an address no client covers is dropped and counted. Reloaded on
+    /// SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub(super) radius_clients: Option<std::path::PathBuf>,
+    /// FreeRADIUS users file (its files module): `NAME Cleartext-Password := "..."` and
+    /// indented reply attributes. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub(super) radius_users: Option<std::path::PathBuf>,
+    /// Drop Access-Requests without a Message-Authenticator (the BlastRADIUS defence,
+    /// FreeRADIUS's require_message_authenticator); off admits old clients, but a client
+    /// with require_message_authenticator = yes in --radius-clients still needs one.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    pub(super) require_message_authenticator: bool,
+    /// Replies kept per worker to answer retransmissions (RFC 5080 duplicate detection);
+    /// 0 turns it off.
+    #[arg(long, value_name = "N", default_value = "16384")]
+    pub(super) radius_dup_cache: usize,
+    /// How long a reply answers retransmissions (FreeRADIUS's cleanup_delay).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub(super) radius_dup_window: Duration,
 }
 
 /// Options of `--proto dns` beyond the zone files.
@@ -136,7 +169,7 @@ pub(super) struct DnsArgs {
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
     pub(super) tcp_max_conns: usize,
-    /// TCP connections open at once from one client address.
+    /// TCP connections open at once from one client (an IPv4 address, an IPv6 /64).
     #[arg(long, value_parser = parse_positive, default_value = "8")]
     pub(super) tcp_max_per_client: usize,
     /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
@@ -145,9 +178,14 @@ pub(super) struct DnsArgs {
     /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
     pub(super) zone_max_size: usize,
+    /// Most NSEC3 hash iterations a signed zone may use (RFC 9276: 0); each NXDOMAIN
+    /// costs iterations + 1 SHA-1 hashes. A zone over it is refused at load.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub(super) nsec3_max_iterations: u16,
     /// Response rate limiting: responses per second per client network (/24, /56),
-    /// response kind and name; past it UDP responses are dropped or slipped (off by
-    /// default; TCP is never limited).
+    /// response kind and name (the wildcard, DNAME, delegation or zone for names they
+    /// stand for); past it UDP responses are dropped or slipped (off by default; TCP is
+    /// never limited).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     pub(super) rrl: Option<usize>,
     /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
@@ -165,7 +203,8 @@ pub(super) struct DnsArgs {
     /// [default: random at start].
     #[arg(long, value_name = "HEX", value_parser = parse_secret)]
     pub(super) cookie_secret: Option<[u8; 16]>,
-    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    /// Address or prefix allowed to pull zones (AXFR, and IXFR answered AXFR-style) over TCP;
+    /// repeat for more.
     #[arg(long, value_name = "PREFIX")]
     pub(super) allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }

@@ -1,11 +1,11 @@
 //! Starting the engine (and the DNS TCP side) from the flags; refusals as bad usage.
 
-use super::args::{DnsArgs, Proto, ServeArgs};
+use super::args::{DnsArgs, Proto, RadiusArgs, ServeArgs};
 use crate::args::Usage;
 use anyhow::{Context, Result};
 use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
-use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{Limits, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 
 /// The EDNS options to answer, from the flags.
 fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
@@ -39,8 +39,91 @@ fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
 pub(super) struct Running {
     pub(super) server: Server,
     pub(super) tcp: Option<TcpServer>,
-    /// Re-reads the zone files on SIGHUP.
-    pub(super) reloader: Option<Reloader>,
+    /// Re-reads the zone files, or the RADIUS clients and users, on SIGHUP.
+    pub(super) reloader: Option<Reload>,
+    /// Lines about what was loaded, printed after the listening line.
+    pub(super) notes: Vec<String>,
+}
+
+/// What SIGHUP re-reads.
+pub(super) enum Reload {
+    Dns(Reloader),
+    Radius(firehose_proto::radius::Reloader),
+}
+
+/// Refuses the RADIUS flags with another protocol.
+fn refuse_radius_flags(r: &RadiusArgs, proto: Proto) -> Result<()> {
+    if proto == Proto::Radius {
+        return Ok(());
+    }
+    let given = [
+        (r.radius_clients.is_some(), "--radius-clients"),
+        (r.radius_users.is_some(), "--radius-users"),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
+        return Err(Usage(format!("{flag} applies only to --proto radius")).into());
+    }
+    Ok(())
+}
+
+/// Loads the RADIUS files and starts the engine with a handler per worker.
+fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> Result<Running> {
+    if zones {
+        return Err(Usage("--zone applies only to --proto dns".into()).into());
+    }
+    let (Some(clients), Some(users)) = (&r.radius_clients, &r.radius_users) else {
+        return Err(Usage(
+            "--proto radius needs --radius-clients FILE (clients.conf) and --radius-users FILE (users)"
+                .into(),
+        )
+        .into());
+    };
+    let (reloader, loaded) =
+        firehose_proto::radius::Reloader::load(clients, users, r.require_message_authenticator)
+            .map_err(Usage)?;
+    let mut notes = vec![format!(
+        "  radius: {} client(s) from {}, {} users entries from {}",
+        loaded.clients,
+        clients.display(),
+        loaded.users,
+        users.display()
+    )];
+    for c in reloader.db().clients.all() {
+        notes.push(format!(
+            "  radius client {}: {} Message-Authenticator {}",
+            c.name,
+            c.prefix,
+            if c.require_message_authenticator {
+                "required"
+            } else {
+                "optional"
+            }
+        ));
+    }
+    if !loaded.ignored.is_empty() {
+        notes.push(format!(
+            "  note: {} settings only FreeRADIUS uses were read past: {}",
+            clients.display(),
+            loaded.ignored.join(", ")
+        ));
+    }
+    let opts = firehose_proto::radius::RadiusOptions {
+        require_message_authenticator: r.require_message_authenticator,
+        dup_entries: r.radius_dup_cache,
+        dup_window: r.radius_dup_window,
+    };
+    let live = reloader.live();
+    let server = path
+        .start(cfg, move |_| {
+            firehose_proto::RadiusHandler::new(live.clone(), &opts)
+        })
+        .map_err(serve_error)?;
+    Ok(Running {
+        server,
+        tcp: None,
+        reloader: Some(Reload::Radius(reloader)),
+        notes,
+    })
 }
 
 /// The I/O path the workers take.
@@ -81,7 +164,9 @@ pub(super) fn start_server(
     mut path: Path,
 ) -> Result<Running> {
     let zones = &a.zones;
+    refuse_radius_flags(&a.radius, proto)?;
     let res = match proto {
+        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), path),
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
@@ -97,14 +182,19 @@ pub(super) fn start_server(
                 return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
             if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
-                return Err(
-                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
-                );
+                return Err(Usage(
+                    "--allow-transfer needs --tcp on (zone transfers run over TCP)".into(),
+                )
+                .into());
             }
             let options = options_config(&a.dns)?;
             let transfers = !a.dns.allow_transfer.is_empty();
-            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
-                .map_err(|e| Usage(e.to_string()))?;
+            let limits = Limits {
+                zone_max_size: a.dns.zone_max_size as u64,
+                nsec3_max_iterations: a.dns.nsec3_max_iterations,
+            };
+            let reloader =
+                Reloader::load(zones, limits, transfers).map_err(|e| Usage(e.to_string()))?;
             let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,
@@ -116,7 +206,8 @@ pub(super) fn start_server(
             };
             for attempt in 1..=tries {
                 let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
-                    .with_options(options.clone());
+                    .with_options(options.clone())
+                    .with_transfers(&a.dns.allow_transfer);
                 if let Some(rate) = a.dns.rrl {
                     // Each worker keeps its own table and allows its share.
                     h = h.with_rrl(RrlConfig {
@@ -132,7 +223,8 @@ pub(super) fn start_server(
                     return Ok(Running {
                         server,
                         tcp: None,
-                        reloader: Some(reloader),
+                        reloader: Some(Reload::Dns(reloader)),
+                        notes: Vec::new(),
                     });
                 }
                 let tcfg = TcpConfig {
@@ -149,7 +241,8 @@ pub(super) fn start_server(
                         return Ok(Running {
                             server,
                             tcp: Some(t),
-                            reloader: Some(reloader),
+                            reloader: Some(Reload::Dns(reloader)),
+                            notes: Vec::new(),
                         })
                     }
                     Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -173,6 +266,7 @@ pub(super) fn start_server(
         server: res.map_err(serve_error)?,
         tcp: None,
         reloader: None,
+        notes: Vec::new(),
     })
 }
 
@@ -203,5 +297,6 @@ pub(super) fn proto_name(p: Proto) -> &'static str {
     match p {
         Proto::Echo => "echo",
         Proto::Dns => "dns",
+        Proto::Radius => "radius",
     }
 }

@@ -21,6 +21,7 @@ mod lab_veth;
 mod load;
 mod metrics;
 mod metrics_abuse;
+mod radius;
 mod report_merge;
 mod serve;
 mod sink_flood;
