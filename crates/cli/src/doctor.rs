@@ -346,11 +346,13 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Resu
             writeln!(out, "{word:<4}  {:<13} {}: {n}", o.check, o.target)?;
             continue;
         }
-        let old = o.old.as_deref().unwrap_or("?");
+        let old = o.old.as_deref().map_or("?".into(), one_line);
         writeln!(
             out,
             "{word:<4}  {:<13} {}: {old} -> {}",
-            o.check, o.target, o.new
+            o.check,
+            o.target,
+            one_line(&o.new)
         )?;
         let note = if note.is_empty() {
             String::new()
@@ -360,4 +362,12 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Resu
         writeln!(out, "      {}{note}", o.command)?;
     }
     out.flush()
+}
+
+/// A value for one line of the table: a whole file (the --persist file) as its line count.
+fn one_line(v: &str) -> String {
+    match v.trim().lines().count() {
+        0 | 1 => v.trim().to_string(),
+        n => format!("({n} lines)"),
+    }
 }

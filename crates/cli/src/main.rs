@@ -25,7 +25,6 @@ mod flood;
 mod lab;
 mod load;
 mod meta;
-mod metrics;
 mod report;
 mod serve;
 mod serve_xdp;

@@ -33,6 +33,7 @@ pub mod file;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
+pub mod route;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;

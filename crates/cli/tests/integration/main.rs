@@ -1,6 +1,7 @@
 //! The `firehose` binary's integration tests, one test binary (as ripgrep does): each
 //! module runs the real binary for one area; `util` holds what they share.
 
+mod attack;
 mod bad_input;
 mod bench;
 mod conventions;
@@ -10,6 +11,7 @@ mod doctor_cli;
 mod doctor_netns;
 mod drops;
 mod echo;
+mod flood_netns;
 mod gso;
 mod lab_compare;
 mod lab_dns;
@@ -19,6 +21,7 @@ mod lab_stream;
 mod lab_veth;
 mod load;
 mod metrics;
+mod metrics_abuse;
 mod radius;
 mod report_merge;
 mod serve;
