@@ -47,7 +47,12 @@ fn trickle(
         }
         match c.read(&mut buf) {
             Ok(_) => return Some(started.elapsed()), // closed (0) or told why (408)
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            // EINTR: this process was frozen and thawed (a read timeout is set), not the server.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(_) => return Some(started.elapsed()),
         }
     }
