@@ -128,7 +128,7 @@ struct Meta {
 
 /// Every pre-rendered answer of a zone set: 24 bytes of bookkeeping each, the
 /// sections and fixups in two shared arenas.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Templates {
     meta: Vec<Meta>,
     bytes: Vec<u8>,

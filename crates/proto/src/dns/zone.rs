@@ -52,6 +52,20 @@ pub struct Record {
     owner_len: u8,
 }
 
+impl Record {
+    /// A record whose owner and RDATA are at the given places of its zone's arena.
+    pub(super) fn new(owner: u32, owner_len: u8, rtype: u16, ttl: u32, rdata: u32, rdata_len: u16) -> Self {
+        Record {
+            owner,
+            rdata,
+            ttl,
+            rtype,
+            rdata_len,
+            owner_len,
+        }
+    }
+}
+
 /// A record with its bytes: what building answers and zone transfers read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rec<'a> {
@@ -244,7 +258,9 @@ pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> 
     }
     let mut text = Vec::with_capacity(meta.len() as usize);
     // The file may grow while read: never past the limit.
-    f.take(max_size + 1).read_to_end(&mut text).map_err(io)?;
+    f.take(max_size.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(io)?;
     if text.len() as u64 > max_size {
         return Err(too_big());
     }
@@ -296,20 +312,37 @@ fn check_rdata(t: u16, raw: &[u8]) -> Result<(), String> {
 
 /// Parses zone file text. `path` only names the source in errors.
 pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
+    let (records, data) = match super::zonefile::scan(text) {
+        Some(v) => v,
+        None => scan_with_domain(text, path)?,
+    };
+    zone_data(records, data, text, path)
+}
+
+/// Reads `text` with NLnet Labs' `domain` scanner: every syntax and record type, and
+/// the messages of every error.
+pub(super) fn scan_with_domain(text: &[u8], path: &str) -> Result<(Vec<Record>, Vec<u8>), ZoneError> {
     let invalid = |msg: String| ZoneError::Invalid {
         path: path.to_string(),
         msg,
     };
-    // Where each record starts, for messages about it (the scanner does not say).
-    let outline = super::entries::outline(text);
+    // Where each record starts and which names hold an empty label: a pass over the
+    // text, made only when a name could (two dots in a row anywhere) or for a message.
+    let outline = has_double_dot(text).then(|| super::entries::outline(text));
     let mut zf = Zonefile::with_capacity(text.len());
     zf.extend_from_slice(text);
+    // The scanner fails on a last line without its newline ("trailing tokens", "short
+    // buffer"); RFC 1035 does not ask for one.
+    if !text.ends_with(b"\n") {
+        zf.extend_from_slice(b"\n");
+    }
     // RFC 1035 lets the class be omitted; without this the scanner demands it on the
     // first record.
     zf.set_default_class(Class::IN);
     // A file without $ORIGIN may still use absolute names; relative ones then fail
     // with the scanner's "missing origin" at their line.
-    let mut records: Vec<Record> = Vec::with_capacity(outline.len());
+    let lines = text.iter().filter(|&&b| b == b'\n').count();
+    let mut records: Vec<Record> = Vec::with_capacity(lines + 1);
     // Owners and RDATA go straight into one arena: no allocation per record.
     let mut data: Vec<u8> = Vec::with_capacity(text.len() / 2);
     let mut last_owner = (0usize, 0usize);
@@ -361,8 +394,11 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             rtype::NS | rtype::CNAME | rtype::PTR | rtype::MX | rtype::SRV | rtype::SOA | DNAME
         );
         if let Some((_, at)) = outline
-            .double_dots(i)
-            .find(|&(token, _)| names_in_rdata || (token == 0 && outline.owner_first(i)))
+            .iter()
+            .flat_map(|o| o.double_dots(i).map(move |d| (o, d)))
+            .map(|(o, (token, at))| (token, at, o.owner_first(i)))
+            .find(|&(token, _, first)| names_in_rdata || (token == 0 && first))
+            .map(|(token, at, _)| (token, at))
         {
             return Err(ZoneError::Syntax {
                 path: path.to_string(),
@@ -396,7 +432,21 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             ));
         }
     }
-    drop(zf);
+    Ok((records, data))
+}
+
+/// The zone of `records` in `data` (read from `text`, named `path` in messages): its
+/// apex, after the checks.
+fn zone_data(
+    mut records: Vec<Record>,
+    mut data: Vec<u8>,
+    text: &[u8],
+    path: &str,
+) -> Result<ZoneData, ZoneError> {
+    let invalid = |msg: String| ZoneError::Invalid {
+        path: path.to_string(),
+        msg,
+    };
     data.shrink_to_fit();
     records.shrink_to_fit();
     let zd = ZoneData {
@@ -420,7 +470,7 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
-    check_records(&zd, &apex, &outline, path)?;
+    check_records(&zd, &apex, text, path)?;
     Ok(ZoneData { apex, ..zd })
 }
 
@@ -429,7 +479,7 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
 fn check_records(
     zd: &ZoneData,
     apex: &[u8],
-    outline: &super::entries::Outline,
+    text: &[u8],
     path: &str,
 ) -> Result<(), ZoneError> {
     let syntax = |line: usize, msg: String| ZoneError::Syntax {
@@ -500,7 +550,7 @@ fn check_records(
         }
     }
     match first_error {
-        Some((i, msg)) => Err(syntax(outline.line(i), msg)),
+        Some((i, msg)) => Err(syntax(super::entries::outline(text).line(i), msg)),
         None => Ok(()),
     }
 }
@@ -546,6 +596,11 @@ impl OwnerSet {
 
 use super::dnssec::{NSEC, RRSIG};
 use super::nsec3::NSEC3PARAM;
+
+/// Whether `text` holds two dots in a row anywhere (a name with an empty label would).
+fn has_double_dot(text: &[u8]) -> bool {
+    text.windows(2).any(|w| w == b"..")
+}
 
 /// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
 /// stopped, after the offending token: an error about the last token of a line shows

@@ -2,6 +2,7 @@
 //! answer, resolved once (CNAME chains, additional records, negative answers).
 
 mod nsec3;
+mod plain;
 mod render;
 mod resolve;
 mod sign;
@@ -34,14 +35,14 @@ pub const MAX_CHAIN: usize = 5;
 
 /// An owner as it goes on the wire: the query name itself (wildcard synthesis), or a
 /// fixed name.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Owner {
     Qname,
     /// Shared: every record of an answer carries its owner.
     Name(Rc<[u8]>),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Rr<'a> {
     owner: Owner,
     rec: Rec<'a>,
@@ -58,7 +59,7 @@ struct Rr<'a> {
 const NO_NODE: u32 = u32::MAX;
 
 /// What a negative answer must prove in a signed zone.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Denial {
     /// The node exists without the type: its NSEC (or the one covering it).
     NoData(u32),
@@ -69,7 +70,7 @@ enum Denial {
 }
 
 /// An answer before rendering.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Sections<'a> {
     rcode: u8,
     aa: bool,
@@ -116,6 +117,16 @@ pub fn build(zones: &[Arc<ZoneData>]) -> Result<ZoneSet, BuildError> {
 /// sends every zone's records (4 bytes per record; the records themselves are kept
 /// either way, for reloads).
 pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, BuildError> {
+    build_with(zones, transfers, true)
+}
+
+/// [`build_for`]; `plain_path` renders plain nodes straight out ([`plain`]), which a
+/// test turns off to compare with the general path.
+fn build_with(
+    zones: &[Arc<ZoneData>],
+    transfers: bool,
+    plain_path: bool,
+) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -140,7 +151,7 @@ pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, Bu
         .flat_map(|z| z.records.iter().map(|r| r.rtype))
         .collect();
     for (zi, group) in groups.into_iter().enumerate() {
-        fill_templates(&mut set, zi, &group, &all_types)?;
+        fill_templates(&mut set, zi, &group, &all_types, plain_path)?;
         let z = &mut set.zones[zi];
         z.answers.shrink_to_fit();
         z.nodes.shrink_to_fit();
@@ -320,6 +331,7 @@ fn fill_templates(
     zi: usize,
     zr: &ZoneRecords<'_>,
     all_types: &BTreeSet<u16>,
+    plain_path: bool,
 ) -> Result<(), BuildError> {
     let apex = zr.data.apex.clone();
     let signing = Signing::new(set, zi, zr)?;
@@ -335,6 +347,7 @@ fn fill_templates(
             nsec3: sg.nsec3.as_ref().map(|b| Box::new(b.zone.clone())),
         }));
     }
+    let mut scratch = plain::Scratch::default();
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
         let name: Rc<[u8]> = z.node_name(n as u32).into();
@@ -373,8 +386,16 @@ fn fill_templates(
                 signed_answers.push(st.unwrap_or(tid));
             }
         }
-        if node.cut.is_none() {
-            let wild = name.starts_with(b"\x01*");
+        let wild = name.starts_with(b"\x01*");
+        let plain =
+            plain_path && sg.is_none() && n != 0 && node.cut.is_none() && !node.dname && !wild;
+        if plain && recs.clone().all(|r| plain::is_plain(&r)) {
+            plain::answers(set, recs, name.len(), &mut scratch, &mut answers);
+            // RFC 8482: the lowest type's RRset, as below.
+            if let Some(&(_, tid)) = answers.first() {
+                node.any = tid;
+            }
+        } else if node.cut.is_none() {
             let owner = if wild {
                 Owner::Qname
             } else {
@@ -386,14 +407,20 @@ fn fill_templates(
             } else {
                 recs.clone().map(|r| r.rtype).collect()
             };
+            // At a CNAME, every type no zone holds gets the chain to a NODATA: so does
+            // each type the chain's end lacks, which `other` answers without a template
+            // of its own.
+            let other = has_cname.then(|| resolve_at(set, zi, zr, n, &owner, None));
             for t in types {
                 let s = resolve_at(set, zi, zr, n, &owner, Some(t));
+                if t != rtype::CNAME && other.as_ref() == Some(&s) {
+                    continue;
+                }
                 let (tid, st) = pair(set, sg, &s, &name, wild);
                 answers.push((t, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
-            if has_cname {
-                let s = resolve_at(set, zi, zr, n, &owner, None);
+            if let Some(s) = other {
                 node.other = push(set, render(&s, &name, wild));
                 nodata_here = Some(s);
             }
@@ -438,4 +465,31 @@ fn transfer_order(zr: &ZoneRecords<'_>) -> Vec<u32> {
     soa.chain(all.filter(|i| rtype_of(i) != rtype::SOA))
         .copied()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_nodes_render_as_the_general_path() {
+        // Plain nodes (several types, several records, TTLs that differ in an RRset,
+        // case, an empty non-terminal) beside ones that are not.
+        let text = "$ORIGIN p.test.\n$TTL 300\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n\
+            a A 192.0.2.2\nA 60 TXT \"x\"\na 90 A 192.0.2.3\na AAAA 2001:db8::1\n\
+            b.c.d TXT \"deep\"\nm MX 10 a\nm A 192.0.2.4\nc2 CNAME a\n\
+            caa CAA 0 issue \"ca.test\"\n*.w A 192.0.2.5\nsub NS ns.sub\nns.sub A 192.0.2.6\n";
+        let zd = Arc::new(crate::dns::zone::parse_zone(text.as_bytes(), "p.zone").unwrap());
+        let fast = build_with(std::slice::from_ref(&zd), true, true).unwrap();
+        let general = build_with(std::slice::from_ref(&zd), true, false).unwrap();
+        assert_eq!(fast.templates, general.templates);
+        let (f, g) = (&fast.zones[0], &general.zones[0]);
+        assert_eq!(f.answers, g.answers);
+        for (a, b) in f.node.iter().zip(&g.node) {
+            assert_eq!(
+                (a.answers_at, a.answers_len, a.other, a.any),
+                (b.answers_at, b.answers_len, b.other, b.any)
+            );
+        }
+    }
 }
