@@ -54,7 +54,14 @@ pub struct Record {
 
 impl Record {
     /// A record whose owner and RDATA are at the given places of its zone's arena.
-    pub(super) fn new(owner: u32, owner_len: u8, rtype: u16, ttl: u32, rdata: u32, rdata_len: u16) -> Self {
+    pub(super) fn new(
+        owner: u32,
+        owner_len: u8,
+        rtype: u16,
+        ttl: u32,
+        rdata: u32,
+        rdata_len: u16,
+    ) -> Self {
         Record {
             owner,
             rdata,
@@ -321,7 +328,10 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
 
 /// Reads `text` with NLnet Labs' `domain` scanner: every syntax and record type, and
 /// the messages of every error.
-pub(super) fn scan_with_domain(text: &[u8], path: &str) -> Result<(Vec<Record>, Vec<u8>), ZoneError> {
+pub(super) fn scan_with_domain(
+    text: &[u8],
+    path: &str,
+) -> Result<(Vec<Record>, Vec<u8>), ZoneError> {
     let invalid = |msg: String| ZoneError::Invalid {
         path: path.to_string(),
         msg,
@@ -476,12 +486,7 @@ fn zone_data(
 
 /// The zone checks Knot makes too: every owner inside the zone, a CNAME alone at its
 /// name, one CNAME and one DNAME per name.
-fn check_records(
-    zd: &ZoneData,
-    apex: &[u8],
-    text: &[u8],
-    path: &str,
-) -> Result<(), ZoneError> {
+fn check_records(zd: &ZoneData, apex: &[u8], text: &[u8], path: &str) -> Result<(), ZoneError> {
     let syntax = |line: usize, msg: String| ZoneError::Syntax {
         path: path.to_string(),
         line,
@@ -505,7 +510,12 @@ fn check_records(
     }
     // The first CNAME and DNAME per owner (few in a zone: a small table); a second,
     // different one is an error.
-    let mut singles = OwnerSet::default();
+    let singles_len = zd
+        .records
+        .iter()
+        .filter(|r| matches!(r.rtype, rtype::CNAME | DNAME))
+        .count();
+    let mut singles = OwnerSet(hashbrown::HashTable::with_capacity(singles_len));
     let mut first_error: Option<(usize, String)> = None;
     for (i, r) in zd.iter().enumerate() {
         if !matches!(r.rtype, rtype::CNAME | DNAME) {

@@ -251,9 +251,7 @@ impl Scan {
         match t {
             rtype::A => out.extend_from_slice(&parse::<Ipv4Addr>(word()?)?.octets()),
             rtype::AAAA => out.extend_from_slice(&parse::<Ipv6Addr>(word()?)?.octets()),
-            rtype::NS | rtype::CNAME | rtype::PTR | rtype::DNAME => {
-                put_name(word()?, origin, out)?
-            }
+            rtype::NS | rtype::CNAME | rtype::PTR | rtype::DNAME => put_name(word()?, origin, out)?,
             rtype::MX => {
                 let pref = u16::try_from(number(word()?)?).ok()?;
                 out.extend_from_slice(&pref.to_be_bytes());
@@ -358,9 +356,16 @@ mod tests {
             return false;
         };
         let slow = scan_with_domain(text, "t").unwrap_or_else(|e| {
-            panic!("the fast path read what domain refuses ({e}):\n{}", String::from_utf8_lossy(text))
+            panic!(
+                "the fast path read what domain refuses ({e}):\n{}",
+                String::from_utf8_lossy(text)
+            )
         });
-        assert!(fast == slow, "records differ for:\n{}", String::from_utf8_lossy(text));
+        assert!(
+            fast == slow,
+            "records differ for:\n{}",
+            String::from_utf8_lossy(text)
+        );
         true
     }
 
@@ -390,7 +395,10 @@ mod tests {
     fn the_fast_path_reads_as_domain_does() {
         let read: Vec<bool> = CASES.iter().map(|c| agree(c.as_bytes())).collect();
         assert_eq!(&read[..5], [true; 5], "the plain cases are read fast");
-        assert!(read[5..].iter().all(|r| !r), "the others are left to domain: {read:?}");
+        assert!(
+            read[5..].iter().all(|r| !r),
+            "the others are left to domain: {read:?}"
+        );
         let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         let mut fast = 0;
         let mut texts: Vec<Vec<u8>> = CASES.iter().map(|c| c.as_bytes().to_vec()).collect();
@@ -428,7 +436,12 @@ mod tests {
                 read += usize::from(agree(&v));
             }
         }
-        eprintln!("{fast} test zones and {read} of {tried} variants read fast, as domain reads them");
-        assert!(read > tried / 10, "only {read} of {tried} variants were read fast");
+        eprintln!(
+            "{fast} test zones and {read} of {tried} variants read fast, as domain reads them"
+        );
+        assert!(
+            read > tried / 10,
+            "only {read} of {tried} variants were read fast"
+        );
     }
 }

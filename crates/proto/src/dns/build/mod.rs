@@ -93,7 +93,17 @@ struct ZoneRecords<'a> {
     /// indexes in the zone's records.
     chain: Vec<Rec<'a>>,
     chain_at: Vec<u32>,
+    /// Per node, what its records hold ([`HAS_NS`] and the others), so that questions
+    /// about a node's types need no pass over its records.
+    kinds: Vec<u8>,
 }
+
+/// Bits of [`ZoneRecords::kinds`].
+const HAS_NS: u8 = 1;
+const HAS_CNAME: u8 = 2;
+const HAS_DNAME: u8 = 4;
+/// A record of a type that keeps its node off the plain path ([`plain::is_plain`]).
+const NOT_PLAIN: u8 = 8;
 
 impl<'a> ZoneRecords<'a> {
     /// The records at node `n`.
@@ -207,6 +217,7 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
     }
     let mut fill = starts.clone();
     let mut order = vec![0u32; zd.records.len()];
+    let mut kinds = vec![0u8; count];
     let mut chain_at = Vec::new();
     for (i, &n) in node_of.iter().enumerate() {
         if n == NOT_IN_TREE {
@@ -215,6 +226,13 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         }
         let (a, at) = (starts[n as usize] as usize, fill[n as usize] as usize);
         let r = zd.rec(i);
+        kinds[n as usize] |= match r.rtype {
+            rtype::NS => HAS_NS | NOT_PLAIN,
+            rtype::CNAME => HAS_CNAME | NOT_PLAIN,
+            DNAME => HAS_DNAME | NOT_PLAIN,
+            _ if plain::is_plain(&r) => 0,
+            _ => NOT_PLAIN,
+        };
         let seen = order[a..at].iter().any(|&o| {
             let o = zd.rec(o as usize);
             o.rtype == r.rtype && o.rdata == r.rdata
@@ -241,13 +259,14 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         starts,
         chain: chain_at.iter().map(|&i| zd.rec(i as usize)).collect(),
         chain_at,
+        kinds,
     };
-    let is_cut = |n: usize| n != 0 && zr.recs(n).any(|r| r.rtype == rtype::NS);
+    let is_cut = |n: usize| n != 0 && zr.kinds[n] & HAS_NS != 0;
     let mut node = vec![Node::default(); count];
     // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
     // the DNAME owner.
     let dnames: Vec<usize> = (0..count)
-        .filter(|&n| zr.recs(n).any(|r| r.rtype == DNAME))
+        .filter(|&n| zr.kinds[n] & HAS_DNAME != 0)
         .collect();
     for &d in &dnames {
         node[d].dname = true;
@@ -348,14 +367,34 @@ fn fill_templates(
         }));
     }
     let mut scratch = plain::Scratch::default();
+    let mut answers: Vec<(u16, Tid)> = Vec::new();
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
-        let name: Rc<[u8]> = z.node_name(n as u32).into();
         let recs = zr.recs(n);
-        let mut answers: Vec<(u16, Tid)> = Vec::new();
+        answers.clear();
+        let (cut, dname) = (z.node[n].cut, z.node[n].dname);
+        let wild = z.node_name(n as u32).starts_with(b"\x01*");
+        let plain = plain_path && sg.is_none() && n != 0 && cut.is_none() && !dname && !wild;
+        if plain && zr.kinds[n] & NOT_PLAIN == 0 {
+            let name_len = z.node_name(n as u32).len();
+            plain::answers(set, recs, name_len, &mut scratch, &mut answers);
+            let z = &mut set.zones[zi];
+            // RFC 8482: the lowest type's RRset, as below.
+            let any = answers.first().map_or(nodata, |&(_, tid)| tid);
+            z.node[n] = Node {
+                answers_at: z.answers.len() as u32,
+                answers_len: answers.len() as u16,
+                other: nodata,
+                any,
+                ..Node::default()
+            };
+            z.answers.extend_from_slice(&answers);
+            continue;
+        }
+        let name: Rc<[u8]> = z.node_name(n as u32).into();
         let mut node = Node {
-            cut: z.node[n].cut,
-            dname: z.node[n].dname,
+            cut,
+            dname,
             other: nodata,
             any: nodata,
             ..Node::default()
@@ -386,22 +425,13 @@ fn fill_templates(
                 signed_answers.push(st.unwrap_or(tid));
             }
         }
-        let wild = name.starts_with(b"\x01*");
-        let plain =
-            plain_path && sg.is_none() && n != 0 && node.cut.is_none() && !node.dname && !wild;
-        if plain && recs.clone().all(|r| plain::is_plain(&r)) {
-            plain::answers(set, recs, name.len(), &mut scratch, &mut answers);
-            // RFC 8482: the lowest type's RRset, as below.
-            if let Some(&(_, tid)) = answers.first() {
-                node.any = tid;
-            }
-        } else if node.cut.is_none() {
+        if node.cut.is_none() {
             let owner = if wild {
                 Owner::Qname
             } else {
                 Owner::Name(name.clone())
             };
-            let has_cname = recs.clone().any(|r| r.rtype == rtype::CNAME);
+            let has_cname = zr.kinds[n] & HAS_CNAME != 0;
             let types: BTreeSet<u16> = if has_cname {
                 all_types.iter().copied().chain([rtype::CNAME]).collect()
             } else {
@@ -450,7 +480,7 @@ fn fill_templates(
         let z = &mut set.zones[zi];
         node.answers_at = z.answers.len() as u32;
         node.answers_len = answers.len() as u16;
-        z.answers.extend(answers);
+        z.answers.extend_from_slice(&answers);
         z.node[n] = node;
     }
     Ok(())
