@@ -3,6 +3,8 @@
 //! `cargo run --release -p firehose-proto --example dns_zone_load_bench -- ZONE [ROUNDS]`
 //! The whole start of a server, and peers beside it, is `firehose lab zone-load`; this is
 //! for profiling (`perf record`) and for seeing which phase a change moved.
+//! `ROUNDS` may be `--compare`: the zone is then loaded once by the fast reader and once
+//! by NLnet Labs' scanner alone, and the two zones compared (exit 1 if they differ).
 
 use firehose_proto::dns::{build, zone};
 use std::path::PathBuf;
@@ -12,14 +14,28 @@ use std::time::Instant;
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next().map(PathBuf::from) else {
-        eprintln!("usage: dns_zone_load_bench ZONE [ROUNDS]");
+        eprintln!("usage: dns_zone_load_bench ZONE [ROUNDS | --compare]");
         std::process::exit(2)
     };
-    let rounds: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(1);
+    let rounds = args.next();
     let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("dns_zone_load_bench: {e}");
         std::process::exit(2)
     };
+    if rounds.as_deref() == Some("--compare") {
+        let text = zone::read_zone_text(&path, u64::MAX).unwrap_or_else(|e| fail(&e));
+        let name = path.display().to_string();
+        let fast = zone::read_fast(&text);
+        let a = zone::parse_zone(&text, &name).unwrap_or_else(|e| fail(&e));
+        let b = zone::parse_zone_with_domain(&text, &name).unwrap_or_else(|e| fail(&e));
+        let same = a == b;
+        println!(
+            "{} records; read by the fast reader: {fast}; the same zone as domain's scanner reads: {same}",
+            a.records.len()
+        );
+        std::process::exit(if same { 0 } else { 1 });
+    }
+    let rounds: usize = rounds.and_then(|r| r.parse().ok()).unwrap_or(1);
     // CPU time of this thread: on a shared host it varies far less than the wall time.
     let cpu = || firehose_sys::cpu::thread_cpu_time().map_or(0.0, |d| d.as_secs_f64());
     let now = || (Instant::now(), cpu());

@@ -138,7 +138,7 @@ impl<'a> Rec<'a> {
 }
 
 /// The records of one zone file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneData {
     /// Where the records came from, for messages.
     pub source: String,
@@ -324,6 +324,20 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
         None => scan_with_domain(text, path)?,
     };
     zone_data(records, data, text, path)
+}
+
+/// [`parse_zone`] without the fast reader: every file read by NLnet Labs' scanner. The
+/// two must agree on every input (the same zone, or the same error); the tests and the
+/// `zone_reader` fuzz target compare them.
+pub fn parse_zone_with_domain(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
+    let (records, data) = scan_with_domain(text, path)?;
+    zone_data(records, data, text, path)
+}
+
+/// Whether [`parse_zone`] reads `text` with its fast reader (a plain master file), not
+/// with NLnet Labs' scanner: the tests that compare the two check they compared it.
+pub fn read_fast(text: &[u8]) -> bool {
+    super::zonefile::scan(text).is_some()
 }
 
 /// Reads `text` with NLnet Labs' `domain` scanner: every syntax and record type, and

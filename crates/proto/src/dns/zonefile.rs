@@ -346,12 +346,24 @@ fn put_name(w: &[u8], origin: Option<&[u8]>, out: &mut Vec<u8>) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::zone::scan_with_domain;
+    use super::super::zone::{parse_zone, parse_zone_with_domain, scan_with_domain};
     use super::*;
 
-    /// Reads `text` both ways; when the fast path reads it, `domain` must read the same
-    /// records and bytes. Returns whether the fast path read it.
+    /// Loads `text` both ways: the same zone (records, bytes, apex) or the same error;
+    /// and when the fast path reads it, `domain` must read the same records and bytes.
+    /// Returns whether the fast path read it.
     fn agree(text: &[u8]) -> bool {
+        let shown = || String::from_utf8_lossy(text).into_owned();
+        match (parse_zone(text, "t"), parse_zone_with_domain(text, "t")) {
+            (Ok(a), Ok(b)) => assert!(a == b, "zones differ for:\n{}", shown()),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "for:\n{}", shown()),
+            (a, b) => panic!(
+                "{:?} against domain's {:?} for:\n{}",
+                a.err(),
+                b.err(),
+                shown()
+            ),
+        }
         let Some(fast) = scan(text) else {
             return false;
         };
@@ -399,15 +411,22 @@ mod tests {
             read[5..].iter().all(|r| !r),
             "the others are left to domain: {read:?}"
         );
-        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        // Every zone file of the repository: the test zones and the examples.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut fast = 0;
         let mut texts: Vec<Vec<u8>> = CASES.iter().map(|c| c.as_bytes().to_vec()).collect();
-        for e in std::fs::read_dir(data).unwrap() {
-            let text = std::fs::read(e.unwrap().path()).unwrap();
-            fast += usize::from(agree(&text));
-            texts.push(text);
+        for dir in [root.join("tests/data"), root.join("../../examples")] {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let path = e.unwrap().path();
+                if path.extension().is_some_and(|x| x == "zone") {
+                    let text = std::fs::read(path).unwrap();
+                    fast += usize::from(agree(&text));
+                    texts.push(text);
+                }
+            }
         }
-        assert!(fast >= 2, "{fast} test zones read fast");
+        assert!(texts.len() >= CASES.len() + 8, "the zone files were found");
+        assert!(fast >= 4, "{fast} zone files read fast");
         // Variants: bytes dropped, doubled and replaced, at places picked by a fixed
         // sequence; whenever the fast path reads one, domain must read the same.
         let mut x = 0x2545_f491_4f6c_dd1du64;
