@@ -8,8 +8,9 @@ mod resolve;
 mod sign;
 
 use super::db::{Names, Node, SignedNode, SignedZone, Tid, Zone, ZoneSet};
+use super::hash::hash_name_nocase;
 use super::wire::rtype::DNAME;
-use super::wire::{label_offsets, name_to_text, rcode, rtype, MAX_NAME};
+use super::wire::{label_offsets, name_to_text, rcode, rtype};
 use super::zone::{is_subdomain, Rec, ZoneData};
 use render::{render, Rendered};
 use resolve::{negative, referral, resolve_at, rrset};
@@ -175,37 +176,48 @@ fn build_with(
 
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
 fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
-    // About one node per run of records at one owner.
-    let mut nodes = Names::with_capacity(zd.owner_runs() + 1);
-    nodes.intern(&zd.apex);
-    // The node of every record.
+    // The names to intern, in order: the apex, then each run of records at one owner
+    // (records in a row at one owner share it) and its ancestors up to the apex (empty
+    // non-terminals). Item i is (record, where its name starts in the record's owner).
+    let runs = zd.owner_runs() + 1;
+    let mut items: Vec<(u32, u8)> = Vec::with_capacity(runs);
+    let mut hashes: Vec<u64> = Vec::with_capacity(runs);
+    items.push((APEX_ITEM, 0));
+    hashes.push(hash_name_nocase(&zd.apex));
+    // The item of every record's owner, later its node.
     let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());
-    let mut lower = Vec::with_capacity(MAX_NAME);
     let mut last: Option<(&[u8], u32)> = None;
-    for r in zd.iter() {
+    for (i, r) in zd.iter().enumerate() {
         // NSEC3 records and their RRSIGs live in the chain, not in the tree.
         if nsec3::in_chain(&r) {
             node_of.push(NOT_IN_TREE);
             continue;
         }
-        // Records in a row at one owner share it.
-        if let Some((_, n)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
-            node_of.push(n);
+        if let Some((_, item)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
+            node_of.push(item);
             continue;
         }
-        lower.clear();
-        lower.extend(r.owner.iter().map(u8::to_ascii_lowercase));
-        let n = nodes.intern(&lower);
-        // Ancestors up to the apex exist too (empty non-terminals).
-        for off in label_starts(&lower).skip(1) {
-            if lower.len() - off <= zd.apex.len() {
+        let item = items.len() as u32;
+        for off in std::iter::once(0).chain(label_starts(r.owner).skip(1)) {
+            if off > 0 && r.owner.len() - off <= zd.apex.len() {
                 break;
             }
-            nodes.intern(&lower[off..]);
+            items.push((i as u32, off as u8));
+            hashes.push(hash_name_nocase(&r.owner[off..]));
         }
-        node_of.push(n);
-        last = Some((r.owner, n));
+        node_of.push(item);
+        last = Some((r.owner, item));
     }
+    let name = |i: usize| match items[i] {
+        (APEX_ITEM, _) => zd.apex.as_slice(),
+        (r, off) => &zd.rec(r as usize).owner[off as usize..],
+    };
+    let (mut nodes, node_of_item) = Names::intern_all(&hashes, name);
+    drop(hashes);
+    for n in node_of.iter_mut().filter(|n| **n != NOT_IN_TREE) {
+        *n = node_of_item[*n as usize];
+    }
+    drop(node_of_item);
     // Records grouped by node (a counting sort), each record once.
     let count = nodes.len();
     let mut starts = vec![0u32; count + 1];
@@ -310,6 +322,8 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
 
 /// The node of a record kept out of the node tree (the NSEC3 chain).
 const NOT_IN_TREE: u32 = u32::MAX;
+/// The item of `index_zone` that is the apex (no record's owner).
+const APEX_ITEM: u32 = u32::MAX;
 
 /// Where the labels of wire name `name` start (not its root).
 fn label_starts(name: &[u8]) -> impl Iterator<Item = usize> + '_ {
