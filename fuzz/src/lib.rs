@@ -17,6 +17,7 @@ pub mod input;
 pub mod load_match;
 pub mod metrics_http;
 pub mod zone;
+pub mod zone_reader;
 
 /// A fuzz target: its name (the file in fuzz_targets/, the corpus directory), the check,
 /// and the seed inputs its corpus starts from.
@@ -47,6 +48,11 @@ pub const TARGETS: &[Target] = &[
         name: "zone",
         check: zone::check,
         seeds: zone::seeds,
+    },
+    Target {
+        name: "zone_reader",
+        check: zone_reader::check,
+        seeds: zone_reader::seeds,
     },
     Target {
         name: "dns_tcp",
