@@ -353,8 +353,8 @@ pub(super) fn scan_with_domain(
     // Where each record starts, which names hold an empty label and where a '(' is left
     // open: a pass over the text, made only when there could be one (two dots in a row
     // anywhere, a '(') or for a message.
-    let outline = (has_double_dot(text) || text.contains(&b'('))
-        .then(|| super::entries::outline(text));
+    let outline =
+        (has_double_dot(text) || text.contains(&b'(')).then(|| super::entries::outline(text));
     if let Some(line) = outline.as_ref().and_then(|o| o.unclosed_paren()) {
         return Err(ZoneError::Syntax {
             path: path.to_string(),
