@@ -16,6 +16,9 @@ pub mod frame;
 pub mod input;
 pub mod load_match;
 pub mod metrics_http;
+pub mod radius_files;
+pub mod radius_handler;
+pub mod radius_request;
 pub mod zone;
 
 /// A fuzz target: its name (the file in fuzz_targets/, the corpus directory), the check,
@@ -67,6 +70,21 @@ pub const TARGETS: &[Target] = &[
         name: "load_match",
         check: load_match::check,
         seeds: load_match::seeds,
+    },
+    Target {
+        name: "radius_request",
+        check: radius_request::check,
+        seeds: radius_request::seeds,
+    },
+    Target {
+        name: "radius_handler",
+        check: radius_handler::check,
+        seeds: radius_handler::seeds,
+    },
+    Target {
+        name: "radius_files",
+        check: radius_files::check,
+        seeds: radius_files::seeds,
     },
 ];
 
