@@ -133,7 +133,9 @@ pub fn check(data: &[u8]) {
                 NAMES[bad]
             );
         }
-        if !(require || client_requires) {
+        // RFC 5997: a Status-Server always needs one.
+        let status = msg.first() == Some(&code::STATUS_SERVER);
+        if !(require || client_requires || status) {
             assert_eq!(s.get(slot::DROPPED_MISSING_MESSAGE_AUTHENTICATOR), 0);
         }
     }

@@ -184,32 +184,25 @@ fn xdp_flood_sends_exactly_count_with_its_sizes_and_flows_v4_and_v6() {
         assert_eq!(v["xdp"]["queues"], "0,1", "{v}");
         assert_eq!(v["xdp_uncompleted"], 0, "{v}");
         assert_eq!(v["per_thread"].as_array().unwrap().len(), 2);
-        let client = Command::new("ip")
-            .args([
-                "-n",
-                &lab.cli,
-                "link",
-                "show",
-                "dev",
-                &format!("{}p", lab.dev),
-            ])
-            .output()
-            .unwrap();
-        let client = String::from_utf8_lossy(&client.stdout);
-        assert!(
-            !client.contains("prog/xdp"),
-            "flood attaches nothing: {client}"
-        );
+        assert!(!lab.client_has_xdp(), "flood attaches nothing");
     }
 }
 
-/// One line on stderr, exit 2, and no program left on the server interface.
+/// One line on stderr, exit 2, and no program left on either end of the pair (a sink
+/// runs on the server's end, a flood on the client's).
 fn refused(lab: &Lab, out: &Output, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains(needle), "wanted {needle:?} in {err}");
-    assert!(!lab.has_xdp(), "left attached after: {err}");
+    assert!(
+        !lab.has_xdp(),
+        "left attached on the server's end after: {err}"
+    );
+    assert!(
+        !lab.client_has_xdp(),
+        "left attached on the client's end after: {err}"
+    );
 }
 
 #[test]
