@@ -629,3 +629,61 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
     assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
     assert_eq!(v["bytes"], 600 * size as u64, "{size}-byte payloads");
 }
+
+/// Every `--fanout` mode (docs/sink-flood.md), not only `lb`: two workers count exactly
+/// what 16 flows sent, and the report names the mode; `hash` keeps a flow on one worker
+/// and spreads 16 flows over both (all on one: 2^-15).
+#[test]
+fn every_packet_fanout_mode_counts_exactly() {
+    if !is_root() {
+        eprintln!("skipping every_packet_fanout_mode_counts_exactly: AF_PACKET needs root");
+        return;
+    }
+    for mode in ["hash", "cpu", "qm", "lb"] {
+        let port = free_port("127.0.0.1");
+        let addr = format!("127.0.0.1:{port}");
+        let j = json_tmp(&format!("fanout-{mode}"));
+        let c = start_sink(&[
+            "--listen",
+            &addr,
+            "--io",
+            "packet",
+            "--workers",
+            "2",
+            "--fanout",
+            mode,
+            "--count",
+            "480",
+            "--duration",
+            "20",
+            "--json-file",
+            j.to_str().unwrap(),
+        ]);
+        let socks: Vec<_> = (0..16)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for i in 0..480 {
+            socks[i % 16].send_to(&[i as u8; 64], &addr).unwrap();
+            if i % 20 == 19 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        finish(c);
+        let v = read_json(&j);
+        let per = per_worker_packets(&v);
+        assert_eq!(per.iter().sum::<u64>(), 480, "{mode}: {v}");
+        assert_eq!(v["fanout"], mode, "{v}");
+        if matches!(mode, "hash" | "lb") {
+            assert!(
+                per.iter().all(|&n| n > 0),
+                "{mode} reaches both workers: {per:?}"
+            );
+        }
+        if mode == "hash" {
+            assert!(
+                per.iter().all(|&n| n % 30 == 0),
+                "a flow's 30 datagrams stay on one worker: {per:?}"
+            );
+        }
+    }
+}
