@@ -14,17 +14,19 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A sink child: started, its listen address read from its start line; killed on drop.
-struct Sink {
+/// A sink child: started, its listen address read from its start line, its later lines
+/// kept for [`Sink::wait_line`]; killed on drop.
+pub(crate) struct Sink {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Sink {
     /// Starts `cmd` (a command line running `firehose sink`) and reads its start line
     /// ("firehose sink: ADDR --io ..."), printed once every socket, ring or program is in
     /// place. Fails after 30 s.
-    fn start(mut cmd: Command) -> Sink {
+    pub(crate) fn start(mut cmd: Command) -> Sink {
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -33,17 +35,17 @@ impl Sink {
         let out = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            if let Some(Ok(first)) = lines.next() {
-                let _ = tx.send(first);
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
             }
-            lines.for_each(drop);
         });
         let mut sink = Sink {
             child,
             addr: "0.0.0.0:0".parse().unwrap(),
+            lines: rx,
         };
-        let first = rx
+        let first = sink
+            .lines
             .recv_timeout(Duration::from_secs(30))
             .expect("the sink's start line within 30 s");
         sink.addr = first
@@ -54,12 +56,25 @@ impl Sink {
         sink
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Waits (at most 30 s) for a line of stdout starting with `prefix` (after trimming).
+    pub(crate) fn wait_line(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.trim_start().starts_with(prefix) => return l,
+                Ok(_) => {}
+                Err(e) => panic!("no line starting {prefix:?} within 30 s: {e}"),
+            }
+        }
+    }
+
     /// Ctrl-C, then the exit (within 30 s) and its JSON report from `json`.
-    fn stop(mut self, json: &std::path::Path) -> Value {
+    pub(crate) fn stop(mut self, json: &std::path::Path) -> Value {
         signal_pid(self.pid(), "INT");
         let st = wait_exit(&mut self.child, Duration::from_secs(30));
         let mut err = String::new();
@@ -120,6 +135,23 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// SIGSTOP to `pid`, then waits until every thread of it is stopped (state T in
+/// /proc/PID/task/*/stat): kill(2) returns before a thread running on another CPU stops.
+fn freeze(pid: u32) {
+    signal_pid(pid, "STOP");
+    until("every thread stopped", || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+    });
+}
+
 fn sink_cmd(args: &[&str]) -> Command {
     let mut c = Command::new(bin());
     c.arg("sink").args(args);
@@ -143,7 +175,7 @@ fn a_frozen_sinks_socket_drops_are_counted_exactly() {
         "--json-file",
         j.to_str().unwrap(),
     ]));
-    signal_pid(sink.pid(), "STOP");
+    freeze(sink.pid());
     send_gently(sink.addr, 2000, 64, 1);
     signal_pid(sink.pid(), "CONT");
     let port = sink.addr.port();
@@ -185,7 +217,7 @@ fn a_frozen_packet_sinks_ring_drops_and_held_port_are_counted_exactly() {
         "--json-file",
         j.to_str().unwrap(),
     ]));
-    signal_pid(sink.pid(), "STOP");
+    freeze(sink.pid());
     // 20,000 datagrams of 1400 bytes: 28 MB, over the 16 MiB ring.
     let n = 20_000;
     send_gently(sink.addr, n, 1400, 4);
@@ -215,7 +247,7 @@ fn a_frozen_xdp_sinks_ring_drops_are_counted() {
         eprintln!("skipping: AF_XDP needs root");
         return;
     }
-    let lab = Lab::new("d");
+    let lab = Lab::new("sd");
     let j = tmp("sink-drops-xdp.json");
     let listen = format!("{SRV4}:7301");
     let mut cmd = Command::new("ip");
@@ -234,7 +266,7 @@ fn a_frozen_xdp_sinks_ring_drops_are_counted() {
         j.to_str().unwrap(),
     ]);
     let sink = Sink::start(cmd);
-    signal_pid(sink.pid(), "STOP");
+    freeze(sink.pid());
     let n = 2000;
     let to: SocketAddr = listen.parse().unwrap();
     Lab::in_ns(&lab.cli, move || {

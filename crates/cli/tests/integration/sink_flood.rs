@@ -687,3 +687,63 @@ fn every_packet_fanout_mode_counts_exactly() {
         }
     }
 }
+
+/// `--rate` paces and `--duration` ends a run (docs/sink-flood.md). A paced sender cannot
+/// be early, however busy the host: 1000 datagrams at 4k/s take at least the 999 gaps of
+/// 250 us, and in a 1 s run at 2k/s no more leave than the rate allows; the run ends by
+/// itself, and every datagram reaches the socket.
+#[test]
+fn flood_rate_paces_and_duration_ends_the_run() {
+    let rx = receiver("127.0.0.1:0");
+    let target = rx.local_addr().unwrap().to_string();
+    let j = json_tmp("flood-rate");
+    let t0 = Instant::now();
+    let o = Command::new(bin())
+        .args([
+            "flood", "--target", &target, "--count", "1000", "--rate", "4k", "--quiet",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .output()
+        .unwrap();
+    let wall = t0.elapsed();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = read_json(&j);
+    assert_eq!(v["sent"], 1000, "{v}");
+    assert_eq!(receive(&rx, 1000).0, 1000, "every datagram arrived");
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!(secs >= 0.24, "1000 at 4k/s in {secs} s: not paced");
+    assert!(wall >= Duration::from_millis(240), "{wall:?}");
+    let j = json_tmp("flood-duration");
+    let t0 = Instant::now();
+    let mut c = Command::new(bin())
+        .args([
+            "flood",
+            "--target",
+            &target,
+            "--rate",
+            "2k",
+            "--duration",
+            "1",
+            "--quiet",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = crate::util::wait_exit(&mut c, Duration::from_secs(30));
+    let wall = t0.elapsed();
+    assert!(st.success(), "flood --duration 1 failed");
+    assert!(wall >= Duration::from_secs(1), "ended early: {wall:?}");
+    let v = read_json(&j);
+    let (sent, secs) = (v["sent"].as_u64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(secs >= 0.99, "--duration 1 ran {secs} s: {v}");
+    assert!(sent > 0, "{v}");
+    assert!(
+        sent as f64 <= 2000.0 * secs + 2.0,
+        "{sent} sent in {secs} s at 2k/s: {v}"
+    );
+    assert_eq!(receive(&rx, sent as usize).0 as u64, sent);
+}

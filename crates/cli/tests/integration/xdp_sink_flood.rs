@@ -101,14 +101,31 @@ fn xdp_sink_on_ctrl_c_reports_and_detaches() {
     }
     let lab = Lab::new("q");
     let listen = format!("{SRV4}:7203");
-    let c = start_sink(&lab, &["--listen", &listen, "--io", "xdp", "--queues", "1"]);
+    let j = tmp("xdpsink-ctrl-c.json");
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &lab.srv,
+        env!("CARGO_BIN_EXE_firehose"),
+        "sink",
+    ])
+    .args(["--listen", &listen, "--io", "xdp", "--queues", "0,1"])
+    .args(["--count", "50", "--repeat", "1000", "--json-file"])
+    .arg(&j);
+    let sink = crate::sink_drops::Sink::start(cmd);
     assert!(lab.has_xdp());
-    Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    send_gently(&lab, listen.parse().unwrap(), 50, 100);
+    // The round's line is the event: all 50 were counted before Ctrl-C.
+    let line = sink.wait_line("round 1:");
+    assert!(line.contains(" 50 datagrams"), "{line}");
+    let v = sink.stop(&j);
+    assert_eq!(v["mode"], "xdp", "{v}");
+    assert_eq!(v["packets"], 50, "the report of a Ctrl-C'd run: {v}");
+    assert_eq!(v["bytes"], 5000, "{v}");
+    assert_eq!(v["rounds"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["rounds"][0]["packets"], 50, "{v}");
+    assert_eq!(v["held_port_filtered"], 0, "both queues served: {v}");
     assert!(!lab.has_xdp(), "program left after Ctrl-C");
 }
 
