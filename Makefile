@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-radius lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-drops bench-radius lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -87,6 +87,14 @@ bench-sink: build
 	$(BIN) lab sink --queues 2 --frame 64 $(SINK_ARGS) --json-file bench-sink.json
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
+
+# What watching costs (root): the sink's pps at max rate without and with firehose drops
+# beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
+# top's CPU at a 1 s refresh in a pseudo-terminal (target <= 2% of one CPU). The load
+# average is printed before and after.
+bench-drops: build
+	@sh mk/deps bench
+	sh mk/bench-observe.sh
 
 # RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
 # file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,

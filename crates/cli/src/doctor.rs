@@ -2,7 +2,7 @@
 //! revert them. The checks, plan and journal live in crates/host; this file parses the
 //! arguments, decides what runs, and prints (table or JSON).
 
-use crate::args::{parse_duration, Usage};
+use crate::args::{parse_duration, parse_port, Usage};
 use anyhow::Result;
 use clap::Args;
 use firehose_host::doctor::{
@@ -70,13 +70,6 @@ pub struct DoctorArgs {
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
-}
-
-fn parse_port(s: &str) -> Result<u16, String> {
-    match s.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!("'{s}' is not a UDP port (1-65535)")),
-    }
 }
 
 /// Runs the subcommand; returns the exit code (0 ok, 1 a bad check or a failed change).

@@ -47,8 +47,7 @@ fn trickle(
         }
         match c.read(&mut buf) {
             Ok(_) => return Some(started.elapsed()), // closed (0) or told why (408)
-            // EINTR: a receive with SO_RCVTIMEO in a process frozen and thawed (seen on CI)
-            // is not the server's doing.
+            // EINTR: this process was frozen and thawed (a read timeout is set), not the server.
             Err(e)
                 if matches!(
                     e.kind(),
