@@ -8,14 +8,17 @@
 //! its module here, a line to [`TARGETS`] and a three-line file in fuzz_targets/ (see
 //! CONTRIBUTING.md).
 
+pub mod btf;
 pub mod dns_handler;
 pub mod dns_message;
 pub mod dns_tcp;
 pub mod doctor_journal;
 pub mod frame;
 pub mod input;
+pub mod kernel_text;
 pub mod load_match;
 pub mod metrics_http;
+pub mod observe_text;
 pub mod radius_files;
 pub mod radius_handler;
 pub mod radius_request;
@@ -85,6 +88,21 @@ pub const TARGETS: &[Target] = &[
         name: "radius_files",
         check: radius_files::check,
         seeds: radius_files::seeds,
+    },
+    Target {
+        name: "kernel_text",
+        check: kernel_text::check,
+        seeds: kernel_text::seeds,
+    },
+    Target {
+        name: "btf",
+        check: btf::check,
+        seeds: btf::seeds,
+    },
+    Target {
+        name: "observe_text",
+        check: observe_text::check,
+        seeds: observe_text::seeds,
     },
 ];
 
