@@ -2,7 +2,7 @@
 
 use crate::args::Usage;
 use clap::Args;
-use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::uring::UringSetup;
 use firehose_sys::SysError;
 
 /// IORING_SETUP_* flags of each worker's ring (with `--io uring` only).

@@ -19,7 +19,7 @@ mod xdp;
 
 use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
-use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::uring::UringSetup;
 use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
 use firehose_sys::SysError;
 use std::net::SocketAddr;
@@ -267,8 +267,7 @@ impl Sink {
             if cfg.io == SinkIo::Uring {
                 // Refusals (sysctl, flags, a kernel without multishot RECVMSG) surface here,
                 // before any worker runs.
-                firehose_sys::uring::UringSupport::probe().require("recvmsg")?;
-                drop(cfg.uring.build(4)?);
+                cfg.uring.check("recvmsg")?;
             }
             let n = if cfg.reuseport { cfg.workers } else { 1 };
             for _ in 0..n {

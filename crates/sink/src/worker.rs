@@ -5,7 +5,7 @@ use firehose_sys::af_packet::RxRing;
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Batch;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
-use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use firehose_sys::xdp::xsk::Xsk;
 use firehose_sys::SysError;
 use std::os::fd::AsRawFd;
@@ -113,12 +113,25 @@ impl Worker {
         Ok(())
     }
 
+    /// One multishot RECVMSG on the socket into a ring of provided buffers; each datagram
+    /// counted at its full length (MSG_TRUNC), its buffer given back at the next poll. A
+    /// receive error stops the worker with its errno.
     fn run_uring(&self, sock: &UdpSock, setup: &UringSetup) -> Result<(), SysError> {
-        let mut ring = RecvMsgRing::new(sock.as_raw_fd(), URING_BUFFERS, SLOT, setup)?;
+        let cfg = DgramConfig {
+            buffers: URING_BUFFERS,
+            buffer_size: SLOT,
+            ..DgramConfig::default()
+        };
+        let mut ring = DgramRing::new(vec![sock.as_raw_fd()], &cfg, setup)?;
         let mut l = Local::default();
         while !self.stop.load(Ordering::Relaxed) {
-            let mut bytes = 0u64;
-            let n = ring.poll(Duration::from_millis(100), |len| bytes += len as u64)? as u64;
+            ring.poll(Duration::from_millis(100))?;
+            if let Some(e) = ring.last_recv_error() {
+                return Err(e);
+            }
+            let got = ring.take(usize::MAX);
+            let bytes: u64 = (0..got).map(|i| ring.full_len(i) as u64).sum();
+            let n = got as u64;
             l.packets += n;
             l.bytes += bytes;
             l.syscalls = ring.stats.enters;

@@ -41,11 +41,6 @@ pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod uring;
-pub mod uring_dgram;
-pub mod uring_flows;
-mod uring_pbuf;
-pub mod uring_recv;
-pub mod uring_serve;
 pub mod xdp;
 pub mod zerocopy;
 
