@@ -5,7 +5,7 @@
 //! so IORING_SETUP_SINGLE_ISSUER holds.
 
 use crate::gen::{open_flows, LoadConfig, LoadError};
-use crate::io::{Datagram, FlowIo, Flushed};
+use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use std::os::fd::AsRawFd;
@@ -85,6 +85,14 @@ impl UringFlows {
 }
 
 impl FlowIo for UringFlows {
+    fn caps(&self) -> Caps {
+        Caps {
+            path: "io_uring",
+            source_per_flow: false,
+            rx_timestamps: false,
+        }
+    }
+
     fn start(&mut self) -> Result<(), LoadError> {
         let fds = self.socks.iter().map(|s| s.as_raw_fd()).collect();
         self.ring = Some(DgramRing::new(fds, &self.cfg, &self.setup)?);
@@ -126,10 +134,6 @@ impl FlowIo for UringFlows {
         std::mem::take(&mut self.refused)
     }
 
-    fn gso_refusal(&self, _flow: usize) -> Option<String> {
-        None
-    }
-
     /// Every response collected is read in this round: each source is a batch of them.
     fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
         Ok(self.ring().poll(wait)?.div_ceil(self.batch))
@@ -137,10 +141,6 @@ impl FlowIo for UringFlows {
 
     fn source(&self, _i: usize) -> usize {
         0
-    }
-
-    fn source_flow(&self, _s: usize) -> Option<usize> {
-        None
     }
 
     fn recv(&mut self, _s: usize, max: usize) -> Result<usize, LoadError> {
@@ -153,14 +153,14 @@ impl FlowIo for UringFlows {
         Datagram {
             flow: flow as u32,
             data,
+            rx_time_ns: None,
         }
     }
 
-    fn syscalls(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| r.stats.enters)
-    }
-
-    fn path(&self) -> &'static str {
-        "io_uring"
+    fn stats(&self) -> PathStats {
+        PathStats {
+            syscalls: self.ring.as_ref().map_or(0, |r| r.stats.enters),
+            gso_refusal: None,
+        }
     }
 }
