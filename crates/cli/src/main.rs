@@ -21,6 +21,7 @@ mod bench;
 mod compat;
 mod doctor;
 mod flood;
+mod io_paths;
 mod lab;
 mod load;
 mod meta;

@@ -226,16 +226,18 @@ where
     W: Workload + 'static,
     F: Fn(usize) -> W,
 {
+    start_with(cfg, make, socket_flows(cfg)?)
+}
+
+/// Each thread's flows over kernel sockets, for [`start_with`].
+pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, LoadError> {
     validate(cfg)?;
-    let mut ios = Vec::new();
-    for socks in open_flows(cfg)? {
-        let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
-        let open_loop = cfg.rate.is_some();
-        ios.push(SocketFlows::new(
-            socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop,
-        )?);
-    }
-    start_with(cfg, make, ios)
+    let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
+    let open_loop = cfg.rate.is_some();
+    open_flows(cfg)?
+        .into_iter()
+        .map(|socks| SocketFlows::new(socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop))
+        .collect()
 }
 
 /// Opens every flow's connected socket, dealt to the threads in turn: all before any thread

@@ -98,6 +98,49 @@ pub trait FlowIo: Send {
     fn stats(&self) -> PathStats;
 }
 
+/// A path chosen at run time (the cli's table of paths) is a boxed one.
+impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
+    fn caps(&self) -> Caps {
+        (**self).caps()
+    }
+    fn start(&mut self) -> Result<(), LoadError> {
+        (**self).start()
+    }
+    fn flows(&self) -> usize {
+        (**self).flows()
+    }
+    fn tx_capacity(&mut self) -> usize {
+        (**self).tx_capacity()
+    }
+    fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        (**self).tx_slot(k)
+    }
+    fn queue(&mut self, k: usize, len: usize) {
+        (**self).queue(k, len)
+    }
+    fn send(&mut self, flow: usize) -> Flushed {
+        (**self).send(flow)
+    }
+    fn flush(&mut self) -> usize {
+        (**self).flush()
+    }
+    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+        (**self).poll(wait)
+    }
+    fn source(&self, i: usize) -> usize {
+        (**self).source(i)
+    }
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+        (**self).recv(s, max)
+    }
+    fn datagram(&self, i: usize) -> Datagram<'_> {
+        (**self).datagram(i)
+    }
+    fn stats(&self) -> PathStats {
+        (**self).stats()
+    }
+}
+
 /// Kernel UDP sockets, one connected socket per flow: sendmmsg (or UDP GSO) out,
 /// recvmmsg in, epoll to wait (or spinning, or one blocking socket). In open loop (not
 /// spinning) the sockets stamp what they receive (SO_TIMESTAMPNS) and hold a few ms of

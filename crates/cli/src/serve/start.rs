@@ -2,8 +2,9 @@
 
 use super::args::{DnsArgs, Proto, ServeArgs};
 use crate::args::Usage;
+use crate::io_paths::{Handlers, ServeOn};
 use anyhow::{Context, Result};
-use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
+use firehose_engine::{ServeConfig, ServeError, Server};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 
@@ -43,42 +44,11 @@ pub(super) struct Running {
     pub(super) reloader: Option<Reloader>,
 }
 
-/// The I/O path the workers take.
-pub(super) enum Path {
-    Socket,
-    Xdp(Box<XdpIo>),
-    Uring(UringIo),
-}
-
-impl Path {
-    /// Starts the engine on this path.
-    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
-    where
-        H: Handler + 'static,
-        F: Fn(usize) -> H,
-    {
-        match self {
-            Path::Socket => Server::start(cfg, make),
-            Path::Xdp(io) => Server::start_with(cfg, *io, make),
-            Path::Uring(io) => Server::start_with(cfg, io, make),
-        }
-    }
-
-    /// This path for one more start (AF_XDP queues are taken once: never started twice).
-    fn take(&mut self) -> Path {
-        match self {
-            Path::Socket => Path::Socket,
-            Path::Uring(io) => Path::Uring(*io),
-            Path::Xdp(_) => std::mem::replace(self, Path::Socket),
-        }
-    }
-}
-
 pub(super) fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
     a: &ServeArgs,
-    mut path: Path,
+    mut on: ServeOn,
 ) -> Result<Running> {
     let zones = &a.zones;
     let res = match proto {
@@ -88,7 +58,7 @@ pub(super) fn start_server(
         Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
-        Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
+        Proto::Echo => on.start(cfg, &Handlers::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
@@ -109,7 +79,7 @@ pub(super) fn start_server(
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,
             // whose queues are taken once).
-            let tries = if cfg.listen.port() == 0 && !matches!(path, Path::Xdp(_)) {
+            let tries = if cfg.listen.port() == 0 && !on.once_only() {
                 5
             } else {
                 1
@@ -124,9 +94,8 @@ pub(super) fn start_server(
                         slip: a.dns.rrl_slip.unwrap_or(2),
                     });
                 }
-                let server = path
-                    .take()
-                    .start(cfg, move |_| h.clone())
+                let server = on
+                    .start(cfg, &Handlers::Dns(Box::new(h)))
                     .map_err(serve_error)?;
                 if !a.dns.tcp {
                     return Ok(Running {
@@ -177,7 +146,7 @@ pub(super) fn start_server(
 }
 
 /// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
-pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
+pub(crate) fn serve_error(e: ServeError) -> anyhow::Error {
     match e {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {
