@@ -69,6 +69,25 @@ impl FloodIo {
             FloodIo::Xdp => "xdp",
         }
     }
+
+    /// What the mode is, for the command line's help (the plain send calls need none).
+    pub fn help(self) -> &'static str {
+        match self {
+            FloodIo::Sendto | FloodIo::Sendmmsg => "",
+            FloodIo::Gso => {
+                "UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses"
+            }
+            FloodIo::Uring => "io_uring: --batch IORING_OP_SEND per io_uring_enter",
+            FloodIo::Packet => {
+                "AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target \
+                 behind a real interface, e.g. a veth peer)"
+            }
+            FloodIo::Xdp => {
+                "AF_XDP TX: one socket per thread on its own queue of the interface toward the \
+                 target (root; the target behind a real interface, e.g. a veth peer)"
+            }
+        }
+    }
 }
 
 /// What a flood is asked to do.

@@ -73,6 +73,23 @@ impl SinkIo {
             SinkIo::Xdp => "xdp",
         }
     }
+
+    /// What the mode is, for the command line's help (the plain receive calls need none).
+    pub fn help(self) -> &'static str {
+        match self {
+            SinkIo::Recv | SinkIo::Recvfrom | SinkIo::Recvmsg | SinkIo::Recvmmsg => "",
+            SinkIo::Uring => {
+                "io_uring: multishot IORING_OP_RECVMSG over a provided-buffer ring, per worker"
+            }
+            SinkIo::Packet => {
+                "AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW)"
+            }
+            SinkIo::Xdp => {
+                "AF_XDP: an XDP program redirects --listen's UDP to one socket per rx queue of \
+                 --iface, one worker each (root)"
+            }
+        }
+    }
 }
 
 /// What a sink is asked to do.

@@ -3,7 +3,7 @@
 use super::{Counters, SinkIo, Source};
 use firehose_sys::af_packet::RxRing;
 use firehose_sys::epoll::poll_readable;
-use firehose_sys::mmsg::Batch;
+use firehose_sys::mmsg::{Batch, RecvMode};
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use firehose_sys::xdp::xsk::Xsk;
@@ -74,27 +74,24 @@ impl Worker {
         }
     }
 
-    /// Blocking receives with no timeout, udp_sink's loop: [`super::Sink::stop`] wakes a
-    /// blocked worker by shutting its socket down for reading.
+    /// Blocking receives with no timeout, udp_sink's loop, through the socket batch driver
+    /// with the mode's call: [`super::Sink::stop`] wakes a blocked worker by shutting its
+    /// socket down for reading.
     fn run_socket(&self, sock: &UdpSock) -> Result<(), SysError> {
         let mut l = Local::default();
-        let mut buf = vec![0u8; SLOT];
-        let mut batch = (self.io == SinkIo::Recvmmsg).then(|| Batch::new(self.batch, SLOT));
+        let (mode, max) = match self.io {
+            SinkIo::Recv => (RecvMode::Recv, 1),
+            SinkIo::Recvfrom => (RecvMode::Single, 1),
+            SinkIo::Recvmsg => (RecvMode::Msg, 1),
+            _ => (RecvMode::Batch, self.batch),
+        };
+        let mut b = Batch::new(max, SLOT).with_recv(mode);
         while !self.stop.load(Ordering::Relaxed) {
             l.syscalls += 1;
-            let got: Result<(u64, u64), SysError> = match (self.io, batch.as_mut()) {
-                (SinkIo::Recvmmsg, Some(b)) => b.recv(sock, self.batch, MSG_TRUNC).map(|n| {
-                    let bytes = (0..n).map(|i| b.len(i) as u64).sum();
-                    (n as u64, bytes)
-                }),
-                (SinkIo::Recv, _) => sock.recv(&mut buf, MSG_TRUNC).map(|n| (1, n as u64)),
-                (SinkIo::Recvfrom, _) => sock
-                    .recv_from(&mut buf, MSG_TRUNC)
-                    .map(|(n, _)| (1, n as u64)),
-                (_, _) => sock
-                    .recv_msg_len(&mut buf, MSG_TRUNC)
-                    .map(|n| (1, n as u64)),
-            };
+            let got = b.recv(sock, max, MSG_TRUNC).map(|n| {
+                let bytes = (0..n).map(|i| b.len(i) as u64).sum();
+                (n as u64, bytes)
+            });
             match got {
                 // Stop shut the socket down (a receive returns 0); a datagram of length
                 // 0 arriving in that same instant is the one not counted.

@@ -539,23 +539,6 @@ impl UdpSock {
         Ok((n as usize, raw))
     }
 
-    /// Receives one datagram into `buf` with recvmsg and no sender address (msg_name
-    /// NULL): udp_sink's `--recvmsg` call as its receive loop makes it, so the kernel does
-    /// not copy a sockaddr out per datagram. Returns the length.
-    pub fn recv_msg_len(&self, buf: &mut [u8], flags: i32) -> SysResult<usize> {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
-        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        // SAFETY: msg points at a live iovec over buf, with its length.
-        let n = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, flags) };
-        cvt(n, || "recvmsg".into()).map(|n| n as usize)
-    }
-
     /// shutdown(SHUT_RD): every thread blocked in a receive on this socket wakes and gets
     /// 0, and later receives on an empty queue return 0 at once; how a receiver without
     /// SO_RCVTIMEO is told to stop. An unconnected UDP socket is shut down all the same
