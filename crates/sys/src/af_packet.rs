@@ -206,20 +206,12 @@ impl PacketSock {
     /// Reads (and thereby resets) the receive counters. Valid for a TPACKET_V3 socket;
     /// for other versions the kernel leaves `freeze_q` at zero.
     pub fn take_stats(&self) -> SysResult<PacketStats> {
-        // SAFETY: tpacket_stats_v3 is plain data; all-zero is valid.
-        let mut st: libc::tpacket_stats_v3 = unsafe { mem::zeroed() };
-        let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into the local and updates len.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || "getsockopt(PACKET_STATISTICS)".into())?;
+        let st: libc::tpacket_stats_v3 = crate::sockopt::get(
+            self.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        )?;
         Ok(PacketStats {
             packets: st.tp_packets as u64,
             drops: st.tp_drops as u64,
