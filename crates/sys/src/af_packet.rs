@@ -1,5 +1,8 @@
 //! AF_PACKET: raw frames through memory-mapped rings, the fast raw path of the NFV testing
 //! and tuning sheet (PACKET_MMAP, PACKET_FANOUT, PACKET_QDISC_BYPASS as EtherateMT uses them).
+//! The one AF_PACKET driver: sink's packet mode reads [`RxRing`]s (one per worker, joined in
+//! a fanout group), flood's packet mode writes [`TxRing`]s (one per thread); neither makes
+//! an AF_PACKET call of its own.
 //!
 //! - [`PacketSock`]: a SOCK_RAW packet socket bound to one interface, with the options a
 //!   generator or sink turns: a classic BPF filter, a fanout group ([`Fanout`]: hash, cpu,
