@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-radius lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -75,6 +75,15 @@ bench-io: build
 	@sh mk/deps lab
 	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
 	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
+
+# RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
+# file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
+# Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
+# request at saturation, then p99 at half of FreeRADIUS's maximum for both; medians (min-max),
+# ratios, the load average beside every figure.
+bench-radius: build
+	@sh mk/deps lab
+	sh mk/bench-radius $(BIN)
 
 lint:
 	$(CARGO) fmt --all -- --check

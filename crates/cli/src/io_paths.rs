@@ -115,7 +115,13 @@ impl IoPath {
 #[derive(Clone)]
 pub enum Handlers {
     Echo,
+    /// Each worker a clone of this one.
     Dns(Box<firehose_proto::DnsHandler>),
+    /// Each worker a handler of its own over the shared, reloadable files.
+    Radius(
+        std::sync::Arc<firehose_proto::radius::LiveDb>,
+        firehose_proto::radius::RadiusOptions,
+    ),
 }
 
 /// Starts `cfg`'s workers on `io` with `h`'s handler.
@@ -125,6 +131,12 @@ fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, Ser
         Handlers::Dns(d) => {
             let d = (**d).clone();
             Server::start_with(cfg, io, move |_| d.clone())
+        }
+        Handlers::Radius(live, opts) => {
+            let (live, opts) = (live.clone(), *opts);
+            Server::start_with(cfg, io, move |_| {
+                firehose_proto::RadiusHandler::new(live.clone(), &opts)
+            })
         }
     }
 }

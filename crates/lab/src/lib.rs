@@ -16,6 +16,7 @@ pub mod cputime;
 pub mod dns_compare;
 pub mod env;
 pub mod experiment;
+pub mod freeradius;
 pub mod ladder;
 pub mod linkset;
 pub mod metrics;

@@ -18,6 +18,7 @@ mod lab_stream;
 mod lab_veth;
 mod load;
 mod metrics;
+mod radius;
 mod report_merge;
 mod serve;
 mod sink_flood;
