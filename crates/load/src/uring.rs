@@ -49,9 +49,10 @@ pub fn open(
                 cfg: DgramConfig {
                     // Room for the responses of a burst that arrives between two polls.
                     buffers: (slots * 4).clamp(512, 4096) as u16,
-                    // A response is at most a request's size plus the ring's header; a
-                    // longer one arrives cut and matches none.
-                    buffer_size: slot_size.max(2048) + 16,
+                    // A response is at most a request's size, after the ring's 16-byte
+                    // header; a longer one arrives cut and matches none. At least 2 KiB,
+                    // two buffers to a page.
+                    buffer_size: (slot_size + 16).max(2048),
                     names: false,
                     receive: true,
                     sends: slots,
