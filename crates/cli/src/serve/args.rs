@@ -337,6 +337,7 @@ pub(crate) fn xdp_only_flags(a: &ServeArgs) -> Option<String> {
     a.xdp
         .rx
         .any_given()
+        .or(a.xdp.verify_checksum.then_some("--verify-checksum"))
         .map(|flag| format!("{flag} applies only to --io xdp"))
 }
 
