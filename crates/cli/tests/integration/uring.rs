@@ -273,3 +273,76 @@ fn uring_flags_out_of_place_are_refused() {
         "apply only to --io uring",
     );
 }
+
+/// The rings of `serve`'s `workers` workers once every one has made its own (each worker
+/// makes its ring on its thread, after the "listening on" line), at most 10 s.
+fn rings_of_server(srv: &Served, workers: usize) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let fds = firehose_sys::uring::rings_of(srv.pid()).unwrap();
+        if fds.len() >= workers {
+            return fds;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {workers} rings after 10 s",
+            fds.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// --sqpoll, --single-issuer and --defer-taskrun reach the kernel: each worker's ring, read
+/// back from this (foreign) process, has an SQ thread, refuses a foreign register, refuses
+/// a foreign wait, exactly as asked; and without the flags, none of it.
+#[test]
+fn uring_setup_flags_are_read_back_from_the_servers_rings() {
+    if !uring_or_skip() {
+        return;
+    }
+    let cases: [(&[&str], (bool, bool, bool)); 3] = [
+        (&[], (false, false, false)),
+        (&["--sqpoll"], (true, false, false)),
+        (&["--single-issuer", "--defer-taskrun"], (false, true, true)),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--io", "uring", "--workers", "2"];
+        args.extend_from_slice(flags);
+        let srv = Served::start(&args);
+        let rings = rings_of_server(&srv, 2);
+        assert_eq!(rings.len(), 2, "one ring per worker: {rings:?}");
+        for fd in rings {
+            let got = match firehose_sys::uring::read_back(srv.pid(), fd) {
+                Ok(g) => g,
+                Err(e) if e.errno() == Some(1) => {
+                    // EPERM: Yama's ptrace_scope 2 or 3 without root.
+                    eprintln!("skipped: no ptrace rights over the server: {e}");
+                    return;
+                }
+                Err(e) => panic!("{flags:?}: {e}"),
+            };
+            assert_eq!(
+                (
+                    got.sq_thread.is_some(),
+                    got.single_issuer,
+                    got.defer_taskrun
+                ),
+                want,
+                "{flags:?} ring {fd}: {got:?}"
+            );
+        }
+        // And the server still answers after being asked.
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        c.send_to(b"ping", srv.addr).unwrap();
+        let mut buf = [0u8; 16];
+        let n = loop {
+            match c.recv(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.unwrap(),
+            }
+        };
+        assert_eq!(&buf[..n], b"ping");
+        srv.stop();
+    }
+}

@@ -45,6 +45,7 @@
 
 mod dgram;
 mod mem;
+mod readback;
 mod setup;
 mod stream;
 #[cfg(test)]
@@ -52,6 +53,7 @@ mod tests;
 
 pub use crate::mmsg::Flushed;
 pub use dgram::{Datagram, DgramConfig, DgramRing, DgramStats, NAME_ROOM};
+pub use readback::{read_back, rings_of, RingFlags};
 pub use setup::{UringSetup, UringSupport};
 pub use stream::{probe_zcrx, RecvRing, SendRing, UringRecvStats, UringSendStats};
 

@@ -306,6 +306,72 @@ fn setup_flags_are_named_and_a_refusal_carries_the_errno() {
     }
 }
 
+/// Each IORING_SETUP_* flag a ring was built with is what the kernel enforces on it, read
+/// back from another thread: the SQ thread in fdinfo, EEXIST for a foreign register
+/// (SINGLE_ISSUER) and for a foreign wait (DEFER_TASKRUN); and none of it without the flag.
+#[test]
+fn setup_flags_read_back_from_the_kernel() {
+    if !supported("recvmsg") {
+        return;
+    }
+    let cases = [
+        UringSetup::default(),
+        UringSetup {
+            sqpoll_idle_ms: Some(50),
+            ..UringSetup::default()
+        },
+        UringSetup {
+            single_issuer: true,
+            ..UringSetup::default()
+        },
+        UringSetup {
+            single_issuer: true,
+            defer_taskrun: true,
+            ..UringSetup::default()
+        },
+        UringSetup {
+            sqpoll_idle_ms: Some(50),
+            single_issuer: true,
+            ..UringSetup::default()
+        },
+    ];
+    for setup in cases {
+        let ring = match setup.build(8) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{}: skipped: {e}", setup.flags());
+                continue;
+            }
+        };
+        let fd = ring.as_raw_fd();
+        assert!(
+            rings_of(std::process::id()).unwrap().contains(&fd),
+            "{fd} listed as an io_uring"
+        );
+        let got = std::thread::spawn(move || read_back(std::process::id(), fd))
+            .join()
+            .unwrap()
+            .unwrap();
+        let want = (
+            setup.sqpoll_idle_ms.is_some(),
+            setup.single_issuer,
+            setup.defer_taskrun,
+        );
+        assert_eq!(
+            (
+                got.sq_thread.is_some(),
+                got.single_issuer,
+                got.defer_taskrun
+            ),
+            want,
+            "{}: {got:?}",
+            setup.flags()
+        );
+        // The creating thread itself is allowed everything: a wait from here succeeds.
+        ring.submit_and_wait(0).unwrap();
+    }
+}
+
 #[test]
 fn send_and_send_zc_deliver_and_notify() {
     if !supported("send_zc") {
