@@ -300,7 +300,9 @@ fn uring_setup_flags_are_read_back_from_the_servers_rings() {
     if !uring_or_skip() {
         return;
     }
-    let cases: [(&[&str], (bool, bool, bool)); 3] = [
+    // The flags, and (SQ thread, SINGLE_ISSUER, DEFER_TASKRUN) as the kernel should show.
+    type Case<'a> = (&'a [&'a str], (bool, bool, bool));
+    let cases: [Case<'_>; 3] = [
         (&[], (false, false, false)),
         (&["--sqpoll"], (true, false, false)),
         (&["--single-issuer", "--defer-taskrun"], (false, true, true)),
