@@ -107,6 +107,14 @@ fn sink_counts_exactly_with(io: &str, ip: &str, bracket: bool, extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     let c = start_sink(&args);
+    if io == "uring" {
+        // The ring flags are what the kernel enforces on the sink's rings.
+        let workers = extra
+            .iter()
+            .position(|&a| a == "--workers")
+            .map_or(1, |i| extra[i + 1].parse().unwrap());
+        crate::uring::assert_ring_flags(c.id(), workers, extra);
+    }
     send_gently(&addr, 1000, 100);
     finish(c);
     let v = read_json(&j);

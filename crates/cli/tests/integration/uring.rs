@@ -274,14 +274,18 @@ fn uring_flags_out_of_place_are_refused() {
     );
 }
 
-/// The rings of `serve`'s `workers` workers once every one has made its own (each worker
-/// makes its ring on its thread, after the "listening on" line), at most 10 s.
-fn rings_of_server(srv: &Served, workers: usize) -> Vec<i32> {
+/// Reads back from the kernel the rings of process `pid` (a serve or sink with `--io uring`
+/// and the ring flags `flags`): at least `workers` rings (each worker makes its own, on its
+/// thread, perhaps after the first line; waited for at most 10 s), each with an SQ thread
+/// exactly when `--sqpoll` was given, refusing a foreign register exactly with
+/// `--single-issuer` and a foreign wait exactly with `--defer-taskrun`. Returns the ring
+/// count, or None (with the reason printed) without ptrace rights over the process.
+pub fn assert_ring_flags(pid: u32, workers: usize, flags: &[&str]) -> Option<usize> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let fds = firehose_sys::uring::rings_of(srv.pid()).unwrap();
+    let rings = loop {
+        let fds = firehose_sys::uring::rings_of(pid).unwrap();
         if fds.len() >= workers {
-            return fds;
+            break fds;
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -289,7 +293,33 @@ fn rings_of_server(srv: &Served, workers: usize) -> Vec<i32> {
             fds.len()
         );
         std::thread::sleep(Duration::from_millis(20));
+    };
+    let want = (
+        flags.contains(&"--sqpoll"),
+        flags.contains(&"--single-issuer"),
+        flags.contains(&"--defer-taskrun"),
+    );
+    for &fd in &rings {
+        let got = match firehose_sys::uring::read_back(pid, fd) {
+            Ok(g) => g,
+            Err(e) if e.errno() == Some(1) => {
+                // EPERM: Yama's ptrace_scope 2 or 3 without root.
+                eprintln!("ring flags not read back: no ptrace rights over {pid}: {e}");
+                return None;
+            }
+            Err(e) => panic!("{flags:?}: {e}"),
+        };
+        assert_eq!(
+            (
+                got.sq_thread.is_some(),
+                got.single_issuer,
+                got.defer_taskrun
+            ),
+            want,
+            "{flags:?} ring {fd}: {got:?}"
+        );
     }
+    Some(rings.len())
 }
 
 /// --sqpoll, --single-issuer and --defer-taskrun reach the kernel: each worker's ring, read
@@ -300,38 +330,13 @@ fn uring_setup_flags_are_read_back_from_the_servers_rings() {
     if !uring_or_skip() {
         return;
     }
-    // The flags, and (SQ thread, SINGLE_ISSUER, DEFER_TASKRUN) as the kernel should show.
-    type Case<'a> = (&'a [&'a str], (bool, bool, bool));
-    let cases: [Case<'_>; 3] = [
-        (&[], (false, false, false)),
-        (&["--sqpoll"], (true, false, false)),
-        (&["--single-issuer", "--defer-taskrun"], (false, true, true)),
-    ];
-    for (flags, want) in cases {
+    let cases: [&[&str]; 3] = [&[], &["--sqpoll"], &["--single-issuer", "--defer-taskrun"]];
+    for flags in cases {
         let mut args = vec!["--listen", "127.0.0.1:0", "--io", "uring", "--workers", "2"];
         args.extend_from_slice(flags);
         let srv = Served::start(&args);
-        let rings = rings_of_server(&srv, 2);
-        assert_eq!(rings.len(), 2, "one ring per worker: {rings:?}");
-        for fd in rings {
-            let got = match firehose_sys::uring::read_back(srv.pid(), fd) {
-                Ok(g) => g,
-                Err(e) if e.errno() == Some(1) => {
-                    // EPERM: Yama's ptrace_scope 2 or 3 without root.
-                    eprintln!("skipped: no ptrace rights over the server: {e}");
-                    return;
-                }
-                Err(e) => panic!("{flags:?}: {e}"),
-            };
-            assert_eq!(
-                (
-                    got.sq_thread.is_some(),
-                    got.single_issuer,
-                    got.defer_taskrun
-                ),
-                want,
-                "{flags:?} ring {fd}: {got:?}"
-            );
+        if let Some(n) = assert_ring_flags(srv.pid(), 2, flags) {
+            assert_eq!(n, 2, "one ring per worker");
         }
         // And the server still answers after being asked.
         let c = UdpSocket::bind("127.0.0.1:0").unwrap();
