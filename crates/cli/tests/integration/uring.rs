@@ -4,27 +4,14 @@
 use crate::bad_input::assert_usage_error;
 use crate::echo::check_exact_echo;
 use crate::metrics::{parse, scrape_text, serve_with_metrics, sum};
-use crate::util::{json_of, run, tmp, Served};
+use crate::util::{json_of, run, tmp, uring_or_skip, Served};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// False (with the reason printed) when this kernel cannot run the io_uring path.
-fn uring_or_skip() -> bool {
-    let s = firehose_sys::uring::UringSupport::probe();
-    match s.require("recvmsg") {
-        Ok(()) => true,
-        Err(e) => {
-            let test = std::thread::current().name().unwrap_or("test").to_string();
-            eprintln!("{test}: skipped: io_uring unavailable: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn serve_io_uring_echo_is_exact_for_the_socket_path_sizes() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     check_exact_echo("127.0.0.1:0", "127.0.0.1:0", &["--io", "uring"]);
@@ -69,7 +56,7 @@ fn ask(srv: SocketAddr, q: &[u8]) -> Vec<u8> {
 
 #[test]
 fn dns_over_uring_answers_byte_for_byte_as_the_socket_path() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let zone = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/data/example.zone");
@@ -98,7 +85,7 @@ fn dns_over_uring_answers_byte_for_byte_as_the_socket_path() {
 
 #[test]
 fn counters_at_exit_and_on_metrics_match_what_was_sent() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let json = tmp("uring-counters.json");
@@ -185,7 +172,7 @@ fn load_exact(target: &str, extra: &[&str], name: &str) -> serde_json::Value {
 
 #[test]
 fn load_io_uring_completes_n_of_n_against_either_server() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let json = tmp("uring-load-srv.json");
@@ -327,7 +314,7 @@ pub fn assert_ring_flags(pid: u32, workers: usize, flags: &[&str]) -> Option<usi
 /// a foreign wait, exactly as asked; and without the flags, none of it.
 #[test]
 fn uring_setup_flags_are_read_back_from_the_servers_rings() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let cases: [&[&str]; 3] = [&[], &["--sqpoll"], &["--single-issuer", "--defer-taskrun"]];
