@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 pub(crate) use args::parse_on_off;
 pub(crate) use args::{socket_only_flags, xdp_only_flags};
 pub use args::{Proto, ServeArgs};
+use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
 use output::{print_applied, print_counters, reload, ServeDocument};
@@ -57,15 +58,22 @@ pub fn run(a: ServeArgs) -> Result<()> {
             }
         );
     }
+    // Serves scrapes until the server stops (dropped at the end of this function).
+    let mut _metrics = None;
     if let Some(addr) = a.metrics {
         let mut source = server.metrics_source(proto_name(a.proto));
         if let Some(t) = &tcp {
             source = source.with_provider(std::sync::Arc::new(t.counter_reader()));
         }
         let version = env!("CARGO_PKG_VERSION");
-        let bound = crate::metrics::spawn(addr, move || source.render(version))
-            .map_err(|e| Usage(format!("{e:#}")))?;
-        say!("  metrics: http://{bound}/metrics");
+        let render = std::sync::Arc::new(move || source.render(version));
+        let endpoint = Endpoint::start(addr, render, Limits::default()).map_err(|e| {
+            Usage(format!(
+                "--metrics {addr}: cannot listen there: {e} (pick another address:port)"
+            ))
+        })?;
+        say!("  metrics: http://{}/metrics", endpoint.local_addr());
+        _metrics = Some(endpoint);
     }
     if a.duration.is_none() {
         say!("  Ctrl-C to stop");
