@@ -4,7 +4,6 @@
 use firehose_stream::receiver::{Receiver, ReceiverConfig};
 use firehose_stream::sender::{self, SenderConfig};
 use firehose_stream::{RecvMode, SendMode, StreamReport};
-use firehose_sys::uring::UringSupport;
 use std::sync::atomic::AtomicBool;
 
 /// 2 flows of 3 MiB + an odd tail, so the last message is short.
@@ -35,27 +34,6 @@ fn run(send: SendMode, recv: RecvMode, addr: &str, rewrite: bool, msg_size: usiz
         assert_eq!(got.flows.len(), rx_report.flows.len());
         report
     })
-}
-
-/// False (with the reason printed) when the pair needs an io_uring opcode this kernel
-/// refuses (kernel.io_uring_disabled, an old kernel), as the other io_uring tests skip.
-fn uring_ready(send: SendMode, recv: RecvMode) -> bool {
-    let ops = [
-        match send {
-            SendMode::Uring => Some("send"),
-            SendMode::UringZc => Some("send_zc"),
-            _ => None,
-        },
-        (recv == RecvMode::Uring).then_some("recv"),
-    ];
-    let support = UringSupport::probe();
-    for op in ops.into_iter().flatten() {
-        if let Err(e) = support.require(op) {
-            eprintln!("pair {send} -> {recv} skipped: io_uring unavailable: {e}");
-            return false;
-        }
-    }
-    true
 }
 
 fn check(r: &StreamReport, send: SendMode, recv: RecvMode, msg_size: usize) {
@@ -111,12 +89,38 @@ fn check(r: &StreamReport, send: SendMode, recv: RecvMode, msg_size: usize) {
     }
 }
 
+/// Whether this kernel has the io_uring opcode a mode needs (a mode without io_uring
+/// always); when not, says why the pairs with it are skipped.
+fn usable(mode: &dyn std::fmt::Display, op: Option<&str>) -> bool {
+    let Some(op) = op else { return true };
+    match firehose_sys::uring::UringSupport::probe().require(op) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("pairs with {mode} skipped: {e}");
+            false
+        }
+    }
+}
+
+fn send_usable(m: SendMode) -> bool {
+    let op = match m {
+        SendMode::Uring => Some("send"),
+        SendMode::UringZc => Some("send_zc"),
+        _ => None,
+    };
+    usable(&m, op)
+}
+
+fn recv_usable(m: RecvMode) -> bool {
+    usable(&m, (m == RecvMode::Uring).then_some("recv"))
+}
+
 fn all_pairs(addr: &str) {
-    for send in SendMode::ALL {
-        for recv in [RecvMode::Copy, RecvMode::Mmap, RecvMode::Uring] {
-            if !uring_ready(send, recv) {
-                continue;
-            }
+    for send in SendMode::ALL.into_iter().filter(|&m| send_usable(m)) {
+        for recv in [RecvMode::Copy, RecvMode::Mmap, RecvMode::Uring]
+            .into_iter()
+            .filter(|&m| recv_usable(m))
+        {
             eprintln!("pair: {send} -> {recv} over {addr}");
             let r = run(send, recv, addr, false, 128 << 10);
             check(&r, send, recv, 128 << 10);
@@ -144,10 +148,10 @@ fn buffers_rewritten_on_completion_are_never_seen_early() {
         SendMode::UringZc,
         SendMode::Copy,
         SendMode::Uring,
-    ] {
-        if !uring_ready(send, RecvMode::Copy) {
-            continue;
-        }
+    ]
+    .into_iter()
+    .filter(|&m| send_usable(m))
+    {
         let r = run(send, RecvMode::Copy, "127.0.0.1:0", true, 64 << 10);
         check(&r, send, RecvMode::Copy, 64 << 10);
         assert!(r.sender.checked);

@@ -107,6 +107,14 @@ fn sink_counts_exactly_with(io: &str, ip: &str, bracket: bool, extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     let c = start_sink(&args);
+    if io == "uring" {
+        // The ring flags are what the kernel enforces on the sink's rings.
+        let workers = extra
+            .iter()
+            .position(|&a| a == "--workers")
+            .map_or(1, |i| extra[i + 1].parse().unwrap());
+        crate::uring::assert_ring_flags(c.id(), workers, extra);
+    }
     send_gently(&addr, 1000, 100);
     finish(c);
     let v = read_json(&j);
@@ -124,20 +132,9 @@ fn every_socket_sink_mode_counts_exactly_n_of_n_v4_and_v6() {
     }
 }
 
-/// Whether this kernel lets io_uring receive datagrams (else the test says why it skips).
-fn uring_usable(test: &str) -> bool {
-    match firehose_sys::uring::UringSupport::probe().require("recvmsg") {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipping {test}: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn uring_sink_counts_exactly_n_of_n_v4_and_v6_with_each_ring_option() {
-    if !uring_usable("uring_sink_counts_exactly") {
+    if !crate::util::uring_or_skip("recvmsg") {
         return;
     }
     sink_counts_exactly("uring", "127.0.0.1", false);
@@ -313,7 +310,7 @@ fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
 
 #[test]
 fn uring_flood_sends_exactly_count_with_its_sizes_and_flows() {
-    if !uring_usable("uring_flood_sends_exactly") {
+    if !crate::util::uring_or_skip("recvmsg") {
         return;
     }
     flood_sends_exactly("uring", "127.0.0.1:0");

@@ -118,6 +118,9 @@ fn connection_refused_is_exit_1_with_bytes() {
 
 #[test]
 fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
+    if !crate::util::uring_or_skip("send_zc") || !crate::util::uring_or_skip("recv") {
+        return;
+    }
     let (mut rx, addr) = receiver("[::1]:0", &["--once", "--recv", "uring"]);
     let out = run(&[
         "stream",
