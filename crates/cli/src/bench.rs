@@ -276,12 +276,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
-    let dir = std::env::temp_dir().join(format!("firehose-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = firehose_lab::workdir::WorkDir::new("bench")?;
     let bench = Bench {
         a: &a,
         exe: std::env::current_exe().context("finding the firehose executable")?,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         stop,
     };
     let e = env(&a);
@@ -291,7 +290,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     let measured = measure_all(&bench, &profiles, have_sockperf);
     // The logs and result files go, whatever happened; the children went with their Procs.
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     let (runs, pp) = measured?;
     print_tables(&a, &profiles, &runs, &pp, have_sockperf);
     json.write(&BenchDoc {

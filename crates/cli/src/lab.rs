@@ -20,7 +20,7 @@ use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand};
 use firehose_lab::experiment::Progress;
 use firehose_lab::report::{self, LabReport};
-use firehose_lab::runner::{self, Placement};
+use firehose_lab::runner::Placement;
 use firehose_lab::session::{self, Context as RunContext, RunOptions};
 use firehose_lab::topology::{self, Kind};
 use firehose_lab::{plain_echo::PlainEcho, LabError};
@@ -271,7 +271,7 @@ fn down_cmd(d: DownArgs) -> Result<()> {
         return Err(Usage("lab down needs root to delete network namespaces".into()).into());
     }
     let mut removed = topology::down(d.all).map_err(lab_err)?;
-    removed.extend(runner::remove_stale_workdirs(d.all));
+    removed.extend(firehose_lab::workdir::remove_stale(d.all));
     if removed.is_empty() {
         println!("firehose lab down: nothing left over");
     }

@@ -19,6 +19,7 @@ use crate::env::Environment;
 use crate::perf::{SyscallCount, SyscallCounter};
 use crate::server::DNS_SERVERS;
 use crate::stats::Summary;
+use crate::workdir::WorkDir;
 use crate::LabError;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -54,8 +55,6 @@ pub struct DnsCompareOptions {
     pub tcp: Option<TcpLoad>,
     /// Count server syscalls with perf (adds a little tracing cost to every server alike).
     pub syscalls: bool,
-    /// Scratch directory for the zone, queries and configs.
-    pub workdir: PathBuf,
     /// UDP (and TCP, for knotd) port on 127.0.0.1; 0 picks a free one per server start.
     pub port: u16,
     /// Set by SIGINT/SIGTERM: the run stops after the current driver, cleaning up.
@@ -89,7 +88,6 @@ impl Default for DnsCompareOptions {
             rate: None,
             tcp: None,
             syscalls: true,
-            workdir: std::env::temp_dir().join(format!("fh-dns-compare-{}", std::process::id())),
             port: 0,
             stop: None,
         }
@@ -358,15 +356,15 @@ fn check(opts: &DnsCompareOptions) -> Result<(), LabError> {
 /// Runs the comparison.
 pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
     check(opts)?;
-    std::fs::create_dir_all(&opts.workdir).map_err(|e| LabError::io(opts.workdir.display(), e))?;
-    let _cleanup = Cleanup(opts.workdir.clone());
+    // The zone, queries and configs; removed when the run ends, however it ends.
+    let workdir = WorkDir::new("dns-compare")?;
     let (zone_text, exist) = generate_zone(opts.names);
-    let zone = opts.workdir.join("bench.zone");
+    let zone = workdir.join("bench.zone");
     std::fs::write(&zone, zone_text).map_err(|e| LabError::io(zone.display(), e))?;
-    let queries = opts.workdir.join("queries.txt");
+    let queries = workdir.join("queries.txt");
     std::fs::write(&queries, generate_queries(&exist, opts.queries))
         .map_err(|e| LabError::io(queries.display(), e))?;
-    let json = opts.workdir.join("load.json");
+    let json = workdir.join("load.json");
     let cpu_times = || {
         firehose_host::procfs::read("/proc/stat", firehose_host::procfs::stat::parse)
             .ok()
@@ -432,9 +430,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     apex: APEX,
                     firehose: &opts.firehose,
                     tcp: opts.tcp,
-                    dir: opts
-                        .workdir
-                        .join(format!("{}-{workers}-{rep}", kind.name())),
+                    dir: workdir.join(format!("{}-{workers}-{rep}", kind.name())),
                     ready_within: Duration::from_secs(10),
                 },
                 opts.stop_flag(),
@@ -461,7 +457,7 @@ pub fn run(opts: &DnsCompareOptions) -> Result<DnsCompareReport, LabError> {
                     tcp: opts.tcp,
                     firehose: &opts.firehose,
                     json: &json,
-                    logs: &opts.workdir,
+                    logs: &workdir,
                 };
                 let sample = measure(server.pid(), &plan, opts.syscalls, opts.stop_flag());
                 if opts.stopped() {
@@ -516,15 +512,6 @@ pub fn parse_names<T>(
             })
         })
         .collect()
-}
-
-/// Removes the work directory when the run ends, however it ends.
-pub(crate) struct Cleanup(pub(crate) PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[cfg(test)]

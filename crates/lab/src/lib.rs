@@ -32,6 +32,7 @@ pub mod sockperf;
 pub mod stats;
 pub mod stream_matrix;
 pub mod topology;
+pub mod workdir;
 pub mod xdp_compare;
 pub mod zone_load;
 

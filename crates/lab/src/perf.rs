@@ -101,8 +101,7 @@ mod tests {
             eprintln!("skipped: counting another process's syscalls needs perf and root");
             return;
         }
-        let dir = std::env::temp_dir().join(format!("fh-perf-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::workdir::WorkDir::new("test").unwrap();
         let mut c = Command::new("sh");
         c.args(["-c", "while :; do cat /dev/null; done"]);
         let busy = Proc::spawn(c, "busy", &dir).unwrap();
@@ -110,7 +109,6 @@ mod tests {
             .unwrap()
             .finish();
         drop(busy);
-        let _ = std::fs::remove_dir_all(&dir);
         let n = n.expect("perf counted");
         assert!(n.syscalls > 0 && n.seconds >= 0.3, "{n:?}");
     }

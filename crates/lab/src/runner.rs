@@ -2,7 +2,6 @@
 //! client CPUs, sample /proc at both edges of the measured window, stop both, and turn what
 //! they wrote and what /proc saw into a [`Trial`].
 
-use crate::cmd;
 use crate::metrics::{self, Inputs, Metrics};
 use crate::perf::SyscallCounter;
 use crate::proc::{self, Proc};
@@ -175,33 +174,6 @@ pub struct Runner<'a> {
     pub workdir: PathBuf,
     pub stop: &'a AtomicBool,
     pub port: u16,
-}
-
-/// Where a run without `--report` keeps its logs: a directory named after its pid.
-pub fn temp_workdir(pid: u32) -> PathBuf {
-    std::env::temp_dir().join(format!("fh-lab-{pid}"))
-}
-
-/// Removes the temporary log directories of runs whose process is gone (all with `all`);
-/// a SIGKILLed run cannot remove its own. Returns what it removed.
-pub fn remove_stale_workdirs(all: bool) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("fh-lab-")
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if (all || !cmd::process_alive(pid)) && std::fs::remove_dir_all(e.path()).is_ok() {
-            removed.push(format!("logs {}", e.path().display()));
-        }
-    }
-    removed
 }
 
 fn read_text(path: &Path) -> LabResult<String> {
@@ -553,14 +525,12 @@ mod tests {
 
     #[test]
     fn reports_read_back_through_the_writers_types() {
-        let dir = std::env::temp_dir().join(format!("fh-runner-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::workdir::WorkDir::new("test").unwrap();
         let p = dir.join("load.json");
         std::fs::write(&p, "{\"tps\": 1}").unwrap();
         let e = read_load_report(&p).unwrap_err().to_string();
         assert!(e.contains("not a firehose load report"), "{e}");
         std::fs::write(&p, "not json").unwrap();
         assert!(read_stats(&p).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,6 +9,7 @@ use crate::report::{self, LabReport, Skipped};
 use crate::runner::{self, Generator, LoadSpec, Placement, Runner, Trial};
 use crate::stats::Verdict;
 use crate::topology::{self, Kind, Topology};
+use crate::workdir::WorkDir;
 use crate::{cmd, compare, ladder, LabError, LabResult};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,8 +89,9 @@ struct Setup {
     workers: usize,
     load: LoadSpec,
     workdir: PathBuf,
-    /// Temporary work directory to delete at the end (no --report).
-    temp: bool,
+    /// The private work directory of a run without --report, removed at the end (kept
+    /// for the reader when the run failed).
+    temp: Option<WorkDir>,
 }
 
 fn usage<T>(m: String) -> LabResult<T> {
@@ -146,8 +148,11 @@ fn setup(r: &RunOptions, d: Defaults) -> LabResult<Setup> {
         timeout_ms: r.timeout_ms.unwrap_or(200),
     };
     let (workdir, temp) = match &r.report {
-        Some(d) => (d.join("runs"), false),
-        None => (runner::temp_workdir(std::process::id()), true),
+        Some(d) => (d.join("runs"), None),
+        None => {
+            let t = WorkDir::new("run")?;
+            (t.path().to_path_buf(), Some(t))
+        }
     };
     let topo = match r.topology() {
         Kind::Loopback => Topology::loopback(),
@@ -156,7 +161,9 @@ fn setup(r: &RunOptions, d: Defaults) -> LabResult<Setup> {
             Topology::veth(&topology::run_id(None), q)?
         }
     };
-    std::fs::create_dir_all(&workdir).map_err(|e| LabError::io(workdir.display(), e))?;
+    if r.report.is_some() {
+        std::fs::create_dir_all(&workdir).map_err(|e| LabError::io(workdir.display(), e))?;
+    }
     Ok(Setup {
         topo,
         placement,
@@ -357,21 +364,19 @@ fn execute(
     });
     // Tear the test host down before anything else, whatever happened.
     let teardown = s.topo.teardown();
-    let remove_temp = |s: &Setup| {
-        if s.temp {
-            let _ = std::fs::remove_dir_all(&s.workdir);
-        }
-    };
     let ran = match result {
         Ok(t) => t,
         Err(_) if ctx.stop.load(Ordering::Relaxed) => {
-            remove_temp(&s);
+            drop(s.temp.take());
             teardown.map_err(|e| {
                 LabError::Command(format!("interrupted; removing the test host: {e}"))
             })?;
             return Err(LabError::Interrupted);
         }
         Err(e) => {
+            if let Some(t) = s.temp.as_mut() {
+                t.keep();
+            }
             let logs = s.workdir.display();
             return Err(match e {
                 LabError::Usage(m) => {
@@ -382,7 +387,7 @@ fn execute(
         }
     };
     teardown.map_err(|e| LabError::Command(format!("removing the test host: {e}")))?;
-    remove_temp(&s);
+    drop(s.temp.take());
     let (rows, ratios) = make_rows(&ran);
     let trials = ran.trials;
     let mut skipped = plan.skipped;

@@ -10,10 +10,10 @@
 //! Servers are interleaved (A B A B ...) and each figure is a median with min-max.
 
 use crate::dns_compare::peers::{self, ServerPlan};
-use crate::dns_compare::Cleanup;
 use crate::proc;
 use crate::server::ServerKind;
 use crate::stats::Summary;
+use crate::workdir::WorkDir;
 use crate::LabError;
 use firehose_host::procfs::{self, pidstatus};
 use std::fmt::Write as _;
@@ -44,7 +44,6 @@ pub struct ZoneLoadOptions {
     /// How long a server is left running after its first answer before memory is read
     /// (a server may go on allocating after it starts answering).
     pub settle: Duration,
-    pub workdir: PathBuf,
     pub stop: Option<Arc<AtomicBool>>,
 }
 
@@ -60,7 +59,6 @@ impl Default for ZoneLoadOptions {
             cpus: vec![0],
             ready_within: Duration::from_secs(60),
             settle: Duration::from_secs(1),
-            workdir: std::env::temp_dir().join(format!("fh-zone-load-{}", std::process::id())),
             stop: None,
         }
     }
@@ -204,13 +202,12 @@ pub fn run(opts: &ZoneLoadOptions) -> Result<ZoneLoadReport, LabError> {
             k.name()
         )));
     }
-    std::fs::create_dir_all(&opts.workdir).map_err(|e| LabError::io(opts.workdir.display(), e))?;
-    let _cleanup = Cleanup(opts.workdir.clone());
+    let workdir = WorkDir::new("zone-load")?;
     let (zone, apex, records) = match &opts.zone {
         Some((p, apex)) => (p.clone(), apex.clone(), 0),
         None => {
             let (text, records) = generate_zone(opts.size);
-            let p = opts.workdir.join("big.zone");
+            let p = workdir.join("big.zone");
             std::fs::write(&p, text).map_err(|e| LabError::io(p.display(), e))?;
             (p, APEX.to_string(), records)
         }
@@ -240,7 +237,7 @@ pub fn run(opts: &ZoneLoadOptions) -> Result<ZoneLoadReport, LabError> {
             {
                 return Err(LabError::Interrupted);
             }
-            let dir = opts.workdir.join(format!("{name}-{rep}"));
+            let dir = workdir.join(format!("{name}-{rep}"));
             samples[si].push(measure_once(opts, kind, bin, &zone, &apex, dir)?);
         }
     }

@@ -13,6 +13,7 @@ use firehose_lab::session;
 use firehose_lab::sink_study::{
     self, SinkStudyReport, Study, StudyOptions, Subject, RFC2544_FRAMES,
 };
+use firehose_lab::workdir::WorkDir;
 use firehose_load::flood::FloodIo;
 use firehose_load::sink::SinkIo;
 use std::path::PathBuf;
@@ -152,11 +153,7 @@ fn options(
         server_cpu: p.server_cpus[0],
         client_cpus: p.client_cpus,
         profile: false,
-        workdir: std::env::temp_dir().join(format!(
-            "firehose-lab-{}-{}",
-            sink_study::study_name(study),
-            std::process::id()
-        )),
+        workdir: PathBuf::new(),
     })
 }
 
@@ -243,8 +240,14 @@ fn run(c: &Common, o: StudyOptions, available: &[&str]) -> Result<()> {
     let mut json = c.json.open()?;
     let stop = stop_flag()?;
     let id = firehose_lab::topology::run_id(None);
+    // The children's logs and configs; removed however the run ends.
+    let workdir = WorkDir::new(sink_study::study_name(o.study)).map_err(lab_err)?;
+    let o = StudyOptions {
+        workdir: workdir.to_path_buf(),
+        ..o
+    };
     let out = sink_study::run(&o, &id, &stop);
-    let _ = std::fs::remove_dir_all(&o.workdir);
+    drop(workdir);
     let out = out.map_err(lab_err)?;
     let rep = SinkStudyReport::build(
         o.study,

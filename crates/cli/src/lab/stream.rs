@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use firehose_lab::session;
 use firehose_lab::stream_matrix::{self, Engine, Profile, StreamMatrixOptions};
+use firehose_lab::workdir::WorkDir;
 use firehose_lab::LabError;
 use firehose_stream::{RecvMode, SendMode};
 use std::io::IsTerminal;
@@ -185,7 +186,7 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
     )
     .map_err(lab_err)?;
     let stop = stop_flag()?;
-    let logs = std::env::temp_dir().join(format!("fh-lab-{}", std::process::id()));
+    let mut logs = WorkDir::new("stream").map_err(lab_err)?;
     let opts = StreamMatrixOptions {
         firehose: std::env::current_exe().context("locating the firehose binary")?,
         mtus: a.mtus.clone(),
@@ -197,7 +198,7 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
         msg_size: a.msg_size,
         server_cpus: place.server_cpus,
         client_cpus: place.client_cpus,
-        logs: logs.clone(),
+        logs: logs.to_path_buf(),
         stop: Some(stop),
     };
     let tty = std::io::stderr().is_terminal();
@@ -219,9 +220,10 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
         eprint!("\r\x1b[K");
     }
     // A failed run keeps its children's logs for the error's reader; `lab down` removes them.
-    if matches!(res, Ok(_) | Err(LabError::Interrupted)) {
-        let _ = std::fs::remove_dir_all(&logs);
+    if !matches!(res, Ok(_) | Err(LabError::Interrupted)) {
+        logs.keep();
     }
+    drop(logs);
     let rep = res.map_err(lab_err)?;
     print!("{}", rep.render_table());
     super::write_outputs(&mut json, &rep, a.report.as_deref(), |d| rep.write_dir(d))

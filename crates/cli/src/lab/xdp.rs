@@ -8,6 +8,7 @@ use crate::args::Usage;
 use anyhow::{Context, Result};
 use firehose_lab::env::Environment;
 use firehose_lab::topology::{self, Kind};
+use firehose_lab::workdir::WorkDir;
 use firehose_lab::xdp_compare::{self, XdpCompareOptions, IOS};
 use serde::Serialize;
 use std::time::Duration;
@@ -71,6 +72,8 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
     }
     let allowed = firehose_sys::cpu::allowed_cpus()?;
     let p = placement(r, &allowed)?;
+    // Configs, zone and result files; removed however the run ends.
+    let workdir = WorkDir::new("compare-io").map_err(lab_err)?;
     let secs = |d: Duration| d.as_secs().max(u64::from(!d.is_zero()));
     let o = XdpCompareOptions {
         bin: std::env::current_exe().context("locating the firehose binary")?,
@@ -83,7 +86,7 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         client_cpu: p.client_cpus[0],
         flows: r.flows.unwrap_or(64),
         window: r.window.unwrap_or(8),
-        workdir: std::env::temp_dir().join(format!("firehose-lab-xdp-{}", std::process::id())),
+        workdir: workdir.to_path_buf(),
         dns_names: dns.then(|| c.names.unwrap_or(10_000)),
     };
     let mut json = r.json.open()?;
@@ -99,7 +102,7 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         load_average.trim()
     );
     let rows = xdp_compare::run(&o, &topology::run_id(None), &stop).map_err(lab_err)?;
-    let _ = std::fs::remove_dir_all(&o.workdir);
+    drop(workdir);
     let table = xdp_compare::table(&rows);
     println!("{table}");
     let doc = Doc {

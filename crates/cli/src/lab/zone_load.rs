@@ -101,7 +101,6 @@ pub(super) fn run(a: ZoneLoadArgs) -> Result<()> {
         ready_within: a.ready_within,
         settle: a.settle,
         stop: Some(stop_flag()?),
-        ..ZoneLoadOptions::default()
     };
     let rep = zone_load::run(&opts).map_err(lab_err)?;
     print!("{}", rep.render_table());

@@ -1,7 +1,7 @@
 //! `firehose bench`, a short run: profiles interleaved repetition by repetition, a row per
 //! profile, the target lines, and every repetition in the JSON with the environment.
 
-use crate::util::{run, tmp};
+use crate::util::{lab_run, tmp};
 
 #[test]
 fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
@@ -13,7 +13,7 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         return;
     }
     let json = tmp("bench.json");
-    let out = run(&[
+    let out = lab_run(&[
         "bench",
         "--repetitions",
         "2",

@@ -2,7 +2,7 @@
 //! our load, and sockperf's server and client where installed, at one rate; ratios printed;
 //! what cannot run is skipped with the reason, not failed.
 
-use crate::util::{installed, run, short_run, tmp};
+use crate::util::{installed, lab_run, short_run, tmp};
 use serde_json::Value;
 
 #[test]
@@ -18,7 +18,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
         "--rate",
         "2000",
     ];
-    let out = run(&short_run(&args, &json));
+    let out = lab_run(&short_run(&args, &json));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -2,7 +2,7 @@
 //! driven by dnsperf and `firehose load`, one short repetition; a peer that is not
 //! installed is skipped with an install hint, not failed.
 
-use crate::util::{bin, installed, run, tmp};
+use crate::util::{bin, installed, lab_cmd, lab_run, tmp};
 use serde_json::Value;
 use std::path::Path;
 
@@ -39,7 +39,7 @@ fn run_json(args: &[String], json: &Path, path_env: Option<&Path>) -> Value {
     if let Some(p) = path_env {
         cmd.env("PATH", p);
     }
-    let out = cmd.output().expect("spawn firehose");
+    let out = lab_cmd(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -238,7 +238,7 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
     ] {
         let mut a = vec!["lab", "compare"];
         a.extend_from_slice(args);
-        let out = run(&a);
+        let out = lab_run(&a);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -272,7 +272,16 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
     } else {
         eprintln!("note: dnsperf not installed; left out");
     }
-    let workdir = std::env::temp_dir().join(format!("fh-dns-compare-test-{}", std::process::id()));
+    // The run's private work directory: fh-lab-<this pid>-dns-compare-<random>.
+    let prefix = format!("fh-lab-{}-dns-compare-", std::process::id());
+    let workdirs = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().display().to_string())
+            .filter(|p| p.contains(&prefix))
+            .collect()
+    };
     let opts = DnsCompareOptions {
         firehose: env!("CARGO_BIN_EXE_firehose").into(),
         servers: servers.clone(),
@@ -284,7 +293,6 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
         duration: Duration::from_millis(500),
         names: 200,
         queries: 1000,
-        workdir: workdir.clone(),
         ..DnsCompareOptions::default()
     };
     let report = run(&opts).expect("comparison runs");
@@ -308,14 +316,11 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
     assert_eq!(report.skipped.len(), servers.len());
     let table = report.render_table();
     assert!(table.contains("QPS median (min-max)"), "{table}");
-    assert!(!workdir.exists(), "work dir removed");
+    assert_eq!(workdirs(), Vec::<String>::new(), "work dir removed");
     let ps = std::process::Command::new("ps")
         .args(["-eo", "args"])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
-    assert!(
-        !ps.contains(workdir.to_str().unwrap()),
-        "a server outlived the run:\n{ps}"
-    );
+    assert!(!ps.contains(&prefix), "a server outlived the run:\n{ps}");
 }

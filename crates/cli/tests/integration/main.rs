@@ -16,6 +16,7 @@ mod lab_ladder;
 mod lab_sink;
 mod lab_stream;
 mod lab_veth;
+mod lab_workdir;
 mod load;
 mod metrics;
 mod report_merge;

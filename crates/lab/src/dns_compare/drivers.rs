@@ -281,12 +281,10 @@ mod tests {
         r.codes = BTreeMap::from([("NOERROR".into(), 353911), ("NXDOMAIN".into(), 117971)]);
         let mut doc = serde_json::to_value(&r).unwrap();
         doc["config"] = serde_json::json!({"proto": "dns", "window": 100});
-        let dir = std::env::temp_dir().join(format!("fh-drivers-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::workdir::WorkDir::new("test").unwrap();
         let path = dir.join("load.json");
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
         let (back, _) = crate::runner::read_load_report(&path).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
         let d = DriverResult::from(&back);
         assert_eq!((d.completed, d.lost), (471882, 2));
         assert_eq!(d.qps, 94376.4);
