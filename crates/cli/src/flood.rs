@@ -5,7 +5,7 @@ use crate::args::{
 };
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_load::flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use firehose_flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
 use firehose_sys::xdp::xsk::XskConfig;
 use serde::Serialize;
 use std::collections::BTreeMap;

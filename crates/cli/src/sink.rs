@@ -6,9 +6,9 @@ use crate::args::{
 use crate::serve_xdp::XdpRxArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_load::sink::drops::HostDrops;
-use firehose_load::sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
-use firehose_sys::packet::{Fanout, RxRingConfig};
+use firehose_sink::drops::HostDrops;
+use firehose_sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
+use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -150,7 +150,7 @@ struct SinkReport {
     /// (subtracted from host.udp_in_errors).
     held_port_filtered: u64,
     rounds: Vec<Round>,
-    per_worker: Vec<firehose_load::sink::WorkerSnapshot>,
+    per_worker: Vec<firehose_sink::WorkerSnapshot>,
     per_cpu: Vec<(usize, u64)>,
 }
 

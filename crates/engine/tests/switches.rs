@@ -2,7 +2,7 @@
 //! CPU steering checked the way the kernel selftest reuseport_bpf_cpu does it.
 
 use firehose_engine::{
-    Handler, Peer, Pin, PmtuDisc, Profile, ServeConfig, Server, SocketMode, Steer, Verdict,
+    Handler, Pin, PmtuDisc, Profile, Request, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
 use firehose_sys::cpu;
 use firehose_sys::socket::{consts, UdpSock};
@@ -12,8 +12,8 @@ use std::time::Duration;
 #[derive(Clone, Copy)]
 struct Echo;
 impl Handler for Echo {
-    fn handle(&mut self, _buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
-        Verdict::Reply(len)
+    fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+        Verdict::Reply(req.len())
     }
 }
 

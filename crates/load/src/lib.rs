@@ -6,15 +6,12 @@
 //! reports of several agents into one.
 
 pub mod dns;
-pub mod flood;
 pub mod gen;
 pub mod interval;
 pub mod io;
-mod join;
 pub mod merge;
 pub mod pace;
 pub mod report;
-pub mod sink;
 pub mod table;
 pub mod uring;
 pub mod workload;

@@ -13,13 +13,13 @@
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
 use crate::gen::{LoadConfig, LoadError};
-use crate::io::{Datagram, FlowIo, Sent};
-use firehose_packet::{header_len, parse, write_headers, Endpoints};
+use crate::io::{Datagram, FlowIo, Flushed};
+use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::ring::Desc;
-use firehose_sys::xdp::setup::{self, Iface, SetupError};
+use firehose_sys::xdp::setup::{self, Iface, SetupError, XdpApplied};
 use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
 use firehose_sys::xdp::{iface_addrs, netlink};
 use firehose_sys::SysError;
@@ -45,13 +45,6 @@ pub struct XdpLoadConfig {
     pub zerocopy: ZeroCopy,
     /// The largest request payload the workload writes (checked against the MTU).
     pub max_payload: usize,
-}
-
-/// What the kernel granted, for the start line and the JSON.
-#[derive(Debug, Clone, Default)]
-pub struct XdpApplied {
-    pub settings: BTreeMap<String, String>,
-    pub notes: Vec<String>,
 }
 
 fn usage(m: String) -> LoadError {
@@ -185,7 +178,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         if xsks[0].zerocopy() { "on" } else { "off" }.into(),
     );
     s.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    s.insert("dst_mac".into(), firehose_packet::mac_text(&dst_mac));
+    s.insert("dst_mac".into(), firehose_frame::mac_text(&dst_mac));
     s.insert("ring".into(), RING.to_string());
     s.insert("frame_size".into(), FRAME.to_string());
     s.insert("prog_id".into(), prog.id().map_err(kernel)?.to_string());
@@ -327,11 +320,11 @@ impl FlowIo for XdpIo {
         self.tx_lens[k] = len;
     }
 
-    fn send(&mut self, flow: usize) -> Sent {
+    fn send(&mut self, flow: usize) -> Flushed {
         let mut e = self.ends;
         e.src.set_port(self.base + flow as u16);
         let xsk = &mut self.xsks[0];
-        let mut out = Sent::default();
+        let mut out = Flushed::default();
         let mut n = 0;
         for (k, &addr) in self.tx_frames.iter().enumerate() {
             match write_headers(xsk.umem.frame_mut(addr), &e, self.tx_lens[k]) {

@@ -22,6 +22,7 @@
 //! each; the engine's backend seam (`firehose_engine::backend`) is where they meet the
 //! worker loop.
 
+pub mod af_packet;
 pub mod bpf;
 pub mod cmsg;
 pub mod cpu;
@@ -30,12 +31,12 @@ pub mod ethtool;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
-pub mod packet;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;
 pub mod splice;
 pub mod stdio;
+pub mod supervise;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;

@@ -5,7 +5,7 @@
 //! responses redirected by source-port range, the peer's MAC from the neighbour table).
 //! Needs root; skips with a reason otherwise.
 
-use firehose_packet::{parse, reply_in_place, write_request, Endpoints};
+use firehose_frame::{parse, reply_in_place, write_request, Endpoints};
 use firehose_sys::xdp::attach::{XdpMode, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::ring::Desc;
@@ -195,7 +195,7 @@ fn mac_of(ns: &str, dev: &str) -> [u8; 6] {
         ])
         .output()
         .unwrap();
-    firehose_packet::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
+    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 #[test]

@@ -9,13 +9,13 @@ use crate::args::{
 use crate::meta::JsonArgs;
 use anyhow::{Context, Result};
 use clap::Args;
+use firehose_flood::FloodIo;
 use firehose_lab::session;
 use firehose_lab::sink_study::{
     self, SinkStudyReport, Study, StudyOptions, Subject, RFC2544_FRAMES,
 };
 use firehose_lab::workdir::WorkDir;
-use firehose_load::flood::FloodIo;
-use firehose_load::sink::SinkIo;
+use firehose_sink::SinkIo;
 use std::path::PathBuf;
 use std::time::Duration;
 

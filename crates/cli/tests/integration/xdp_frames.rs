@@ -4,7 +4,7 @@
 //! header) reach the fallback socket instead. Needs root and python3; skips otherwise.
 
 use crate::xdp_util::*;
-use firehose_packet::{csum, write_request, Endpoints};
+use firehose_frame::{csum, write_request, Endpoints};
 use std::net::SocketAddr;
 use std::process::Command;
 
@@ -19,7 +19,7 @@ fn mac(ns: &str, dev: &str) -> [u8; 6] {
         ])
         .output()
         .unwrap();
-    firehose_packet::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
+    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 fn hex(b: &[u8]) -> String {
@@ -126,10 +126,10 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
         .find(|(_, f)| f.windows(14).any(|w| w == b"tagged-request"))
         .unwrap_or_else(|| panic!("no reply to the tagged request among {replies:?}"));
     assert_eq!(*tci, 100, "reply tagged with VLAN 100");
-    let u = firehose_packet::parse(tagged_reply).unwrap();
+    let u = firehose_frame::parse(tagged_reply).unwrap();
     assert_eq!(u.src, format!("{SRV4}:7000").parse().unwrap());
     assert_eq!(u.dst, format!("{CLI4}:40000").parse().unwrap());
-    assert!(firehose_packet::udp_checksum_ok(tagged_reply, &u));
+    assert!(firehose_frame::udp_checksum_ok(tagged_reply, &u));
     assert_eq!(&tagged_reply[..6], &cmac);
     let (out, st) = srv.stop("-TERM");
     assert!(st.success(), "{out}");

@@ -279,6 +279,6 @@ pub(super) fn start_flood_cell(
 pub(super) fn mac(lab: &Lab<'_>, side: Side) -> LabResult<[u8; 6]> {
     let dev = lab.topo.dev(side);
     let t = lab.exec(side, &["cat", &format!("/sys/class/net/{dev}/address")])?;
-    firehose_packet::parse_mac(t.trim())
+    firehose_frame::parse_mac(t.trim())
         .ok_or_else(|| LabError::Command(format!("{dev}: unreadable MAC '{}'", t.trim())))
 }

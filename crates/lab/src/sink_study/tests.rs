@@ -163,8 +163,8 @@ fn an_absent_peer_is_not_measured_with_the_way_to_get_it() {
 
 #[test]
 fn the_modes_the_lab_iterates_are_every_mode_once_by_name() {
-    use firehose_load::flood::FloodIo;
-    use firehose_load::sink::SinkIo;
+    use firehose_flood::FloodIo;
+    use firehose_sink::SinkIo;
     let sink: Vec<&str> = SinkIo::ALL.iter().map(|m| m.name()).collect();
     let flood: Vec<&str> = FloodIo::ALL.iter().map(|m| m.name()).collect();
     for (names, n) in [(&sink, sink.len()), (&flood, flood.len())] {

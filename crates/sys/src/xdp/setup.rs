@@ -351,6 +351,13 @@ impl Default for RxOptions {
     }
 }
 
+/// What the kernel granted, for the start line and the JSON.
+#[derive(Debug, Clone, Default)]
+pub struct XdpApplied {
+    pub settings: std::collections::BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
 /// A receiver's AF_XDP path in place: one socket per queue (fill rings stocked) in the
 /// XSKMAP, and the redirect program attached through a BPF link. Dropping it detaches the
 /// program (the link goes first), then map and program close.

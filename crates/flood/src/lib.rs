@@ -9,16 +9,16 @@
 //! socket: without it the kernel reports a queue drop as a success.
 //!
 //! `packet` mode sends the same flows' frames through an AF_PACKET TX ring instead
-//! ([`packet`](mod@packet)), and `xdp` mode through one AF_XDP socket per thread
+//! ([`af_packet`](mod@af_packet)), and `xdp` mode through one AF_XDP socket per thread
 //! ([`xdp`](mod@xdp)); their sockets only hold the source ports.
 
-mod packet;
+mod af_packet;
 mod xdp;
 
-use crate::xdp::XdpApplied;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
+use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
 use firehose_sys::SysError;
 use std::collections::BTreeMap;
@@ -189,7 +189,7 @@ impl Flood {
         let mut senders: Vec<Option<Framer>> = Vec::new();
         let mut applied = None;
         if cfg.io == FloodIo::Packet || cfg.io == FloodIo::Xdp {
-            let path = packet::resolve(&per_thread[0][0], cfg.target, cfg.io.name())?;
+            let path = af_packet::resolve(&per_thread[0][0], cfg.target, cfg.io.name())?;
             let ports = per_thread
                 .iter()
                 .map(|socks| {
@@ -208,7 +208,7 @@ impl Flood {
                 applied = Some(a);
             } else {
                 for p in &ports {
-                    let s = packet::PacketSender::new(&path, p, cfg.payload)?;
+                    let s = af_packet::PacketSender::new(&path, p, cfg.payload)?;
                     senders.push(Some(Framer::Packet(s)));
                 }
             }
@@ -282,7 +282,7 @@ impl Flood {
     /// Stops the threads; the final counters, or the first thread's error.
     pub fn stop(mut self) -> Result<FloodSnapshot, FloodError> {
         self.stop.store(true, Ordering::Relaxed);
-        crate::join::join_all(std::mem::take(&mut self.handles), "flood")?;
+        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "flood")?;
         Ok(self.snapshot())
     }
 }
@@ -411,7 +411,7 @@ impl Thread {
 
 /// A thread's framed sender: an AF_PACKET TX ring or an AF_XDP socket.
 enum Framer {
-    Packet(packet::PacketSender),
+    Packet(af_packet::PacketSender),
     Xdp(Box<xdp::XdpSender>),
 }
 
@@ -434,7 +434,7 @@ impl Framer {
 /// Xdp mode: one socket per thread, thread i on queue i of the route's interface.
 fn xdp_senders(
     cfg: &FloodConfig,
-    path: &packet::Path,
+    path: &af_packet::Path,
     ports: &[Vec<u16>],
 ) -> Result<(Vec<xdp::XdpSender>, XdpApplied), FloodError> {
     use firehose_sys::xdp::setup::{self, Iface};
@@ -471,7 +471,7 @@ fn xdp_senders(
     s.insert("src".into(), path.endpoints.src.ip().to_string());
     s.insert(
         "dst_mac".into(),
-        firehose_packet::mac_text(&path.endpoints.dst_mac),
+        firehose_frame::mac_text(&path.endpoints.dst_mac),
     );
     s.insert("xdp_program".into(), "none (send only)".into());
     Ok((senders, XdpApplied { settings: s, notes }))

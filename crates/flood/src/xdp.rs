@@ -1,18 +1,18 @@
 //! Flood over AF_XDP TX: one socket per thread, bound to the thread's queue of the interface
-//! the route to the target leaves by ([`super::packet::resolve`]: source address, MACs from
+//! the route to the target leaves by ([`super::af_packet::resolve`]: source address, MACs from
 //! the neighbour table). No XDP program is attached: sending needs none.
 //!
 //! Every UMEM frame is built once, before the first send (frame `i` carries flow
-//! `i % flows`, with crates/packet), and never written again: a send is only descriptors on
+//! `i % flows`, with crates/frame), and never written again: a send is only descriptors on
 //! the tx ring and, when the ring asks (always in copy mode, which the kernel drains at most
 //! 32 frames per call), a zero-length sendto. A frame counts as sent when it comes back on
 //! the completion ring. A send the ring or the frames in flight cannot take is counted
 //! (`tx_ring_full`) and tried again; frames that never complete within [`STALL`] are counted
 //! (`uncompleted`) and end the thread's run, not the process.
 
-use super::packet::Path;
+use super::af_packet::Path;
 use super::FloodError;
-use firehose_packet::write_request;
+use firehose_frame::write_request;
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::xdp::ring::Desc;

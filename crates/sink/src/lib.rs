@@ -17,7 +17,7 @@ pub mod drops;
 mod worker;
 mod xdp;
 
-use firehose_sys::packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
+use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
@@ -254,7 +254,7 @@ impl Sink {
             for _ in 0..cfg.workers {
                 let ring = RxRing::new(PacketSock::open(ifindex)?, cfg.ring)?;
                 ring.sock()
-                    .attach_filter(&packet::udp_port_filter(local.port()))?;
+                    .attach_filter(&af_packet::udp_port_filter(local.port()))?;
                 ring.sock().bind()?;
                 if cfg.workers > 1 {
                     ring.sock().join_fanout(group, cfg.fanout)?;
@@ -441,7 +441,7 @@ impl Sink {
     /// Stops the workers and returns the final counters, or the first worker's error.
     pub fn stop(mut self) -> Result<Snapshot, SinkError> {
         self.wake_to_stop();
-        crate::join::join_all(std::mem::take(&mut self.handles), "sink")?;
+        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "sink")?;
         Ok(self.snapshot())
     }
 }
@@ -487,7 +487,7 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
 /// The interface for packet and xdp modes: as given, or the one holding the listen address.
 fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
     if let Some(name) = &cfg.interface {
-        let idx = packet::ifindex(name).map_err(|_| {
+        let idx = af_packet::ifindex(name).map_err(|_| {
             SinkError::Config(format!(
                 "--iface {name}: no such interface here (see `ip link`)"
             ))

@@ -1,10 +1,10 @@
 //! Joining worker threads: the first error (or panic) wins, every thread is joined.
 
-use firehose_sys::SysError;
+use crate::SysError;
 use std::thread::JoinHandle;
 
 /// Joins every handle; returns the first worker's error, a panic reported as one.
-pub(crate) fn join_all(
+pub fn join_all(
     handles: Vec<JoinHandle<Result<(), SysError>>>,
     what: &str,
 ) -> Result<(), SysError> {

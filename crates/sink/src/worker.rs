@@ -1,9 +1,9 @@
 //! One sink worker: receive, count, publish, until told to stop.
 
 use super::{Counters, SinkIo, Source};
+use firehose_sys::af_packet::RxRing;
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Batch;
-use firehose_sys::packet::RxRing;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
 use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
 use firehose_sys::xdp::xsk::Xsk;
@@ -138,7 +138,7 @@ impl Worker {
                 while let Some(block) = ring.next_block() {
                     for f in block.frames() {
                         new += 1;
-                        l.bytes += firehose_packet::parse(f.data).map_or(0, |u| u.len) as u64;
+                        l.bytes += firehose_frame::parse(f.data).map_or(0, |u| u.len) as u64;
                     }
                 }
                 l.packets += new;
@@ -177,7 +177,7 @@ impl Worker {
             for i in 0..n {
                 let d = xsk.rx.read(i);
                 let data = xsk.umem.data(d.addr, d.len as usize);
-                l.bytes += firehose_packet::parse(data).map_or(0, |u| u.len) as u64;
+                l.bytes += firehose_frame::parse(data).map_or(0, |u| u.len) as u64;
                 free.push(d.addr);
             }
             xsk.rx.release(n);

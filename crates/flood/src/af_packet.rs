@@ -1,5 +1,5 @@
 //! Flood over an AF_PACKET TPACKET TX ring with PACKET_QDISC_BYPASS: frames built once per
-//! flow with crates/packet and written into the ring's slots once, each behind a
+//! flow with crates/frame and written into the ring's slots once, each behind a
 //! virtio_net_hdr (PACKET_VNET_HDR) asking for the whole frame in the socket buffer's linear
 //! area; sending marks free slots and hands them to the driver with one send().
 //! [`resolve`] (interface, MACs) serves the AF_XDP mode too.
@@ -10,9 +10,9 @@
 //! no link layer to speak of, so the target must be reached over a real interface (veth).
 
 use super::FloodError;
-use firehose_packet::{write_request, Endpoints};
+use firehose_frame::{write_request, Endpoints};
+use firehose_sys::af_packet::{self, PacketSock, TxRing, TxRingConfig};
 use firehose_sys::mmsg::Flushed;
-use firehose_sys::packet::{self, PacketSock, TxRing, TxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
 use std::net::SocketAddr;
@@ -43,7 +43,7 @@ pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result
     }
     let mac_text = std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
         .map_err(|e| FloodError::Config(format!("--io {mode}: reading {interface}'s MAC: {e}")))?;
-    let src_mac = firehose_packet::parse_mac(mac_text.trim()).ok_or_else(|| {
+    let src_mac = firehose_frame::parse_mac(mac_text.trim()).ok_or_else(|| {
         FloodError::Config(format!("--io {mode}: {interface} has no Ethernet address"))
     })?;
     let dst_mac = netlink::resolve_neighbour(ifindex, src.ip(), target.ip(), Duration::from_secs(2))?
@@ -87,7 +87,7 @@ impl PacketSender {
         for &p in ports {
             let mut e = path.endpoints;
             e.src.set_port(p);
-            let mut f = vec![0u8; firehose_packet::header_len(&e) + payload];
+            let mut f = vec![0u8; firehose_frame::header_len(&e) + payload];
             let n = write_request(&mut f, &e, &body).ok_or_else(|| {
                 FloodError::Config(format!(
                     "--io packet: a {payload}-byte payload does not fit a frame"
@@ -95,7 +95,7 @@ impl PacketSender {
             })?;
             f.truncate(n);
             // The vnet header asks for the whole frame in the linear area.
-            let mut v = packet::vnet_hdr_linear(n as u16).to_vec();
+            let mut v = af_packet::vnet_hdr_linear(n as u16).to_vec();
             v.extend_from_slice(&f);
             frames.push(v);
         }
