@@ -4,16 +4,18 @@
 //! progress on a terminal, writes the results and prints the table.
 
 mod dns;
+mod run;
 mod sink;
 mod stream;
 mod xdp;
 mod zone_load;
 
+use run::{lab_err, stop_flag, write_outputs};
+
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     whole_millis, whole_rate, whole_secs, Cpus, Usage,
 };
-use crate::meta::JsonOut;
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser as _;
@@ -59,6 +61,23 @@ enum LabCommand {
     /// Holds an XDP_DROP program on an interface until SIGINT/SIGTERM (lab flood's receiver).
     #[command(hide = true)]
     XdpDrop(XdpDropArgs),
+    /// Exits 0 once a DNS server answers its apex SOA (the lab's readiness check, run on
+    /// the client's side of a veth test host), 1 when it did not in time.
+    #[command(hide = true)]
+    Answers(AnswersArgs),
+}
+
+#[derive(Debug, Args)]
+struct AnswersArgs {
+    /// The server's address and port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    target: std::net::SocketAddr,
+    /// The zone's apex, with its trailing dot.
+    #[arg(long, value_name = "NAME")]
+    apex: String,
+    /// How long to keep asking.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    within: Duration,
 }
 
 /// What every measured run needs.
@@ -231,14 +250,6 @@ struct PlainEchoArgs {
     threads: usize,
 }
 
-/// Turns a lab error into the binary's: usage errors exit 2.
-fn lab_err(e: LabError) -> anyhow::Error {
-    match e {
-        LabError::Usage(m) => Usage(m).into(),
-        other => other.into(),
-    }
-}
-
 /// The CPUs of one side if given as a list; `None` for auto.
 fn side_cpus(flag: &str, c: &Option<Cpus>) -> Result<Option<Vec<usize>>> {
     match c {
@@ -263,6 +274,7 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
         LabCommand::XdpDrop(x) => xdp_drop_cmd(x),
+        LabCommand::Answers(a) => answers_cmd(a),
     }
 }
 
@@ -277,6 +289,24 @@ fn down_cmd(d: DownArgs) -> Result<()> {
     }
     for r in removed {
         println!("firehose lab down: removed {r}");
+    }
+    Ok(())
+}
+
+fn answers_cmd(a: AnswersArgs) -> Result<()> {
+    use firehose_lab::peers::dns_server::answers_soa;
+    let by = std::time::Instant::now() + a.within;
+    let (addr, port) = (a.target.ip().to_string(), a.target.port());
+    while !answers_soa(&addr, port, &a.apex, Duration::from_millis(20)) {
+        if std::time::Instant::now() >= by {
+            anyhow::bail!(
+                "{} did not answer {} SOA within {:?}",
+                a.target,
+                a.apex,
+                a.within
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }
@@ -388,16 +418,6 @@ fn finish_progress() {
     }
 }
 
-/// A flag set by SIGINT and SIGTERM, installed before any test host exists so that no
-/// signal can leave one behind.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
-    Ok(stop)
-}
-
 /// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
 /// the report directory) and prints the table.
 fn run_and_print(
@@ -418,27 +438,6 @@ fn run_and_print(
     let rep = res.map_err(lab_err)?;
     print!("{}", report::table::render(&rep));
     write_outputs(&mut json, &rep, r.report.as_deref(), |d| rep.write_dir(d))
-}
-
-/// Writes a run's document where --json/--json-file asked and, with --report DIR, the
-/// pages (`pages`) and a copy of the document there; says where each went.
-fn write_outputs<T: serde::Serialize>(
-    json: &mut JsonOut,
-    doc: &T,
-    report: Option<&std::path::Path>,
-    pages: impl FnOnce(&std::path::Path) -> Result<(), LabError>,
-) -> Result<()> {
-    json.write(doc)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    if let Some(dir) = report {
-        pages(dir).map_err(lab_err)?;
-        // The directory's copy carries the build, like every document.
-        JsonOut::File(dir.join("results.json")).write(doc)?;
-        println!("report: {}", dir.join("report.html").display());
-    }
-    Ok(())
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {

@@ -13,13 +13,13 @@
 pub mod cmd;
 pub mod compare;
 pub mod cputime;
-pub mod dns_compare;
 pub mod env;
 pub mod experiment;
 pub mod ladder;
 pub mod linkset;
+pub mod memory;
 pub mod metrics;
-pub mod perf;
+pub mod peers;
 pub mod plain_echo;
 pub mod proc;
 pub mod report;
@@ -28,13 +28,12 @@ pub mod sample;
 pub mod server;
 pub mod session;
 pub mod sink_study;
-pub mod sockperf;
 pub mod stats;
 pub mod stream_matrix;
+pub mod studies;
+pub mod study;
 pub mod topology;
 pub mod workdir;
-pub mod xdp_compare;
-pub mod zone_load;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

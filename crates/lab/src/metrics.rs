@@ -3,7 +3,7 @@
 //! pure function, so every rule (per-transaction costs, client-bound, drops) is tested on
 //! hand-built samples.
 
-use crate::perf::SyscallCount;
+use crate::peers::perf::SyscallCount;
 use crate::sample::{HostSample, Window};
 use serde::Serialize;
 

@@ -3,11 +3,11 @@
 //! they wrote and what /proc saw into a [`Trial`].
 
 use crate::metrics::{self, Inputs, Metrics};
-use crate::perf::SyscallCounter;
+use crate::peers::perf::SyscallCounter;
+use crate::peers::sockperf;
 use crate::proc::{self, Proc};
 use crate::sample::{port_bound, thread_cpus, HostSample, ThreadCpu, Watch, Window};
 use crate::server::ServerKind;
-use crate::sockperf;
 use crate::topology::{KnobState, Side, Topology};
 use crate::{LabError, LabResult};
 use firehose_engine::StatsDocument;

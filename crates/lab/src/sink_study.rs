@@ -22,22 +22,21 @@
 //! two [`HostSample`]s around the measured window give the processes' and the host's CPU
 //! time and the kernel's drop counters; medians with min-max over the repetitions.
 
-mod peers;
-pub mod perf_report;
 pub mod report;
 mod start;
 
-pub use peers::{trafgen_conf, udp_sink_rates, UDP_SINK_HINT};
+pub use crate::peers::trafgen::conf as trafgen_conf;
+pub use crate::peers::udp_sink::{rates as udp_sink_rates, HINT as UDP_SINK_HINT};
 pub use report::{Row, SinkStudyReport};
 
 use crate::cmd;
 use crate::cputime::{self, Scope};
+use crate::peers::perf::{Recording, Symbol};
 use crate::proc;
 use crate::sample::{HostSample, Watch, Window};
 use crate::stats::Summary;
 use crate::topology::{Side, Topology, VETH_SERVER_ADDR};
 use crate::{LabError, LabResult};
-use perf_report::{Recording, Symbol};
 use serde::Serialize;
 use start::{mac, start_flood_cell, start_sink_cell, Lab};
 use std::path::PathBuf;

@@ -124,7 +124,7 @@ impl Bench<'_> {
         p.wait_until(by, self.stop())?
             .context("sockperf pp did not finish")?;
         let text = p.stdout() + &p.stderr();
-        let r = firehose_lab::sockperf::parse_client(&text).map_err(|e| {
+        let r = firehose_lab::peers::sockperf::parse_client(&text).map_err(|e| {
             anyhow::anyhow!("could not read sockperf's output ({e}): {}", text.trim())
         })?;
         let l = r.latency();

@@ -177,11 +177,17 @@ fn dns_compare_skips_peers_that_are_not_installed() {
     );
     let _ = std::fs::remove_dir_all(&bin);
     assert_eq!(rows(&v), [("firehose".into(), "firehose".into())]);
-    let skipped: Vec<&str> = v["skipped"]
+    let skipped: Vec<String> = v["skipped"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s.as_str().unwrap())
+        .map(|s| {
+            format!(
+                "{}: {}",
+                s["name"].as_str().unwrap(),
+                s["reason"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         skipped,
@@ -253,7 +259,10 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
 /// drop), and nothing is left running or on disk afterwards.
 #[test]
 fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
-    use firehose_lab::dns_compare::{run, DnsCompareOptions, Driver, ServerKind};
+    use firehose_lab::runner::Placement;
+    use firehose_lab::server::ServerKind;
+    use firehose_lab::studies::dns::{DnsCompare, Driver};
+    use firehose_lab::study::{self, Study};
     use std::time::Duration;
     if !two_cpus() {
         return;
@@ -282,22 +291,29 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
             .filter(|p| p.contains(&prefix))
             .collect()
     };
-    let opts = DnsCompareOptions {
-        firehose: env!("CARGO_BIN_EXE_firehose").into(),
-        servers: servers.clone(),
-        drivers: drivers.clone(),
-        workers: vec![1, 2],
-        server_cpus: vec![0],
-        client_cpus: vec![1],
+    let mut dns = DnsCompare::default();
+    dns.servers = servers.clone();
+    dns.drivers = drivers.clone();
+    dns.workers = vec![1, 2];
+    dns.duration = Duration::from_millis(500);
+    dns.names = 200;
+    dns.queries = 1000;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ctx = study::Context {
+        bin: env!("CARGO_BIN_EXE_firehose").into(),
+        stop: &stop,
+        logs: None,
+        placement: Placement {
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+        },
         repetitions: 1,
-        duration: Duration::from_millis(500),
-        names: 200,
-        queries: 1000,
-        ..DnsCompareOptions::default()
+        guess_s: 1.0,
     };
-    let report = run(&opts).expect("comparison runs");
-    assert_eq!(report.rows.len(), servers.len() * drivers.len());
-    for r in &report.rows {
+    let ran = study::run(&mut dns, ctx, &mut |_| {}).expect("comparison runs");
+    let rows = dns.rows(&ran);
+    assert_eq!(rows.len(), servers.len() * drivers.len());
+    for r in &rows {
         let what = format!("{} / {}", r.server.name(), r.driver.name());
         assert!(r.qps.median > 0.0, "{what}: no queries answered");
         let positive = |x: Option<f64>| x.is_some_and(|v| v > 0.0);
@@ -313,8 +329,8 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
         }
     }
     // Two workers cannot be pinned apart from the client on one server CPU.
-    assert_eq!(report.skipped.len(), servers.len());
-    let table = report.render_table();
+    assert_eq!(ran.skipped.len(), servers.len());
+    let table = dns.page(&ran, &rows).text();
     assert!(table.contains("QPS median (min-max)"), "{table}");
     assert_eq!(workdirs(), Vec::<String>::new(), "work dir removed");
     let ps = std::process::Command::new("ps")

@@ -17,6 +17,7 @@ mod lab_sink;
 mod lab_stream;
 mod lab_veth;
 mod lab_workdir;
+mod lab_zone_load;
 mod load;
 mod metrics;
 mod report_merge;

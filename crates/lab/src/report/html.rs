@@ -51,8 +51,11 @@ pub const PAGE_END: &str = "</body></html>\n";
 pub fn render(rep: &LabReport) -> LabResult<String> {
     let title = format!("firehose lab {} ({})", rep.kind, rep.topology);
     let tps = charts::tps_bars(&rep.rows, "Transactions per second")?;
-    let cpus = charts::cpu_stacks(&rep.rows)?;
-    let lat = charts::latency_lines(&rep.rows)?;
+    let names: Vec<String> = rep.rows.iter().map(|r| r.name.clone()).collect();
+    let per_cpu: Vec<_> = rep.rows.iter().map(|r| r.cpus.clone()).collect();
+    let cpus = charts::cpu_stacks(&names, &per_cpu)?;
+    let latency: Vec<_> = rep.rows.iter().map(|r| r.latency_us.clone()).collect();
+    let lat = charts::latency_lines(&names, &latency)?;
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
     h.push_str(&format!("<title>{}</title>\n", esc(&title)));

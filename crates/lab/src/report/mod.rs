@@ -5,6 +5,7 @@
 pub mod charts;
 pub mod html;
 pub mod markdown;
+pub mod page;
 pub mod table;
 
 use crate::env::Environment;
@@ -16,6 +17,8 @@ use crate::topology::KnobState;
 use crate::{LabError, LabResult};
 use serde::Serialize;
 use std::path::Path;
+
+pub use page::Page;
 
 /// One configuration over its repetitions.
 #[derive(Debug, Clone, Serialize)]

@@ -2,9 +2,9 @@
 //! targets of `make bench-sink` stated as met / not met / not measured with the figures, the
 //! receiving CPU's kernel profile per mode, as a text table, Markdown and HTML with charts.
 
-use super::perf_report::Symbol;
 use super::{study_name, Cell, Measured, Outcome, Study, Subject};
 use crate::env::Environment;
+use crate::peers::perf::Symbol;
 use crate::report::html::{esc, html_table, page_start, PAGE_END};
 use crate::report::markdown::md_table;
 use crate::report::{charts, num, range, si, write_pages};

@@ -1,13 +1,57 @@
-//! sockperf as a peer: `sockperf sr` is a server to compare ours with, and `sockperf
-//! ping-pong` a generator to compare `firehose load` with. This module reads the client's
-//! summary (it has no machine-readable output); run with `--full-rtt` so latencies are round
-//! trips like ours, not sockperf's default half-RTT.
+//! sockperf as a peer: `sockperf sr` is a server to compare ours with (lab compare, bench's
+//! ping-pong, lab sink's receivers), `sockperf ping-pong` a generator to compare `firehose
+//! load` with, and `sockperf tp` a sender beside `firehose flood`. Here: their command lines
+//! and the reading of the client's summary (it has no machine-readable output); the client
+//! runs with `--full-rtt` so latencies are round trips like ours, not sockperf's default
+//! half-RTT.
 
 use crate::runner::Latency;
+use serde::Serialize;
 
 /// sockperf's own warm-up at the start of its run time, in milliseconds.
 pub const WARMUP_MS: u64 = 400;
-use serde::Serialize;
+
+fn argv(mode: &str, addr: &str, port: u16, rest: &[&str]) -> Vec<String> {
+    ["sockperf", mode, "-i", addr, "-p", &port.to_string()]
+        .iter()
+        .chain(rest)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// `sockperf sr` (its server) on `addr:port`; `flags` such as `--nonblocked`.
+pub fn server(addr: &str, port: u16, flags: &[&str]) -> Vec<String> {
+    argv("sr", addr, port, flags)
+}
+
+/// `sockperf ping-pong --full-rtt`: `size`-byte messages for `secs` seconds at `mps`
+/// messages per second (`None`: as fast as answers come), `flags` such as `--nonblocked`.
+pub fn ping_pong(
+    addr: &str,
+    port: u16,
+    size: usize,
+    secs: u64,
+    mps: Option<u64>,
+    flags: &[&str],
+) -> Vec<String> {
+    let (size, secs) = (size.to_string(), secs.to_string());
+    let mps = mps.map_or("--mps=max".to_string(), |r| format!("--mps={r}"));
+    let mut rest = vec!["-m", &size, "--full-rtt", "-t", &secs, &mps];
+    rest.extend(flags);
+    argv("ping-pong", addr, port, &rest)
+}
+
+/// `sockperf tp`: its throughput mode's sender, one sendto() per `payload`-byte message,
+/// flat out for `secs` seconds, waiting for no answer.
+pub fn throughput(addr: &str, port: u16, payload: usize, secs: u64) -> Vec<String> {
+    let (payload, secs) = (payload.to_string(), secs.to_string());
+    argv(
+        "tp",
+        addr,
+        port,
+        &["-m", &payload, "-t", &secs, "--mps", "max"],
+    )
+}
 
 /// What `sockperf ping-pong --full-rtt` printed about its valid window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -129,7 +173,7 @@ mod tests {
 
     #[test]
     fn captured_ping_pong_output() {
-        let text = include_str!("../tests/samples/sockperf_pp_full_rtt.txt");
+        let text = include_str!("../../tests/samples/sockperf_pp_full_rtt.txt");
         let r = parse_client(text).unwrap();
         assert_eq!(r.runtime_s, 0.55);
         assert_eq!((r.sent, r.received, r.dropped), (22615, 22615, 0));
@@ -148,6 +192,25 @@ mod tests {
     fn refuses_half_rtt_and_empty_output() {
         assert!(parse_client("sockperf: ====> avg-latency=57.1\n").is_err());
         assert!(parse_client("sockperf: ERROR: connection refused\n").is_err());
+    }
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(
+            server("10.0.0.1", 7, &["--nonblocked"]).join(" "),
+            "sockperf sr -i 10.0.0.1 -p 7 --nonblocked"
+        );
+        assert_eq!(
+            ping_pong("127.0.0.1", 9, 100, 3, Some(2000), &[]).join(" "),
+            "sockperf ping-pong -i 127.0.0.1 -p 9 -m 100 --full-rtt -t 3 --mps=2000"
+        );
+        assert!(ping_pong("a", 9, 100, 3, None, &["--nonblocked"])
+            .join(" ")
+            .ends_with("--mps=max --nonblocked"));
+        assert_eq!(
+            throughput("a", 9, 18, 4).join(" "),
+            "sockperf tp -i a -p 9 -m 18 -t 4 --mps max"
+        );
     }
 
     #[test]

@@ -1,32 +1,23 @@
-//! Tests of the cells and the table.
+//! Tests of the cells, the figures and the table.
 
 use super::*;
+use crate::report::page::Page as P;
 
-fn opts(ios: &[&str]) -> XdpCompareOptions {
-    XdpCompareOptions {
-        bin: "firehose".into(),
-        ios: ios.iter().map(|s| s.to_string()).collect(),
-        repetitions: 3,
-        duration_s: 5,
-        warmup_s: 1,
-        size: 100,
-        server_cpu: 0,
-        client_cpu: 1,
-        flows: 64,
-        window: 8,
-        workdir: "/tmp/x".into(),
-        dns_names: None,
-    }
+fn opts(ios: &[&str], dns: bool) -> IoCompare {
+    IoCompare::new(
+        ios.iter().map(|s| s.to_string()).collect(),
+        dns.then_some(100),
+    )
 }
 
 #[test]
 fn cells_follow_the_asked_paths() {
     let names = |c: Vec<Cell>| c.into_iter().map(|c| c.name).collect::<Vec<_>>();
     assert_eq!(
-        names(cells(&opts(&["socket", "xdp"]), "s0", "c0", None)).len(),
+        names(cells(&opts(&["socket", "xdp"], false), "s0", "c0")).len(),
         6
     );
-    let xdp = cells(&opts(&["xdp"]), "s0", "c0", None);
+    let xdp = cells(&opts(&["xdp"], false), "s0", "c0");
     assert_eq!(xdp.len(), 3);
     assert!(xdp.iter().all(|c| c.server
         == ServerCmd::Firehose(s(&["--io", "xdp", "--iface", "s0", "--profile", "xdp"]))
@@ -38,7 +29,7 @@ fn cells_follow_the_asked_paths() {
         args.ends_with(&s(&["--io", "xdp", "--iface", "c0"])),
         "{args:?}"
     );
-    let uring = cells(&opts(&["uring"]), "s0", "c0", None);
+    let uring = cells(&opts(&["uring"], false), "s0", "c0");
     assert_eq!(
         names(uring.clone()),
         [
@@ -49,14 +40,26 @@ fn cells_follow_the_asked_paths() {
     );
     assert!(uring.iter().all(|c| matches!(&c.server,
         ServerCmd::Firehose(f) if f.starts_with(&s(&["--io", "uring", "--profile"])))));
-    let f = DnsFiles {
-        zone: "z".into(),
-        queries: "q".into(),
-    };
-    let dns = cells(&opts(&["socket", "xdp"]), "s0", "c0", Some(&f));
-    assert_eq!(dns.len(), 6);
+    let dns = cells(&opts(&["socket", "xdp"], true), "s0", "c0");
+    assert_eq!(
+        names(dns.clone()),
+        [
+            "dns firehose xdp <- load xdp",
+            "dns knot xdp <- load xdp",
+            "dns knot socket <- load xdp",
+            "dns firehose xdp <- dnsperf",
+            "dns knot xdp <- dnsperf",
+            "dns knot socket <- dnsperf"
+        ]
+    );
     assert!(dns.iter().all(|c| c.group == "dns"));
-    assert!(dns.iter().any(|c| c.name == "dns knot xdp <- dnsperf"));
+    assert_eq!(
+        dns[1].server,
+        ServerCmd::Dns {
+            kind: ServerKind::Knot,
+            xdp: true
+        }
+    );
 }
 
 fn row(name: &str, tps: f64, host: f64) -> Row {
@@ -65,16 +68,16 @@ fn row(name: &str, tps: f64, host: f64) -> Row {
         cell: Cell {
             group: "echo",
             name: name.into(),
-            server: ServerCmd::Knot { xdp: false },
+            server: ServerCmd::Firehose(Vec::new()),
             driver: Driver::Dnsperf { outstanding: 1 },
         },
-        trials: Vec::new(),
         tps: one(tps),
         p50_us: None,
         p99_us: None,
         server_cpu_us_per_txn: one(host / 4.0),
         client_cpu_us_per_txn: None,
         host_cpu_us_per_txn: one(host),
+        client_bound: false,
         skipped: None,
     }
 }
@@ -83,21 +86,42 @@ fn row(name: &str, tps: f64, host: f64) -> Row {
 fn the_table_has_a_row_per_cell_and_the_ratios() {
     let mut skipped = row("dns knot xdp <- dnsperf", 0.0, 0.0);
     skipped.skipped = Some("no XDP".into());
-    let t = table(&[
+    let rows = [
         row("serve xdp <- load xdp", 200_000.0, 5.0),
         row("serve socket tuned <- load xdp", 100_000.0, 10.0),
         skipped,
-    ]);
+    ];
+    let page = P {
+        title: "t".into(),
+        preamble: Vec::new(),
+        blocks: vec![
+            Block::Table(table(&rows)),
+            Block::List(List {
+                title: "Ratios".into(),
+                items: ratios(&rows),
+                text: TextList::Lines {
+                    heading: None,
+                    prefix: String::new(),
+                    blank_before: true,
+                },
+            }),
+        ],
+    };
+    let t = page.text();
+    assert!(
+        t.starts_with("| cell | tps | host CPU us/txn | server CPU us/txn | client CPU us/txn | p50 us | p99 us |\n|---|"),
+        "{t}"
+    );
     assert!(
         t.contains("| serve xdp <- load xdp | 200000 (200000-200000) | 5.000"),
         "{t}"
     );
     assert!(
-        t.contains("| dns knot xdp <- dnsperf | skipped: no XDP"),
+        t.contains("| dns knot xdp <- dnsperf | skipped: no XDP |"),
         "{t}"
     );
     assert!(
-        t.contains("server xdp / socket tuned (same generator): tps 2.00x, host CPU per txn 0.50x, server CPU per txn 0.50x"),
+        t.contains("\n\nserver xdp / socket tuned (same generator): tps 2.00x, host CPU per txn 0.50x, server CPU per txn 0.50x\n"),
         "{t}"
     );
 }
