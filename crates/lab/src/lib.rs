@@ -29,7 +29,6 @@ pub mod server;
 pub mod session;
 pub mod sink_study;
 pub mod stats;
-pub mod stream_matrix;
 pub mod studies;
 pub mod study;
 pub mod topology;

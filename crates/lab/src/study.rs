@@ -144,6 +144,23 @@ pub fn document<S: Study>(
     put("repetitions", serde_json::to_value(ran.repetitions));
     put("rows", serde_json::to_value(rows));
     put("cells", serde_json::to_value(&ran.cells));
+    // Every trial, in plan order: its cell's name, its repetition, its figures.
+    let trials: Vec<serde_json::Value> = ran
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.trials.iter().zip(&c.reps).map(|(t, rep)| {
+                let mut v = serde_json::json!({"cell": c.name, "repetition": rep});
+                if let (Some(o), Ok(serde_json::Value::Object(f))) =
+                    (v.as_object_mut(), serde_json::to_value(t))
+                {
+                    o.extend(f);
+                }
+                v
+            })
+        })
+        .collect();
+    put("trials", Ok(serde_json::Value::Array(trials)));
     put("skipped", serde_json::to_value(&ran.skipped));
     put("notes", serde_json::to_value(&ran.notes));
     m.extend(study.extra(ran, rows));
@@ -196,7 +213,12 @@ pub enum Order {
 pub struct CellRun<C, T> {
     pub name: String,
     pub cell: C,
+    /// The document lists every trial once, in `trials`.
+    #[serde(skip)]
     pub trials: Vec<T>,
+    /// The repetition (from 1) of each of `trials`.
+    #[serde(skip)]
+    pub reps: Vec<usize>,
     /// Why the cell was not (or no longer) measured.
     pub skipped: Option<String>,
     /// Trials that failed, with the reason.
@@ -463,6 +485,7 @@ fn repeat<S: Study>(
                     name: study.cell_name(&cell),
                     cell,
                     trials: Vec::new(),
+                    reps: Vec::new(),
                     skipped: None,
                     failures: Vec::new(),
                 })
@@ -480,6 +503,7 @@ fn repeat<S: Study>(
                     name: study.cell_name(&cell),
                     cell,
                     trials: Vec::new(),
+                    reps: Vec::new(),
                     skipped: None,
                     failures: Vec::new(),
                 });
@@ -568,6 +592,7 @@ fn in_groups<S: Study>(
                 Outcome::Done(m) => {
                     let t = study.metrics(&c.cell, m);
                     c.trials.push(t);
+                    c.reps.push(rep + 1);
                 }
                 Outcome::Skip(why) => {
                     progress(Event::Note(&format!("{}: not measured: {why}", c.name)));
@@ -590,4 +615,4 @@ fn in_groups<S: Study>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

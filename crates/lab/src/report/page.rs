@@ -28,6 +28,8 @@ pub enum Block {
     Charts(Vec<charts::Chart>),
     /// A paragraph of the Markdown and HTML pages (the terminal shows none).
     Prose(String),
+    /// Lines for the terminal only (what the pages show as a table or a list).
+    Terminal(Vec<String>),
 }
 
 /// How a column lines up on the terminal.
@@ -134,6 +136,11 @@ impl Page {
             match b {
                 Block::Table(t) => text_table(&mut s, t),
                 Block::List(l) => text_list(&mut s, l),
+                Block::Terminal(lines) => {
+                    for l in lines {
+                        let _ = writeln!(s, "{l}");
+                    }
+                }
                 Block::Charts(_) | Block::Prose(_) => {}
             }
         }
@@ -164,7 +171,7 @@ impl Page {
                 Block::Prose(p) => {
                     let _ = writeln!(s, "\n{p}");
                 }
-                Block::List(_) | Block::Charts(_) => {}
+                Block::List(_) | Block::Charts(_) | Block::Terminal(_) => {}
             }
         }
         s
@@ -201,7 +208,7 @@ impl Page {
                 Block::Prose(p) => {
                     let _ = writeln!(h, "<p>{}</p>", esc(p));
                 }
-                Block::List(_) => {}
+                Block::List(_) | Block::Terminal(_) => {}
             }
         }
         h.push_str(PAGE_END);

@@ -3,4 +3,5 @@
 
 pub mod dns;
 pub mod io;
+pub mod stream;
 pub mod zone_load;

@@ -1,6 +1,30 @@
 use super::*;
 use std::sync::atomic::Ordering;
 
+/// A run of `cells` as the loop would hand it back, for tests of rows and pages.
+pub(crate) fn ran<C, T>(cells: Vec<CellRun<C, T>>) -> Ran<C, T> {
+    Ran {
+        cells,
+        skipped: Vec::new(),
+        notes: Vec::new(),
+        repetitions: 1,
+        started_unix: 0,
+        environment: Environment {
+            kernel: "6.1".into(),
+            cpu_model: "AMD EPYC".into(),
+            nproc: 2,
+            loadavg: "0.50 0.40 0.30 1/100 42".into(),
+            ..Environment::default()
+        },
+        load_after: "0.60 0.40 0.30 1/100 43".into(),
+        steal_pct: None,
+        placement: Placement {
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+        },
+    }
+}
+
 /// A study of made-up cells that records what the loop asked of it.
 struct Fake {
     cells: Vec<&'static str>,
@@ -157,6 +181,7 @@ fn cells_are_interleaved_and_figures_come_from_metrics() {
     let (r, seen) = go(&mut f, 2);
     let ran = r.unwrap();
     assert_eq!(f.log, ["a0", "b0", "c0", "a1", "b1", "c1"]);
+    assert_eq!(ran.cells[0].reps, [1, 2]);
     assert_eq!(seen[0], "1/6 a");
     assert_eq!(seen[5], "6/6 c");
     assert_eq!(ran.cells[1].trials, ["b@0", "b@1"]);

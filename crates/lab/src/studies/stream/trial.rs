@@ -2,10 +2,12 @@
 //! namespace, both pinned with taskset, measured from outside the same way for
 //! `firehose stream` and for iperf3.
 
-use super::StreamMatrixOptions;
+use super::StreamMatrix;
 use crate::cputime::{self, Scope};
+use crate::peers::iperf3;
 use crate::proc::{self, Proc};
-use crate::topology::{Side, Topology};
+use crate::study::{Lab, Outcome};
+use crate::topology::Side;
 use crate::{LabError, LabResult};
 use firehose_stream::cpu::{self as scpu, HostCpu};
 use firehose_stream::{RecvMode, SendMode, StreamReport};
@@ -91,19 +93,11 @@ impl MatrixTrial {
     }
 }
 
-/// How a run ended.
-pub enum Outcome {
-    Done(Box<MatrixTrial>),
-    /// The kernel refused a mode: the tool's one-line reason (with the errno).
-    Unsupported(String),
-}
-
 /// Where and how to run.
 pub struct Spec<'a> {
-    pub topo: &'a Topology,
     pub addr: IpAddr,
     pub port: u16,
-    pub opts: &'a StreamMatrixOptions,
+    pub matrix: &'a StreamMatrix,
     pub cell: &'a str,
     pub repetition: usize,
 }
@@ -125,34 +119,48 @@ fn listening(pid: u32, port: u16) -> bool {
     })
 }
 
-fn commands(s: &Spec<'_>, e: &Engine) -> (Command, Command) {
-    let o = s.opts;
+fn commands(lab: &Lab<'_>, s: &Spec<'_>, e: &Engine) -> (Command, Command) {
+    let m = s.matrix;
+    let p = &lab.placement;
     let sa = SocketAddr::new(s.addr, s.port).to_string();
-    let secs = o.duration.as_secs().max(1).to_string();
-    let (flows, msg) = (o.flows.to_string(), o.msg_size.to_string());
-    let fh = o.firehose.as_os_str().to_str().unwrap_or("firehose");
+    let secs = m.duration.as_secs().max(1);
+    let (flows, msg) = (m.flows.to_string(), m.msg_size.to_string());
+    let place = |side, cpus: &[usize], argv: Vec<String>| {
+        let mut c = lab.command(side, cpus, &argv[0]);
+        c.args(&argv[1..]);
+        c
+    };
     match e {
         Engine::Firehose { send, recv } => {
-            let mut rx = s.topo.command(Side::Server, &o.server_cpus, fh);
-            rx.args(["stream", "--listen", &sa, "--recv", recv.name(), "--once"]);
-            let mut tx = s.topo.command(Side::Client, &o.client_cpus, fh);
-            tx.args(["stream", "--target", &sa, "--send", send.name()]);
-            tx.args(["--flows", &flows, "--msg-size", &msg, "--duration", &secs]);
-            tx.arg("--json");
-            (rx, tx)
+            let rx = lab.firehose(&["stream", "--listen", &sa, "--recv", recv.name(), "--once"]);
+            let secs = secs.to_string();
+            let tx = lab.firehose(&[
+                "stream",
+                "--target",
+                &sa,
+                "--send",
+                send.name(),
+                "--flows",
+                &flows,
+                "--msg-size",
+                &msg,
+                "--duration",
+                &secs,
+                "--json",
+            ]);
+            (
+                place(Side::Server, &p.server_cpus, rx),
+                place(Side::Client, &p.client_cpus, tx),
+            )
         }
         Engine::Iperf3 { zerocopy } => {
-            let (a, p) = (s.addr.to_string(), s.port.to_string());
-            let mut rx = s.topo.command(Side::Server, &o.server_cpus, "iperf3");
-            rx.args(["-s", "-1", "-B", &a, "-p", &p]);
-            let mut tx = s.topo.command(Side::Client, &o.client_cpus, "iperf3");
-            tx.args([
-                "-c", &a, "-p", &p, "-t", &secs, "-P", &flows, "-l", &msg, "-J",
-            ]);
-            if *zerocopy {
-                tx.arg("-Z");
-            }
-            (rx, tx)
+            let a = s.addr.to_string();
+            let rx = iperf3::server(s.port, Some(&a));
+            let tx = iperf3::tcp_client(&a, s.port, secs, m.flows, m.msg_size, *zerocopy);
+            (
+                place(Side::Server, &p.server_cpus, rx),
+                place(Side::Client, &p.client_cpus, tx),
+            )
         }
     }
 }
@@ -163,12 +171,13 @@ fn refused(p: &Proc) -> String {
     t.strip_prefix("error: ").unwrap_or(&t).to_string()
 }
 
-/// Runs one cell once.
-pub fn run(s: &Spec<'_>, e: &Engine) -> LabResult<Outcome> {
-    let stop = s.opts.stop.as_deref();
-    let logs = &s.opts.logs;
+/// Runs one cell once; `Skip` when the kernel refused a mode (the tool's one-line reason,
+/// with the errno).
+pub fn run(lab: &Lab<'_>, s: &Spec<'_>, e: &Engine) -> LabResult<Outcome<MatrixTrial>> {
+    let stop = Some(lab.stop);
+    let logs = &lab.workdir;
     let tag = format!("{}-r{}", s.cell.replace([' ', '/'], "_"), s.repetition);
-    let (rxc, txc) = commands(s, e);
+    let (rxc, txc) = commands(lab, s, e);
     let (rx_line, tx_line) = (proc::argv(&rxc), proc::argv(&txc));
     let me = std::process::id();
     let mut rx = Proc::spawn(rxc, &format!("{tag}-rx"), logs)?;
@@ -176,7 +185,7 @@ pub fn run(s: &Spec<'_>, e: &Engine) -> LabResult<Outcome> {
     while !listening(rx.pid(), s.port) {
         if let Some(st) = rx.exited() {
             if st.code() == Some(2) {
-                return Ok(Outcome::Unsupported(refused(&rx)));
+                return Ok(Outcome::Skip(refused(&rx)));
             }
             return Err(LabError::Run(format!(
                 "{}: receiver exited ({st}): {}",
@@ -196,14 +205,14 @@ pub fn run(s: &Spec<'_>, e: &Engine) -> LabResult<Outcome> {
     let c0 = cputime::seconds(me, Scope::Reaped)?;
     let a = scpu::sample();
     let mut tx = Proc::spawn(txc, &format!("{tag}-tx"), logs)?;
-    let deadline = Instant::now() + s.opts.duration + Duration::from_secs(30);
+    let deadline = Instant::now() + s.matrix.duration + Duration::from_secs(30);
     let Some(st) = tx.wait_until(deadline, stop)? else {
         return Err(LabError::Run(format!("{}: sender did not finish", s.cell)));
     };
     let b = scpu::sample();
     let c1 = cputime::seconds(me, Scope::Reaped)?;
     if st.code() == Some(2) {
-        return Ok(Outcome::Unsupported(refused(&tx)));
+        return Ok(Outcome::Skip(refused(&tx)));
     }
     if !st.success() {
         return Err(LabError::Run(format!(
@@ -234,7 +243,7 @@ pub fn run(s: &Spec<'_>, e: &Engine) -> LabResult<Outcome> {
         } else {
             0.0
         },
-        host: scpu::host_cpu(&a, &b, &cpus_used(s.opts)).unwrap_or_default(),
+        host: scpu::host_cpu(&a, &b, &cpus_used(lab)).unwrap_or_default(),
         retransmits: None,
         zerocopy_sends: None,
         zerocopy_copied: None,
@@ -247,14 +256,15 @@ pub fn run(s: &Spec<'_>, e: &Engine) -> LabResult<Outcome> {
         Engine::Firehose { .. } => read_firehose(&mut t, &out)?,
         Engine::Iperf3 { .. } => read_iperf3(&mut t, &out)?,
     }
-    Ok(Outcome::Done(Box::new(t)))
+    Ok(Outcome::Done(t))
 }
 
-fn cpus_used(o: &StreamMatrixOptions) -> Vec<usize> {
-    let mut v: Vec<usize> = o
+fn cpus_used(lab: &Lab<'_>) -> Vec<usize> {
+    let p = &lab.placement;
+    let mut v: Vec<usize> = p
         .server_cpus
         .iter()
-        .chain(&o.client_cpus)
+        .chain(&p.client_cpus)
         .copied()
         .collect();
     v.sort_unstable();
@@ -303,17 +313,9 @@ pub fn read_firehose(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
 
 /// Takes throughput (what the server received) and retransmits from `iperf3 -J`.
 pub fn read_iperf3(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| bad(&t.cell, "iperf3 -J output", e))?;
-    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-        return Err(LabError::Run(format!("{}: iperf3: {err}", t.cell)));
-    }
-    let end = &v["end"];
-    t.gbps = end["sum_received"]["bits_per_second"]
-        .as_f64()
-        .ok_or_else(|| bad(&t.cell, "iperf3 -J", "no end.sum_received.bits_per_second"))?
-        / 1e9;
-    t.retransmits = end["sum_sent"]["retransmits"].as_u64();
+    let r = iperf3::read_tcp(json).map_err(|e| LabError::Run(format!("{}: {e}", t.cell)))?;
+    t.gbps = r.gbps;
+    t.retransmits = r.retransmits;
     Ok(())
 }
 
@@ -322,20 +324,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn iperf3_json_gives_received_rate_and_retransmits() {
-        let mut t = MatrixTrial::blank("c");
-        let j = r#"{"end":{"sum_sent":{"bits_per_second":2.1e10,"retransmits":7},
-                   "sum_received":{"bits_per_second":2.0e10}}}"#;
-        read_iperf3(&mut t, j).unwrap();
-        assert_eq!(t.gbps, 20.0);
-        assert_eq!(t.retransmits, Some(7));
-        let e = read_iperf3(
-            &mut MatrixTrial::blank("c"),
-            r#"{"error":"unable to connect"}"#,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("unable to connect"), "{e}");
-        assert!(read_iperf3(&mut MatrixTrial::blank("c"), "{}").is_err());
+    fn iperf3_errors_name_the_cell() {
+        let e = read_iperf3(&mut MatrixTrial::blank("c1"), r#"{"error":"unable to connect"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c1: iperf3: unable to connect"), "{e}");
     }
 
     #[test]
