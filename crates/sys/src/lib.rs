@@ -28,6 +28,7 @@ pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
 pub mod ethtool;
+pub mod file;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
