@@ -1,16 +1,17 @@
 //! `firehose lab`: test hosts, measured runs, the NTT ladder and peer comparisons
-//! in one command, with a report. The work is in the `firehose-lab` crate
-//! (`firehose_lab::session`); this module parses arguments, handles Ctrl-C/SIGTERM, prints
-//! progress on a terminal, writes the results and prints the table.
+//! in one command, with a report. The work is in the `firehose-lab` crate (each study an
+//! implementation of `firehose_lab::study::Study`); this module and its children parse
+//! arguments and build the study, and `lab/run.rs` runs it: Ctrl-C/SIGTERM, progress,
+//! the page, the JSON and the report.
 
 mod dns;
-mod run;
+pub(crate) mod run;
 mod sink;
 mod stream;
 mod xdp;
 mod zone_load;
 
-use run::{lab_err, stop_flag, write_outputs};
+use run::{lab_err, stop_flag};
 
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
@@ -20,13 +21,14 @@ use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand};
-use firehose_lab::experiment::Progress;
-use firehose_lab::report::{self, LabReport};
-use firehose_lab::runner::Placement;
-use firehose_lab::session::{self, Context as RunContext, RunOptions};
+use firehose_lab::plain_echo::PlainEcho;
+use firehose_lab::studies::compare::Compare;
+use firehose_lab::studies::echo::EchoOptions;
+use firehose_lab::studies::ladder::Ladder;
+use firehose_lab::study::Placement;
 use firehose_lab::topology::{self, Kind};
-use firehose_lab::{plain_echo::PlainEcho, LabError};
-use std::io::{IsTerminal, Write};
+use run::{run_study, StudyRun};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -365,21 +367,27 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
     let server = side_cpus("--server-cpus", &r.server_cpus)?;
     let client = side_cpus("--client-cpus", &r.client_cpus)?;
-    session::placement(server, client, allowed).map_err(lab_err)
+    Placement::resolve(server, client, allowed).map_err(lab_err)
 }
 
 impl RunArgs {
-    /// The options of the lab crate's run.
-    fn options(&self) -> Result<RunOptions> {
-        Ok(RunOptions {
+    /// The echo options of a ladder or comparison.
+    fn options(&self) -> Result<EchoOptions> {
+        let workers = match self.workers.as_deref() {
+            None => None,
+            Some([w]) => Some(*w),
+            Some(_) => return Err(Usage(
+                "--workers takes one count here; a list of counts is for lab compare --proto dns"
+                    .into(),
+            )
+            .into()),
+        };
+        Ok(EchoOptions {
             topology: self.topology,
             queues: self.queues,
-            repetitions: self.repetitions,
             duration_s: whole_secs("--duration", self.duration)?,
             warmup_s: self.warmup.map(|w| whole_secs("--warmup", w)).transpose()?,
-            server_cpus: side_cpus("--server-cpus", &self.server_cpus)?,
-            client_cpus: side_cpus("--client-cpus", &self.client_cpus)?,
-            workers: self.workers.clone(),
+            workers,
             threads: self.threads,
             flows: self.flows,
             window: self.window,
@@ -389,61 +397,29 @@ impl RunArgs {
                 .timeout
                 .map(|t| whole_millis("--timeout", t))
                 .transpose()?,
-            report: self.report.clone(),
         })
     }
-}
 
-fn progress_printer() -> impl FnMut(&Progress) {
-    let tty = std::io::stderr().is_terminal();
-    move |p: &Progress| {
-        if tty {
-            eprint!(
-                "\r\x1b[Kfirehose lab: run {} of {}: {} (repetition {} of {}), about {:.0} s left",
-                p.done + 1,
-                p.total,
-                p.cell,
-                p.repetition,
-                p.repetitions,
-                p.seconds_left
-            );
-            let _ = std::io::stderr().flush();
+    /// How the study's run reaches the command line.
+    fn study_run(&self, placement: Placement, guess_s: f64) -> StudyRun<'_> {
+        StudyRun {
+            json: &self.json,
+            report: self.report.as_deref(),
+            placement,
+            repetitions: self.repetitions,
+            guess_s,
+            bin: None,
         }
     }
 }
 
-fn finish_progress() {
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[K");
-    }
-}
-
-/// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
-/// the report directory) and prints the table.
-fn run_and_print(
-    r: &RunArgs,
-    run: impl FnOnce(&RunOptions, RunContext<'_>) -> Result<LabReport, LabError>,
-) -> Result<()> {
-    let mut json = r.json.open()?;
-    let opts = r.options()?;
-    let stop = stop_flag()?;
-    let mut progress = progress_printer();
-    let ctx = RunContext {
-        bin: std::env::current_exe().context("locating the firehose binary")?,
-        stop: &stop,
-        progress: &mut progress,
-    };
-    let res = run(&opts, ctx);
-    finish_progress();
-    let rep = res.map_err(lab_err)?;
-    print!("{}", report::table::render(&rep));
-    write_outputs(&mut json, &rep, r.report.as_deref(), |d| rep.write_dir(d))
-}
-
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print(&l.run, |o, ctx| {
-        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
-    })
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let p = placement(&l.run, &allowed)?;
+    let mut study =
+        Ladder::new(&l.run.options()?, &p, l.steps.as_deref(), l.keep_hurt).map_err(lab_err)?;
+    let guess = study.echo.guess_s();
+    run_study(&mut study, l.run.study_run(p, guess))
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
@@ -465,7 +441,15 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
             return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
         }
     }
-    run_and_print(&c.run, |o, ctx| {
-        session::compare(o, c.servers.as_deref(), c.generators.as_deref(), ctx)
-    })
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let p = placement(&c.run, &allowed)?;
+    let mut study = Compare::new(
+        &c.run.options()?,
+        &p,
+        c.servers.as_deref(),
+        c.generators.as_deref(),
+    )
+    .map_err(lab_err)?;
+    let guess = study.echo.guess_s();
+    run_study(&mut study, c.run.study_run(p, guess))
 }

@@ -13,16 +13,91 @@
 
 use crate::env::Environment;
 use crate::proc::{self, Proc};
-use crate::report::{Page, Skipped};
-use crate::runner::Placement;
+use crate::report::Page;
 use crate::topology::{Side, Topology};
 use crate::workdir::WorkDir;
 use crate::{LabError, LabResult};
+use firehose_sys::cpu::CpuSet;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
+
+/// Where each side runs. The two sets are disjoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placement {
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+}
+
+impl Placement {
+    /// Checks an explicit placement against the CPUs this process may use.
+    pub fn new(server: Vec<usize>, client: Vec<usize>, allowed: &[usize]) -> LabResult<Self> {
+        if let Some(c) = server.iter().find(|c| client.contains(c)) {
+            return Err(LabError::Usage(format!(
+                "CPU {c} is in both --server-cpus and --client-cpus: give each side its own CPUs"
+            )));
+        }
+        if let Some(c) = server.iter().chain(&client).find(|c| !allowed.contains(c)) {
+            return Err(LabError::Usage(format!(
+                "CPU {c} is not available here (allowed: {}): pick CPUs from that list",
+                CpuSet::from(allowed)
+            )));
+        }
+        Ok(Placement {
+            server_cpus: server,
+            client_cpus: client,
+        })
+    }
+
+    /// The default: the first half of the allowed CPUs for the server (at least one), the
+    /// rest for the client. On 2 CPUs: server on the first, client on the second.
+    pub fn split(allowed: &[usize]) -> LabResult<Self> {
+        if allowed.len() < 2 {
+            return Err(LabError::Usage(format!(
+                "the lab needs at least 2 CPUs to keep server and client apart; this process may use {}",
+                CpuSet::from(allowed)
+            )));
+        }
+        let half = allowed.len() / 2;
+        Ok(Placement {
+            server_cpus: allowed[..half].to_vec(),
+            client_cpus: allowed[half..].to_vec(),
+        })
+    }
+
+    /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
+    pub fn resolve(
+        server: Option<Vec<usize>>,
+        client: Option<Vec<usize>>,
+        allowed: &[usize],
+    ) -> LabResult<Placement> {
+        if server.is_none() && client.is_none() {
+            return Placement::split(allowed);
+        }
+        let server = match server {
+            Some(s) => s,
+            None => Placement::split(allowed)
+                .map(|p| p.server_cpus)
+                .unwrap_or_default(),
+        };
+        let client = match client {
+            Some(c) => c,
+            None => allowed
+                .iter()
+                .copied()
+                .filter(|x| !server.contains(x))
+                .collect(),
+        };
+        if server.is_empty() || client.is_empty() {
+            return Err(LabError::Usage(
+                "give both --server-cpus and --client-cpus: one side has no CPU left".into(),
+            ));
+        }
+        Placement::new(server, client, allowed)
+    }
+}
 
 /// What a study measures, and how its trials become a report.
 pub trait Study {
@@ -165,6 +240,13 @@ pub fn document<S: Study>(
     put("notes", serde_json::to_value(&ran.notes));
     m.extend(study.extra(ran, rows));
     serde_json::Value::Object(m)
+}
+
+/// A configuration that was not run, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
 }
 
 /// The plan of a study.
@@ -326,11 +408,16 @@ impl Lab<'_> {
             .command(side, cpus, &program.as_ref().to_string_lossy())
     }
 
-    /// Starts `argv` on `side`, confined to `cpus`, its output in `workdir/TAG.{out,err}`.
-    pub fn spawn(&self, side: Side, cpus: &[usize], argv: &[String], tag: &str) -> LabResult<Proc> {
+    /// `argv` placed on `side`, confined to `cpus`.
+    pub fn placed(&self, side: Side, cpus: &[usize], argv: &[String]) -> Command {
         let mut c = self.command(side, cpus, &argv[0]);
         c.args(&argv[1..]);
-        Proc::spawn(c, tag, &self.workdir)
+        c
+    }
+
+    /// Starts `argv` on `side`, confined to `cpus`, its output in `workdir/TAG.{out,err}`.
+    pub fn spawn(&self, side: Side, cpus: &[usize], argv: &[String], tag: &str) -> LabResult<Proc> {
+        Proc::spawn(self.placed(side, cpus, argv), tag, &self.workdir)
     }
 
     /// Starts `cmd` (already placed), its output in `workdir/TAG.{out,err}`.

@@ -7,9 +7,9 @@ use super::{placement, CompareArgs};
 use crate::args::{whole_rate, Cpus, Usage};
 use anyhow::Result;
 use firehose_lab::peers::dnsperf::TcpLoad;
-use firehose_lab::runner::Placement;
 use firehose_lab::server::ServerKind;
 use firehose_lab::studies::dns::{parse_names, DnsCompare, Driver};
+use firehose_lab::study::Placement;
 use firehose_lab::topology::Kind;
 use firehose_sys::cpu::CpuSet;
 

@@ -6,7 +6,7 @@
 use crate::args::Usage;
 use crate::meta::{JsonArgs, JsonOut};
 use anyhow::{Context, Result};
-use firehose_lab::runner::Placement;
+use firehose_lab::study::Placement;
 use firehose_lab::study::{self, Event, Study};
 use firehose_lab::LabError;
 use std::io::{IsTerminal, Write};

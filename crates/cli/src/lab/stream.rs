@@ -10,8 +10,8 @@ use crate::args::{
 use crate::meta::JsonArgs;
 use anyhow::Result;
 use clap::Args;
-use firehose_lab::session;
 use firehose_lab::studies::stream::{Engine, Profile, StreamMatrix};
+use firehose_lab::study::Placement;
 use firehose_stream::{RecvMode, SendMode};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -176,7 +176,7 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
         .into());
     }
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let place = session::placement(
+    let place = Placement::resolve(
         side_cpus("--server-cpus", &a.server_cpus)?,
         side_cpus("--client-cpus", &a.client_cpus)?,
         &allowed,

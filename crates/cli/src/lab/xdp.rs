@@ -7,8 +7,8 @@ use super::run::{run_study, StudyRun};
 use super::{placement, CompareArgs};
 use crate::args::Usage;
 use anyhow::Result;
-use firehose_lab::runner::Placement;
 use firehose_lab::studies::io::{IoCompare, IOS};
+use firehose_lab::study::Placement;
 use firehose_lab::topology::Kind;
 use std::time::Duration;
 

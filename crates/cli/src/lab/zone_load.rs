@@ -5,10 +5,10 @@ use super::run::{lab_err, run_study, StudyRun};
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
 use anyhow::Result;
 use clap::Args;
-use firehose_lab::runner::Placement;
 use firehose_lab::server::ServerKind;
 use firehose_lab::studies::dns::parse_names;
 use firehose_lab::studies::zone_load::ZoneLoad;
+use firehose_lab::study::Placement;
 use std::path::PathBuf;
 use std::time::Duration;
 

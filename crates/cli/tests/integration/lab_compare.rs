@@ -74,26 +74,26 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
         );
         let mut counted_by_perf = 0;
         for t in v["trials"].as_array().unwrap() {
-            assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["config"]);
+            assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["cell"]);
             assert!(
                 t["server_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
                 "{}",
-                t["config"]
+                t["cell"]
             );
             assert!(
                 t["client_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
                 "{}",
-                t["config"]
+                t["cell"]
             );
             let source = t["syscalls_source"].as_str().unwrap();
-            if t["config"] == "naive/firehose" {
-                assert_eq!(source, "engine", "{}", t["config"]);
+            if t["cell"] == "naive/firehose" {
+                assert_eq!(source, "engine", "{}", t["cell"]);
             } else if installed("perf") {
                 // perf may fail to attach in time on a loaded host; the row then says so.
-                assert!(matches!(source, "perf" | "unknown"), "{}", t["config"]);
+                assert!(matches!(source, "perf" | "unknown"), "{}", t["cell"]);
                 counted_by_perf += usize::from(source == "perf");
             } else {
-                assert_eq!(source, "unknown", "{}", t["config"]);
+                assert_eq!(source, "unknown", "{}", t["cell"]);
             }
         }
         // Without root, perf_event_paranoid usually forbids the tracepoint.
@@ -110,7 +110,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|t| t["config"] == "sockperf/sockperf")
+            .find(|t| t["cell"] == "sockperf/sockperf")
             .unwrap();
         assert!(sp["server_command"]
             .as_str()

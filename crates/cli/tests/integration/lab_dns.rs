@@ -259,9 +259,9 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
 /// drop), and nothing is left running or on disk afterwards.
 #[test]
 fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
-    use firehose_lab::runner::Placement;
     use firehose_lab::server::ServerKind;
     use firehose_lab::studies::dns::{DnsCompare, Driver};
+    use firehose_lab::study::Placement;
     use firehose_lab::study::{self, Study};
     use std::time::Duration;
     if !two_cpus() {

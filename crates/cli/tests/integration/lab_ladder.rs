@@ -74,10 +74,15 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     args.insert(5, report.display().to_string());
     let out = lab_run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Off a terminal, a progress line per trial on stderr, and the table alone on stdout.
+    let err = stderr(&out);
+    let progress: Vec<&str> = err.lines().collect();
+    assert_eq!(progress.len(), 2, "{err}");
     assert!(
-        out.stderr.is_empty(),
-        "no progress lines when stderr is not a terminal: {}",
-        stderr(&out)
+        progress[0].starts_with("firehose lab: run 1 of 2: shared (repetition 1 of 1), about ")
+            && progress[1]
+                .starts_with("firehose lab: run 2 of 2: reuseport (repetition 1 of 1), about "),
+        "{err}"
     );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -86,7 +91,7 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     );
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["kind"], "ladder");
+    assert_eq!(v["study"], "ladder");
     assert_eq!(v["topology"], "loopback");
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(
@@ -354,7 +359,7 @@ fn server_command<'a>(v: &'a Value, step: &str) -> &'a str {
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["config"] == step)
+        .find(|t| t["cell"] == step)
         .unwrap()["server_command"]
         .as_str()
         .unwrap()

@@ -146,7 +146,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
             .starts_with("ip netns exec fh-srv-"));
         let k = &t["knobs"];
         assert_eq!(k["queues"], 2);
-        let rps_mask = if t["config"] == "shared" || (t["config"] == "gro-off" && rps_reverted) {
+        let rps_mask = if t["cell"] == "shared" || (t["cell"] == "gro-off" && rps_reverted) {
             0
         } else {
             1u64 << server_cpu
@@ -157,15 +157,15 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
                 u64::from_str_radix(&m, 16).unwrap(),
                 rps_mask,
                 "{}: {k}",
-                t["config"]
+                t["cell"]
             );
         }
-        let gro = t["config"] != "gro-off";
+        let gro = t["cell"] != "gro-off";
         assert_eq!(k["server_gro"], gro, "{k}");
         assert_eq!(k["client_gro"], gro, "{k}");
     }
     // With RPS to the server CPU, that CPU's softnet shows RPS-steered packets.
-    let rps = trials.iter().find(|t| t["config"] == "rps").unwrap();
+    let rps = trials.iter().find(|t| t["cell"] == "rps").unwrap();
     let steered: u64 = rps["window"]["softnet"]
         .as_array()
         .unwrap()

@@ -33,7 +33,8 @@ fn the_memory_of_a_forking_server_is_its_whole_tree() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
-    let t = &v["cells"][0]["trials"][0];
+    let t = &v["trials"][0];
+    assert_eq!(t["cell"], "nsd", "{v}");
     let f = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("no {k}: {t}"));
     assert!(
         t["processes"].as_u64().unwrap() >= 3,

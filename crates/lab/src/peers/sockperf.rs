@@ -5,7 +5,7 @@
 //! runs with `--full-rtt` so latencies are round trips like ours, not sockperf's default
 //! half-RTT.
 
-use crate::runner::Latency;
+use crate::metrics::Latency;
 use serde::Serialize;
 
 /// sockperf's own warm-up at the start of its run time, in milliseconds.

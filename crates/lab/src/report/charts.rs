@@ -1,8 +1,7 @@
 //! SVG charts drawn with plotters' SVG backend: text is emitted as SVG `<text>` and laid
 //! out by the browser, so nothing is fetched or loaded at run time.
 
-use super::Row;
-use crate::runner::Latency;
+use crate::metrics::Latency;
 use crate::sample::CpuRow;
 use crate::stats::Summary;
 use crate::{LabError, LabResult};
@@ -118,21 +117,6 @@ fn row_chart<'a, 'b>(
         .draw()
         .map_err(err)?;
     Ok(chart)
-}
-
-/// Median tps per row as bars, min-max as whiskers; client-bound rows are grey.
-pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
-    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-    let tps: Vec<Option<Summary>> = rows.iter().map(|r| r.tps).collect();
-    let grey: Vec<bool> = rows.iter().map(|r| r.client_bound).collect();
-    bars(
-        &names,
-        &tps,
-        &grey,
-        title,
-        "transactions/s (median, min-max)",
-        (540, 400),
-    )
 }
 
 /// The end of a value axis: the largest max times `headroom`, or 1 when nothing is above 0.

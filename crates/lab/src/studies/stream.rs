@@ -245,8 +245,17 @@ impl Study for StreamMatrix {
         Ok(())
     }
 
-    fn trial(&mut self, lab: &mut Lab<'_>, c: &Cell, rep: usize) -> LabResult<Outcome<MatrixTrial>> {
-        self.port = if self.port >= 60000 { 5300 } else { self.port + 1 };
+    fn trial(
+        &mut self,
+        lab: &mut Lab<'_>,
+        c: &Cell,
+        rep: usize,
+    ) -> LabResult<Outcome<MatrixTrial>> {
+        self.port = if self.port >= 60000 {
+            5300
+        } else {
+            self.port + 1
+        };
         let spec = trial::Spec {
             addr: self.addr.expect("planned"),
             port: self.port,
@@ -288,7 +297,10 @@ impl Study for StreamMatrix {
         m.insert("msg_size".into(), self.msg_size.into());
         m.insert("blocks".into(), serde_json::json!(self.blocks));
         m.insert("ranking".into(), serde_json::json!(report::ranking(rows)));
-        m.insert("ratios".into(), serde_json::json!(report::peer_ratios(self, rows)));
+        m.insert(
+            "ratios".into(),
+            serde_json::json!(report::peer_ratios(self, rows)),
+        );
         m
     }
 }

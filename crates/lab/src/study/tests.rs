@@ -176,6 +176,36 @@ fn go(f: &mut Fake, reps: usize) -> (LabResult<Ran<&'static str, String>>, Vec<S
 }
 
 #[test]
+fn placement_rules() {
+    let p = Placement::split(&[0, 1]).unwrap();
+    assert_eq!((p.server_cpus, p.client_cpus), (vec![0], vec![1]));
+    let p = Placement::split(&[0, 1, 2, 3, 4]).unwrap();
+    assert_eq!((p.server_cpus, p.client_cpus), (vec![0, 1], vec![2, 3, 4]));
+    assert!(Placement::split(&[0])
+        .unwrap_err()
+        .to_string()
+        .contains("at least 2"));
+    let e = Placement::new(vec![0, 1], vec![1], &[0, 1])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("CPU 1 is in both"), "{e}");
+    let e = Placement::new(vec![0], vec![7], &[0, 1])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("CPU 7 is not available"), "{e}");
+    let p = Placement::resolve(None, None, &[0, 1, 2, 3]).unwrap();
+    assert_eq!((p.server_cpus, p.client_cpus), (vec![0, 1], vec![2, 3]));
+    let p = Placement::resolve(Some(vec![3]), None, &[0, 1, 2, 3]).unwrap();
+    assert_eq!((p.server_cpus, p.client_cpus), (vec![3], vec![0, 1, 2]));
+    let e = Placement::resolve(None, Some(vec![0]), &[0, 1, 2, 3]).unwrap_err();
+    assert!(e.to_string().contains("CPU 0 is in both"), "{e}");
+    let e = Placement::resolve(Some(vec![0]), None, &[0])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no CPU left"), "{e}");
+}
+
+#[test]
 fn cells_are_interleaved_and_figures_come_from_metrics() {
     let mut f = Fake::new(&["a", "b", "c"]);
     let (r, seen) = go(&mut f, 2);

@@ -243,15 +243,17 @@ pub fn page(m: &StreamMatrix, ran: &Ran<Cell, MatrixTrial>, rows: &[MatrixRow]) 
                     "cores (median, min-max)",
                     pick(|r| r.process_cores),
                 ),
-                hbars("ROI = (Gbit/s)^2 / CPU", "Gbit/s^2 per core", pick(|r| r.roi)),
+                hbars(
+                    "ROI = (Gbit/s)^2 / CPU",
+                    "Gbit/s^2 per core",
+                    pick(|r| r.roi),
+                ),
             ]),
             Block::Table(Table {
                 title: Some("Cells".into()),
                 columns: COLUMNS
                     .iter()
-                    .map(|&(h, w)| {
-                        Column::fixed(h, w, crate::report::page::Align::Left)
-                    })
+                    .map(|&(h, w)| Column::fixed(h, w, crate::report::page::Align::Left))
                     .collect(),
                 rows: rows.iter().map(cells).collect(),
                 dim: Vec::new(),
@@ -275,9 +277,7 @@ pub fn page(m: &StreamMatrix, ran: &Ran<Cell, MatrixTrial>, rows: &[MatrixRow]) 
             ),
             Block::Table(Table {
                 title: Some("Ranking by ROI".into()),
-                columns: ["rank", "cell", "ROI", "Gbit/s"]
-                    .map(Column::auto)
-                    .to_vec(),
+                columns: ["rank", "cell", "ROI", "Gbit/s"].map(Column::auto).to_vec(),
                 rows: ranked
                     .iter()
                     .map(|r| vec![r.rank.to_string(), r.cell.clone(), num(r.roi), num(r.gbps)])
@@ -349,7 +349,11 @@ mod tests {
             failures: Vec::new(),
         };
         let mut ran = crate::study::tests::ran(vec![
-            run(fh, vec![trial(c(&fh), 20.0, 1.0), trial(c(&fh), 10.0, 1.0)], None),
+            run(
+                fh,
+                vec![trial(c(&fh), 20.0, 1.0), trial(c(&fh), 10.0, 1.0)],
+                None,
+            ),
             run(zcrx, Vec::new(), Some("EOPNOTSUPP")),
             run(peer, vec![trial(c(&peer), 10.0, 1.0)], None),
         ]);
@@ -360,7 +364,10 @@ mod tests {
         assert_eq!(r[0].roi.unwrap().median, 250.0);
         assert_eq!(r[1].unsupported.as_deref(), Some("EOPNOTSUPP"));
         let ranked: Vec<String> = ranking(&r).into_iter().map(|x| x.cell).collect();
-        assert_eq!(ranked, ["1500 base firehose uring/copy", "1500 base iperf3"]);
+        assert_eq!(
+            ranked,
+            ["1500 base firehose uring/copy", "1500 base iperf3"]
+        );
         assert_eq!(
             peer_ratios(&m, &r),
             ["MTU 1500 base: ROI of the best firehose pair (firehose uring/copy) / iperf3: 250 / 100 = 2.50x"]
@@ -374,7 +381,10 @@ mod tests {
         assert!(md.contains("| unsupported: EOPNOTSUPP |"), "{md}");
         assert_eq!(p.html().unwrap().matches("<svg").count(), 3);
         let t = p.text();
-        assert!(t.contains("ranking by ROI:\n  1. 1500 base firehose uring/copy"), "{t}");
+        assert!(
+            t.contains("ranking by ROI:\n  1. 1500 base firehose uring/copy"),
+            "{t}"
+        );
         assert!(t.contains("  2. 1500 base iperf3"), "{t}");
         assert!(!t.contains("Link settings"), "{t}");
     }

@@ -325,9 +325,12 @@ mod tests {
 
     #[test]
     fn iperf3_errors_name_the_cell() {
-        let e = read_iperf3(&mut MatrixTrial::blank("c1"), r#"{"error":"unable to connect"}"#)
-            .unwrap_err()
-            .to_string();
+        let e = read_iperf3(
+            &mut MatrixTrial::blank("c1"),
+            r#"{"error":"unable to connect"}"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("c1: iperf3: unable to connect"), "{e}");
     }
 

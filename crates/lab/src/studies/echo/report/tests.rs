@@ -1,10 +1,11 @@
 //! Rendering tests on synthetic trials (the figures are made up; the shapes are not).
 
 use super::*;
-use crate::env::Environment;
 use crate::metrics::{Drops, Metrics};
 use crate::sample::{UdpDelta, Window};
 use crate::server::ServerKind;
+use crate::studies::echo::{Defaults, EchoOptions};
+use crate::study::{Placement, Skipped};
 use firehose_host::procfs::stat::CpuSplit;
 
 pub(crate) fn cell(name: &str) -> Cell {
@@ -30,9 +31,8 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
         },
         net_rx: 10,
     };
+    let _ = name;
     Trial {
-        config: name.into(),
-        repetition: rep,
         generator: Generator::Firehose,
         server_command: "firehose serve".into(),
         client_command: "firehose load".into(),
@@ -98,8 +98,8 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
     }
 }
 
-pub(crate) fn report() -> LabReport {
-    let cells = vec![cell("shared"), cell("reuseport")];
+/// Two cells (shared, reuseport) of three repetitions each, as a run hands them back.
+pub(crate) fn cell_runs() -> Vec<CellRun<Cell, Trial>> {
     let mut shared0 = trial("shared", 0, 100_000.0, false);
     shared0.knobs = Some(crate::topology::KnobState {
         queues: 2,
@@ -110,54 +110,72 @@ pub(crate) fn report() -> LabReport {
         client_xps_cpus: vec!["2".into(), "0".into()],
         server_rp_filter: 0,
     });
-    let trials = vec![
-        shared0,
-        trial("reuseport", 0, 250_000.0, false),
-        trial("shared", 1, 102_000.0, false),
-        trial("reuseport", 1, 255_000.0, true),
-        trial("shared", 2, 98_000.0, false),
-        trial("reuseport", 2, 245_000.0, false),
-    ];
-    let mut rows = rows(&cells, &trials);
-    let first = rows[0].clone();
-    rows[1].compare_with(&first);
-    LabReport {
-        kind: "ladder".into(),
-        started_unix: 0,
-        topology: "loopback".into(),
-        queues: 1,
-        workers: 1,
-        repetitions: 3,
-        placement: Placement {
-            server_cpus: vec![0],
-            client_cpus: vec![1],
-        },
-        load: LoadSpec {
-            flows: 4,
-            window: Some(8),
-            rate: None,
-            threads: 1,
-            size: 100,
-            duration_s: 1,
-            warmup_s: 0,
-            timeout_ms: 200,
-        },
-        environment: Environment::capture(),
-        rows,
-        skipped: vec![Skipped {
-            name: "rps".into(),
-            reason: "needs veth".into(),
-        }],
-        ratios: vec![],
-        notes: vec!["a <note> & more".into()],
+    let run = |name: &str, trials: Vec<Trial>| CellRun {
+        name: name.into(),
+        cell: cell(name),
+        reps: (1..=trials.len()).collect(),
         trials,
-    }
+        skipped: None,
+        failures: Vec::new(),
+    };
+    vec![
+        run(
+            "shared",
+            vec![
+                shared0,
+                trial("shared", 1, 102_000.0, false),
+                trial("shared", 2, 98_000.0, false),
+            ],
+        ),
+        run(
+            "reuseport",
+            vec![
+                trial("reuseport", 0, 250_000.0, false),
+                trial("reuseport", 1, 255_000.0, true),
+                trial("reuseport", 2, 245_000.0, false),
+            ],
+        ),
+    ]
+}
+
+pub(crate) fn echo() -> Echo {
+    let d = Defaults {
+        flows: 4,
+        window: Some(8),
+        rate: None,
+        pins: None,
+    };
+    let o = EchoOptions {
+        duration_s: 1,
+        warmup_s: Some(0),
+        ..EchoOptions::default()
+    };
+    let p = Placement {
+        server_cpus: vec![0],
+        client_cpus: vec![1],
+    };
+    Echo::new(&o, d, &p).unwrap()
+}
+
+fn report() -> (Ran<Cell, Trial>, Vec<Row>, Page) {
+    let mut ran = crate::study::tests::ran(cell_runs());
+    ran.repetitions = 3;
+    ran.skipped = vec![Skipped {
+        name: "rps".into(),
+        reason: "needs veth".into(),
+    }];
+    ran.notes = vec!["a <note> & more".into()];
+    let mut r = rows(&ran.cells);
+    let first = r[0].clone();
+    r[1].compare_with(&first);
+    let page = page("ladder", &echo(), &ran, &r, &[]);
+    (ran, r, page)
 }
 
 #[test]
 fn rows_take_medians_and_verdicts() {
-    let rep = report();
-    let r = &rep.rows[1];
+    let (_, rows, _) = report();
+    let r = &rows[1];
     assert_eq!(r.tps.unwrap().median, 250_000.0);
     assert_eq!(
         (r.tps.unwrap().min, r.tps.unwrap().max),
@@ -173,22 +191,9 @@ fn rows_take_medians_and_verdicts() {
 }
 
 #[test]
-fn json_has_rows_environment_and_trials() {
-    let rep = report();
-    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
-    assert_eq!(v["kind"], "ladder");
-    assert_eq!(v["rows"][1]["verdict"], "helped");
-    assert_eq!(v["rows"][0]["tps"]["median"], 100_000.0);
-    assert_eq!(v["trials"].as_array().unwrap().len(), 6);
-    assert_eq!(v["placement"]["server_cpus"][0], 0);
-    assert!(v["environment"]["kernel"].as_str().unwrap().len() > 1);
-    assert!(v["environment"]["sysctls"]["net.core.rmem_max"].is_string());
-}
-
-#[test]
 fn table_and_markdown_show_every_row() {
-    let rep = report();
-    let t = table::render(&rep);
+    let (_, _, p) = report();
+    let t = p.text();
     assert!(
         t.contains("shared") && t.contains("reuseport [client-bound]"),
         "{t}"
@@ -196,14 +201,19 @@ fn table_and_markdown_show_every_row() {
     assert!(t.contains("250.0k (245.0k-255.0k)"), "{t}");
     assert!(t.contains("x2.50") && t.contains("helped"), "{t}");
     assert!(t.contains("skipped rps: needs veth"), "{t}");
-    let m = markdown::render(&rep);
+    assert!(t.contains("note: a <note> & more"), "{t}");
+    assert!(t.contains("  4/1  "), "drops and lost are counts: {t}");
+    assert!(
+        !t.contains("NET_RX/s"),
+        "the per-CPU table is for the pages: {t}"
+    );
+    let m = p.markdown();
     assert!(m.contains("| shared |"), "{m}");
     assert!(m.contains("c0 5/60/30 c1 20/30/10"), "{m}");
     assert!(
         m.contains("- `shared`: GRO off/on (server/client), rps_cpus [1 1], server xps_cpus [1 0], client xps_cpus [2 0], rp_filter 0"),
         "{m}"
     );
-    assert!(t.contains("  4/1  "), "drops and lost are counts: {t}");
     // sar-style rows: 10 NET_RX and 2000 packets in a 1 s window.
     assert!(
         m.contains("| shared | 0 | 5.0 | 60.0 | 0.0 | 30.0 | 5.0 | 10 | 2.0k | 1 | 2 | 3 |"),
@@ -217,8 +227,8 @@ fn table_and_markdown_show_every_row() {
 
 #[test]
 fn html_is_self_contained_with_three_charts() {
-    let rep = report();
-    let h = html::render(&rep).unwrap();
+    let (_, _, p) = report();
+    let h = p.html().unwrap();
     assert_eq!(h.matches("<svg").count(), 3);
     assert!(!h.contains("<script"), "no scripts");
     for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
@@ -233,14 +243,4 @@ fn html_is_self_contained_with_three_charts() {
         h.contains("<th>NET_RX/s</th>") && h.contains("<td>2.0k</td>"),
         "per-CPU table"
     );
-}
-
-#[test]
-fn write_dir_writes_three_files() {
-    let dir = std::env::temp_dir().join(format!("fh-lab-report-{}", std::process::id()));
-    report().write_dir(&dir).unwrap();
-    for f in ["results.json", "report.md", "report.html"] {
-        assert!(std::fs::metadata(dir.join(f)).unwrap().len() > 100, "{f}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,8 +4,8 @@
 //! that hurt is reverted before the next one, as the talk reverted RPS and went on (the
 //! run's `--keep-hurt` keeps it in every later step instead).
 
-use crate::report::Skipped;
 use crate::server::ServerKind;
+use crate::study::Skipped;
 use crate::topology::{Kind, Knobs};
 use crate::{LabError, LabResult};
 use serde::Serialize;

@@ -9,17 +9,21 @@
 //! sr answers only sockperf-framed requests.
 
 use super::{fmt_mmm, Bench};
-use anyhow::{bail, Context, Result};
-use firehose_lab::proc::{self, Proc};
-use firehose_lab::sample::port_bound;
-use firehose_lab::stats::Summary;
+use crate::peers::sockperf;
+use crate::proc::{self, Proc};
+use crate::report::page::{Align, Column, Table, TextTable};
+use crate::sample::port_bound;
+use crate::stats::Summary;
+use crate::study::Lab;
+use crate::topology::Side;
+use crate::{LabError, LabResult};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
 /// How both sides of a pair wait for a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(super) enum Pair {
+pub enum Pair {
     /// Both sleep in recvfrom until the datagram arrives.
     Blocking,
     /// Both poll non-blocking sockets without sleeping.
@@ -67,16 +71,16 @@ impl Pair {
 /// Who ran a side of a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(super) enum Side {
+pub enum Who {
     Firehose,
     Sockperf,
 }
 
 /// One side of a pair, one repetition.
 #[derive(Debug, Clone, Serialize)]
-pub(super) struct PingPong {
+pub struct PingPong {
     pair: Pair,
-    side: Side,
+    side: Who,
     /// The commands' options, as the table prints them.
     options: String,
     repetition: usize,
@@ -85,98 +89,104 @@ pub(super) struct PingPong {
     mean_us: f64,
 }
 
-impl Bench<'_> {
-    /// `sockperf sr` on the server CPU, once its port is bound.
-    fn start_sockperf_server(&self, port: u16, tag: &str, flags: &[&str]) -> Result<Proc> {
-        let mut cmd = proc::pinned(&self.a.server_cpus.to_vec(), "sockperf");
-        cmd.args(["sr", "-i", "127.0.0.1", "-p", &port.to_string()]);
-        cmd.args(flags);
-        let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-sr"), &self.dir)?;
-        let by = Instant::now() + Duration::from_secs(10);
-        while !port_bound(p.pid(), port) {
-            if p.exited().is_some() || Instant::now() > by {
-                bail!(
-                    "sockperf sr did not listen on port {port}: {}",
-                    p.stderr_tail()
-                );
-            }
-            proc::sleep_until(Instant::now() + Duration::from_millis(20), self.stop())?;
+/// `sockperf sr` on the server CPUs, once its port is bound.
+fn sockperf_server(lab: &Lab<'_>, port: u16, tag: &str, flags: &[&str]) -> LabResult<Proc> {
+    let cpus = lab.placement.server_cpus.clone();
+    let argv = sockperf::server("127.0.0.1", port, flags);
+    let mut p = lab.spawn(Side::Server, &cpus, &argv, &format!("{tag}-sockperf-sr"))?;
+    let by = Instant::now() + Duration::from_secs(10);
+    while !port_bound(p.pid(), port) {
+        if p.exited().is_some() || Instant::now() > by {
+            return Err(LabError::Run(format!(
+                "sockperf sr did not listen on port {port}: {}",
+                p.stderr_tail()
+            )));
         }
-        Ok(p)
+        lab.sleep_until(Instant::now() + Duration::from_millis(20))?;
     }
+    Ok(p)
+}
 
-    /// `sockperf pp` on the client CPU: (p50, p99, mean) of the full round trip in us.
-    fn sockperf_pp(&self, port: u16, tag: &str, flags: &[&str]) -> Result<(f64, f64, f64)> {
-        let mut cmd = proc::pinned(&self.a.client_cpus.to_vec()[..1], "sockperf");
-        cmd.args([
-            "pp",
-            "-i",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-m",
-            "100",
-        ]);
-        let secs = format!("{}", self.a.duration.as_secs().max(1));
-        cmd.args(["-t", &secs, "--full-rtt"]).args(flags);
-        let mut p = Proc::spawn(cmd, &format!("{tag}-sockperf-pp"), &self.dir)?;
-        let by = Instant::now() + self.a.duration + Duration::from_secs(30);
-        p.wait_until(by, self.stop())?
-            .context("sockperf pp did not finish")?;
-        let text = p.stdout() + &p.stderr();
-        let r = firehose_lab::peers::sockperf::parse_client(&text).map_err(|e| {
-            anyhow::anyhow!("could not read sockperf's output ({e}): {}", text.trim())
-        })?;
-        let l = r.latency();
-        match (l.p50, l.p99, l.mean) {
-            (Some(p50), Some(p99), Some(mean)) => Ok((p50, p99, mean)),
-            _ => bail!("sockperf printed no p50/p99/mean: {}", text.trim()),
-        }
+/// `sockperf ping-pong` on the client CPU: (p50, p99, mean) of the full round trip in us.
+fn sockperf_pp(
+    b: &Bench,
+    lab: &Lab<'_>,
+    port: u16,
+    tag: &str,
+    flags: &[&str],
+) -> LabResult<(f64, f64, f64)> {
+    let cpus = lab.placement.client_cpus[..1].to_vec();
+    let secs = b.duration.as_secs().max(1);
+    let argv = sockperf::ping_pong("127.0.0.1", port, 100, secs, None, flags);
+    let mut p = lab.spawn(Side::Client, &cpus, &argv, &format!("{tag}-sockperf-pp"))?;
+    let by = Instant::now() + b.duration + Duration::from_secs(30);
+    if p.wait_until(by, Some(lab.stop))?.is_none() {
+        return Err(LabError::Run("sockperf pp did not finish".into()));
     }
+    let text = p.stdout() + &p.stderr();
+    let r = sockperf::parse_client(&text).map_err(|e| {
+        LabError::Run(format!(
+            "could not read sockperf's output ({e}): {}",
+            text.trim()
+        ))
+    })?;
+    let l = r.latency();
+    match (l.p50, l.p99, l.mean) {
+        (Some(p50), Some(p99), Some(mean)) => Ok((p50, p99, mean)),
+        _ => Err(LabError::Run(format!(
+            "sockperf printed no p50/p99/mean: {}",
+            text.trim()
+        ))),
+    }
+}
 
-    /// Both pairs, each side after the other (A B A B across repetitions).
-    pub(super) fn measure_pingpong(&self, rep: usize, sockperf: bool) -> Result<Vec<PingPong>> {
-        let mut out = Vec::new();
-        for pair in Pair::ALL {
-            let tag = format!("pp-{rep}-{}", pair.name());
-            let (profile, flags) = pair.ours();
-            let srv = self.start_serve(profile, &tag)?;
-            let mut all = vec!["--flows", "1", "--window", "1", "--size", "100"];
-            all.extend(flags);
-            let l = self.run_load(&srv, &self.load_flags("0.5", &all), &tag)?;
-            srv.finish()?;
+/// Both pairs, each side after the other (A B A B across repetitions).
+pub fn measure(
+    b: &Bench,
+    lab: &Lab<'_>,
+    rep: usize,
+    with_sockperf: bool,
+) -> LabResult<Vec<PingPong>> {
+    let mut out = Vec::new();
+    for pair in Pair::ALL {
+        let tag = format!("pp-{rep}-{}", pair.name());
+        let (profile, flags) = pair.ours();
+        let (srv, stats) = b.serve(lab, profile, &tag)?;
+        let mut all = vec!["--flows", "1", "--window", "1", "--size", "100"];
+        all.extend(flags);
+        let l = b.load(lab, &srv, "0.5", &all, &tag)?;
+        super::finish(srv, &stats)?;
+        out.push(PingPong {
+            pair,
+            side: Who::Firehose,
+            options: pair.ours_options(),
+            repetition: rep,
+            p50_us: l.latency_us.p50,
+            p99_us: l.latency_us.p99,
+            mean_us: l.latency_us.mean,
+        });
+        if with_sockperf {
+            let port = proc::free_port()?;
+            let srv = sockperf_server(lab, port, &tag, pair.theirs())?;
+            let (p50_us, p99_us, mean_us) = sockperf_pp(b, lab, port, &tag, pair.theirs())?;
+            drop(srv);
             out.push(PingPong {
                 pair,
-                side: Side::Firehose,
-                options: pair.ours_options(),
+                side: Who::Sockperf,
+                options: pair.theirs_options(),
                 repetition: rep,
-                p50_us: l.latency_us.p50,
-                p99_us: l.latency_us.p99,
-                mean_us: l.latency_us.mean,
+                p50_us,
+                p99_us,
+                mean_us,
             });
-            if sockperf {
-                let port = proc::free_port()?;
-                let srv = self.start_sockperf_server(port, &tag, pair.theirs())?;
-                let (p50_us, p99_us, mean_us) = self.sockperf_pp(port, &tag, pair.theirs())?;
-                drop(srv);
-                out.push(PingPong {
-                    pair,
-                    side: Side::Sockperf,
-                    options: pair.theirs_options(),
-                    repetition: rep,
-                    p50_us,
-                    p99_us,
-                    mean_us,
-                });
-            }
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 /// Ours over theirs for each repetition in which both sides of `pair` ran.
 fn ratios(pp: &[PingPong], pair: Pair, metric: fn(&PingPong) -> f64) -> Vec<f64> {
-    let side = |s: Side, rep: usize| {
+    let side = |s: Who, rep: usize| {
         pp.iter()
             .find(|x| x.pair == pair && x.side == s && x.repetition == rep)
             .map(metric)
@@ -185,72 +195,76 @@ fn ratios(pp: &[PingPong], pair: Pair, metric: fn(&PingPong) -> f64) -> Vec<f64>
     reps.sort_unstable();
     reps.dedup();
     reps.into_iter()
-        .filter_map(
-            |r| match (side(Side::Firehose, r), side(Side::Sockperf, r)) {
-                (Some(o), Some(t)) if t > 0.0 => Some(o / t),
-                _ => None,
-            },
-        )
+        .filter_map(|r| match (side(Who::Firehose, r), side(Who::Sockperf, r)) {
+            (Some(o), Some(t)) if t > 0.0 => Some(o / t),
+            _ => None,
+        })
         .collect()
 }
 
-/// The ping-pong table: each side of each pair with its options, then the ratio.
-pub(super) fn print_table(pp: &[PingPong], sockperf: bool) {
+/// The ping-pong table: each side of each pair with its options, then the ratio;
+/// `None` when ping-pong did not run.
+pub fn table(pp: &[PingPong]) -> Option<Table> {
     if pp.is_empty() {
-        return;
+        return None;
     }
-    say!("");
-    say!(
-        "{:<9} {:<10} {:<52} {:>20} {:>20} {:>20}",
-        "ping-pong",
-        "side",
-        "options (1 flow, 1 in flight, 100 B)",
-        "p50 RTT us",
-        "p99 RTT us",
-        "mean RTT us"
-    );
+    let mut rows = Vec::new();
+    let mmm = |v: Vec<f64>, d: usize| fmt_mmm(&Summary::of(v), d, false);
     for pair in Pair::ALL {
-        for side in [Side::Firehose, Side::Sockperf] {
-            let rows: Vec<&PingPong> = pp
+        for side in [Who::Firehose, Who::Sockperf] {
+            let mine: Vec<&PingPong> = pp
                 .iter()
                 .filter(|x| x.pair == pair && x.side == side)
                 .collect();
-            let Some(first) = rows.first() else { continue };
-            let get = |g: fn(&PingPong) -> f64| rows.iter().map(|x| g(x)).collect::<Vec<_>>();
-            say!(
-                "{:<9} {:<10} {:<52} {:>20} {:>20} {:>20}",
-                pair.name(),
-                if side == Side::Firehose {
+            let Some(first) = mine.first() else { continue };
+            let get = |g: fn(&PingPong) -> f64| mine.iter().map(|x| g(x)).collect::<Vec<_>>();
+            rows.push(vec![
+                pair.name().to_string(),
+                if side == Who::Firehose {
                     "firehose"
                 } else {
                     "sockperf"
-                },
-                first.options,
-                fmt_mmm(&get(|x| x.p50_us), 1, false),
-                fmt_mmm(&get(|x| x.p99_us), 1, false),
-                fmt_mmm(&get(|x| x.mean_us), 1, false)
-            );
+                }
+                .to_string(),
+                first.options.clone(),
+                mmm(get(|x| x.p50_us), 1),
+                mmm(get(|x| x.p99_us), 1),
+                mmm(get(|x| x.mean_us), 1),
+            ]);
         }
         let r = |m: fn(&PingPong) -> f64| ratios(pp, pair, m);
         if !r(|x| x.p50_us).is_empty() {
-            say!(
-                "{:<9} {:<10} {:<52} {:>20} {:>20} {:>20}",
-                pair.name(),
-                "ratio",
-                "firehose / sockperf, per repetition",
-                fmt_mmm(&r(|x| x.p50_us), 2, false),
-                fmt_mmm(&r(|x| x.p99_us), 2, false),
-                fmt_mmm(&r(|x| x.mean_us), 2, false)
-            );
+            rows.push(vec![
+                pair.name().to_string(),
+                "ratio".to_string(),
+                "firehose / sockperf, per repetition".to_string(),
+                mmm(r(|x| x.p50_us), 2),
+                mmm(r(|x| x.p99_us), 2),
+                mmm(r(|x| x.mean_us), 2),
+            ]);
         }
     }
-    if !sockperf {
-        say!("(sockperf is not installed: `apt-get install sockperf` or `make peers` to compare)");
-    }
+    Some(Table {
+        title: Some("Ping-pong".into()),
+        columns: vec![
+            Column::fixed("ping-pong", 9, Align::Left),
+            Column::fixed("side", 10, Align::Left),
+            Column::fixed("options (1 flow, 1 in flight, 100 B)", 52, Align::Left),
+            Column::fixed("p50 RTT us", 20, Align::Right),
+            Column::fixed("p99 RTT us", 20, Align::Right),
+            Column::fixed("mean RTT us", 20, Align::Right),
+        ],
+        rows,
+        dim: Vec::new(),
+        text: TextTable::Padded {
+            gap: 1,
+            blank_before: true,
+        },
+    })
 }
 
 /// The ping-pong target of each pair: (name, met?, detail); `None` when not measured.
-pub(super) fn targets(
+pub fn targets(
     pp: &[PingPong],
     sockperf: bool,
     skipped: bool,
@@ -280,7 +294,7 @@ pub(super) fn targets(
 mod tests {
     use super::*;
 
-    fn pp(pair: Pair, side: Side, rep: usize, p50: f64) -> PingPong {
+    fn pp(pair: Pair, side: Who, rep: usize, p50: f64) -> PingPong {
         PingPong {
             pair,
             side,
@@ -312,11 +326,11 @@ mod tests {
     #[test]
     fn ratios_pair_sides_of_one_repetition_and_targets_say_why_unmeasured() {
         let v = vec![
-            pp(Pair::Spinning, Side::Firehose, 1, 3.0),
-            pp(Pair::Spinning, Side::Sockperf, 1, 4.0),
-            pp(Pair::Spinning, Side::Firehose, 2, 2.0),
+            pp(Pair::Spinning, Who::Firehose, 1, 3.0),
+            pp(Pair::Spinning, Who::Sockperf, 1, 4.0),
+            pp(Pair::Spinning, Who::Firehose, 2, 2.0),
             // Repetition 2 has no sockperf side; blocking has only ours.
-            pp(Pair::Blocking, Side::Firehose, 1, 60.0),
+            pp(Pair::Blocking, Who::Firehose, 1, 60.0),
         ];
         assert_eq!(ratios(&v, Pair::Spinning, |x| x.p50_us), vec![0.75]);
         assert!(ratios(&v, Pair::Blocking, |x| x.p50_us).is_empty());

@@ -1,27 +1,21 @@
-use super::report::{flood_targets, sink_targets, Row, SinkStudyReport};
+use super::report::targets;
 use super::*;
+use crate::study::CellRun;
 
-fn opts(study: Study) -> StudyOptions {
-    StudyOptions {
-        study,
-        bin: "firehose".into(),
-        modes: vec!["recvmsg".into(), "uring".into()],
-        peers: vec![Subject::UdpSink],
-        queues: vec![1, 2],
-        frames: vec![64, 1518],
-        repetitions: 1,
-        duration_s: 1,
-        warmup_s: 0,
-        server_cpu: 0,
-        client_cpus: vec![1],
-        profile: false,
-        workdir: "/tmp".into(),
-    }
+fn opts(kind: Kind) -> PacketStudy {
+    let mut s = PacketStudy::new(
+        kind,
+        vec!["recvmsg".into(), "uring".into()],
+        vec![Subject::UdpSink],
+    );
+    s.queues = vec![1, 2];
+    s.frames = vec![64, 1518];
+    s
 }
 
 #[test]
 fn the_sink_plan_is_every_mode_and_peer_at_every_queue_count() {
-    let c = cells(&opts(Study::Sink));
+    let c = cells(&opts(Kind::Sink));
     let names: Vec<String> = c.iter().map(Cell::name).collect();
     assert_eq!(
         names,
@@ -35,7 +29,7 @@ fn the_sink_plan_is_every_mode_and_peer_at_every_queue_count() {
         ]
     );
     assert!(c.iter().all(|c| c.frame == 64));
-    let mut f = opts(Study::Flood);
+    let mut f = opts(Kind::Flood);
     f.modes = vec!["sendto".into()];
     f.peers = vec![Subject::Trafgen];
     let names: Vec<String> = cells(&f).iter().map(Cell::name).collect();
@@ -47,8 +41,8 @@ fn the_sink_plan_is_every_mode_and_peer_at_every_queue_count() {
     assert_eq!(payload_of(1518), 1472);
 }
 
-fn m(pps: f64, recv_us: f64, send_us: f64) -> Measured {
-    Measured {
+fn m(pps: f64, recv_us: f64, send_us: f64) -> Figures {
+    Figures {
         pps,
         receiver_cpu_us_per_packet: Some(recv_us),
         sender_cpu_us_per_packet: Some(send_us),
@@ -58,18 +52,21 @@ fn m(pps: f64, recv_us: f64, send_us: f64) -> Measured {
     }
 }
 
-fn outcome(cells: Vec<Cell>, trials: Vec<Vec<Measured>>) -> Outcome {
-    let n = cells.len();
-    Outcome {
-        cells,
-        trials,
-        skipped: vec![None; n],
-        profiles: vec![("recvmsg q1".into(), Err("perf is not installed".into()))],
-    }
-}
-
-fn report(study: Study, out: Outcome, available: &[&str]) -> SinkStudyReport {
-    SinkStudyReport::build(study, out, &[1], available, 0, vec![1], 3, 1)
+fn ran(cells: Vec<Cell>, trials: Vec<Vec<Figures>>) -> Ran<Cell, Figures> {
+    crate::study::tests::ran(
+        cells
+            .into_iter()
+            .zip(trials)
+            .map(|(cell, trials)| CellRun {
+                name: cell.name(),
+                cell,
+                reps: (1..=trials.len()).collect(),
+                trials,
+                skipped: None,
+                failures: Vec::new(),
+            })
+            .collect(),
+    )
 }
 
 #[test]
@@ -80,7 +77,7 @@ fn sink_targets_compare_per_receiving_cpu_and_state_uring_against_recvmmsg() {
         frame: 64,
     };
     // recvmsg: 1 us per packet (1M pps per CPU); recvmmsg 0.5 us (2M); uring 0.625 us (1.6M).
-    let out = outcome(
+    let ran = ran(
         vec![cell("recvmsg"), cell("recvmmsg"), cell("uring")],
         vec![
             vec![m(500e3, 1.0, 2.0), m(520e3, 1.0, 2.0), m(480e3, 1.0, 2.0)],
@@ -88,10 +85,16 @@ fn sink_targets_compare_per_receiving_cpu_and_state_uring_against_recvmmsg() {
             vec![m(760e3, 0.625, 1.0)],
         ],
     );
-    let r = report(Study::Sink, out, &[]);
-    assert_eq!(r.rows[0].pps.unwrap().median, 500e3);
-    assert_eq!(r.rows[0].pps_per_cpu.unwrap().median, 1e6);
-    let t = &r.targets;
+    let mut s = opts(Kind::Sink);
+    s.queues = vec![1];
+    s.profiles = vec![Profile::of(
+        "recvmsg q1".into(),
+        Err("perf is not installed".into()),
+    )];
+    let rows = s.rows(&ran);
+    assert_eq!(rows[0].pps.unwrap().median, 500e3);
+    assert_eq!(rows[0].pps_per_cpu.unwrap().median, 1e6);
+    let t = &targets(&s, &rows);
     assert!(
         t[0].starts_with("q1: best sink mode per receiving CPU >= 1.5x recvmsg: met: recvmmsg"),
         "{t:?}"
@@ -104,14 +107,16 @@ fn sink_targets_compare_per_receiving_cpu_and_state_uring_against_recvmmsg() {
         t[1].contains("= 0.95x, per receiving CPU 0.80x; this host: uring 5% slower"),
         "{t:?}"
     );
-    let table = r.render_table();
+    let page = s.page(&ran, &rows);
+    let table = page.text();
     assert!(
         table.contains("receiving CPU, recvmsg q1: no profile: perf is not installed"),
         "{table}"
     );
-    assert!(r.render_html().unwrap().contains("<svg"));
+    assert!(table.contains("\ntarget: q1: best sink mode"), "{table}");
+    assert!(page.html().unwrap().contains("<svg"));
     // Without recvmsg: not measured, never a number.
-    let t = sink_targets(&r.rows[1..], &[1]);
+    let t = sink_targets(&rows[1..], &[1]);
     assert!(t[0].contains("not measured"), "{t:?}");
 }
 
@@ -122,7 +127,7 @@ fn flood_targets_say_met_not_met_or_not_measured() {
         queues: 1,
         frame,
     };
-    let out = outcome(
+    let ran = ran(
         vec![cell("sendto", 64), cell("packet", 64), cell("packet", 1518)],
         vec![
             vec![m(1e6, 0.0, 2.0)],
@@ -130,7 +135,7 @@ fn flood_targets_say_met_not_met_or_not_measured() {
             vec![m(1e6, 0.0, 3.0)],
         ],
     );
-    let rows: Vec<Row> = report(Study::Flood, out, &["sendto", "packet"]).rows;
+    let rows: Vec<Row> = opts(Kind::Flood).rows(&ran);
     let t = flood_targets(&rows, &["sendto", "packet"]);
     assert_eq!(t.len(), 2);
     assert!(

@@ -1,13 +1,15 @@
-//! Peer comparisons in one run, interleaved: our `serve` profiles against the servers a user
-//! would pick instead (the lab's plain one-socket echo, `sockperf sr`), and our `load`
-//! against `sockperf ping-pong` as a generator, at the same rate.
+//! `lab compare`: peer comparisons in one run, interleaved: our `serve` profiles against the
+//! servers a user would pick instead (the lab's plain one-socket echo, `sockperf sr`), and
+//! our `load` against `sockperf ping-pong` as a generator, at the same rate; each server is
+//! judged on its cost against the plain echo under the same generator.
 
 use crate::cmd;
-use crate::experiment::Cell;
-use crate::report::{Ratio, Row, Skipped};
-use crate::runner::Generator;
+use crate::report::Page;
 use crate::server::ServerKind;
 use crate::stats::Summary;
+use crate::studies::echo::report::{self, Ratio, Row};
+use crate::studies::echo::{Cell, Defaults, Echo, EchoOptions, Generator, Measured, Trial};
+use crate::study::{Lab, Outcome, Placement, Plan, Ran, Skipped, Study};
 use crate::{LabError, LabResult};
 
 /// Servers `compare` knows: our profiles, the baseline and sockperf.
@@ -225,6 +227,134 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     out
 }
 
+/// A comparison run.
+pub struct Compare {
+    pub echo: Echo,
+    servers: String,
+    generators: String,
+}
+
+impl Compare {
+    /// The servers and generators (comma lists of [`SERVERS`] and [`GENERATORS`]; `None`
+    /// takes the defaults), checked before anything is built.
+    pub fn new(
+        o: &EchoOptions,
+        placement: &Placement,
+        servers: Option<&str>,
+        generators: Option<&str>,
+    ) -> LabResult<Compare> {
+        let servers = servers.unwrap_or("naive,tuned,plain,sockperf").to_string();
+        let generators = generators.unwrap_or("firehose,sockperf").to_string();
+        // Names are checked before anything is built.
+        plan(&servers, &generators, 1, true)?;
+        let pins = servers
+            .split(',')
+            .any(|x| matches!(x.trim(), "steered" | "tuned" | "latency"))
+            .then_some("the steered, tuned and latency profiles pin");
+        let defaults = Defaults {
+            flows: 1,
+            window: None,
+            rate: Some(10_000),
+            pins,
+        };
+        Ok(Compare {
+            echo: Echo::new(o, defaults, placement)?,
+            servers,
+            generators,
+        })
+    }
+}
+
+impl Study for Compare {
+    type Cell = Cell;
+    type Measured = Measured;
+    type Trial = Trial;
+    type Row = Row;
+
+    fn name(&self) -> String {
+        "compare".into()
+    }
+
+    fn plan(&mut self, lab: &mut Lab<'_>) -> LabResult<Plan<Cell>> {
+        let sockperf = cmd::installed("sockperf");
+        let (cells, skipped) = plan(&self.servers, &self.generators, self.echo.workers, sockperf)?;
+        if cells.is_empty() {
+            let why: Vec<String> = skipped
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.reason))
+                .collect();
+            return Err(LabError::Usage(format!(
+                "nothing to compare, every configuration was skipped ({})",
+                why.join("; ")
+            )));
+        }
+        self.echo.build(lab)?;
+        let mut notes = vec![
+            "sockperf ping-pong sends at --mps (= --rate) and keeps one request in flight; firehose load runs open loop at the same rate".to_string(),
+            "the generators are compared as a blocking pair: firehose load waits in epoll_wait and sockperf ping-pong in recvfrom (neither spins); the spinning pair is measured by firehose bench".to_string(),
+        ];
+        if !cmd::installed("perf") {
+            notes.push(format!(
+                "peer servers' syscalls/txn are unknown without perf ({})",
+                cmd::install_hint("perf")
+            ));
+        }
+        Ok(Plan {
+            cells,
+            skipped,
+            notes,
+        })
+    }
+
+    fn cell_name(&self, c: &Cell) -> String {
+        c.name.clone()
+    }
+
+    fn trial(&mut self, lab: &mut Lab<'_>, c: &Cell, rep: usize) -> LabResult<Outcome<Measured>> {
+        self.echo.trial(lab, c, rep)
+    }
+
+    fn metrics(&self, _c: &Cell, m: Measured) -> Trial {
+        self.echo.metrics(m)
+    }
+
+    /// Open loop: every server reaches the rate, so each is judged on its cost against
+    /// the plain echo (or the first server) under the same generator.
+    fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<Row> {
+        let mut rows = report::rows(&ran.cells);
+        for g in [Generator::Firehose, Generator::Sockperf] {
+            let base = rows
+                .iter()
+                .find(|r| r.generator == g && r.name.starts_with("plain/"))
+                .or_else(|| rows.iter().find(|r| r.generator == g))
+                .cloned();
+            if let Some(base) = base {
+                for r in rows
+                    .iter_mut()
+                    .filter(|r| r.generator == g && r.name != base.name)
+                {
+                    r.compare_cost_with(&base);
+                }
+            }
+        }
+        rows
+    }
+
+    fn page(&self, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
+        report::page("compare", &self.echo, ran, rows, &ratios(rows))
+    }
+
+    fn extra(
+        &self,
+        _ran: &Ran<Cell, Trial>,
+        rows: &[Row],
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = self.echo.extra();
+        m.insert("ratios".into(), serde_json::json!(ratios(rows)));
+        m
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,13 +410,13 @@ mod tests {
 
     #[test]
     fn ratios_against_the_baseline_and_between_generators() {
-        use crate::report::tests::{cell, trial};
+        use crate::studies::echo::report::tests::{cell, trial};
         let mk = |name: &str, g: Generator, tps: f64| {
             let mut c = cell(name);
             c.generator = g;
             let mut t = trial(name, 0, tps, false);
             t.generator = g;
-            Row::from_trials(&c, &[&t])
+            Row::from_trials(&c, &[t])
         };
         let rows = vec![
             mk("tuned/firehose", Generator::Firehose, 200_000.0),
