@@ -5,6 +5,7 @@ use crate::args::{
     parse_unix_time, Cpus, Usage,
 };
 mod output;
+mod radius;
 
 use crate::serve_xdp::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
@@ -13,12 +14,14 @@ use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
+use firehose_load::radius::RadiusWorkload;
 use firehose_load::report::ServerCpu;
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 pub use output::print_summary;
 use output::{print_header, print_interval, IntervalLines};
+use radius::{radius_workload, RadiusLoadArgs};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -34,6 +37,9 @@ pub enum LoadProto {
     Echo,
     /// DNS queries from --queries; an answer must echo the question.
     Dns,
+    /// RADIUS Access-Requests (PAP or CHAP) or Accounting-Requests for the users of
+    /// --radius-users; every response's authenticators and verdict are checked.
+    Radius,
 }
 
 /// Arguments of `firehose load`.
@@ -48,7 +54,9 @@ Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\
 EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 -t 5\n  \
   firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
-  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt"
+  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
+  firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
+--radius-clients examples/radius/clients.conf --rate 20k -t 5"
 )]
 pub struct LoadArgs {
     /// Server address and port (IPv4, [IPv6] or host:port).
@@ -153,6 +161,8 @@ pub struct LoadArgs {
     /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
     #[arg(long, value_enum)]
     zerocopy: Option<ZeroCopyArg>,
+    #[command(flatten)]
+    pub(crate) radius: RadiusLoadArgs,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -243,6 +253,7 @@ fn check_server_pid(pid: u32) -> Result<()> {
 enum Proto {
     Echo(EchoWorkload),
     Dns(DnsWorkload),
+    Radius(RadiusWorkload),
 }
 
 /// Runs `firehose load`.
@@ -291,7 +302,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         )
         .into());
     }
+    let radius = radius_workload(&a, target)?;
     let workload = match (a.proto, &a.queries) {
+        (LoadProto::Radius, Some(_)) => {
+            return Err(Usage("--queries applies only to --proto dns".into()).into())
+        }
+        (LoadProto::Radius, None) => match radius {
+            Some(w) => Proto::Radius(w),
+            None => unreachable!("radius_workload returns one for --proto radius"),
+        },
         (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
         (LoadProto::Echo, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
@@ -321,6 +340,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         proto: match a.proto {
             LoadProto::Echo => "echo",
             LoadProto::Dns => "dns",
+            LoadProto::Radius => "radius",
         },
         mode: if a.rate.is_some() { "open" } else { "closed" },
         flows: a.flows,
@@ -349,7 +369,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             // A DNS query from a query file stays far below 512 bytes.
             let max_payload = match &workload {
                 Proto::Echo(_) => a.size,
-                Proto::Dns(_) => 512,
+                Proto::Dns(_) | Proto::Radius(_) => 512,
             };
             LoadPath::Uring(
                 firehose_load::uring::open(&cfg, uring, max_payload).map_err(|e| match e {
@@ -364,6 +384,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
+        Proto::Radius(w) => drive(&a, &cfg, io, |i| {
+            let mut w = w.clone().starting_at(i * 7919);
+            w.reseed(i as u64);
+            w
+        })?,
     };
     print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     json.write(&Doc {
@@ -418,7 +443,7 @@ fn xdp_setup(
         // A DNS query from a query file stays far below 512 bytes.
         max_payload: match w {
             Proto::Echo(_) => a.size,
-            Proto::Dns(_) => 512,
+            Proto::Dns(_) | Proto::Radius(_) => 512,
         },
     };
     let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;

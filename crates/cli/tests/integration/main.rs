@@ -20,6 +20,7 @@ mod lab_workdir;
 mod lab_zone_load;
 mod load;
 mod metrics;
+mod radius;
 mod report_merge;
 mod serve;
 mod sink_flood;

@@ -197,6 +197,25 @@ pub fn signal_pid(pid: u32, signal: &str) {
     assert!(st.success(), "kill -{signal} {pid}");
 }
 
+/// Waits for `child` to exit, at most `within`; kills it and fails the test after that.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process {} did not exit in {within:?}", child.id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A child with a deadline, stopped when dropped (a test that fails half-way leaves nothing
 /// running): SIGTERM first, so a lab run removes the namespaces, processes and files it made,
 /// then SIGKILL after a grace period. Its stdout and stderr are collected as it runs.

@@ -11,6 +11,7 @@
 pub mod dns_server;
 pub mod dnsperf;
 pub mod firehose;
+pub mod freeradius;
 pub mod iperf3;
 pub mod knot;
 pub mod nsd;
