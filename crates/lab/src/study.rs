@@ -325,6 +325,20 @@ pub struct Ran<C, T> {
     pub placement: Placement,
 }
 
+impl<C, T> CellRun<C, T> {
+    /// A cell with no trial yet.
+    fn new(name: String, cell: C) -> Self {
+        CellRun {
+            name,
+            cell,
+            trials: Vec::new(),
+            reps: Vec::new(),
+            skipped: None,
+            failures: Vec::new(),
+        }
+    }
+}
+
 impl<C, T> Ran<C, T> {
     /// "host: kernel K, N x CPU, load average A -> B[, steal S%]": the line every page
     /// carries, so no figure travels without the load it was measured under.
@@ -568,14 +582,7 @@ fn repeat<S: Study>(
             ran.cells = plan
                 .cells
                 .into_iter()
-                .map(|cell| CellRun {
-                    name: study.cell_name(&cell),
-                    cell,
-                    trials: Vec::new(),
-                    reps: Vec::new(),
-                    skipped: None,
-                    failures: Vec::new(),
-                })
+                .map(|cell| CellRun::new(study.cell_name(&cell), cell))
                 .collect();
             for rep in 0..repetitions {
                 let all: Vec<usize> = (0..ran.cells.len()).collect();
@@ -586,14 +593,7 @@ fn repeat<S: Study>(
             let mut rest = plan.cells;
             rest.reverse();
             while let Some(cell) = rest.pop() {
-                ran.cells.push(CellRun {
-                    name: study.cell_name(&cell),
-                    cell,
-                    trials: Vec::new(),
-                    reps: Vec::new(),
-                    skipped: None,
-                    failures: Vec::new(),
-                });
+                ran.cells.push(CellRun::new(study.cell_name(&cell), cell));
                 let i = ran.cells.len() - 1;
                 for rep in 0..repetitions {
                     in_groups(study, lab, &mut ran.cells, &[i], rep, &mut clock, progress)?;

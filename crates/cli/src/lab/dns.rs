@@ -108,18 +108,13 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         other => other.clone(),
     };
     let guess_s = r.duration.as_secs_f64() + 0.5;
-    run_study(
-        &mut study,
-        StudyRun {
-            json: &r.json,
-            report: r.report.as_deref(),
-            placement: Placement {
-                server_cpus: place.server_cpus.clone(),
-                client_cpus: place.client_cpus[..1].to_vec(),
-            },
-            repetitions: r.repetitions,
-            guess_s,
-            bin,
-        },
-    )
+    let placement = Placement {
+        server_cpus: place.server_cpus.clone(),
+        client_cpus: place.client_cpus[..1].to_vec(),
+    };
+    let run = StudyRun {
+        bin,
+        ..r.study_run(placement, guess_s)
+    };
+    run_study(&mut study, run)
 }

@@ -3,7 +3,7 @@
 //! topology (the work is in `firehose_lab::studies::io`). Here: which flags apply, defaults,
 //! and the outputs.
 
-use super::run::{run_study, StudyRun};
+use super::run::run_study;
 use super::{placement, CompareArgs};
 use crate::args::Usage;
 use anyhow::Result;
@@ -66,18 +66,9 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
     study.flows = r.flows.unwrap_or(64);
     study.window = r.window.unwrap_or(8);
     let guess_s = (study.duration_s + study.warmup_s + 2) as f64;
-    run_study(
-        &mut study,
-        StudyRun {
-            json: &r.json,
-            report: r.report.as_deref(),
-            placement: Placement {
-                server_cpus: p.server_cpus[..1].to_vec(),
-                client_cpus: p.client_cpus[..1].to_vec(),
-            },
-            repetitions: r.repetitions,
-            guess_s,
-            bin: None,
-        },
-    )
+    let placement = Placement {
+        server_cpus: p.server_cpus[..1].to_vec(),
+        client_cpus: p.client_cpus[..1].to_vec(),
+    };
+    run_study(&mut study, r.study_run(placement, guess_s))
 }

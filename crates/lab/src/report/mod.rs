@@ -62,6 +62,14 @@ pub fn range(s: &Option<Summary>, f: &dyn Fn(f64) -> String) -> String {
     }
 }
 
+/// `median (min-max)` with `digits` decimals, or `none` when absent.
+pub fn mmm(s: &Option<Summary>, digits: usize, none: &str) -> String {
+    match s {
+        None => none.into(),
+        Some(s) => format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max, d = digits),
+    }
+}
+
 /// Short figure with 2 significant decimals for small numbers.
 pub fn num(v: f64) -> String {
     if v.abs() >= 100.0 {

@@ -12,7 +12,7 @@ pub mod pingpong;
 use crate::cmd;
 use crate::peers::firehose::{self, Serving};
 use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
-use crate::report::thousands;
+use crate::report::{mmm, thousands};
 use crate::stats::Summary;
 use crate::study::{Lab, Outcome, Plan, Ran, Study};
 use crate::topology::Side;
@@ -350,17 +350,16 @@ pub fn pingpongs(ran: &Ran<Cell, Trial>) -> Vec<PingPong> {
         .collect()
 }
 
-/// `median (min-max)` with big numbers grouped by thousands, or "unknown".
+/// `median (min-max)` (big numbers grouped by thousands), or "unknown".
 pub fn fmt_mmm(s: &Option<Summary>, digits: usize, big: bool) -> String {
     match s {
-        None => "unknown".into(),
         Some(x) if big => format!(
             "{} ({}-{})",
             thousands(x.median),
             thousands(x.min),
             thousands(x.max)
         ),
-        Some(x) => format!("{:.d$} ({:.d$}-{:.d$})", x.median, x.min, x.max, d = digits),
+        _ => mmm(s, digits, "unknown"),
     }
 }
 

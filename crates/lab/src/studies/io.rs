@@ -25,6 +25,7 @@ use crate::metrics::{self, Inputs};
 use crate::peers::dns_server::{wait_answering, DnsServer};
 use crate::peers::{dnsperf, firehose};
 use crate::proc::Proc;
+use crate::report::mmm;
 use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::sample::{HostSample, Watch};
 use crate::server::ServerKind;
@@ -570,10 +571,7 @@ impl Study for IoCompare {
 }
 
 fn fmt(s: &Option<Summary>, digits: usize) -> String {
-    match s {
-        Some(s) => format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max, d = digits),
-        None => "-".into(),
-    }
+    mmm(s, digits, "-")
 }
 
 /// The table of results, a row per cell; printed as Markdown on the terminal too.

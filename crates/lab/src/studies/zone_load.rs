@@ -13,6 +13,7 @@
 use crate::cputime::{self, Scope};
 use crate::memory::{self, Sampler, TreeMemory};
 use crate::peers::dns_server::{wait_answering, DnsServer};
+use crate::report::mmm;
 use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
 use crate::server::ServerKind;
 use crate::stats::Summary;
@@ -322,10 +323,7 @@ impl Study for ZoneLoad {
             ran.placement.server_cpus
         )];
         preamble.push(ran.host_line());
-        let cell = |s: &Option<Summary>, digits: usize| match s {
-            Some(s) => format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max, d = digits),
-            None => "-".into(),
-        };
+        let cell = |s: &Option<Summary>, digits: usize| mmm(s, digits, "-");
         let table = Table {
             title: None,
             columns: vec![
