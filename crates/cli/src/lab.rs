@@ -5,6 +5,7 @@
 //! the page, the JSON and the report.
 
 mod dns;
+mod radius;
 pub(crate) mod run;
 mod sink;
 mod stream;
@@ -45,7 +46,7 @@ pub struct LabArgs {
 enum LabCommand {
     /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
     Ladder(LadderArgs),
-    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD).
+    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS).
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
@@ -96,7 +97,7 @@ struct RunArgs {
     /// Runs of each configuration, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns).
+    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns and radius).
     #[arg(short = 't', long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
     duration: Duration,
     /// Load before the measured window, whole seconds, 0 for none [default: 1].
@@ -108,8 +109,9 @@ struct RunArgs {
     /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     client_cpus: Option<Cpus>,
-    /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
-    /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
+    /// Server workers [default: one per server CPU]. With `compare --proto dns` or radius, a
+    /// list of counts to try, e.g. 1,2 [default: dns 1 and the number of server CPUs; radius
+    /// the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
     workers: Option<Vec<usize>>,
     /// Generator threads [default: one per client CPU].
@@ -181,9 +183,18 @@ Generators: dnsperf, firehose (firehose load --proto dns), one thread on the cli
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
 --window --rate --json --json-file --report --names --query-count --no-syscalls\n\
 --tcp-connections --queries-per-conn (over TCP, dnsperf only) --firehose-bin.\n\n\
+--proto radius:\n\
+Servers: firehose (serve --proto radius), freeradius (its files, pap and chap modules, its\n\
+thread pool the worker count), on the same CPUs and the same generated clients.conf and\n\
+users file. Generator: firehose load --proto radius (PAP, Message-Authenticator), one thread\n\
+on the client CPU; closed loop, or open loop at --rate.\n\
+Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
+--flows --window (flows x window <= 256) --rate --timeout --json --json-file --report\n\
+--firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
-  firehose lab compare --proto dns --duration 5 --report results/dns")]
+  firehose lab compare --proto dns --duration 5 --report results/dns\n  \
+  firehose lab compare --proto radius --server-cpus 0 --client-cpus 1")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -191,8 +202,9 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, uring (tuned over io_uring), plain, sockperf or (dns) firehose, knotd, nsd [default: echo
-    /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
+    /// latency, uring (tuned over io_uring), plain, sockperf, (dns) firehose, knotd, nsd or (radius)
+    /// firehose, freeradius [default: echo naive,tuned,plain,sockperf; dns firehose,knotd,nsd;
+    /// radius firehose,freeradius].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
     /// Generators to drive them with, of (echo) firehose, sockperf or (dns) dnsperf,
@@ -218,7 +230,7 @@ struct CompareArgs {
     /// the server).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     queries_per_conn: Option<usize>,
-    /// Serve with this firehose binary instead of this one (--proto dns), e.g. a build
+    /// Serve with this firehose binary instead of this one (--proto dns, radius), e.g. a build
     /// from before a change.
     #[arg(long, value_name = "PATH")]
     firehose_bin: Option<std::path::PathBuf>,
@@ -363,6 +375,37 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
     Ok(())
 }
 
+impl CompareArgs {
+    /// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
+    fn firehose_bin(&self) -> Result<Option<PathBuf>> {
+        match &self.firehose_bin {
+            Some(p) if !p.is_file() => Err(Usage(format!(
+                "--firehose-bin {}: no such file; give the path of a firehose binary",
+                p.display()
+            ))
+            .into()),
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// The placement of a study whose generator runs one thread: the server CPUs, and the
+    /// first client CPU (more given explicitly is refused, naming `who`).
+    fn one_client_cpu(&self, allowed: &[usize], who: &str) -> Result<Placement> {
+        let place = placement(&self.run, allowed)?;
+        if matches!(self.run.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
+            return Err(Usage(format!(
+                "--client-cpus {}: {who} one thread; give one CPU",
+                firehose_sys::cpu::CpuSet::from(&place.client_cpus)
+            ))
+            .into());
+        }
+        Ok(Placement {
+            server_cpus: place.server_cpus,
+            client_cpus: place.client_cpus[..1].to_vec(),
+        })
+    }
+}
+
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
     let server = side_cpus("--server-cpus", &r.server_cpus)?;
@@ -424,10 +467,7 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Radius {
-        return Err(Usage(
-            "lab compare --proto radius is not available yet: it is being built on the lab's new experiment framework; compare by hand with serve/load --proto radius (docs/radius.md)".into(),
-        )
-        .into());
+        return radius::compare(c);
     }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);
@@ -435,16 +475,16 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Dns {
         return dns::compare(c);
     }
-    for (given, flag) in [
-        (c.names.is_some(), "--names"),
-        (c.query_count.is_some(), "--query-count"),
-        (c.no_syscalls, "--no-syscalls"),
-        (c.tcp_connections.is_some(), "--tcp-connections"),
-        (c.queries_per_conn.is_some(), "--queries-per-conn"),
-        (c.firehose_bin.is_some(), "--firehose-bin"),
+    for (given, flag, to) in [
+        (c.names.is_some(), "--names", "dns"),
+        (c.query_count.is_some(), "--query-count", "dns"),
+        (c.no_syscalls, "--no-syscalls", "dns"),
+        (c.tcp_connections.is_some(), "--tcp-connections", "dns"),
+        (c.queries_per_conn.is_some(), "--queries-per-conn", "dns"),
+        (c.firehose_bin.is_some(), "--firehose-bin", "dns or radius"),
     ] {
         if given {
-            return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
+            return Err(Usage(format!("{flag} applies only to lab compare --proto {to}")).into());
         }
     }
     let allowed = firehose_sys::cpu::allowed_cpus()?;

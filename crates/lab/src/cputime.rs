@@ -33,6 +33,14 @@ pub fn seconds(pid: u32, scope: Scope) -> LabResult<f64> {
     }
 }
 
+/// Busy CPU seconds of the whole host so far (all CPUs, /proc/stat: everything but idle,
+/// iowait and steal): the difference over a window is what the server, the generator and
+/// the kernel's work for both cost, wherever it ran.
+pub fn host_busy_s() -> LabResult<f64> {
+    let s = procfs::read("/proc/stat", procfs::stat::parse)?;
+    Ok(ticks_to_s(crate::sample::busy_ticks(&s.total)))
+}
+
 fn ticks_to_s(ticks: u64) -> f64 {
     ticks as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64
 }

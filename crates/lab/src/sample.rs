@@ -197,7 +197,7 @@ pub struct Window {
 }
 
 /// Ticks a CPU (or all) spent busy: everything but idle, iowait and steal.
-fn busy_ticks(t: &stat::CpuTimes) -> u64 {
+pub(crate) fn busy_ticks(t: &stat::CpuTimes) -> u64 {
     t.user + t.nice + t.system + t.irq + t.softirq
 }
 

@@ -22,7 +22,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where each side runs. The two sets are disjoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -434,6 +434,46 @@ impl Lab<'_> {
         Proc::spawn(self.placed(side, cpus, argv), tag, &self.workdir)
     }
 
+    /// Runs `argv` on `side`, confined to `cpus`, to its exit, `within` at most (then it
+    /// is stopped and the run fails). Its CPU time is the growth of this process's reaped
+    /// children time across reaping it: exact to its exit, whatever the program. A failed
+    /// exit is an error quoting the end of its stderr.
+    pub fn run_to_end(
+        &self,
+        side: Side,
+        cpus: &[usize],
+        argv: &[String],
+        tag: &str,
+        within: Duration,
+    ) -> LabResult<Finished> {
+        let me = std::process::id();
+        let cpu_before = crate::cputime::seconds(me, crate::cputime::Scope::Reaped)?;
+        let started = Instant::now();
+        let mut proc = self.spawn(side, cpus, argv, tag)?;
+        let Some(status) = proc.wait_until(started + within, Some(self.stop))? else {
+            return Err(LabError::Run(format!(
+                "{} did not finish within {:.1} s",
+                argv.join(" "),
+                within.as_secs_f64()
+            )));
+        };
+        let wall_s = started.elapsed().as_secs_f64();
+        let cpu_s =
+            (crate::cputime::seconds(me, crate::cputime::Scope::Reaped)? - cpu_before).max(0.0);
+        if !status.success() {
+            return Err(LabError::Run(format!(
+                "{} exited with {status}: {}",
+                argv.join(" "),
+                proc.stderr_tail()
+            )));
+        }
+        Ok(Finished {
+            proc,
+            cpu_s,
+            wall_s,
+        })
+    }
+
     /// Starts `cmd` (already placed), its output in `workdir/TAG.{out,err}`.
     pub fn start(&self, cmd: Command, tag: &str) -> LabResult<Proc> {
         Proc::spawn(cmd, tag, &self.workdir)
@@ -455,6 +495,14 @@ impl Lab<'_> {
             .chain(args.iter().map(|s| s.to_string()))
             .collect()
     }
+}
+
+/// A child [`Lab::run_to_end`] ran: its output is still readable.
+pub struct Finished {
+    pub proc: Proc,
+    /// CPU seconds it used, to its exit.
+    pub cpu_s: f64,
+    pub wall_s: f64,
 }
 
 /// Runs `study`: plans it, runs every trial in order, tears the test host down whatever

@@ -3,15 +3,13 @@
 //! `firehose_lab::studies::dns`). Here: which flags apply, defaults, and the outputs.
 
 use super::run::{lab_err, run_study, StudyRun};
-use super::{placement, CompareArgs};
-use crate::args::{whole_rate, Cpus, Usage};
+use super::CompareArgs;
+use crate::args::{whole_rate, Usage};
 use anyhow::Result;
 use firehose_lab::peers::dnsperf::TcpLoad;
 use firehose_lab::server::ServerKind;
 use firehose_lab::studies::dns::{parse_names, DnsCompare, Driver};
-use firehose_lab::study::Placement;
 use firehose_lab::topology::Kind;
-use firehose_sys::cpu::CpuSet;
 
 /// Why each flag of `lab compare --proto echo` means nothing for DNS.
 const ECHO_ONLY: [&str; 7] = [
@@ -73,16 +71,9 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     )
     .map_err(lab_err)?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let place = placement(r, &allowed)?;
-    if matches!(r.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
-        return Err(Usage(format!(
-            "--client-cpus {}: both DNS drivers run one thread; give one CPU",
-            CpuSet::from(&place.client_cpus)
-        ))
-        .into());
-    }
+    let placement = c.one_client_cpu(&allowed, "both DNS drivers run")?;
     let workers = r.workers.clone().unwrap_or_else(|| {
-        let mut w = vec![1, place.server_cpus.len()];
+        let mut w = vec![1, placement.server_cpus.len()];
         w.dedup();
         w
     });
@@ -97,23 +88,9 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     study.rate = r.rate.map(|x| whole_rate("--rate", x)).transpose()?;
     study.tcp = tcp;
     study.syscalls = !c.no_syscalls;
-    let bin = match &c.firehose_bin {
-        Some(p) if !p.is_file() => {
-            return Err(Usage(format!(
-                "--firehose-bin {}: no such file; give the path of a firehose binary",
-                p.display()
-            ))
-            .into())
-        }
-        other => other.clone(),
-    };
     let guess_s = r.duration.as_secs_f64() + 0.5;
-    let placement = Placement {
-        server_cpus: place.server_cpus.clone(),
-        client_cpus: place.client_cpus[..1].to_vec(),
-    };
     let run = StudyRun {
-        bin,
+        bin: c.firehose_bin()?,
         ..r.study_run(placement, guess_s)
     };
     run_study(&mut study, run)

@@ -13,6 +13,7 @@ mod gso;
 mod lab_compare;
 mod lab_dns;
 mod lab_ladder;
+mod lab_radius;
 mod lab_sink;
 mod lab_stream;
 mod lab_veth;

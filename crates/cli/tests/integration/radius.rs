@@ -363,8 +363,8 @@ fn bad_radius_input_is_one_line_and_exit_2() {
             "--radius-secret applies only to --proto radius",
         ),
         (
-            vec!["lab", "compare", "--proto", "radius"],
-            "lab compare --proto radius is not available yet",
+            vec!["lab", "compare", "--proto", "radius", "--size", "100"],
+            "--size: RADIUS requests are Access-Requests of the generated users",
         ),
     ];
     for (args, want) in cases {

@@ -11,7 +11,7 @@
 
 use firehose_radiuswire::{code, put_attr, put_header, Header, Secret, AUTH_LEN, HEADER};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The program and the Debian package it comes from.
@@ -51,7 +51,7 @@ pub fn radiusd_conf(plan: &FreeRadiusPlan<'_>) -> String {
         .replace("@ACCT_PORT@", &(port + 1).to_string())
 }
 
-/// The configuration with `@NAME@` placeholders (shared with mk/bench-radius).
+/// The configuration with `@NAME@` placeholders.
 const TEMPLATE: &str = include_str!("freeradius/radiusd.conf");
 
 /// What an Access-Reject keeps (FreeRADIUS's default `attr_filter/access_reject`).
@@ -86,6 +86,21 @@ pub fn status_server(secret: &[u8], id: u8, auth: [u8; AUTH_LEN]) -> Vec<u8> {
 /// Waits until a RADIUS server at `addr` answers a Status-Server (any answer counts), at
 /// most `within`.
 pub fn wait_ready(addr: SocketAddr, secret: &[u8], within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let mut id = 0u8;
+    while Instant::now() < deadline {
+        id = id.wrapping_add(1);
+        if answers_status(addr, secret, id, Duration::from_millis(100)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// True if the RADIUS server at `addr` answers one Status-Server (id `id`) within
+/// `timeout`: any answer with that id counts (firehose accepts it, FreeRADIUS too with
+/// `status_server = yes`).
+pub fn answers_status(addr: SocketAddr, secret: &[u8], id: u8, timeout: Duration) -> bool {
     let any: SocketAddr = if addr.is_ipv4() {
         ([127, 0, 0, 1], 0).into()
     } else {
@@ -94,26 +109,22 @@ pub fn wait_ready(addr: SocketAddr, secret: &[u8], within: Duration) -> bool {
     let Ok(s) = UdpSocket::bind(any) else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-    let deadline = Instant::now() + within;
-    let mut id = 0u8;
-    while Instant::now() < deadline {
-        id = id.wrapping_add(1);
-        let auth = [id; AUTH_LEN];
-        let _ = s.send_to(&status_server(secret, id, auth), addr);
-        let mut buf = [0u8; 4096];
-        if let Ok((n, _)) = s.recv_from(&mut buf) {
-            if Header::parse(&buf[..n]).is_ok_and(|h| h.id == id) {
-                return true;
-            }
+    let _ = s.set_read_timeout(Some(timeout));
+    let auth = [id; AUTH_LEN];
+    if s.send_to(&status_server(secret, id, auth), addr).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    let by = Instant::now() + timeout;
+    while Instant::now() < by {
+        match s.recv_from(&mut buf) {
+            Ok((n, _)) if Header::parse(&buf[..n]).is_ok_and(|h| h.id == id) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
     }
     false
-}
-
-/// Where [`write`] puts the configuration for a run directory.
-pub fn conf_dir(run_dir: &Path) -> PathBuf {
-    run_dir.join("freeradius")
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod iperf3;
 pub mod knot;
 pub mod nsd;
 pub mod perf;
+pub mod radius_server;
 pub mod sockperf;
 pub mod trafgen;
 pub mod udp_sink;

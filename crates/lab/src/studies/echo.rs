@@ -262,11 +262,12 @@ impl Echo {
             ServerKind::Sockperf => {
                 sockperf::server(&lab.topo.server_addr().to_string(), self.port, &[])
             }
-            dns => {
+            other => {
                 return Err(LabError::Usage(format!(
-                    "{} is a DNS server: compare it with lab compare --proto dns",
-                    dns.name()
-                )))
+                "{} {} is not an echo server: compare it with lab compare --proto dns or radius",
+                other.name(),
+                other.config(1)
+            )))
             }
         })
     }

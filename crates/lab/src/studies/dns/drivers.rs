@@ -2,7 +2,6 @@
 //! driver's CPU time is the growth of this process's reaped-children time across reaping
 //! it: exact to its exit, and the same for both drivers.
 
-use crate::cputime::{self, Scope};
 use crate::peers::dnsperf::{self, Dnsperf, TcpLoad};
 use crate::peers::firehose;
 use crate::study::Lab;
@@ -11,7 +10,7 @@ use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The load generators compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -119,35 +118,16 @@ pub fn command_line(lab: &Lab<'_>, p: &DriverPlan<'_>) -> Vec<String> {
 /// Runs a driver to completion (30 s after its duration at most).
 pub fn run(lab: &Lab<'_>, p: &DriverPlan<'_>) -> LabResult<DriverResult> {
     let args = command_line(lab, p);
-    let me = std::process::id();
-    let cpu_before = cputime::seconds(me, Scope::Reaped)?;
-    let started = Instant::now();
     let name = match p.driver {
         Driver::Dnsperf => "dnsperf",
         Driver::Firehose => "firehose-load",
     };
     let cpus = lab.placement.client_cpus[..1].to_vec();
-    let mut child = lab.spawn(Side::Client, &cpus, &args, name)?;
-    let by = started + p.duration + Duration::from_secs(30);
-    let Some(status) = child.wait_until(by, Some(lab.stop))? else {
-        return Err(LabError::Run(format!(
-            "{} did not finish within 30 s after its {:.1} s",
-            args.join(" "),
-            p.duration.as_secs_f64()
-        )));
-    };
-    let wall_s = started.elapsed().as_secs_f64();
-    let client_cpu_s = (cputime::seconds(me, Scope::Reaped)? - cpu_before).max(0.0);
-    if !status.success() {
-        return Err(LabError::Run(format!(
-            "{} exited with {status}: {}",
-            args.join(" "),
-            child.stderr_tail()
-        )));
-    }
+    let within = p.duration + Duration::from_secs(30);
+    let done = lab.run_to_end(Side::Client, &cpus, &args, name, within)?;
     let mut r = match p.driver {
         Driver::Dnsperf => {
-            let text = child.stdout();
+            let text = done.proc.stdout();
             let s = dnsperf::parse(&text)
                 .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?;
             DriverResult {
@@ -161,8 +141,8 @@ pub fn run(lab: &Lab<'_>, p: &DriverPlan<'_>) -> LabResult<DriverResult> {
         }
         Driver::Firehose => DriverResult::from(&firehose::read_load(p.json)?.0),
     };
-    r.client_cpu_s = client_cpu_s;
-    r.wall_s = wall_s;
+    r.client_cpu_s = done.cpu_s;
+    r.wall_s = done.wall_s;
     Ok(r)
 }
 
