@@ -96,11 +96,17 @@ pub fn drops_on_port(rows: &[udp_sockets::UdpSocketRow], port: u16) -> u64 {
 
 /// True once a socket of `pid`'s namespace is bound to `port` (the server is ready).
 pub fn port_bound(pid: u32, port: u16) -> bool {
-    ["udp", "udp6"].iter().any(|f| {
-        procfs::read(&format!("/proc/{pid}/net/{f}"), udp_sockets::parse)
-            .map(|rows| rows.iter().any(|r| r.local.port() == port))
-            .unwrap_or(false)
-    })
+    sockets_on_port(pid, port) > 0
+}
+
+/// Sockets of `pid`'s namespace bound to `port` (IPv4 and IPv6): as many as the processes
+/// or workers that share it with SO_REUSEPORT.
+pub fn sockets_on_port(pid: u32, port: u16) -> usize {
+    ["udp", "udp6"]
+        .iter()
+        .filter_map(|f| procfs::read(&format!("/proc/{pid}/net/{f}"), udp_sockets::parse).ok())
+        .map(|rows| rows.iter().filter(|r| r.local.port() == port).count())
+        .sum()
 }
 
 impl HostSample {

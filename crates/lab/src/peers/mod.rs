@@ -8,6 +8,7 @@
 //! what it prints (tested on a captured sample in `crates/lab/tests/samples/`), and its
 //! Debian package in `cmd::install_hint` and `mk/deps` (docs/lab.md, "Adding a peer").
 
+pub mod chronyd;
 pub mod dns_server;
 pub mod dnsperf;
 pub mod firehose;
