@@ -86,6 +86,34 @@ pub fn socket_drops(pid: u32, port: u16) -> LabResult<u64> {
     Ok(total)
 }
 
+/// What the server's side lost over a window: the drops of its sockets at the port and
+/// the Udp RcvbufErrors of its namespace (every full socket buffer there, a generator's on
+/// the same host included).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SocketLoss {
+    pub socket_drops: u64,
+    pub rcvbuf_errors: u64,
+}
+
+impl SocketLoss {
+    /// The counters now, as `pid` sees them.
+    pub fn read(pid: u32, port: u16) -> LabResult<SocketLoss> {
+        Ok(SocketLoss {
+            socket_drops: socket_drops(pid, port)?,
+            rcvbuf_errors: procfs::read(&format!("/proc/{pid}/net/snmp"), snmp::parse_udp)?
+                .rcvbuf_errors,
+        })
+    }
+
+    /// The growth since `before`.
+    pub fn since(&self, before: &SocketLoss) -> SocketLoss {
+        SocketLoss {
+            socket_drops: self.socket_drops.saturating_sub(before.socket_drops),
+            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+        }
+    }
+}
+
 /// Sum of drops of the rows bound to `port`.
 pub fn drops_on_port(rows: &[udp_sockets::UdpSocketRow], port: u16) -> u64 {
     rows.iter()

@@ -101,6 +101,25 @@ impl ServerKind {
     }
 }
 
+/// The servers of `servers` that can run here: a peer whose program is not installed is
+/// left out, into `skipped` with the package to install.
+pub fn installed(
+    servers: &[ServerKind],
+    skipped: &mut Vec<crate::study::Skipped>,
+) -> Vec<ServerKind> {
+    servers
+        .iter()
+        .filter(|k| match k.program() {
+            Some((prog, _)) if !crate::cmd::installed(prog) => {
+                skipped.push(crate::study::Skipped::not_installed(prog));
+                false
+            }
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
+
 /// Serialises a DNS server as its key (`"knot"`), the shape `compare --proto dns` writes.
 pub fn serialize_key<S: serde::Serializer>(k: &ServerKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(k.key())

@@ -249,6 +249,26 @@ pub struct Skipped {
     pub reason: String,
 }
 
+impl Skipped {
+    /// A server configuration of `workers` when only `cpus` are the server's.
+    pub fn too_few_cpus(name: String, workers: usize, cpus: &[usize]) -> Skipped {
+        Skipped {
+            name,
+            reason: format!(
+                "needs {workers} server CPUs apart from the client's, only {cpus:?} given"
+            ),
+        }
+    }
+
+    /// `program` is not installed: the reason names the package that brings it.
+    pub fn not_installed(program: &str) -> Skipped {
+        Skipped {
+            name: program.into(),
+            reason: format!("not installed ({})", crate::cmd::install_hint(program)),
+        }
+    }
+}
+
 /// The plan of a study.
 #[derive(Debug, Clone)]
 pub struct Plan<C> {
@@ -267,6 +287,25 @@ impl<C> Plan<C> {
             skipped: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    /// The plan of a comparison, or a usage error naming why every cell was left out.
+    pub fn compare(cells: Vec<C>, skipped: Vec<Skipped>, notes: Vec<String>) -> LabResult<Self> {
+        if cells.is_empty() {
+            let why: Vec<String> = skipped
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.reason))
+                .collect();
+            return Err(LabError::Usage(format!(
+                "nothing to compare, every configuration was skipped ({})",
+                why.join("; ")
+            )));
+        }
+        Ok(Plan {
+            cells,
+            skipped,
+            notes,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use crate::proc::Proc;
 use crate::study::Lab;
 use crate::topology::Side;
 use crate::{LabError, LabResult};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -160,29 +160,9 @@ pub fn is_answer(reply: &[u8], transmit: u64) -> bool {
 
 /// True if the NTP server at `addr` answers one request within `timeout`.
 pub fn answers(addr: SocketAddr, transmit: u64, timeout: Duration) -> bool {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let Ok(s) = UdpSocket::bind(bind) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(timeout));
-    if s.send_to(&client_request(transmit), addr).is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 1024];
-    let by = Instant::now() + timeout;
-    while Instant::now() < by {
-        match s.recv_from(&mut buf) {
-            Ok((n, _)) if is_answer(&buf[..n], transmit) => return true,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    false
+    super::probe(addr, &client_request(transmit), timeout, |r| {
+        is_answer(r, transmit)
+    })
 }
 
 #[cfg(test)]

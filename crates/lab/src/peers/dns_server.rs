@@ -10,7 +10,6 @@ use crate::study::Lab;
 use crate::topology::Side;
 use crate::{LabError, LabResult};
 use firehose_dnswire::{question_end, rtype, Header, QueryBuilder, HEADER};
-use std::net::UdpSocket;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -194,34 +193,23 @@ pub fn answers_soa(addr: &str, port: u16, apex: &str, timeout: Duration) -> bool
     if b.write(apex, rtype::SOA, &mut q).is_err() {
         return false;
     }
-    let bind = if addr.contains(':') {
-        "[::]:0"
-    } else {
-        "0.0.0.0:0"
-    };
-    let Ok(s) = UdpSocket::bind(bind) else {
+    let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(timeout));
-    if s.send_to(&q, (addr, port)).is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 512];
-    let Ok(n) = s.recv(&mut buf) else {
-        return false;
-    };
-    let r = &buf[..n];
     let qe = q.len();
     // Our id, a NOERROR authoritative response echoing our question (name case aside).
-    Header::parse(r)
-        .is_some_and(|h| h.id == 0x5151 && h.qr && h.aa && h.rcode == 0 && h.qdcount == 1)
-        && question_end(r) == Some(qe)
-        && r[HEADER..qe].eq_ignore_ascii_case(&q[HEADER..qe])
+    super::probe((ip, port).into(), &q, timeout, |r| {
+        Header::parse(r)
+            .is_some_and(|h| h.id == 0x5151 && h.qr && h.aa && h.rcode == 0 && h.qdcount == 1)
+            && question_end(r) == Some(qe)
+            && r[HEADER..qe].eq_ignore_ascii_case(&q[HEADER..qe])
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::UdpSocket;
 
     fn start<'a>(kind: &'a ServerKind, dir: &'a Path) -> DnsServer<'a> {
         DnsServer {

@@ -10,7 +10,7 @@
 //! takes both on one port).
 
 use firehose_radiuswire::{code, put_attr, put_header, Header, Secret, AUTH_LEN, HEADER};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -101,30 +101,10 @@ pub fn wait_ready(addr: SocketAddr, secret: &[u8], within: Duration) -> bool {
 /// `timeout`: any answer with that id counts (firehose accepts it, FreeRADIUS too with
 /// `status_server = yes`).
 pub fn answers_status(addr: SocketAddr, secret: &[u8], id: u8, timeout: Duration) -> bool {
-    let any: SocketAddr = if addr.is_ipv4() {
-        ([127, 0, 0, 1], 0).into()
-    } else {
-        (std::net::Ipv6Addr::LOCALHOST, 0).into()
-    };
-    let Ok(s) = UdpSocket::bind(any) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(timeout));
-    let auth = [id; AUTH_LEN];
-    if s.send_to(&status_server(secret, id, auth), addr).is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 4096];
-    let by = Instant::now() + timeout;
-    while Instant::now() < by {
-        match s.recv_from(&mut buf) {
-            Ok((n, _)) if Header::parse(&buf[..n]).is_ok_and(|h| h.id == id) => return true,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    false
+    let request = status_server(secret, id, [id; AUTH_LEN]);
+    super::probe(addr, &request, timeout, |r| {
+        Header::parse(r).is_ok_and(|h| h.id == id)
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //! what it prints (tested on a captured sample in `crates/lab/tests/samples/`), and its
 //! Debian package in `cmd::install_hint` and `mk/deps` (docs/lab.md, "Adding a peer").
 
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
 pub mod chronyd;
 pub mod dns_server;
 pub mod dnsperf;
@@ -21,3 +24,37 @@ pub mod radius_server;
 pub mod sockperf;
 pub mod trafgen;
 pub mod udp_sink;
+
+/// Sends `request` to `addr` from a fresh socket and waits up to `timeout` for a datagram
+/// that `is_answer` accepts (others are read past): the one readiness probe of the peers
+/// (an SOA query, a Status-Server, an NTP client request).
+pub fn probe(
+    addr: SocketAddr,
+    request: &[u8],
+    timeout: Duration,
+    is_answer: impl Fn(&[u8]) -> bool,
+) -> bool {
+    let bind: SocketAddr = if addr.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let Ok(s) = UdpSocket::bind(bind) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    if s.send_to(request, addr).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    let by = Instant::now() + timeout;
+    while Instant::now() < by {
+        match s.recv_from(&mut buf) {
+            Ok((n, _)) if is_answer(&buf[..n]) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}

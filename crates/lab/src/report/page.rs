@@ -58,6 +58,13 @@ impl Column {
         }
     }
 
+    /// Columns padded on the terminal, from (header, width, left-aligned) triples.
+    pub fn fixed_all(spec: &[(&str, usize, bool)]) -> Vec<Column> {
+        spec.iter()
+            .map(|&(h, w, left)| Column::fixed(h, w, if left { Align::Left } else { Align::Right }))
+            .collect()
+    }
+
     /// A column padded to `width` on the terminal.
     pub fn fixed(header: &str, width: usize, align: Align) -> Column {
         Column {

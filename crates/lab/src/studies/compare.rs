@@ -279,14 +279,7 @@ impl Study for Compare {
         let sockperf = cmd::installed("sockperf");
         let (cells, skipped) = plan(&self.servers, &self.generators, self.echo.workers, sockperf)?;
         if cells.is_empty() {
-            let why: Vec<String> = skipped
-                .iter()
-                .map(|s| format!("{}: {}", s.name, s.reason))
-                .collect();
-            return Err(LabError::Usage(format!(
-                "nothing to compare, every configuration was skipped ({})",
-                why.join("; ")
-            )));
+            return Plan::compare(cells, skipped, Vec::new());
         }
         self.echo.build(lab)?;
         let mut notes = vec![

@@ -20,6 +20,7 @@ use crate::peers::dnsperf::TcpLoad;
 use crate::peers::perf::{SyscallCount, SyscallCounter};
 use crate::proc::Proc;
 use crate::report::Page;
+use crate::sample::SocketLoss;
 use crate::server::{ServerKind, DNS_SERVERS};
 use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
 use crate::{cmd, LabError, LabResult};
@@ -249,40 +250,19 @@ impl Study for DnsCompare {
             .map_err(|e| LabError::io(queries.display(), e))?;
         self.files = Some((zone, queries));
         let mut skipped = Vec::new();
-        let mut missing = |prog: &str| {
-            let gone = !cmd::installed(prog);
-            if gone {
-                skipped.push(Skipped {
-                    name: prog.into(),
-                    reason: format!("not installed ({})", cmd::install_hint(prog)),
-                });
-            }
-            gone
-        };
-        let servers: Vec<ServerKind> = self
-            .servers
-            .iter()
-            .filter(|k| !k.program().is_some_and(|(prog, _)| missing(prog)))
-            .cloned()
-            .collect();
-        let drivers: Vec<Driver> = self
-            .drivers
-            .iter()
-            .copied()
-            .filter(|d| *d != Driver::Dnsperf || !missing("dnsperf"))
-            .collect();
+        let servers = crate::server::installed(&self.servers, &mut skipped);
+        let mut drivers = self.drivers.clone();
+        if drivers.contains(&Driver::Dnsperf) && !cmd::installed("dnsperf") {
+            skipped.push(Skipped::not_installed("dnsperf"));
+            drivers.retain(|d| *d != Driver::Dnsperf);
+        }
         let n_cpus = lab.placement.server_cpus.len();
         let mut cells = Vec::new();
         for kind in &servers {
             for &w in &self.workers {
                 if w > n_cpus {
-                    skipped.push(Skipped {
-                        name: format!("{} {}", kind.name(), kind.config(w)),
-                        reason: format!(
-                            "needs {w} server CPUs apart from the client's, only {:?} given",
-                            lab.placement.server_cpus
-                        ),
-                    });
+                    let name = format!("{} {}", kind.name(), kind.config(w));
+                    skipped.push(Skipped::too_few_cpus(name, w, &lab.placement.server_cpus));
                     continue;
                 }
                 for &driver in &drivers {
@@ -294,21 +274,7 @@ impl Study for DnsCompare {
                 }
             }
         }
-        if cells.is_empty() {
-            let why: Vec<String> = skipped
-                .iter()
-                .map(|s| format!("{}: {}", s.name, s.reason))
-                .collect();
-            return Err(LabError::Usage(format!(
-                "nothing to compare, every configuration was skipped ({})",
-                why.join("; ")
-            )));
-        }
-        Ok(Plan {
-            cells,
-            skipped,
-            notes: Vec::new(),
-        })
+        Plan::compare(cells, skipped, Vec::new())
     }
 
     fn cell_name(&self, c: &Cell) -> String {
@@ -387,23 +353,16 @@ impl Study for DnsCompare {
         } else {
             None
         };
-        let rcvbuf_errors = || {
-            firehose_host::procfs::read(
-                &format!("/proc/{pid}/net/snmp"),
-                firehose_host::procfs::snmp::parse_udp,
-            )
-            .map(|u| u.rcvbuf_errors)
-        };
-        let drops_before = crate::sample::socket_drops(pid, port)?;
-        let rcvbuf_before = rcvbuf_errors()?;
+        let loss_before = SocketLoss::read(pid, port)?;
         let before = cputime::seconds(pid, Scope::Tree)?;
         let result = drivers::run(lab, &plan)?;
         let server_s = (cputime::seconds(pid, Scope::Tree)? - before).max(0.0);
+        let loss = SocketLoss::read(pid, port)?.since(&loss_before);
         Ok(Outcome::Done(Sample {
             result,
             server_s,
-            server_drops: crate::sample::socket_drops(pid, port)?.saturating_sub(drops_before),
-            rcvbuf_errors: rcvbuf_errors()?.saturating_sub(rcvbuf_before),
+            server_drops: loss.socket_drops,
+            rcvbuf_errors: loss.rcvbuf_errors,
             syscalls: perf.and_then(SyscallCounter::finish),
             syscalls_per_query: None,
         }))

@@ -17,10 +17,11 @@ use crate::peers::firehose;
 use crate::peers::radius_server::{wait_answering, RadiusServer};
 use crate::proc::Proc;
 use crate::report::Page;
+use crate::sample::SocketLoss;
 use crate::server::{ServerKind, RADIUS_SERVERS};
 use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
 use crate::topology::Side;
-use crate::{cmd, LabError, LabResult};
+use crate::{LabError, LabResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -227,33 +228,14 @@ impl Study for RadiusCompare {
             .map_err(|e| LabError::io(users.display(), e))?;
         self.files = Some((clients, users));
         let mut skipped = Vec::new();
-        let servers: Vec<ServerKind> = self
-            .servers
-            .iter()
-            .filter(|k| match k.program() {
-                Some((prog, _)) if !cmd::installed(prog) => {
-                    skipped.push(Skipped {
-                        name: prog.into(),
-                        reason: format!("not installed ({})", cmd::install_hint(prog)),
-                    });
-                    false
-                }
-                _ => true,
-            })
-            .cloned()
-            .collect();
+        let servers = crate::server::installed(&self.servers, &mut skipped);
         let n_cpus = lab.placement.server_cpus.len();
         let mut cells = Vec::new();
         for &w in &self.workers {
             for kind in &servers {
                 if w > n_cpus {
-                    skipped.push(Skipped {
-                        name: format!("{} {}", kind.name(), kind.config(w)),
-                        reason: format!(
-                            "needs {w} server CPUs apart from the client's, only {:?} given",
-                            lab.placement.server_cpus
-                        ),
-                    });
+                    let name = format!("{} {}", kind.name(), kind.config(w));
+                    skipped.push(Skipped::too_few_cpus(name, w, &lab.placement.server_cpus));
                     continue;
                 }
                 cells.push(Cell {
@@ -262,25 +244,11 @@ impl Study for RadiusCompare {
                 });
             }
         }
-        if cells.is_empty() {
-            let why: Vec<String> = skipped
-                .iter()
-                .map(|s| format!("{}: {}", s.name, s.reason))
-                .collect();
-            return Err(LabError::Usage(format!(
-                "nothing to compare, every configuration was skipped ({})",
-                why.join("; ")
-            )));
-        }
         let notes = vec![format!(
             "both servers read the same generated clients.conf (one client, 127.0.0.1, Message-Authenticator required) and users file ({} users, every 4th rejected by Auth-Type); FreeRADIUS runs its files, pap and chap modules only, reject_delay 0, its thread pool fixed at the worker count, confined to the same CPUs",
             self.users
         )];
-        Ok(Plan {
-            cells,
-            skipped,
-            notes,
-        })
+        Plan::compare(cells, skipped, notes)
     }
 
     fn cell_name(&self, c: &Cell) -> String {
@@ -343,15 +311,7 @@ impl Study for RadiusCompare {
             &json,
             None,
         );
-        let rcvbuf = || {
-            firehose_host::procfs::read(
-                &format!("/proc/{pid}/net/snmp"),
-                firehose_host::procfs::snmp::parse_udp,
-            )
-            .map(|u| u.rcvbuf_errors)
-        };
-        let drops_before = crate::sample::socket_drops(pid, listen.port())?;
-        let rcvbuf_before = rcvbuf()?;
+        let loss_before = SocketLoss::read(pid, listen.port())?;
         let host_before = cputime::host_busy_s()?;
         let server_before = cputime::seconds(pid, Scope::Tree)?;
         let cpus = lab.placement.client_cpus[..1].to_vec();
@@ -359,6 +319,7 @@ impl Study for RadiusCompare {
         let done = lab.run_to_end(Side::Client, &cpus, &argv, "firehose-load", within)?;
         let server_s = (cputime::seconds(pid, Scope::Tree)? - server_before).max(0.0);
         let host_s = (cputime::host_busy_s()? - host_before).max(0.0);
+        let loss = SocketLoss::read(pid, listen.port())?.since(&loss_before);
         let (r, _) = firehose::read_load(&json)?;
         Ok(Outcome::Done(Measured {
             rps: r.tps,
@@ -373,9 +334,8 @@ impl Study for RadiusCompare {
             host_s,
             client_s: done.cpu_s,
             wall_s: done.wall_s,
-            server_drops: crate::sample::socket_drops(pid, listen.port())?
-                .saturating_sub(drops_before),
-            rcvbuf_errors: rcvbuf()?.saturating_sub(rcvbuf_before),
+            server_drops: loss.socket_drops,
+            rcvbuf_errors: loss.rcvbuf_errors,
         }))
     }
 

@@ -2,7 +2,7 @@
 //! for, and the page.
 
 use super::{Cell, DnsCompare, Driver, Sample};
-use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
+use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::study::Ran;
@@ -153,10 +153,7 @@ pub fn page(d: &DnsCompare, ran: &Ran<Cell, Sample>, rows: &[DnsRow]) -> Page {
     ];
     let table = Table {
         title: None,
-        columns: COLUMNS
-            .iter()
-            .map(|&(h, w, left)| Column::fixed(h, w, if left { Align::Left } else { Align::Right }))
-            .collect(),
+        columns: Column::fixed_all(&COLUMNS),
         rows: rows.iter().map(cells).collect(),
         dim: rows
             .iter()

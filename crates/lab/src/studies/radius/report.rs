@@ -3,7 +3,7 @@
 
 use super::{Cell, RadiusCompare, Trial};
 use crate::report::mmm;
-use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
+use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::study::Ran;
@@ -149,10 +149,7 @@ pub fn page(d: &RadiusCompare, ran: &Ran<Cell, Trial>, rows: &[RadiusRow]) -> Pa
     ];
     let table = Table {
         title: None,
-        columns: COLUMNS
-            .iter()
-            .map(|&(h, w, left)| Column::fixed(h, w, if left { Align::Left } else { Align::Right }))
-            .collect(),
+        columns: Column::fixed_all(&COLUMNS),
         rows: rows.iter().map(cells).collect(),
         dim: Vec::new(),
         text: TextTable::Padded {
