@@ -38,4 +38,4 @@ pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
 pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};
 pub use uring_io::UringIo;
-pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};
+pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo, XdpOptions};

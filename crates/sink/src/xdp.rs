@@ -6,7 +6,8 @@
 //! it drops (normal exit, failed start, panic); on SIGKILL the kernel closes the link.
 
 use super::{packet_interface, SinkConfig, SinkError};
-use firehose_sys::xdp::setup::{self, Iface, SetupError, Steered, Stocked};
+use firehose_sys::xdp::queue::XdpQueue;
+use firehose_sys::xdp::setup::{self, Iface, SetupError, Steered};
 use std::net::SocketAddr;
 
 fn setup_err(e: SetupError) -> SinkError {
@@ -17,11 +18,11 @@ fn setup_err(e: SetupError) -> SinkError {
 }
 
 /// Opens the sockets and attaches the program for `local` (the bound listen address);
-/// returns the program's holder, each queue's socket, and the interface name.
+/// returns the program's holder, each queue's driver, and the interface name.
 pub(crate) fn open(
     cfg: &SinkConfig,
     local: &SocketAddr,
-) -> Result<(Steered, Vec<Stocked>, String), SinkError> {
+) -> Result<(Steered, Vec<XdpQueue>, String), SinkError> {
     setup::require_root("--io recvmmsg").map_err(setup_err)?;
     let (_, name) = packet_interface(cfg)?;
     let iface = Iface::open(&name).map_err(setup_err)?;
@@ -40,7 +41,11 @@ pub(crate) fn open(
         let budget = opts.busy_poll.map_or(cfg.batch as i32, |(_, b)| b);
         opts.busy_poll = Some((us.min(i32::MAX as u32) as i32, budget));
     }
-    let (steered, sockets) =
-        setup::steer(&iface, &setup::listen_match(local), &opts).map_err(setup_err)?;
+    let (steered, sockets) = setup::steer(
+        &iface,
+        &iface.server_match(local).map_err(setup_err)?,
+        &opts,
+    )
+    .map_err(setup_err)?;
     Ok((steered, sockets, name))
 }

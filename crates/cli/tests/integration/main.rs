@@ -33,6 +33,7 @@ mod workspace;
 mod xdp;
 mod xdp_clamp;
 mod xdp_frames;
+mod xdp_hostile;
 mod xdp_load;
 mod xdp_sink_flood;
 mod xdp_util;
