@@ -346,6 +346,7 @@ mod same_strings {
         &["lab", "flood", "--warmup"],
         &["lab", "zone-load", "--ready-within"],
         &["lab", "zone-load", "--settle"],
+        &["lab", "answers", "--target", "127.0.0.1:9", "--apex", "x.", "--within"],
         &["stream", "--target", "127.0.0.1:9", "--duration"],
         &["stream", "--target", "127.0.0.1:9", "--interval"],
         &["sink", "--listen", "127.0.0.1:9", "--duration"],
