@@ -242,17 +242,7 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         .spawn()
         .unwrap();
     n.2.push(sink);
-    // The sink binds after its drop watch attaches (as root), which takes a while on a
-    // loaded host: send only once its socket is there.
-    let bound = format!(":{port:04X} ");
-    let by = std::time::Instant::now() + Duration::from_secs(30);
-    while !sh(&format!("ip netns exec {b} cat /proc/net/udp")).contains(&bound) {
-        assert!(
-            std::time::Instant::now() < by,
-            "the sink never bound {target}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::util::wait_udp_bound(Some(b), port);
     let tx = || -> u64 {
         sh(&format!(
             "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"

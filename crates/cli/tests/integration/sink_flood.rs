@@ -526,7 +526,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    crate::util::wait_udp_bound(Some(&pair.b), port);
     let o = Command::new("ip")
         .args([
             "netns",
@@ -597,7 +597,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    crate::util::wait_udp_bound(Some(&pair.b), port);
     let o = Command::new("ip")
         .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
         .arg(format!("{}:{port}", pair.b_addr()))
