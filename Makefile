@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-drops bench-radius lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -87,6 +87,17 @@ bench-sink: build
 	$(BIN) lab sink --queues 2 --frame 64 $(SINK_ARGS) --json-file bench-sink.json
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
+
+# Before/after of the I/O drivers (root): this build against BASELINE, a firehose binary
+# from before a change, interleaved (before, after, ...) over 3 rounds: load --io socket and
+# uring, serve --io uring against the tuned socket path (loopback at 10k/s; veth saturated),
+# lab sink and lab flood socket, io_uring and AF_PACKET modes at 64 B. Medians (min-max) per
+# binary, the load average before each run (mk/io-before-after).
+BASELINE ?=
+bench-io: build
+	@sh mk/deps lab
+	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
+	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
 
 # What watching costs (root): the sink's pps at max rate without and with firehose drops
 # beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose

@@ -550,3 +550,22 @@ mod same_strings {
         assert_eq!(found, listed);
     }
 }
+
+/// The value parser of a choice whose values are a library's table (`--io` of serve and
+/// load, sink's and flood's modes): each entry's name, its help beside it in `--help`.
+pub fn table_parser<T: Sync + 'static>(
+    all: &'static [T],
+    name: fn(&T) -> &'static str,
+    help: fn(&T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = &'static T> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(all.iter().map(|t| match help(t) {
+        "" => PossibleValue::new(name(t)),
+        h => PossibleValue::new(name(t)).help(h),
+    }))
+    .map(move |s| {
+        all.iter()
+            .find(|t| name(t) == s)
+            .expect("clap checked the value")
+    })
+}

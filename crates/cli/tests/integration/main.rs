@@ -28,6 +28,7 @@ mod metrics_abuse;
 mod radius;
 mod report_merge;
 mod serve;
+mod sink_drops;
 mod sink_flood;
 mod stream;
 mod stream_veth;

@@ -90,6 +90,20 @@ pub fn root_or_skip() -> bool {
     false
 }
 
+/// True when this kernel lets io_uring run opcode `op` ("recvmsg", "recv", "send",
+/// "send_zc"); otherwise prints that the calling test is skipped, and the kernel's reason
+/// (kernel.io_uring_disabled, seccomp, an older kernel) with its errno.
+pub fn uring_or_skip(op: &str) -> bool {
+    match firehose_sys::uring::UringSupport::probe().require(op) {
+        Ok(()) => true,
+        Err(e) => {
+            let test = std::thread::current().name().unwrap_or("test").to_string();
+            eprintln!("skipping {test}: io_uring unavailable: {e}");
+            false
+        }
+    }
+}
+
 /// `args` followed by the flags of the shortest useful lab run (one repetition of one
 /// second, no warm-up) writing its JSON to `json`.
 pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
