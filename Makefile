@@ -107,11 +107,11 @@ bench-drops: build
 	@sh mk/deps bench
 	sh mk/bench-observe.sh
 
-# RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
-# file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
-# Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
-# request at saturation, then p99 at half of FreeRADIUS's maximum for both; medians (min-max),
-# ratios, the load average beside every figure.
+# RADIUS against FreeRADIUS on loopback (mk/bench-radius: lab compare --proto radius twice):
+# the same generated clients.conf and users file, servers on CPU 0 (FreeRADIUS's thread pool
+# of 1), firehose load --proto radius (PAP, Message-Authenticator) on CPU 1, 3 interleaved
+# repetitions: Access-Requests/s and CPU per request at saturation, then p99 at half of
+# FreeRADIUS's maximum for both; medians (min-max), ratios, the load average at both ends.
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)

@@ -5,7 +5,7 @@
 
 use crate::lab_stream::ready;
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, signal_pid, tmp, wait_exit};
+use crate::util::{bin, installed, json_of, lab_run, signal_pid, tmp, Bounded};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -14,17 +14,11 @@ use std::time::{Duration, Instant};
 /// Runs `firehose lab ARGS --json-file F` and returns the document and the lab's pid.
 fn lab(args: &[&str], tag: &str) -> (Value, u32) {
     let json = tmp(&format!("lab-{tag}.json"));
-    let child = Command::new(bin())
-        .arg("lab")
-        .args(args)
-        .arg("--json-file")
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = Command::new(bin());
+    c.arg("lab").args(args).arg("--json-file").arg(&json);
+    let child = Bounded::spawn(c);
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait(crate::util::LAB_LIMIT);
     assert!(
         out.status.success(),
         "{}{}",
@@ -303,16 +297,13 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
         return;
     }
     let json = tmp("lab-flood-int.json");
-    let mut child = Command::new(bin())
-        .args([
-            "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
-        ])
-        .args(["--repeat", "5", "--duration", "5", "--json-file"])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = Command::new(bin());
+    c.args([
+        "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
+    ])
+    .args(["--repeat", "5", "--duration", "5", "--json-file"])
+    .arg(&json);
+    let child = Bounded::spawn(c);
     let id = child.id();
     let srv = format!("fh-srv-{id}");
     // Wait until the drop program is on the server veth and the flood runs.
@@ -321,20 +312,19 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
     while seen.len() < 2
         || !sh(&format!("ip -n {srv} link show 2>/dev/null || true")).contains("xdp")
     {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("lab flood never attached its receiver");
-        }
+        // The child is stopped when dropped by the panic.
+        assert!(
+            Instant::now() < deadline,
+            "lab flood never attached its receiver"
+        );
         seen = pids_in(&srv);
         seen.extend(pids_in(&format!("fh-cli-{id}")));
         std::thread::sleep(Duration::from_millis(50));
     }
     signal_pid(id, "INT");
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
+    let out = child.wait(Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     no_namespace_of(id);
     for pid in seen {
@@ -355,7 +345,7 @@ fn bad_input_is_one_line_and_exit_2() {
         &["lab", "sink", "--frame", "100"],
         &["lab", "sink", "--duration", "1.5"],
     ] {
-        let o = Command::new(bin()).args(args).output().unwrap();
+        let o = lab_run(args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
