@@ -2,7 +2,7 @@
 //! NLnet Labs' scanner alone: the same zone, record for record and byte for byte. (The
 //! test zones are compared in crates/proto, `the_fast_path_reads_as_domain_does`.)
 
-use firehose_lab::zone_load::generate_zone;
+use firehose_lab::studies::zone_load::generate_zone;
 use firehose_proto::dns::zone::{parse_zone, parse_zone_with_domain, read_fast};
 
 #[test]
