@@ -95,14 +95,7 @@ fn counters_at_exit_and_on_metrics_match_what_was_sent() {
     let mut buf = [0u8; 64];
     for i in 0..123u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        // A receive timeout makes recv fail with EINTR when the test process is stopped and
-        // continued (a frozen cgroup on a shared CI host), with no signal handler involved.
-        let n = loop {
-            match c.recv_from(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                r => break r.unwrap().0,
-            }
-        };
+        let (n, _) = crate::util::recv_from_retrying(&c, &mut buf);
         assert_eq!(&buf[..n], &i.to_le_bytes());
     }
     // The worker counts a batch's replies just after sending them.
@@ -337,12 +330,7 @@ fn uring_setup_flags_are_read_back_from_the_servers_rings() {
         c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         c.send_to(b"ping", srv.addr).unwrap();
         let mut buf = [0u8; 16];
-        let n = loop {
-            match c.recv(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                r => break r.unwrap(),
-            }
-        };
+        let (n, _) = crate::util::recv_from_retrying(&c, &mut buf);
         assert_eq!(&buf[..n], b"ping");
         srv.stop();
     }

@@ -366,3 +366,15 @@ pub fn wait_udp_bound(netns: Option<&str>, port: u16) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// `recv_from` on a socket with a read timeout, retried on EINTR: with SO_RCVTIMEO set, a
+/// test process that is frozen and thawed (a cgroup freezer on a shared CI host) sees
+/// `Interrupted` with no signal handler involved.
+pub fn recv_from_retrying(s: &std::net::UdpSocket, buf: &mut [u8]) -> (usize, SocketAddr) {
+    loop {
+        match s.recv_from(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r.unwrap(),
+        }
+    }
+}
