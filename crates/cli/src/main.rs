@@ -22,6 +22,7 @@ mod compat;
 mod doctor;
 mod drops;
 mod flood;
+mod io_paths;
 mod lab;
 mod load;
 mod meta;

@@ -6,19 +6,6 @@ use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
 use firehose_sys::xdp::setup::{self, XdpOptions};
 use firehose_sys::xdp::xsk::XskConfig;
 
-/// Which I/O path the workers use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    /// Kernel UDP sockets (recvfrom/recvmmsg).
-    Socket,
-    /// AF_XDP: an XDP program steers the UDP traffic of this run (to the served port, or the
-    /// replies to the generator's ports) to one AF_XDP socket per queue.
-    Xdp,
-    /// io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched
-    /// sends, one ring per worker (or generator thread).
-    Uring,
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     Auto,
@@ -54,9 +41,6 @@ pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
 /// Flags that apply only with `--io xdp`.
 #[derive(Debug, Args)]
 pub struct XdpArgs {
-    /// I/O path: kernel sockets, AF_XDP on --iface (root), or io_uring on the sockets.
-    #[arg(long = "io", value_enum, default_value = "socket")]
-    pub io: IoArg,
     #[command(flatten)]
     pub rx: XdpRxArgs,
     /// With --io xdp: verify each request's IPv4 header and UDP checksums and drop (and
@@ -212,21 +196,8 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 }
 
 impl XdpArgs {
-    /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
-    pub fn config(&self, cfg: &ServeConfig, xdp_profile: bool) -> Result<Option<XdpConfig>, Usage> {
-        if self.io != IoArg::Xdp {
-            if xdp_profile {
-                return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
-            }
-            if let Some(flag) = self
-                .rx
-                .any_given()
-                .or(self.verify_checksum.then_some("--verify-checksum"))
-            {
-                return Err(Usage(format!("{flag} applies only to --io xdp")));
-            }
-            return Ok(None);
-        }
+    /// The AF_XDP configuration of `serve --io xdp`.
+    pub fn config(&self, cfg: &ServeConfig) -> Result<XdpConfig, Usage> {
         let Some(iface) = self.rx.iface.clone() else {
             return Err(Usage(
                 "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
@@ -235,36 +206,12 @@ impl XdpArgs {
         let o = self
             .rx
             .options(cfg.busy_poll.map(|us| us as usize), cfg.batch)?;
-        Ok(Some(XdpConfig {
+        Ok(XdpConfig {
             iface,
             options: o,
             batch: cfg.batch,
             verify_checksum: self.verify_checksum,
-        }))
-    }
-
-    /// Socket-path flags that mean nothing under --io xdp or --io uring.
-    pub fn refuse_socket_only(
-        &self,
-        rxq_ovfl: Option<bool>,
-        workers: Option<usize>,
-    ) -> Result<(), Usage> {
-        if self.io == IoArg::Socket {
-            return Ok(());
-        }
-        if rxq_ovfl.is_some() {
-            return Err(Usage("--rxq-ovfl applies only to --io socket".into()));
-        }
-        if self.io == IoArg::Uring {
-            return Ok(());
-        }
-        if workers.is_some() {
-            return Err(Usage(
-                "--workers does not apply to --io xdp: it runs one worker per queue (choose them with --queues)"
-                    .into(),
-            ));
-        }
-        Ok(())
+        })
     }
 }
 

@@ -17,20 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The receive call, as udp_sink names them, plus AF_PACKET.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    Recv,
-    Recvfrom,
-    Recvmsg,
-    Recvmmsg,
-    /// io_uring: multishot IORING_OP_RECVMSG over a provided-buffer ring, per worker.
-    Uring,
-    /// AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW).
-    Packet,
-    /// AF_XDP: an XDP program redirects --listen's UDP to one socket per rx queue of
-    /// --iface, one worker each (root).
-    Xdp,
+/// The receive calls and rings, from the sink's own table of modes.
+fn sink_modes() -> impl clap::builder::TypedValueParser<Value = &'static SinkIo> {
+    crate::args::table_parser(SinkIo::ALL, |m| m.name(), |m| m.help())
 }
 
 /// PACKET_FANOUT modes.
@@ -68,8 +57,8 @@ pub struct SinkArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
     /// Receive call.
-    #[arg(long, value_enum, default_value = "recvmsg")]
-    io: IoArg,
+    #[arg(long, default_value = "recvmsg", value_parser = sink_modes())]
+    io: &'static SinkIo,
     /// Stop a round after this many datagrams.
     #[arg(long, value_parser = parse_positive)]
     count: Option<usize>,
@@ -166,8 +155,8 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
-    let workers = match (a.io, a.workers) {
-        (IoArg::Xdp, w) => w.unwrap_or(0),
+    let workers = match (*a.io, a.workers) {
+        (SinkIo::Xdp, w) => w.unwrap_or(0),
         (_, w) => w.unwrap_or(1),
     };
     if let Some(c) = &cpus {
@@ -180,7 +169,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             .into());
         }
     }
-    let xdp = if a.io == IoArg::Xdp {
+    let xdp = if *a.io == SinkIo::Xdp {
         if a.rcvbuf.is_some() {
             return Err(
                 Usage("--rcvbuf does not apply to --io xdp (no socket buffer)".into()).into(),
@@ -202,22 +191,14 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
             return Err(Usage(format!("{flag} applies only to --io xdp")).into());
         }
-        if a.io != IoArg::Packet && a.xdp.iface.is_some() {
+        if *a.io != SinkIo::Packet && a.xdp.iface.is_some() {
             return Err(Usage("--iface applies only to --io packet and --io xdp".into()).into());
         }
         XdpOptions::default()
     };
     Ok(SinkConfig {
         listen: a.listen,
-        io: match a.io {
-            IoArg::Recv => SinkIo::Recv,
-            IoArg::Recvfrom => SinkIo::Recvfrom,
-            IoArg::Recvmsg => SinkIo::Recvmsg,
-            IoArg::Recvmmsg => SinkIo::Recvmmsg,
-            IoArg::Uring => SinkIo::Uring,
-            IoArg::Packet => SinkIo::Packet,
-            IoArg::Xdp => SinkIo::Xdp,
-        },
+        io: *a.io,
         workers,
         cpus,
         batch: a.batch,
@@ -232,7 +213,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             FanoutArg::Qm => Fanout::Qm,
         },
         ring: RxRingConfig::default(),
-        uring: a.uring.setup(a.io == IoArg::Uring)?,
+        uring: a.uring.setup(*a.io == SinkIo::Uring)?,
         xdp,
     })
 }

@@ -27,7 +27,7 @@ pub const SYSCTLS: &[&str] = &[
 pub const MODULES: &[&str] = &["ip_tables", "iptable_filter", "nf_tables", "nf_conntrack"];
 
 /// Host facts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Environment {
     pub kernel: String,
     pub cpu_model: String,

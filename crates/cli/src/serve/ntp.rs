@@ -2,7 +2,8 @@
 //! when the clock is not synchronised and nothing allows it, and a handler per worker.
 
 use super::args::{NtpArgs, Proto};
-use super::start::{serve_error, Path, Running};
+use super::start::{serve_error, Running};
+use crate::io_paths::{Handlers, IoPath, ServeOn};
 use crate::args::Usage;
 use anyhow::Result;
 use firehose_engine::ServeConfig;
@@ -33,10 +34,15 @@ fn short(d: Option<std::time::Duration>) -> Option<Short> {
     d.map(|d| Short::from_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
 }
 
-/// Reads the clock state and starts the engine with an NTP handler per worker. The
-/// socket path stamps arrivals in the kernel (SO_TIMESTAMPNS); io_uring and AF_XDP give
-/// no stamp, so their handlers read the clock first thing (counted apart).
-pub(super) fn start_ntp(cfg: &ServeConfig, n: &NtpArgs, path: Path) -> Result<Running> {
+/// Reads the clock state and starts the engine with an NTP handler per worker. A path
+/// that stamps arrivals in the kernel ([`IoPath::rx_timestamps`]) hands the stamp over;
+/// on the others the handler reads the clock first thing (counted apart).
+pub(super) fn start_ntp(
+    cfg: &ServeConfig,
+    n: &NtpArgs,
+    io: &IoPath,
+    mut on: ServeOn,
+) -> Result<Running> {
     if n.allow_unsynchronised && n.ntp_local_stratum.is_some() {
         return Err(Usage(
             "--allow-unsynchronised announces an unsynchronised clock and --ntp-local-stratum serves it as synchronised: pass one".into(),
@@ -82,11 +88,10 @@ pub(super) fn start_ntp(cfg: &ServeConfig, n: &NtpArgs, path: Path) -> Result<Ru
     )];
     notes.push(format!(
         "  ntp: receive timestamps {}; rate limit {}",
-        match path {
-            Path::Socket => "from the kernel (SO_TIMESTAMPNS)",
-            Path::Uring(_) | Path::Xdp(_) => {
-                "read by the handler (this backend gives no kernel arrival stamp)"
-            }
+        if io.rx_timestamps {
+            "from the kernel (SO_TIMESTAMPNS)"
+        } else {
+            "read by the handler (this I/O path gives no kernel arrival stamp)"
         },
         match n.ntp_ratelimit {
             None => "off".to_string(),
@@ -105,13 +110,10 @@ pub(super) fn start_ntp(cfg: &ServeConfig, n: &NtpArgs, path: Path) -> Result<Ru
         }
     ));
     let mut cfg = cfg.clone();
-    // Only the socket backend reads the stamps: the others would pay for them unread.
-    cfg.rx_timestamps = matches!(path, Path::Socket);
-    let live = watch.live();
-    let server = path
-        .start(&cfg, move |_| {
-            firehose_proto::NtpHandler::new(live.clone(), &opts)
-        })
+    // Only a path that reads the stamps asks for them: the others would pay for them unread.
+    cfg.rx_timestamps = io.rx_timestamps;
+    let server = on
+        .start(&cfg, &Handlers::Ntp(watch.live(), opts))
         .map_err(serve_error)?;
     Ok(Running {
         server,

@@ -2,8 +2,9 @@
 
 use super::args::{DnsArgs, Proto, RadiusArgs, ServeArgs};
 use crate::args::Usage;
+use crate::io_paths::{Handlers, ServeOn};
 use anyhow::{Context, Result};
-use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
+use firehose_engine::{ServeConfig, ServeError, Server};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Limits, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 
@@ -69,7 +70,12 @@ fn refuse_radius_flags(r: &RadiusArgs, proto: Proto) -> Result<()> {
 }
 
 /// Loads the RADIUS files and starts the engine with a handler per worker.
-fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> Result<Running> {
+fn start_radius(
+    cfg: &ServeConfig,
+    r: &RadiusArgs,
+    zones: bool,
+    mut on: ServeOn,
+) -> Result<Running> {
     if zones {
         return Err(Usage("--zone applies only to --proto dns".into()).into());
     }
@@ -114,11 +120,8 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
         dup_entries: r.radius_dup_cache,
         dup_window: r.radius_dup_window,
     };
-    let live = reloader.live();
-    let server = path
-        .start(cfg, move |_| {
-            firehose_proto::RadiusHandler::new(live.clone(), &opts)
-        })
+    let server = on
+        .start(cfg, &Handlers::Radius(reloader.live(), opts))
         .map_err(serve_error)?;
     Ok(Running {
         server,
@@ -129,56 +132,25 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
     })
 }
 
-/// The I/O path the workers take.
-pub(super) enum Path {
-    Socket,
-    Xdp(Box<XdpIo>),
-    Uring(UringIo),
-}
-
-impl Path {
-    /// Starts the engine on this path.
-    pub(super) fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
-    where
-        H: Handler + 'static,
-        F: Fn(usize) -> H,
-    {
-        match self {
-            Path::Socket => Server::start(cfg, make),
-            Path::Xdp(io) => Server::start_with(cfg, *io, make),
-            Path::Uring(io) => Server::start_with(cfg, io, make),
-        }
-    }
-
-    /// This path for one more start (AF_XDP queues are taken once: never started twice).
-    fn take(&mut self) -> Path {
-        match self {
-            Path::Socket => Path::Socket,
-            Path::Uring(io) => Path::Uring(*io),
-            Path::Xdp(_) => std::mem::replace(self, Path::Socket),
-        }
-    }
-}
-
 pub(super) fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
     a: &ServeArgs,
-    mut path: Path,
+    mut on: ServeOn,
 ) -> Result<Running> {
     let zones = &a.zones;
     refuse_radius_flags(&a.radius, proto)?;
     super::ntp::refuse_ntp_flags(&a.ntp, proto)?;
     let res = match proto {
-        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), path),
+        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), on),
         Proto::Echo | Proto::Ntp if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
         Proto::Echo | Proto::Ntp if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
-        Proto::Ntp => return super::ntp::start_ntp(cfg, &a.ntp, path),
-        Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
+        Proto::Ntp => return super::ntp::start_ntp(cfg, &a.ntp, a.io, on),
+        Proto::Echo => on.start(cfg, &Handlers::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
@@ -204,7 +176,7 @@ pub(super) fn start_server(
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,
             // whose queues are taken once).
-            let tries = if cfg.listen.port() == 0 && !matches!(path, Path::Xdp(_)) {
+            let tries = if cfg.listen.port() == 0 && !on.once_only() {
                 5
             } else {
                 1
@@ -220,9 +192,8 @@ pub(super) fn start_server(
                         slip: a.dns.rrl_slip.unwrap_or(2),
                     });
                 }
-                let server = path
-                    .take()
-                    .start(cfg, move |_| h.clone())
+                let server = on
+                    .start(cfg, &Handlers::Dns(Box::new(h)))
                     .map_err(serve_error)?;
                 if !a.dns.tcp {
                     return Ok(Running {
@@ -279,7 +250,7 @@ pub(super) fn start_server(
 }
 
 /// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
-pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
+pub(crate) fn serve_error(e: ServeError) -> anyhow::Error {
     match e {
         ServeError::Config(m) => Usage(m).into(),
         ServeError::Kernel(k) => {

@@ -23,6 +23,7 @@ pub mod rrl;
 pub mod tcp;
 mod template;
 pub mod zone;
+mod zonefile;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
 pub use firehose_dnswire as wire;
