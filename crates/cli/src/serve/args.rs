@@ -326,6 +326,9 @@ impl ServeArgs {
             Some(ProfileArg::Xdp) => Profile::Tuned,
         };
         let mut cfg = ServeConfig::profile(base, listen, workers);
+        // NTP answers with the arrival time: where the path hands the kernel's stamp over,
+        // the sockets stamp (the others would pay for stamps unread).
+        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps;
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
                 SocketsArg::Shared => SocketMode::Shared,

@@ -109,11 +109,9 @@ pub(super) fn start_ntp(
             ),
         }
     ));
-    let mut cfg = cfg.clone();
-    // Only a path that reads the stamps asks for them: the others would pay for them unread.
-    cfg.rx_timestamps = io.rx_timestamps;
+    // cfg.rx_timestamps was set with the path (ServeArgs::config).
     let server = on
-        .start(&cfg, &Handlers::Ntp(watch.live(), opts))
+        .start(cfg, &Handlers::Ntp(watch.live(), opts))
         .map_err(serve_error)?;
     Ok(Running {
         server,
