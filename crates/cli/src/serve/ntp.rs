@@ -3,8 +3,8 @@
 
 use super::args::{NtpArgs, Proto};
 use super::start::{serve_error, Running};
-use crate::io_paths::{Handlers, IoPath, ServeOn};
 use crate::args::Usage;
+use crate::io_paths::{Handlers, IoPath, ServeOn};
 use anyhow::Result;
 use firehose_engine::ServeConfig;
 use firehose_ntpwire::{RefId, Short};

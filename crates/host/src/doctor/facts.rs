@@ -4,7 +4,10 @@
 
 use crate::fs::{FsError, HostFs};
 use crate::nic::{Channels, Feature, Nic, NicError};
+use crate::procfs::socket_owners::{owners_in, Owner};
+use crate::procfs::udp_sockets;
 use crate::text;
+use firehose_sys::clock::KernelClock;
 use firehose_sys::cpu::CpuSet;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -136,6 +139,11 @@ pub struct Facts {
     pub sample: Option<Sample>,
     /// `--port`: the UDP port a server listens on.
     pub port: Option<u16>,
+    /// The kernel clock (adjtimex), or why it could not be read; `None` when gathered
+    /// from a tree other than the running host's.
+    pub clock: Option<Result<KernelClock, String>>,
+    /// Who holds the UDP sockets on the NTP port and on `--port`, by socket inode.
+    pub udp_owners: BTreeMap<u64, Owner>,
 }
 
 impl Facts {
@@ -226,6 +234,10 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
             (p, t)
         })
         .collect();
+    let clock = fs
+        .is_live()
+        .then(|| KernelClock::read().map_err(|e| e.to_string()));
+    let udp_owners = gather_udp_owners(fs, &files, scope.port);
     Facts {
         files,
         ifaces,
@@ -234,7 +246,29 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
         audit_rules,
         sample,
         port: scope.port,
+        clock,
+        udp_owners,
     }
+}
+
+/// The UDP port NTP servers listen on.
+pub const NTP_PORT: u16 = 123;
+
+/// The owners of the UDP sockets bound to the NTP port or to `port`.
+fn gather_udp_owners(
+    fs: &HostFs,
+    files: &BTreeMap<String, Text>,
+    port: Option<u16>,
+) -> BTreeMap<u64, Owner> {
+    let inodes = ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|p| files.get(*p)?.as_ref().ok())
+        .filter_map(|t| udp_sockets::parse(t).ok())
+        .flatten()
+        .filter(|s| s.local.port() == NTP_PORT || Some(s.local.port()) == port)
+        .map(|s| s.inode)
+        .collect();
+    owners_in(fs, &inodes)
 }
 
 fn take_sample(fs: &HostFs, d: Duration) -> Sample {
