@@ -5,7 +5,7 @@ use crate::args::{
 };
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
 use firehose_sys::xdp::xsk::XskConfig;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -197,12 +197,8 @@ pub fn run(a: FloodArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
     let cpu0 = firehose_sys::cpu::process_cpu_time()?;
-    let flood = Flood::start(&cfg).map_err(|e| match e {
-        FloodError::Config(m) => anyhow::Error::from(Usage(m)),
-        FloodError::Kernel(k) => {
-            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
-        }
-    })?;
+    let flood =
+        Flood::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let start = Instant::now();
     let frame = payload + 8 + ip_hdr + 18;
     if !a.quiet {

@@ -15,8 +15,9 @@ use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::ServerCpu;
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
-use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
+use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
+use firehose_sys::SetupError;
 pub use output::print_summary;
 use output::{print_header, print_interval, IntervalLines};
 use serde::Serialize;
@@ -292,7 +293,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         .into());
     }
     let workload = match (a.proto, &a.queries) {
-        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
+        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(load_error)?),
         (LoadProto::Echo, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
@@ -352,10 +353,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
                 Proto::Dns(_) => 512,
             };
             LoadPath::Uring(
-                firehose_load::uring::open(&cfg, uring, max_payload).map_err(|e| match e {
-                    LoadError::Kernel(k) => Usage(crate::uring_args::refusal(&k)).into(),
-                    e => load_error(e),
-                })?,
+                firehose_load::uring::open(&cfg, uring, max_payload).map_err(load_error)?,
             )
         }
         None => LoadPath::Socket,
@@ -373,11 +371,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
     verdict(&report, a.max_loss)
 }
 
-fn load_error(e: LoadError) -> anyhow::Error {
-    match e {
-        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
-        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    }
+fn load_error(e: SetupError) -> anyhow::Error {
+    crate::refusal::setup_error(e, None)
 }
 
 /// With --io xdp: checks the interface, attaches the program and opens the rings (printing

@@ -25,6 +25,7 @@ mod lab;
 mod load;
 mod meta;
 mod metrics;
+mod refusal;
 mod report;
 mod serve;
 mod serve_xdp;

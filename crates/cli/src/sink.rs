@@ -7,7 +7,7 @@ use crate::serve_xdp::XdpRxArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_sink::drops::HostDrops;
-use firehose_sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
+use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
 use serde::Serialize;
@@ -240,12 +240,8 @@ pub fn run(a: SinkArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
     let host0 = HostDrops::read();
-    let sink = Sink::start(&cfg).map_err(|e| match e {
-        SinkError::Config(m) => anyhow::Error::from(Usage(m)),
-        SinkError::Kernel(k) => {
-            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
-        }
-    })?;
+    let sink =
+        Sink::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let workers = sink.workers();
     let xdp = sink
         .xdp

@@ -32,8 +32,8 @@
 //! [`crate::uring_io`] are the others.
 
 use crate::handler::Peer;
-use crate::server::ServeError;
 use firehose_sys::socket::UdpSock;
+use firehose_sys::SetupError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -113,7 +113,7 @@ pub trait Io: Send + Sync + 'static {
     type Backend: Backend;
     /// Opens worker `seat.index`'s backend, called inside that worker's thread after
     /// pinning. An error stops the server from starting, with this message.
-    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, ServeError>;
+    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, SetupError>;
     /// What this backend set up beyond the sockets, for the start-up printout and the
     /// stats JSON; `None` for the plain socket path.
     fn applied(&self) -> Option<BackendApplied> {

@@ -33,7 +33,7 @@ pub use backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSe
 pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use firehose_sys::xdp::xsk::ZeroCopy;
 pub use handler::{Handler, Peer, Verdict};
-pub use server::{Applied, ServeError, Server};
+pub use server::{Applied, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
 pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};

@@ -9,23 +9,12 @@ use crate::socket_io::SocketIo;
 use crate::sockets::{AppliedSocket, SocketSet};
 use crate::stats::{SocketStats, WorkerCounters, WorkerStats};
 use firehose_sys::socket::UdpSock;
-use firehose_sys::{cpu, SysError};
+use firehose_sys::{cpu, Setting, SetupError, SysError, Usage};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-
-/// Why a server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The configuration is inconsistent (bad usage).
-    #[error("{0}")]
-    Config(String),
-    /// The kernel refused a call or option; the message names it and the errno.
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
 
 /// The configuration in force once the server runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,21 +50,36 @@ pub struct Server {
     local: SocketAddr,
 }
 
-/// Rejects configurations that cannot work, with a message naming the flag.
-fn validate(cfg: &ServeConfig) -> Result<(), ServeError> {
+/// Rejects configurations that cannot work, with a message naming the setting.
+fn validate(cfg: &ServeConfig) -> Result<(), SetupError> {
     if cfg.workers == 0 {
-        return Err(ServeError::Config("--workers must be at least 1".into()));
+        return Err(Usage::new(
+            Setting::Workers,
+            format!("{} must be at least 1", Setting::Workers.r()),
+        )
+        .into());
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
-        return Err(ServeError::Config(format!(
-            "--batch {} is out of range; use 1 (recvfrom/sendto) to 1024",
-            cfg.batch
-        )));
+        return Err(Usage::new(
+            Setting::Batch,
+            format!(
+                "{} {} is out of range; use 1 (recvfrom/sendto) to 1024",
+                Setting::Batch.r(),
+                cfg.batch
+            ),
+        )
+        .into());
     }
     if cfg.steer != Steer::None && cfg.sockets != SocketMode::Reuseport {
-        return Err(ServeError::Config(
-            "--steer needs --sockets reuseport (steering picks among a reuseport group)".into(),
-        ));
+        return Err(Usage::new(
+            Setting::Steer,
+            format!(
+                "{} needs {} reuseport (steering picks among a reuseport group)",
+                Setting::Steer.r(),
+                Setting::Sockets.r()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -83,7 +87,7 @@ fn validate(cfg: &ServeConfig) -> Result<(), ServeError> {
 impl Server {
     /// Opens the sockets, applies every option, and starts the workers on the socket
     /// path. `make` builds one handler per worker (called with the worker index).
-    pub fn start<H, F>(cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    pub fn start<H, F>(cfg: &ServeConfig, make: F) -> Result<Server, SetupError>
     where
         H: Handler + 'static,
         F: Fn(usize) -> H,
@@ -93,7 +97,7 @@ impl Server {
 
     /// As [`Self::start`], with the workers' I/O through `io` (see [`crate::backend`]).
     /// The sockets are opened and configured as for the socket path either way.
-    pub fn start_with<I, H, F>(cfg: &ServeConfig, io: I, make: F) -> Result<Server, ServeError>
+    pub fn start_with<I, H, F>(cfg: &ServeConfig, io: I, make: F) -> Result<Server, SetupError>
     where
         I: Io,
         H: Handler + 'static,
@@ -215,13 +219,13 @@ fn spawn_workers<I, H, F>(
     make: F,
     counters: &Arc<Vec<WorkerCounters>>,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<JoinHandle<Finished>>, ServeError>
+) -> Result<Vec<JoinHandle<Finished>>, SetupError>
 where
     I: Io,
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ServeError>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), SetupError>>();
     let mut threads = Vec::with_capacity(seats.len());
     for seat in seats {
         let i = seat.index;
@@ -251,9 +255,11 @@ where
             Ok(t) => threads.push(t),
             Err(e) => {
                 stop_and_join(stop, &mut threads);
-                return Err(ServeError::Config(format!(
-                    "could not start worker thread {i}: {e}"
-                )));
+                return Err(SysError {
+                    what: format!("starting worker thread {i}"),
+                    source: e,
+                }
+                .into());
             }
         }
     }
@@ -305,9 +311,9 @@ mod tests {
     }
     impl Io for Failing {
         type Backend = SocketBackend;
-        fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
+        fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
             if seat.index == self.fail {
-                return Err(ServeError::Config(format!("queue {} is busy", seat.index)));
+                return Err(Usage::host(format!("queue {} is busy", seat.index)).into());
             }
             self.inner.open(seat)
         }

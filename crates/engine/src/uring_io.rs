@@ -12,9 +12,9 @@
 use crate::backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use crate::server::ServeError;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::uring_serve::ServeRing;
+use firehose_sys::SetupError;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -60,7 +60,7 @@ impl UringIo {
 impl Io for UringIo {
     type Backend = UringBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, ServeError> {
+    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, SetupError> {
         let ring = ServeRing::new(
             seat.socket.as_raw_fd(),
             self.batch,

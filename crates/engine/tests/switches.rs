@@ -4,7 +4,7 @@
 use firehose_engine::{
     Handler, Peer, Pin, PmtuDisc, Profile, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
-use firehose_sys::cpu;
+use firehose_sys::{cpu, Setting, SetupError};
 use firehose_sys::socket::{consts, UdpSock};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -170,8 +170,11 @@ fn steering_needs_reuseport_and_distinct_cpus() {
     let e = Server::start(&cfg, |_| Echo)
         .err()
         .expect("steering a shared socket must fail");
+    // The library names settings, never flags: the cli prints them as flags.
+    assert!(e.to_string().contains("steer needs sockets reuseport"), "{e}");
+    assert!(!e.to_string().contains("--"), "{e}");
     assert!(
-        e.to_string().contains("--steer needs --sockets reuseport"),
+        matches!(&e, SetupError::Usage(u) if u.setting == Some(Setting::Steer)),
         "{e}"
     );
     // Two workers pinned to the same CPU collide modulo 2 (any host has its first CPU).

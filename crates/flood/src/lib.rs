@@ -20,7 +20,7 @@ use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
 use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -95,15 +95,6 @@ pub struct FloodConfig {
     pub xsk: XskConfig,
 }
 
-/// Why a flood could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum FloodError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
-
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
@@ -147,25 +138,46 @@ pub struct Flood {
 
 impl Flood {
     /// Opens a socket per flow and starts the threads.
-    pub fn start(cfg: &FloodConfig) -> Result<Flood, FloodError> {
+    pub fn start(cfg: &FloodConfig) -> Result<Flood, SetupError> {
         if cfg.threads == 0 || cfg.flows == 0 || cfg.batch == 0 {
-            return Err(FloodError::Config(
-                "threads, flows and batch must be at least 1".into(),
+            let s = if cfg.threads == 0 {
+                Setting::Threads
+            } else if cfg.flows == 0 {
+                Setting::Flows
+            } else {
+                Setting::Batch
+            };
+            return Err(SetupError::usage(
+                s,
+                format!(
+                    "{}, {} and {} must be at least 1",
+                    Setting::Threads.r(),
+                    Setting::Flows.r(),
+                    Setting::Batch.r()
+                ),
             ));
         }
         if cfg.flows < cfg.threads {
-            return Err(FloodError::Config(format!(
-                "{} threads need at least as many flows (each thread sends on its own sockets); raise --flows to {}",
-                cfg.threads, cfg.threads
-            )));
+            return Err(SetupError::usage(
+                Setting::Flows,
+                format!(
+                    "{} threads need at least as many flows (each thread sends on its own sockets); raise {} to {}",
+                    cfg.threads,
+                    Setting::Flows.r(),
+                    cfg.threads
+                ),
+            ));
         }
         if let Some(c) = &cfg.cpus {
             if c.len() < cfg.threads {
-                return Err(FloodError::Config(format!(
-                    "{} threads but {} CPUs given: give a CPU per thread",
-                    cfg.threads,
-                    c.len()
-                )));
+                return Err(SetupError::usage(
+                    Setting::Cpus,
+                    format!(
+                        "{} threads but {} CPUs given: give a CPU per thread",
+                        cfg.threads,
+                        c.len()
+                    ),
+                ));
             }
         }
         if cfg.io == FloodIo::Uring {
@@ -280,7 +292,7 @@ impl Flood {
     }
 
     /// Stops the threads; the final counters, or the first thread's error.
-    pub fn stop(mut self) -> Result<FloodSnapshot, FloodError> {
+    pub fn stop(mut self) -> Result<FloodSnapshot, SysError> {
         self.stop.store(true, Ordering::Relaxed);
         firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "flood")?;
         Ok(self.snapshot())
@@ -436,16 +448,24 @@ fn xdp_senders(
     cfg: &FloodConfig,
     path: &af_packet::Path,
     ports: &[Vec<u16>],
-) -> Result<(Vec<xdp::XdpSender>, XdpApplied), FloodError> {
+) -> Result<(Vec<xdp::XdpSender>, XdpApplied), SetupError> {
     use firehose_sys::xdp::setup::{self, Iface};
-    setup::require_root("--io sendmmsg").map_err(xdp::setup_err)?;
-    setup::check_ring(cfg.xsk.ring).map_err(xdp::setup_err)?;
-    let iface = Iface::open(&path.interface).map_err(xdp::setup_err)?;
+    setup::require_root("sendmmsg")?;
+    setup::check_ring(cfg.xsk.ring)?;
+    let iface = Iface::open(&path.interface)?;
     if cfg.threads > iface.rx_queues {
-        return Err(FloodError::Config(format!(
-            "--io xdp runs one socket per thread on its own queue: {} has {} queue(s) for {}              threads; lower --threads",
-            iface.name, iface.rx_queues, cfg.threads
-        )));
+        return Err(SetupError::usage(
+            Setting::Threads,
+            format!(
+                "{} xdp runs one socket per thread on its own queue: {} has {} queue(s) for {} \
+                 threads; lower {}",
+                Setting::Io.r(),
+                iface.name,
+                iface.rx_queues,
+                cfg.threads,
+                Setting::Threads.r()
+            ),
+        ));
     }
     let mut notes = Vec::new();
     let mut senders = Vec::new();

@@ -11,14 +11,13 @@
 //! (`uncompleted`) and end the thread's run, not the process.
 
 use super::af_packet::Path;
-use super::FloodError;
 use firehose_frame::write_request;
 use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::xdp::ring::Desc;
-use firehose_sys::xdp::setup::{Iface, SetupError};
+use firehose_sys::xdp::setup::Iface;
 use firehose_sys::xdp::xsk::{Xsk, XskConfig};
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -27,13 +26,6 @@ pub(crate) const STALL: Duration = Duration::from_secs(2);
 
 /// Frames the copy-mode kernel transmits per sendto (TX_BATCH_SIZE in net/xdp/xsk.c).
 const COPY_BATCH: u32 = 32;
-
-pub(crate) fn setup_err(e: SetupError) -> FloodError {
-    match e {
-        SetupError::Config(m) => FloodError::Config(m),
-        SetupError::Kernel(k) => FloodError::Kernel(k),
-    }
-}
 
 /// A thread's AF_XDP socket and its prebuilt frames.
 pub(crate) struct XdpSender {
@@ -62,12 +54,12 @@ impl XdpSender {
         payload: usize,
         xsk: &XskConfig,
         notes: &mut Vec<String>,
-    ) -> Result<Self, FloodError> {
+    ) -> Result<Self, SetupError> {
         // Whole rounds of flows, so that every flow gets the same share of frames.
         let rounds = xsk.frames.div_ceil(ports.len() as u32).max(1);
         let frames = rounds * ports.len() as u32;
         let cfg = XskConfig { frames, ..*xsk };
-        let mut sock = iface.open_queue(queue, &cfg, notes).map_err(setup_err)?;
+        let mut sock = iface.open_queue(queue, &cfg, notes)?;
         let body: Vec<u8> = (0..payload).map(|k| (k % 251) as u8).collect();
         let mut len = 0;
         for i in 0..frames {
@@ -75,21 +67,32 @@ impl XdpSender {
             e.src.set_port(ports[(i as usize) % ports.len()]);
             let addr = sock.umem.frame_addr(i);
             let n = write_request(sock.umem.frame_mut(addr), &e, &body).ok_or_else(|| {
-                FloodError::Config(format!(
-                    "--io xdp: a {payload}-byte payload does not fit a {}-byte UMEM frame; \
-                     lower --size or use --frame-size 4096",
-                    cfg.frame_size
-                ))
+                SetupError::usage(
+                    Setting::Size,
+                    format!(
+                        "{} xdp: a {payload}-byte payload does not fit a {}-byte UMEM frame; \
+                         lower {} or use {} 4096",
+                        Setting::Io.r(),
+                        cfg.frame_size,
+                        Setting::Size.r(),
+                        Setting::FrameSize.r()
+                    ),
+                )
             })?;
             len = n;
         }
         if len - 14 > iface.mtu {
-            return Err(FloodError::Config(format!(
-                "--io xdp: {}-byte packets exceed {}'s MTU of {}; lower --size",
-                len - 14,
-                iface.name,
-                iface.mtu
-            )));
+            return Err(SetupError::usage(
+                Setting::Size,
+                format!(
+                    "{} xdp: {}-byte packets exceed {}'s MTU of {}; lower {}",
+                    Setting::Io.r(),
+                    len - 14,
+                    iface.name,
+                    iface.mtu,
+                    Setting::Size.r()
+                ),
+            ));
         }
         Ok(XdpSender {
             copy_mode: !sock.zerocopy(),

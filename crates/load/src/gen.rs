@@ -18,7 +18,7 @@ use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::socket::UdpSock;
-use firehose_sys::{cpu, SysError};
+use firehose_sys::{cpu, Setting, SetupError, SysError, Usage};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -76,15 +76,6 @@ pub struct LoadConfig {
     pub per_wake: usize,
 }
 
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
-
 /// Live counters of one thread, readable while it runs (for interval lines).
 #[derive(Default)]
 pub struct Live {
@@ -130,7 +121,7 @@ pub struct Run {
     pub live: Arc<Vec<Live>>,
     pub stop: Arc<AtomicBool>,
     pub started: Instant,
-    handles: Vec<std::thread::JoinHandle<Result<ThreadResult, LoadError>>>,
+    handles: Vec<std::thread::JoinHandle<Result<ThreadResult, SetupError>>>,
 }
 
 impl Run {
@@ -140,12 +131,12 @@ impl Run {
     }
 
     /// Waits for every thread.
-    pub fn join(self) -> Result<Vec<ThreadResult>, LoadError> {
+    pub fn join(self) -> Result<Vec<ThreadResult>, SetupError> {
         let mut out = Vec::new();
         for h in self.handles {
             match h.join() {
                 Ok(r) => out.push(r?),
-                Err(_) => return Err(LoadError::Config("a generator thread panicked".into())),
+                Err(_) => return Err(Usage::host("a generator thread panicked").into()),
             }
         }
         Ok(out)
@@ -153,75 +144,117 @@ impl Run {
 }
 
 /// Checks a configuration before anything starts.
-pub fn validate(cfg: &LoadConfig) -> Result<(), LoadError> {
-    let bad = |m: String| Err(LoadError::Config(m));
+pub fn validate(cfg: &LoadConfig) -> Result<(), SetupError> {
+    let bad = |s: Setting, m: String| Err(Usage::new(s, m).into());
+    use Setting as S;
     if cfg.threads == 0 {
-        return bad("--threads must be at least 1".into());
+        return bad(S::Threads, format!("{} must be at least 1", S::Threads.r()));
     }
     if cfg.flows < cfg.threads {
-        return bad(format!(
-            "--flows {} is fewer than --threads {}: each thread needs at least one flow",
-            cfg.flows, cfg.threads
-        ));
+        return bad(
+            S::Flows,
+            format!(
+                "{} {} is fewer than {} {}: each thread needs at least one flow",
+                S::Flows.r(),
+                cfg.flows,
+                S::Threads.r(),
+                cfg.threads
+            ),
+        );
     }
     if cfg.window == 0 && cfg.rate.is_none() {
-        return bad("--window must be at least 1".into());
+        return bad(S::Window, format!("{} must be at least 1", S::Window.r()));
     }
     if cfg.per_wake == 0 || cfg.per_wake > 1024 {
-        return bad(format!(
-            "--per-wake {} is out of range; use 1 to 1024",
-            cfg.per_wake
-        ));
+        return bad(
+            S::PerWake,
+            format!(
+                "{} {} is out of range; use 1 to 1024",
+                S::PerWake.r(),
+                cfg.per_wake
+            ),
+        );
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
-        return bad(format!(
-            "--batch {} is out of range; use 1 to 1024",
-            cfg.batch
-        ));
+        return bad(
+            S::Batch,
+            format!(
+                "{} {} is out of range; use 1 to 1024",
+                S::Batch.r(),
+                cfg.batch
+            ),
+        );
     }
     if let Some(r) = cfg.rate {
         if !(r > 0.0 && r.is_finite()) {
-            return bad(format!(
-                "--rate {r} must be a positive number of transactions per second"
-            ));
+            return bad(
+                S::Rate,
+                format!(
+                    "{} {r} must be a positive number of transactions per second",
+                    S::Rate.r()
+                ),
+            );
         }
     }
     match cfg.length {
         Length::Duration(d) if d.is_zero() => {
-            return bad("--duration must be greater than zero".into())
+            return bad(
+                S::Duration,
+                format!("{} must be greater than zero", S::Duration.r()),
+            )
         }
-        Length::Requests(0) => return bad("--requests must be at least 1".into()),
+        Length::Requests(0) => {
+            return bad(
+                S::Requests,
+                format!("{} must be at least 1", S::Requests.r()),
+            )
+        }
         _ => {}
     }
     if cfg.timeout.is_zero() {
-        return bad("--timeout must be greater than zero".into());
+        return bad(
+            S::Timeout,
+            format!("{} must be greater than zero", S::Timeout.r()),
+        );
     }
     if let Some(cpus) = &cfg.cpus {
         let allowed = cpu::allowed_cpus()?;
         if cpus.len() < cfg.threads {
-            return bad(format!(
-                "--cpus lists {} CPUs for {} threads; give one CPU per thread",
-                cpus.len(),
-                cfg.threads
-            ));
+            return bad(
+                S::Cpus,
+                format!(
+                    "{} lists {} CPUs for {} threads; give one CPU per thread",
+                    S::Cpus.r(),
+                    cpus.len(),
+                    cfg.threads
+                ),
+            );
         }
         if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
-            return bad(format!(
-                "CPU {c} in --cpus does not exist or is not allowed for this process (allowed: {allowed:?})"
-            ));
+            return bad(
+                S::Cpus,
+                format!(
+                    "CPU {c} in {} does not exist or is not allowed for this process (allowed: {allowed:?})",
+                    S::Cpus.r()
+                ),
+            );
         }
     }
     if cfg.target.port() == 0 {
-        return bad(format!(
-            "--target {} has port 0; name the server's port",
-            cfg.target
-        ));
+        return bad(
+            S::Target,
+            format!(
+                "{} {} has port 0; name the server's port",
+                S::Target.r(),
+                cfg.target
+            ),
+        );
     }
     Ok(())
 }
 
 /// Starts the generator threads over kernel sockets; `make` builds one workload per thread.
-pub fn start<W, F>(cfg: &LoadConfig, make: F) -> Result<Run, LoadError>
+pub fn start<W, F>(cfg: &LoadConfig, make: F) -> Result<Run, SetupError>
 where
     W: Workload + 'static,
     F: Fn(usize) -> W,
@@ -240,7 +273,7 @@ where
 
 /// Opens every flow's connected socket, dealt to the threads in turn: all before any thread
 /// runs, so a bad target or a missing route fails first.
-pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, LoadError> {
+pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, SetupError> {
     let mut per_thread: Vec<Vec<_>> = (0..cfg.threads).map(|_| Vec::new()).collect();
     for f in 0..cfg.flows {
         per_thread[f % cfg.threads].push(open_flow(&cfg.target)?);
@@ -250,7 +283,7 @@ pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, LoadError> {
 
 /// Starts one generator thread per `ios` entry (`cfg.threads` of them), each sending and
 /// receiving through its own path.
-pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, LoadError>
+pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, SetupError>
 where
     W: Workload + 'static,
     F: Fn(usize) -> W,
@@ -280,7 +313,10 @@ where
                 th.cpu = cpu_choice;
                 th.run()
             })
-            .map_err(|e| LoadError::Config(format!("could not start thread {t}: {e}")))?;
+            .map_err(|e| SysError {
+                what: format!("starting generator thread {t}"),
+                source: e,
+            })?;
         handles.push(h);
     }
     Ok(Run {
@@ -409,7 +445,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         live: &'a Live,
         stop: &'a AtomicBool,
         started: Instant,
-    ) -> Result<Self, LoadError> {
+    ) -> Result<Self, SetupError> {
         let bits = workload.id_bits();
         let max_ids = if bits >= 32 {
             u32::MAX as usize
@@ -419,10 +455,20 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         // Closed loop needs every window slot; open loop only sizes its table from the
         // rate and the timeout, and counts as unsent what does not fit.
         if plan.interval_ns.is_none() && plan.in_flight > max_ids {
-            return Err(LoadError::Config(format!(
-                "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower --window/--flows/--timeout or add --threads",
-                plan.index, plan.in_flight, max_ids
-            )));
+            return Err(Usage::new(
+                Setting::Window,
+                format!(
+                    "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower {}/{}/{} or add {}",
+                    plan.index,
+                    plan.in_flight,
+                    max_ids,
+                    Setting::Window.r(),
+                    Setting::Flows.r(),
+                    Setting::Timeout.r(),
+                    Setting::Threads.r()
+                ),
+            )
+            .into());
         }
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
@@ -490,7 +536,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
     }
 
-    fn run(mut self) -> Result<ThreadResult, LoadError> {
+    fn run(mut self) -> Result<ThreadResult, SetupError> {
         let mut drain_until: Option<u64> = None;
         loop {
             let now = self.now_ns();
@@ -615,7 +661,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
 
     /// Reads what arrived; returns the clock read after the last read that got something,
     /// or `None` when nothing came and nothing may have slept (spinning).
-    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
+    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, SetupError> {
         let ready = self.io.poll(wait)?;
         let mut last = None;
         for r in 0..ready {
@@ -696,7 +742,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         bump(&self.live.lost, lost_all);
     }
 
-    fn finish(mut self) -> Result<ThreadResult, LoadError> {
+    fn finish(mut self) -> Result<ThreadResult, SetupError> {
         self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),

@@ -7,10 +7,10 @@
 //! source is whatever one read drains: a flow's socket on the socket path, a queue's AF_XDP
 //! socket on the XDP path (where one read carries responses of many flows).
 
-use crate::gen::LoadError;
 use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+use firehose_sys::SetupError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -40,7 +40,7 @@ pub struct Datagram<'a> {
 pub trait FlowIo: Send {
     /// Called once inside the generator's thread (after pinning) before any other call:
     /// state that belongs to the thread (an io_uring with SINGLE_ISSUER) is made here.
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         Ok(())
     }
     /// Flows this thread sends on.
@@ -62,13 +62,13 @@ pub trait FlowIo: Send {
     fn gso_refusal(&self, flow: usize) -> Option<String>;
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many
     /// sources to read; [`FlowIo::source`] names them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError>;
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError>;
     /// The `i`-th source ready after the last `poll`.
     fn source(&self, i: usize) -> usize;
     /// The flow whose socket source `s` is, on a path with a source per flow.
     fn source_flow(&self, s: usize) -> Option<usize>;
     /// Reads up to `max` datagrams from source `s`; returns how many it got.
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError>;
     /// Datagram `i` of the last `recv`.
     fn datagram(&self, i: usize) -> Datagram<'_>;
     /// Whether every datagram carries the kernel's receive time ([`FlowIo::rx_time_ns`]):
@@ -114,7 +114,7 @@ const PACED_SCAN_FLOWS: usize = 4;
 const PACED_RCVBUF: i32 = 4 << 20;
 
 /// Opens one connected, non-blocking socket to `target`.
-pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
+pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, SetupError> {
     let s = UdpSock::new_for(target)?;
     let any: SocketAddr = if target.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
@@ -138,7 +138,7 @@ impl SocketIo {
         gso: bool,
         spin: bool,
         open_loop: bool,
-    ) -> Result<Self, LoadError> {
+    ) -> Result<Self, SetupError> {
         let blocking_single = socks.len() == 1 && !open_loop && !spin;
         let mut stamped = false;
         if open_loop && !spin {
@@ -216,7 +216,7 @@ impl FlowIo for SocketIo {
         self.socks[flow].gso_unavailable().map(str::to_string)
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         self.ready.clear();
         match self.epoll.as_mut() {
             None => self.ready.extend(0..self.socks.len()),
@@ -240,7 +240,7 @@ impl FlowIo for SocketIo {
         Some(s)
     }
 
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         self.syscalls += 1;
         self.current = s;
         match self

@@ -17,6 +17,6 @@ pub mod uring;
 pub mod workload;
 pub mod xdp;
 
-pub use gen::{start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult};
+pub use gen::{start, start_with, validate, Length, LoadConfig, Run, ThreadResult};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

@@ -4,11 +4,12 @@
 //! multishot receive per flow. The ring is made in the thread ([`FlowIo::start`]), so
 //! IORING_SETUP_SINGLE_ISSUER holds.
 
-use crate::gen::{open_flows, LoadConfig, LoadError};
+use crate::gen::{open_flows, LoadConfig};
 use crate::io::{Datagram, FlowIo, Sent};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::uring_flows::FlowRing;
+use firehose_sys::SetupError;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ pub struct UringFlowIo {
 
 /// Checks on the calling thread that this kernel gives an io_uring with `setup` and the
 /// multishot receive, so a refusal stops the run before any thread starts.
-pub fn probe(setup: &UringSetup) -> Result<(), LoadError> {
+pub fn probe(setup: &UringSetup) -> Result<(), SetupError> {
     firehose_sys::uring::UringSupport::probe().require("recv")?;
     drop(setup.build(4)?);
     Ok(())
@@ -41,7 +42,7 @@ pub fn open(
     cfg: &LoadConfig,
     setup: UringSetup,
     max_payload: usize,
-) -> Result<Vec<UringFlowIo>, LoadError> {
+) -> Result<Vec<UringFlowIo>, SetupError> {
     probe(&setup)?;
     let per_thread = open_flows(cfg)?;
     Ok(per_thread
@@ -81,7 +82,7 @@ impl UringFlowIo {
 }
 
 impl FlowIo for UringFlowIo {
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         let fds = self.socks.iter().map(|s| s.as_raw_fd()).collect();
         // A response is at most a request's size; a longer one arrives cut and matches none.
         let size = self.slot_size.max(2048);
@@ -141,7 +142,7 @@ impl FlowIo for UringFlowIo {
     }
 
     /// Every response collected is read in this round: each source is a batch of them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         Ok(self.ring().poll(wait)?.div_ceil(self.batch))
     }
 
@@ -153,7 +154,7 @@ impl FlowIo for UringFlowIo {
         None
     }
 
-    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, SetupError> {
         Ok(self.ring().take(max))
     }
 

@@ -21,7 +21,7 @@ use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,17 +106,6 @@ pub struct SinkConfig {
     pub uring: UringSetup,
     /// Xdp mode: queues, attach mode, zero-copy, rings, busy polling.
     pub xdp: RxOptions,
-}
-
-/// Why a sink could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SinkError {
-    /// The configuration is unusable (says what to change).
-    #[error("{0}")]
-    Config(String),
-    /// The kernel refused a call (names it and the errno).
-    #[error("{0}")]
-    Kernel(#[from] SysError),
 }
 
 /// One worker's counters, written by the worker only.
@@ -209,19 +198,32 @@ pub(crate) enum Source {
 
 impl Sink {
     /// Opens the sockets or rings and starts the workers.
-    pub fn start(cfg: &SinkConfig) -> Result<Sink, SinkError> {
+    pub fn start(cfg: &SinkConfig) -> Result<Sink, SetupError> {
         if (cfg.workers == 0 && cfg.io != SinkIo::Xdp) || cfg.batch == 0 {
-            return Err(SinkError::Config(
-                "workers and batch must be at least 1".into(),
+            let s = if cfg.batch == 0 {
+                Setting::Batch
+            } else {
+                Setting::Workers
+            };
+            return Err(SetupError::usage(
+                s,
+                format!(
+                    "{} and {} must be at least 1",
+                    Setting::Workers.r(),
+                    Setting::Batch.r()
+                ),
             ));
         }
         if let Some(c) = &cfg.cpus {
             if c.len() < cfg.workers {
-                return Err(SinkError::Config(format!(
-                    "{} workers but {} CPUs given: give a CPU per worker",
-                    cfg.workers,
-                    c.len()
-                )));
+                return Err(SetupError::usage(
+                    Setting::Cpus,
+                    format!(
+                        "{} workers but {} CPUs given: give a CPU per worker",
+                        cfg.workers,
+                        c.len()
+                    ),
+                ));
             }
         }
         let ncpu = firehose_sys::cpu::allowed_cpus()?
@@ -297,10 +299,13 @@ impl Sink {
         );
         let stop = Arc::new(AtomicBool::new(false));
         if let Some(c) = cfg.cpus.as_ref().filter(|c| c.len() < workers) {
-            return Err(SinkError::Config(format!(
-                "{workers} workers (one per queue) but {} CPUs given: give a CPU per worker",
-                c.len()
-            )));
+            return Err(SetupError::usage(
+                Setting::Cpus,
+                format!(
+                    "{workers} workers (one per queue) but {} CPUs given: give a CPU per worker",
+                    c.len()
+                ),
+            ));
         }
         let cpus: Vec<Option<usize>> = (0..workers)
             .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
@@ -439,7 +444,7 @@ impl Sink {
     }
 
     /// Stops the workers and returns the final counters, or the first worker's error.
-    pub fn stop(mut self) -> Result<Snapshot, SinkError> {
+    pub fn stop(mut self) -> Result<Snapshot, SysError> {
         self.wake_to_stop();
         firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "sink")?;
         Ok(self.snapshot())
@@ -485,26 +490,40 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
 }
 
 /// The interface for packet and xdp modes: as given, or the one holding the listen address.
-fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
+fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SetupError> {
     if let Some(name) = &cfg.interface {
         let idx = af_packet::ifindex(name).map_err(|_| {
-            SinkError::Config(format!(
-                "--iface {name}: no such interface here (see `ip link`)"
-            ))
+            SetupError::usage(
+                Setting::Iface,
+                format!(
+                    "{} {name}: no such interface here (see `ip link`)",
+                    Setting::Iface.r()
+                ),
+            )
         })?;
         return Ok((idx, name.clone()));
     }
     let ip = cfg.listen.ip();
     if ip.is_unspecified() {
-        return Err(SinkError::Config(format!(
-            "--io {} on {ip} needs --iface NAME: its rings are opened on one interface",
-            cfg.io.name()
-        )));
+        return Err(SetupError::usage(
+            Setting::Iface,
+            format!(
+                "{} {} on {ip} needs {} NAME: its rings are opened on one interface",
+                Setting::Io.r(),
+                cfg.io.name(),
+                Setting::Iface.r()
+            ),
+        ));
     }
     firehose_sys::ifaddr::interface_of(ip)?.ok_or_else(|| {
-        SinkError::Config(format!(
-            "--listen {ip} is not an address of this host, so no interface to open rings on; give a local address or --iface NAME"
-        ))
+        SetupError::usage(
+            Setting::Listen,
+            format!(
+                "{} {ip} is not an address of this host, so no interface to open rings on; give a local address or {} NAME",
+                Setting::Listen.r(),
+                Setting::Iface.r()
+            ),
+        )
     })
 }
 

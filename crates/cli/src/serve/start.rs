@@ -3,9 +3,10 @@
 use super::args::{DnsArgs, Proto, ServeArgs};
 use crate::args::Usage;
 use anyhow::{Context, Result};
-use firehose_engine::{Handler, ServeConfig, ServeError, Server, UringIo, XdpIo};
+use firehose_engine::{Handler, ServeConfig, Server, UringIo, XdpIo};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_sys::SetupError;
 
 /// The EDNS options to answer, from the flags.
 fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
@@ -52,7 +53,7 @@ pub(super) enum Path {
 
 impl Path {
     /// Starts the engine on this path.
-    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, SetupError>
     where
         H: Handler + 'static,
         F: Fn(usize) -> H,
@@ -176,27 +177,9 @@ pub(super) fn start_server(
     })
 }
 
-/// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
-pub(super) fn serve_error(e: ServeError) -> anyhow::Error {
-    match e {
-        ServeError::Config(m) => Usage(m).into(),
-        ServeError::Kernel(k) => {
-            let errno = k.errno().map(firehose_sys::errno_name);
-            if crate::uring_args::uring_hint(&k.what, errno).is_some() {
-                return Usage(crate::uring_args::refusal(&k)).into();
-            }
-            let hint = match errno {
-                Some("EADDRINUSE") => {
-                    " — another process holds this port; pick another --listen port"
-                }
-                Some("EACCES") | Some("EPERM") => {
-                    " — this needs more privilege (run as root or lower the value)"
-                }
-                _ => "",
-            };
-            Usage(format!("the kernel refused {k}{hint}")).into()
-        }
-    }
+/// A start-up refusal as one line of bad usage (exit 2).
+pub(super) fn serve_error(e: SetupError) -> anyhow::Error {
+    crate::refusal::setup_error(e, None)
 }
 
 pub(super) fn proto_name(p: Proto) -> &'static str {
