@@ -570,7 +570,7 @@ fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
 enum LoadPath {
     Socket,
     Xdp(Box<XdpIo>),
-    Uring(Vec<firehose_load::uring::UringFlowIo>),
+    Uring(Vec<firehose_load::uring::UringFlows>),
 }
 
 fn drive<W: Workload + 'static>(

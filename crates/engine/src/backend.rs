@@ -8,16 +8,22 @@
 //!    `count` of them in slots `0..count`. It returns within a bounded time even when
 //!    nothing arrives (a receive timeout, a poll), so the loop notices a stop request.
 //! 2. **In place.** [`Backend::request`] lends slot `i` as a [`Request`]: a writable
-//!    buffer whose first `len` bytes are the request, and the peer. `buf.len()` is the
-//!    reply capacity, which is whatever room the backend has: 64 KiB for the socket path,
-//!    the rest of a UMEM frame after the headers (a few KiB) for AF_XDP. The handler
-//!    writes its reply over the request in the same buffer.
+//!    buffer whose first `len` bytes are the request, the peer, and the kernel's
+//!    arrival time where the backend stamps arrivals (room for a protocol such as NTP
+//!    that answers with it). The buffer's length is the reply capacity, which is
+//!    whatever room the backend has: 64 KiB for the socket path, the rest of a UMEM frame
+//!    after the headers (a few KiB) for AF_XDP. The handler writes its reply over the
+//!    request in the same buffer. A `Request` is made only by [`Request::new`], which
+//!    clamps the length to the buffer once for every backend: a datagram longer than the
+//!    room lent is marked truncated and counted in `handler_errors`, never handed over.
+//!    A sender no reply can be addressed to ([`Peer::unknown`]) is counted in
+//!    `unknown_peer`, never handed over either.
 //! 3. **Batch out.** [`Backend::reply`] queues slot `i`'s first `len` bytes to go back to
 //!    that slot's peer, and [`Backend::flush`] sends everything queued, reporting what
 //!    went out, what the kernel refused and how many system calls it took.
 //!
 //! The engine's counters are computed by the loop from what these calls return
-//! ([`Received`], [`Sent`]), so a new backend adds no counting code; a backend with
+//! ([`Received`], [`Flushed`]), so a new backend adds no counting code; a backend with
 //! facts of its own (e.g. `xdp_answered`) publishes them through
 //! [`Backend::counters`], and they are reported beside the engine's per-worker counters.
 //!
@@ -32,6 +38,7 @@
 //! [`crate::uring_io`] are the others.
 
 use crate::handler::Peer;
+pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::socket::UdpSock;
 use firehose_sys::SetupError;
 use serde::{Deserialize, Serialize};
@@ -52,29 +59,97 @@ pub struct Received {
     pub drops: Option<u64>,
 }
 
-/// What one [`Backend::flush`] did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Sent {
-    /// Replies the kernel accepted.
-    pub sent: u64,
-    /// Replies the kernel refused (dropped, never retried: UDP may drop).
-    pub failed: u64,
-    /// System calls made.
-    pub syscalls: u64,
+/// One request lent to the handler: made only by [`Request::new`], which clamps the
+/// length to the buffer, so no backend can hand a handler a length past its buffer.
+pub struct Request<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+    peer: Peer<'a>,
+    truncated: bool,
+    rx_time_ns: Option<u64>,
 }
 
-/// One request lent to the handler.
-pub struct Request<'a> {
-    /// The request is `buf[..len]`; the reply is written into `buf`, whose length is the
-    /// reply capacity.
-    pub buf: &'a mut [u8],
-    /// Length of the request. Never more than `buf.len()`.
-    pub len: usize,
+impl<'a> Request<'a> {
+    /// A request of `len` bytes at the start of `buf`, from `peer`; `buf.len()` is the
+    /// reply capacity. A `len` past the end of `buf` (a datagram longer than the room the
+    /// backend can lend, e.g. a frame beyond the MTU) is marked truncated: it is counted,
+    /// never handed to the handler.
+    #[inline]
+    pub fn new(buf: &'a mut [u8], len: usize, peer: Peer<'a>) -> Self {
+        Request {
+            truncated: len > buf.len(),
+            len: len.min(buf.len()),
+            buf,
+            peer,
+            rx_time_ns: None,
+        }
+    }
+
+    /// Marks the request as cut: the kernel said the datagram was longer than what it
+    /// stored (MSG_TRUNC). Not handled; counted in `handler_errors`.
+    #[inline]
+    pub fn cut(mut self, truncated: bool) -> Self {
+        self.truncated |= truncated;
+        self
+    }
+
+    /// Adds the kernel's receive time (ns since the Unix epoch, CLOCK_REALTIME, as
+    /// SO_TIMESTAMPNS and SO_TIMESTAMPING's software stamp give it), for a protocol that
+    /// answers with the arrival time (NTP).
+    #[inline]
+    pub fn with_rx_time_ns(mut self, t: Option<u64>) -> Self {
+        self.rx_time_ns = t;
+        self
+    }
+
+    /// Length of the request; never more than [`Self::capacity`].
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty datagram.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The reply capacity: the most bytes a reply may have.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The request's bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
     /// The sender, to which a reply goes.
-    pub peer: Peer<'a>,
-    /// The datagram was longer than the buffer and arrived cut; it is not handled
-    /// (counted in `handler_errors`, as a request that could not be handled).
-    pub truncated: bool,
+    #[inline]
+    pub fn peer(&self) -> &Peer<'a> {
+        &self.peer
+    }
+
+    /// The datagram arrived cut or was longer than the buffer: not handled.
+    #[inline]
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// When the kernel received the datagram, if the backend's socket stamps arrivals.
+    #[inline]
+    pub fn rx_time_ns(&self) -> Option<u64> {
+        self.rx_time_ns
+    }
+
+    /// The whole buffer (the request is its first [`Self::len`] bytes) to write the reply
+    /// into, with the length and the sender.
+    #[inline]
+    pub fn parts(&mut self) -> (&mut [u8], usize, &Peer<'a>) {
+        (&mut *self.buf, self.len, &self.peer)
+    }
 }
 
 /// A worker's I/O path. See the module documentation for the contract.
@@ -86,8 +161,9 @@ pub trait Backend {
     /// Queues the first `len` bytes of slot `i`'s buffer (`len <= buf.len()`) as the
     /// reply to slot `i`'s peer.
     fn reply(&mut self, i: usize, len: usize);
-    /// Sends every queued reply.
-    fn flush(&mut self) -> Sent;
+    /// Sends every queued reply: what the kernel accepted, what it refused (dropped,
+    /// never retried: UDP may drop) and the system calls made.
+    fn flush(&mut self) -> Flushed;
     /// The backend's own counters as (name, cumulative value), the same names in the same
     /// order on every call; empty for a backend without any. Read once per batch.
     fn counters(&self) -> &[(&'static str, u64)] {
@@ -139,5 +215,27 @@ impl std::fmt::Display for BackendApplied {
             write!(f, " {k}={v}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_length_past_the_buffer_is_clamped_and_marked_truncated() {
+        let mut buf = [1u8; 1472];
+        let peer = Peer::from_addr("192.0.2.1:53".parse().unwrap());
+        // What an AF_XDP frame of 1504 IP bytes on a 1500-byte MTU gives: 1476 > 1472.
+        let r = Request::new(&mut buf, 1476, peer);
+        assert_eq!((r.len(), r.capacity(), r.truncated()), (1472, 1472, true));
+        assert_eq!(r.data().len(), 1472);
+        let r = Request::new(&mut buf, 1472, peer);
+        assert_eq!((r.len(), r.truncated()), (1472, false));
+        let mut r = Request::new(&mut buf, 3, peer).cut(true);
+        assert!(r.truncated());
+        let (b, len, _) = r.parts();
+        assert_eq!((b.len(), len), (1472, 3));
+        assert_eq!(Request::new(&mut buf, 0, peer).rx_time_ns(), None);
     }
 }

@@ -1,8 +1,10 @@
 //! The contract between the engine's I/O loop and a protocol.
 //!
-//! A handler sees bytes and a peer, never a socket: the same handler runs under
-//! recvfrom, recvmmsg or any other backend (see [`crate::backend`]) unchanged.
+//! A handler sees a [`Request`] (bytes, the peer, the arrival time when the backend
+//! stamps it), never a socket: the same handler runs under recvfrom, recvmmsg or any
+//! other backend (see [`crate::backend`]) unchanged.
 
+use crate::backend::Request;
 use firehose_sys::mmsg::PeerView;
 use std::net::SocketAddr;
 
@@ -21,11 +23,16 @@ pub enum Verdict {
 /// The sender of a request. A socket backend lends the kernel's address record and it
 /// is converted to a `SocketAddr` only if the handler asks; a backend that reads
 /// addresses from packet headers (AF_XDP) hands over a `SocketAddr` directly.
+#[derive(Clone, Copy)]
 pub struct Peer<'a>(PeerRepr<'a>);
 
+#[derive(Clone, Copy)]
 enum PeerRepr<'a> {
     Kernel(PeerView<'a>),
     Addr(SocketAddr),
+    /// The backend could not read an address it can answer (another family, a name the
+    /// kernel cut): the request is counted in `unknown_peer`, never handled.
+    Unknown,
 }
 
 impl<'a> Peer<'a> {
@@ -39,11 +46,22 @@ impl<'a> Peer<'a> {
         Peer(PeerRepr::Addr(addr))
     }
 
+    /// A sender no reply can be addressed to.
+    pub fn unknown() -> Peer<'static> {
+        Peer(PeerRepr::Unknown)
+    }
+
+    /// True for [`Self::unknown`] (a cheap test: no address is converted).
+    pub fn is_unknown(&self) -> bool {
+        matches!(self.0, PeerRepr::Unknown)
+    }
+
     /// The sender's address; `None` for a family other than IPv4/IPv6.
     pub fn addr(&self) -> Option<SocketAddr> {
         match &self.0 {
             PeerRepr::Kernel(v) => v.addr(),
             PeerRepr::Addr(a) => Some(*a),
+            PeerRepr::Unknown => None,
         }
     }
 }
@@ -51,13 +69,15 @@ impl<'a> Peer<'a> {
 /// A request handler. One instance is created per worker, so it may keep mutable state
 /// (scratch space, counters) without locks.
 pub trait Handler: Send {
-    /// The request is `buf[..len]`. Write the response into `buf` (in place, over the
-    /// request) and return its length. `buf.len()` is the reply capacity and depends on
-    /// the backend: 65536 bytes on the socket path, a few KiB inside an AF_XDP frame. A
-    /// response that does not fit must be shortened by the protocol's own rules (DNS sets
-    /// TC) or dropped; it is never written past `buf.len()`. Must not allocate on the
-    /// common path.
-    fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict;
+    /// The request is `req.data()`. Write the response into the same buffer (in place,
+    /// over the request: [`Request::parts`]) and return its length.
+    /// [`Request::capacity`] is the reply capacity and depends on the backend: 65536
+    /// bytes on the socket path, a few KiB inside an AF_XDP frame. A response that does
+    /// not fit must be shortened by the protocol's own rules (DNS sets TC) or dropped; it
+    /// is never written past the capacity. [`Request::rx_time_ns`] is the kernel's
+    /// arrival time where the backend stamps arrivals. Must not allocate on the common
+    /// path.
+    fn handle(&mut self, req: &mut Request<'_>) -> Verdict;
 
     /// Protocol-specific counters to report beside the engine's, as (name, value).
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -193,7 +193,7 @@ impl MetricsSource {
             &[(&[], self.started.elapsed().as_secs_f64())],
         );
         type Field = fn(&WorkerStats) -> u64;
-        let per_worker: [(&str, &str, Field); 9] = [
+        let per_worker: [(&str, &str, Field); 10] = [
             (
                 "firehose_packets_received_total",
                 "Requests received.",
@@ -236,6 +236,11 @@ impl MetricsSource {
                 "firehose_handler_drops_total",
                 "Requests the handler dropped on purpose.",
                 |w| w.handler_drops,
+            ),
+            (
+                "firehose_unknown_peer_total",
+                "Requests from a sender no reply can be addressed to.",
+                |w| w.unknown_peer,
             ),
         ];
         for (name, help, f) in per_worker {

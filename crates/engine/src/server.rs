@@ -299,8 +299,8 @@ mod tests {
 
     struct Echo;
     impl Handler for Echo {
-        fn handle(&mut self, _: &mut [u8], len: usize, _: &crate::Peer<'_>) -> Verdict {
-            Verdict::Reply(len)
+        fn handle(&mut self, req: &mut crate::Request<'_>) -> Verdict {
+            Verdict::Reply(req.len())
         }
     }
 

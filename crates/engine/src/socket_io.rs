@@ -1,7 +1,7 @@
 //! The socket backend: recvfrom/sendto for batches of one, recvmmsg/sendmmsg otherwise;
 //! blocking with a receive timeout, or busy-polling a non-blocking socket.
 
-use crate::backend::{Backend, Io, Received, Request, Sent, WorkerSeat};
+use crate::backend::{Backend, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
@@ -95,24 +95,14 @@ impl Backend for SocketBackend {
         let truncated = self.slots.truncated(i);
         // The handler gets the whole slot; it reads buf[..len] and writes in place.
         let (buf, view) = self.slots.slot_and_peer(i);
-        Request {
-            len: len.min(buf.len()),
-            buf,
-            peer: Peer::from_view(view),
-            truncated,
-        }
+        Request::new(buf, len, Peer::from_view(view)).cut(truncated)
     }
 
     fn reply(&mut self, i: usize, len: usize) {
         self.slots.queue_reply(i, len);
     }
 
-    fn flush(&mut self) -> Sent {
-        let f = self.slots.flush(&self.sock, 0);
-        Sent {
-            sent: f.sent as u64,
-            failed: f.failed as u64,
-            syscalls: f.syscalls as u64,
-        }
+    fn flush(&mut self) -> Flushed {
+        self.slots.flush(&self.sock, 0)
     }
 }

@@ -22,6 +22,8 @@ pub struct WorkerCounters {
     pub send_errors: AtomicU64,
     pub handler_errors: AtomicU64,
     pub handler_drops: AtomicU64,
+    /// Requests from a sender the backend could not address a reply to.
+    pub unknown_peer: AtomicU64,
     /// The socket's cumulative drop count as last reported in-band by SO_RXQ_OVFL.
     pub rxq_ovfl: AtomicU64,
     /// The backend's own counters, named once when first published.
@@ -128,6 +130,7 @@ impl WorkerCounters {
             send_errors: g(&self.send_errors),
             handler_errors: g(&self.handler_errors),
             handler_drops: g(&self.handler_drops),
+            unknown_peer: g(&self.unknown_peer),
             rxq_ovfl: g(&self.rxq_ovfl),
             backend: self.backend.snapshot(),
         }
@@ -148,6 +151,10 @@ pub struct WorkerStats {
     pub send_errors: u64,
     pub handler_errors: u64,
     pub handler_drops: u64,
+    /// Requests not handled because no reply could be addressed to their sender (an
+    /// address family the backend cannot answer).
+    #[serde(default)]
+    pub unknown_peer: u64,
     pub rxq_ovfl: u64,
     /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -168,6 +175,7 @@ impl WorkerStats {
             t.send_errors += w.send_errors;
             t.handler_errors += w.handler_errors;
             t.handler_drops += w.handler_drops;
+            t.unknown_peer += w.unknown_peer;
             t.rxq_ovfl = t.rxq_ovfl.max(w.rxq_ovfl);
             for (k, v) in &w.backend {
                 *t.backend.entry(k.clone()).or_insert(0) += v;
@@ -190,6 +198,7 @@ impl WorkerStats {
             send_errors: self.send_errors - before.send_errors,
             handler_errors: self.handler_errors - before.handler_errors,
             handler_drops: self.handler_drops - before.handler_drops,
+            unknown_peer: self.unknown_peer - before.unknown_peer,
             rxq_ovfl: self.rxq_ovfl,
             backend: self
                 .backend

@@ -9,14 +9,13 @@
 //! kernel that refuses io_uring (kernel.io_uring_disabled, seccomp, a kernel before 6.0
 //! without multishot RECVMSG) stops the start with that errno.
 
-use crate::backend::{Backend, BackendApplied, Io, Received, Request, Sent, WorkerSeat};
+use crate::backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::uring_serve::ServeRing;
 use firehose_sys::SetupError;
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +113,7 @@ pub struct UringBackend {
     /// Keeps the socket the ring reads open for as long as the ring lives.
     _sock: Arc<firehose_sys::socket::UdpSock>,
     batch: usize,
-    queued: u64,
+    queued: usize,
     counters: [(&'static str, u64); 3],
 }
 
@@ -148,16 +147,8 @@ impl Backend for UringBackend {
 
     fn request(&mut self, i: usize) -> Request<'_> {
         let d = self.ring.datagram(i);
-        Request {
-            len: d.len,
-            buf: d.buf,
-            // A sender of another family cannot be answered: not handled.
-            truncated: d.truncated || d.peer.is_none(),
-            peer: Peer::from_addr(
-                d.peer
-                    .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))),
-            ),
-        }
+        let peer = d.peer.map_or(Peer::unknown(), Peer::from_addr);
+        Request::new(d.buf, d.len, peer).cut(d.truncated)
     }
 
     fn reply(&mut self, i: usize, len: usize) {
@@ -165,20 +156,13 @@ impl Backend for UringBackend {
         self.queued += 1;
     }
 
-    fn flush(&mut self) -> Sent {
+    fn flush(&mut self) -> Flushed {
         let queued = std::mem::take(&mut self.queued);
-        match self.ring.flush() {
-            Ok(f) => Sent {
-                sent: f.sent as u64,
-                failed: f.failed as u64,
-                syscalls: f.syscalls as u64,
-            },
-            Err(_) => Sent {
-                sent: 0,
-                failed: queued,
-                syscalls: 1,
-            },
-        }
+        self.ring.flush().unwrap_or(Flushed {
+            failed: queued,
+            syscalls: 1,
+            ..Flushed::default()
+        })
     }
 
     fn counters(&self) -> &[(&'static str, u64)] {
@@ -196,7 +180,8 @@ mod tests {
     /// Echoes with the first byte incremented, so a reply is never the request unchanged.
     struct Bump;
     impl crate::Handler for Bump {
-        fn handle(&mut self, buf: &mut [u8], len: usize, _: &Peer<'_>) -> Verdict {
+        fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+            let (buf, len, _) = req.parts();
             if len > 0 {
                 buf[0] = buf[0].wrapping_add(1);
             }

@@ -1,7 +1,7 @@
 //! The worker loop: a batch in through the [`Backend`], each request through the
 //! [`Handler`] in place, a batch out; the engine's counters from what the backend returns.
 
-use crate::backend::{Backend, Request};
+use crate::backend::Backend;
 use crate::handler::{Handler, Verdict};
 use crate::stats::WorkerCounters;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,20 +26,20 @@ pub fn run<B: Backend, H: Handler>(
         let mut bytes_in = 0;
         let mut errors = 0;
         let mut drops = 0;
+        let mut unknown_peer = 0;
         for i in 0..r.count {
-            let Request {
-                buf,
-                len,
-                peer,
-                truncated,
-            } = backend.request(i);
-            bytes_in += len as u64;
-            if truncated {
+            let mut req = backend.request(i);
+            bytes_in += req.len() as u64;
+            if req.truncated() {
                 errors += 1;
                 continue;
             }
-            let cap = buf.len();
-            match handler.handle(buf, len, &peer) {
+            if req.peer().is_unknown() {
+                unknown_peer += 1;
+                continue;
+            }
+            let cap = req.capacity();
+            match handler.handle(&mut req) {
                 Verdict::Reply(out) if out <= cap => backend.reply(i, out),
                 Verdict::Reply(_) | Verdict::Error => errors += 1,
                 Verdict::Drop => drops += 1,
@@ -49,12 +49,13 @@ pub fn run<B: Backend, H: Handler>(
         c.add(&c.packets_in, r.count as u64);
         c.add(&c.bytes_in, bytes_in);
         let s = backend.flush();
-        c.add(&c.packets_out, s.sent);
-        c.add(&c.send_errors, s.failed);
-        c.add(&c.syscalls, s.syscalls);
+        c.add(&c.packets_out, s.sent as u64);
+        c.add(&c.send_errors, s.failed as u64);
+        c.add(&c.syscalls, s.syscalls as u64);
         c.add(&c.batches, 1);
         c.add(&c.handler_errors, errors);
         c.add(&c.handler_drops, drops);
+        c.add(&c.unknown_peer, unknown_peer);
         c.publish_backend(backend.counters());
         c.publish_handler(handler.live_counters());
         c.record_batch(r.count);
@@ -65,7 +66,7 @@ pub fn run<B: Backend, H: Handler>(
 mod tests {
     //! The seam as a contract: the loop driven by an in-memory backend, no sockets.
     use super::*;
-    use crate::backend::{Received, Sent};
+    use crate::backend::{Flushed, Received, Request};
     use crate::handler::Peer;
     use std::collections::VecDeque;
     use std::net::SocketAddr;
@@ -123,23 +124,23 @@ mod tests {
 
         fn request(&mut self, i: usize) -> Request<'_> {
             let (buf, len, from) = &mut self.slots[i];
-            let cap = buf.len();
-            Request {
-                truncated: *len > cap,
-                len: (*len).min(cap),
-                buf,
-                peer: Peer::from_addr(*from),
-            }
+            // Like AF_XDP: the length of what arrived, which may pass the slot's end.
+            // Port 65535 stands for a sender the backend cannot address.
+            let peer = match from.port() {
+                65535 => Peer::unknown(),
+                _ => Peer::from_addr(*from),
+            };
+            Request::new(buf, *len, peer)
         }
 
         fn reply(&mut self, i: usize, len: usize) {
             self.queued.push((i, len));
         }
 
-        fn flush(&mut self) -> Sent {
-            let mut s = Sent {
+        fn flush(&mut self) -> Flushed {
+            let mut s = Flushed {
                 syscalls: 1,
-                ..Sent::default()
+                ..Flushed::default()
             };
             for (k, (i, len)) in self.queued.drain(..).enumerate() {
                 if self.refuse_every.is_some_and(|e| k % e == e - 1) {
@@ -165,7 +166,8 @@ mod tests {
     /// Upper-cases the request and appends the peer's port; drops "drop"; fails "bad".
     struct Shout;
     impl Handler for Shout {
-        fn handle(&mut self, buf: &mut [u8], len: usize, p: &Peer<'_>) -> Verdict {
+        fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+            let (buf, len, p) = req.parts();
             match &buf[..len] {
                 b"drop" => return Verdict::Drop,
                 b"bad" => return Verdict::Error,
@@ -234,6 +236,17 @@ mod tests {
         assert_eq!(fake.out, vec![(b"ABCDEF\x00\x09".to_vec(), peer(9))]);
         assert_eq!((s.packets_in, s.packets_out), (3, 1));
         assert_eq!((s.handler_errors, s.handler_drops), (1, 1));
+    }
+
+    #[test]
+    fn a_sender_that_cannot_be_answered_is_counted_apart_from_handler_errors() {
+        let stop = AtomicBool::new(false);
+        let batch = vec![(b"ab".to_vec(), peer(65535)), (b"cd".to_vec(), peer(3))];
+        let mut fake = Fake::new(vec![batch], 64, &stop);
+        let s = drive(&mut fake);
+        assert_eq!(fake.out, vec![(b"CD\x00\x03".to_vec(), peer(3))]);
+        assert_eq!((s.packets_in, s.packets_out), (2, 1));
+        assert_eq!((s.unknown_peer, s.handler_errors), (1, 0));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! The fallback socket is read when the poll says it is readable, and every
 //! [`SOCKET_EVERY`] batches under load.
 
-use crate::backend::{Backend, Received, Request, Sent};
+use crate::backend::{Backend, Flushed, Received, Request};
 use crate::handler::Peer;
 use crate::xdp_io::XdpConfig;
 use firehose_frame::{parse, reply_in_place, Udp};
@@ -225,12 +225,7 @@ impl Backend for XdpBackend {
             let len = self.sock_batch.len(j);
             let truncated = self.sock_batch.truncated(j);
             let (buf, view) = self.sock_batch.slot_and_peer(j);
-            return Request {
-                len: len.min(buf.len()),
-                buf,
-                peer: Peer::from_view(view),
-                truncated,
-            };
+            return Request::new(buf, len, Peer::from_view(view)).cut(truncated);
         }
         let s = &self.slots[i];
         let frame = self.xsk.umem.frame_mut(s.addr);
@@ -238,12 +233,11 @@ impl Backend for XdpBackend {
         // The reply must fit the frame and leave the interface unfragmented.
         let mtu_room = (self.mtu + s.udp.l3).saturating_sub(start);
         let end = frame.len().min(start + mtu_room);
-        Request {
-            len: s.udp.len,
-            buf: &mut frame[start..end],
-            peer: Peer::from_addr(s.udp.src),
-            truncated: false,
-        }
+        Request::new(
+            &mut frame[start..end],
+            s.udp.len,
+            Peer::from_addr(s.udp.src),
+        )
     }
 
     fn reply(&mut self, i: usize, len: usize) {
@@ -256,8 +250,8 @@ impl Backend for XdpBackend {
         s.reply = Some(reply_in_place(frame, &s.udp, len, TTL) as u32);
     }
 
-    fn flush(&mut self) -> Sent {
-        let mut out = Sent::default();
+    fn flush(&mut self) -> Flushed {
+        let mut out = Flushed::default();
         let want = self.slots.iter().filter(|s| s.reply.is_some()).count() as u32;
         let room = self.xsk.tx.free(want);
         let mut k = 0;
@@ -285,7 +279,7 @@ impl Backend for XdpBackend {
         self.n_xdp = 0;
         if k > 0 {
             self.xsk.tx.submit(k);
-            out.sent += k as u64;
+            out.sent += k as usize;
             self.counters[XDP_REPLIES].1 += k as u64;
             self.tx_inflight += k as usize;
             if self.busy || self.xsk.tx.needs_wakeup() || !self.xsk.uses_need_wakeup() {
@@ -294,14 +288,14 @@ impl Backend for XdpBackend {
                     // A refused kick leaves the frames on the ring for the next one.
                     let _ = self.xsk.kick_tx();
                 }
-                out.syscalls += kicks as u64;
+                out.syscalls += kicks as usize;
             }
         }
         if self.n_sock > 0 {
             let f = self.sock_batch.flush(&self.sock, 0);
-            out.sent += f.sent as u64;
-            out.failed += f.failed as u64;
-            out.syscalls += f.syscalls as u64;
+            out.sent += f.sent;
+            out.failed += f.failed;
+            out.syscalls += f.syscalls;
             self.counters[SOCKET_REPLIES].1 += f.sent as u64;
             self.n_sock = 0;
         }

@@ -2,18 +2,18 @@
 //! CPU steering checked the way the kernel selftest reuseport_bpf_cpu does it.
 
 use firehose_engine::{
-    Handler, Peer, Pin, PmtuDisc, Profile, ServeConfig, Server, SocketMode, Steer, Verdict,
+    Handler, Pin, PmtuDisc, Profile, Request, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
-use firehose_sys::{cpu, Setting, SetupError};
 use firehose_sys::socket::{consts, UdpSock};
+use firehose_sys::{cpu, Setting, SetupError};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 #[derive(Clone, Copy)]
 struct Echo;
 impl Handler for Echo {
-    fn handle(&mut self, _buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
-        Verdict::Reply(len)
+    fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+        Verdict::Reply(req.len())
     }
 }
 
@@ -171,7 +171,10 @@ fn steering_needs_reuseport_and_distinct_cpus() {
         .err()
         .expect("steering a shared socket must fail");
     // The library names settings, never flags: the cli prints them as flags.
-    assert!(e.to_string().contains("steer needs sockets reuseport"), "{e}");
+    assert!(
+        e.to_string().contains("steer needs sockets reuseport"),
+        "{e}"
+    );
     assert!(!e.to_string().contains("--"), "{e}");
     assert!(
         matches!(&e, SetupError::Usage(u) if u.setting == Some(Setting::Steer)),

@@ -2,7 +2,7 @@
 //!
 //! Each thread owns a share of the flows (each flow its own source port, so RSS/reuseport
 //! spread them), one [`Table`] of outstanding requests, and its [`FlowIo`]: one connected
-//! socket per flow with sendmmsg/recvmmsg batches ([`SocketIo`]), or AF_XDP rings
+//! socket per flow with sendmmsg/recvmmsg batches ([`SocketFlows`]), or AF_XDP rings
 //! ([`crate::xdp`]). Threads share nothing but a stop flag and their live counters.
 //!
 //! Accounting: a request counts when its intended send time falls in the measurement
@@ -12,7 +12,7 @@
 mod paced;
 
 use crate::interval::IntervalSlot;
-use crate::io::{open_flow, FlowIo, SocketIo};
+use crate::io::{open_flow, FlowIo, SocketFlows};
 use crate::pace::Pace;
 use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
@@ -264,7 +264,7 @@ where
     for socks in open_flows(cfg)? {
         let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
         let open_loop = cfg.rate.is_some();
-        ios.push(SocketIo::new(
+        ios.push(SocketFlows::new(
             socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop,
         )?);
     }

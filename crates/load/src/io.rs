@@ -8,6 +8,7 @@
 //! socket on the XDP path (where one read carries responses of many flows).
 
 use firehose_sys::epoll::Epoll;
+pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 use firehose_sys::SetupError;
@@ -17,17 +18,6 @@ use std::time::Duration;
 
 /// Largest datagram a socket slot must hold.
 const SLOT: usize = 65536;
-
-/// What one `send` did.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Sent {
-    /// Requests the kernel refused; they stay outstanding and end as lost.
-    pub failed: usize,
-    /// Sends that carried a UDP GSO super-datagram.
-    pub gso_sends: usize,
-    /// GSO was asked for but refused: ask [`FlowIo::gso_refusal`] why.
-    pub gso_unavailable: bool,
-}
 
 /// A response as the generator sees it.
 pub struct Datagram<'a> {
@@ -52,7 +42,9 @@ pub trait FlowIo: Send {
     /// Request `k` is written and `len` bytes long.
     fn queue(&mut self, k: usize, len: usize);
     /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
-    fn send(&mut self, flow: usize) -> Sent;
+    /// Requests the kernel refused (`failed`) stay outstanding and end as lost;
+    /// `gso_unavailable` says GSO was asked for but refused ([`FlowIo::gso_refusal`]).
+    fn send(&mut self, flow: usize) -> Flushed;
     /// Makes everything `send` queued leave: called once per round of sends. Returns the
     /// requests the kernel refused that `send` could not report yet.
     fn flush(&mut self) -> usize {
@@ -93,7 +85,7 @@ pub trait FlowIo: Send {
 /// spinning) the sockets stamp what they receive (SO_TIMESTAMPNS) and hold a few ms of
 /// responses, so the generator reads them once per pacing wake-up instead of waking for
 /// each; with few flows it reads every socket then, without epoll.
-pub struct SocketIo {
+pub struct SocketFlows {
     socks: Vec<UdpSock>,
     epoll: Option<Epoll>,
     ready: Vec<usize>,
@@ -127,7 +119,7 @@ pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, SetupError> {
     Ok(s)
 }
 
-impl SocketIo {
+impl SocketFlows {
     /// A thread's sockets: `batch` datagrams per recvmmsg, `tx_slots` per send, GSO when
     /// asked. Spinning polls every socket itself; one socket in closed loop blocks in
     /// recvmmsg (one syscall fewer per wake-up); everything else waits in epoll.
@@ -166,7 +158,7 @@ impl SocketIo {
             // Wake at least every 2 ms to expire losses and check the clock.
             socks[0].set_recv_timeout(Duration::from_millis(2))?;
         }
-        Ok(SocketIo {
+        Ok(SocketFlows {
             recv_flags: if !blocking_single { MSG_DONTWAIT } else { 0 },
             ready: Vec::with_capacity(256),
             epoll,
@@ -185,7 +177,7 @@ impl SocketIo {
     }
 }
 
-impl FlowIo for SocketIo {
+impl FlowIo for SocketFlows {
     fn flows(&self) -> usize {
         self.socks.len()
     }
@@ -202,14 +194,10 @@ impl FlowIo for SocketIo {
         self.tx.queue_send(k, len);
     }
 
-    fn send(&mut self, flow: usize) -> Sent {
+    fn send(&mut self, flow: usize) -> Flushed {
         let res = self.tx.flush(&self.socks[flow], 0);
         self.syscalls += res.syscalls as u64;
-        Sent {
-            failed: res.failed,
-            gso_sends: res.gso_sends,
-            gso_unavailable: res.gso_unavailable,
-        }
+        res
     }
 
     fn gso_refusal(&self, flow: usize) -> Option<String> {

@@ -5,7 +5,7 @@
 //! IORING_SETUP_SINGLE_ISSUER holds.
 
 use crate::gen::{open_flows, LoadConfig};
-use crate::io::{Datagram, FlowIo, Sent};
+use crate::io::{Datagram, FlowIo, Flushed};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::uring_flows::FlowRing;
@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 /// One generator thread's flows on an io_uring.
-pub struct UringFlowIo {
+pub struct UringFlows {
     socks: Vec<UdpSock>,
     setup: UringSetup,
     slots: usize,
@@ -42,7 +42,7 @@ pub fn open(
     cfg: &LoadConfig,
     setup: UringSetup,
     max_payload: usize,
-) -> Result<Vec<UringFlowIo>, SetupError> {
+) -> Result<Vec<UringFlows>, SetupError> {
     probe(&setup)?;
     let per_thread = open_flows(cfg)?;
     Ok(per_thread
@@ -50,7 +50,7 @@ pub fn open(
         .map(|socks| {
             // Room for a round: every flow's window, at least a batch.
             let slots = (socks.len() * cfg.window.max(1)).clamp(cfg.batch, 4096);
-            UringFlowIo {
+            UringFlows {
                 // Room for the responses of a burst that arrives between two polls.
                 buffers: (slots * 4).clamp(512, 4096) as u16,
                 batch: cfg.batch.max(1),
@@ -66,7 +66,7 @@ pub fn open(
         .collect())
 }
 
-impl UringFlowIo {
+impl UringFlows {
     fn ring(&mut self) -> &mut FlowRing {
         self.ring.as_mut().expect("FlowIo::start made the ring")
     }
@@ -81,7 +81,7 @@ impl UringFlowIo {
     }
 }
 
-impl FlowIo for UringFlowIo {
+impl FlowIo for UringFlows {
     fn start(&mut self) -> Result<(), SetupError> {
         let fds = self.socks.iter().map(|s| s.as_raw_fd()).collect();
         // A response is at most a request's size; a longer one arrives cut and matches none.
@@ -118,7 +118,7 @@ impl FlowIo for UringFlowIo {
         self.lens.push(len);
     }
 
-    fn send(&mut self, flow: usize) -> Sent {
+    fn send(&mut self, flow: usize) -> Flushed {
         let lens = std::mem::take(&mut self.lens);
         let failed = match self.ring().queue_sends(flow, &lens) {
             Ok(()) => 0,
@@ -126,9 +126,9 @@ impl FlowIo for UringFlowIo {
         };
         self.lens = lens;
         self.lens.clear();
-        Sent {
+        Flushed {
             failed,
-            ..Sent::default()
+            ..Flushed::default()
         }
     }
 

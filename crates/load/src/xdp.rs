@@ -13,7 +13,7 @@
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
 use crate::gen::LoadConfig;
-use crate::io::{Datagram, FlowIo, Sent};
+use crate::io::{Datagram, FlowIo, Flushed};
 use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
@@ -334,11 +334,11 @@ impl FlowIo for XdpIo {
         self.tx_lens[k] = len;
     }
 
-    fn send(&mut self, flow: usize) -> Sent {
+    fn send(&mut self, flow: usize) -> Flushed {
         let mut e = self.ends;
         e.src.set_port(self.base + flow as u16);
         let xsk = &mut self.xsks[0];
-        let mut out = Sent::default();
+        let mut out = Flushed::default();
         let mut n = 0;
         for (k, &addr) in self.tx_frames.iter().enumerate() {
             match write_headers(xsk.umem.frame_mut(addr), &e, self.tx_lens[k]) {

@@ -6,7 +6,7 @@
 //! with DO, NXDOMAIN without DO and the apex SOA with DO, median of 5 rounds (min-max),
 //! after each file's load time (one load each: a rough figure).
 
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use firehose_proto::dns::wire::{name_from_text, name_to_text};
 use firehose_proto::dns::{load_zones, DnsHandler, DEFAULT_MAX_UDP};
 use std::time::Instant;
@@ -31,7 +31,7 @@ fn round(h: &mut DnsHandler, queries: &[Vec<u8>], n: usize) -> f64 {
     for i in 0..n {
         let q = &queries[i % queries.len()];
         buf[..q.len()].copy_from_slice(q);
-        if let Verdict::Reply(len) = h.handle(&mut buf, q.len(), &peer) {
+        if let Verdict::Reply(len) = h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
             bytes += len;
         }
     }

@@ -3,7 +3,7 @@
 //! Over the test zone, a mix of answers, NXDOMAIN, wildcard, referral and CNAME chains.
 //! Prints ns per query, median of 5 rounds (min-max).
 
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use firehose_proto::dns::wire::name_from_text;
 use firehose_proto::dns::{load_zones, DnsHandler, DEFAULT_MAX_UDP};
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ fn main() {
         for i in 0..n {
             let q = &queries[i % queries.len()];
             buf[..q.len()].copy_from_slice(q);
-            if let Verdict::Reply(len) = h.handle(&mut buf, q.len(), &peer) {
+            if let Verdict::Reply(len) = h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
                 bytes += len;
             }
         }

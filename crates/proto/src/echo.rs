@@ -1,7 +1,7 @@
 //! Echo: the reply is the request, byte for byte. The request already sits in the
 //! engine's buffer, so echoing costs no copy at all.
 
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Request, Verdict};
 
 /// The echo handler.
 #[derive(Debug, Default, Clone, Copy)]
@@ -9,21 +9,24 @@ pub struct Echo;
 
 impl Handler for Echo {
     #[inline]
-    fn handle(&mut self, _buf: &mut [u8], len: usize, _peer: &Peer<'_>) -> Verdict {
-        Verdict::Reply(len)
+    fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+        Verdict::Reply(req.len())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firehose_engine::Peer;
 
     #[test]
     fn echoes_length_unchanged() {
         let mut buf = [7u8; 64];
         let peer = Peer::from_addr("127.0.0.1:1".parse().unwrap());
-        assert_eq!(Echo.handle(&mut buf, 0, &peer), Verdict::Reply(0));
-        assert_eq!(Echo.handle(&mut buf, 33, &peer), Verdict::Reply(33));
+        for len in [0, 33] {
+            let mut req = Request::new(&mut buf, len, peer);
+            assert_eq!(Echo.handle(&mut req), Verdict::Reply(len));
+        }
         assert_eq!(buf, [7u8; 64]);
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use firehose_proto::dns::counters::slot;
 use hickory_proto::op::Message;
 use hickory_proto::rr::RecordType;
@@ -89,7 +89,7 @@ fn random_datagrams_never_break_the_handler() {
         let pick = rng.below(corpus.len());
         let req = mutate(&mut rng, &corpus[pick]);
         buf[..req.len()].copy_from_slice(&req);
-        match h.handle(&mut buf, req.len(), &peer) {
+        match h.handle(&mut Request::new(&mut buf, req.len(), peer)) {
             Verdict::Reply(n) => {
                 replies += 1;
                 let r = &buf[..n];

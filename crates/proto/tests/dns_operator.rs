@@ -135,7 +135,7 @@ fn formerr_and_notimp_carry_opt_when_the_query_had_one() {
 
 #[test]
 fn rrl_drops_and_slips_past_the_rate() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::RrlConfig;
     let mut h = common::handler_for(&FILES).with_rrl(RrlConfig { rate: 5, slip: 2 });
     let mut buf = vec![0u8; 65536];
@@ -143,7 +143,7 @@ fn rrl_drops_and_slips_past_the_rate() {
     let mut ask_from = |ip: &str| {
         buf[..q.len()].copy_from_slice(&q);
         let peer = Peer::from_addr(format!("{ip}:5353").parse().unwrap());
-        match h.handle(&mut buf, q.len(), &peer) {
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
             Verdict::Reply(n) => Some(hickory_proto::op::Message::from_vec(&buf[..n]).unwrap()),
             _ => None,
         }
@@ -215,7 +215,7 @@ fn response_options(r: &[u8]) -> Vec<(u16, Vec<u8>)> {
 
 #[test]
 fn nsid_and_cookies_when_switched_on() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::options::OptionsConfig;
     use firehose_proto::dns::RrlConfig;
     let plain = common::handler_for(&FILES);
@@ -230,7 +230,7 @@ fn nsid_and_cookies_when_switched_on() {
     let mut buf = vec![0u8; 65536];
     let mut ask = |h: &mut firehose_proto::DnsHandler, q: &[u8]| {
         buf[..q.len()].copy_from_slice(q);
-        match h.handle(&mut buf, q.len(), &peer) {
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
             Verdict::Reply(n) => Some(buf[..n].to_vec()),
             _ => None,
         }

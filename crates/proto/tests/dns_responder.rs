@@ -340,7 +340,7 @@ fn large_answers_truncate_to_the_clients_size() {
 /// into the buffer it gets, truncating with TC when the answer does not fit.
 #[test]
 fn replies_fit_the_buffer_the_backend_lends() {
-    use firehose_engine::{Handler, Peer, Verdict};
+    use firehose_engine::{Handler, Peer, Request, Verdict};
     use firehose_proto::dns::{load_zones, DnsHandler};
     let paths: Vec<_> = common::ZONES.iter().map(|z| common::zone_path(z)).collect();
     let mut h = DnsHandler::new(load_zones(&paths).unwrap(), 4096);
@@ -349,7 +349,7 @@ fn replies_fit_the_buffer_the_backend_lends() {
     for (cap, truncated) in [(3900, false), (1500, true), (big.len(), true)] {
         let mut buf = vec![0u8; cap];
         buf[..big.len()].copy_from_slice(&big);
-        let Verdict::Reply(n) = h.handle(&mut buf, big.len(), &peer) else {
+        let Verdict::Reply(n) = h.handle(&mut Request::new(&mut buf, big.len(), peer)) else {
             panic!("no reply in {cap} bytes");
         };
         assert!(n <= cap, "{n} bytes written into {cap}");
@@ -367,7 +367,7 @@ fn replies_fit_the_buffer_the_backend_lends() {
         for edns in [None, Some(4096)] {
             let q = common::query(name, t, edns);
             let mut buf = q.clone();
-            match h.handle(&mut buf, q.len(), &peer) {
+            match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
                 Verdict::Reply(n) => assert!(n <= q.len()),
                 v => panic!("{name} {t}: {v:?}"),
             }

@@ -67,6 +67,7 @@ pub struct Flushed {
 }
 
 /// The sender of a received datagram, converted to a `SocketAddr` only on demand.
+#[derive(Clone, Copy)]
 pub struct PeerView<'a> {
     storage: &'a libc::sockaddr_storage,
 }

@@ -151,6 +151,12 @@ pub(super) fn print_counters(
                 .unwrap_or_else(|| "-".into())
         );
     }
+    if t.unknown_peer > 0 {
+        say!(
+            "  unknown_peer: {} requests from a sender no reply can be addressed to",
+            t.unknown_peer
+        );
+    }
     if t.rxq_ovfl > 0 {
         say!("  SO_RXQ_OVFL reported {} drops in-band", t.rxq_ovfl);
     }

@@ -27,6 +27,7 @@ mod uring;
 mod util;
 mod workspace;
 mod xdp;
+mod xdp_clamp;
 mod xdp_frames;
 mod xdp_load;
 mod xdp_sink_flood;

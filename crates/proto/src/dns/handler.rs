@@ -11,7 +11,7 @@ use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
     MAX_NAME,
 };
-use firehose_engine::{Handler, Peer, Verdict};
+use firehose_engine::{Handler, Peer, Request, Verdict};
 use std::sync::Arc;
 
 /// Largest UDP response the server sends by default (the DNS flag day 2020 value).
@@ -535,7 +535,8 @@ impl DnsHandler {
 }
 
 impl Handler for DnsHandler {
-    fn handle(&mut self, buf: &mut [u8], len: usize, peer: &Peer<'_>) -> Verdict {
+    fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+        let (buf, len, peer) = req.parts();
         let v = self.respond(buf, len, Transport::Udp, peer);
         match v {
             Verdict::Reply(n) if self.rrl.is_some() && !self.cookie_ok => self.limit(buf, n, peer),
