@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use firehose_host::doctor::{
     self,
-    apply::{self, LiveActuator, Outcome, Verdict},
+    apply::{self, LiveActuator, Outcome, StepResult},
     journal::{Identity, Journal, DEFAULT_PATH},
     plan, Row, Scope, Status,
 };
@@ -135,7 +135,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     if a.revert {
         let out = apply::revert(&act, &journal, &id)?;
         pipe_ok(print_outcomes(&out, a.json, "revert"))?;
-        let clean = out.iter().all(|o| matches!(o.result, Verdict::Done(_)));
+        let clean = out.iter().all(|o| matches!(o.result, StepResult::Done(_)));
         if !a.json && !out.iter().any(Outcome::failed) {
             say!("journal retired to {}.reverted", journal.path().display());
         }
@@ -190,7 +190,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         let changed: Vec<_> = steps
             .iter()
             .zip(&out)
-            .filter(|(_, o)| matches!(o.result, Verdict::Done(_)))
+            .filter(|(_, o)| matches!(o.result, StepResult::Done(_)))
             .map(|(s, _)| (s.target.clone(), s.value.clone()))
             .collect();
         if let Some(step) = plan::persist_step(&changed) {
@@ -344,12 +344,12 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Resu
     }
     for o in outcomes {
         let (word, note) = match &o.result {
-            Verdict::Done(n) if what == "plan" => ("plan", n),
-            Verdict::Done(n) => ("done", n),
-            Verdict::Skipped(n) => ("skip", n),
-            Verdict::Failed(n) => ("FAIL", n),
+            StepResult::Done(n) if what == "plan" => ("plan", n),
+            StepResult::Done(n) => ("done", n),
+            StepResult::Skipped(n) => ("skip", n),
+            StepResult::Failed(n) => ("FAIL", n),
         };
-        if let Verdict::Skipped(n) = &o.result {
+        if let StepResult::Skipped(n) = &o.result {
             writeln!(out, "{word:<4}  {:<13} {}: {n}", o.check, o.target)?;
             continue;
         }

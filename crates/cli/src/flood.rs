@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The send call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
+pub enum FloodIoArg {
     Sendto,
     Sendmmsg,
     /// UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses.
@@ -53,7 +53,7 @@ pub struct FloodArgs {
     target: SocketAddr,
     /// Send call.
     #[arg(long, value_enum, default_value = "sendmmsg")]
-    io: IoArg,
+    io: FloodIoArg,
     /// UDP payload bytes [default: 18, a 64-byte IPv4 frame].
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, conflicts_with = "frame")]
     size: Option<usize>,
@@ -87,7 +87,7 @@ pub struct FloodArgs {
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     #[command(flatten)]
-    xsk: crate::serve_xdp::XskArgs,
+    xsk: crate::xdp_args::XskArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
@@ -164,7 +164,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
-    let xsk = if a.io == IoArg::Xdp {
+    let xsk = if a.io == FloodIoArg::Xdp {
         a.xsk.config()?
     } else {
         if let Some(flag) = a.xsk.any_given() {
@@ -175,12 +175,12 @@ pub fn run(a: FloodArgs) -> Result<()> {
     let cfg = FloodConfig {
         target: a.target,
         io: match a.io {
-            IoArg::Sendto => FloodIo::Sendto,
-            IoArg::Sendmmsg => FloodIo::Sendmmsg,
-            IoArg::Gso => FloodIo::Gso,
-            IoArg::Uring => FloodIo::Uring,
-            IoArg::Packet => FloodIo::Packet,
-            IoArg::Xdp => FloodIo::Xdp,
+            FloodIoArg::Sendto => FloodIo::Sendto,
+            FloodIoArg::Sendmmsg => FloodIo::Sendmmsg,
+            FloodIoArg::Gso => FloodIo::Gso,
+            FloodIoArg::Uring => FloodIo::Uring,
+            FloodIoArg::Packet => FloodIo::Packet,
+            FloodIoArg::Xdp => FloodIo::Xdp,
         },
         payload,
         flows: a.flows,
@@ -189,7 +189,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         rate: a.rate,
         count: a.count.map(|c| c as u64),
         batch: a.batch,
-        uring: a.uring.setup(a.io == IoArg::Uring)?,
+        uring: a.uring.setup(a.io == FloodIoArg::Uring)?,
         xsk,
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -6,7 +6,7 @@ use crate::args::{
 };
 mod output;
 
-use crate::serve_xdp::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
+use crate::xdp_args::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_lab::cputime::{self, Scope};

@@ -28,10 +28,10 @@ mod metrics;
 mod refusal;
 mod report;
 mod serve;
-mod serve_xdp;
 mod sink;
 mod stream;
 mod uring_args;
+mod xdp_args;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;

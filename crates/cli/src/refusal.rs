@@ -38,8 +38,13 @@ pub fn flag(s: Setting) -> &'static str {
 /// A start-up refusal as one line of bad usage. `io` names the I/O mode for a kernel refusal
 /// (`--io uring: the kernel refused ...`), when the subcommand has several.
 pub fn setup_error(e: SetupError, io: Option<&str>) -> anyhow::Error {
+    Usage(text(&e, io)).into()
+}
+
+/// The line [`setup_error`] prints.
+pub fn text(e: &SetupError, io: Option<&str>) -> String {
     match e {
-        SetupError::Usage(u) => Usage(u.render(|s| flag(s).to_string())).into(),
+        SetupError::Usage(u) => u.render(|s| flag(s).to_string()),
         SetupError::Kernel(k) => {
             let errno = k.errno().map(firehose_sys::errno_name);
             let hint = crate::uring_args::uring_hint(&k.what, errno).unwrap_or(match errno {
@@ -52,7 +57,7 @@ pub fn setup_error(e: SetupError, io: Option<&str>) -> anyhow::Error {
                 _ => "",
             });
             let io = io.map(|m| format!("--io {m}: ")).unwrap_or_default();
-            Usage(format!("{io}the kernel refused {k}{hint}")).into()
+            format!("{io}the kernel refused {k}{hint}")
         }
     }
 }

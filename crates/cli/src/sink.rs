@@ -3,7 +3,7 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
-use crate::serve_xdp::XdpRxArgs;
+use crate::xdp_args::XdpRxArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_sink::drops::HostDrops;
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// The receive call, as udp_sink names them, plus AF_PACKET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
+pub enum SinkIoArg {
     Recv,
     Recvfrom,
     Recvmsg,
@@ -69,7 +69,7 @@ pub struct SinkArgs {
     listen: SocketAddr,
     /// Receive call.
     #[arg(long, value_enum, default_value = "recvmsg")]
-    io: IoArg,
+    io: SinkIoArg,
     /// Stop a round after this many datagrams.
     #[arg(long, value_parser = parse_positive)]
     count: Option<usize>,
@@ -161,7 +161,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
     let workers = match (a.io, a.workers) {
-        (IoArg::Xdp, w) => w.unwrap_or(0),
+        (SinkIoArg::Xdp, w) => w.unwrap_or(0),
         (_, w) => w.unwrap_or(1),
     };
     if let Some(c) = &cpus {
@@ -174,7 +174,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             .into());
         }
     }
-    let xdp = if a.io == IoArg::Xdp {
+    let xdp = if a.io == SinkIoArg::Xdp {
         if a.rcvbuf.is_some() {
             return Err(
                 Usage("--rcvbuf does not apply to --io xdp (no socket buffer)".into()).into(),
@@ -196,7 +196,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
             return Err(Usage(format!("{flag} applies only to --io xdp")).into());
         }
-        if a.io != IoArg::Packet && a.xdp.iface.is_some() {
+        if a.io != SinkIoArg::Packet && a.xdp.iface.is_some() {
             return Err(Usage("--iface applies only to --io packet and --io xdp".into()).into());
         }
         RxOptions::default()
@@ -204,13 +204,13 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
     Ok(SinkConfig {
         listen: a.listen,
         io: match a.io {
-            IoArg::Recv => SinkIo::Recv,
-            IoArg::Recvfrom => SinkIo::Recvfrom,
-            IoArg::Recvmsg => SinkIo::Recvmsg,
-            IoArg::Recvmmsg => SinkIo::Recvmmsg,
-            IoArg::Uring => SinkIo::Uring,
-            IoArg::Packet => SinkIo::Packet,
-            IoArg::Xdp => SinkIo::Xdp,
+            SinkIoArg::Recv => SinkIo::Recv,
+            SinkIoArg::Recvfrom => SinkIo::Recvfrom,
+            SinkIoArg::Recvmsg => SinkIo::Recvmsg,
+            SinkIoArg::Recvmmsg => SinkIo::Recvmmsg,
+            SinkIoArg::Uring => SinkIo::Uring,
+            SinkIoArg::Packet => SinkIo::Packet,
+            SinkIoArg::Xdp => SinkIo::Xdp,
         },
         workers,
         cpus,
@@ -226,7 +226,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             FanoutArg::Qm => Fanout::Qm,
         },
         ring: RxRingConfig::default(),
-        uring: a.uring.setup(a.io == IoArg::Uring)?,
+        uring: a.uring.setup(a.io == SinkIoArg::Uring)?,
         xdp,
     })
 }

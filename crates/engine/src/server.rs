@@ -249,7 +249,7 @@ where
                 };
                 let _ = ready.send(Ok(()));
                 crate::worker::run(&mut backend, &mut handler, &counters[i], &quit);
-                handler.counters()
+                handler.counters().to_vec()
             });
         match spawned {
             Ok(t) => threads.push(t),

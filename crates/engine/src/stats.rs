@@ -37,7 +37,7 @@ pub struct WorkerCounters {
 /// Buckets of the batch-size histogram: upper bounds 1, 2, 4, ... 1024 (the largest batch).
 pub const BATCH_BUCKETS: usize = 11;
 
-/// Most counters a handler may publish live (see [`crate::handler::Handler::live_counters`]).
+/// Most counters a handler may publish live (see [`crate::handler::Handler::counters`]).
 pub const MAX_HANDLER_COUNTERS: usize = 32;
 
 /// Counters named by their publisher the first time it publishes; values are stored, not

@@ -2,7 +2,7 @@
 //! refused IRQs, third-party changes, failed restores and foreign journals. (The same code
 //! runs for real in crates/cli/tests/integration/doctor_netns.rs.)
 
-use firehose_host::doctor::apply::{self, ActError, Actuator, Verdict};
+use firehose_host::doctor::apply::{self, ActError, Actuator, StepResult};
 use firehose_host::doctor::journal::{Identity, Journal, JournalError};
 use firehose_host::doctor::plan::{Kind, Phase, Step, Target};
 use std::cell::RefCell;
@@ -134,7 +134,7 @@ fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
     let tj = TempJournal::new("a");
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        out.iter().all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:#?}"
     );
     assert_eq!(
@@ -154,7 +154,7 @@ fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert!(
         out.iter()
-            .all(|o| o.result == Verdict::Done("restored exactly".into())),
+            .all(|o| o.result == StepResult::Done("restored exactly".into())),
         "{out:#?}"
     );
     assert_eq!(out[0].target, RP, "newest first");
@@ -176,13 +176,13 @@ fn irqs_are_left_alone_when_irqbalance_cannot_be_stopped() {
     let out = apply::apply(&plan, &m, &tj.journal(), &id(), 7).unwrap();
     assert!(out[0].failed(), "{:?}", out[0]);
     assert!(
-        matches!(&out[1].result, Verdict::Skipped(n) if n.contains("irqbalance could not be stopped")),
+        matches!(&out[1].result, StepResult::Skipped(n) if n.contains("irqbalance could not be stopped")),
         "{:?}",
         out[1]
     );
     assert_eq!(m.get(IRQ), "0-3\n");
     assert!(
-        matches!(out[2].result, Verdict::Done(_)),
+        matches!(out[2].result, StepResult::Done(_)),
         "other steps still run"
     );
 }
@@ -196,9 +196,9 @@ fn raise_only_never_lowers_and_already_set_is_skipped() {
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert_eq!(
         out[2].result,
-        Verdict::Skipped("already higher (33554432); never lowered".into())
+        StepResult::Skipped("already higher (33554432); never lowered".into())
     );
-    assert_eq!(out[3].result, Verdict::Skipped("already set".into()));
+    assert_eq!(out[3].result, StepResult::Skipped("already set".into()));
     assert_eq!(m.get(RMEM), "33554432\n");
     assert_eq!(
         tj.journal().entries().unwrap().len(),
@@ -215,7 +215,7 @@ fn refused_irq_is_skipped_with_a_note_and_other_failures_fail() {
     let tj = TempJournal::new("c");
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        matches!(&out[0].result, Verdict::Skipped(n) if n.contains("will not move this IRQ")),
+        matches!(&out[0].result, StepResult::Skipped(n) if n.contains("will not move this IRQ")),
         "{:?}",
         out[0]
     );
@@ -227,7 +227,7 @@ fn refused_irq_is_skipped_with_a_note_and_other_failures_fail() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert_eq!(
         out[0].result,
-        Verdict::Done("already at its old value".into())
+        StepResult::Done("already at its old value".into())
     );
     assert_eq!(m.get(XPS), "00000000,00000000\n");
 }
@@ -242,7 +242,7 @@ fn revert_skips_third_party_changes_and_keeps_a_journal_whose_restore_failed() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     let by = |t: &str| out.iter().find(|o| o.target == t).unwrap();
     assert!(
-        matches!(&by(RMEM).result, Verdict::Skipped(n) if n.contains("changed by someone else"))
+        matches!(&by(RMEM).result, StepResult::Skipped(n) if n.contains("changed by someone else"))
     );
     assert_eq!(m.get(RMEM), "8388608\n", "not overwritten");
     assert!(by(XPS).failed());
@@ -254,17 +254,17 @@ fn revert_skips_third_party_changes_and_keeps_a_journal_whose_restore_failed() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert_eq!(
         by_target(&out, XPS),
-        Verdict::Done("restored exactly".into())
+        StepResult::Done("restored exactly".into())
     );
     assert_eq!(
         by_target(&out, RP),
-        Verdict::Done("already at its old value".into())
+        StepResult::Done("already at its old value".into())
     );
     assert_eq!(m.get(XPS), "00000000,00000000\n");
     assert!(!tj.0.exists());
 }
 
-fn by_target(out: &[apply::Outcome], t: &str) -> Verdict {
+fn by_target(out: &[apply::Outcome], t: &str) -> StepResult {
     out.iter().find(|o| o.target == t).unwrap().result.clone()
 }
 
@@ -315,7 +315,7 @@ fn dry_run_reads_but_never_writes() {
     assert_eq!(out[2].command, "sysctl -w net.core.rmem_max=16777216");
     assert!(out
         .iter()
-        .all(|o| o.result == Verdict::Done("would change".into())));
+        .all(|o| o.result == StepResult::Done("would change".into())));
     assert_eq!(*m.files.borrow(), before);
 }
 
@@ -353,7 +353,7 @@ fn every_change_is_journaled_on_disk_before_it_is_made() {
     };
     let out = apply::apply(&steps(), &act, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        out.iter().all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:#?}"
     );
     let seen = act.seen.into_inner();
@@ -410,12 +410,12 @@ fn the_persist_file_is_journaled_and_reverted_exactly() {
         let tj = TempJournal::new("persist");
         let j = tj.journal();
         let out = apply::apply(std::slice::from_ref(&step), &act, &j, &id(), 1).unwrap();
-        assert!(matches!(out[0].result, Verdict::Done(_)), "{out:?}");
+        assert!(matches!(out[0].result, StepResult::Done(_)), "{out:?}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), step.value);
         let entries = j.entries().unwrap();
         assert_eq!(entries[0].old, before.unwrap_or(ABSENT));
         let back = apply::revert(&act, &j, &id()).unwrap();
-        assert!(matches!(back[0].result, Verdict::Done(_)), "{back:?}");
+        assert!(matches!(back[0].result, StepResult::Done(_)), "{back:?}");
         match before {
             None => assert!(!file.exists(), "the file doctor created is removed"),
             Some(text) => assert_eq!(std::fs::read_to_string(&file).unwrap(), text),

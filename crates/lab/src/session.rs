@@ -7,7 +7,7 @@ use crate::env::Environment;
 use crate::experiment::{self, Cell, Progress};
 use crate::report::{self, LabReport, Skipped};
 use crate::runner::{self, Generator, LoadSpec, Placement, Runner, Trial};
-use crate::stats::Verdict;
+use crate::stats::Effect;
 use crate::topology::{self, Kind, Topology};
 use crate::{cmd, compare, ladder, LabError, LabResult};
 use std::path::PathBuf;
@@ -227,7 +227,7 @@ fn climb(
         let mut row = report::rows(std::slice::from_ref(&cell), &trials).remove(0);
         let hurt = kept.as_ref().is_some_and(|k| {
             row.compare_with(k);
-            row.verdict == Verdict::Hurt
+            row.verdict == Effect::Hurt
         });
         if hurt {
             ran.reverted.push(st.name);
@@ -593,9 +593,9 @@ mod tests {
                 .map(|r| (r.verdict, r.reverted))
                 .collect::<Vec<_>>(),
             [
-                (Verdict::Baseline, false),
-                (Verdict::Hurt, true),
-                (Verdict::Helped, false)
+                (Effect::Baseline, false),
+                (Effect::Hurt, true),
+                (Effect::Helped, false)
             ]
         );
         // pin is judged against shared, the last step kept.

@@ -1,7 +1,7 @@
 //! The flags of `firehose serve` and how they merge with a profile into a configuration.
 
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
-use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
+use crate::xdp_args::{IoArg, XdpArgs, PROFILE_XDP};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use firehose_engine::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};

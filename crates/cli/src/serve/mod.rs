@@ -5,7 +5,7 @@ mod output;
 mod start;
 
 use crate::args::{thousands, Usage};
-use crate::serve_xdp::IoArg;
+use crate::xdp_args::IoArg;
 use anyhow::{Context, Result};
 pub(crate) use args::parse_on_off;
 use args::ProfileArg;

@@ -1,4 +1,5 @@
-//! The `--io xdp` switches of `firehose serve` and `--profile xdp`.
+//! The AF_XDP flags shared by `serve`, `load`, `sink` and `flood` (`--iface`, `--queues`, `--xdp-mode`,
+//! the socket and ring flags), serve's `--io` and `--profile xdp`.
 
 use crate::args::Usage;
 use clap::{Args, ValueEnum};
@@ -101,7 +102,7 @@ impl XskArgs {
             )));
         }
         let ring = self.ring.unwrap_or(2048);
-        setup::check_ring(ring).map_err(|e| Usage(e.to_string()))?;
+        setup::check_ring(ring).map_err(|e| Usage(crate::refusal::text(&e, None)))?;
         Ok(XskConfig {
             ring,
             frame_size,
