@@ -5,10 +5,10 @@ use crate::args::{
 };
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_flood::document::FloodReport;
 use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
+use firehose_host::env::Environment;
 use firehose_sys::xdp::xsk::XskConfig;
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -93,32 +93,6 @@ pub struct FloodArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct FloodReport {
-    mode: &'static str,
-    target: String,
-    payload: usize,
-    frame: usize,
-    flows: usize,
-    threads: usize,
-    source_ports: Vec<u16>,
-    sent: u64,
-    seconds: f64,
-    pps: f64,
-    mbit_s: f64,
-    cpu_us_per_packet: Option<f64>,
-    syscalls_per_packet: Option<f64>,
-    enobufs: u64,
-    other_errors: u64,
-    last_errno: Option<String>,
-    /// Xdp mode: sends cut short by a full tx ring (retried), frames never completed.
-    xdp_tx_ring_full: u64,
-    xdp_uncompleted: u64,
-    /// Xdp mode: what the kernel granted (interface, queues, zerocopy, ...).
-    xdp: Option<BTreeMap<String, String>>,
-    per_thread: Vec<u64>,
 }
 
 /// UDP payload for an RFC 2544 frame: minus Ethernet header and FCS (18), IP, UDP (8).
@@ -255,7 +229,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
     let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
     let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
     let r = FloodReport {
-        mode: cfg.io.name(),
+        mode: cfg.io.name().into(),
         target: a.target.to_string(),
         payload,
         frame,
@@ -277,6 +251,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         xdp_uncompleted: s.xdp_uncompleted,
         xdp,
         per_thread: s.per_thread.clone(),
+        environment: Environment::capture(),
     };
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "n/a".into());
     say!(

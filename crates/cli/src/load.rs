@@ -9,8 +9,10 @@ mod output;
 use crate::xdp_args::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_host::env::Environment;
 use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
+use firehose_load::document::{LoadRun, LoadSettings};
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
 use firehose_load::report::ServerCpu;
@@ -20,7 +22,6 @@ use firehose_sys::cpu::CpuSet;
 use firehose_sys::SetupError;
 pub use output::print_summary;
 use output::{print_header, print_interval, IntervalLines};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -183,40 +184,6 @@ fn verdict(r: &LoadReport, max_loss: Option<f64>) -> Result<()> {
     }
 }
 
-/// The JSON document of a run.
-#[derive(Serialize)]
-struct Doc<'a> {
-    #[serde(flatten)]
-    report: &'a LoadReport,
-    config: ConfigDoc,
-}
-
-#[derive(Serialize)]
-struct ConfigDoc {
-    target: String,
-    proto: &'static str,
-    mode: &'static str,
-    flows: usize,
-    window: usize,
-    rate: Option<f64>,
-    threads: usize,
-    cpus: Option<Vec<usize>>,
-    /// Request payload bytes; only echo has a fixed size (DNS queries vary with the name).
-    size: Option<usize>,
-    queries: Option<String>,
-    timeout_s: f64,
-    warmup_s: f64,
-    batch: usize,
-    /// Open loop: requests per wake-up asked for.
-    per_wake: Option<usize>,
-    spin: bool,
-    gso: bool,
-    io: &'static str,
-    /// What the kernel granted for --io xdp.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    xdp: Option<BTreeMap<String, String>>,
-}
-
 fn resolve(target: &str) -> Result<SocketAddr> {
     if let Ok(a) = target.parse() {
         return Ok(a);
@@ -317,13 +284,14 @@ pub fn run(a: LoadArgs) -> Result<()> {
     }
     let uring = a.uring.setup(a.io == IoArg::Uring)?;
     let xdp = xdp_setup(&a, &cfg, &workload)?;
-    let config_doc = ConfigDoc {
+    let config_doc = LoadSettings {
         target: target.to_string(),
         proto: match a.proto {
             LoadProto::Echo => "echo",
             LoadProto::Dns => "dns",
-        },
-        mode: if a.rate.is_some() { "open" } else { "closed" },
+        }
+        .into(),
+        mode: if a.rate.is_some() { "open" } else { "closed" }.into(),
         flows: a.flows,
         window: cfg.window,
         rate: a.rate,
@@ -341,7 +309,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
             IoArg::Socket => "socket",
             IoArg::Xdp => "xdp",
             IoArg::Uring => "uring",
-        },
+        }
+        .into(),
         xdp: xdp.as_ref().map(|(_, s)| s.clone()),
     };
     let io = match xdp {
@@ -363,12 +332,14 @@ pub fn run(a: LoadArgs) -> Result<()> {
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
     };
-    print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
-    json.write(&Doc {
-        report: &report,
+    print_summary(&config_doc.target, &config_doc.mode, a.server_pid, &report);
+    let lost = verdict(&report, a.max_loss);
+    json.write(&LoadRun {
+        report,
         config: config_doc,
+        environment: Environment::capture(),
     })?;
-    verdict(&report, a.max_loss)
+    lost
 }
 
 fn load_error(e: SetupError) -> anyhow::Error {

@@ -6,11 +6,12 @@ use crate::args::{
 use crate::xdp_args::XdpRxArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use firehose_host::env::Environment;
+use firehose_sink::document::{Round, SinkReport};
 use firehose_sink::drops::HostDrops;
 use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,49 +110,6 @@ pub struct SinkArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-/// One round of --count datagrams.
-#[derive(Debug, Clone, Serialize)]
-struct Round {
-    packets: u64,
-    seconds: f64,
-    pps: f64,
-}
-
-/// The summary, as printed and as JSON.
-#[derive(Debug, Serialize)]
-struct SinkReport {
-    mode: &'static str,
-    listen: String,
-    workers: usize,
-    interface: Option<String>,
-    fanout: Option<&'static str>,
-    rcvbuf_granted: Option<i32>,
-    packets: u64,
-    bytes: u64,
-    /// From the first datagram seen to the last.
-    seconds: f64,
-    pps: f64,
-    mbit_s: f64,
-    cpu_us_per_packet: Option<f64>,
-    syscalls_per_packet: Option<f64>,
-    socket_drops: u64,
-    ring_drops: u64,
-    ring_freezes: u64,
-    /// Xdp mode: the sockets' XDP_STATISTICS, summed.
-    xsk_rx_dropped: u64,
-    xsk_rx_ring_full: u64,
-    xsk_fill_ring_empty: u64,
-    /// Xdp mode: what the kernel granted (interface, queues, xdp_mode, zerocopy, ...).
-    xdp: Option<BTreeMap<String, String>>,
-    host: HostDrops,
-    /// Packet mode: datagrams the port-holding socket's filter discarded, by design
-    /// (subtracted from host.udp_in_errors).
-    held_port_filtered: u64,
-    rounds: Vec<Round>,
-    per_worker: Vec<firehose_sink::WorkerSnapshot>,
-    per_cpu: Vec<(usize, u64)>,
 }
 
 fn config(a: &SinkArgs) -> Result<SinkConfig> {
@@ -375,11 +333,11 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let seconds = end.duration_since(t0).as_secs_f64();
     let per = |v: f64| (packets > 0).then(|| v / packets as f64);
     let report = SinkReport {
-        mode: cfg.io.name(),
+        mode: cfg.io.name().into(),
         listen: listen.to_string(),
         workers,
         interface,
-        fanout: (cfg.io == SinkIo::Packet && workers > 1).then(|| cfg.fanout.name()),
+        fanout: (cfg.io == SinkIo::Packet && workers > 1).then(|| cfg.fanout.name().into()),
         rcvbuf_granted,
         packets,
         bytes,
@@ -400,6 +358,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
         rounds,
         per_worker: snap.workers.clone(),
         per_cpu: snap.per_cpu.clone(),
+        environment: Environment::capture(),
     };
     print_summary(&report);
     json.write(&report)?;

@@ -36,6 +36,8 @@ pub use handler::{Handler, Peer, Verdict};
 pub use server::{Applied, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
-pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};
+pub use stats::{
+    IntervalRecord, ProcessCpu, ServeDocument, SocketStats, StatsDocument, WorkerStats,
+};
 pub use uring_io::UringIo;
 pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};

@@ -13,6 +13,7 @@
 //! ([`xdp`](mod@xdp)); their sockets only hold the source ports.
 
 mod af_packet;
+pub mod document;
 mod xdp;
 
 use firehose_sys::mmsg::{Batch, SendMode};

@@ -4,6 +4,8 @@
 //! lives at the edges ([`procfs::read`]), so most code here runs without root or a real NIC.
 
 pub mod doctor;
+pub mod document;
+pub mod env;
 pub mod fs;
 pub mod nic;
 pub mod procfs;

@@ -14,7 +14,7 @@ pub mod cmd;
 pub mod compare;
 pub mod cputime;
 pub mod dns_compare;
-pub mod env;
+pub use firehose_host::env;
 pub mod experiment;
 pub mod ladder;
 pub mod linkset;

@@ -37,6 +37,7 @@ use crate::sample::{HostSample, Watch, Window};
 use crate::stats::Summary;
 use crate::topology::{Side, Topology, VETH_SERVER_ADDR};
 use crate::{LabError, LabResult};
+use firehose_sink::document::SinkDocument;
 use perf_report::{Recording, Symbol};
 use serde::Serialize;
 use start::{mac, start_flood_cell, start_sink_cell, Lab};
@@ -290,24 +291,22 @@ fn trial(
     let figures = match &cell.subject {
         Subject::Sink(_) => {
             let p = run.sink_json.as_ref().expect("sink cells write JSON");
-            let doc: serde_json::Value = std::fs::read_to_string(p)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .ok_or_else(|| {
-                    LabError::Run(format!(
-                        "{}: no summary: {}",
-                        p.display(),
-                        run.receiver.stderr_tail()
-                    ))
-                })?;
-            let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                LabError::Run(format!(
+                    "{}: no summary ({e}): {}",
+                    p.display(),
+                    run.receiver.stderr_tail()
+                ))
+            })?;
+            let doc: SinkDocument = serde_json::from_str(&text)
+                .map_err(|e| LabError::Run(format!("{}: not a sink document: {e}", p.display())))?;
+            let r = doc.body;
             // The sink's host figures leave out what packet mode's port-holding socket
             // discards by design.
-            let host = &doc["host"];
             (
-                doc["pps"].as_f64().unwrap_or(0.0),
-                n(&doc["socket_drops"]) + n(&doc["ring_drops"]),
-                n(&host["udp_in_errors"]) + n(&host["softnet_dropped"]),
+                r.pps,
+                r.socket_drops + r.ring_drops,
+                r.host.udp_in_errors + r.host.softnet_dropped,
             )
         }
         Subject::UdpSink => match Summary::of(udp_sink_rates(&run.receiver.stdout())) {

@@ -6,6 +6,7 @@
 //! reports of several agents into one.
 
 pub mod dns;
+pub mod document;
 pub mod gen;
 pub mod interval;
 pub mod io;

@@ -13,6 +13,7 @@
 //! shutdown(SHUT_RD).
 //! [`drops`](mod@drops) reads the host's drop counters around a run.
 
+pub mod document;
 pub mod drops;
 mod worker;
 mod xdp;
@@ -127,10 +128,11 @@ pub(crate) struct Counters {
 }
 
 /// A worker's figures at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerSnapshot {
     pub worker: usize,
     /// The CPU it is pinned to, if any.
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub cpu: Option<usize>,
     pub packets: u64,
     pub bytes: u64,
@@ -142,6 +144,7 @@ pub struct WorkerSnapshot {
     pub ring_freezes: u64,
     /// Xdp mode: its queue, and its socket's drops: frames the kernel could not put on the
     /// rx ring (rx_dropped, rx_ring_full) or found no fill-ring frame for.
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub queue: Option<u32>,
     pub xsk_rx_dropped: u64,
     pub xsk_rx_ring_full: u64,

@@ -12,7 +12,7 @@ use args::ProfileArg;
 pub use args::{Proto, ServeArgs};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, UringIo, WorkerStats, XdpIo};
-use output::{print_applied, print_counters, reload, ServeDocument};
+use output::{print_applied, print_counters, reload};
 use start::{proto_name, serve_error, start_server, Path, Running};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -163,11 +163,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 user_s: u.as_secs_f64(),
                 sys_s: s.as_secs_f64(),
             },
-        };
-        json.write(&ServeDocument {
-            stats: &stats,
             intervals: records,
-        })?;
+            environment: firehose_host::env::Environment::capture(),
+        };
+        json.write(&stats)?;
     }
     Ok(())
 }
