@@ -3,15 +3,14 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage,
 };
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use firehose_flood::document::FloodReport;
 use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
 use firehose_host::env::Environment;
+use firehose_sys::supervise::Ended;
 use firehose_sys::xdp::xsk::XskConfig;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The send call.
@@ -166,10 +165,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         uring: a.uring.setup(a.io == FloodIoArg::Uring)?,
         xsk,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let cpu0 = firehose_sys::cpu::process_cpu_time()?;
     let flood =
         Flood::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
@@ -198,11 +194,18 @@ pub fn run(a: FloodArgs) -> Result<()> {
         }
     }
     let mut last = (start, 0u64);
-    loop {
-        std::thread::sleep(Duration::from_millis(5));
-        let now = Instant::now();
-        if !a.quiet && now.duration_since(last.0) >= Duration::from_secs(1) {
-            let s = flood.snapshot();
+    let mut sv = crate::supervise::supervisor(
+        &stop,
+        a.duration,
+        (!a.quiet).then_some(Duration::from_secs(1)),
+    );
+    sv.poll = Duration::from_millis(5);
+    let flood = std::cell::RefCell::new(flood);
+    let ended = sv.run(
+        start,
+        |_| Ok::<_, anyhow::Error>(flood.borrow_mut().health()),
+        |now| {
+            let s = flood.borrow().snapshot();
             let dt = now.duration_since(last.0).as_secs_f64();
             say!(
                 "  {:>6.1}s  {:>12} pps  ENOBUFS {}  other errors {}",
@@ -212,20 +215,20 @@ pub fn run(a: FloodArgs) -> Result<()> {
                 s.other_errors
             );
             last = (now, s.sent);
-        }
-        if flood.finished()
-            || stop.load(Ordering::Relaxed)
-            || a.duration.is_some_and(|d| start.elapsed() >= d)
-        {
-            break;
-        }
+            Ok(())
+        },
+    )?;
+    let flood = flood.into_inner();
+    if let Ended::Failed(f) = ended {
+        let _ = flood.stop();
+        return Err(crate::supervise::failed("the flood", f));
     }
     let seconds = start.elapsed().as_secs_f64();
     let ports = flood.source_ports.clone();
     let xdp = flood.xdp.as_ref().map(|x| x.settings.clone());
     let s = flood
         .stop()
-        .map_err(|e| anyhow::anyhow!("flood thread failed: {e}"))?;
+        .map_err(|f| crate::supervise::failed("the flood", f))?;
     let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
     let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
     let r = FloodReport {

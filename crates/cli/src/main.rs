@@ -30,6 +30,7 @@ mod report;
 mod serve;
 mod sink;
 mod stream;
+mod supervise;
 mod uring_args;
 mod xdp_args;
 

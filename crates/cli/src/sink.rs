@@ -4,18 +4,17 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
 use crate::xdp_args::XdpRxArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use firehose_host::env::Environment;
 use firehose_sink::document::{Round, SinkReport};
 use firehose_sink::drops::HostDrops;
 use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
+use firehose_sys::supervise::{Ended, Health};
 use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The receive call, as udp_sink names them, plus AF_PACKET.
@@ -193,12 +192,9 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
 pub fn run(a: SinkArgs) -> Result<()> {
     let cfg = config(&a)?;
     let mut json = a.json.open()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let host0 = HostDrops::read();
-    let sink =
+    let mut sink =
         Sink::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let workers = sink.workers();
     let xdp = sink
@@ -247,70 +243,74 @@ pub fn run(a: SinkArgs) -> Result<()> {
     // This thread may share the receiving CPU: it wakes every 10 ms (1 ms while timing
     // --count rounds) and reads only the packet counts; the drop counters (a getsockopt
     // per socket) once per interval line.
-    let tick = Duration::from_millis(if a.count.is_some() { 1 } else { 10 });
-    loop {
-        std::thread::sleep(tick);
-        let total = sink.packets();
-        let now = Instant::now();
-        if total != last_packet.1 {
-            last_packet = (now, total);
-        }
-        if total > 0 && first.is_none() {
-            first = Some((now, firehose_sys::cpu::process_cpu_time()?));
-            last_line = (now, 0, 0);
-        }
-        if let Some(n) = a.count {
-            let base = rounds.len() as u64 * n as u64;
-            if round_start.is_none() && total > base {
-                round_start = Some((now, base));
+    let mut sv = crate::supervise::supervisor(&stop, a.duration, None);
+    sv.poll = Duration::from_millis(if a.count.is_some() { 1 } else { 10 });
+    let ended = sv.run(
+        start,
+        |now| {
+            let total = sink.packets();
+            if total != last_packet.1 {
+                last_packet = (now, total);
             }
-            if let Some((t0, b)) = round_start {
-                if total >= b + n as u64 {
-                    let secs = now.duration_since(t0).as_secs_f64();
-                    let r = Round {
-                        packets: n as u64,
-                        seconds: secs,
-                        pps: n as f64 / secs.max(1e-9),
-                    };
-                    if !a.quiet {
-                        say!(
-                            "  round {}: {} datagrams in {:.3} s, {} pps",
-                            rounds.len() + 1,
-                            thousands(r.packets as f64),
-                            r.seconds,
-                            thousands(r.pps)
-                        );
-                    }
-                    rounds.push(r);
-                    round_start = None;
-                    if rounds.len() >= a.repeat {
-                        break;
+            if total > 0 && first.is_none() {
+                first = Some((now, firehose_sys::cpu::process_cpu_time()?));
+                last_line = (now, 0, 0);
+            }
+            if let Some(n) = a.count {
+                let base = rounds.len() as u64 * n as u64;
+                if round_start.is_none() && total > base {
+                    round_start = Some((now, base));
+                }
+                if let Some((t0, b)) = round_start {
+                    if total >= b + n as u64 {
+                        let secs = now.duration_since(t0).as_secs_f64();
+                        let r = Round {
+                            packets: n as u64,
+                            seconds: secs,
+                            pps: n as f64 / secs.max(1e-9),
+                        };
+                        if !a.quiet {
+                            say!(
+                                "  round {}: {} datagrams in {:.3} s, {} pps",
+                                rounds.len() + 1,
+                                thousands(r.packets as f64),
+                                r.seconds,
+                                thousands(r.pps)
+                            );
+                        }
+                        rounds.push(r);
+                        round_start = None;
+                        if rounds.len() >= a.repeat {
+                            return Ok(Health::Done);
+                        }
                     }
                 }
             }
-        }
-        if !a.quiet && first.is_some() && now.duration_since(last_line.0) >= Duration::from_secs(1)
-        {
-            let snap = sink.snapshot();
-            let bytes = snap.total(|w| w.bytes);
-            let dt = now.duration_since(last_line.0).as_secs_f64();
-            say!(
-                "  {:>6.1}s  {:>12} pps  {:>9.1} Mbit/s  socket drops {}  ring drops {}",
-                now.duration_since(first.map(|f| f.0).unwrap_or(start))
-                    .as_secs_f64(),
-                thousands((total - last_line.1) as f64 / dt),
-                (bytes - last_line.2) as f64 * 8.0 / dt / 1e6,
-                snap.total(|w| w.socket_drops),
-                snap.total(|w| w.ring_drops),
-            );
-            last_line = (now, total, bytes);
-        }
-        if stop.load(Ordering::Relaxed)
-            || a.duration.is_some_and(|d| start.elapsed() >= d)
-            || sink.any_finished()
-        {
-            break;
-        }
+            if !a.quiet
+                && first.is_some()
+                && now.duration_since(last_line.0) >= Duration::from_secs(1)
+            {
+                let snap = sink.snapshot();
+                let bytes = snap.total(|w| w.bytes);
+                let dt = now.duration_since(last_line.0).as_secs_f64();
+                say!(
+                    "  {:>6.1}s  {:>12} pps  {:>9.1} Mbit/s  socket drops {}  ring drops {}",
+                    now.duration_since(first.map(|f| f.0).unwrap_or(start))
+                        .as_secs_f64(),
+                    thousands((total - last_line.1) as f64 / dt),
+                    (bytes - last_line.2) as f64 * 8.0 / dt / 1e6,
+                    snap.total(|w| w.socket_drops),
+                    snap.total(|w| w.ring_drops),
+                );
+                last_line = (now, total, bytes);
+            }
+            Ok::<_, anyhow::Error>(sink.health())
+        },
+        |_| Ok(()),
+    )?;
+    if let Ended::Failed(f) = ended {
+        let _ = sink.stop();
+        return Err(crate::supervise::failed("the sink", f));
     }
     let end = if first.is_some() {
         last_packet.0
@@ -324,7 +324,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let listen = sink.local_addr();
     let snap: Snapshot = sink
         .stop()
-        .map_err(|e| anyhow::anyhow!("sink worker failed: {e}"))?;
+        .map_err(|f| crate::supervise::failed("the sink", f))?;
     let mut host = HostDrops::read().since(&host0);
     host.udp_in_errors = host.udp_in_errors.saturating_sub(held);
     let packets = snap.total(|w| w.packets);

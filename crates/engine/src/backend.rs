@@ -195,6 +195,12 @@ pub trait Io: Send + Sync + 'static {
     fn applied(&self) -> Option<BackendApplied> {
         None
     }
+    /// The rx queue worker `index` serves, for naming it when it fails; `None` when
+    /// workers are not tied to queues.
+    fn queue(&self, index: usize) -> Option<u32> {
+        let _ = index;
+        None
+    }
 }
 
 /// A backend's own applied configuration.

@@ -230,7 +230,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 t = crate::WorkerStats::total(&srv.worker_stats());
             }
-            srv.shutdown();
+            srv.shutdown().expect("no worker failed");
             assert_eq!((t.packets_in, t.packets_out, t.send_errors), (50, 50, 0));
             assert!(
                 t.syscalls >= 50,

@@ -166,4 +166,8 @@ impl Io for XdpIo {
     fn applied(&self) -> Option<BackendApplied> {
         Some(self.applied.clone())
     }
+
+    fn queue(&self, index: usize) -> Option<u32> {
+        self.queues.get(index).copied()
+    }
 }

@@ -53,7 +53,7 @@ fn options_are_applied_and_read_back() {
         .socket_detail
         .iter()
         .all(|d| d.mtu_discover == "omit" && d.busy_poll_us == 50));
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn shared_mode_has_one_socket_without_reuseport() {
     assert_eq!(srv.sockets().len(), 1);
     assert!(!srv.sockets()[0].reuseport().unwrap());
     assert_eq!(srv.applied().worker_sockets, vec![0, 0, 0]);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn steering_sends_each_cpu_to_its_worker(steer: Steer) {
             }
         }
     }
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -241,5 +241,5 @@ fn overload_drops_and_counts_without_crashing() {
         }
     };
     assert_eq!(&buf[..n], b"still alive");
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }

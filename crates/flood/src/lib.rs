@@ -18,6 +18,7 @@ mod xdp;
 
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
 use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
@@ -27,7 +28,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The send call a flood thread makes.
@@ -130,7 +130,7 @@ pub struct FloodSnapshot {
 pub struct Flood {
     stop: Arc<AtomicBool>,
     counters: Arc<Vec<Counters>>,
-    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    workers: Workers<(), SysError>,
     /// The source ports in use, one per flow.
     pub source_ports: Vec<u16>,
     /// Xdp mode: what the kernel granted (interface, queues, zero-copy, ...) and notes.
@@ -230,14 +230,15 @@ impl Flood {
         let counters: Arc<Vec<Counters>> =
             Arc::new((0..cfg.threads).map(|_| Counters::default()).collect());
         let stop = Arc::new(AtomicBool::new(false));
-        let mut handles = Vec::new();
+        let mut threads = Workers::new(false);
         for (i, (socks, ring)) in per_thread.into_iter().zip(senders).enumerate() {
             let quota = cfg
                 .count
                 .map(|n| n / cfg.threads as u64 + u64::from((i as u64) < n % cfg.threads as u64));
+            let cpu = cfg.cpus.as_ref().map(|c| c[i]);
             let t = Thread {
                 index: i,
-                cpu: cfg.cpus.as_ref().map(|c| c[i]),
+                cpu,
                 io: cfg.io,
                 payload: cfg.payload,
                 batch: cfg.batch,
@@ -247,20 +248,19 @@ impl Flood {
                 counters: counters.clone(),
                 stop: stop.clone(),
             };
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("flood-{i}"))
-                    .spawn(move || t.run(socks, ring))
-                    .map_err(|e| SysError {
-                        what: "spawning a flood thread".into(),
-                        source: e,
-                    })?,
-            );
+            let h = std::thread::Builder::new()
+                .name(format!("flood-{i}"))
+                .spawn(move || t.run(socks, ring))
+                .map_err(|e| SysError {
+                    what: "spawning a flood thread".into(),
+                    source: e,
+                })?;
+            threads.push(Label::new("flood thread", i).cpu(cpu), h);
         }
         Ok(Flood {
             stop,
             counters,
-            handles,
+            workers: threads,
             source_ports,
             xdp: applied,
         })
@@ -286,16 +286,21 @@ impl Flood {
         s
     }
 
-    /// True when every thread has sent its share of `--count` (or stopped on an error).
-    pub fn finished(&self) -> bool {
-        self.handles.iter().all(|h| h.is_finished())
-            || self.counters.iter().all(|c| c.done.load(Ordering::Relaxed))
+    /// The threads' state: done when every thread has sent its share of `--count`; a
+    /// thread that panicked or failed is a failure.
+    pub fn health(&mut self) -> Health {
+        match self.workers.health(self.stop.load(Ordering::Relaxed)) {
+            Health::Running if self.counters.iter().all(|c| c.done.load(Ordering::Relaxed)) => {
+                Health::Done
+            }
+            h => h,
+        }
     }
 
-    /// Stops the threads; the final counters, or the first thread's error.
-    pub fn stop(mut self) -> Result<FloodSnapshot, SysError> {
+    /// Stops the threads; the final counters, or the first thread's failure.
+    pub fn stop(mut self) -> Result<FloodSnapshot, WorkerFailure> {
         self.stop.store(true, Ordering::Relaxed);
-        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "flood")?;
+        std::mem::replace(&mut self.workers, Workers::new(false)).join()?;
         Ok(self.snapshot())
     }
 }

@@ -12,7 +12,7 @@
 
 pub mod cmd;
 pub mod compare;
-pub mod cputime;
+pub use firehose_host::cputime;
 pub mod dns_compare;
 pub use firehose_host::env;
 pub mod experiment;

@@ -18,6 +18,7 @@ use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::socket::UdpSock;
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::{cpu, Setting, SetupError, SysError, Usage};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -121,25 +122,19 @@ pub struct Run {
     pub live: Arc<Vec<Live>>,
     pub stop: Arc<AtomicBool>,
     pub started: Instant,
-    handles: Vec<std::thread::JoinHandle<Result<ThreadResult, SetupError>>>,
+    handles: Workers<ThreadResult, SetupError>,
 }
 
 impl Run {
-    /// True once every generator thread has returned.
-    pub fn handles_finished(&self) -> bool {
-        self.handles.iter().all(|h| h.is_finished())
+    /// The threads' state: done once every one has returned its results; a thread that
+    /// panicked or failed is a failure.
+    pub fn health(&mut self) -> Health {
+        self.handles.health(self.stop.load(Ordering::Relaxed))
     }
 
-    /// Waits for every thread.
-    pub fn join(self) -> Result<Vec<ThreadResult>, SetupError> {
-        let mut out = Vec::new();
-        for h in self.handles {
-            match h.join() {
-                Ok(r) => out.push(r?),
-                Err(_) => return Err(Usage::host("a generator thread panicked").into()),
-            }
-        }
-        Ok(out)
+    /// Waits for every thread: their results, or the first that failed.
+    pub fn join(self) -> Result<Vec<ThreadResult>, WorkerFailure> {
+        self.handles.join()
     }
 }
 
@@ -281,6 +276,39 @@ pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, SetupError> {
     Ok(per_thread)
 }
 
+/// How many requests ids of `bits` bits tell apart.
+fn max_ids(bits: u32) -> usize {
+    if bits >= 32 {
+        u32::MAX as usize
+    } else {
+        1usize << bits
+    }
+}
+
+/// Refuses a plan whose requests in flight outnumber the protocol's ids. Closed loop needs
+/// every window slot; open loop only sizes its table from the rate and the timeout, and
+/// counts as unsent what does not fit.
+fn check_ids(plan: &ThreadPlan, bits: u32) -> Result<(), SetupError> {
+    let max_ids = max_ids(bits);
+    if plan.interval_ns.is_none() && plan.in_flight > max_ids {
+        return Err(Usage::new(
+            Setting::Window,
+            format!(
+                "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower {}/{}/{} or add {}",
+                plan.index,
+                plan.in_flight,
+                max_ids,
+                Setting::Window.r(),
+                Setting::Flows.r(),
+                Setting::Timeout.r(),
+                Setting::Threads.r()
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Starts one generator thread per `ios` entry (`cfg.threads` of them), each sending and
 /// receiving through its own path.
 pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, SetupError>
@@ -290,10 +318,15 @@ where
     I: FlowIo + 'static,
 {
     validate(cfg)?;
+    // Every thread's plan is checked before any thread starts.
+    let bits = make(0).id_bits();
+    for t in 0..cfg.threads {
+        check_ids(&ThreadPlan::new(cfg, t), bits)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let live: Arc<Vec<Live>> = Arc::new((0..cfg.threads).map(|_| Live::default()).collect());
     let started = Instant::now();
-    let mut handles = Vec::new();
+    let mut handles = Workers::new(false);
     for (t, io) in ios.into_iter().enumerate() {
         let plan = ThreadPlan::new(cfg, t);
         let workload = make(t);
@@ -317,7 +350,7 @@ where
                 what: format!("starting generator thread {t}"),
                 source: e,
             })?;
-        handles.push(h);
+        handles.push(Label::new("generator thread", t).cpu(cpu_choice), h);
     }
     Ok(Run {
         live,
@@ -447,29 +480,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         started: Instant,
     ) -> Result<Self, SetupError> {
         let bits = workload.id_bits();
-        let max_ids = if bits >= 32 {
-            u32::MAX as usize
-        } else {
-            1usize << bits
-        };
-        // Closed loop needs every window slot; open loop only sizes its table from the
-        // rate and the timeout, and counts as unsent what does not fit.
-        if plan.interval_ns.is_none() && plan.in_flight > max_ids {
-            return Err(Usage::new(
-                Setting::Window,
-                format!(
-                    "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower {}/{}/{} or add {}",
-                    plan.index,
-                    plan.in_flight,
-                    max_ids,
-                    Setting::Window.r(),
-                    Setting::Flows.r(),
-                    Setting::Timeout.r(),
-                    Setting::Threads.r()
-                ),
-            )
-            .into());
-        }
+        let max_ids = max_ids(bits);
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
         let paced = plan.pace.is_some() && !plan.spin && io.rx_timestamps();

@@ -15,6 +15,7 @@ pub mod pace;
 pub mod report;
 pub mod table;
 pub mod uring;
+pub mod watch;
 pub mod workload;
 pub mod xdp;
 

@@ -100,7 +100,7 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
     std::thread::sleep(Duration::from_millis(20));
     done.store(true, Ordering::Relaxed);
     let (sent, lost, last) = client.join().unwrap();
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
     let _ = std::fs::remove_file(&path);
     assert_eq!(lost, 0, "{lost} of {sent} queries unanswered");
     assert_eq!(last, 40);

@@ -78,7 +78,7 @@ fn a_truncated_udp_answer_is_complete_over_tcp_with_pipelining() {
     assert_eq!(get("dns_tcp_noerror"), Some(3));
     assert_eq!(get("dns_tcp_nxdomain"), Some(1));
     assert_eq!(get("dns_tcp_truncated"), Some(0));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn keepalive_is_advertised_to_clients_that_ask() {
     let resp = exchange(udp.local_addr(), &q).unwrap();
     assert_eq!(opt_option(&resp, 11), None);
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn per_client_limit_and_idle_timeout_close_connections() {
     assert_eq!(get("dns_tcp_accepted"), Some(2));
     assert_eq!(get("dns_tcp_rejected"), Some(1));
     assert_eq!(get("dns_tcp_idle_closed"), Some(2));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn axfr_to_allowed_addresses_only() {
     let (rc, _) = axfr(udp.local_addr(), "www.example.com.");
     assert_eq!(rc, ResponseCode::NotAuth, "not a zone apex");
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
     let cfg = TcpConfig {
         allow_transfer: vec!["192.0.2.1".parse().unwrap()],
         ..TcpConfig::default()
@@ -168,7 +168,7 @@ fn axfr_to_allowed_addresses_only() {
     assert_eq!((rc, recs.len()), (ResponseCode::Refused, 0));
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_axfr_refused", 1)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn kdig_follows_a_truncated_answer_over_tcp() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("A\t192.0.2.81"), "{text}");
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 /// The value of counter `name` now.
@@ -246,7 +246,7 @@ fn a_client_that_does_not_read_holds_up_nobody_else() {
     let c = tcp.shutdown();
     let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
     assert_eq!(get("dns_tcp_queries"), Some(N as u64 + 1));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -284,7 +284,7 @@ fn messages_split_anywhere_are_reassembled() {
     assert!(read_framed(&mut s).is_none());
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_queries", 3)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -313,5 +313,5 @@ fn a_transfer_larger_than_a_connection_queue_streams_whole() {
     assert!(names.contains("host5999.big.test."));
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }

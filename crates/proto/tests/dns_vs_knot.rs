@@ -134,7 +134,7 @@ fn same_answers_as_knot() {
         sent += 1;
         compared += usize::from(compare(what, k, o, &mut diffs));
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     assert!(
         diffs.is_empty(),
         "{} of {sent} answers differ:\n{}",
@@ -192,7 +192,7 @@ fn operator_zones_match_knot() {
         n += 1;
         compare(what, k, o, &mut diffs);
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }
 
@@ -235,6 +235,6 @@ fn signed_zones_match_knot_with_do() {
         RecordType::ANY,
     ];
     let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, "");
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }

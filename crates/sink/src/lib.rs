@@ -20,6 +20,7 @@ mod xdp;
 
 use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::uring_dgram::UringSetup;
 use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
 use firehose_sys::{Setting, SetupError, SysError};
@@ -27,7 +28,6 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// The receive call a sink worker makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +170,7 @@ impl Snapshot {
 pub struct Sink {
     stop: Arc<AtomicBool>,
     counters: Arc<Vec<Counters>>,
-    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    workers: Workers<(), SysError>,
     sockets: Vec<Arc<UdpSock>>,
     /// Packet mode: a UDP socket holding the port with a drop-all filter, so the kernel
     /// neither queues the datagrams nor answers them with port-unreachable.
@@ -314,7 +314,7 @@ impl Sink {
             .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
             .collect();
         let queues = steered.as_ref().map(|s| s.queues.clone());
-        let mut handles = Vec::new();
+        let mut threads = Workers::new(true);
         for (i, src) in sources.into_iter().enumerate() {
             let w = worker::Worker {
                 index: i,
@@ -331,12 +331,13 @@ impl Sink {
                     what: "spawning a sink worker".into(),
                     source: e,
                 })?;
-            handles.push(h);
+            let queue = queues.as_ref().and_then(|q| q.get(i).copied());
+            threads.push(Label::new("sink worker", i).queue(queue).cpu(cpus[i]), h);
         }
         Ok(Sink {
             stop,
             counters,
-            handles,
+            workers: threads,
             sockets,
             holder,
             cpus,
@@ -419,9 +420,10 @@ impl Sink {
             .unwrap_or(0)
     }
 
-    /// True once any worker has stopped (on an error).
-    pub fn any_finished(&self) -> bool {
-        self.handles.iter().any(|h| h.is_finished())
+    /// The workers' state: a worker that panicked, failed or returned is a failure (they
+    /// run until stopped).
+    pub fn health(&mut self) -> Health {
+        self.workers.health(self.stop.load(Ordering::Relaxed))
     }
 
     /// Packets received so far by all workers: what a caller polls often (no system call,
@@ -446,10 +448,10 @@ impl Sink {
         }
     }
 
-    /// Stops the workers and returns the final counters, or the first worker's error.
-    pub fn stop(mut self) -> Result<Snapshot, SysError> {
+    /// Stops the workers and returns the final counters, or the first worker's failure.
+    pub fn stop(mut self) -> Result<Snapshot, WorkerFailure> {
         self.wake_to_stop();
-        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "sink")?;
+        std::mem::replace(&mut self.workers, Workers::new(true)).join()?;
         Ok(self.snapshot())
     }
 }

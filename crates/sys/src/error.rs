@@ -72,6 +72,9 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ENODEV => "ENODEV",
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::ENOTCONN => "ENOTCONN",
+        libc::ENETDOWN => "ENETDOWN",
+        libc::ENXIO => "ENXIO",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
         _ => "errno",
     }
 }

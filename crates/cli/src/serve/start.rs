@@ -154,7 +154,9 @@ pub(super) fn start_server(
                         })
                     }
                     Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
-                        server.shutdown();
+                        server
+                            .shutdown()
+                            .map_err(|f| crate::supervise::failed("the server", f))?;
                     }
                     Err(e) => {
                         return Err(Usage(format!(

@@ -23,6 +23,7 @@ mod serve;
 mod sink_flood;
 mod stream;
 mod stream_veth;
+mod supervision;
 mod uring;
 mod util;
 mod workspace;

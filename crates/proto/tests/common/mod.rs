@@ -211,7 +211,7 @@ pub fn start_udp_tcp(
         match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
             Ok(tcp) => return (udp, tcp),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                udp.shutdown();
+                udp.shutdown().expect("no worker failed");
             }
             Err(e) => panic!("tcp listens: {e}"),
         }

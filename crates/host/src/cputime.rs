@@ -2,8 +2,7 @@
 //! always the difference of two readings taken around the measured window, never the time
 //! since a process started.
 
-use crate::LabResult;
-use firehose_host::procfs::{self, pidstat};
+use crate::procfs::{self, pidstat, ReadError};
 
 /// Whose CPU time to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +17,7 @@ pub enum Scope {
 }
 
 /// CPU seconds used so far by `pid` in `scope`.
-pub fn seconds(pid: u32, scope: Scope) -> LabResult<f64> {
+pub fn seconds(pid: u32, scope: Scope) -> Result<f64, ReadError> {
     match scope {
         Scope::Process => process_s(pid),
         Scope::Tree => Ok(process_tree(pid)
@@ -41,7 +40,7 @@ fn ticks_to_s(ticks: u64) -> f64 {
 /// (nanoseconds, monotonic). Summing per-thread schedstat would go backwards when a thread
 /// exits between two readings; /proc/<pid>/stat (utime + stime) counts 10 ms ticks, too
 /// coarse for a few thousand transactions, so it is only the fallback.
-fn process_s(pid: u32) -> LabResult<f64> {
+fn process_s(pid: u32) -> Result<f64, ReadError> {
     if let Ok(d) = firehose_sys::cpu::process_cpu_time_of(pid) {
         return Ok(d.as_secs_f64());
     }
