@@ -144,6 +144,10 @@ pub struct Query {
     /// Offset just past the question section.
     pub question_end: usize,
     pub edns: Option<Edns>,
+    /// For an IXFR query: the serial of the client's SOA in the authority section
+    /// (RFC 1995 §3); `None` when it is missing, not an SOA, or not at the question
+    /// name.
+    pub ixfr_serial: Option<u32>,
 }
 
 /// The outcome of parsing one datagram.
@@ -233,7 +237,8 @@ pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
     if get16(msg, 4) != 1 {
         return Parsed::FormErr(FormErr::QdCount);
     }
-    if get16(msg, 6) != 0 || get16(msg, 8) != 0 {
+    let nscount = get16(msg, 8);
+    if get16(msg, 6) != 0 || nscount > 1 {
         return Parsed::FormErr(FormErr::AnNsCount);
     }
     let (end, labels) = match read_name(msg, HEADER, name) {
@@ -253,9 +258,20 @@ pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
         qclass,
         question_end,
         edns: None,
+        ixfr_serial: None,
     };
-    let arcount = get16(msg, 10);
     let mut at = question_end;
+    // Only an IXFR carries a record in the authority section: the client's SOA.
+    if nscount == 1 {
+        if qtype != rtype::IXFR {
+            return Parsed::FormErr(FormErr::AnNsCount);
+        }
+        match client_soa(msg, at, &name.bytes[..end - HEADER]) {
+            Ok((serial, next)) => (q.ixfr_serial, at) = (serial, next),
+            Err(e) => return Parsed::FormErr(e),
+        }
+    }
+    let arcount = get16(msg, 10);
     match arcount {
         0 => {}
         1 => match parse_opt(msg, at) {
@@ -271,6 +287,32 @@ pub fn parse_query(msg: &[u8], name: &mut NameBuf) -> Parsed {
         return Parsed::FormErr(FormErr::Trailing);
     }
     Parsed::Query(q)
+}
+
+/// Reads the record at `at` in the authority section of an IXFR query: the serial of
+/// its SOA when it is one, owned by the question name `qname` (lower-case wire; the
+/// owner may be a pointer to the question), and the offset past the record.
+fn client_soa(msg: &[u8], at: usize, qname: &[u8]) -> Result<(Option<u32>, usize), FormErr> {
+    let (owner_ok, at) = match *msg.get(at).ok_or(FormErr::Truncated)? {
+        0xC0 if msg.get(at + 1) == Some(&(HEADER as u8)) => (true, at + 2),
+        b if b & 0xC0 == 0xC0 => (false, at + 2),
+        _ => {
+            let mut owner = NameBuf::default();
+            let (end, _) = read_name(msg, at, &mut owner)?;
+            (owner.bytes[..end - at] == *qname, end)
+        }
+    };
+    let rr = msg.get(at..at + 10).ok_or(FormErr::Truncated)?;
+    let rdlen = get16(rr, 8) as usize;
+    let next = at + 10 + rdlen;
+    let rdata = msg.get(at + 10..next).ok_or(FormErr::Truncated)?;
+    // Two names of at least a byte each, then serial, refresh, retry, expire, minimum.
+    let soa = get16(rr, 0) == rtype::SOA && rdata.len() >= 22;
+    let serial = (owner_ok && soa).then(|| {
+        let s = &rdata[rdata.len() - 20..];
+        u32::from_be_bytes([s[0], s[1], s[2], s[3]])
+    });
+    Ok((serial, next))
 }
 
 /// Parses the single additional record, which must be an OPT at the root.

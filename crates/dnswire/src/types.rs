@@ -12,8 +12,13 @@ pub mod rtype {
     pub const TXT: u16 = 16;
     pub const AAAA: u16 = 28;
     pub const SRV: u16 = 33;
+    pub const DNAME: u16 = 39;
     pub const OPT: u16 = 41;
     pub const DS: u16 = 43;
+    /// Incremental zone transfer (RFC 1995).
+    pub const IXFR: u16 = 251;
+    /// Full zone transfer (RFC 5936).
+    pub const AXFR: u16 = 252;
     pub const ANY: u16 = 255;
     pub const CAA: u16 = 257;
 }
@@ -26,6 +31,10 @@ pub mod rcode {
     pub const NXDOMAIN: u8 = 3;
     pub const NOTIMP: u8 = 4;
     pub const REFUSED: u8 = 5;
+    /// A name that should not exist does: a DNAME's new name is too long (RFC 6672 §2.2).
+    pub const YXDOMAIN: u8 = 6;
+    /// Not authoritative for the zone (a transfer of a name that is no apex of ours).
+    pub const NOTAUTH: u8 = 9;
     /// Extended rcode 16: the upper 8 bits (1) go in the OPT TTL, the header keeps 0.
     pub const BADVERS: u16 = 16;
 }
@@ -50,7 +59,7 @@ const TYPES: &[(&str, u16)] = &[
     ("NAPTR", 35),
     ("KX", 36),
     ("CERT", 37),
-    ("DNAME", 39),
+    ("DNAME", rtype::DNAME),
     ("OPT", rtype::OPT),
     ("APL", 42),
     ("DS", rtype::DS),
@@ -77,8 +86,8 @@ const TYPES: &[(&str, u16)] = &[
     ("EUI64", 109),
     ("TKEY", 249),
     ("TSIG", 250),
-    ("IXFR", 251),
-    ("AXFR", 252),
+    ("IXFR", rtype::IXFR),
+    ("AXFR", rtype::AXFR),
     ("MAILB", 253),
     ("MAILA", 254),
     ("ANY", rtype::ANY),

@@ -337,3 +337,35 @@ fn a_zone_transfer_carries_the_nsec3_chain() {
     tcp.shutdown();
     udp.shutdown().expect("no worker failed");
 }
+
+#[test]
+fn nsec3_iterations_are_capped_at_load() {
+    use firehose_proto::dns::{load_zones, load_zones_limited, Limits};
+    let signer = |iterations| Signer::LdnsNsec3 {
+        iterations,
+        opt_out: false,
+    };
+    let (zero, three) = match (
+        signed_with(&[("n3.test", "nsec3.zone")], signer(0)),
+        signed_with(&[("n3.test", "nsec3.zone")], signer(3)),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(why), _) | (_, Err(why)) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    // RFC 9276 §3.1: 0 iterations, and by default nothing more.
+    assert!(load_zones(&[&zero.zones[0].1]).is_ok());
+    let e = load_zones(&[&three.zones[0].1]).unwrap_err().to_string();
+    assert!(
+        e.contains("NSEC3 with 3 iterations") && e.contains("--nsec3-max-iterations 3"),
+        "{e}"
+    );
+    let allow = |n| Limits {
+        nsec3_max_iterations: n,
+        ..Limits::default()
+    };
+    assert!(load_zones_limited(&[&three.zones[0].1], &allow(3)).is_ok());
+    assert!(load_zones_limited(&[&three.zones[0].1], &allow(2)).is_err());
+}

@@ -177,6 +177,37 @@ fn rrl_drops_and_slips_past_the_rate() {
     assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
 }
 
+#[test]
+fn rrl_counts_synthesized_answers_and_referrals_under_their_source() {
+    use firehose_engine::{Handler, Peer, Request, Verdict};
+    use firehose_proto::dns::RrlConfig;
+    // Random names below a wildcard, a delegation and a DNAME, and missing names: each
+    // kind shares one count (the wildcard, the cut, the DNAME, the zone), as in Knot and
+    // BIND; keyed by the query name, every name got a fresh one.
+    let mut h =
+        common::handler_for(&["example.zone", "op.zone"]).with_rrl(RrlConfig { rate: 5, slip: 0 });
+    let peer = Peer::from_addr("192.0.2.7:5353".parse().unwrap());
+    let mut buf = vec![0u8; 65536];
+    for (kind, parent, t) in [
+        ("wildcard", "wild.example.com.", RecordType::A),
+        ("wildcard NODATA", "wild.example.com.", RecordType::MX),
+        ("referral", "sub.example.com.", RecordType::A),
+        ("DNAME", "olddept.op.test.", RecordType::A),
+        ("NXDOMAIN", "example.com.", RecordType::A),
+    ] {
+        let mut sent = 0;
+        for i in 0..12 {
+            let q = query(&format!("r{i}x{}.{parent}", kind.len()), t, None);
+            buf[..q.len()].copy_from_slice(&q);
+            if let Verdict::Reply(_) = h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
+                sent += 1;
+            }
+        }
+        // 5 per second; 12 queries take well under a second but may straddle one boundary.
+        assert!(sent <= 10, "{kind}: {sent} of 12 answered at 5 per second");
+    }
+}
+
 /// A query with EDNS options `opts` (code, value) in its OPT.
 fn with_options(name: &str, opts: &[(u16, &[u8])]) -> Vec<u8> {
     let mut q = query(name, RecordType::A, Some(1232));

@@ -6,7 +6,7 @@ mod common;
 
 use common::query;
 use firehose_engine::{Profile, ServeConfig, Server};
-use firehose_proto::dns::{Outcome, Reloader, DEFAULT_ZONE_MAX_SIZE};
+use firehose_proto::dns::{Limits, Outcome, Reloader};
 use firehose_proto::DnsHandler;
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
@@ -57,7 +57,7 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
         std::env::temp_dir().join(format!("fh-dns-reload-{}.zone", std::process::id()));
     write_version(&path, 1);
     let mut reloader =
-        Reloader::load(std::slice::from_ref(&path), DEFAULT_ZONE_MAX_SIZE, false).unwrap();
+        Reloader::load(std::slice::from_ref(&path), Limits::default(), false).unwrap();
     let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 2);
     let h = DnsHandler::live(reloader.live(), 1232);
     let srv = Server::start(&cfg, move |_| h.clone()).unwrap();
@@ -104,4 +104,43 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(lost, 0, "{lost} of {sent} queries unanswered");
     assert_eq!(last, 40);
+}
+
+#[test]
+fn a_fifo_in_place_of_a_zone_file_is_refused_at_once() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("fh-dns-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("zone");
+    std::fs::write(
+        &path,
+        "$ORIGIN f.test.\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n",
+    )
+    .unwrap();
+    let mut r = Reloader::load(std::slice::from_ref(&path), Limits::default(), false).unwrap();
+    // The operator's mistake: a FIFO where the file was, then SIGHUP.
+    std::fs::remove_file(&path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&path).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo failed");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    let reload = std::thread::spawn(move || {
+        let _ = tx.send(r.reload().map(|o| format!("{:?}", o[0].1)));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    if got.is_err() {
+        // Unblock the reader stuck in open() before failing, so the test ends.
+        let _ = std::fs::OpenOptions::new().write(true).open(&path);
+    }
+    let _ = reload.join();
+    let _ = std::fs::remove_dir_all(&dir);
+    let outcome = got.expect("the reload returned within 5 s").unwrap();
+    assert!(
+        outcome.contains("Kept") && outcome.contains("not a regular file"),
+        "{outcome}"
+    );
 }

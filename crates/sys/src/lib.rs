@@ -29,6 +29,7 @@ pub mod cpu;
 pub mod epoll;
 mod error;
 pub mod ethtool;
+pub mod file;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;

@@ -136,7 +136,7 @@ pub(super) struct DnsArgs {
     /// TCP connections open at once, all clients together.
     #[arg(long, value_parser = parse_positive, default_value = "128")]
     pub(super) tcp_max_conns: usize,
-    /// TCP connections open at once from one client address.
+    /// TCP connections open at once from one client (an IPv4 address, an IPv6 /64).
     #[arg(long, value_parser = parse_positive, default_value = "8")]
     pub(super) tcp_max_per_client: usize,
     /// Close a TCP connection idle this long (advertised with edns-tcp-keepalive).
@@ -145,9 +145,14 @@ pub(super) struct DnsArgs {
     /// Largest zone file accepted, e.g. 512M (zone files must be regular files).
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256M")]
     pub(super) zone_max_size: usize,
+    /// Most NSEC3 hash iterations a signed zone may use (RFC 9276: 0); each NXDOMAIN
+    /// costs iterations + 1 SHA-1 hashes. A zone over it is refused at load.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub(super) nsec3_max_iterations: u16,
     /// Response rate limiting: responses per second per client network (/24, /56),
-    /// response kind and name; past it UDP responses are dropped or slipped (off by
-    /// default; TCP is never limited).
+    /// response kind and name (the wildcard, DNAME, delegation or zone for names they
+    /// stand for); past it UDP responses are dropped or slipped (off by default; TCP is
+    /// never limited).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     pub(super) rrl: Option<usize>,
     /// With --rrl, every Nth limited response goes out as TC=1 so real clients retry
@@ -165,7 +170,8 @@ pub(super) struct DnsArgs {
     /// [default: random at start].
     #[arg(long, value_name = "HEX", value_parser = parse_secret)]
     pub(super) cookie_secret: Option<[u8; 16]>,
-    /// Address or prefix allowed to pull zones with AXFR over TCP; repeat for more.
+    /// Address or prefix allowed to pull zones (AXFR, and IXFR answered AXFR-style) over TCP;
+    /// repeat for more.
     #[arg(long, value_name = "PREFIX")]
     pub(super) allow_transfer: Vec<firehose_proto::dns::Prefix>,
 }

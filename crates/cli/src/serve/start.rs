@@ -5,7 +5,7 @@ use crate::args::Usage;
 use anyhow::{Context, Result};
 use firehose_engine::{Handler, ServeConfig, Server, UringIo, XdpIo};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
-use firehose_proto::dns::{Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{Limits, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
 use firehose_sys::SetupError;
 
 /// The EDNS options to answer, from the flags.
@@ -98,14 +98,19 @@ pub(super) fn start_server(
                 return Err(Usage("--rrl-slip needs --rrl N".into()).into());
             }
             if !a.dns.tcp && !a.dns.allow_transfer.is_empty() {
-                return Err(
-                    Usage("--allow-transfer needs --tcp on (AXFR runs over TCP)".into()).into(),
-                );
+                return Err(Usage(
+                    "--allow-transfer needs --tcp on (zone transfers run over TCP)".into(),
+                )
+                .into());
             }
             let options = options_config(&a.dns)?;
             let transfers = !a.dns.allow_transfer.is_empty();
-            let reloader = Reloader::load(zones, a.dns.zone_max_size as u64, transfers)
-                .map_err(|e| Usage(e.to_string()))?;
+            let limits = Limits {
+                zone_max_size: a.dns.zone_max_size as u64,
+                nsec3_max_iterations: a.dns.nsec3_max_iterations,
+            };
+            let reloader =
+                Reloader::load(zones, limits, transfers).map_err(|e| Usage(e.to_string()))?;
             let live = reloader.live();
             // With port 0 the UDP side picks the port; TCP must get the same one, so a
             // port already taken for TCP means starting over on another (not with XDP,
@@ -117,7 +122,8 @@ pub(super) fn start_server(
             };
             for attempt in 1..=tries {
                 let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
-                    .with_options(options.clone());
+                    .with_options(options.clone())
+                    .with_transfers(&a.dns.allow_transfer);
                 if let Some(rate) = a.dns.rrl {
                     // Each worker keeps its own table and allows its share.
                     h = h.with_rrl(RrlConfig {

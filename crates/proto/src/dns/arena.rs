@@ -2,7 +2,8 @@
 //! answer lives in one shared byte arena, addressed by `u32` offsets, so the served data
 //! costs a few words per node and per answer instead of one allocation each.
 
-use super::db::{hash_name, Template, Tid};
+use super::hash::hash_name;
+use super::template::{Template, Tid};
 use hashbrown::HashTable;
 
 /// A zone's node names (lower-case wire form) back to back, and a hash table of node
@@ -198,7 +199,7 @@ mod tests {
         for len in 0..mixed.len() {
             let m = &mixed[..len];
             assert_eq!(
-                super::super::db::hash_name_nocase(m),
+                super::super::hash::hash_name_nocase(m),
                 hash_name(&m.to_ascii_lowercase()),
                 "{m:?}"
             );

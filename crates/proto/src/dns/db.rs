@@ -7,128 +7,15 @@
 //! that does not point at the whole question is then shifted by the length difference.
 //! Lookups hash lower-case wire names held in fixed scratch buffers: nothing allocates.
 
-use super::build::DNAME;
 use super::dnssec::{Entries, NsecChain};
 use super::nsec3::{Nsec3Zone, Proofs};
 use super::wire::{rtype, NameBuf, Query, MAX_NAME};
 use super::zone::ZoneData;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-/// A fast non-cryptographic hasher for wire names (zone data is ours, not the
-/// client's, so flooding the table with collisions is not a concern: clients can only
-/// look up, never insert).
-#[derive(Default, Clone, Copy)]
-pub struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = mix(self.0, bytes, |w| w, |b| b);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// The hash of [`NameHasher`] over `bytes`, each 8-byte word and each trailing byte
-/// passed through `word` and `byte` first.
-#[inline(always)]
-fn mix(mut h: u64, bytes: &[u8], word: impl Fn(u64) -> u64, byte: impl Fn(u8) -> u8) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h.rotate_left(5) ^ word(w)).wrapping_mul(K);
-    }
-    for &b in chunks.remainder() {
-        h = (h.rotate_left(5) ^ byte(b) as u64).wrapping_mul(K);
-    }
-    h
-}
-
-/// The [`NameHasher`] hash of `name`, for tables that keep their names elsewhere.
-#[inline]
-pub fn hash_name(name: &[u8]) -> u64 {
-    mix(0, name, |w| w, |b| b)
-}
-
-/// [`hash_name`] of `name` lower-cased, without copying it.
-#[inline]
-pub fn hash_name_nocase(name: &[u8]) -> u64 {
-    // Eight bytes at a time: set 0x20 in each byte from 'A' to 'Z'.
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = ONES * 0x80;
-    let lower = |w: u64| {
-        let low7 = w & !HIGH;
-        let above_z = low7.wrapping_add(ONES * (0x7f - b'Z' as u64));
-        let from_a = low7.wrapping_add(ONES * (0x80 - b'A' as u64));
-        let upper = from_a & !above_z & !w & HIGH;
-        w | (upper >> 2)
-    };
-    mix(0, name, lower, |b| b.to_ascii_lowercase())
-}
-
-/// A map keyed by lower-case wire names.
-pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<NameHasher>>;
-
-/// Pre-rendered response sections for one kind of answer (a view into
-/// [`Templates`], where they are stored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Template<'a> {
-    pub rcode: u8,
-    /// Authoritative answer (clear for referrals).
-    pub aa: bool,
-    /// Answer, authority and additional record counts (without OPT).
-    pub counts: [u16; 3],
-    /// Wire length of the model question name the bytes were compressed against.
-    pub model_len: u16,
-    /// Offset in `bytes` where the additional section starts.
-    pub additional_at: u16,
-    /// The sections, as they follow a question of `model_len`.
-    pub bytes: &'a [u8],
-    /// Offsets in `bytes` of compression pointers to shift by (qname length - model).
-    pub fixups: &'a [u16],
-}
-
-impl Template<'_> {
-    /// A referral: no answer, not authoritative, NS in the authority section.
-    pub fn is_referral(&self) -> bool {
-        !self.aa && self.counts[0] == 0 && self.counts[1] > 0
-    }
-
-    /// How many bytes and additional records to keep so the sections fit in `room`
-    /// (the caller checked that the answer and authority sections fit).
-    pub fn additional_fitting(&self, room: usize) -> (usize, u16) {
-        let mut at = self.additional_at as usize;
-        let mut kept = 0;
-        while kept < self.counts[2] {
-            let end = rr_end(self.bytes, at);
-            if end > room {
-                break;
-            }
-            at = end;
-            kept += 1;
-        }
-        (at, kept)
-    }
-}
-
-/// The end of the resource record starting at `at` in rendered section bytes.
-fn rr_end(b: &[u8], mut at: usize) -> usize {
-    while b[at] != 0 && b[at] & 0xC0 != 0xC0 {
-        at += 1 + b[at] as usize;
-    }
-    at += if b[at] == 0 { 1 } else { 2 };
-    at + 10 + u16::from_be_bytes([b[at + 8], b[at + 9]]) as usize
-}
-
-/// Index of a template in [`ZoneSet::templates`].
 pub use super::arena::{Names, Templates};
-pub type Tid = u32;
+pub use super::hash::NameMap;
+pub use super::template::{Template, Tid};
 
 /// A name that exists in a zone (has records, or is an empty non-terminal).
 #[derive(Debug, Clone, Default)]
@@ -216,6 +103,14 @@ impl Zone {
         node.other
     }
 
+    /// The serial of the zone's SOA, from the records kept for transfers (`None` if
+    /// it was built without them).
+    pub fn serial(&self) -> Option<u32> {
+        let soa = self.records.as_ref()?.rec(*self.transfer.first()? as usize);
+        let s = soa.rdata.get(soa.rdata.len().checked_sub(20)?..)?;
+        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
     /// Name of node `n` (lower-case wire form).
     #[inline]
     pub fn node_name(&self, n: u32) -> &[u8] {
@@ -280,10 +175,11 @@ pub enum Answer<'a> {
         n: usize,
     },
     /// Below the DNAME of node `node` in zone `zone`: the DNAME RRset's template
-    /// (rendered against the owner's name) starts the answer.
+    /// (rendered against the owner's name, `owner_len` bytes) starts the answer.
     Dname {
         dname: Template<'a>,
         zone: u32,
+        node: u32,
         owner_len: usize,
     },
 }
@@ -325,8 +221,10 @@ impl ZoneSet {
             .find_map(|i| self.apexes.get(nb.suffix(i, name_len)).map(|&z| (z, i)))
     }
 
-    /// The template for `qtype` at `nb` if it is an existing name of zone `zi`, not
-    /// a wildcard match (for following a DNAME's synthesized CNAME).
+    /// The answer for `qtype` at `nb` if it is a name of zone `zi` (for following a
+    /// DNAME's synthesized CNAME, RFC 6672 §3.1): another DNAME as [`Answer::Dname`],
+    /// and whether the answer came from a wildcard (its owners are then the name
+    /// looked up, written as pointers to the question). `None` outside the zone.
     #[allow(clippy::too_many_arguments)]
     pub fn chase(
         &self,
@@ -337,7 +235,7 @@ impl ZoneSet {
         qtype: u16,
         dnssec: bool,
         wild: &mut [u8; MAX_NAME + 2],
-    ) -> Option<Answer<'_>> {
+    ) -> Option<(Answer<'_>, bool)> {
         let (z, apex_at) = self.zone_for(nb, name_len, labels)?;
         if z != zi {
             return None;
@@ -355,12 +253,72 @@ impl ZoneSet {
                 signed.or(cut.referral)?
             }
             Found::NxDomain => match z.dnssec.as_deref().filter(|_| dnssec) {
-                Some(sz) => return Some(self.nx_denial(z, sz, nb, name_len, apex_at, wild)),
+                Some(sz) => {
+                    return Some((self.nx_denial(z, sz, nb, name_len, apex_at, wild), false))
+                }
                 None => z.nxdomain,
             },
-            Found::Wildcard(_) | Found::Dname(_) => return None,
+            Found::Wildcard(n) => {
+                let a = self.wildcard(z, n, nb, name_len, labels, qtype, dnssec);
+                return Some((a, true));
+            }
+            Found::Dname(n) => return Some((self.dname(z, zi, n, dnssec), false)),
         };
-        Some(Answer::Template(self.template(tid)))
+        Some((Answer::Template(self.template(tid)), false))
+    }
+
+    /// The answer below the DNAME at node `n` of zone `zi` (`z`).
+    fn dname<'a>(&'a self, z: &Zone, zi: u32, n: u32, dnssec: bool) -> Answer<'a> {
+        Answer::Dname {
+            dname: self.template(z.pick(n, rtype::DNAME, dnssec)),
+            zone: zi,
+            node: n,
+            owner_len: z.node_name(n).len(),
+        }
+    }
+
+    /// The answer from the wildcard at node `n` for the name in `nb`, with the proofs
+    /// a signed zone adds (the name does not exist; RFC 4035 §3.1.3.3, RFC 5155 §7.2.6).
+    #[allow(clippy::too_many_arguments)]
+    fn wildcard<'a>(
+        &'a self,
+        z: &'a Zone,
+        n: u32,
+        nb: &NameBuf,
+        name_len: usize,
+        labels: usize,
+        qtype: u16,
+        dnssec: bool,
+    ) -> Answer<'a> {
+        let node = &z.node[n as usize];
+        let tid = z.pick(n, qtype, dnssec);
+        let signed = z.dnssec.as_deref().filter(|_| dnssec);
+        if let Some(n3) = signed.and_then(|sz| sz.nsec3.as_deref()) {
+            // The closest encloser is the wildcard's parent.
+            let enc = z.nodes.get(&z.node_name(n)[2..]).copied();
+            let nodata = self.template(tid).counts[0] == 0;
+            let qname = nb.suffix(0, name_len);
+            let p = n3.wildcard(enc.unwrap_or(0), n, qname, labels, nodata);
+            return self.nsec3_denial(n3, tid, p);
+        }
+        if let Some(sz) = signed {
+            // The NSEC proving the query name itself does not exist, unless it
+            // is the wildcard's own, already in its NODATA answer.
+            let qname = nb.suffix(0, name_len);
+            // (Not so for a CNAME chased for a type no zone holds: its answer
+            // is not empty.)
+            let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid)
+                && self.template(tid).counts[0] == 0;
+            let own =
+                sz.chain.covering(qname).map(|i| &*sz.chain.owners[i]) == Some(z.node_name(n));
+            let names = if nodata && own {
+                [&[][..], &[]]
+            } else {
+                [qname, &[]]
+            };
+            return self.denial(sz, tid, names);
+        }
+        Answer::Template(self.template(tid))
     }
 
     /// Signed NXDOMAIN: the name is covered, and so is the wildcard at its closest
@@ -450,34 +408,7 @@ impl ZoneSet {
         let tid = match self.find(z, nb, q.name_len, q.labels, apex_at, wild) {
             Found::Exact(n) => z.pick(n, q.qtype, dnssec),
             Found::Wildcard(n) => {
-                let node = &z.node[n as usize];
-                let tid = z.pick(n, q.qtype, dnssec);
-                if let Some(n3) = signed.and_then(|sz| sz.nsec3.as_deref()) {
-                    // The closest encloser is the wildcard's parent.
-                    let enc = z.nodes.get(&z.node_name(n)[2..]).copied();
-                    let nodata = self.template(tid).counts[0] == 0;
-                    let qname = nb.suffix(0, q.name_len);
-                    let p = n3.wildcard(enc.unwrap_or(0), n, qname, q.labels, nodata);
-                    return self.nsec3_denial(n3, tid, p);
-                }
-                if let Some(sz) = signed {
-                    // The NSEC proving the query name itself does not exist, unless it
-                    // is the wildcard's own, already in its NODATA answer.
-                    let qname = nb.suffix(0, q.name_len);
-                    // (Not so for a CNAME chased for a type no zone holds: its answer
-                    // is not empty.)
-                    let nodata = node.dnssec.as_ref().is_some_and(|d| d.other == tid)
-                        && self.template(tid).counts[0] == 0;
-                    let own = sz.chain.covering(qname).map(|i| &*sz.chain.owners[i])
-                        == Some(z.node_name(n));
-                    let names = if nodata && own {
-                        [&[][..], &[]]
-                    } else {
-                        [qname, &[]]
-                    };
-                    return self.denial(sz, tid, names);
-                }
-                tid
+                return self.wildcard(z, n, nb, q.name_len, q.labels, q.qtype, dnssec)
             }
             Found::Referral(c) => {
                 let cut = &z.node[c as usize];
@@ -492,13 +423,7 @@ impl ZoneSet {
                         .unwrap_or(z.nodata)
                 }
             }
-            Found::Dname(n) => {
-                return Answer::Dname {
-                    dname: self.template(z.pick(n, DNAME, dnssec)),
-                    zone: zi,
-                    owner_len: z.node_name(n).len(),
-                }
-            }
+            Found::Dname(n) => return self.dname(z, zi, n, dnssec),
             Found::NxDomain => match signed {
                 Some(sz) => return self.nx_denial(z, sz, nb, q.name_len, apex_at, wild),
                 None => z.nxdomain,

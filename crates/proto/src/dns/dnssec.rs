@@ -9,6 +9,18 @@
 
 use std::cmp::Ordering;
 
+/// The wire length of the uncompressed name at the start of `b`.
+fn name_len(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        let l = *b.get(i)? as usize;
+        i += 1 + l;
+        if l == 0 {
+            return Some(i);
+        }
+    }
+}
+
 /// Record types of DNSSEC data.
 pub const RRSIG: u16 = 46;
 pub const NSEC: u16 = 47;
@@ -43,19 +55,74 @@ pub fn canonical_cmp(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// Denial records (an NSEC or NSEC3 with its RRSIGs per entry) as self-contained,
-/// uncompressed bytes, ready to append to an answer's authority section.
+/// uncompressed bytes, written into an answer's authority section by [`Self::write`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Entries {
     /// Per entry: (start, end) in `bytes` and the number of records there.
     pub spans: Vec<(u32, u32, u16)>,
     pub bytes: Vec<u8>,
+    /// Wire length of the zone's apex, the suffix every owner shares.
+    pub apex_len: u16,
 }
 
 impl Entries {
-    /// The bytes and record count of entry `i`.
+    /// The bytes and record count of entry `i`, uncompressed.
     pub fn entry(&self, i: usize) -> (&[u8], u16) {
         let (s, e, n) = self.spans[i];
         (&self.bytes[s as usize..e as usize], n)
+    }
+
+    /// Writes entry `i` at `buf[at..]`, compressed as Knot compresses it: each owner
+    /// ends in a pointer to the apex, written at `apex_at` (the question's suffix), and
+    /// the records after the first, at the same owner, point at the first's. Only
+    /// owners: RFC 4034 forbids compressing the names inside NSEC and RRSIG. Returns
+    /// the end and the record count; `None` if it would pass `limit`.
+    pub fn write(
+        &self,
+        i: usize,
+        buf: &mut [u8],
+        at: usize,
+        limit: usize,
+        apex_at: usize,
+    ) -> Option<(usize, u16)> {
+        const REACH: usize = 0x3FFF;
+        let (e, count) = self.entry(i);
+        let apex = self.apex_len as usize;
+        let (mut r, mut w) = (0, at);
+        let mut first: Option<(usize, &[u8])> = None;
+        while r < e.len() {
+            let owner_end = r + name_len(&e[r..])?;
+            let owner = &e[r..owner_end];
+            let rest =
+                owner_end + 10 + u16::from_be_bytes([e[owner_end + 8], e[owner_end + 9]]) as usize;
+            let same = first.filter(|&(p, o)| p <= REACH && o.eq_ignore_ascii_case(owner));
+            let head = match same {
+                Some(_) => 2,
+                None if apex_at <= REACH && owner.len() >= apex => owner.len() - apex + 2,
+                None => owner.len(),
+            };
+            if w + head + (rest - owner_end) > limit {
+                return None;
+            }
+            match same {
+                Some((p, _)) => buf[w..w + 2].copy_from_slice(&(0xC000 | p as u16).to_be_bytes()),
+                None if head == owner.len() => buf[w..w + head].copy_from_slice(owner),
+                None => {
+                    let labels = owner.len() - apex;
+                    buf[w..w + labels].copy_from_slice(&owner[..labels]);
+                    buf[w + labels..w + head]
+                        .copy_from_slice(&(0xC000 | apex_at as u16).to_be_bytes());
+                }
+            }
+            if first.is_none() {
+                first = Some((w, owner));
+            }
+            w += head;
+            buf[w..w + rest - owner_end].copy_from_slice(&e[owner_end..rest]);
+            w += rest - owner_end;
+            r = rest;
+        }
+        Some((w, count))
     }
 
     /// Closes the entry started at byte `start` (records appended since, `count` of them).

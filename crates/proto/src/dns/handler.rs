@@ -2,10 +2,11 @@
 //! the question (which is already where the response needs it), patch the header.
 
 use super::counters::{slot, DnsStats};
-use super::db::{Answer, Template, ZoneSet};
-use super::dname::{synthesize, Scratch};
+use super::db::{Answer, Found, Template, ZoneSet};
+use super::dname::{synthesize, Below, Scratch};
 use super::live::LiveZones;
 use super::options::{self, OptionsConfig, EXTRA_MAX};
+use super::prefix::Prefix;
 use super::rrl::{Class, Decision, Rrl, RrlConfig};
 use super::wire::{
     get16, parse_query, put16, rcode, rtype, DropReason, NameBuf, Parsed, Query, CLASS_IN, HEADER,
@@ -55,6 +56,8 @@ pub struct DnsHandler {
     extra_len: usize,
     /// The current query carried a valid server cookie (exempt from rate limiting).
     cookie_ok: bool,
+    /// Who may transfer zones: an IXFR from them gets our SOA (RFC 1995 §2, §4).
+    allow_transfer: Arc<[Prefix]>,
 }
 
 impl DnsHandler {
@@ -81,7 +84,16 @@ impl DnsHandler {
             extra: Box::new([0; EXTRA_MAX]),
             extra_len: 0,
             cookie_ok: false,
+            allow_transfer: Arc::new([]),
         }
+    }
+
+    /// Answers IXFR from the addresses in `allow` (others get REFUSED): with our SOA
+    /// alone, which tells a client whose copy is older to ask again over TCP, where the
+    /// TCP side sends the whole zone (RFC 1995 §2, §4).
+    pub fn with_transfers(mut self, allow: &[Prefix]) -> Self {
+        self.allow_transfer = allow.into();
+        self
     }
 
     /// Answers NSID and cookie options as `cfg` says (nothing if both are off).
@@ -211,7 +223,7 @@ impl DnsHandler {
         Verdict::Reply(end)
     }
 
-    fn answer(&mut self, buf: &mut [u8], q: &Query, tr: Transport) -> Verdict {
+    fn answer(&mut self, buf: &mut [u8], q: &Query, tr: Transport, peer: &Peer<'_>) -> Verdict {
         if q.edns.is_some_and(|e| e.version != 0) {
             return self.bare(buf, q, rcode::BADVERS, false, false, tr);
         }
@@ -220,8 +232,9 @@ impl DnsHandler {
         }
         match q.qtype {
             rtype::OPT => return self.bare(buf, q, rcode::FORMERR as u16, false, false, tr),
-            // IXFR, AXFR (over TCP, handled before this), MAILB, MAILA.
-            251..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false, tr),
+            rtype::IXFR => return self.ixfr(buf, q, tr, peer),
+            // AXFR (over TCP, handled before this), MAILB, MAILA.
+            252..=254 => return self.bare(buf, q, rcode::NOTIMP as u16, false, false, tr),
             _ => {}
         }
         let limit = match (tr, q.edns) {
@@ -246,23 +259,24 @@ impl DnsHandler {
             } => {
                 // A signed template (no additional section) and the NSECs behind it.
                 let start = q.question_end;
-                let extra: usize = proofs[..n]
-                    .iter()
-                    .map(|&p| chain.entry(p as usize).0.len())
-                    .sum();
                 let mut end = start + t.bytes.len();
-                if end + extra + opt > limit {
+                let apex_at = HEADER + q.name_len - chain.apex_len as usize;
+                let room = limit.saturating_sub(opt);
+                let mut fits = end <= room;
+                let [an, mut ns, mut ar] = t.counts;
+                if fits {
+                    buf[start..end].copy_from_slice(t.bytes);
+                    shift_pointers(buf, start, &t, t.bytes.len(), q.name_len);
+                    for &p in &proofs[..n] {
+                        match chain.write(p as usize, buf, end, room, apex_at) {
+                            Some((e, count)) => (end, ns) = (e, ns + count),
+                            None => fits = false,
+                        }
+                    }
+                }
+                if !fits {
                     self.stats.bump(slot::TRUNCATED);
                     return self.bare(buf, q, t.rcode as u16, t.aa, true, tr);
-                }
-                buf[start..end].copy_from_slice(t.bytes);
-                shift_pointers(buf, start, &t, t.bytes.len(), q.name_len);
-                let [an, mut ns, mut ar] = t.counts;
-                for &p in &proofs[..n] {
-                    let (bytes, count) = chain.entry(p as usize);
-                    buf[end..end + bytes.len()].copy_from_slice(bytes);
-                    end += bytes.len();
-                    ns += count;
                 }
                 let (aa, rc) = (t.aa, t.rcode);
                 if let Some(e) = q.edns {
@@ -276,23 +290,20 @@ impl DnsHandler {
             Answer::Dname {
                 dname,
                 zone,
+                node,
                 owner_len,
             } => {
                 let scratch = Scratch {
                     name: &mut self.target,
                     wild: &mut self.wild,
                 };
-                let synth = synthesize(
-                    &self.db,
-                    buf,
-                    q,
-                    &self.name,
+                let below = Below {
                     dname,
                     zone,
+                    node,
                     owner_len,
-                    limit - opt,
-                    scratch,
-                );
+                };
+                let synth = synthesize(&self.db, buf, q, below, limit - opt, scratch);
                 let Some(s) = synth else {
                     self.stats.bump(slot::TRUNCATED);
                     return self.bare(buf, q, 0, true, true, tr);
@@ -360,7 +371,7 @@ impl DnsHandler {
                     // A cookie of a forbidden length (RFC 7873 §5.2.2).
                     self.bare(buf, &q, rcode::FORMERR as u16, false, false, tr)
                 } else {
-                    self.answer(buf, &q, tr)
+                    self.answer(buf, &q, tr, peer)
                 }
             }
             Parsed::Drop(DropReason::Short) => {
@@ -384,6 +395,34 @@ impl DnsHandler {
                 self.error_reply(buf, len, HEADER, rcode::FORMERR, 0, tr)
             }
         }
+    }
+
+    /// An IXFR query: FORMERR without the client's SOA (RFC 1995 §3), REFUSED to those
+    /// not allowed to transfer, NOTAUTH for a name that is no apex of ours, and else our
+    /// SOA alone: the client's copy is current, or it asked over UDP, where a whole
+    /// zone does not fit (RFC 1995 §2); the TCP side sends a behind client the zone.
+    #[cold]
+    fn ixfr(&mut self, buf: &mut [u8], q: &Query, tr: Transport, peer: &Peer<'_>) -> Verdict {
+        let rc = if q.ixfr_serial.is_none() {
+            rcode::FORMERR
+        } else if !self.may_transfer(peer) {
+            rcode::REFUSED
+        } else if !self.db.apexes.contains_key(&self.name.bytes[..q.name_len]) {
+            rcode::NOTAUTH
+        } else {
+            let soa = Query {
+                qtype: rtype::SOA,
+                ..*q
+            };
+            return self.answer(buf, &soa, tr, peer);
+        };
+        self.bare(buf, q, rc as u16, false, false, tr)
+    }
+
+    /// Whether `peer` may transfer zones.
+    pub fn may_transfer(&self, peer: &Peer<'_>) -> bool {
+        peer.addr()
+            .is_some_and(|a| self.allow_transfer.iter().any(|p| p.contains(a.ip())))
     }
 
     /// Reads the query's EDNS options and prepares ours; false if they are malformed.
@@ -502,18 +541,16 @@ impl DnsHandler {
             }
             name_len += 1;
         }
-        let qname = &self.name.bytes[..name_len.min(MAX_NAME)];
-        let (class, key): (Class, &[u8]) = match (rc, an > 0, aa) {
-            (rcode::NXDOMAIN, _, _) if qd == 1 => {
-                // One bucket per zone: random names must not each get their own.
-                let apex = self.db.zone_for(&self.name, name_len, labels);
-                let key = apex.map_or(qname, |(_, i)| self.name.suffix(i, name_len));
-                (Class::NxDomain, key)
-            }
-            (rcode::NOERROR, true, _) => (Class::Positive, qname),
-            (rcode::NOERROR, false, true) => (Class::NoData, qname),
-            (rcode::NOERROR, false, false) => (Class::Referral, qname),
-            _ => (Class::Error, &[][..]),
+        let class = match (rc, an > 0, aa) {
+            (rcode::NXDOMAIN, _, _) if qd == 1 => Class::NxDomain,
+            (rcode::NOERROR, true, _) => Class::Positive,
+            (rcode::NOERROR, false, true) => Class::NoData,
+            (rcode::NOERROR, false, false) => Class::Referral,
+            _ => Class::Error,
+        };
+        let key = match class {
+            Class::Error => &[][..],
+            _ => rrl_name(&self.db, &self.name, name_len, labels, &mut self.wild),
         };
         let decision = rrl.check(addr.ip(), class, key);
         self.stats.set(slot::RRL_DROPPED, rrl.dropped);
@@ -531,6 +568,29 @@ impl DnsHandler {
             }
             Decision::Slip => Verdict::Drop,
         }
+    }
+}
+
+/// The name response rate limiting counts a response under (as Knot and BIND): the
+/// query name where it exists, but the wildcard that synthesized the answer, the
+/// DNAME above the name, the delegation of a referral, and the zone for a name that
+/// does not exist, so that random labels share one count. Empty outside our zones.
+#[cold]
+fn rrl_name<'a>(
+    db: &'a ZoneSet,
+    name: &'a NameBuf,
+    name_len: usize,
+    labels: usize,
+    wild: &mut [u8; MAX_NAME + 2],
+) -> &'a [u8] {
+    let Some((zi, apex_at)) = db.zone_for(name, name_len, labels) else {
+        return &[];
+    };
+    let z = &db.zones[zi as usize];
+    match db.find(z, name, name_len, labels, apex_at, wild) {
+        Found::Exact(_) => name.suffix(0, name_len),
+        Found::Wildcard(n) | Found::Referral(n) | Found::Dname(n) => z.node_name(n),
+        Found::NxDomain => name.suffix(apex_at, name_len),
     }
 }
 

@@ -13,12 +13,15 @@ pub mod dname;
 pub mod dnssec;
 mod entries;
 pub mod handler;
+mod hash;
 pub mod live;
 pub mod nsec3;
 pub mod options;
+pub mod prefix;
 pub mod reload;
 pub mod rrl;
 pub mod tcp;
+mod template;
 pub mod zone;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
@@ -29,10 +32,11 @@ pub use counters::DnsStats;
 pub use db::ZoneSet;
 pub use handler::{DnsHandler, Transport, DEFAULT_MAX_UDP};
 pub use live::LiveZones;
+pub use prefix::Prefix;
 pub use reload::{Outcome, Reloader};
 pub use rrl::RrlConfig;
-pub use tcp::{Prefix, TcpConfig, TcpServer};
-pub use zone::ZoneError;
+pub use tcp::{TcpConfig, TcpServer};
+pub use zone::{Limits, ZoneError, DEFAULT_NSEC3_MAX_ITERATIONS, DEFAULT_ZONE_MAX_SIZE};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -46,22 +50,20 @@ pub enum DnsError {
     Build(#[from] BuildError),
 }
 
-/// Zone files larger than this are refused unless the caller raises the limit.
-pub const DEFAULT_ZONE_MAX_SIZE: u64 = 256 << 20;
-
-/// Loads zone files and renders every answer, ready to share between workers.
+/// Loads zone files within the default [`Limits`] and renders every answer, ready to
+/// share between workers.
 pub fn load_zones<P: AsRef<Path>>(paths: &[P]) -> Result<Arc<ZoneSet>, DnsError> {
-    load_zones_limited(paths, DEFAULT_ZONE_MAX_SIZE)
+    load_zones_limited(paths, &Limits::default())
 }
 
-/// Like [`load_zones`], refusing files larger than `max_size` bytes.
+/// Like [`load_zones`], within `limits`.
 pub fn load_zones_limited<P: AsRef<Path>>(
     paths: &[P],
-    max_size: u64,
+    limits: &Limits,
 ) -> Result<Arc<ZoneSet>, DnsError> {
     let zones = paths
         .iter()
-        .map(|p| zone::load_zone_file(p.as_ref(), max_size).map(Arc::new))
+        .map(|p| zone::load_zone_file(p.as_ref(), limits).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Arc::new(build::build(&zones)?))
 }

@@ -10,7 +10,7 @@
 
 use super::build;
 use super::live::LiveZones;
-use super::zone::{self, ZoneData};
+use super::zone::{self, Limits, ZoneData};
 use super::DnsError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,25 +27,24 @@ pub enum Outcome {
 /// Zone files, their last good records, and where to publish.
 pub struct Reloader {
     paths: Vec<PathBuf>,
-    max_size: u64,
+    limits: Limits,
     good: Vec<Arc<ZoneData>>,
     transfers: bool,
     live: Arc<LiveZones>,
 }
 
 impl Reloader {
-    /// Loads `paths` (each a regular file of at most `max_size` bytes) for the first
-    /// time; any failure is an error. `transfers` keeps what AXFR needs.
-    pub fn load(paths: &[PathBuf], max_size: u64, transfers: bool) -> Result<Self, DnsError> {
+    /// Loads `paths` (each a regular file within `limits`) for the first time; any
+    /// failure is an error. `transfers` keeps what AXFR needs.
+    pub fn load(paths: &[PathBuf], limits: Limits, transfers: bool) -> Result<Self, DnsError> {
         let mut good = Vec::with_capacity(paths.len());
         for p in paths {
-            let text = zone::read_zone_text(p, max_size)?;
-            good.push(Arc::new(zone::parse_zone(&text, &p.display().to_string())?));
+            good.push(Arc::new(zone::load_zone_file(p, &limits)?));
         }
         let set = build::build_for(&good, transfers)?;
         Ok(Reloader {
             paths: paths.to_vec(),
-            max_size,
+            limits,
             good,
             transfers,
             live: LiveZones::new(Arc::new(set)),
@@ -64,10 +63,7 @@ impl Reloader {
         let mut zones: Vec<Arc<ZoneData>> = Vec::with_capacity(self.paths.len());
         let mut outcomes = Vec::with_capacity(self.paths.len());
         for (p, old) in self.paths.iter().zip(&self.good) {
-            let name = p.display().to_string();
-            let fresh =
-                zone::read_zone_text(p, self.max_size).and_then(|t| zone::parse_zone(&t, &name));
-            match fresh {
+            match zone::load_zone_file(p, &self.limits) {
                 Ok(z) => {
                     outcomes.push((p.clone(), Outcome::Loaded(z.records.len())));
                     zones.push(Arc::new(z));

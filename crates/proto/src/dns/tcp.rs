@@ -15,6 +15,7 @@ mod transfer;
 
 use super::counters::{DnsStats, COUNTERS};
 use super::live::LiveZones;
+use super::prefix::{Net, Prefix};
 use event_loop::Loop;
 use std::collections::HashMap;
 use std::io::Write;
@@ -25,72 +26,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// NOTAUTH: a transfer of a name that is not one of our zone apexes.
-const NOTAUTH: u8 = 9;
-/// QTYPE of a full zone transfer.
-const AXFR: u16 = 252;
 /// Stack of a TCP thread (its buffers live on the heap).
 const THREAD_STACK: usize = 256 * 1024;
-
-/// An address or prefix (`192.0.2.0/24`, `2001:db8::/32`, `127.0.0.1`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prefix {
-    addr: IpAddr,
-    len: u8,
-}
-
-impl std::str::FromStr for Prefix {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (a, l) = match s.split_once('/') {
-            Some((a, l)) => (a, Some(l)),
-            None => (s, None),
-        };
-        let addr: IpAddr = a.parse().map_err(|_| {
-            format!("'{s}' is not an address or prefix (e.g. 192.0.2.1, 10.0.0.0/8, ::1)")
-        })?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let len = match l {
-            None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .ok()
-                .filter(|&n| n <= max)
-                .ok_or_else(|| format!("'{s}': the prefix length must be 0 to {max}"))?,
-        };
-        Ok(Prefix { addr, len })
-    }
-}
-
-impl std::fmt::Display for Prefix {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
-}
-
-impl Prefix {
-    /// Whether `ip` lies in this prefix (IPv4-mapped IPv6 addresses count as IPv4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        let (a, b, bits) = match (self.addr, ip) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => (u32::from(a) as u128, u32::from(b) as u128, 32),
-            (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a), u128::from(b), 128),
-            _ => return false,
-        };
-        let len = self.len as u32;
-        len == 0 || (a >> (bits - len)) == (b >> (bits - len))
-    }
-}
 
 /// Limits and policy of the TCP side.
 #[derive(Debug, Clone)]
 pub struct TcpConfig {
     /// Connections open at once, all clients together.
     pub max_conns: usize,
-    /// Connections open at once from one client address.
+    /// Connections open at once from one client: an IPv4 address, or an IPv6 /64.
     pub max_per_client: usize,
     /// A connection with no complete query for this long is closed.
     pub idle: Duration,
@@ -135,10 +79,15 @@ struct Counters {
     dns: [AtomicU64; COUNTERS],
 }
 
-/// Open connections per client address, for the limits.
+/// A client, for the per-client limit: an IPv4 address or an IPv6 /64 (what one host
+/// holds: counted by address, a single /64 could take every connection).
+const CLIENT_V4: u8 = 32;
+const CLIENT_V6: u8 = 64;
+
+/// Open connections per client network, for the limits.
 #[derive(Default)]
 struct Limits {
-    per_client: HashMap<IpAddr, usize>,
+    per_client: HashMap<Net, usize>,
     open: usize,
 }
 
@@ -284,24 +233,26 @@ impl Shared {
 
     /// Counts a new connection from `ip` if the limits allow it.
     fn admit(&self, ip: IpAddr) -> bool {
+        let net = Net::of(ip, CLIENT_V4, CLIENT_V6);
         let mut l = self.lock();
-        let n = l.per_client.get(&ip).copied().unwrap_or(0);
+        let n = l.per_client.get(&net).copied().unwrap_or(0);
         if l.open >= self.cfg.max_conns || n >= self.cfg.max_per_client {
             return false;
         }
         l.open += 1;
-        *l.per_client.entry(ip).or_insert(0) += 1;
+        *l.per_client.entry(net).or_insert(0) += 1;
         self.active.fetch_add(1, Ordering::AcqRel);
         true
     }
 
     fn release(&self, ip: IpAddr) {
+        let net = Net::of(ip, CLIENT_V4, CLIENT_V6);
         let mut l = self.lock();
         l.open -= 1;
-        if let Some(n) = l.per_client.get_mut(&ip) {
+        if let Some(n) = l.per_client.get_mut(&net) {
             *n -= 1;
             if *n == 0 {
-                l.per_client.remove(&ip);
+                l.per_client.remove(&net);
             }
         }
         drop(l);
@@ -319,18 +270,37 @@ fn push_framed(out: &mut Vec<u8>, m: &[u8]) {
 mod tests {
     use super::*;
 
+    fn shared(cfg: TcpConfig) -> Shared {
+        let db = std::sync::Arc::new(super::super::db::ZoneSet::default());
+        Shared {
+            cfg,
+            live: LiveZones::new(db),
+            counters: Counters::default(),
+            limits: Mutex::default(),
+            active: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
     #[test]
-    fn prefixes_match_by_their_length() {
-        let p: Prefix = "192.0.2.0/24".parse().unwrap();
-        assert!(p.contains("192.0.2.77".parse().unwrap()));
-        assert!(!p.contains("192.0.3.1".parse().unwrap()));
-        assert!(p.contains("::ffff:192.0.2.1".parse().unwrap()));
-        let one: Prefix = "::1".parse().unwrap();
-        assert!(one.contains("::1".parse().unwrap()));
-        assert!(!one.contains("127.0.0.1".parse().unwrap()));
-        assert!("10.0.0.0/33".parse::<Prefix>().is_err());
-        assert!("nope".parse::<Prefix>().is_err());
-        let all: Prefix = "0.0.0.0/0".parse().unwrap();
-        assert!(all.contains("203.0.113.9".parse().unwrap()));
+    fn a_client_is_its_ipv6_64_or_its_ipv4_address() {
+        let sh = shared(TcpConfig {
+            max_per_client: 2,
+            ..TcpConfig::default()
+        });
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // Addresses of one /64 count together.
+        assert!(sh.admit(ip("2001:db8:0:1::1")));
+        assert!(sh.admit(ip("2001:db8:0:1::2")));
+        assert!(!sh.admit(ip("2001:db8:0:1:ffff::3")));
+        assert!(sh.admit(ip("2001:db8:0:2::1")), "another /64");
+        sh.release(ip("2001:db8:0:1::1"));
+        assert!(sh.admit(ip("2001:db8:0:1::9")), "room again after a close");
+        // IPv4 by address, also when it comes IPv4-mapped from a dual-stack socket.
+        assert!(sh.admit(ip("192.0.2.1")));
+        assert!(sh.admit(ip("::ffff:192.0.2.1")));
+        assert!(!sh.admit(ip("192.0.2.1")));
+        assert!(sh.admit(ip("192.0.2.2")));
+        assert_eq!(sh.active.load(Ordering::Acquire), 6);
     }
 }

@@ -5,6 +5,7 @@
 //! raw bytes and embedded names, which is all the answer builder needs: the names are
 //! where compression and additional-section processing happen.
 
+use super::wire::rtype::DNAME;
 use super::wire::{name_to_text, rtype};
 use domain::base::iana::Class;
 use domain::base::name::ToName;
@@ -159,16 +160,66 @@ impl ZoneData {
     }
 }
 
-/// Reads and parses a zone file: a regular file of at most `max_size` bytes.
-pub fn load_zone_file(path: &Path, max_size: u64) -> Result<ZoneData, ZoneError> {
-    parse_zone(
-        &read_zone_text(path, max_size)?,
-        &path.display().to_string(),
-    )
+/// What a zone file may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file read, in bytes.
+    pub zone_max_size: u64,
+    /// Most NSEC3 hash iterations (each NXDOMAIN costs iterations + 1 SHA-1 hashes).
+    pub nsec3_max_iterations: u16,
+}
+
+/// Zone files larger than this are refused unless the caller raises the limit.
+pub const DEFAULT_ZONE_MAX_SIZE: u64 = 256 << 20;
+
+/// RFC 9276 §3.1: zones signed with NSEC3 MUST use 0 additional iterations.
+pub const DEFAULT_NSEC3_MAX_ITERATIONS: u16 = 0;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            zone_max_size: DEFAULT_ZONE_MAX_SIZE,
+            nsec3_max_iterations: DEFAULT_NSEC3_MAX_ITERATIONS,
+        }
+    }
+}
+
+/// Reads, parses and checks a zone file within `limits`.
+pub fn load_zone_file(path: &Path, limits: &Limits) -> Result<ZoneData, ZoneError> {
+    let name = path.display().to_string();
+    let zd = parse_zone(&read_zone_text(path, limits.zone_max_size)?, &name)?;
+    check_nsec3_iterations(&zd, limits.nsec3_max_iterations, &name)?;
+    Ok(zd)
+}
+
+/// Refuses a zone whose NSEC3PARAM (the one with flags 0, which denials use) asks for
+/// more than `max` hash iterations: each NXDOMAIN costs iterations + 1 SHA-1 hashes,
+/// computed before rate limiting sees the response.
+pub fn check_nsec3_iterations(zd: &ZoneData, max: u16, path: &str) -> Result<(), ZoneError> {
+    let params = zd
+        .iter()
+        .filter(|r| r.rtype == NSEC3PARAM && r.rdata.len() >= 4);
+    let Some(rd) = params.map(|r| r.rdata).find(|rd| rd[1] == 0) else {
+        return Ok(());
+    };
+    let iterations = u16::from_be_bytes([rd[2], rd[3]]);
+    if iterations <= max {
+        return Ok(());
+    }
+    Err(ZoneError::Invalid {
+        path: path.to_string(),
+        msg: format!(
+            "NSEC3 with {iterations} iterations: RFC 9276 asks for 0 (each NXDOMAIN costs \
+             iterations + 1 SHA-1 hashes); re-sign with 0 iterations, or allow them with \
+             --nsec3-max-iterations {iterations}"
+        ),
+    })
 }
 
 /// The bytes of a zone file, refusing devices, pipes and directories (which could be
-/// read without end) and files over `max_size`.
+/// read without end) and files over `max_size`. Opened without blocking and checked
+/// before anything is read: opening a FIFO would otherwise wait for a writer (and hang
+/// a reload on SIGHUP).
 pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> {
     use std::io::Read;
     let p = path.display().to_string();
@@ -176,7 +227,7 @@ pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> 
         path: p.clone(),
         err,
     };
-    let f = std::fs::File::open(path).map_err(io)?;
+    let f = firehose_sys::file::open_nonblocking(path).map_err(io)?;
     let meta = f.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(ZoneError::Invalid {
@@ -461,7 +512,7 @@ struct OwnerSet(hashbrown::HashTable<u32>);
 
 impl OwnerSet {
     fn hash(owner: &[u8]) -> u64 {
-        super::db::hash_name_nocase(owner)
+        super::hash::hash_name_nocase(owner)
     }
 
     /// Adds record `i` unless a record at the same owner for which `same` holds is
@@ -493,9 +544,8 @@ impl OwnerSet {
     }
 }
 
-/// Record type DNAME (RFC 6672).
-const DNAME: u16 = 39;
 use super::dnssec::{NSEC, RRSIG};
+use super::nsec3::NSEC3PARAM;
 
 /// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
 /// stopped, after the offending token: an error about the last token of a line shows

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use firehose_engine::{Profile, ServeConfig, Server};
-use firehose_proto::dns::{load_zones, DnsHandler, DEFAULT_MAX_UDP};
+use firehose_proto::dns::{load_zones_limited, DnsHandler, Limits, DEFAULT_MAX_UDP};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use std::net::{SocketAddr, UdpSocket};
@@ -25,6 +25,13 @@ pub const ZONES: [&str; 2] = ["example.zone", "reverse.zone"];
 pub const OPERATOR_ZONES: [(&str, &str); 2] =
     [("op.test", "op.zone"), ("child.op.test", "child.zone")];
 
+/// The tests' limits: zones signed with a few NSEC3 iterations load, to compare their
+/// denials with Knot's (the default refuses any, as RFC 9276 asks).
+pub const TEST_LIMITS: Limits = Limits {
+    zone_max_size: firehose_proto::dns::DEFAULT_ZONE_MAX_SIZE,
+    nsec3_max_iterations: 10,
+};
+
 /// A handler over the test zones.
 pub fn handler() -> DnsHandler {
     handler_for(&ZONES)
@@ -34,7 +41,7 @@ pub fn handler() -> DnsHandler {
 pub fn handler_for(zones: &[&str]) -> DnsHandler {
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
     DnsHandler::new(
-        load_zones(&paths).expect("test zones load"),
+        load_zones_limited(&paths, &TEST_LIMITS).expect("test zones load"),
         DEFAULT_MAX_UDP,
     )
 }
@@ -132,6 +139,15 @@ impl Knot {
     /// knotd that is installed but fails to start or to answer fails the test, since a
     /// broken reference must not pass as a skipped comparison.
     pub fn start_with(zones: &[(&str, &str)]) -> Option<Knot> {
+        Self::start_conf(zones, false)
+    }
+
+    /// Like [`Knot::start_with`], letting 127.0.0.1 transfer every zone.
+    pub fn start_with_transfers(zones: &[(&str, &str)]) -> Option<Knot> {
+        Self::start_conf(zones, true)
+    }
+
+    fn start_conf(zones: &[(&str, &str)], transfers: bool) -> Option<Knot> {
         if Command::new("knotd").arg("--version").output().is_err() {
             eprintln!("skipped: knotd is not installed (Debian package knot)");
             return None;
@@ -144,14 +160,22 @@ impl Knot {
              database:\n  storage: \"{d}\"\n\
              log:\n  - target: stderr\n    any: error\n\
              template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n\
-             zone:\n",
-            d = dir.display()
+             {acl}zone:\n",
+            d = dir.display(),
+            acl = if transfers {
+                "acl:\n  - id: xfr\n    address: 127.0.0.1\n    action: transfer\n"
+            } else {
+                ""
+            }
         );
         for &(apex, file) in zones {
             conf += &format!(
                 "  - domain: {apex}\n    file: \"{}\"\n",
                 zone_path(file).display()
             );
+            if transfers {
+                conf += "    acl: xfr\n";
+            }
         }
         std::fs::write(dir.join("knot.conf"), conf).unwrap();
         let child = Command::new("knotd")
@@ -201,12 +225,13 @@ pub fn start_udp_tcp(
     cfg: firehose_proto::dns::TcpConfig,
 ) -> (Server, firehose_proto::dns::TcpServer) {
     let paths: Vec<PathBuf> = zones.iter().map(|z| zone_path(z)).collect();
-    let live = firehose_proto::dns::LiveZones::new(load_zones(&paths).expect("test zones load"));
+    let zones = load_zones_limited(&paths, &TEST_LIMITS).expect("test zones load");
+    let live = firehose_proto::dns::LiveZones::new(zones);
     let ucfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
     // The kernel picks a free UDP port; its TCP twin may be taken (by another test's
     // connection): then try another port.
     for _ in 0..20 {
-        let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP);
+        let h = DnsHandler::live(live.clone(), DEFAULT_MAX_UDP).with_transfers(&cfg.allow_transfer);
         let udp = Server::start(&ucfg, move |_| h.clone()).expect("server starts");
         match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
             Ok(tcp) => return (udp, tcp),
@@ -256,8 +281,20 @@ pub fn axfr(
     hickory_proto::op::ResponseCode,
     Vec<hickory_proto::rr::Record>,
 ) {
+    transfer(addr, &query(zone, RecordType::AXFR, None))
+}
+
+/// Sends the transfer query `req` over TCP and reads every message's records, until
+/// the closing SOA, or a reply that is a single SOA (an IXFR client that is current).
+pub fn transfer(
+    addr: std::net::SocketAddr,
+    req: &[u8],
+) -> (
+    hickory_proto::op::ResponseCode,
+    Vec<hickory_proto::rr::Record>,
+) {
     let mut s = connect(addr);
-    send_framed(&mut s, &[query(zone, RecordType::AXFR, None)]);
+    send_framed(&mut s, &[req.to_vec()]);
     let mut recs = Vec::new();
     loop {
         let m = Message::from_vec(&read_framed(&mut s).expect("transfer continues")).unwrap();
@@ -266,10 +303,25 @@ pub fn axfr(
         }
         assert!(m.authoritative());
         recs.extend(m.answers().iter().cloned());
-        if recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
+        let soa_only = recs.len() == 1 && recs[0].record_type() == RecordType::SOA;
+        if soa_only || recs.len() > 1 && recs.last().unwrap().record_type() == RecordType::SOA {
             return (hickory_proto::op::ResponseCode::NoError, recs);
         }
     }
+}
+
+/// An IXFR query for `zone` carrying the client's SOA with `serial` in the authority
+/// section (RFC 1995 §3), or none.
+pub fn ixfr_query(zone: &str, serial: Option<u32>) -> Vec<u8> {
+    use hickory_proto::rr::rdata::SOA;
+    use hickory_proto::rr::{RData, Record};
+    let mut m = Message::from_vec(&query(zone, RecordType::IXFR, None)).unwrap();
+    if let Some(serial) = serial {
+        let apex = Name::from_ascii(zone).unwrap();
+        let soa = SOA::new(apex.clone(), apex.clone(), serial, 7200, 3600, 1209600, 300);
+        m.add_name_server(Record::from_rdata(apex, 3600, RData::SOA(soa)));
+    }
+    m.to_vec().unwrap()
 }
 
 /// Signed copies of test zones in a temp dir, removed on drop (a failing test included).
@@ -444,14 +496,17 @@ pub fn fold(lines: Vec<String>) -> Vec<String> {
     v
 }
 
-/// Like [`summary`] but with the additional section apart: when it does not fit,
-/// Knot skips an RRset and tries the next while we stop at the first that does not
-/// fit, and Knot keeps some bytes spare (all RFC 2181 §9): one side's additional
-/// records must be a subset of the other's.
-pub fn summary_trimmed(server: SocketAddr, req: &[u8]) -> (String, Vec<String>) {
-    let Some(resp) = exchange(server, req) else {
-        return ("no answer".into(), Vec::new());
-    };
+/// An answer as compared with Knot's: rcode, flags, answer and authority as text, the
+/// additional records apart (as lines, and each line's record), and the length.
+pub struct Trimmed {
+    pub head: String,
+    pub additional: Vec<(String, hickory_proto::rr::Record)>,
+    pub len: usize,
+}
+
+/// Our answer or Knot's to `req` as a [`Trimmed`]; `None` when none came.
+pub fn summary_trimmed(server: SocketAddr, req: &[u8]) -> Option<Trimmed> {
+    let resp = exchange(server, req)?;
     let m = Message::from_vec(&resp).expect("decodes");
     let head = format!(
         "rcode={} aa={} tc={}\n  answer: {:?}\n  authority: {:?}",
@@ -461,27 +516,142 @@ pub fn summary_trimmed(server: SocketAddr, req: &[u8]) -> (String, Vec<String>) 
         fold(section(m.answers())),
         fold(section(m.name_servers())),
     );
-    (head, fold(section(m.additionals())))
+    let mut additional: Vec<_> = m
+        .additionals()
+        .iter()
+        .map(|r| (fold(section(std::slice::from_ref(r))).remove(0), r.clone()))
+        .collect();
+    additional.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(Trimmed {
+        head,
+        additional,
+        len: resp.len(),
+    })
 }
 
-/// The difference between Knot's and our answer to `req`, if any (additional
-/// sections compared as in [`summary_trimmed`]).
+/// Sends `req` over TCP and reads one answer.
+pub fn exchange_tcp(server: SocketAddr, req: &[u8]) -> Option<Vec<u8>> {
+    let mut s = std::net::TcpStream::connect(server).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    send_framed(&mut s, &[req.to_vec()]);
+    read_framed(&mut s)
+}
+
+/// The size limit of a UDP answer to `req`, for Knot and for us: the EDNS payload size
+/// clamped to 512..1232 (both servers' maximum), 512 without EDNS.
+fn udp_limit(req: &[u8]) -> usize {
+    let m = Message::from_vec(req).expect("a query we built");
+    m.extensions()
+        .as_ref()
+        .map_or(512, |e| e.max_payload().clamp(512, 1232) as usize)
+}
+
+/// The difference between Knot's and our answer to `req`, if any. The rcode, flags,
+/// answer and authority sections must be equal. The additional sections too, except
+/// where an answer was trimmed to fit (RFC 2181 §9; Knot skips a record that does not
+/// fit and tries the next, we stop at the first, and Knot keeps some bytes spare):
+/// then each side's records must be among Knot's untrimmed ones (asked over TCP), and
+/// a side may lack records only if the largest it lacks would not have fitted.
 pub fn compare_trimmed(
     knot: SocketAddr,
     ours: SocketAddr,
     req: &[u8],
     what: &str,
 ) -> Option<String> {
+    use hickory_proto::serialize::binary::BinEncodable;
     let (k, o) = (summary_trimmed(knot, req), summary_trimmed(ours, req));
-    let subset = o.1.iter().all(|r| k.1.contains(r)) || k.1.iter().all(|r| o.1.contains(r));
+    let show = |t: &Option<Trimmed>| match t {
+        Some(t) => {
+            let lines: Vec<&String> = t.additional.iter().map(|(l, _)| l).collect();
+            format!("{} ({} bytes)\n   additional: {lines:?}", t.head, t.len)
+        }
+        None => "no answer".into(),
+    };
+    let report = |why: &str| {
+        Some(format!(
+            "{what}: {why}\n knot: {}\n ours: {}",
+            show(&k),
+            show(&o)
+        ))
+    };
     // Both silent is a difference too: a comparison needs two answers.
-    let silent = k.0 == "no answer" || o.0 == "no answer";
-    (k.0 != o.0 || !subset || silent).then(|| {
-        format!(
-            "{what}\n knot: {}\n   {:?}\n ours: {}\n   {:?}",
-            k.0, k.1, o.0, o.1
-        )
-    })
+    let (Some(kt), Some(ot)) = (&k, &o) else {
+        return report("an answer is missing");
+    };
+    if kt.head != ot.head {
+        return report("answers differ");
+    }
+    let lines = |t: &Trimmed| {
+        t.additional
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect::<Vec<_>>()
+    };
+    if lines(kt) == lines(ot) {
+        return None;
+    }
+    let Some(full) = exchange_tcp(knot, req).and_then(|r| Message::from_vec(&r).ok()) else {
+        return report("Knot did not answer over TCP");
+    };
+    let full: Vec<(String, usize)> = full
+        .additionals()
+        .iter()
+        .map(|r| {
+            let line = fold(section(std::slice::from_ref(r))).remove(0);
+            (line, r.to_bytes().map_or(0, |b| b.len()))
+        })
+        .collect();
+    let limit = udp_limit(req);
+    for (side, t) in [("knot", kt), ("ours", ot)] {
+        let sent = |l: &String| t.additional.iter().any(|(a, _)| a == l);
+        if let Some((l, _)) = t
+            .additional
+            .iter()
+            .find(|(l, _)| !full.iter().any(|(f, _)| f == l))
+        {
+            return report(&format!("{side} sends {l}, not in Knot's untrimmed answer"));
+        }
+        // Written alone, a record is at least as long as in the answer.
+        let largest_missing = full.iter().filter(|(l, _)| !sent(l)).map(|(_, n)| *n).max();
+        if largest_missing.is_some_and(|n| t.len + n <= limit) {
+            return report(&format!(
+                "{side} left out additional records that fit ({} of {limit} bytes)",
+                t.len
+            ));
+        }
+    }
+    None
+}
+
+/// Rcode, flags and each section as a sorted set of lines (a record sent twice counts
+/// once); "no answer" when none came.
+pub fn summary_sets(server: SocketAddr, req: &[u8]) -> String {
+    let Some(resp) = exchange(server, req) else {
+        return "no answer".into();
+    };
+    let m = Message::from_vec(&resp).expect("decodes");
+    let set = |recs: &[hickory_proto::rr::Record]| {
+        let mut v = fold(section(recs));
+        v.dedup();
+        v
+    };
+    format!(
+        "rcode={} aa={} tc={}\n  answer: {:?}\n  authority: {:?}\n  additional: {:?}",
+        m.response_code(),
+        m.authoritative(),
+        m.truncated(),
+        set(m.answers()),
+        set(m.name_servers()),
+        set(m.additionals()),
+    )
+}
+
+/// The difference between Knot's and our answer to `req` with sections compared as
+/// sets: in a CNAME/DNAME loop Knot repeats a synthesized CNAME, where we stop before
+/// writing a record twice, or write its DNAME again.
+pub fn compare_sets(knot: SocketAddr, ours: SocketAddr, req: &[u8], what: &str) -> Option<String> {
+    let (k, o) = (summary_sets(knot, req), summary_sets(ours, req));
+    (k != o || k == "no answer").then(|| format!("{what}\n knot: {k}\n ours: {o}"))
 }
 
 /// A query with EDNS 1232 and DO set.

@@ -7,14 +7,13 @@ mod resolve;
 mod sign;
 
 use super::db::{Names, Node, SignedNode, SignedZone, Tid, Zone, ZoneSet};
+use super::wire::rtype::DNAME;
 use super::wire::{label_offsets, name_to_text, rcode, rtype, MAX_NAME};
 use super::zone::{is_subdomain, Rec, ZoneData};
 use render::{render, Rendered};
 use resolve::{negative, referral, resolve_at, rrset};
 use sign::Signing;
 
-/// Record type DNAME (RFC 6672).
-pub const DNAME: u16 = 39;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,8 +28,9 @@ pub enum BuildError {
     Nsec3 { file: String, msg: String },
 }
 
-/// Longest CNAME chain followed inside a zone.
-const MAX_CHAIN: usize = 8;
+/// Most CNAME and DNAME links followed inside a zone for one answer (Knot's limit:
+/// a sixth link ends the answer where it stands).
+pub const MAX_CHAIN: usize = 5;
 
 /// An owner as it goes on the wire: the query name itself (wildcard synthesis), or a
 /// fixed name.
@@ -46,9 +46,16 @@ struct Rr<'a> {
     owner: Owner,
     rec: Rec<'a>,
     ttl: u32,
-    /// The node the record is at (where its RRSIGs are).
+    /// The node the record is at (where its RRSIGs are); [`NO_NODE`] for records
+    /// that are at none (a CNAME synthesized from a DNAME, NSEC3 records).
     node: u32,
+    /// The RDATA of a CNAME synthesized from a DNAME (RFC 6672 §3.1), which no zone
+    /// holds; `rec` is then the DNAME it came from, with type CNAME.
+    synth: Option<Rc<[u8]>>,
 }
+
+/// The node of a record that is at none.
+const NO_NODE: u32 = u32::MAX;
 
 /// What a negative answer must prove in a signed zone.
 #[derive(Debug, Clone)]

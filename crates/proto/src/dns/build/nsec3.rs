@@ -4,7 +4,7 @@
 //! hashed when answering.
 
 use super::render::plain_rr;
-use super::{BuildError, Owner, Rr, ZoneRecords};
+use super::{BuildError, Owner, Rr, ZoneRecords, NO_NODE};
 use crate::dns::db::Zone;
 use crate::dns::dnssec::RRSIG;
 use crate::dns::nsec3::{
@@ -103,6 +103,7 @@ pub(super) fn load<'a>(
         }
     }
     let mut chain = Nsec3Chain::default();
+    chain.entries.apex_len = zr.data.apex.len() as u16;
     let mut recs = Vec::with_capacity(by_hash.len());
     for (h, rs) in by_hash {
         let start = chain.entries.bytes.len();
@@ -185,7 +186,8 @@ impl<'a> Nsec3Build<'a> {
                 owner: Owner::Name(rec.owner.into()),
                 rec: *rec,
                 ttl: rec.ttl,
-                node: u32::MAX,
+                node: NO_NODE,
+                synth: None,
             })
             .collect()
     }

@@ -90,7 +90,11 @@ impl Renderer {
         self.out.extend_from_slice(&rr.ttl.to_be_bytes());
         let len_at = self.out.len();
         self.out.extend_from_slice(&[0, 0]);
-        for p in rr.rec.parts() {
+        if let Some(target) = &rr.synth {
+            // Written whole, as a validating resolver synthesizes it itself.
+            self.name(target, false);
+        }
+        for p in rr.rec.parts().filter(|_| rr.synth.is_none()) {
             match p {
                 Part::Bytes(b) => self.out.extend_from_slice(b),
                 Part::Name { wire, compress } => self.name(wire, compress),

@@ -1,7 +1,7 @@
 //! Answers before rendering: negative answers, RRsets, additional records, referrals,
 //! and the CNAME chains followed inside a zone.
 
-use super::{Denial, Owner, Rr, Sections, ZoneRecords, MAX_CHAIN};
+use super::{Denial, Owner, Rr, Sections, ZoneRecords, DNAME, MAX_CHAIN, NO_NODE};
 use crate::dns::db::{Found, ZoneSet};
 use crate::dns::dnssec::{NSEC, RRSIG};
 use crate::dns::wire::{rcode, read_name, rtype, NameBuf, MAX_NAME};
@@ -28,6 +28,7 @@ pub(super) fn negative<'a>(zr: &ZoneRecords<'a>, rc: u8) -> Sections<'a> {
         rec: soa,
         ttl: soa.ttl.min(minimum),
         node: 0,
+        synth: None,
     });
     s
 }
@@ -43,6 +44,7 @@ pub(super) fn rrset<'a>(zr: &ZoneRecords<'a>, n: usize, owner: &Owner, qtype: u1
             rec,
             ttl,
             node: n as u32,
+            synth: None,
         })
         .collect()
 }
@@ -113,7 +115,9 @@ pub(super) fn find_name(set: &ZoneSet, zi: usize, wire: &[u8]) -> Option<Found> 
 }
 
 /// The answer at node `n` for `qtype` (`None`: a type no zone holds), following
-/// CNAMEs inside the zone.
+/// CNAMEs, and the CNAMEs that DNAMEs synthesize (RFC 6672 §3.1, RFC 1034 §4.3.2
+/// step 3), inside the zone, for at most [`MAX_CHAIN`] links as Knot does. A loop
+/// ends the chain where it closes: no record is written twice.
 pub(super) fn resolve_at<'a>(
     set: &ZoneSet,
     zi: usize,
@@ -128,56 +132,125 @@ pub(super) fn resolve_at<'a>(
         ..Sections::default()
     };
     let (mut n, mut owner) = (n, owner.clone());
+    // The CNAME nodes whose CNAME is in the answer, and the DNAMEs.
     let mut visited = vec![n];
-    for _ in 0..MAX_CHAIN {
+    let mut dnames: Vec<usize> = Vec::new();
+    let mut links = 0;
+    // The CNAME's own RRSIG and NSEC are answered where they are.
+    let own = matches!(qtype, Some(rtype::CNAME | RRSIG | NSEC));
+    loop {
         let cname = rrset(zr, n, &owner, rtype::CNAME);
-        // The CNAME's own RRSIG and NSEC are answered where they are.
-        let own = matches!(qtype, Some(rtype::CNAME | RRSIG | NSEC));
-        if !own && !cname.is_empty() {
-            let target = cname[0].rec.target().expect("CNAME has a target").to_vec();
-            s.sec[0].extend(cname);
+        if own || cname.is_empty() {
+            break;
+        }
+        if links == MAX_CHAIN {
+            return s;
+        }
+        links += 1;
+        let mut target = cname[0].rec.target().expect("CNAME has a target").to_vec();
+        s.sec[0].extend(cname);
+        // Where the target leads; a DNAME above it rewrites it and looks again.
+        let found = loop {
             match find_name(set, zi, &target) {
-                // A loop ends the chain where it closes, as Knot does.
-                Some(Found::Exact(t) | Found::Wildcard(t)) if visited.contains(&(t as usize)) => {
-                    return s
-                }
-                Some(found @ (Found::Exact(t) | Found::Wildcard(t))) => {
-                    if matches!(found, Found::Wildcard(_)) {
-                        s.wild_hits.push((target.to_ascii_lowercase(), t));
+                Some(Found::Dname(d)) => {
+                    if links == MAX_CHAIN {
+                        return s;
                     }
-                    visited.push(t as usize);
-                    (n, owner) = (t as usize, Owner::Name(target.into()));
+                    links += 1;
+                    let Some(next) =
+                        through_dname(set, zi, zr, d as usize, &target, &mut s, &mut dnames)
+                    else {
+                        return s;
+                    };
+                    target = next;
                 }
-                Some(Found::NxDomain) => {
-                    let neg = negative(zr, rcode::NXDOMAIN);
-                    s.rcode = neg.rcode;
-                    s.sec[1] = neg.sec[1].clone();
-                    s.denial = Some(Denial::NxDomain(target.to_ascii_lowercase()));
-                    return s;
-                }
-                // Below a delegation: the referral goes with the CNAME (RFC 1034
-                // §4.3.2 step 3b), still authoritative for the CNAME.
-                Some(Found::Referral(c)) => {
-                    let cut = set.zones[zi].node_name(c).to_vec();
-                    let r = referral(set, zi, zr, &cut);
-                    [_, s.sec[1], s.sec[2]] = r.sec;
-                    s.denial = Some(Denial::Referral(c));
-                    return s;
-                }
-                // Outside this zone or through a DNAME: the client resolves on.
-                Some(Found::Dname(_)) | None => return s,
+                found => break found,
             }
-            continue;
+        };
+        match found {
+            // A loop ends the chain where it closes, as Knot does.
+            Some(Found::Exact(t) | Found::Wildcard(t)) if visited.contains(&(t as usize)) => {
+                return s
+            }
+            Some(found @ (Found::Exact(t) | Found::Wildcard(t))) => {
+                if matches!(found, Found::Wildcard(_)) {
+                    s.wild_hits.push((target.to_ascii_lowercase(), t));
+                }
+                visited.push(t as usize);
+                (n, owner) = (t as usize, Owner::Name(target.into()));
+            }
+            Some(Found::NxDomain) => {
+                let neg = negative(zr, rcode::NXDOMAIN);
+                s.rcode = neg.rcode;
+                s.sec[1] = neg.sec[1].clone();
+                s.denial = Some(Denial::NxDomain(target.to_ascii_lowercase()));
+                return s;
+            }
+            // Below a delegation: the referral goes with the CNAME (RFC 1034
+            // §4.3.2 step 3b), still authoritative for the CNAME.
+            Some(Found::Referral(c)) => {
+                let cut = set.zones[zi].node_name(c).to_vec();
+                let r = referral(set, zi, zr, &cut);
+                [_, s.sec[1], s.sec[2]] = r.sec;
+                s.denial = Some(Denial::Referral(c));
+                return s;
+            }
+            // Outside this zone: the client resolves on.
+            Some(Found::Dname(_)) | None => return s,
         }
-        let rrs = qtype.map(|t| rrset(zr, n, &owner, t)).unwrap_or_default();
-        if rrs.is_empty() {
-            s.sec[1] = negative(zr, rcode::NOERROR).sec[1].clone();
-            s.denial = Some(Denial::NoData(n as u32));
-        } else {
-            s.sec[2].extend(additional(set, zi, zr, &rrs));
-            s.sec[0].extend(rrs);
-        }
-        return s;
+    }
+    let rrs = qtype.map(|t| rrset(zr, n, &owner, t)).unwrap_or_default();
+    if rrs.is_empty() {
+        s.sec[1] = negative(zr, rcode::NOERROR).sec[1].clone();
+        s.denial = Some(Denial::NoData(n as u32));
+    } else {
+        s.sec[2].extend(additional(set, zi, zr, &rrs));
+        s.sec[0].extend(rrs);
     }
     s
+}
+
+/// Follows the DNAME at node `d` for `name` (a name below it): adds the DNAME (once
+/// per answer) and the CNAME synthesized from it to the answer, and returns the new
+/// name. `None` ends the chain: the new name would be too long (YXDOMAIN, RFC 6672
+/// §2.2), or its CNAME is in the answer already (a loop).
+fn through_dname<'a>(
+    set: &ZoneSet,
+    zi: usize,
+    zr: &ZoneRecords<'a>,
+    d: usize,
+    name: &[u8],
+    s: &mut Sections<'a>,
+    dnames: &mut Vec<usize>,
+) -> Option<Vec<u8>> {
+    let dname = rrset(zr, d, &Owner::Name(zr.owner_of(d)), DNAME);
+    let first = dname.first()?.clone();
+    let owner_len = set.zones[zi].node_name(d as u32).len();
+    let mut new = name[..name.len() - owner_len].to_vec();
+    new.extend_from_slice(first.rec.rdata);
+    let repeat = s.sec[0].iter().any(|r| {
+        r.synth.is_some() && matches!(&r.owner, Owner::Name(o) if o.eq_ignore_ascii_case(name))
+    });
+    if repeat {
+        return None;
+    }
+    if !dnames.contains(&d) {
+        dnames.push(d);
+        s.sec[0].extend(dname);
+    }
+    if new.len() > MAX_NAME {
+        s.rcode = rcode::YXDOMAIN;
+        return None;
+    }
+    s.sec[0].push(Rr {
+        owner: Owner::Name(name.into()),
+        rec: Rec {
+            rtype: rtype::CNAME,
+            ..first.rec
+        },
+        ttl: first.ttl,
+        node: NO_NODE,
+        synth: Some(new.as_slice().into()),
+    });
+    Some(new)
 }

@@ -4,7 +4,7 @@
 use super::nsec3::{self, Nsec3Build};
 use super::render::plain_rr;
 use super::resolve::rrset;
-use super::{BuildError, Denial, Owner, Rr, Sections, ZoneRecords};
+use super::{BuildError, Denial, Owner, Rr, Sections, ZoneRecords, NO_NODE};
 use crate::dns::db::{Zone, ZoneSet};
 use crate::dns::dnssec::{canonical_cmp, NsecChain, NSEC, RRSIG};
 use crate::dns::wire::{label_offsets, rtype};
@@ -47,6 +47,7 @@ impl<'a> Signing<'a> {
     /// The runtime form: each NSEC with its RRSIGs, uncompressed.
     pub(super) fn chain(&self) -> NsecChain {
         let mut c = NsecChain::default();
+        c.entries.apex_len = self.zr.data.apex.len() as u16;
         for (owner, n) in &self.nsec {
             let start = c.entries.bytes.len();
             let mut count = 0;
@@ -75,6 +76,7 @@ impl<'a> Signing<'a> {
                 rec,
                 ttl,
                 node: n,
+                synth: None,
             })
             .collect()
     }
@@ -110,26 +112,31 @@ impl<'a> Signing<'a> {
             ..Sections::default()
         };
         for (i, sec) in s.sec.iter().enumerate() {
-            if i == 2 {
-                // Additional records go unsigned, as Knot sends them; a wildcard
-                // answer's are left out (an NSEC is added behind it per query).
-                if !wild {
-                    out.sec[2] = sec.clone();
-                }
+            // A wildcard answer's additional records are left out (an NSEC is added
+            // behind it per query); the others carry their RRSIGs as Knot's do, all
+            // behind the records, so that trimming a full answer drops RRSIGs first
+            // (RFC 4035 §3.1.1 makes them optional there).
+            if i == 2 && wild {
                 continue;
             }
+            let mut sigs_behind = Vec::new();
             let mut k = 0;
             while k < sec.len() {
                 let first = &sec[k];
                 let same = |r: &Rr<'_>| r.node == first.node && r.rec.rtype == first.rec.rtype;
                 let end = k + sec[k..].iter().take_while(|r| same(r)).count();
                 out.sec[i].extend(sec[k..end].iter().cloned());
-                if first.rec.rtype != RRSIG {
+                // A synthesized CNAME is not signed (RFC 6672 §5.3.1).
+                if first.rec.rtype != RRSIG && first.node != NO_NODE {
                     let sigs = self.rrsigs(first.node, &first.owner, first.rec.rtype, first.ttl);
-                    out.sec[i].extend(sigs);
+                    match i {
+                        2 => sigs_behind.extend(sigs),
+                        _ => out.sec[i].extend(sigs),
+                    }
                 }
                 k = end;
             }
+            out.sec[i].extend(sigs_behind);
         }
         let z = &set.zones[self.zi];
         match &self.nsec3 {

@@ -12,10 +12,10 @@
 
 use super::super::counters::{slot, COUNTERS};
 use super::super::handler::{has_edns_option, Transport, MAX_TCP_MESSAGE, OPT_TCP_KEEPALIVE};
-use super::super::wire::{get16, parse_query, rcode, NameBuf, Parsed, CLASS_IN};
+use super::super::wire::{get16, parse_query, rcode, rtype, NameBuf, Parsed, CLASS_IN};
 use super::super::DnsHandler;
 use super::transfer::Transfer;
-use super::{push_framed, Shared, AXFR, NOTAUTH};
+use super::{push_framed, Shared};
 use firehose_engine::Verdict;
 use firehose_sys::epoll::{Epoll, Event, Interest};
 use std::cmp::Reverse;
@@ -139,6 +139,7 @@ impl<'a> Loop<'a> {
             now: Instant::now(),
             handler: DnsHandler::live(sh.live.clone(), sh.cfg.max_udp)
                 .with_options(sh.cfg.options.clone())
+                .with_transfers(&sh.cfg.allow_transfer)
                 .counted_as_tcp(),
             published: [0; COUNTERS],
             msg: vec![0; MAX_TCP_MESSAGE],
@@ -327,25 +328,33 @@ impl<'a> Loop<'a> {
     }
 
     /// Writes, streams, reads and answers as far as the socket allows; false to close.
+    ///
+    /// Never leaves a readable socket unread while reading is wanted: the loop is
+    /// level-triggered, so it would be woken for it again at once and spin. A full
+    /// socket therefore stops writing, not reading: input is read and answered into the
+    /// queue until [`HIGH_WATER`], and only then does reading stop (until EPOLLOUT).
     fn step(&mut self, c: &mut Conn, readable: bool) -> bool {
         let mut readable = readable && !c.eof && !c.bad;
+        // The socket would not take more: no more writes until EPOLLOUT.
+        let mut full = false;
         loop {
-            if !c.out.is_empty() {
+            if !c.out.is_empty() && !full {
                 if !self.flush(c) {
                     return false;
                 }
-                if !c.out.is_empty() {
-                    break; // the socket is full: wait for EPOLLOUT
-                }
+                full = !c.out.is_empty();
             }
             if let Some(t) = c.transfer.as_mut() {
+                if full {
+                    break;
+                }
                 if t.fill(&mut c.out, HIGH_WATER) {
                     c.transfer = None;
                     self.sh.counters.dns[slot::NOERROR].fetch_add(1, Ordering::Relaxed);
                 }
                 continue;
             }
-            if c.bad || !(readable || c.has_message()) {
+            if c.bad || c.out.len() >= HIGH_WATER || !(readable || c.has_message()) {
                 break;
             }
             if !self.serve(c, readable) {
@@ -375,7 +384,8 @@ impl<'a> Loop<'a> {
         let mut filled = c.pending.len();
         self.scratch[..filled].copy_from_slice(&c.pending);
         c.pending.clear();
-        if read {
+        // (Room is left: answering stops with a partial message kept, or at the mark.)
+        if read && filled < self.scratch.len() {
             match c.stream.read(&mut self.scratch[filled..]) {
                 Ok(0) => c.eof = true,
                 Ok(n) => filled += n,
@@ -455,8 +465,18 @@ impl<'a> Loop<'a> {
             .is_some_and(|q| has_edns_option(&self.msg[..len], q.question_end, OPT_TCP_KEEPALIVE))
             .then(|| (sh.cfg.idle.as_millis() / 100).min(u16::MAX as u128) as u16);
         let tr = Transport::Tcp { keepalive };
-        if let Some(q) = q.filter(|q| q.qtype == AXFR && q.qclass == CLASS_IN) {
-            return self.transfer(peer, len, q.name_len, q.question_end, tr, out);
+        // AXFR, and IXFR from a client whose copy is older than ours, answered
+        // AXFR-style (RFC 1995 §4: we keep no history of changes); the handler answers
+        // every other IXFR.
+        if let Some(q) = q.filter(|q| q.qclass == CLASS_IN) {
+            let whole = match (q.qtype, q.ixfr_serial) {
+                (rtype::AXFR, _) => true,
+                (rtype::IXFR, Some(serial)) => self.behind(peer, q.name_len, serial),
+                _ => false,
+            };
+            if whole {
+                return self.transfer(peer, len, q.name_len, q.question_end, tr, out);
+            }
         }
         let verdict = self.handler.respond(
             &mut self.msg,
@@ -472,6 +492,26 @@ impl<'a> Loop<'a> {
             Verdict::Drop | Verdict::Error => return Answered::Close,
         }
         Answered::Done
+    }
+
+    /// Whether `peer` may transfer the zone whose apex is the `name_len` bytes of the
+    /// parsed name, and holds a copy with a serial older than ours (RFC 1982 order),
+    /// or one we cannot tell (a zone without transfer data, which [`Self::transfer`]
+    /// then refuses).
+    fn behind(&mut self, peer: SocketAddr, name_len: usize, serial: u32) -> bool {
+        if !self
+            .handler
+            .may_transfer(&firehose_engine::Peer::from_addr(peer))
+        {
+            return false;
+        }
+        let db = self.handler.zones();
+        let Some(&z) = db.apexes.get(&self.name.bytes[..name_len]) else {
+            return false;
+        };
+        db.zones[z as usize]
+            .serial()
+            .is_none_or(|ours| (serial.wrapping_sub(ours) as i32) < 0)
     }
 
     /// A zone transfer, or its refusal.
@@ -492,7 +532,7 @@ impl<'a> Loop<'a> {
             // Not allowed, or the zones were built without their transfer data.
             _ if !allowed => rcode::REFUSED,
             Some(z) if z.transfer.is_empty() || z.records.is_none() => rcode::REFUSED,
-            None => NOTAUTH,
+            None => rcode::NOTAUTH,
             Some(_) => rcode::NOERROR,
         };
         match zone.filter(|_| rc == rcode::NOERROR) {
