@@ -33,6 +33,7 @@ impl Lab {
     /// `tag` keeps the tests of this process apart (namespace names; links live inside).
     fn new(tag: &str) -> Lab {
         let id = format!("{}{tag}", std::process::id());
+        // The guard exists before the first step: whatever a failing step left is deleted.
         let lab = Lab {
             srv: format!("fhxs-{id}"),
             cli: format!("fhxc-{id}"),

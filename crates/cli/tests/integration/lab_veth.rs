@@ -3,9 +3,9 @@
 //! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
-use crate::util::{bin, root_or_skip, run, short_run, tmp};
+use crate::util::{bin, root_or_skip, run, short_run, tmp, Spawned};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) fn namespaces() -> Vec<String> {
@@ -44,10 +44,8 @@ fn alive(pid: u32) -> bool {
 
 /// Starts a long veth ladder and waits until its server runs inside the server namespace.
 /// Returns the child, its namespaces and the pids running in them.
-// The child is handed to the caller, which waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32>) {
-    let mut child = Command::new(bin())
+fn start_long_ladder(json: &str, duration: &str) -> (Spawned, [String; 2], Vec<u32>) {
+    let child = Command::new(bin())
         .args([
             "lab",
             "ladder",
@@ -68,6 +66,8 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed and reaped if the test fails from here on.
+    let child = Spawned { child };
     let id = child.id();
     let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -90,23 +90,7 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
             return (child, nss, srv.into_iter().chain(cli).collect());
         }
         if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
             panic!("the lab never started its server and client");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the lab did not exit within {within:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -222,9 +206,9 @@ fn interrupted_run_cleans_up(signal: &str) {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let status = child.wait(Duration::from_secs(30));
     let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(child.child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     assert_test_host_gone(&nss, &pids, &format!("SIG{signal}"));
@@ -253,8 +237,8 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
     }
     let json = tmp("veth-kill.json");
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
-    child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
-    child.wait().unwrap();
+    child.child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
+    child.wait(Duration::from_secs(10));
     let have = namespaces();
     assert!(
         nss.iter().all(|ns| have.contains(ns)),
@@ -299,9 +283,9 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
             .args(["-KILL", &pid.to_string()])
             .status();
     }
-    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let status = child.wait(Duration::from_secs(60));
     let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(child.child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
     assert!(

@@ -2,10 +2,7 @@
 //! that fails stops the run at once, and the run exits 1 with one line naming the worker and
 //! the cause. The failure is a real one: the interface under an AF_PACKET sink goes down.
 
-use crate::util::{root_or_skip, wait_exit};
-use crate::xdp_util::{Lab, SRV4};
-use std::io::Read;
-use std::process::{Command, Stdio};
+use crate::util::{root_or_skip, Spawned, VethPair};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -13,38 +10,28 @@ fn a_sink_whose_interface_goes_down_stops_and_names_the_worker() {
     if !root_or_skip() {
         return;
     }
-    let lab = Lab::new("v");
-    let listen = format!("{SRV4}:7310");
-    let mut sink = Command::new("ip")
-        .args(["netns", "exec", &lab.srv, env!("CARGO_BIN_EXE_firehose")])
-        .args([
-            "sink", "--listen", &listen, "--io", "packet", "--iface", &lab.dev,
-        ])
-        .args(["--duration", "60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = sink.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    assert_eq!(out.read(&mut first).unwrap(), 1, "sink printed nothing");
-    let st = Command::new("ip")
-        .args(["-n", &lab.srv, "link", "set", "dev", &lab.dev, "down"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let pair = VethPair::new("sup", 1);
+    pair.srv_addr("10.204.0.1/24");
+    let sink = pair.srv.firehose(&[
+        "sink",
+        "--listen",
+        "10.204.0.1:7310",
+        "--io",
+        "packet",
+        "--iface",
+        &pair.srv_dev,
+        "--duration",
+        "60",
+    ]);
+    let sink = Spawned::started(sink, Duration::from_secs(20));
+    pair.srv.ip(&["link", "set", "dev", &pair.srv_dev, "down"]);
     let t0 = Instant::now();
-    let status = wait_exit(&mut sink, Duration::from_secs(20));
-    let mut err = String::new();
-    sink.stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    // Not the 60 s asked for: the failure ended the run (the old sink spun blind to the end
-    // and exited 0).
+    let out = sink.output(Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Well before the 60 s asked for: the failure ended the run (the sink used to spin on
+    // the dead ring to the end and exit 0 with 0 packets).
     assert!(t0.elapsed() < Duration::from_secs(20));
-    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
         err.contains("sink worker 0")

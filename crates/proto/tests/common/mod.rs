@@ -109,13 +109,7 @@ pub fn section(recs: &[hickory_proto::rr::Record]) -> Vec<String> {
 
 /// A free UDP+TCP port on 127.0.0.1 (knotd listens on both).
 pub fn free_port() -> u16 {
-    loop {
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = u.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    firehose_sys::socket::free_port(std::net::Ipv4Addr::LOCALHOST.into()).unwrap()
 }
 
 /// knotd serving the test zones from a temp dir; killed on drop.
