@@ -32,7 +32,10 @@ enum ReportCommand {
 #[command(
     after_help = "Each agent runs `firehose load ... --start-at T --json-file FILE`; gather the files and\n\
 merge them. tps is all completions over the span from the earliest agent's start to the\n\
-latest one's end, so agents that did not run together are never overstated."
+latest one's end, so agents that did not run together are never overstated.\n\n\
+EXAMPLES:\n  \
+  firehose report merge a.json b.json\n  \
+  firehose report merge agent-*.json --json-file merged.json"
 )]
 struct MergeArgs {
     /// Reports written by `firehose load --json`, one per agent.

@@ -12,7 +12,7 @@ use firehose_sink::drops::HostDrops;
 use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::supervise::{Ended, Health};
-use firehose_sys::xdp::setup::{Queues, RxOptions, Steered};
+use firehose_sys::xdp::setup::{RxOptions, Steered};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -52,14 +52,14 @@ pub enum SocketsArg {
 /// Arguments of `firehose sink`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
+    after_help = "Counts datagrams to --listen until --count x --repetitions are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
 (host-wide deltas), in packet mode the rings' (PACKET_STATISTICS), in xdp mode the AF_XDP\n\
 sockets' (XDP_STATISTICS).\n\n\
 EXAMPLES:\n  \
   firehose sink --listen 127.0.0.1:9000 --io recvmmsg -t 5\n  \
-  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3\n  \
+  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repetitions 3\n  \
   firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun\n  \
   firehose sink --listen 10.0.0.2:9000 --io xdp --queues 0-1 --count 1000000"
 )]
@@ -75,7 +75,7 @@ pub struct SinkArgs {
     count: Option<usize>,
     /// Rounds of --count, each reported.
     #[arg(long, default_value = "1", value_parser = parse_positive, requires = "count")]
-    repeat: usize,
+    repetitions: usize,
     /// Stop after this long (from start), e.g. 10, 2.5s.
     #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -138,16 +138,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             );
         }
         let mut o = a.xdp.options(a.busy_poll, a.batch)?;
-        match (a.workers, a.xdp.queues_given()) {
-            (Some(_), true) => {
-                return Err(Usage(
-                    "--io xdp: give --queues or --workers, not both (one worker per queue)".into(),
-                )
-                .into())
-            }
-            (Some(n), false) => o.queues = Queues::List((0..n as u32).collect()),
-            _ => {}
-        }
+        a.xdp.workers_as_queues(&mut o, a.workers)?;
         o
     } else {
         if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
@@ -280,7 +271,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
                         }
                         rounds.push(r);
                         round_start = None;
-                        if rounds.len() >= a.repeat {
+                        if rounds.len() >= a.repetitions {
                             return Ok(Health::Done);
                         }
                     }

@@ -16,6 +16,11 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("side").required(true).args(["listen", "target"])))]
+#[command(after_help = "EXAMPLES:\n  \
+  firehose stream --listen [::]:5201                                  receiver\n  \
+  firehose stream --target 10.0.0.2:5201 --flows 16 --msg-size 512K  sender, 10 s\n  \
+  firehose stream --target 10.0.0.2:5201 --send zerocopy --duration 5 -J\n  \
+  firehose stream --listen [::]:5201 --recv mmap --once --json-file rx.json")]
 pub struct StreamArgs {
     /// Receive: listen on ADDR:PORT (e.g. [::]:5201, 127.0.0.1:5201).
     #[arg(long, value_name = "ADDR:PORT")]

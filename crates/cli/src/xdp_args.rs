@@ -153,9 +153,23 @@ impl XdpRxArgs {
         .or_else(|| self.xsk.any_given())
     }
 
-    /// True when --queues was given.
-    pub fn queues_given(&self) -> bool {
-        self.queues.is_some()
+    /// With `--io xdp` one worker serves each queue, so `--workers N` means queues 0..N-1
+    /// (in `o`); giving both is refused.
+    pub fn workers_as_queues(
+        &self,
+        o: &mut RxOptions,
+        workers: Option<usize>,
+    ) -> Result<(), Usage> {
+        match (workers, self.queues.is_some()) {
+            (Some(_), true) => Err(Usage(
+                "--io xdp: give --queues or --workers, not both (one worker per queue)".into(),
+            )),
+            (Some(n), false) => {
+                o.queues = Queues::List((0..n as u32).collect());
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The receive options: queues, attach mode, sockets, and busy polling from
@@ -208,7 +222,13 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 
 impl XdpArgs {
     /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
-    pub fn config(&self, cfg: &ServeConfig, xdp_profile: bool) -> Result<Option<XdpConfig>, Usage> {
+    /// `workers` is `--workers` as given: with `--io xdp` it names queues 0..N-1.
+    pub fn config(
+        &self,
+        cfg: &ServeConfig,
+        xdp_profile: bool,
+        workers: Option<usize>,
+    ) -> Result<Option<XdpConfig>, Usage> {
         if self.io != IoArg::Xdp {
             if xdp_profile {
                 return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
@@ -223,9 +243,10 @@ impl XdpArgs {
                 "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
             ));
         };
-        let o = self
+        let mut o = self
             .rx
             .options(cfg.busy_poll.map(|us| us as usize), cfg.batch)?;
+        self.rx.workers_as_queues(&mut o, workers)?;
         Ok(Some(XdpConfig {
             iface,
             queues: o.queues,
@@ -241,25 +262,12 @@ impl XdpArgs {
     }
 
     /// Socket-path flags that mean nothing under --io xdp or --io uring.
-    pub fn refuse_socket_only(
-        &self,
-        rxq_ovfl: Option<bool>,
-        workers: Option<usize>,
-    ) -> Result<(), Usage> {
+    pub fn refuse_socket_only(&self, rxq_ovfl: Option<bool>) -> Result<(), Usage> {
         if self.io == IoArg::Socket {
             return Ok(());
         }
         if rxq_ovfl.is_some() {
             return Err(Usage("--rxq-ovfl applies only to --io socket".into()));
-        }
-        if self.io == IoArg::Uring {
-            return Ok(());
-        }
-        if workers.is_some() {
-            return Err(Usage(
-                "--workers does not apply to --io xdp: it runs one worker per queue (choose them with --queues)"
-                    .into(),
-            ));
         }
         Ok(())
     }
@@ -304,6 +312,24 @@ mod tests {
         assert_eq!(rx(&["--force"]).any_given(), Some("--force"));
         assert_eq!(rx(&["--zerocopy", "off"]).any_given(), Some("--zerocopy"));
         assert_eq!(rx(&[]).any_given(), None);
+    }
+
+    #[test]
+    fn with_xdp_workers_n_means_queues_0_to_n_minus_1_and_not_with_queues() {
+        let mut o = rx(&[]).options(None, 64).unwrap();
+        rx(&[]).workers_as_queues(&mut o, Some(1)).unwrap();
+        assert_eq!(o.queues, Queues::List(vec![0]));
+        rx(&[]).workers_as_queues(&mut o, Some(3)).unwrap();
+        assert_eq!(o.queues, Queues::List(vec![0, 1, 2]));
+        let e = rx(&["--queues", "1"])
+            .workers_as_queues(&mut o, Some(1))
+            .unwrap_err();
+        assert!(e.0.contains("not both"), "{}", e.0);
+        let mut o = rx(&["--queues", "1"]).options(None, 64).unwrap();
+        rx(&["--queues", "1"])
+            .workers_as_queues(&mut o, None)
+            .unwrap();
+        assert_eq!(o.queues, Queues::List(vec![1]));
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl ServeArgs {
         let workers = self.workers.unwrap_or(1);
         check_threads("--workers", workers)?;
         check_threads("--tcp-threads", self.dns.tcp_threads)?;
-        self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
+        self.xdp.refuse_socket_only(self.rxq_ovfl)?;
         let base = match self.profile {
             // --io xdp without a profile takes the xdp profile's socket settings.
             None if self.xdp.io == IoArg::Xdp => Profile::Tuned,

@@ -23,7 +23,9 @@ use std::time::Instant;
 pub fn run(a: ServeArgs) -> Result<()> {
     let mut json = a.json.open()?;
     let mut cfg = a.config()?;
-    let xdp_cfg = a.xdp.config(&cfg, a.profile == Some(ProfileArg::Xdp))?;
+    let xdp_cfg = a
+        .xdp
+        .config(&cfg, a.profile == Some(ProfileArg::Xdp), a.workers)?;
     let uring = a.uring.setup(a.xdp.io == IoArg::Uring)?;
     let stop = crate::supervise::stop_on_signals()?;
     let path = match xdp_cfg {

@@ -71,7 +71,7 @@ fn a_tiny_lab_sink_counts_packets_in_every_cell_and_cleans_up() {
             "recvmsg,recvmmsg",
             "--peers",
             "none",
-            "--repeat",
+            "--repetitions",
             "1",
             "--duration",
             "1",
@@ -134,7 +134,7 @@ fn a_tiny_lab_flood_counts_what_each_mode_sent_and_cleans_up() {
             "sendto,packet",
             "--peers",
             "none",
-            "--repeat",
+            "--repetitions",
             "1",
             "--duration",
             "1",
@@ -282,7 +282,7 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
         .args([
             "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
         ])
-        .args(["--repeat", "5", "--duration", "5", "--json-file"])
+        .args(["--repetitions", "5", "--duration", "5", "--json-file"])
         .arg(&json)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

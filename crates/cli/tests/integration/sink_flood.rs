@@ -352,7 +352,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "2",
         ],
         vec!["sink", "--listen", "127.0.0.1:9", "--io", "nope"],
-        vec!["sink", "--listen", "127.0.0.1:9", "--repeat", "3"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--repetitions", "3"],
         vec![
             "sink",
             "--listen",
