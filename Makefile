@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink bench-radius lint clean deps install
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -64,6 +64,15 @@ bench-sink: build
 	$(BIN) lab sink --queues 2 --frame 64 $(SINK_ARGS) --json-file bench-sink.json
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
+
+# RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
+# file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
+# Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
+# request at saturation, then p99 at half of FreeRADIUS's maximum for both; medians (min-max),
+# ratios, the load average beside every figure.
+bench-radius: build
+	@sh mk/deps lab
+	sh mk/bench-radius $(BIN)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -338,6 +338,7 @@ mod same_strings {
         &["serve", "--interval"],
         &["serve", "--duration"],
         &["serve", "--tcp-idle"],
+        &["serve", "--radius-dup-window"],
         &["load", "--target", "127.0.0.1:9", "--duration"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--timeout"],

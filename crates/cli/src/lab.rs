@@ -455,6 +455,12 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
+    if c.proto == Proto::Radius {
+        return Err(Usage(
+            "lab compare --proto radius is not available yet: it is being built on the lab's new experiment framework; compare by hand with serve/load --proto radius (docs/radius.md)".into(),
+        )
+        .into());
+    }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);
     }

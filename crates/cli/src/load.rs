@@ -5,6 +5,7 @@ use crate::args::{
     parse_unix_time, Cpus, Usage,
 };
 mod output;
+mod radius;
 
 use crate::xdp_args::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
@@ -14,6 +15,7 @@ use firehose_host::env::Environment;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::document::{LoadRun, LoadSettings};
 use firehose_load::interval::HdrLogFile;
+use firehose_load::radius::RadiusWorkload;
 use firehose_load::watch::{HdrIntervals, IntervalLines, ServerWindow};
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadReport, Workload};
@@ -22,6 +24,7 @@ use firehose_sys::supervise::Ended;
 use firehose_sys::SetupError;
 pub use output::print_summary;
 use output::{print_header, print_interval};
+use radius::{radius_workload, RadiusLoadArgs};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -36,6 +39,9 @@ pub enum LoadProto {
     Echo,
     /// DNS queries from --queries; an answer must echo the question.
     Dns,
+    /// RADIUS Access-Requests (PAP or CHAP) or Accounting-Requests for the users of
+    /// --radius-users; every response's authenticators and verdict are checked.
+    Radius,
 }
 
 /// Arguments of `firehose load`.
@@ -50,7 +56,9 @@ Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\
 EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 -t 5\n  \
   firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
-  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt"
+  firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
+  firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
+--radius-clients examples/radius/clients.conf --rate 20k -t 5"
 )]
 pub struct LoadArgs {
     /// Server address and port (IPv4, [IPv6] or host:port).
@@ -155,6 +163,8 @@ pub struct LoadArgs {
     /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
     #[arg(long, value_enum)]
     zerocopy: Option<ZeroCopyArg>,
+    #[command(flatten)]
+    pub(crate) radius: RadiusLoadArgs,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -211,6 +221,7 @@ fn check_server_pid(pid: u32) -> Result<()> {
 enum Proto {
     Echo(EchoWorkload),
     Dns(DnsWorkload),
+    Radius(RadiusWorkload),
 }
 
 /// Runs `firehose load`.
@@ -259,7 +270,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         )
         .into());
     }
+    let radius = radius_workload(&a, target)?;
     let workload = match (a.proto, &a.queries) {
+        (LoadProto::Radius, Some(_)) => {
+            return Err(Usage("--queries applies only to --proto dns".into()).into())
+        }
+        (LoadProto::Radius, None) => match radius {
+            Some(w) => Proto::Radius(w),
+            None => unreachable!("radius_workload returns one for --proto radius"),
+        },
         (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(load_error)?),
         (LoadProto::Echo, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
@@ -289,6 +308,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         proto: match a.proto {
             LoadProto::Echo => "echo",
             LoadProto::Dns => "dns",
+            LoadProto::Radius => "radius",
         }
         .into(),
         mode: if a.rate.is_some() { "open" } else { "closed" }.into(),
@@ -319,7 +339,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             // A DNS query from a query file stays far below 512 bytes.
             let max_payload = match &workload {
                 Proto::Echo(_) => a.size,
-                Proto::Dns(_) => 512,
+                Proto::Dns(_) | Proto::Radius(_) => 512,
             };
             LoadPath::Uring(
                 firehose_load::uring::open(&cfg, uring, max_payload).map_err(load_error)?,
@@ -331,6 +351,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
+        Proto::Radius(w) => drive(&a, &cfg, io, |i| {
+            let mut w = w.clone().starting_at(i * 7919);
+            w.reseed(i as u64);
+            w
+        })?,
     };
     print_summary(&config_doc.target, &config_doc.mode, a.server_pid, &report);
     let lost = verdict(&report, a.max_loss);
@@ -384,7 +409,7 @@ fn xdp_setup(
         // A DNS query from a query file stays far below 512 bytes.
         max_payload: match w {
             Proto::Echo(_) => a.size,
-            Proto::Dns(_) => 512,
+            Proto::Dns(_) | Proto::Radius(_) => 512,
         },
     };
     let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;

@@ -12,8 +12,7 @@ use firehose_sink::drops::HostDrops;
 use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
 use firehose_sys::supervise::{Ended, Health};
-use firehose_sys::xdp::setup::{RxOptions, Steered};
-use std::collections::BTreeMap;
+use firehose_sys::xdp::setup::XdpOptions;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -147,7 +146,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         if a.io != SinkIoArg::Packet && a.xdp.iface.is_some() {
             return Err(Usage("--iface applies only to --io packet and --io xdp".into()).into());
         }
-        RxOptions::default()
+        XdpOptions::default()
     };
     Ok(SinkConfig {
         listen: a.listen,
@@ -188,10 +187,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let mut sink =
         Sink::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let workers = sink.workers();
-    let xdp = sink
-        .xdp
-        .as_ref()
-        .map(|s| xdp_settings(s, sink.interface.as_deref().unwrap_or("?"), &cfg.xdp));
+    let xdp = sink.xdp.as_ref().map(|s| s.granted.settings());
     if !a.quiet {
         say!(
             "firehose sink: {} --io {}, {} worker(s){}{}",
@@ -220,7 +216,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
                 ),
             }
         );
-        for n in sink.xdp.iter().flat_map(|s| &s.notes) {
+        for n in sink.xdp.iter().flat_map(|s| &s.granted.notes) {
             say!("  note: {n}");
         }
     }
@@ -354,28 +350,6 @@ pub fn run(a: SinkArgs) -> Result<()> {
     print_summary(&report);
     json.write(&report)?;
     Ok(())
-}
-
-/// What the kernel granted for an xdp sink, for the start line and the JSON.
-fn xdp_settings(s: &Steered, iface: &str, o: &RxOptions) -> BTreeMap<String, String> {
-    let queues: Vec<String> = s.queues.iter().map(u32::to_string).collect();
-    BTreeMap::from([
-        ("iface".to_string(), iface.to_string()),
-        ("queues".into(), queues.join(",")),
-        ("xdp_mode".into(), s.mode.name().into()),
-        (
-            "zerocopy".into(),
-            if s.zerocopy { "on" } else { "off" }.into(),
-        ),
-        ("need_wakeup".into(), o.xsk.need_wakeup.to_string()),
-        ("ring".into(), o.xsk.ring.to_string()),
-        ("frame_size".into(), o.xsk.frame_size.to_string()),
-        ("prog_id".into(), s.prog_id.to_string()),
-        (
-            "busy_poll".into(),
-            firehose_sys::xdp::setup::busy_poll_text(s.busy),
-        ),
-    ])
 }
 
 fn print_summary(r: &SinkReport) {

@@ -4,7 +4,7 @@
 use crate::args::Usage;
 use clap::{Args, ValueEnum};
 use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
-use firehose_sys::xdp::setup::{self, RxOptions};
+use firehose_sys::xdp::setup::{self, XdpOptions};
 use firehose_sys::xdp::xsk::XskConfig;
 
 /// Which I/O path the workers use.
@@ -60,6 +60,12 @@ pub struct XdpArgs {
     pub io: IoArg,
     #[command(flatten)]
     pub rx: XdpRxArgs,
+    /// With --io xdp: verify each request's IPv4 header and UDP checksums and drop (and
+    /// count, xdp_bad_checksum) a frame whose checksum is wrong, as the kernel does on the
+    /// socket path. A sender whose checksum offload is not done yet when the frame reaches
+    /// XDP (a kernel socket on a veth peer) fails it: turn its offload off (ethtool -K tx off).
+    #[arg(long)]
+    pub verify_checksum: bool,
 }
 
 /// The AF_XDP socket flags, shared by serve, sink and flood.
@@ -157,7 +163,7 @@ impl XdpRxArgs {
     /// (in `o`); giving both is refused.
     pub fn workers_as_queues(
         &self,
-        o: &mut RxOptions,
+        o: &mut XdpOptions,
         workers: Option<usize>,
     ) -> Result<(), Usage> {
         match (workers, self.queues.is_some()) {
@@ -174,11 +180,11 @@ impl XdpRxArgs {
 
     /// The receive options: queues, attach mode, sockets, and busy polling from
     /// `busy_poll_us` (serve's and sink's --busy-poll) with --busy-poll-budget or `batch`.
-    pub fn options(&self, busy_poll_us: Option<usize>, batch: usize) -> Result<RxOptions, Usage> {
+    pub fn options(&self, busy_poll_us: Option<usize>, batch: usize) -> Result<XdpOptions, Usage> {
         if self.busy_poll_budget.is_some() && busy_poll_us.is_none() {
             return Err(Usage("--busy-poll-budget needs --busy-poll USEC".into()));
         }
-        Ok(RxOptions {
+        Ok(XdpOptions {
             queues: match &self.queues {
                 Some(q) => parse_queues(q)?,
                 None => Queues::All,
@@ -233,7 +239,11 @@ impl XdpArgs {
             if xdp_profile {
                 return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
             }
-            if let Some(flag) = self.rx.any_given() {
+            if let Some(flag) = self
+                .rx
+                .any_given()
+                .or(self.verify_checksum.then_some("--verify-checksum"))
+            {
                 return Err(Usage(format!("{flag} applies only to --io xdp")));
             }
             return Ok(None);
@@ -249,15 +259,9 @@ impl XdpArgs {
         self.rx.workers_as_queues(&mut o, workers)?;
         Ok(Some(XdpConfig {
             iface,
-            queues: o.queues,
-            mode: o.mode,
-            zerocopy: o.xsk.zerocopy,
-            ring: o.xsk.ring,
-            frame_size: o.xsk.frame_size,
-            need_wakeup: o.xsk.need_wakeup,
-            busy_poll: o.busy_poll,
-            force: o.force,
+            options: o,
             batch: cfg.batch,
+            verify_checksum: self.verify_checksum,
         }))
     }
 
@@ -300,7 +304,7 @@ mod tests {
             (512, 1024, 4096)
         );
         assert_eq!(o.busy_poll, Some((50, 32)));
-        assert_eq!(rx(&[]).options(None, 64).unwrap(), RxOptions::default());
+        assert_eq!(rx(&[]).options(None, 64).unwrap(), XdpOptions::default());
         let e = rx(&["--busy-poll-budget", "8"])
             .options(None, 64)
             .unwrap_err();

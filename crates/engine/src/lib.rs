@@ -40,4 +40,4 @@ pub use stats::{
     IntervalRecord, ProcessCpu, ServeDocument, SocketStats, StatsDocument, WorkerStats,
 };
 pub use uring_io::UringIo;
-pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo};
+pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo, XdpOptions};

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Most counters a backend may add (see [`crate::backend::Backend::counters`]).
-pub const MAX_BACKEND_COUNTERS: usize = 8;
+pub const MAX_BACKEND_COUNTERS: usize = 16;
 
 /// One worker's counters, padded to their own cache lines so workers never share one.
 #[repr(align(128))]
@@ -54,6 +54,11 @@ impl NamedCounters {
         if counters.is_empty() {
             return;
         }
+        debug_assert!(
+            counters.len() <= max,
+            "{} counters, room for {max}",
+            counters.len()
+        );
         self.names
             .get_or_init(|| counters.iter().take(max).map(|(n, _)| *n).collect());
         for (slot, (_, v)) in self.values.iter().take(max).zip(counters) {

@@ -1,25 +1,22 @@
-//! One worker's AF_XDP path: its queue's socket, a free list of UMEM frames, and the
-//! kernel UDP socket for what the XDP program passes (fragments, IP options, datagrams the
-//! program does not match). A batch holds XSK requests first, then socket requests.
+//! One worker's AF_XDP path: its queue's driver ([`XdpQueue`]) and the kernel UDP socket for
+//! what the XDP program passes (fragments, IP options, datagrams the program does not
+//! match). A batch holds XSK requests first, then socket requests.
 //!
-//! Per batch: reap the completion ring into the free list, top up the fill ring, take up to
-//! `batch` descriptors from the rx ring, parse each frame to its UDP payload and lend the
-//! payload (and the rest of the frame, bounded by the MTU) to the handler. A reply is turned
-//! into a frame in place ([`firehose_frame::reply_in_place`]) and its descriptor goes on the
-//! tx ring; frames not answered go back to the free list. The kernel is entered only when a
-//! ring asks for a wakeup, when idle (poll on both sockets), or always under busy polling.
-//! The fallback socket is read when the poll says it is readable, and every
-//! [`SOCKET_EVERY`] batches under load.
+//! Per batch: the driver reaps, refills and takes up to `batch` descriptors (waiting in
+//! `poll()` on both sockets when there are none, unless busy polling); each frame is parsed
+//! to its UDP payload, and the payload (with the rest of the frame, bounded by the MTU) is
+//! lent to the handler. A reply is turned into a frame in place
+//! ([`firehose_frame::reply_in_place`]) and transmitted from the frame it arrived in;
+//! frames not answered go back to the driver. The kick policy is the driver's. The fallback
+//! socket is read when the poll says it is readable, and every [`SOCKET_EVERY`] batches
+//! under load.
 
 use crate::backend::{Backend, Flushed, Received, Request};
 use crate::handler::Peer;
-use crate::xdp_io::XdpConfig;
-use firehose_frame::{parse, reply_in_place, Udp};
-use firehose_sys::epoll::poll_readable;
+use firehose_frame::{checksums_ok, parse, reply_in_place, Udp};
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
-use firehose_sys::xdp::ring::Desc;
-use firehose_sys::xdp::xsk::Xsk;
+use firehose_sys::xdp::queue::{Wait, XdpQueue};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -31,6 +28,8 @@ const SOCKET_SLOT: usize = 65536;
 const SOCKET_BATCH: usize = 8;
 /// Kernel socket statistics are read once per this many batches (a getsockopt).
 const STATS_EVERY: u64 = 1024;
+/// How long an idle worker waits in poll() before looking at its stop flag.
+const IDLE_WAIT_MS: i32 = 10;
 /// TTL / hop limit of replies.
 const TTL: u8 = 64;
 
@@ -43,6 +42,8 @@ const TX_RING_FULL: usize = 4;
 const XSK_RX_DROPPED: usize = 5;
 const XSK_RX_RING_FULL: usize = 6;
 const XSK_FILL_EMPTY: usize = 7;
+const BAD_FRAMES: usize = 8;
+const BAD_CHECKSUM: usize = 9;
 
 struct Slot {
     addr: u64,
@@ -51,41 +52,37 @@ struct Slot {
     reply: Option<u32>,
 }
 
-/// A worker's AF_XDP socket plus its fallback kernel socket.
+/// A worker's AF_XDP queue plus its fallback kernel socket.
 pub struct XdpBackend {
-    xsk: Xsk,
-    free: Vec<u64>,
+    queue: XdpQueue,
     slots: Vec<Slot>,
     n_xdp: usize,
     sock: Arc<UdpSock>,
     sock_batch: Batch,
     n_sock: usize,
-    batch: usize,
-    busy: bool,
+    batch: u32,
     mtu: usize,
     batches: u64,
-    /// Frames submitted for transmission and not yet completed.
-    tx_inflight: usize,
-    /// Kicks per transmit batch: copy mode sends at most 32 frames per sendto.
-    kicks_per_32: bool,
-    counters: [(&'static str, u64); 8],
+    /// The driver's system calls already reported.
+    syscalls_seen: u64,
+    /// Drop requests whose IPv4 header or UDP checksum is wrong.
+    verify_checksum: bool,
+    counters: [(&'static str, u64); 10],
 }
 
 impl XdpBackend {
-    /// `free` holds the frames not already on the fill ring.
+    /// A worker over `queue` (fill ring already stocked) and the fallback socket `sock`.
     pub(crate) fn new(
-        xsk: Xsk,
-        free: Vec<u64>,
+        queue: XdpQueue,
         sock: Arc<UdpSock>,
-        cfg: &XdpConfig,
+        batch: usize,
         mtu: usize,
+        verify_checksum: bool,
     ) -> Self {
-        let xsk_zc = xsk.zerocopy();
-        let batch = cfg.batch.clamp(1, xsk.rx.size() as usize);
-        let mut b = XdpBackend {
-            xsk,
-            free,
-            slots: Vec::with_capacity(batch),
+        let batch = (batch as u32).clamp(1, queue.xsk().rx.size());
+        XdpBackend {
+            queue,
+            slots: Vec::with_capacity(batch as usize),
             n_xdp: 0,
             sock,
             sock_batch: Batch::new(SOCKET_BATCH, SOCKET_SLOT)
@@ -93,11 +90,10 @@ impl XdpBackend {
                 .with_send(SendMode::Batch),
             n_sock: 0,
             batch,
-            busy: cfg.busy_poll.is_some(),
             mtu,
             batches: 0,
-            tx_inflight: 0,
-            kicks_per_32: !xsk_zc,
+            syscalls_seen: 0,
+            verify_checksum,
             counters: [
                 ("xdp_requests", 0),
                 ("xdp_replies", 0),
@@ -107,70 +103,51 @@ impl XdpBackend {
                 ("xsk_rx_dropped", 0),
                 ("xsk_rx_ring_full", 0),
                 ("xsk_fill_ring_empty", 0),
+                ("xdp_bad_frames", 0),
+                ("xdp_bad_checksum", 0),
             ],
-        };
-        b.refill();
-        b
-    }
-
-    /// Completed transmissions back to the free list.
-    fn reap(&mut self) {
-        let n = self.xsk.reap(&mut self.free);
-        self.tx_inflight -= n as usize;
-    }
-
-    /// Free frames onto the fill ring, as many as it takes.
-    fn refill(&mut self) {
-        self.xsk.refill(&mut self.free);
-    }
-
-    /// Waits up to 10 ms for the XSK or the fallback socket (1 ms while transmissions are
-    /// outstanding, which copy mode sends only when kicked). The poll is also the rx
-    /// wakeup the fill ring may ask for. Returns syscalls made and which of (XSK, socket)
-    /// became readable.
-    fn wait(&mut self) -> (u64, [bool; 2]) {
-        let mut calls = 1;
-        let outstanding = self.tx_outstanding();
-        if outstanding > 0 {
-            let _ = self.xsk.kick_tx();
-            calls += 1;
         }
-        let timeout = if outstanding > 0 { 1 } else { 10 };
-        let ready = poll_readable([self.xsk.as_raw_fd(), self.sock.as_raw_fd()], timeout)
-            .unwrap_or([false, true]);
-        (calls, ready)
     }
 
-    /// Frames on the tx or completion ring, not yet back on the free list or fill ring.
-    fn tx_outstanding(&self) -> usize {
-        self.tx_inflight
-    }
-
-    fn take_rx(&mut self) -> u64 {
-        let n = self.xsk.rx.available(self.batch as u32);
-        let mut bad = 0;
+    /// Parses the received frames into slots; a frame that is not a UDP datagram this path
+    /// answers (`xdp_bad_frames`), or whose checksums are wrong when verified
+    /// (`xdp_bad_checksum`), goes back to the driver. Returns how many were refused.
+    fn parse_rx(&mut self) -> u64 {
         self.slots.clear();
-        for i in 0..n {
-            let d = self.xsk.rx.read(i);
-            match parse(self.xsk.umem.data(d.addr, d.len as usize)) {
-                Ok(udp) => self.slots.push(Slot {
-                    addr: d.addr,
-                    udp,
-                    reply: None,
-                }),
-                Err(_) => {
-                    self.free.push(d.addr);
-                    bad += 1;
+        let mut bad = 0;
+        for i in 0..self.queue.rx().len() {
+            let d = self.queue.rx()[i];
+            let frame = self.queue.data(d.addr, d.len as usize);
+            let refused = match parse(frame) {
+                Ok(udp) if !self.verify_checksum || checksums_ok(frame, &udp) => {
+                    self.slots.push(Slot {
+                        addr: d.addr,
+                        udp,
+                        reply: None,
+                    });
+                    continue;
                 }
-            }
+                Ok(_) => BAD_CHECKSUM,
+                Err(_) => BAD_FRAMES,
+            };
+            self.counters[refused].1 += 1;
+            self.queue.recycle(d.addr);
+            bad += 1;
         }
-        self.xsk.rx.release(n);
         self.n_xdp = self.slots.len();
         bad
     }
 
+    /// The driver's system calls since the last call.
+    fn new_syscalls(&mut self) -> u64 {
+        let now = self.queue.counters().syscalls;
+        let d = now - self.syscalls_seen;
+        self.syscalls_seen = now;
+        d
+    }
+
     fn refresh_stats(&mut self) {
-        if let Ok(s) = self.xsk.stats() {
+        if let Ok(s) = self.queue.stats() {
             self.counters[XSK_RX_DROPPED].1 = s.rx_dropped;
             self.counters[XSK_RX_RING_FULL].1 = s.rx_ring_full;
             self.counters[XSK_FILL_EMPTY].1 = s.rx_fill_ring_empty_descs;
@@ -182,23 +159,13 @@ impl Backend for XdpBackend {
     fn recv(&mut self) -> Received {
         let mut r = Received::default();
         self.batches += 1;
-        self.reap();
-        self.refill();
-        if self.busy {
-            // Preferred busy polling: the syscall runs the driver's poll on this CPU.
-            let _ = self.xsk.kick_rx();
-            r.syscalls += 1;
-        }
-        r.errors = self.take_rx();
-        let mut read_socket = self.batches.is_multiple_of(SOCKET_EVERY);
-        let mut quiet = false;
-        if self.n_xdp == 0 && !self.busy {
-            let (calls, [xsk, sock]) = self.wait();
-            r.syscalls += calls;
-            read_socket |= sock;
-            quiet = !xsk && !sock;
-            r.errors += self.take_rx();
-        }
+        let wait = Wait::Poll {
+            ms: IDLE_WAIT_MS,
+            also: Some(self.sock.as_raw_fd()),
+        };
+        let got = self.queue.receive(self.batch, wait);
+        r.errors = self.parse_rx();
+        let read_socket = got.also_ready || self.batches.is_multiple_of(SOCKET_EVERY);
         self.n_sock = 0;
         if read_socket {
             r.syscalls += 1;
@@ -210,9 +177,10 @@ impl Backend for XdpBackend {
                 Err(_) => r.errors += 1,
             }
         }
-        if quiet || self.batches.is_multiple_of(STATS_EVERY) {
+        if got.idle || self.batches.is_multiple_of(STATS_EVERY) {
             self.refresh_stats();
         }
+        r.syscalls += self.new_syscalls();
         self.counters[XDP_REQUESTS].1 += self.n_xdp as u64;
         self.counters[SOCKET_REQUESTS].1 += self.n_sock as u64;
         r.count = self.n_xdp + self.n_sock;
@@ -228,7 +196,7 @@ impl Backend for XdpBackend {
             return Request::new(buf, len, Peer::from_view(view)).cut(truncated);
         }
         let s = &self.slots[i];
-        let frame = self.xsk.umem.frame_mut(s.addr);
+        let frame = self.queue.frame_mut(s.addr);
         let start = s.udp.payload();
         // The reply must fit the frame and leave the interface unfragmented.
         let mtu_room = (self.mtu + s.udp.l3).saturating_sub(start);
@@ -246,51 +214,28 @@ impl Backend for XdpBackend {
             return;
         }
         let s = &mut self.slots[i];
-        let frame = self.xsk.umem.frame_mut(s.addr);
+        let frame = self.queue.frame_mut(s.addr);
         s.reply = Some(reply_in_place(frame, &s.udp, len, TTL) as u32);
     }
 
     fn flush(&mut self) -> Flushed {
         let mut out = Flushed::default();
-        let want = self.slots.iter().filter(|s| s.reply.is_some()).count() as u32;
-        let room = self.xsk.tx.free(want);
-        let mut k = 0;
         for s in self.slots.drain(..) {
             match s.reply {
-                Some(len) if k < room => {
-                    self.xsk.tx.write(
-                        k,
-                        Desc {
-                            addr: s.addr,
-                            len,
-                            options: 0,
-                        },
-                    );
-                    k += 1;
-                }
+                Some(len) if self.queue.transmit(s.addr, len) => {}
                 Some(_) => {
-                    self.free.push(s.addr);
+                    // The tx ring is full: the reply is dropped, its frame reused.
+                    self.queue.recycle(s.addr);
                     out.failed += 1;
                     self.counters[TX_RING_FULL].1 += 1;
                 }
-                None => self.free.push(s.addr),
+                None => self.queue.recycle(s.addr),
             }
         }
         self.n_xdp = 0;
-        if k > 0 {
-            self.xsk.tx.submit(k);
-            out.sent += k as usize;
-            self.counters[XDP_REPLIES].1 += k as u64;
-            self.tx_inflight += k as usize;
-            if self.busy || self.xsk.tx.needs_wakeup() || !self.xsk.uses_need_wakeup() {
-                let kicks = if self.kicks_per_32 { k.div_ceil(32) } else { 1 };
-                for _ in 0..kicks {
-                    // A refused kick leaves the frames on the ring for the next one.
-                    let _ = self.xsk.kick_tx();
-                }
-                out.syscalls += kicks as usize;
-            }
-        }
+        let k = self.queue.flush();
+        out.sent += k as usize;
+        self.counters[XDP_REPLIES].1 += k as u64;
         if self.n_sock > 0 {
             let f = self.sock_batch.flush(&self.sock, 0);
             out.sent += f.sent;
@@ -299,6 +244,7 @@ impl Backend for XdpBackend {
             self.counters[SOCKET_REPLIES].1 += f.sent as u64;
             self.n_sock = 0;
         }
+        out.syscalls += self.new_syscalls() as usize;
         out
     }
 

@@ -12,41 +12,33 @@
 
 use crate::backend::{BackendApplied, Io, WorkerSeat};
 use crate::xdp_backend::XdpBackend;
-use firehose_sys::xdp::setup::{self, Iface, Steered, Stocked};
-pub use firehose_sys::xdp::setup::{ModeChoice, Queues};
-use firehose_sys::xdp::xsk::{XskConfig, ZeroCopy};
+use firehose_sys::xdp::queue::XdpQueue;
+use firehose_sys::xdp::setup::{self, Iface, Steered};
 use firehose_sys::{Setting, SetupError, Usage};
-use std::collections::BTreeMap;
+pub use firehose_sys::xdp::setup::{ModeChoice, Queues, XdpOptions};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
-/// The AF_XDP switches of `serve --io xdp`.
+/// What `serve --io xdp` serves on: the interface, the AF_XDP options, the most requests
+/// per batch, and whether to verify each request's checksums.
 #[derive(Debug, Clone)]
 pub struct XdpConfig {
     pub iface: String,
-    pub queues: Queues,
-    pub mode: ModeChoice,
-    pub zerocopy: ZeroCopy,
-    /// Entries of each of the four rings (a power of two).
-    pub ring: u32,
-    /// UMEM frame size: 2048 or 4096.
-    pub frame_size: u32,
-    pub need_wakeup: bool,
-    /// Preferred busy polling: (SO_BUSY_POLL µs, SO_BUSY_POLL_BUDGET).
-    pub busy_poll: Option<(i32, i32)>,
-    /// Replace a foreign XDP program.
-    pub force: bool,
-    /// Most requests per batch.
+    pub options: XdpOptions,
     pub batch: usize,
+    /// Drop (and count) a request whose IPv4 header or UDP checksum is wrong: the kernel
+    /// verifies them on the socket path, AF_XDP hands frames over unchecked.
+    pub verify_checksum: bool,
 }
 
 /// The AF_XDP path of a server, shared by its workers.
 pub struct XdpIo {
     queues: Vec<u32>,
-    /// Each queue's socket with its free frames (the rest already on its fill ring).
-    xsks: Mutex<Vec<Option<Stocked>>>,
-    cfg: XdpConfig,
+    /// Each queue's driver (fill ring stocked), taken by its worker.
+    drivers: Mutex<Vec<Option<XdpQueue>>>,
+    batch: usize,
     mtu: usize,
+    verify_checksum: bool,
     applied: BackendApplied,
     /// The attached program; dropping it detaches (workers hold the sockets).
     _steered: Steered,
@@ -71,56 +63,28 @@ impl XdpIo {
         let iface = Iface::open(&cfg.iface)?;
         iface.check_listen(&listen)?;
         let mtu = iface.mtu;
-        let xcfg = XskConfig {
-            ring: cfg.ring,
-            frame_size: cfg.frame_size,
-            frames: cfg.ring * 2,
-            zerocopy: cfg.zerocopy,
-            need_wakeup: cfg.need_wakeup,
-        };
-        let opts = setup::RxOptions {
-            queues: cfg.queues.clone(),
-            mode: cfg.mode,
-            xsk: xcfg,
-            busy_poll: cfg.busy_poll,
-            force: cfg.force,
-        };
-        let (steered, sockets) = setup::steer(&iface, &setup::listen_match(&listen), &opts)?;
-        let xsks: Vec<Option<Stocked>> = sockets.into_iter().map(Some).collect();
-        let queues = steered.queues.clone();
-        let mut s = BTreeMap::new();
-        s.insert("iface".into(), cfg.iface.clone());
-        s.insert(
-            "queues".into(),
-            queues
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        s.insert("xdp_mode".into(), steered.mode.name().into());
-        s.insert(
-            "zerocopy".into(),
-            if steered.zerocopy { "on" } else { "off" }.into(),
-        );
-        s.insert("need_wakeup".into(), cfg.need_wakeup.to_string());
-        s.insert("ring".into(), cfg.ring.to_string());
-        s.insert("frame_size".into(), cfg.frame_size.to_string());
-        s.insert("frames_per_queue".into(), xcfg.frames.to_string());
-        s.insert("batch".into(), cfg.batch.to_string());
-        s.insert("mtu".into(), mtu.to_string());
-        s.insert("prog_id".into(), steered.prog_id.to_string());
-        s.insert("busy_poll".into(), setup::busy_poll_text(steered.busy));
-        s.insert("fallback".into(), format!("kernel UDP socket on {listen}"));
+        let (steered, drivers) = setup::steer(
+            &iface,
+            &iface.server_match(&listen)?,
+            &cfg.options,
+        )
+        ?;
+        let g = &steered.granted;
+        let mut settings = g.settings();
+        settings.insert("batch".into(), cfg.batch.to_string());
+        settings.insert("mtu".into(), mtu.to_string());
+        settings.insert("fallback".into(), format!("kernel UDP socket on {listen}"));
+        settings.insert("verify_checksum".into(), cfg.verify_checksum.to_string());
         Ok(XdpIo {
-            queues,
-            xsks: Mutex::new(xsks),
-            cfg,
+            queues: g.queues.clone(),
+            drivers: Mutex::new(drivers.into_iter().map(Some).collect()),
+            batch: cfg.batch,
             mtu,
+            verify_checksum: cfg.verify_checksum,
             applied: BackendApplied {
                 name: "af_xdp".into(),
-                settings: s,
-                notes: steered.notes.clone(),
+                settings,
+                notes: g.notes.clone(),
             },
             _steered: steered,
         })
@@ -148,18 +112,18 @@ impl Io for XdpIo {
             )
             .into());
         };
-        let (xsk, free) = self
-            .xsks
+        let queue = self
+            .drivers
             .lock()
             .map_err(|_| Usage::host("a worker panicked during start"))?[seat.index]
             .take()
             .ok_or_else(|| Usage::host(format!("queue {queue} opened twice")))?;
         Ok(XdpBackend::new(
-            xsk,
-            free,
+            queue,
             seat.socket.clone(),
-            &self.cfg,
+            self.batch,
             self.mtu,
+            self.verify_checksum,
         ))
     }
 

@@ -23,7 +23,6 @@ use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
 use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
 use firehose_sys::{Setting, SetupError, SysError};
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -455,7 +454,7 @@ fn xdp_senders(
     path: &af_packet::Path,
     ports: &[Vec<u16>],
 ) -> Result<(Vec<xdp::XdpSender>, XdpApplied), SetupError> {
-    use firehose_sys::xdp::setup::{self, Iface};
+    use firehose_sys::xdp::setup::{self, Granted, Iface};
     setup::require_root("sendmmsg")?;
     setup::check_ring(cfg.xsk.ring)?;
     let iface = Iface::open(&path.interface)?;
@@ -479,27 +478,31 @@ fn xdp_senders(
         let x = xdp::XdpSender::new(&iface, q as u32, path, p, cfg.payload, &cfg.xsk, &mut notes)?;
         senders.push(x);
     }
-    let (zc, refusal) = senders[0].zerocopy();
+    let (zerocopy, refusal) = senders[0].zerocopy();
     if let Some(why) = refusal {
         notes.push(format!(
             "zero-copy refused by {} ({why}): copy mode",
             iface.name
         ));
     }
-    let mut s = BTreeMap::new();
-    s.insert("iface".into(), iface.name.clone());
-    let queues: Vec<String> = (0..senders.len()).map(|q| q.to_string()).collect();
-    s.insert("queues".into(), queues.join(","));
-    s.insert("zerocopy".into(), if zc { "on" } else { "off" }.into());
-    s.insert("need_wakeup".into(), cfg.xsk.need_wakeup.to_string());
-    s.insert("ring".into(), cfg.xsk.ring.to_string());
-    s.insert("frame_size".into(), cfg.xsk.frame_size.to_string());
-    s.insert("src".into(), path.endpoints.src.ip().to_string());
+    let granted = Granted {
+        iface: iface.name.clone(),
+        queues: (0..senders.len() as u32).collect(),
+        program: None,
+        zerocopy,
+        need_wakeup: cfg.xsk.need_wakeup,
+        ring: cfg.xsk.ring,
+        frame_size: cfg.xsk.frame_size,
+        frames_per_queue: senders[0].frames(),
+        busy_poll: None,
+        notes: Vec::new(),
+    };
+    let mut s = granted.settings();
+    s.insert("source".into(), path.endpoints.src.ip().to_string());
     s.insert(
         "dst_mac".into(),
         firehose_frame::mac_text(&path.endpoints.dst_mac),
     );
-    s.insert("xdp_program".into(), "none (send only)".into());
     Ok((senders, XdpApplied { settings: s, notes }))
 }
 

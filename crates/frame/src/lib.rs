@@ -120,7 +120,7 @@ pub fn parse(frame: &[u8]) -> Result<Udp, ParseError> {
                 });
             }
             let total = IPV6_HLEN + be16(ip, 4) as usize;
-            if total > ip.len() {
+            if total < IPV6_HLEN + UDP_HLEN || total > ip.len() {
                 return Err(ParseError::BadLength);
             }
             let mut s = [0u8; 16];
@@ -167,6 +167,14 @@ fn udp_checksum(frame: &[u8], l3: usize, l4: usize, v6: bool) -> u16 {
         0 => 0xffff,
         c => c,
     }
+}
+
+/// True when the IPv4 header checksum (IPv6 has none) and the UDP checksum of a parsed
+/// frame are right; a UDP checksum of 0 over IPv4 means "none" and passes. A sender that
+/// offloads checksumming and whose frames reach us before the offload is done (a kernel
+/// socket behind a veth) leaves a partial UDP checksum that fails here.
+pub fn checksums_ok(frame: &[u8], u: &Udp) -> bool {
+    (u.is_v6() || csum::of(&frame[u.l3..u.l4]) == 0) && udp_checksum_ok(frame, u)
 }
 
 /// True when the UDP checksum of a parsed frame is right (or absent over IPv4).

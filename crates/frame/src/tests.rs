@@ -137,3 +137,56 @@ fn macs_as_the_kernel_prints_them() {
     assert_eq!(parse_mac("02:00:00:00:00:zz"), None);
     assert_eq!(parse_mac("2:00:00:00:00:aa"), None);
 }
+
+/// Issue 20: an IPv6 header whose payload length (0-7) cannot hold a UDP header, in a frame
+/// long enough for one (Ethernet pads to 60 bytes), panicked in `parse`. Every such length,
+/// and every truncation of a whole frame, is refused instead.
+#[test]
+fn an_ipv6_payload_shorter_than_a_udp_header_is_refused_not_a_panic() {
+    let mut buf = [0u8; 128];
+    let n = write_request(
+        &mut buf,
+        &ends("[fd00::1]:5000", "[fd99::1]:7000", None),
+        b"x",
+    )
+    .unwrap();
+    for plen in 0..8u16 {
+        let mut f = buf;
+        f[18..20].copy_from_slice(&plen.to_be_bytes());
+        assert_eq!(
+            parse(&f[..n.max(70)]),
+            Err(ParseError::BadLength),
+            "plen {plen}"
+        );
+    }
+    let mut v4 = [0u8; 128];
+    let m = write_request(&mut v4, &ends("10.0.0.1:1", "10.0.0.2:2", None), b"x").unwrap();
+    for frame in [&buf[..n], &v4[..m]] {
+        for cut in 0..frame.len() {
+            assert!(parse(&frame[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}
+
+#[test]
+fn checksums_ok_checks_the_ipv4_header_and_the_udp_datagram() {
+    let mut buf = [0u8; 64];
+    let n = write_request(&mut buf, &ends("10.0.0.1:1234", "10.0.0.2:53", None), b"hi").unwrap();
+    let u = parse(&buf[..n]).unwrap();
+    assert!(checksums_ok(&buf[..n], &u));
+    let mut ttl = buf;
+    ttl[22] -= 1; // TTL changed, header checksum not updated
+    assert!(!checksums_ok(&ttl[..n], &u));
+    let mut data = buf;
+    data[42] ^= 1;
+    assert!(!checksums_ok(&data[..n], &u));
+    let mut none = data;
+    none[40..42].copy_from_slice(&[0, 0]); // no UDP checksum over IPv4
+    assert!(checksums_ok(&none[..n], &u));
+    let mut v6 = [0u8; 128];
+    let m = write_request(&mut v6, &ends("[fd00::1]:1", "[fd00::2]:2", None), b"hi").unwrap();
+    let u6 = parse(&v6[..m]).unwrap();
+    assert!(checksums_ok(&v6[..m], &u6));
+    v6[m - 1] ^= 1;
+    assert!(!checksums_ok(&v6[..m], &u6));
+}

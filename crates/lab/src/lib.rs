@@ -16,6 +16,7 @@ pub use firehose_host::cputime;
 pub mod dns_compare;
 pub use firehose_host::env;
 pub mod experiment;
+pub mod freeradius;
 pub mod ladder;
 pub mod linkset;
 pub mod metrics;

@@ -110,6 +110,8 @@ pub struct ThreadResult {
     /// Why GSO was abandoned, if the kernel refused it.
     pub gso_error: Option<String>,
     pub codes: BTreeMap<u16, u64>,
+    /// The workload's failed checks by reason ([`Workload::invalid`]).
+    pub invalid: Vec<(&'static str, u64)>,
     pub latency_ns: Histogram<u64>,
     /// This thread's CPU time during the measurement window.
     pub cpu_time: Duration,
@@ -779,6 +781,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             io: self.io.path(),
             gso_error: self.gso_error,
             codes: self.codes,
+            invalid: self.workload.invalid(),
             latency_ns: self.total,
             cpu_time,
             window,

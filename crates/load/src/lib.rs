@@ -12,6 +12,7 @@ pub mod interval;
 pub mod io;
 pub mod merge;
 pub mod pace;
+pub mod radius;
 pub mod report;
 pub mod table;
 pub mod uring;

@@ -68,9 +68,13 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
         (completed > 0).then(|| total / completed as f64)
     };
     let mut codes = BTreeMap::new();
+    let mut invalid = BTreeMap::new();
     for r in reports {
         for (k, v) in &r.codes {
             *codes.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in &r.invalid {
+            *invalid.entry(k.clone()).or_insert(0) += v;
         }
     }
     let (latency_us, percentiles) = latency_of(&hist);
@@ -112,6 +116,7 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
         client_saturated: reports.iter().any(|r| r.client_saturated),
         client_bound: reports.iter().any(|r| r.client_bound),
         codes,
+        invalid,
         threads: reports.iter().flat_map(|r| r.threads.clone()).collect(),
         intervals: Vec::new(),
     };
@@ -149,6 +154,7 @@ mod tests {
             io: "socket",
             gso_error: None,
             codes: BTreeMap::from([(0, latencies_ns.len() as u64)]),
+            invalid: Vec::new(),
             latency_ns: h,
             cpu_time: Duration::from_millis(500),
             window: Duration::from_secs(2),
@@ -159,6 +165,7 @@ mod tests {
         let t = ThreadResult {
             latency_ns: t.latency_ns.clone(),
             codes: t.codes.clone(),
+            invalid: t.invalid.clone(),
             gso_error: None,
             ..*t
         };

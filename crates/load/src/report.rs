@@ -106,6 +106,11 @@ pub struct LoadReport {
     /// Needs the server's CPU (`--server-pid`); false when it is unknown.
     pub client_bound: bool,
     pub codes: BTreeMap<String, u64>,
+    /// Responses that carried a request's id but failed the protocol's checks, by reason
+    /// (RADIUS: a bad Response Authenticator, an Accept where a Reject was due...). Counted
+    /// over the whole run, warm-up included; each left its request to time out as lost.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub invalid: BTreeMap<String, u64>,
     pub threads: Vec<ThreadSummary>,
     pub intervals: Vec<Interval>,
 }
@@ -192,6 +197,7 @@ pub fn summarize(
 ) -> Result<LoadReport, HistogramError> {
     let mut hist = new_histogram();
     let mut codes = BTreeMap::new();
+    let mut invalid = BTreeMap::new();
     let (mut completed, mut sent, mut lost, mut stray, mut dup, mut unsent, mut send_errors) =
         (0, 0, 0, 0, 0, 0, 0);
     let mut syscalls = 0;
@@ -219,6 +225,11 @@ pub fn summarize(
         window_s = window_s.max(r.window.as_secs_f64());
         for (c, n) in &r.codes {
             *codes.entry(code_name(*c)).or_insert(0) += n;
+        }
+        for (k, n) in &r.invalid {
+            if *n > 0 {
+                *invalid.entry(k.to_string()).or_insert(0) += n;
+            }
         }
         let w = r.window.as_secs_f64();
         threads.push(ThreadSummary {
@@ -286,6 +297,7 @@ pub fn summarize(
         client_saturated,
         client_bound: client_saturated && server_saturated == Some(false),
         codes,
+        invalid,
         threads,
         intervals,
     })

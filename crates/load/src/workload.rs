@@ -26,6 +26,13 @@ pub trait Workload: Send {
     /// Checks that `resp` really answers request `id` (same question, same size...).
     fn matches(&mut self, id: u64, resp: &[u8]) -> bool;
 
+    /// Responses that carried a request's id but failed this workload's checks (a bad
+    /// authenticator, an unexpected verdict), by reason, counted since the start; such a
+    /// response does not complete its request. Empty for workloads without such checks.
+    fn invalid(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Name of a result code for reports (e.g. "NOERROR"); echo has only "ok".
     fn code_name(&self, code: u16) -> String {
         if code == 0 {

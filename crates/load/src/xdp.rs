@@ -16,20 +16,18 @@ use crate::gen::LoadConfig;
 use crate::io::{Datagram, FlowIo, Flushed};
 use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
-use firehose_sys::xdp::attach::{XdpLink, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
-use firehose_sys::xdp::ring::Desc;
-use firehose_sys::xdp::setup::{self, Iface, XdpApplied};
-use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
+use firehose_sys::xdp::queue::{Wait, XdpQueue};
+use firehose_sys::xdp::setup::{self, Iface, Queues, Steered, XdpApplied, XdpOptions};
+use firehose_sys::xdp::xsk::{XskConfig, ZeroCopy};
 use firehose_sys::xdp::{iface_addrs, netlink};
 use firehose_sys::{Setting, SetupError};
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-/// Entries of each ring; the UMEM of queue 0's socket has four times as many frames (fill,
-/// rx, tx and completion may all hold some), the others twice as many.
+/// Entries of each ring; each queue's UMEM has twice as many frames: a ring's worth on the
+/// fill ring, the rest for requests in flight (queue 0's) and received responses.
 const RING: u32 = 2048;
 const FRAME: u32 = 2048;
 /// Most flows (source ports) of one generator.
@@ -49,10 +47,8 @@ pub struct XdpLoadConfig {
 
 /// One generator thread's AF_XDP path.
 pub struct XdpIo {
-    /// One socket per rx queue; index 0 also sends.
-    xsks: Vec<Xsk>,
-    /// Each socket's frames that are neither with the kernel nor holding a datagram.
-    free: Vec<Vec<u64>>,
+    /// One driver per rx queue; index 0 also sends.
+    queues: Vec<XdpQueue>,
     epoll: Option<Epoll>,
     ready: Vec<usize>,
     /// Endpoints of flow 0; flow f sends from port `base + f`.
@@ -65,19 +61,14 @@ pub struct XdpIo {
     /// Frames holding the requests of the next send, by slot.
     tx_frames: Vec<u64>,
     tx_lens: Vec<usize>,
-    /// Frames put on the tx ring since the last kick.
-    unkicked: u32,
-    /// The last read: its socket, its descriptors and, per datagram, (flow, addr, len) of
-    /// the payload.
+    /// The last read: its queue and, per datagram, (flow, addr, len) of the payload.
     rx_from: usize,
-    rx_descs: u32,
     rx: Vec<(u32, u64, usize)>,
-    syscalls: u64,
+    /// epoll waits; the drivers count their own calls.
+    waits: u64,
     // Dropped after the sockets: the link detaches the program, then map and program go,
     // then the port reservations.
-    _link: XdpLink,
-    _prog: XdpProg,
-    _map: XskMap,
+    _steered: Steered,
     _reserved: Vec<UdpSocket>,
 }
 
@@ -108,7 +99,6 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         ));
     }
     let nic = Iface::open(iface)?;
-    nic.refuse_attached()?;
     let idx = nic.index;
     let target = cfg.target;
     let src_ip = source_ip(iface, target.ip())?;
@@ -128,8 +118,6 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     let src_mac = nic.hwaddr()?;
     let dst_mac = resolve_mac(idx, iface, src_ip, target.ip())?;
     let (base, reserved) = reserve_ports(src_ip, cfg.flows)?;
-    let queues = nic.rx_queues as u32;
-    let map = XskMap::new(queues)?;
     let last = base + (cfg.flows - 1) as u16;
     let mut m = match src_ip {
         IpAddr::V4(a) => UdpMatch::to(base, AddrMatch::Is(a), AddrMatch::Off),
@@ -137,50 +125,33 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     };
     m.port_last = Some(last);
     m.from = Some(target);
-    let prog = XdpProg::load(&m, &map)?;
-    let mut notes = Vec::new();
-    let mut xsks = Vec::new();
-    let mut free = Vec::new();
-    for q in 0..queues {
-        let xc = XskConfig {
+    let opts = XdpOptions {
+        queues: Queues::All,
+        mode: x.mode,
+        xsk: XskConfig {
             ring: RING,
             frame_size: FRAME,
-            frames: RING * if q == 0 { 4 } else { 2 },
+            frames: RING * 2,
             zerocopy: x.zerocopy,
             need_wakeup: true,
-        };
-        let mut xsk = nic.open_queue(q, &xc, &mut notes)?;
-        map.set(q, xsk.as_raw_fd())?;
-        // Stock the fill ring before the program can redirect anything.
-        let mut f = xsk.all_frames();
-        xsk.refill(&mut f);
-        xsks.push(xsk);
-        free.push(f);
-    }
-    let (link, mode) = nic.attach(&prog, x.mode, &mut notes)?;
-    notes.extend(setup::zerocopy_note(&xsks[0], iface));
+        },
+        busy_poll: None,
+        force: false,
+    };
+    let (steered, queues) = setup::steer(&nic, &m, &opts)?;
     let epoll = if cfg.spin {
         None
     } else {
-        let ep = Epoll::new(xsks.len())?;
-        for (i, s) in xsks.iter().enumerate() {
-            ep.add_readable(s.as_raw_fd(), i as u64)?;
+        let ep = Epoll::new(queues.len())?;
+        for (i, q) in queues.iter().enumerate() {
+            ep.add_readable(q.as_raw_fd(), i as u64)?;
         }
         Some(ep)
     };
-    let mut s = BTreeMap::new();
-    s.insert("iface".into(), iface.clone());
-    s.insert("queues".into(), queues.to_string());
-    s.insert("xdp_mode".into(), mode.name().into());
-    s.insert(
-        "zerocopy".into(),
-        if xsks[0].zerocopy() { "on" } else { "off" }.into(),
-    );
-    s.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
-    s.insert("dst_mac".into(), firehose_frame::mac_text(&dst_mac));
-    s.insert("ring".into(), RING.to_string());
-    s.insert("frame_size".into(), FRAME.to_string());
-    s.insert("prog_id".into(), prog.id()?.to_string());
+    let mut settings = steered.granted.settings();
+    settings.insert("source".into(), format!("{src_ip} ports {base}-{last}"));
+    settings.insert("dst_mac".into(), firehose_frame::mac_text(&dst_mac));
+    let notes = steered.granted.notes.clone();
     let ends = Endpoints {
         src_mac,
         dst_mac,
@@ -191,8 +162,7 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     };
     let slots = cfg.batch.max(cfg.window.clamp(1, 1024));
     let io = XdpIo {
-        xsks,
-        free,
+        queues,
         epoll,
         ready: Vec::new(),
         hl: header_len(&ends),
@@ -202,17 +172,13 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         batch: cfg.batch,
         tx_frames: Vec::with_capacity(slots),
         tx_lens: vec![0; slots],
-        unkicked: 0,
         rx_from: 0,
-        rx_descs: 0,
         rx: Vec::with_capacity(cfg.batch),
-        syscalls: 0,
-        _link: link,
-        _prog: prog,
-        _map: map,
+        waits: 0,
+        _steered: steered,
         _reserved: reserved,
     };
-    Ok((io, XdpApplied { settings: s, notes }))
+    Ok((io, XdpApplied { settings, notes }))
 }
 
 fn is_link_local(ip: &IpAddr) -> bool {
@@ -294,18 +260,9 @@ fn reserve_ports(src: IpAddr, n: usize) -> Result<(u16, Vec<UdpSocket>), SetupEr
 }
 
 impl XdpIo {
-    /// Hands the frames of the last read back and releases its descriptors.
+    /// Hands the frames of the last read back to their driver.
     fn give_back(&mut self) {
-        if self.rx_descs == 0 {
-            return;
-        }
-        let s = self.rx_from;
-        let xsk = &mut self.xsks[s];
-        for i in 0..self.rx_descs {
-            self.free[s].push(xsk.rx.read(i).addr);
-        }
-        xsk.rx.release(self.rx_descs);
-        self.rx_descs = 0;
+        self.queues[self.rx_from].recycle_rx();
         self.rx.clear();
     }
 }
@@ -316,18 +273,19 @@ impl FlowIo for XdpIo {
     }
 
     fn tx_capacity(&mut self) -> usize {
-        let xsk = &mut self.xsks[0];
-        xsk.reap(&mut self.free[0]);
-        let ring = xsk.tx.free(self.tx_lens.len() as u32) as usize;
-        ring.min(self.free[0].len()).min(self.tx_lens.len())
+        let q = &mut self.queues[0];
+        q.reap();
+        let ring = q.tx_room(self.tx_lens.len() as u32) as usize;
+        ring.min(q.free_frames()).min(self.tx_lens.len())
     }
 
     fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        let q = &mut self.queues[0];
         while self.tx_frames.len() <= k {
-            let addr = self.free[0].pop().expect("tx_capacity counted the frames");
+            let addr = q.alloc().expect("tx_capacity counted the frames");
             self.tx_frames.push(addr);
         }
-        &mut self.xsks[0].umem.frame_mut(self.tx_frames[k])[self.hl..]
+        &mut q.frame_mut(self.tx_frames[k])[self.hl..]
     }
 
     fn queue(&mut self, k: usize, len: usize) {
@@ -337,43 +295,25 @@ impl FlowIo for XdpIo {
     fn send(&mut self, flow: usize) -> Flushed {
         let mut e = self.ends;
         e.src.set_port(self.base + flow as u16);
-        let xsk = &mut self.xsks[0];
+        let q = &mut self.queues[0];
         let mut out = Flushed::default();
-        let mut n = 0;
         for (k, &addr) in self.tx_frames.iter().enumerate() {
-            match write_headers(xsk.umem.frame_mut(addr), &e, self.tx_lens[k]) {
-                Some(len) => {
-                    xsk.tx.write(
-                        n,
-                        Desc {
-                            addr,
-                            len: len as u32,
-                            options: 0,
-                        },
-                    );
-                    n += 1;
-                }
-                None => {
-                    out.failed += 1;
-                    self.free[0].push(addr);
-                }
+            let sent = match write_headers(q.frame_mut(addr), &e, self.tx_lens[k]) {
+                Some(len) => q.transmit(addr, len as u32),
+                None => false,
+            };
+            if !sent {
+                out.failed += 1;
+                q.recycle(addr);
             }
         }
         self.tx_frames.clear();
-        xsk.tx.submit(n);
-        self.unkicked += n;
         out
     }
 
     fn flush(&mut self) -> usize {
-        let xsk = &self.xsks[0];
-        if self.unkicked > 0 && (!xsk.uses_need_wakeup() || xsk.tx.needs_wakeup()) {
-            self.syscalls += 1;
-            // A refused kick leaves the frames on the ring for the next one; requests that
-            // never leave end as lost at their timeout.
-            let _ = xsk.kick_tx();
-        }
-        self.unkicked = 0;
+        // Requests that never leave (a refused kick) end as lost at their timeout.
+        self.queues[0].flush();
         0
     }
 
@@ -385,8 +325,8 @@ impl FlowIo for XdpIo {
         self.give_back();
         self.ready.clear();
         // Answers already on a ring need no syscall to be found.
-        for (i, x) in self.xsks.iter_mut().enumerate() {
-            if x.rx.available(1) > 0 {
+        for (i, q) in self.queues.iter_mut().enumerate() {
+            if q.rx_ready() {
                 self.ready.push(i);
             }
         }
@@ -395,12 +335,12 @@ impl FlowIo for XdpIo {
         }
         match self.epoll.as_mut() {
             Some(ep) if !wait.is_zero() => {
-                self.syscalls += 1;
+                self.waits += 1;
                 for token in ep.wait(wait)? {
                     self.ready.push(token as usize);
                 }
             }
-            _ => self.ready.extend(0..self.xsks.len()),
+            _ => self.ready.extend(0..self.queues.len()),
         }
         Ok(self.ready.len())
     }
@@ -415,21 +355,13 @@ impl FlowIo for XdpIo {
 
     fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         self.give_back();
-        let xsk = &mut self.xsks[s];
-        xsk.refill(&mut self.free[s]);
-        let n = xsk.rx.available(max.min(self.batch) as u32);
-        if n == 0 {
-            if xsk.uses_need_wakeup() && xsk.fill.needs_wakeup() {
-                self.syscalls += 1;
-                xsk.kick_rx()?;
-            }
-            return Ok(0);
-        }
+        self.rx_from = s;
+        let q = &mut self.queues[s];
+        let n = q.receive(max.min(self.batch) as u32, Wait::Never).count;
         let target = self.ends.dst;
         let last = self.base as usize + self.flows;
-        for i in 0..n {
-            let d = xsk.rx.read(i);
-            let frame = xsk.umem.data(d.addr, d.len as usize);
+        for d in q.rx() {
+            let frame = q.data(d.addr, d.len as usize);
             let item = match parse(frame) {
                 Ok(u) if u.src == target => {
                     let p = u.dst.port() as usize;
@@ -445,8 +377,6 @@ impl FlowIo for XdpIo {
             };
             self.rx.push(item);
         }
-        self.rx_from = s;
-        self.rx_descs = n;
         Ok(n as usize)
     }
 
@@ -454,12 +384,17 @@ impl FlowIo for XdpIo {
         let (flow, addr, len) = self.rx[i];
         Datagram {
             flow,
-            data: self.xsks[self.rx_from].umem.data(addr, len),
+            data: self.queues[self.rx_from].data(addr, len),
         }
     }
 
     fn syscalls(&self) -> u64 {
-        self.syscalls
+        self.waits
+            + self
+                .queues
+                .iter()
+                .map(|q| q.counters().syscalls)
+                .sum::<u64>()
     }
 
     fn path(&self) -> &'static str {

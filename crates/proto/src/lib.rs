@@ -2,6 +2,9 @@
 
 pub mod dns;
 pub mod echo;
+pub mod live;
+pub mod radius;
 
 pub use dns::DnsHandler;
 pub use echo::Echo;
+pub use radius::RadiusHandler;

@@ -22,7 +22,8 @@ use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::uring_dgram::UringSetup;
-use firehose_sys::xdp::setup::{RxOptions, Steered, Stocked};
+use firehose_sys::xdp::queue::XdpQueue;
+use firehose_sys::xdp::setup::{Steered, XdpOptions};
 use firehose_sys::{Setting, SetupError, SysError};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -106,7 +107,7 @@ pub struct SinkConfig {
     /// Uring mode: the IORING_SETUP_* options of each worker's ring.
     pub uring: UringSetup,
     /// Xdp mode: queues, attach mode, zero-copy, rings, busy polling.
-    pub xdp: RxOptions,
+    pub xdp: XdpOptions,
 }
 
 /// One worker's counters, written by the worker only.
@@ -195,8 +196,8 @@ pub(crate) enum Source {
     /// Uring mode: the ring is made on the worker's thread (SINGLE_ISSUER binds it there).
     Uring(Arc<UdpSock>, UringSetup),
     Ring(Box<RxRing>),
-    /// Xdp mode: a queue's socket, its free frames, and whether to busy poll.
-    Xsk(Box<Stocked>, bool),
+    /// Xdp mode: a queue's driver, its fill ring stocked.
+    Xsk(Box<XdpQueue>),
 }
 
 impl Sink {
@@ -245,9 +246,8 @@ impl Sink {
         if cfg.io == SinkIo::Xdp {
             let hold = port_holder(cfg)?;
             local = hold.local_addr()?;
-            let (s, stocked, name) = xdp::open(cfg, &local)?;
-            let busy = s.busy.is_some();
-            sources.extend(stocked.into_iter().map(|x| Source::Xsk(Box::new(x), busy)));
+            let (s, drivers, name) = xdp::open(cfg, &local)?;
+            sources.extend(drivers.into_iter().map(|q| Source::Xsk(Box::new(q))));
             steered = Some(s);
             holder = Some(hold);
             interface = Some(name);
@@ -313,7 +313,7 @@ impl Sink {
         let cpus: Vec<Option<usize>> = (0..workers)
             .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
             .collect();
-        let queues = steered.as_ref().map(|s| s.queues.clone());
+        let queues = steered.as_ref().map(|s| s.granted.queues.clone());
         let mut threads = Workers::new(true);
         for (i, src) in sources.into_iter().enumerate() {
             let w = worker::Worker {

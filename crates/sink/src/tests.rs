@@ -20,7 +20,7 @@ fn config(io: SinkIo, workers: usize) -> SinkConfig {
         fanout: Fanout::Hash,
         ring: RxRingConfig::default(),
         uring: UringSetup::default(),
-        xdp: RxOptions::default(),
+        xdp: XdpOptions::default(),
     }
 }
 

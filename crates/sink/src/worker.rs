@@ -2,11 +2,10 @@
 
 use super::{Counters, SinkIo, Source};
 use firehose_sys::af_packet::RxRing;
-use firehose_sys::epoll::poll_readable;
 use firehose_sys::mmsg::Batch;
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
 use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
-use firehose_sys::xdp::xsk::Xsk;
+use firehose_sys::xdp::queue::{Wait, XdpQueue};
 use firehose_sys::SysError;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,10 +45,7 @@ impl Worker {
             Source::Socket(s) => self.run_socket(&s),
             Source::Uring(s, setup) => self.run_uring(&s, &setup),
             Source::Ring(r) => self.run_ring(*r),
-            Source::Xsk(x, busy) => {
-                let (xsk, free) = *x;
-                self.run_xsk(xsk, free, busy)
-            }
+            Source::Xsk(q) => self.run_xsk(*q),
         }
     }
 
@@ -154,48 +150,40 @@ impl Worker {
         Ok(())
     }
 
-    /// Xdp mode: keeps the fill ring stocked, takes what the rx ring holds, and waits in
-    /// poll() (which also wakes the driver when the fill ring asks) or, busy polling, drives
-    /// the queue with a zero-length recvfrom. Bytes are UDP payload bytes, as in the other
-    /// modes.
-    fn run_xsk(&self, mut xsk: Xsk, mut free: Vec<u64>, busy: bool) -> Result<(), SysError> {
+    /// Xdp mode: the queue's driver takes what the rx ring holds, waits in poll() when it
+    /// is empty (or, busy polling, drives the queue itself), and gets every frame back.
+    /// Bytes are UDP payload bytes, as in the other modes.
+    fn run_xsk(&self, mut q: XdpQueue) -> Result<(), SysError> {
         let mut l = Local::default();
-        let batch = (self.batch as u32).clamp(1, xsk.rx.size());
+        let batch = (self.batch as u32).clamp(1, q.xsk().rx.size());
+        let wait = Wait::Poll {
+            ms: 100,
+            also: None,
+        };
         let mut stats_at = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            xsk.refill(&mut free);
-            let mut n = xsk.rx.available(batch);
-            if n == 0 {
-                l.syscalls += 1;
-                if busy {
-                    xsk.kick_rx()?;
-                } else {
-                    poll_readable([xsk.as_raw_fd()], 100)?;
-                }
-                n = xsk.rx.available(batch);
-            }
-            for i in 0..n {
-                let d = xsk.rx.read(i);
-                let data = xsk.umem.data(d.addr, d.len as usize);
+            let n = q.receive(batch, wait).count;
+            for d in q.rx() {
+                let data = q.data(d.addr, d.len as usize);
                 l.bytes += firehose_frame::parse(data).map_or(0, |u| u.len) as u64;
-                free.push(d.addr);
             }
-            xsk.rx.release(n);
+            q.recycle_rx();
             l.packets += n as u64;
+            l.syscalls = q.counters().syscalls;
             self.publish(&l, n as u64);
             if stats_at.elapsed() >= Duration::from_millis(200) {
-                self.take_xsk_stats(&xsk)?;
+                self.take_xsk_stats(&q)?;
                 stats_at = Instant::now();
             }
         }
-        self.take_xsk_stats(&xsk)?;
+        self.take_xsk_stats(&q)?;
         self.publish(&l, 0);
         Ok(())
     }
 
     /// Stores the socket's XDP_STATISTICS (cumulative since the socket was opened).
-    fn take_xsk_stats(&self, xsk: &Xsk) -> Result<(), SysError> {
-        let st = xsk.stats()?;
+    fn take_xsk_stats(&self, q: &XdpQueue) -> Result<(), SysError> {
+        let st = q.stats()?;
         let c = self.c();
         c.xsk_rx_dropped.store(st.rx_dropped, Ordering::Relaxed);
         c.xsk_rx_ring_full.store(st.rx_ring_full, Ordering::Relaxed);

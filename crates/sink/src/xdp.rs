@@ -6,16 +6,17 @@
 //! it drops (normal exit, failed start, panic); on SIGKILL the kernel closes the link.
 
 use super::{packet_interface, SinkConfig};
-use firehose_sys::xdp::setup::{self, Iface, Steered, Stocked};
+use firehose_sys::xdp::queue::XdpQueue;
+use firehose_sys::xdp::setup::{self, Iface, Steered};
 use firehose_sys::{Setting, SetupError};
 use std::net::SocketAddr;
 
 /// Opens the sockets and attaches the program for `local` (the bound listen address);
-/// returns the program's holder, each queue's socket, and the interface name.
+/// returns the program's holder, each queue's driver, and the interface name.
 pub(crate) fn open(
     cfg: &SinkConfig,
     local: &SocketAddr,
-) -> Result<(Steered, Vec<Stocked>, String), SetupError> {
+) -> Result<(Steered, Vec<XdpQueue>, String), SetupError> {
     setup::require_root("recvmmsg")?;
     let (_, name) = packet_interface(cfg)?;
     let iface = Iface::open(&name)?;
@@ -40,6 +41,11 @@ pub(crate) fn open(
         let budget = opts.busy_poll.map_or(cfg.batch as i32, |(_, b)| b);
         opts.busy_poll = Some((us.min(i32::MAX as u32) as i32, budget));
     }
-    let (steered, sockets) = setup::steer(&iface, &setup::listen_match(local), &opts)?;
+    let (steered, sockets) = setup::steer(
+        &iface,
+        &iface.server_match(local)?,
+        &opts,
+    )
+    ?;
     Ok((steered, sockets, name))
 }

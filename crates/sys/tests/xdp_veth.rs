@@ -8,7 +8,7 @@
 use firehose_frame::{parse, reply_in_place, write_request, Endpoints};
 use firehose_sys::xdp::attach::{XdpMode, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
-use firehose_sys::xdp::ring::Desc;
+use firehose_sys::xdp::queue::{Wait, XdpQueue};
 use firehose_sys::xdp::xsk::{Xsk, XskConfig, ZeroCopy};
 use firehose_sys::xdp::{ifindex, netlink};
 use firehose_sys::{cpu, netns};
@@ -65,45 +65,24 @@ impl Drop for Lab {
     }
 }
 
-/// Echo loop on one XSK until `stop`; returns how many frames it answered.
-fn serve(xsk: &mut Xsk, mut free: Vec<u64>, stop: &AtomicBool) -> u64 {
+/// Echo loop on one queue until `stop`; returns how many frames it answered.
+fn serve(q: &mut XdpQueue, stop: &AtomicBool) -> u64 {
     let mut answered = 0;
+    let wait = Wait::Poll { ms: 10, also: None };
     while !stop.load(Ordering::Relaxed) {
-        xsk.reap(&mut free);
-        xsk.refill(&mut free);
-        let n = xsk.rx.available(64);
-        if n == 0 {
-            if xsk.fill.needs_wakeup() {
-                xsk.kick_rx().unwrap();
-            }
-            firehose_sys::epoll::poll_readable([xsk.as_raw_fd()], 10).unwrap();
-            continue;
-        }
-        let room = xsk.tx.free(n);
-        let mut sent = 0;
-        for i in 0..n {
-            let d = xsk.rx.read(i);
-            let frame = xsk.umem.frame_mut(d.addr);
+        q.receive(64, wait);
+        for i in 0..q.rx().len() {
+            let d = q.rx()[i];
+            let frame = q.frame_mut(d.addr);
             match parse(&frame[..d.len as usize]) {
-                Ok(u) if sent < room => {
+                Ok(u) => {
                     let len = reply_in_place(frame, &u, u.len, 64);
-                    xsk.tx.write(
-                        sent,
-                        Desc {
-                            addr: d.addr,
-                            len: len as u32,
-                            options: 0,
-                        },
-                    );
-                    sent += 1;
+                    assert!(q.transmit(d.addr, len as u32), "a ring of 256 holds 64");
                 }
-                _ => free.push(d.addr),
+                Err(_) => q.recycle(d.addr),
             }
         }
-        xsk.rx.release(n);
-        xsk.tx.submit(sent);
-        answered += sent as u64;
-        xsk.kick_tx().unwrap();
+        answered += q.flush() as u64;
     }
     answered
 }
@@ -129,7 +108,7 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
             zerocopy: ZeroCopy::Auto,
             need_wakeup: true,
         };
-        let mut xsk = Xsk::open(idx, 0, &cfg).unwrap();
+        let xsk = Xsk::open(idx, 0, &cfg).unwrap();
         let map = XskMap::new(1).unwrap();
         map.set(0, xsk.as_raw_fd()).unwrap();
         let m = UdpMatch::to(7777, AddrMatch::Any, AddrMatch::Any);
@@ -137,13 +116,12 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
         let link = prog.attach(idx, XdpMode::Native).unwrap();
         let attached = netlink::query(idx).unwrap();
         assert_eq!(attached.native, prog.id().unwrap());
+        let granted = (xsk.zerocopy(), xsk.zerocopy_refusal().map(String::from));
         // Stock the fill ring before anyone sends: a packet finding it empty is dropped.
-        let mut free = xsk.all_frames();
-        xsk.refill(&mut free);
-        ready_tx
-            .send((xsk.zerocopy(), xsk.zerocopy_refusal().map(String::from)))
-            .unwrap();
-        let n = serve(&mut xsk, free, &stop2);
+        let mut q = XdpQueue::new(xsk, false);
+        q.refill();
+        ready_tx.send(granted).unwrap();
+        let n = serve(&mut q, &stop2);
         drop(link);
         (n, netlink::query(idx).unwrap())
     });
@@ -246,7 +224,7 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
             zerocopy: ZeroCopy::Off,
             need_wakeup: true,
         };
-        let mut xsk = Xsk::open(idx, 0, &cfg).unwrap();
+        let xsk = Xsk::open(idx, 0, &cfg).unwrap();
         let map = XskMap::new(1).unwrap();
         map.set(0, xsk.as_raw_fd()).unwrap();
         let mut m = UdpMatch::to(
@@ -258,14 +236,15 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
         m.from = Some(target);
         let prog = XdpProg::load(&m, &map).unwrap();
         let _link = prog.attach(idx, XdpMode::Native).unwrap();
-        let mut free = xsk.all_frames();
-        xsk.refill(&mut free);
+        let mut q = XdpQueue::new(xsk, false);
+        q.refill();
+        assert!(q.copy_mode(), "--zerocopy off");
 
-        // 64 requests, one per source port of the range, built in UMEM frames.
-        let n = xsk.tx.free(64);
-        assert_eq!(n, 64);
-        for i in 0..n {
-            let addr = free.pop().unwrap();
+        // 64 requests, one per source port of the range, built in UMEM frames and sent by
+        // one flush: copy mode takes 32 per kick, so the driver must kick twice.
+        assert_eq!(q.tx_room(64), 64);
+        for i in 0..64 {
+            let addr = q.alloc().unwrap();
             let e = Endpoints {
                 src_mac: cli_mac,
                 dst_mac,
@@ -274,28 +253,23 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
                 dst: target,
                 ttl: 64,
             };
-            let len =
-                write_request(xsk.umem.frame_mut(addr), &e, format!("req {i}").as_bytes()).unwrap();
-            xsk.tx.write(
-                i,
-                Desc {
-                    addr,
-                    len: len as u32,
-                    options: 0,
-                },
-            );
+            let len = write_request(q.frame_mut(addr), &e, format!("req {i}").as_bytes()).unwrap();
+            assert!(q.transmit(addr, len as u32));
         }
-        xsk.tx.submit(n);
+        assert_eq!(q.flush(), 64);
+        assert!(
+            q.counters().tx_kicks >= 2,
+            "copy mode kicks per 32 frames: {:?}",
+            q.counters()
+        );
+        assert_eq!(q.xsk().tx.unconsumed(), 0, "one flush sent all 64");
         let mut got = std::collections::BTreeSet::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let wait = Wait::Poll { ms: 10, also: None };
         while got.len() < 64 && std::time::Instant::now() < deadline {
-            xsk.kick_tx().unwrap();
-            xsk.reap(&mut free);
-            xsk.refill(&mut free);
-            let r = xsk.rx.available(64);
-            for j in 0..r {
-                let d = xsk.rx.read(j);
-                let frame = xsk.umem.data(d.addr, d.len as usize);
+            q.receive(64, wait);
+            for d in q.rx() {
+                let frame = q.data(d.addr, d.len as usize);
                 let u = parse(frame).unwrap();
                 assert_eq!(u.src, target);
                 let i = u.dst.port() - 40000;
@@ -304,10 +278,8 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
                     format!("req {i}").as_bytes()
                 );
                 got.insert(i);
-                free.push(d.addr);
             }
-            xsk.rx.release(r);
-            firehose_sys::epoll::poll_readable([xsk.as_raw_fd()], 10).unwrap();
+            q.recycle_rx();
         }
         assert_eq!(got.len(), 64, "responses by source port: {got:?}");
         // Outside the range, the kernel socket still gets its answers.

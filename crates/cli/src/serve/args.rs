@@ -15,6 +15,9 @@ pub enum Proto {
     Echo,
     /// Answer DNS queries authoritatively from the --zone files.
     Dns,
+    /// Answer RADIUS Access- and Accounting-Requests from --radius-clients and
+    /// --radius-users (FreeRADIUS's clients.conf and users file formats).
+    Radius,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -53,6 +56,8 @@ EXAMPLES:\n  \
   firehose serve --listen '[::1]:9000' --workers 2\n  \
   firehose serve --profile naive --interval 1\n  \
   firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
+  firehose serve --proto radius --radius-clients examples/radius/clients.conf \\\n      \
+--radius-users examples/radius/users --listen 127.0.0.1:1812\n  \
   firehose serve --io uring --single-issuer --defer-taskrun --workers 2")]
 pub struct ServeArgs {
     /// Protocol to serve.
@@ -121,6 +126,34 @@ pub struct ServeArgs {
     pub(super) uring: crate::uring_args::UringArgs,
     #[command(flatten)]
     pub(super) dns: DnsArgs,
+    #[command(flatten)]
+    pub(super) radius: RadiusArgs,
+}
+
+/// Options of `--proto radius`.
+#[derive(Debug, Args)]
+pub(super) struct RadiusArgs {
+    /// FreeRADIUS clients.conf: `client NAME { ipaddr = PREFIX  secret = ... }` blocks;
+    /// a request from an address no client covers is dropped and counted. Reloaded on
+    /// SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub(super) radius_clients: Option<std::path::PathBuf>,
+    /// FreeRADIUS users file (its files module): `NAME Cleartext-Password := "..."` and
+    /// indented reply attributes. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub(super) radius_users: Option<std::path::PathBuf>,
+    /// Drop Access-Requests without a Message-Authenticator (the BlastRADIUS defence,
+    /// FreeRADIUS's require_message_authenticator); off admits old clients, but a client
+    /// with require_message_authenticator = yes in --radius-clients still needs one.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    pub(super) require_message_authenticator: bool,
+    /// Replies kept per worker to answer retransmissions (RFC 5080 duplicate detection);
+    /// 0 turns it off.
+    #[arg(long, value_name = "N", default_value = "16384")]
+    pub(super) radius_dup_cache: usize,
+    /// How long a reply answers retransmissions (FreeRADIUS's cleanup_delay).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub(super) radius_dup_window: Duration,
 }
 
 /// Options of `--proto dns` beyond the zone files.

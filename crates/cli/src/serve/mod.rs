@@ -44,8 +44,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         server,
         tcp,
         mut reloader,
+        notes,
     } = start_server(&cfg, a.proto, &a, path)?;
     print_applied(&server, a.proto);
+    for n in notes {
+        say!("{n}");
+    }
     if let Some(t) = &tcp {
         say!(
             "  tcp: listening on {} ({} thread{}, max {} connections, {} per client, idle {:?}, AXFR to {})",
@@ -153,13 +157,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let totals = WorkerStats::total(&workers);
     print_counters(&workers, &sockets, &totals, elapsed);
-    if a.proto == Proto::Dns {
+    if a.proto != Proto::Echo {
         let line: Vec<String> = handler
             .iter()
             .filter(|(_, v)| **v > 0)
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        say!("  dns: {}", line.join(", "));
+        say!("  {}: {}", proto_name(a.proto), line.join(", "));
     }
     if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;

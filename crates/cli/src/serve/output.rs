@@ -1,13 +1,36 @@
 //! What `firehose serve` prints: the applied configuration, the counters at exit, reloads.
 
 use super::args::Proto;
-use super::start::proto_name;
+use super::start::{proto_name, Reload};
 use firehose_engine::{Server, SocketMode, WorkerStats};
 use firehose_proto::dns::{Outcome, Reloader};
 use std::time::Instant;
 
-/// Re-reads the zone files (SIGHUP) and says what happened to each.
-pub(super) fn reload(r: &mut Reloader) {
+/// Re-reads what the server answers from (SIGHUP) and says what happened.
+pub(super) fn reload(r: &mut Reload) {
+    match r {
+        Reload::Dns(r) => reload_zones(r),
+        Reload::Radius(r) => {
+            let t = Instant::now();
+            for (p, o) in r.reload() {
+                match o {
+                    Ok(n) => say!("firehose serve: reloaded {} ({n} entries)", p.display()),
+                    Err(e) => say!(
+                        "firehose serve: reload of {} failed, still serving its previous version: {e}",
+                        p.display()
+                    ),
+                }
+            }
+            say!(
+                "firehose serve: radius clients and users swapped in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+/// Re-reads the zone files and says what happened to each.
+fn reload_zones(r: &mut Reloader) {
     let t = Instant::now();
     match r.reload() {
         Ok(outcomes) => {

@@ -1,6 +1,6 @@
 //! Starting the engine (and the DNS TCP side) from the flags; refusals as bad usage.
 
-use super::args::{DnsArgs, Proto, ServeArgs};
+use super::args::{DnsArgs, Proto, RadiusArgs, ServeArgs};
 use crate::args::Usage;
 use anyhow::{Context, Result};
 use firehose_engine::{Handler, ServeConfig, Server, UringIo, XdpIo};
@@ -41,8 +41,91 @@ fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
 pub(super) struct Running {
     pub(super) server: Server,
     pub(super) tcp: Option<TcpServer>,
-    /// Re-reads the zone files on SIGHUP.
-    pub(super) reloader: Option<Reloader>,
+    /// Re-reads the zone files, or the RADIUS clients and users, on SIGHUP.
+    pub(super) reloader: Option<Reload>,
+    /// Lines about what was loaded, printed after the listening line.
+    pub(super) notes: Vec<String>,
+}
+
+/// What SIGHUP re-reads.
+pub(super) enum Reload {
+    Dns(Reloader),
+    Radius(firehose_proto::radius::Reloader),
+}
+
+/// Refuses the RADIUS flags with another protocol.
+fn refuse_radius_flags(r: &RadiusArgs, proto: Proto) -> Result<()> {
+    if proto == Proto::Radius {
+        return Ok(());
+    }
+    let given = [
+        (r.radius_clients.is_some(), "--radius-clients"),
+        (r.radius_users.is_some(), "--radius-users"),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
+        return Err(Usage(format!("{flag} applies only to --proto radius")).into());
+    }
+    Ok(())
+}
+
+/// Loads the RADIUS files and starts the engine with a handler per worker.
+fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> Result<Running> {
+    if zones {
+        return Err(Usage("--zone applies only to --proto dns".into()).into());
+    }
+    let (Some(clients), Some(users)) = (&r.radius_clients, &r.radius_users) else {
+        return Err(Usage(
+            "--proto radius needs --radius-clients FILE (clients.conf) and --radius-users FILE (users)"
+                .into(),
+        )
+        .into());
+    };
+    let (reloader, loaded) =
+        firehose_proto::radius::Reloader::load(clients, users, r.require_message_authenticator)
+            .map_err(Usage)?;
+    let mut notes = vec![format!(
+        "  radius: {} client(s) from {}, {} users entries from {}",
+        loaded.clients,
+        clients.display(),
+        loaded.users,
+        users.display()
+    )];
+    for c in reloader.db().clients.all() {
+        notes.push(format!(
+            "  radius client {}: {} Message-Authenticator {}",
+            c.name,
+            c.prefix,
+            if c.require_message_authenticator {
+                "required"
+            } else {
+                "optional"
+            }
+        ));
+    }
+    if !loaded.ignored.is_empty() {
+        notes.push(format!(
+            "  note: {} settings only FreeRADIUS uses were read past: {}",
+            clients.display(),
+            loaded.ignored.join(", ")
+        ));
+    }
+    let opts = firehose_proto::radius::RadiusOptions {
+        require_message_authenticator: r.require_message_authenticator,
+        dup_entries: r.radius_dup_cache,
+        dup_window: r.radius_dup_window,
+    };
+    let live = reloader.live();
+    let server = path
+        .start(cfg, move |_| {
+            firehose_proto::RadiusHandler::new(live.clone(), &opts)
+        })
+        .map_err(serve_error)?;
+    Ok(Running {
+        server,
+        tcp: None,
+        reloader: Some(Reload::Radius(reloader)),
+        notes,
+    })
 }
 
 /// The I/O path the workers take.
@@ -83,7 +166,9 @@ pub(super) fn start_server(
     mut path: Path,
 ) -> Result<Running> {
     let zones = &a.zones;
+    refuse_radius_flags(&a.radius, proto)?;
     let res = match proto {
+        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), path),
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
@@ -149,7 +234,8 @@ pub(super) fn start_server(
             return Ok(Running {
                 server: r.server,
                 tcp: r.tcp,
-                reloader: Some(r.reloader),
+                reloader: Some(Reload::Dns(r.reloader)),
+                notes: Vec::new(),
             });
         }
     };
@@ -157,6 +243,7 @@ pub(super) fn start_server(
         server: res.map_err(serve_error)?,
         tcp: None,
         reloader: None,
+        notes: Vec::new(),
     })
 }
 
@@ -169,5 +256,6 @@ pub(super) fn proto_name(p: Proto) -> &'static str {
     match p {
         Proto::Echo => "echo",
         Proto::Dns => "dns",
+        Proto::Radius => "radius",
     }
 }

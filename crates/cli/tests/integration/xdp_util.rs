@@ -194,3 +194,70 @@ pub fn counter(out: &str, name: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+pub fn mac(ns: &str, dev: &str) -> [u8; 6] {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            &format!("/sys/class/net/{dev}/address"),
+        ])
+        .output()
+        .unwrap();
+    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Sends each frame from the client's veth and prints, for two seconds, every received frame
+/// that carries `marker` as "TCI HEX". The receiving kernel moves a VLAN tag out of the frame
+/// into metadata, which PACKET_AUXDATA reports (TCI -1 when the frame had no tag).
+pub const RAW: &str = r#"
+import socket, struct, sys, time
+dev, marker, frames = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3:]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(263, 8, 1)  # SOL_PACKET, PACKET_AUXDATA
+s.bind((dev, 0)); s.settimeout(0.2)
+for f in frames: s.send(bytes.fromhex(f))
+end = time.time() + 2
+while time.time() < end:
+    try: d, anc, _, a = s.recvmsg(4096, 256)
+    except socket.timeout: continue
+    if a[2] == socket.PACKET_OUTGOING or marker not in d: continue
+    tci = -1
+    for lvl, typ, data in anc:
+        if lvl == 263 and typ == 8:
+            status, _, _, _, _, vtci = struct.unpack('IIIHHH', data[:18])
+            if status & 0x10: tci = vtci
+    print(tci, d.hex())
+"#;
+
+/// Runs [`RAW`] in the client namespace: `frames` out of `dev`, replies carrying `marker` back.
+pub fn raw_exchange(lab: &Lab, dev: &str, marker: &[u8], frames: &[&[u8]]) -> Vec<(i32, Vec<u8>)> {
+    let mut args: Vec<String> = ["netns", "exec", &lab.cli, "python3", "-c", RAW, dev]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(hex(marker));
+    args.extend(frames.iter().map(|f| hex(f)));
+    let out = Command::new("ip").args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (tci, h) = l.split_once(' ').unwrap();
+            let bytes = (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap());
+            (tci.parse().unwrap(), bytes.collect())
+        })
+        .collect()
+}

@@ -1,17 +1,27 @@
-//! AF_XDP: sockets with a UMEM and four rings ([`xsk`]), the program that steers UDP to them
-//! ([`prog`]), the XSKMAP and BPF link that put it on an interface ([`attach`]), and the
-//! netlink query/removal of whatever an interface runs ([`netlink`]), and the checks and
-//! steps every user shares before its first packet ([`setup`]).
+//! AF_XDP: one driver for every user of it (the server's workers, the generator, the sink's
+//! workers, the flood's threads), in these parts:
 //!
-//! Contract for a backend (the engine's server or the generator): open one [`xsk::Xsk`] per
-//! rx queue, put each in the [`attach::XskMap`] at its queue, load the [`attach::XdpProg`]
-//! and attach it; then per socket: keep the fill ring stocked with free frames, take
-//! descriptors from the rx ring, write frames to the tx ring, reap the completion ring, and
-//! make a syscall only when a ring's `needs_wakeup()` says so (or always, when busy polling).
+//! - [`queue`]: **the driver**. An [`queue::XdpQueue`] owns one socket and its frames: UMEM
+//!   frame ownership, completion reaping, fill-ring refill, receive with or without a wait,
+//!   transmit, and the one kick policy (need_wakeup, busy polling, copy mode's 32 frames per
+//!   `sendto`). Users are thin adapters: they parse and build frames (crate
+//!   `firehose-frame`) and count what their role needs.
+//! - [`setup`]: what every user does before its first packet, with one wording for each
+//!   refusal: check the interface, deal with an XDP program already attached, open each
+//!   queue's socket (zero-copy probed, a busy queue waited for), and [`setup::steer`]: the
+//!   XSKMAP, the redirect program and its BPF link, one stocked driver per queue. The options
+//!   ([`setup::XdpOptions`]) are one type from the command line to the sockets, and what the
+//!   kernel granted is one description ([`setup::Granted`]) that every user prints and writes.
+//! - [`xsk`] (socket, UMEM registration, ring mapping, bind, XDP_OPTIONS / XDP_STATISTICS
+//!   read back, the zero-length kicks), [`ring`] (the four shared rings), [`umem`] (the frame
+//!   area).
+//! - [`prog`] (the redirect program, assembled in Rust), [`attach`] (XSKMAP, program load,
+//!   BPF link), [`netlink`] (what an interface runs; removing a leftover; neighbour look-up).
 
 pub mod attach;
 pub mod netlink;
 pub mod prog;
+pub mod queue;
 pub mod ring;
 pub mod setup;
 pub mod umem;

@@ -1,45 +1,57 @@
 //! The XDP program, assembled as an instruction array: redirect UDP to ADDR:PORT into the
 //! receiving queue's AF_XDP socket, pass everything else to the kernel untouched.
 //!
-//! Matched: Ethernet, optionally one 802.1Q tag, then IPv4 without options and not a fragment
-//! (MF clear, offset 0) or IPv6 whose next header is UDP directly (a fragment header, 44, or
-//! any other extension header passes), then the destination address (unless the server
-//! listens on the unspecified address) and port. ARP, NDP, ICMP, TCP, other ports and
-//! fragments all take XDP_PASS, and so does a packet whose queue has no socket in the map
-//! (bpf_redirect_map's fallback action). No C toolchain, no object file: the address and
-//! port are patched in as immediates when the program is built.
+//! Matched: Ethernet, optionally one 802.1Q tag (when the match allows tagged frames), then
+//! IPv4 without options and not a fragment (MF clear, offset 0) or IPv6 whose next header is
+//! UDP directly (a fragment header, 44, or any other extension header passes), then the
+//! destination address (one address, or any of a list: a server on the unspecified address
+//! matches its interface's own addresses), a source that is not one of the host's own
+//! addresses, and the port. ARP, NDP, ICMP, TCP, other ports, other addresses, fragments
+//! and frames from our own addresses all take XDP_PASS, and so does a packet whose queue has
+//! no socket in the map (bpf_redirect_map's fallback action): the kernel then does what it
+//! would have done (drops a martian source, delivers a broadcast to the fallback socket).
+//! No C toolchain, no object file: addresses and ports are patched in as immediates when
+//! the program is built.
 
 use crate::bpf::Insn;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The name the kernel shows for our program; it is how a later run recognises its own.
 pub const PROG_NAME: &str = "fh_xdp_udp";
 
 /// Which destination addresses of one family the program matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AddrMatch<A> {
     /// This family is not served.
     Off,
-    /// Any address (the server listens on the unspecified address).
+    /// Any address.
     Any,
     /// Exactly this address.
     Is(A),
+    /// Any of these (none: nothing of this family is redirected).
+    AnyOf(Vec<A>),
 }
 
 /// What the program redirects: UDP to `port` (through `port_last`, when set) at the given
-/// destination addresses, and only from `from` when set. A server matches one port; a
-/// generator matches its range of source ports, answered from its target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// destination addresses, only from `from` when set, never from an address of `not_from`,
+/// and behind an 802.1Q tag only when `tagged`. A server matches one port; a generator
+/// matches its range of source ports, answered from its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpMatch {
     pub port: u16,
     pub port_last: Option<u16>,
     pub v4: AddrMatch<Ipv4Addr>,
     pub v6: AddrMatch<Ipv6Addr>,
-    pub from: Option<std::net::SocketAddr>,
+    pub from: Option<SocketAddr>,
+    /// Sources never redirected: the host's own addresses, so that nothing answers a
+    /// request that claims to come from us (the kernel drops such a martian).
+    pub not_from: Vec<IpAddr>,
+    /// Frames with one 802.1Q tag match too (else they take XDP_PASS).
+    pub tagged: bool,
 }
 
 impl UdpMatch {
-    /// UDP to `port` at these addresses, from anyone.
+    /// UDP to `port` at these addresses, from anyone, tagged or not.
     pub fn to(port: u16, v4: AddrMatch<Ipv4Addr>, v6: AddrMatch<Ipv6Addr>) -> UdpMatch {
         UdpMatch {
             port,
@@ -47,6 +59,8 @@ impl UdpMatch {
             v4,
             v6,
             from: None,
+            not_from: Vec::new(),
+            tagged: true,
         }
     }
 }
@@ -67,6 +81,7 @@ const LDX_B: u8 = 0x71;
 const LD_IMM64: u8 = 0x18;
 const JA: u8 = 0x05;
 const JEQ_K: u8 = 0x15;
+const JEQ32_K: u8 = 0x16;
 const JNE_K: u8 = 0x55;
 const JGT_X: u8 = 0x2d;
 const JGT_K: u8 = 0x25;
@@ -83,6 +98,8 @@ enum Label {
     V6,
     Redirect,
     Pass,
+    /// A label made by [`Asm::fresh`].
+    Local(u32),
 }
 
 /// A tiny assembler: jumps name a label, resolved when the program is finished.
@@ -90,9 +107,14 @@ struct Asm {
     insns: Vec<Insn>,
     fixups: Vec<(usize, Label)>,
     labels: Vec<(Label, usize)>,
+    next_local: u32,
 }
 
 impl Asm {
+    fn fresh(&mut self) -> Label {
+        self.next_local += 1;
+        Label::Local(self.next_local)
+    }
     fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
         self.insns.push(Insn::new(code, dst, src, off, imm));
     }
@@ -121,6 +143,42 @@ impl Asm {
             let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as i32;
             self.expect(LDX_W, off + 4 * k as i16, w);
         }
+    }
+
+    /// The 32-bit word at `off` as a jump immediate (the bytes as a little-endian load
+    /// sees them).
+    fn word(b: &[u8]) -> i32 {
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i32
+    }
+
+    /// Goes to `hit` when the address of `bytes.len()` bytes at `off` equals one of `list`.
+    fn any_of(&mut self, off: i16, list: &[Vec<u8>], hit: Label) {
+        for a in list {
+            let miss = self.fresh();
+            let words: Vec<i32> = a.chunks_exact(4).map(Self::word).collect();
+            let last = words.len() - 1;
+            for (k, w) in words.iter().enumerate() {
+                self.op(LDX_W, 5, 2, off + 4 * k as i16, 0);
+                if k == last {
+                    self.jump(JEQ32_K, 5, 0, *w, hit);
+                } else {
+                    self.jump(JNE32_K, 5, 0, *w, miss);
+                }
+            }
+            self.label(miss);
+        }
+    }
+
+    /// The destination address at `off` (`Any`: no test; `Is`/`AnyOf`: one of them, else
+    /// pass).
+    fn dst(&mut self, off: i16, list: Option<Vec<Vec<u8>>>) {
+        let Some(list) = list else {
+            return;
+        };
+        let ok = self.fresh();
+        self.any_of(off, &list, ok);
+        self.jump(JA, 0, 0, 0, Label::Pass);
+        self.label(ok);
     }
 
     /// The UDP header at `l4`: destination port (or range) and, when asked, the source port.
@@ -154,12 +212,32 @@ fn be16(v: u16) -> i32 {
     v.swap_bytes() as i32
 }
 
+/// The addresses a destination test compares against, as bytes; None for no test.
+fn dst_list<A: Copy>(m: &AddrMatch<A>, bytes: impl Fn(A) -> Vec<u8>) -> Option<Vec<Vec<u8>>> {
+    match m {
+        AddrMatch::Off | AddrMatch::Any => None,
+        AddrMatch::Is(a) => Some(vec![bytes(*a)]),
+        AddrMatch::AnyOf(l) => Some(l.iter().map(|a| bytes(*a)).collect()),
+    }
+}
+
 /// Builds the program for `m`, with `map_fd` the XSKMAP indexed by rx queue.
 pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     let mut a = Asm {
         insns: Vec::with_capacity(64),
         fixups: Vec::new(),
         labels: Vec::new(),
+        next_local: 0,
+    };
+    let own = |v6: bool| -> Vec<Vec<u8>> {
+        m.not_from
+            .iter()
+            .filter_map(|ip| match ip {
+                IpAddr::V4(x) if !v6 => Some(x.octets().to_vec()),
+                IpAddr::V6(x) if v6 => Some(x.octets().to_vec()),
+                _ => None,
+            })
+            .collect()
     };
     // r6 = ctx; r2 = data; r3 = data_end.
     a.op(MOV64_X, 6, 1, 0, 0);
@@ -167,11 +245,16 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     a.op(LDX_W, 3, 1, 4, 0);
     a.need(14);
     a.op(LDX_H, 5, 2, 12, 0);
-    a.jump(JNE_K, 5, 0, be16(0x8100), Label::L3);
-    // One 802.1Q tag: read the inner type and move r2 so the IP header is at r2 + 14.
-    a.need(18);
-    a.op(LDX_H, 5, 2, 16, 0);
-    a.op(ADD64_K, 2, 0, 0, 4);
+    if m.tagged {
+        a.jump(JNE_K, 5, 0, be16(0x8100), Label::L3);
+        // One 802.1Q tag: read the inner type and move r2 so the IP header is at r2 + 14.
+        a.need(18);
+        a.op(LDX_H, 5, 2, 16, 0);
+        a.op(ADD64_K, 2, 0, 0, 4);
+    } else {
+        // The verifier refuses unreachable instructions, so no tag code at all.
+        a.jump(JEQ_K, 5, 0, be16(0x8100), Label::Pass);
+    }
     a.label(Label::L3);
     if m.v4 != AddrMatch::Off {
         a.jump(JEQ_K, 5, 0, be16(0x0800), Label::V4);
@@ -189,16 +272,11 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
         a.op(LDX_H, 5, 2, 14 + 6, 0); // flags + fragment offset
         a.op(AND64_K, 5, 0, 0, be16(0x3fff)); // MF and offset; DF does not matter
         a.jump(JNE_K, 5, 0, 0, Label::Pass);
-        if let AddrMatch::Is(addr) = m.v4 {
-            a.expect(LDX_W, 14 + 16, u32::from_le_bytes(addr.octets()) as i32);
+        a.dst(14 + 16, dst_list(&m.v4, |x: Ipv4Addr| x.octets().to_vec()));
+        if let Some(SocketAddr::V4(from)) = m.from {
+            a.expect(LDX_W, 14 + 12, Asm::word(&from.ip().octets()));
         }
-        if let Some(std::net::SocketAddr::V4(from)) = m.from {
-            a.expect(
-                LDX_W,
-                14 + 12,
-                u32::from_le_bytes(from.ip().octets()) as i32,
-            );
-        }
+        a.any_of(14 + 12, &own(false), Label::Pass);
         a.ports(14 + 20, m);
         a.jump(JA, 0, 0, 0, Label::Redirect);
     }
@@ -207,12 +285,11 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     if m.v6 != AddrMatch::Off {
         a.need(14 + 40 + 8);
         a.expect(LDX_B, 14 + 6, 17); // next header UDP; 44 (fragment) and others pass
-        if let AddrMatch::Is(addr) = m.v6 {
-            a.expect_v6(14 + 24, &addr);
-        }
-        if let Some(std::net::SocketAddr::V6(from)) = m.from {
+        a.dst(14 + 24, dst_list(&m.v6, |x: Ipv6Addr| x.octets().to_vec()));
+        if let Some(SocketAddr::V6(from)) = m.from {
             a.expect_v6(14 + 8, from.ip());
         }
+        a.any_of(14 + 8, &own(true), Label::Pass);
         a.ports(14 + 40, m);
     }
 
@@ -274,6 +351,18 @@ mod tests {
             prog(AddrMatch::Is(Ipv4Addr::new(10, 0, 0, 200)), AddrMatch::Any),
             prog(AddrMatch::Off, AddrMatch::Is(Ipv6Addr::LOCALHOST)),
             prog(AddrMatch::Any, AddrMatch::Off),
+            udp_redirect(
+                &UdpMatch {
+                    not_from: vec!["10.0.0.9".parse().unwrap(), "fd00::9".parse().unwrap()],
+                    tagged: false,
+                    ..UdpMatch::to(
+                        53,
+                        AddrMatch::AnyOf(vec![Ipv4Addr::new(10, 0, 0, 9)]),
+                        AddrMatch::AnyOf(vec![Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED]),
+                    )
+                },
+                7,
+            ),
         ] {
             for (i, insn) in p.iter().enumerate() {
                 if insn.code() & 0x07 == 0x05 || insn.code() & 0x07 == 0x06 {
@@ -289,6 +378,33 @@ mod tests {
             }
             assert_eq!(*p.last().unwrap(), Insn::new(EXIT, 0, 0, 0, 0));
         }
+    }
+
+    #[test]
+    fn own_sources_and_listed_destinations_are_compared_as_32_bit_words() {
+        let mut m = UdpMatch::to(
+            7000,
+            AddrMatch::AnyOf(vec![
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 200),
+            ]),
+            AddrMatch::Off,
+        );
+        m.not_from = vec!["10.0.0.1".parse().unwrap(), "fd00::1".parse().unwrap()];
+        m.tagged = false;
+        let p = udp_redirect(&m, 7);
+        // Both destinations and the one IPv4 source, as 32-bit compares (an address with
+        // the top bit set would never equal a sign-extended 64-bit immediate).
+        let eq32: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code() == JEQ32_K)
+            .map(|i| i.imm())
+            .collect();
+        assert_eq!(eq32, vec![0x0100000a, 0xc800000a_u32 as i32, 0x0100000a]);
+        // Untagged only: the 802.1Q branch goes straight to pass, no inner-type load at 16.
+        assert!(!p.iter().any(|i| i.code() == LDX_H && i.off() == 16));
+        // No IPv6 branch, so the IPv6 own address is not compared.
+        assert!(!p.iter().any(|i| i.imm() == 0xdd86));
     }
 
     #[test]

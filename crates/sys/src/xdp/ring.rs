@@ -131,6 +131,12 @@ impl<T: Copy> Ring<T> {
         free.min(want)
     }
 
+    /// Producer side: entries published and not yet taken by the kernel (reads the
+    /// kernel's consumer index now).
+    pub fn unconsumed(&self) -> u32 {
+        self.local.wrapping_sub(self.cons().load(Ordering::Acquire))
+    }
+
     /// Producer side: writes entry `i` past the local producer index (i < free()).
     pub fn write(&mut self, i: u32, v: T) {
         let slot = (self.local.wrapping_add(i) & self.mask) as usize;

@@ -7,10 +7,12 @@
 
 use super::attach::{prog_info, XdpLink, XdpMode, XdpProg, XskMap};
 use super::prog::{AddrMatch, UdpMatch};
+use super::queue::XdpQueue;
 use super::xsk::{BusyPoll, Xsk, XskConfig, ZeroCopy};
 use super::{iface_addrs, ifindex, netlink, EBUSY};
 use crate::ethtool::Ethtool;
 use crate::{errno_name, Setting, SetupError, SysError, Usage};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -162,6 +164,17 @@ impl Iface {
             ),
         )
         .into())
+    }
+
+    /// What a server on `listen` (already checked) has the program match, with this
+    /// interface's addresses and the host's read now (see [`listen_match`]).
+    pub fn server_match(&self, listen: &SocketAddr) -> Result<UdpMatch, SetupError> {
+        let own = iface_addrs(&self.name)?;
+        let host: Vec<IpAddr> = crate::ifaddr::addresses()?
+            .into_iter()
+            .map(|a| a.ip)
+            .collect();
+        Ok(listen_match(listen, &own, &host))
     }
 
     /// Refuses an interface that runs any XDP program: a generator wants it to itself.
@@ -340,24 +353,43 @@ pub fn zerocopy_note(xsk: &Xsk, iface: &str) -> Option<String> {
         .map(|why| format!("zero-copy refused by {iface} ({why}): copy mode"))
 }
 
-/// What a receiver on `listen` has the program match: its port, at its address (any
-/// address when unspecified), of its family only (IPv6 sockets here are IPV6_V6ONLY).
-pub fn listen_match(listen: &SocketAddr) -> UdpMatch {
+/// What a server on `listen` has the program match: its port, of its family only (IPv6
+/// sockets here are IPV6_V6ONLY), at its address, and never from one of `host` (the host's
+/// own addresses: nothing answers a request that claims to come from us). On the unspecified
+/// address it matches only `own` (the interface's addresses) and untagged frames: a frame for
+/// another address, or behind an 802.1Q tag (a VLAN device with addresses of its own), goes
+/// to the kernel, which answers it through the listen socket if it is ours at all.
+pub fn listen_match(listen: &SocketAddr, own: &[IpAddr], host: &[IpAddr]) -> UdpMatch {
     let port = listen.port();
-    match listen.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Any, AddrMatch::Off),
+    let v4s = || {
+        let l = own.iter().filter_map(|a| match a {
+            IpAddr::V4(x) => Some(*x),
+            IpAddr::V6(_) => None,
+        });
+        AddrMatch::AnyOf(l.collect())
+    };
+    let v6s = || {
+        let l = own.iter().filter_map(|a| match a {
+            IpAddr::V6(x) => Some(*x),
+            IpAddr::V4(_) => None,
+        });
+        AddrMatch::AnyOf(l.collect())
+    };
+    let mut m = match listen.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => UdpMatch::to(port, v4s(), AddrMatch::Off),
         IpAddr::V4(a) => UdpMatch::to(port, AddrMatch::Is(a), AddrMatch::Off),
-        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Any),
+        IpAddr::V6(a) if a.is_unspecified() => UdpMatch::to(port, AddrMatch::Off, v6s()),
         IpAddr::V6(a) => UdpMatch::to(port, AddrMatch::Off, AddrMatch::Is(a)),
-    }
+    };
+    m.tagged = !listen.ip().is_unspecified();
+    m.not_from = host.to_vec();
+    m
 }
 
-/// A queue's socket with the frames not on its fill ring.
-pub type Stocked = (Xsk, Vec<u64>);
-
-/// How a receiver's sockets and program are set up.
+/// How an AF_XDP path is set up: the one options type of every AF_XDP user (serve, load,
+/// sink, flood), from the command line to the sockets.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RxOptions {
+pub struct XdpOptions {
     pub queues: Queues,
     pub mode: ModeChoice,
     pub xsk: XskConfig,
@@ -367,10 +399,10 @@ pub struct RxOptions {
     pub force: bool,
 }
 
-impl Default for RxOptions {
+impl Default for XdpOptions {
     /// Every rx queue, native where possible, the default sockets, no busy polling.
     fn default() -> Self {
-        RxOptions {
+        XdpOptions {
             queues: Queues::All,
             mode: ModeChoice::Auto,
             xsk: XskConfig::default(),
@@ -380,38 +412,86 @@ impl Default for RxOptions {
     }
 }
 
-/// What the kernel granted, for the start line and the JSON.
+/// What the kernel granted plus a user's own settings (a generator's source ports, a
+/// sender's MACs), for the start line and the JSON.
 #[derive(Debug, Clone, Default)]
 pub struct XdpApplied {
-    pub settings: std::collections::BTreeMap<String, String>,
+    pub settings: BTreeMap<String, String>,
     pub notes: Vec<String>,
 }
 
-/// A receiver's AF_XDP path in place: one socket per queue (fill rings stocked) in the
-/// XSKMAP, and the redirect program attached through a BPF link. Dropping it detaches the
-/// program (the link goes first), then map and program close.
-pub struct Steered {
+/// What the kernel granted for an AF_XDP run, read back rather than assumed: the one
+/// description every user prints at start and writes into its JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    pub iface: String,
     pub queues: Vec<u32>,
-    pub mode: XdpMode,
-    /// Zero-copy as the kernel granted it (read back) on the first queue.
+    /// The redirect program's attach mode and id; None for a sender without one.
+    pub program: Option<(XdpMode, u32)>,
+    /// Zero-copy as read back (XDP_OPTIONS) on the first queue.
     pub zerocopy: bool,
-    pub busy: Option<BusyPoll>,
-    pub prog_id: u32,
+    pub need_wakeup: bool,
+    pub ring: u32,
+    pub frame_size: u32,
+    pub frames_per_queue: u32,
+    pub busy_poll: Option<BusyPoll>,
     /// What was chosen for the user or found on the way (fallbacks, removed leftovers).
     pub notes: Vec<String>,
+}
+
+impl Granted {
+    /// The settings by name, as printed (`key=value`) and written to JSON.
+    pub fn settings(&self) -> BTreeMap<String, String> {
+        let queues: Vec<String> = self.queues.iter().map(u32::to_string).collect();
+        let mut s = BTreeMap::from([
+            ("iface".to_string(), self.iface.clone()),
+            ("queues".into(), queues.join(",")),
+            ("zerocopy".into(), on_off(self.zerocopy).into()),
+            ("need_wakeup".into(), self.need_wakeup.to_string()),
+            ("ring".into(), self.ring.to_string()),
+            ("frame_size".into(), self.frame_size.to_string()),
+            ("frames_per_queue".into(), self.frames_per_queue.to_string()),
+            ("busy_poll".into(), busy_poll_text(self.busy_poll)),
+        ]);
+        match self.program {
+            Some((mode, id)) => {
+                s.insert("xdp_mode".into(), mode.name().into());
+                s.insert("prog_id".into(), id.to_string());
+            }
+            None => {
+                s.insert("xdp_program".into(), "none (send only)".into());
+            }
+        }
+        s
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// A path in place: one driver per queue, each socket in the XSKMAP, and the redirect
+/// program attached through a BPF link. Dropping it detaches the program (the link goes
+/// first), then map and program close.
+pub struct Steered {
+    pub granted: Granted,
     _link: XdpLink,
     _prog: XdpProg,
     _map: XskMap,
 }
 
-/// Sets up the receive path matching `m` on `iface` (see [`Steered`]); returns it with the
-/// sockets, in the order of its `queues`. A foreign program is refused unless `opts.force`;
-/// a leftover of ours is removed (noted).
+/// Sets up the receive path matching `m` on `iface` (see [`Steered`]); returns it with one
+/// [`XdpQueue`] per queue, fill rings stocked, in the order of the granted queues. A
+/// foreign program is refused unless `opts.force`; a leftover of ours is removed (noted).
 pub fn steer(
     iface: &Iface,
     m: &UdpMatch,
-    opts: &RxOptions,
-) -> Result<(Steered, Vec<Stocked>), SetupError> {
+    opts: &XdpOptions,
+) -> Result<(Steered, Vec<XdpQueue>), SetupError> {
     check_ring(opts.xsk.ring)?;
     let queues = iface.queues(&opts.queues)?;
     if queues.is_empty() {
@@ -428,27 +508,34 @@ pub fn steer(
     let mut sockets = Vec::with_capacity(queues.len());
     let mut busy = None;
     for &q in &queues {
-        let mut xsk = iface.open_queue(q, &opts.xsk, &mut notes)?;
+        let xsk = iface.open_queue(q, &opts.xsk, &mut notes)?;
         map.set(q, xsk.as_raw_fd())?;
         if let Some((usec, budget)) = opts.busy_poll {
             busy = Some(xsk.set_busy_poll(usec, budget)?);
         }
+        let mut queue = XdpQueue::new(xsk, busy.is_some());
         // Stock the fill ring now: once the program is attached, a packet that finds it
         // empty is dropped.
-        let mut free = xsk.all_frames();
-        xsk.refill(&mut free);
-        sockets.push((xsk, free));
+        queue.refill();
+        sockets.push(queue);
     }
     let (link, mode) = iface.attach(&prog, opts.mode, &mut notes)?;
-    let first = &sockets.first().expect("at least one queue").0;
+    let first = sockets.first().expect("at least one queue").xsk();
     notes.extend(zerocopy_note(first, &iface.name));
-    let steered = Steered {
-        zerocopy: first.zerocopy(),
-        prog_id: prog.id()?,
+    let granted = Granted {
+        iface: iface.name.clone(),
         queues,
-        mode,
-        busy,
+        program: Some((mode, prog.id()?)),
+        zerocopy: first.zerocopy(),
+        need_wakeup: opts.xsk.need_wakeup,
+        ring: opts.xsk.ring,
+        frame_size: opts.xsk.frame_size,
+        frames_per_queue: opts.xsk.frames,
+        busy_poll: busy,
         notes,
+    };
+    let steered = Steered {
+        granted,
         _link: link,
         _prog: prog,
         _map: map,
@@ -476,13 +563,32 @@ mod tests {
 
     #[test]
     fn a_listen_address_matches_its_family_port_and_address() {
-        let m = listen_match(&"0.0.0.0:53".parse().unwrap());
-        assert_eq!((m.port, m.v4, m.v6), (53, AddrMatch::Any, AddrMatch::Off));
-        let m = listen_match(&"10.0.0.1:9".parse().unwrap());
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let own = [ip("10.0.0.1"), ip("10.0.0.2"), ip("fd00::1")];
+        let host = [
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            ip("fd00::1"),
+            ip("127.0.0.1"),
+        ];
+        let m = listen_match(&"0.0.0.0:53".parse().unwrap(), &own, &host);
+        let mine = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
+        assert_eq!(
+            (m.port, &m.v4, &m.v6),
+            (53, &AddrMatch::AnyOf(mine), &AddrMatch::Off)
+        );
+        assert!(
+            !m.tagged,
+            "a wildcard listener leaves tagged frames to the kernel"
+        );
+        assert_eq!(m.not_from, host);
+        let m = listen_match(&"10.0.0.1:9".parse().unwrap(), &own, &host);
         assert_eq!(m.v4, AddrMatch::Is("10.0.0.1".parse().unwrap()));
-        let m = listen_match(&"[::]:9".parse().unwrap());
-        assert_eq!((m.v4, m.v6), (AddrMatch::Off, AddrMatch::Any));
-        let m = listen_match(&"[fd00::1]:9".parse().unwrap());
+        assert!(m.tagged);
+        let m = listen_match(&"[::]:9".parse().unwrap(), &own, &host);
+        let mine6 = vec!["fd00::1".parse().unwrap()];
+        assert_eq!((&m.v4, &m.v6), (&AddrMatch::Off, &AddrMatch::AnyOf(mine6)));
+        let m = listen_match(&"[fd00::1]:9".parse().unwrap(), &own, &host);
         assert_eq!(m.v6, AddrMatch::Is("fd00::1".parse().unwrap()));
         assert!(m.from.is_none() && m.port_last.is_none());
     }

@@ -301,36 +301,6 @@ impl Xsk {
         })
     }
 
-    /// Every frame address of the UMEM: the initial free list of a user that owns them all.
-    pub fn all_frames(&self) -> Vec<u64> {
-        (0..self.umem.frames())
-            .map(|i| self.umem.frame_addr(i))
-            .collect()
-    }
-
-    /// Moves frames the kernel finished transmitting (completion ring) onto `free`;
-    /// returns how many.
-    pub fn reap(&mut self, free: &mut Vec<u64>) -> u32 {
-        let n = self.comp.available(self.comp.size());
-        for i in 0..n {
-            free.push(self.comp.read(i));
-        }
-        self.comp.release(n);
-        n
-    }
-
-    /// Hands frames from `free` to the kernel for receiving (fill ring), as many as fit;
-    /// returns how many.
-    pub fn refill(&mut self, free: &mut Vec<u64>) -> u32 {
-        let n = self.fill.free(free.len() as u32);
-        for i in 0..n {
-            let addr = free.pop().expect("n <= free.len()");
-            self.fill.write(i, addr);
-        }
-        self.fill.submit(n);
-        n
-    }
-
     /// True when the kernel granted zero-copy (read back, not assumed).
     pub fn zerocopy(&self) -> bool {
         self.zerocopy
