@@ -217,7 +217,8 @@ mod tests {
             for i in 0..50u8 {
                 let msg = vec![i; 1 + i as usize * 30];
                 client.send_to(&msg, srv.local_addr()).unwrap();
-                let (n, from) = client.recv_from(&mut buf).unwrap();
+                let (n, from) =
+                    firehose_sys::retry_interrupted(|| client.recv_from(&mut buf)).unwrap();
                 assert_eq!(from, srv.local_addr());
                 assert_eq!(n, msg.len());
                 assert_eq!(buf[0], i + 1);

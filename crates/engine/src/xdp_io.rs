@@ -14,8 +14,8 @@ use crate::backend::{BackendApplied, Io, WorkerSeat};
 use crate::xdp_backend::XdpBackend;
 use firehose_sys::xdp::queue::XdpQueue;
 use firehose_sys::xdp::setup::{self, Iface, Steered};
-use firehose_sys::{Setting, SetupError, Usage};
 pub use firehose_sys::xdp::setup::{ModeChoice, Queues, XdpOptions};
+use firehose_sys::{Setting, SetupError, Usage};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
@@ -63,12 +63,7 @@ impl XdpIo {
         let iface = Iface::open(&cfg.iface)?;
         iface.check_listen(&listen)?;
         let mtu = iface.mtu;
-        let (steered, drivers) = setup::steer(
-            &iface,
-            &iface.server_match(&listen)?,
-            &cfg.options,
-        )
-        ?;
+        let (steered, drivers) = setup::steer(&iface, &iface.server_match(&listen)?, &cfg.options)?;
         let g = &steered.granted;
         let mut settings = g.settings();
         settings.insert("batch".into(), cfg.batch.to_string());

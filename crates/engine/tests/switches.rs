@@ -4,6 +4,7 @@
 use firehose_engine::{
     Handler, Pin, PmtuDisc, Profile, Request, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
+use firehose_sys::retry_interrupted;
 use firehose_sys::socket::{consts, UdpSock};
 use firehose_sys::{cpu, Setting, SetupError};
 use std::net::{SocketAddr, UdpSocket};
@@ -92,7 +93,7 @@ fn send_from_cpu(cpu_k: usize, to: SocketAddr, n: usize) {
         let mut buf = [0u8; 64];
         for i in 0..n {
             s.send_to(&(i as u32).to_le_bytes(), to).unwrap();
-            s.recv_from(&mut buf).unwrap();
+            retry_interrupted(|| s.recv_from(&mut buf)).unwrap();
         }
     })
     .join()
@@ -228,14 +229,14 @@ fn overload_drops_and_counts_without_crashing() {
     );
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut buf = [0u8; 2000];
-    while s.recv_from(&mut buf).is_ok_and(|(n, _)| n == 1000) {
+    while retry_interrupted(|| s.recv_from(&mut buf)).is_ok_and(|(n, _)| n == 1000) {
         if srv.worker_stats()[0].packets_out == got {
             break;
         }
     }
     s.send_to(b"still alive", to).unwrap();
     let (n, _) = loop {
-        let r = s.recv_from(&mut buf).unwrap();
+        let r = retry_interrupted(|| s.recv_from(&mut buf)).unwrap();
         if r.0 == 11 {
             break r;
         }

@@ -5,6 +5,7 @@ mod common;
 
 use common::{axfr, connect, exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
 use firehose_proto::dns::TcpConfig;
+use firehose_sys::retry_interrupted;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use std::io::Read;
@@ -128,13 +129,13 @@ fn per_client_limit_and_idle_timeout_close_connections() {
     let mut c = connect(addr);
     let mut byte = [0u8; 1];
     assert_eq!(
-        c.read(&mut byte).unwrap_or(0),
+        retry_interrupted(|| c.read(&mut byte)).unwrap_or(0),
         0,
         "closed without an answer"
     );
     // Idle connections are closed by the server (end of stream, no answer).
-    assert_eq!(a.read(&mut byte).unwrap(), 0);
-    assert_eq!(b.read(&mut byte).unwrap(), 0);
+    assert_eq!(retry_interrupted(|| a.read(&mut byte)).unwrap(), 0);
+    assert_eq!(retry_interrupted(|| b.read(&mut byte)).unwrap(), 0);
     let c = tcp.shutdown();
     let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
     assert_eq!(get("dns_tcp_accepted"), Some(2));

@@ -41,11 +41,6 @@ pub(crate) fn open(
         let budget = opts.busy_poll.map_or(cfg.batch as i32, |(_, b)| b);
         opts.busy_poll = Some((us.min(i32::MAX as u32) as i32, budget));
     }
-    let (steered, sockets) = setup::steer(
-        &iface,
-        &iface.server_match(local)?,
-        &opts,
-    )
-    ?;
+    let (steered, sockets) = setup::steer(&iface, &iface.server_match(local)?, &opts)?;
     Ok((steered, sockets, name))
 }

@@ -31,6 +31,7 @@ mod error;
 pub mod ethtool;
 pub mod file;
 pub mod ifaddr;
+mod interrupt;
 pub mod mmsg;
 pub mod netns;
 pub mod sockaddr;
@@ -52,6 +53,7 @@ pub mod xdp;
 pub mod zerocopy;
 
 pub use error::{errno_name, Setting, SetupError, SysError, SysResult, Usage};
+pub use interrupt::retry_interrupted;
 
 use std::io;
 

@@ -466,7 +466,7 @@ mod tests {
             assert_eq!(answered, sizes.len(), "{addr}");
             let mut got = vec![0u8; 4096];
             for (k, &size) in sizes.iter().enumerate() {
-                let (n, from) = client.recv_from(&mut got).unwrap();
+                let (n, from) = crate::retry_interrupted(|| client.recv_from(&mut got)).unwrap();
                 assert_eq!(from, to, "{addr}");
                 let mut want: Vec<u8> = (0..size).map(|i| (i * 7 + k) as u8).collect();
                 want.reverse();
@@ -497,7 +497,7 @@ mod tests {
         assert_eq!(serve(&mut r, 20, |_, len| len), 20);
         let mut buf = [0u8; 64];
         for i in 0..20u8 {
-            let (n, _) = client.recv_from(&mut buf).unwrap();
+            let (n, _) = crate::retry_interrupted(|| client.recv_from(&mut buf)).unwrap();
             assert_eq!(&buf[..n], &[i; 10], "in order, none lost");
         }
         assert!(r.stats.buffer_ring_empty >= 1, "{:?}", r.stats);

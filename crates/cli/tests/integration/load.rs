@@ -1,6 +1,7 @@
 //! `firehose load` counts exactly, against our server and against a lossy one.
 
 use crate::util::{bin, json_of, run, signal_pid, tmp, Served, Spawned};
+use firehose_sys::retry_interrupted;
 use firehose_sys::socket::UdpSock;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -147,7 +148,7 @@ fn foreign_datagrams_count_as_stray() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 2048];
         for _ in 0..100 {
-            let Ok((len, from)) = s.recv_from(&mut buf) else {
+            let Ok((len, from)) = retry_interrupted(|| s.recv_from(&mut buf)) else {
                 return;
             };
             s.send_to(b"not a response of ours at all", from).unwrap();

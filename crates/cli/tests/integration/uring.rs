@@ -5,6 +5,7 @@ use crate::bad_input::assert_usage_error;
 use crate::echo::check_exact_echo;
 use crate::metrics::{parse, scrape_text, serve_with_metrics, sum};
 use crate::util::{json_of, run, tmp, Served};
+use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,7 +63,7 @@ fn ask(srv: SocketAddr, q: &[u8]) -> Vec<u8> {
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     c.send_to(q, srv).unwrap();
     let mut buf = [0u8; 2048];
-    let (n, from) = c.recv_from(&mut buf).unwrap();
+    let (n, from) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
     assert_eq!(from, srv);
     buf[..n].to_vec()
 }
@@ -108,7 +109,7 @@ fn counters_at_exit_and_on_metrics_match_what_was_sent() {
     let mut buf = [0u8; 64];
     for i in 0..123u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        let (n, _) = c.recv_from(&mut buf).unwrap();
+        let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
         assert_eq!(&buf[..n], &i.to_le_bytes());
     }
     // The worker counts a batch's replies just after sending them.

@@ -7,6 +7,7 @@
 
 use crate::util::root_or_skip;
 use crate::xdp_util::*;
+use firehose_sys::retry_interrupted;
 use firehose_sys::xdp::attach::{XdpMode, XdpProg};
 use firehose_sys::xdp::{ifindex, netlink};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -113,7 +114,7 @@ fn the_kernel_keeps_everything_else(lab: &Lab) {
         let _ = udp(&format!("[{CLI6}]:0")).send_to(b"ndp", format!("[{SRV6}]:7002"));
     });
     let mut buf = [0u8; 16];
-    assert_eq!(other_udp.recv(&mut buf).unwrap(), 5);
+    assert_eq!(retry_interrupted(|| other_udp.recv(&mut buf)).unwrap(), 5);
     assert!(tcp.accept().is_ok());
     assert!(ping(lab, SRV4), "ping while serving");
     std::thread::sleep(Duration::from_millis(100));

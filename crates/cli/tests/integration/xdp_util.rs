@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use crate::util::VethPair;
+use firehose_sys::retry_interrupted;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -176,8 +177,7 @@ pub fn udp(bind: &str) -> std::net::UdpSocket {
 pub fn ask(s: &std::net::UdpSocket, to: SocketAddr, msg: &[u8]) -> Vec<u8> {
     s.send_to(msg, to).unwrap();
     let mut buf = vec![0u8; 65536];
-    let (n, from) = s
-        .recv_from(&mut buf)
+    let (n, from) = retry_interrupted(|| s.recv_from(&mut buf))
         .unwrap_or_else(|e| panic!("no answer from {to} to {} bytes: {e}", msg.len()));
     assert_eq!(from, to);
     buf.truncate(n);

@@ -4,6 +4,7 @@
 
 use firehose_engine::{Profile, ServeConfig, Server};
 use firehose_proto::dns::{load_zones_limited, DnsHandler, Limits, DEFAULT_MAX_UDP};
+use firehose_sys::retry_interrupted;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use std::net::{SocketAddr, UdpSocket};
@@ -64,7 +65,7 @@ pub fn exchange(server: SocketAddr, req: &[u8]) -> Option<Vec<u8>> {
     s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     s.send_to(req, server).unwrap();
     let mut buf = vec![0u8; 65536];
-    let n = s.recv(&mut buf).ok()?;
+    let n = retry_interrupted(|| s.recv(&mut buf)).ok()?;
     buf.truncate(n);
     Some(buf)
 }
