@@ -122,6 +122,10 @@ pub struct LoadArgs {
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
     #[arg(long)]
     no_gso: bool,
+    /// Do not attribute losses (as root, a drop watch on skb:kfree_skb runs with the load
+    /// and the summary says where lost requests were dropped).
+    #[arg(long)]
+    no_drops: bool,
     /// Print a line every interval (0 for none).
     #[arg(short = 'i', long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
@@ -347,6 +351,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         }
         None => LoadPath::Socket,
     };
+    let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
     let report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
@@ -357,11 +362,17 @@ pub fn run(a: LoadArgs) -> Result<()> {
             w
         })?,
     };
+    let pids: Vec<u32> = a.server_pid.into_iter().collect();
+    let attribution = crate::drops::attribute(loss_watch, &[target.port()], &pids, "load");
     print_summary(&config_doc.target, &config_doc.mode, a.server_pid, &report);
+    if let Some(at) = &attribution {
+        crate::drops::print_attribution(&format!("lost {}", report.lost), at);
+    }
     let lost = verdict(&report, a.max_loss);
     json.write(&LoadRun {
         report,
         config: config_doc,
+        loss_attribution: attribution,
         environment: Environment::capture(),
     })?;
     lost

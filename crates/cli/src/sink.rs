@@ -108,6 +108,10 @@ pub struct SinkArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
+    /// Do not attribute drops (as root, a drop watch on skb:kfree_skb runs with the sink
+    /// and the summary says where the kernel dropped datagrams to --listen).
+    #[arg(long)]
+    no_drops: bool,
 }
 
 fn config(a: &SinkArgs) -> Result<SinkConfig> {
@@ -183,6 +187,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let cfg = config(&a)?;
     let mut json = a.json.open()?;
     let stop = crate::supervise::stop_on_signals()?;
+    let loss_watch = crate::drops::watch_loss(a.no_drops, "sink");
     let host0 = HostDrops::read();
     let mut sink =
         Sink::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
@@ -313,6 +318,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
         .stop()
         .map_err(|f| crate::supervise::failed("the sink", f))?;
     let mut host = HostDrops::read().since(&host0);
+    let loss_attribution = crate::drops::attribute(loss_watch, &[listen.port()], &[], "sink");
     host.udp_in_errors = host.udp_in_errors.saturating_sub(held);
     let packets = snap.total(|w| w.packets);
     let bytes = snap.total(|w| w.bytes);
@@ -345,9 +351,13 @@ pub fn run(a: SinkArgs) -> Result<()> {
         rounds,
         per_worker: snap.workers.clone(),
         per_cpu: snap.per_cpu.clone(),
+        loss_attribution,
         environment: Environment::capture(),
     };
     print_summary(&report);
+    if let Some(at) = &report.loss_attribution {
+        crate::drops::print_attribution(&format!("dropped {}", at.drops), at);
+    }
     json.write(&report)?;
     Ok(())
 }

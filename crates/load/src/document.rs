@@ -5,6 +5,7 @@
 use crate::report::{LatencyUs, LoadReport};
 use firehose_host::document::{required, Document};
 use firehose_host::env::Environment;
+use firehose_observe::attribution::Attribution;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -20,6 +21,9 @@ pub struct LoadRun {
     #[serde(flatten)]
     pub report: LoadReport,
     pub config: LoadSettings,
+    /// Where the kernel dropped packets of this run (null without root or with `--no-drops`).
+    #[serde(deserialize_with = "required")]
+    pub loss_attribution: Option<Attribution>,
     pub environment: Environment,
 }
 

@@ -702,20 +702,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let mut completed_now = 0;
         for i in 0..got {
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
-            let Some((id, code)) = self.workload.response_id(data) else {
-                self.stray += 1;
-                bump(&self.live.stray, 1);
-                continue;
-            };
-            let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
-            let answer = if matches {
-                self.table.answer(id, f)
-            } else if self.table.pending_flow(id).is_some() {
-                Answer::Stray
-            } else {
-                // Not pending: a duplicate if it answers a finished request, else stray.
-                self.table.answer(id, f)
-            };
+            let (answer, code) =
+                crate::table::classify(&mut self.table, &mut self.workload, data, f);
             match answer {
                 Answer::Completes(e) => {
                     self.flows[e.flow as usize].outstanding -= 1;

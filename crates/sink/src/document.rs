@@ -5,6 +5,7 @@ use crate::drops::HostDrops;
 use crate::WorkerSnapshot;
 use firehose_host::document::{required, Document};
 use firehose_host::env::Environment;
+use firehose_observe::attribution::Attribution;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -61,5 +62,9 @@ pub struct SinkReport {
     pub per_worker: Vec<WorkerSnapshot>,
     /// (cpu, packets) for each CPU that counted any.
     pub per_cpu: Vec<(usize, u64)>,
+    /// Where the kernel dropped datagrams to `listen` (null without root or with
+    /// `--no-drops`).
+    #[serde(deserialize_with = "required")]
+    pub loss_attribution: Option<Attribution>,
     pub environment: Environment,
 }

@@ -24,6 +24,7 @@
 
 pub mod af_packet;
 pub mod bpf;
+pub mod bpf_map;
 pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
@@ -34,6 +35,7 @@ pub mod ifaddr;
 mod interrupt;
 pub mod mmsg;
 pub mod netns;
+pub mod route;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;
@@ -43,6 +45,7 @@ pub mod supervise;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
+pub mod trace;
 pub mod uring;
 pub mod uring_dgram;
 pub mod uring_flows;
@@ -50,6 +53,7 @@ mod uring_pbuf;
 pub mod uring_recv;
 pub mod uring_serve;
 pub mod xdp;
+pub mod xsk_diag;
 pub mod zerocopy;
 
 pub use error::{errno_name, Setting, SetupError, SysError, SysResult, Usage};

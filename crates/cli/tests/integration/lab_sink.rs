@@ -247,8 +247,9 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let sink_pid = sink.id();
     n.2.push(sink);
-    std::thread::sleep(Duration::from_millis(400));
+    crate::util::wait_for_udp_port(sink_pid, port, Duration::from_secs(30));
     let tx = || -> u64 {
         sh(&format!(
             "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"

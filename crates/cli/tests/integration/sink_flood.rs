@@ -3,7 +3,7 @@
 //! workers, ENOBUFS counted under a rate-limited qdisc in namespaces this test creates, and
 //! bad input. AF_PACKET and namespace tests need root and skip with a reason otherwise.
 
-use crate::util::{bin, free_port, root_or_skip, Spawned, VethPair};
+use crate::util::{bin, free_port, root_or_skip, wait_for_udp_port, Spawned, VethPair};
 use firehose_sys::cpu::is_root;
 use firehose_sys::socket::UdpSock;
 use serde_json::Value;
@@ -481,7 +481,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         .spawn()
         .unwrap();
     let sink = Spawned { child: sink };
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args([
             "netns",
@@ -549,7 +549,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
         .spawn()
         .unwrap();
     let sink = Spawned { child: sink };
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
         .arg(format!("{}:{port}", pair.b_addr()))
