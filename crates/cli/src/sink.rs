@@ -323,7 +323,16 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let packets = snap.total(|w| w.packets);
     let bytes = snap.total(|w| w.bytes);
     let (t0, c0) = first.unwrap_or((start, cpu0));
-    let seconds = end.duration_since(t0).as_secs_f64();
+    // The first datagrams arrived within the tick before they were seen: the window starts a
+    // tick earlier, so a burst read within one tick is timed as one tick (a rate no higher
+    // than the truth), never as zero seconds (a rate of billions).
+    let seconds = (end.duration_since(t0)
+        + if first.is_some() {
+            tick
+        } else {
+            Duration::ZERO
+        })
+    .as_secs_f64();
     let per = |v: f64| (packets > 0).then(|| v / packets as f64);
     let report = SinkReport {
         mode: cfg.io.name().into(),

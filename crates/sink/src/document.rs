@@ -36,7 +36,7 @@ pub struct SinkReport {
     pub rcvbuf_granted: Option<i32>,
     pub packets: u64,
     pub bytes: u64,
-    /// From the first datagram seen to the last.
+    /// From one tick before the first datagram was seen to the tick the last was seen.
     pub seconds: f64,
     pub pps: f64,
     pub mbit_s: f64,
