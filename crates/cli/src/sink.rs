@@ -236,7 +236,9 @@ pub fn run(a: SinkArgs) -> Result<()> {
     // --count rounds) and reads only the packet counts; the drop counters (a getsockopt
     // per socket) once per interval line.
     let mut sv = crate::supervise::supervisor(&stop, a.duration, None);
-    sv.poll = Duration::from_millis(if a.count.is_some() { 1 } else { 10 });
+    // How often the loop looks at the counters: a datagram is seen at most a tick late.
+    let tick = Duration::from_millis(if a.count.is_some() { 1 } else { 10 });
+    sv.poll = tick;
     let ended = sv.run(
         start,
         |now| {
