@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-drops bench-radius lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -88,6 +88,17 @@ bench-sink: build
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
 
+# Before/after of the I/O drivers (root): this build against BASELINE, a firehose binary
+# from before a change, interleaved (before, after, ...) over 3 rounds: load --io socket and
+# uring, serve --io uring against the tuned socket path (loopback at 10k/s; veth saturated),
+# lab sink and lab flood socket, io_uring and AF_PACKET modes at 64 B. Medians (min-max) per
+# binary, the load average before each run (mk/io-before-after).
+BASELINE ?=
+bench-io: build
+	@sh mk/deps lab
+	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
+	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
+
 # What watching costs (root): the sink's pps at max rate without and with firehose drops
 # beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
 # top's CPU at a 1 s refresh in a pseudo-terminal (target <= 2% of one CPU). The load
@@ -96,11 +107,11 @@ bench-drops: build
 	@sh mk/deps bench
 	sh mk/bench-observe.sh
 
-# RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
-# file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
-# Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
-# request at saturation, then p99 at half of FreeRADIUS's maximum for both; medians (min-max),
-# ratios, the load average beside every figure.
+# RADIUS against FreeRADIUS on loopback (mk/bench-radius: lab compare --proto radius twice):
+# the same generated clients.conf and users file, servers on CPU 0 (FreeRADIUS's thread pool
+# of 1), firehose load --proto radius (PAP, Message-Authenticator) on CPU 1, 3 interleaved
+# repetitions: Access-Requests/s and CPU per request at saturation, then p99 at half of
+# FreeRADIUS's maximum for both; medians (min-max), ratios, the load average at both ends.
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)

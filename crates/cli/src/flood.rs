@@ -4,7 +4,7 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage,
 };
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use firehose_flood::document::FloodReport;
 use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
 use firehose_host::env::Environment;
@@ -13,21 +13,9 @@ use firehose_sys::xdp::xsk::XskConfig;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// The send call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FloodIoArg {
-    Sendto,
-    Sendmmsg,
-    /// UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses.
-    Gso,
-    /// io_uring: --batch IORING_OP_SEND per io_uring_enter.
-    Uring,
-    /// AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target behind a
-    /// real interface, e.g. a veth peer).
-    Packet,
-    /// AF_XDP TX: one socket per thread on its own queue of the interface toward the target
-    /// (root; the target behind a real interface, e.g. a veth peer).
-    Xdp,
+/// The send calls and rings, from the flood's own table of modes.
+fn flood_modes() -> impl clap::builder::TypedValueParser<Value = &'static FloodIo> {
+    crate::args::table_parser(FloodIo::ALL, |m| m.name(), |m| m.help())
 }
 
 /// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
@@ -51,8 +39,8 @@ pub struct FloodArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     target: SocketAddr,
     /// Send call.
-    #[arg(long, value_enum, default_value = "sendmmsg")]
-    io: FloodIoArg,
+    #[arg(long, default_value = "sendmmsg", value_parser = flood_modes())]
+    io: &'static FloodIo,
     /// UDP payload bytes [default: 18, a 64-byte IPv4 frame].
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, conflicts_with = "frame")]
     size: Option<usize>,
@@ -137,7 +125,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
-    let xsk = if a.io == FloodIoArg::Xdp {
+    let xsk = if *a.io == FloodIo::Xdp {
         a.xsk.config()?
     } else {
         if let Some(flag) = a.xsk.any_given() {
@@ -147,14 +135,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
     };
     let cfg = FloodConfig {
         target: a.target,
-        io: match a.io {
-            FloodIoArg::Sendto => FloodIo::Sendto,
-            FloodIoArg::Sendmmsg => FloodIo::Sendmmsg,
-            FloodIoArg::Gso => FloodIo::Gso,
-            FloodIoArg::Uring => FloodIo::Uring,
-            FloodIoArg::Packet => FloodIo::Packet,
-            FloodIoArg::Xdp => FloodIo::Xdp,
-        },
+        io: *a.io,
         payload,
         flows: a.flows,
         threads: a.threads,
@@ -162,7 +143,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         rate: a.rate,
         count: a.count.map(|c| c as u64),
         batch: a.batch,
-        uring: a.uring.setup(a.io == FloodIoArg::Uring)?,
+        uring: a.uring.setup(*a.io == FloodIo::Uring)?,
         xsk,
     };
     let stop = crate::supervise::stop_on_signals()?;

@@ -7,7 +7,8 @@ use crate::args::{
 mod output;
 mod radius;
 
-use crate::xdp_args::{mode_choice, zerocopy_choice, IoArg, ModeArg, ZeroCopyArg};
+use crate::io_paths::{IoPath, LoadOn};
+use crate::xdp_args::{mode_choice, zerocopy_choice, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_host::cputime::{self, Scope};
@@ -15,6 +16,7 @@ use firehose_host::env::Environment;
 use firehose_load::dns::DnsWorkload;
 use firehose_load::document::{LoadRun, LoadSettings};
 use firehose_load::interval::HdrLogFile;
+use firehose_load::io::FlowIo;
 use firehose_load::radius::RadiusWorkload;
 use firehose_load::watch::{HdrIntervals, IntervalLines, ServerWindow};
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
@@ -154,8 +156,8 @@ pub struct LoadArgs {
     quiet: bool,
     /// I/O path: kernel sockets, AF_XDP on --iface (root; the target on its link), or
     /// io_uring on the sockets (one ring per thread).
-    #[arg(long = "io", value_enum, default_value = "socket")]
-    io: IoArg,
+    #[arg(long = "io", default_value = "socket", value_parser = crate::io_paths::parser())]
+    io: &'static IoPath,
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     /// Interface to send and receive on with --io xdp.
@@ -305,8 +307,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
         )
         .into());
     }
-    let uring = a.uring.setup(a.io == IoArg::Uring)?;
-    let xdp = xdp_setup(&a, &cfg, &workload)?;
+    // A DNS query from a query file stays far below 512 bytes.
+    let max_payload = match &workload {
+        Proto::Echo(_) => a.size,
+        Proto::Dns(_) | Proto::Radius(_) => 512,
+    };
+    let LoadOn { flows, settings } = a.io.load_on(&a, &cfg, max_payload)?;
     let config_doc = LoadSettings {
         target: target.to_string(),
         proto: match a.proto {
@@ -328,35 +334,16 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
-        gso: !a.no_gso && a.io == IoArg::Socket,
-        io: match a.io {
-            IoArg::Socket => "socket",
-            IoArg::Xdp => "xdp",
-            IoArg::Uring => "uring",
-        }
-        .into(),
-        xdp: xdp.as_ref().map(|(_, s)| s.clone()),
-    };
-    let io = match xdp {
-        Some((io, _)) => LoadPath::Xdp(Box::new(io)),
-        None if a.io == IoArg::Uring => {
-            // A DNS query from a query file stays far below 512 bytes.
-            let max_payload = match &workload {
-                Proto::Echo(_) => a.size,
-                Proto::Dns(_) | Proto::Radius(_) => 512,
-            };
-            LoadPath::Uring(
-                firehose_load::uring::open(&cfg, uring, max_payload).map_err(load_error)?,
-            )
-        }
-        None => LoadPath::Socket,
+        gso: !a.no_gso && a.io.name == "socket",
+        io: a.io.name.into(),
+        xdp: settings,
     };
     let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
     let report = match workload {
-        Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
+        Proto::Echo(w) => drive(&a, &cfg, flows, |_| w.clone())?,
         // Each thread starts at its own place in the file.
-        Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
-        Proto::Radius(w) => drive(&a, &cfg, io, |i| {
+        Proto::Dns(w) => drive(&a, &cfg, flows, |i| w.clone().starting_at(i * 7919))?,
+        Proto::Radius(w) => drive(&a, &cfg, flows, |i| {
             let mut w = w.clone().starting_at(i * 7919);
             w.reseed(i as u64);
             w
@@ -378,50 +365,64 @@ pub fn run(a: LoadArgs) -> Result<()> {
     lost
 }
 
-fn load_error(e: SetupError) -> anyhow::Error {
+pub(crate) fn load_error(e: SetupError) -> anyhow::Error {
     crate::refusal::setup_error(e, None)
 }
 
-/// With --io xdp: checks the interface, attaches the program and opens the rings (printing
-/// what the kernel granted); refuses the xdp-only flags otherwise.
-fn xdp_setup(
+/// The socket path's own flags' refusal under another path.
+pub(crate) fn socket_only_flags(a: &LoadArgs) -> Option<String> {
+    a.no_gso
+        .then(|| "--no-gso applies only to --io socket".to_string())
+}
+
+/// The AF_XDP flags' refusal under another path.
+pub(crate) fn xdp_only_flags(a: &LoadArgs) -> Option<String> {
+    [
+        (a.iface.is_some(), "--iface"),
+        (a.xdp_mode.is_some(), "--xdp-mode"),
+        (a.zerocopy.is_some(), "--zerocopy"),
+    ]
+    .into_iter()
+    .find(|(given, _)| *given)
+    .map(|(_, flag)| format!("{flag} applies only to --io xdp"))
+}
+
+impl LoadArgs {
+    /// The io_uring flags' refusal under another path.
+    pub(crate) fn uring_flags(&self) -> Option<String> {
+        self.uring.refusal()
+    }
+}
+
+/// `load --io uring`: each thread's flows on its own ring; a refusal is bad usage with the
+/// fix.
+pub(crate) fn uring_flows(
     a: &LoadArgs,
     cfg: &LoadConfig,
-    w: &Proto,
-) -> Result<Option<(XdpIo, BTreeMap<String, String>)>> {
-    if a.io != IoArg::Xdp {
-        if a.io == IoArg::Uring && a.no_gso {
-            return Err(Usage("--no-gso applies only to --io socket".into()).into());
-        }
-        let given = [
-            (a.iface.is_some(), "--iface"),
-            (a.xdp_mode.is_some(), "--xdp-mode"),
-            (a.zerocopy.is_some(), "--zerocopy"),
-        ];
-        if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
-            return Err(Usage(format!("{flag} applies only to --io xdp")).into());
-        }
-        return Ok(None);
-    }
+    max_payload: usize,
+) -> Result<Vec<firehose_load::uring::UringFlows>> {
+    firehose_load::uring::open(cfg, a.uring.ring(), max_payload).map_err(load_error)
+}
+
+/// `load --io xdp`: checks the interface, attaches the program and opens the rings
+/// (printing what the kernel granted).
+pub(crate) fn xdp_flows(
+    a: &LoadArgs,
+    cfg: &LoadConfig,
+    max_payload: usize,
+) -> Result<(XdpIo, BTreeMap<String, String>)> {
     let Some(iface) = a.iface.clone() else {
         return Err(Usage(
             "--io xdp needs --iface IFACE (the interface on the target's link)".into(),
         )
         .into());
     };
-    if a.no_gso {
-        return Err(Usage("--no-gso applies only to --io socket".into()).into());
-    }
     firehose_load::validate(cfg).map_err(load_error)?;
     let x = XdpLoadConfig {
         iface,
         mode: mode_choice(a.xdp_mode),
         zerocopy: zerocopy_choice(a.zerocopy),
-        // A DNS query from a query file stays far below 512 bytes.
-        max_payload: match w {
-            Proto::Echo(_) => a.size,
-            Proto::Dns(_) | Proto::Radius(_) => 512,
-        },
+        max_payload,
     };
     let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;
     if !a.quiet {
@@ -435,7 +436,7 @@ fn xdp_setup(
             say!("  note: {n}");
         }
     }
-    Ok(Some((io, applied.settings)))
+    Ok((io, applied.settings))
 }
 
 /// Sleeps until `at` (`--start-at`), unless `stop` is raised first.
@@ -460,19 +461,12 @@ fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-/// Starts the generator (over `xdp` when given, else kernel sockets), prints interval
-/// lines, and summarises.
-/// The path the generator threads take.
-enum LoadPath {
-    Socket,
-    Xdp(Box<XdpIo>),
-    Uring(Vec<firehose_load::uring::UringFlows>),
-}
-
+/// Starts the generator threads on `flows` (one entry each), prints interval lines, and
+/// summarises.
 fn drive<W: Workload + 'static>(
     a: &LoadArgs,
     cfg: &LoadConfig,
-    io: LoadPath,
+    flows: Vec<Box<dyn FlowIo>>,
     make: impl Fn(usize) -> W,
 ) -> Result<LoadReport> {
     let code_namer = make(0);
@@ -487,12 +481,7 @@ fn drive<W: Workload + 'static>(
         firehose_load::validate(cfg).map_err(load_error)?;
         wait_until(at, &stop, a.quiet)?;
     }
-    let run = match io {
-        LoadPath::Socket => firehose_load::start(cfg, make),
-        LoadPath::Xdp(io) => firehose_load::start_with(cfg, make, vec![*io]),
-        LoadPath::Uring(ios) => firehose_load::start_with(cfg, make, ios),
-    }
-    .map_err(load_error)?;
+    let run = firehose_load::start_with(cfg, make, flows).map_err(load_error)?;
     // The wall-clock time of the run's clock zero, to place it among other agents' runs.
     let started_unix = SystemTime::now() - run.started.elapsed();
     let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));

@@ -24,6 +24,7 @@ mod conventions;
 mod doctor;
 mod drops;
 mod flood;
+mod io_paths;
 mod lab;
 mod load;
 mod meta;

@@ -16,20 +16,9 @@ use firehose_sys::xdp::setup::XdpOptions;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// The receive call, as udp_sink names them, plus AF_PACKET.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SinkIoArg {
-    Recv,
-    Recvfrom,
-    Recvmsg,
-    Recvmmsg,
-    /// io_uring: multishot IORING_OP_RECVMSG over a provided-buffer ring, per worker.
-    Uring,
-    /// AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW).
-    Packet,
-    /// AF_XDP: an XDP program redirects --listen's UDP to one socket per rx queue of
-    /// --iface, one worker each (root).
-    Xdp,
+/// The receive calls and rings, from the sink's own table of modes.
+fn sink_modes() -> impl clap::builder::TypedValueParser<Value = &'static SinkIo> {
+    crate::args::table_parser(SinkIo::ALL, |m| m.name(), |m| m.help())
 }
 
 /// PACKET_FANOUT modes.
@@ -67,8 +56,8 @@ pub struct SinkArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
     /// Receive call.
-    #[arg(long, value_enum, default_value = "recvmsg")]
-    io: SinkIoArg,
+    #[arg(long, default_value = "recvmsg", value_parser = sink_modes())]
+    io: &'static SinkIo,
     /// Stop a round after this many datagrams.
     #[arg(long, value_parser = parse_positive)]
     count: Option<usize>,
@@ -120,8 +109,8 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
-    let workers = match (a.io, a.workers) {
-        (SinkIoArg::Xdp, w) => w.unwrap_or(0),
+    let workers = match (*a.io, a.workers) {
+        (SinkIo::Xdp, w) => w.unwrap_or(0),
         (_, w) => w.unwrap_or(1),
     };
     if let Some(c) = &cpus {
@@ -134,7 +123,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             .into());
         }
     }
-    let xdp = if a.io == SinkIoArg::Xdp {
+    let xdp = if *a.io == SinkIo::Xdp {
         if a.rcvbuf.is_some() {
             return Err(
                 Usage("--rcvbuf does not apply to --io xdp (no socket buffer)".into()).into(),
@@ -147,22 +136,14 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
             return Err(Usage(format!("{flag} applies only to --io xdp")).into());
         }
-        if a.io != SinkIoArg::Packet && a.xdp.iface.is_some() {
+        if *a.io != SinkIo::Packet && a.xdp.iface.is_some() {
             return Err(Usage("--iface applies only to --io packet and --io xdp".into()).into());
         }
         XdpOptions::default()
     };
     Ok(SinkConfig {
         listen: a.listen,
-        io: match a.io {
-            SinkIoArg::Recv => SinkIo::Recv,
-            SinkIoArg::Recvfrom => SinkIo::Recvfrom,
-            SinkIoArg::Recvmsg => SinkIo::Recvmsg,
-            SinkIoArg::Recvmmsg => SinkIo::Recvmmsg,
-            SinkIoArg::Uring => SinkIo::Uring,
-            SinkIoArg::Packet => SinkIo::Packet,
-            SinkIoArg::Xdp => SinkIo::Xdp,
-        },
+        io: *a.io,
         workers,
         cpus,
         batch: a.batch,
@@ -177,7 +158,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             FanoutArg::Qm => Fanout::Qm,
         },
         ring: RxRingConfig::default(),
-        uring: a.uring.setup(a.io == SinkIoArg::Uring)?,
+        uring: a.uring.setup(*a.io == SinkIo::Uring)?,
         xdp,
     })
 }

@@ -7,19 +7,6 @@ use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
 use firehose_sys::xdp::setup::{self, XdpOptions};
 use firehose_sys::xdp::xsk::XskConfig;
 
-/// Which I/O path the workers use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    /// Kernel UDP sockets (recvfrom/recvmmsg).
-    Socket,
-    /// AF_XDP: an XDP program steers the UDP traffic of this run (to the served port, or the
-    /// replies to the generator's ports) to one AF_XDP socket per queue.
-    Xdp,
-    /// io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched
-    /// sends, one ring per worker (or generator thread).
-    Uring,
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     Auto,
@@ -55,9 +42,6 @@ pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
 /// Flags that apply only with `--io xdp`.
 #[derive(Debug, Args)]
 pub struct XdpArgs {
-    /// I/O path: kernel sockets, AF_XDP on --iface (root), or io_uring on the sockets.
-    #[arg(long = "io", value_enum, default_value = "socket")]
-    pub io: IoArg,
     #[command(flatten)]
     pub rx: XdpRxArgs,
     /// With --io xdp: verify each request's IPv4 header and UDP checksums and drop (and
@@ -227,27 +211,9 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 }
 
 impl XdpArgs {
-    /// The AF_XDP configuration, or None for the socket path (whose flags are refused here).
-    /// `workers` is `--workers` as given: with `--io xdp` it names queues 0..N-1.
-    pub fn config(
-        &self,
-        cfg: &ServeConfig,
-        xdp_profile: bool,
-        workers: Option<usize>,
-    ) -> Result<Option<XdpConfig>, Usage> {
-        if self.io != IoArg::Xdp {
-            if xdp_profile {
-                return Err(Usage("--profile xdp needs --io xdp --iface IFACE".into()));
-            }
-            if let Some(flag) = self
-                .rx
-                .any_given()
-                .or(self.verify_checksum.then_some("--verify-checksum"))
-            {
-                return Err(Usage(format!("{flag} applies only to --io xdp")));
-            }
-            return Ok(None);
-        }
+    /// The AF_XDP configuration of `serve --io xdp`. `workers` is `--workers` as given: with
+    /// `--io xdp` it names queues 0..N-1.
+    pub fn config(&self, cfg: &ServeConfig, workers: Option<usize>) -> Result<XdpConfig, Usage> {
         let Some(iface) = self.rx.iface.clone() else {
             return Err(Usage(
                 "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
@@ -257,23 +223,12 @@ impl XdpArgs {
             .rx
             .options(cfg.busy_poll.map(|us| us as usize), cfg.batch)?;
         self.rx.workers_as_queues(&mut o, workers)?;
-        Ok(Some(XdpConfig {
+        Ok(XdpConfig {
             iface,
             options: o,
             batch: cfg.batch,
             verify_checksum: self.verify_checksum,
-        }))
-    }
-
-    /// Socket-path flags that mean nothing under --io xdp or --io uring.
-    pub fn refuse_socket_only(&self, rxq_ovfl: Option<bool>) -> Result<(), Usage> {
-        if self.io == IoArg::Socket {
-            return Ok(());
-        }
-        if rxq_ovfl.is_some() {
-            return Err(Usage("--rxq-ovfl applies only to --io socket".into()));
-        }
-        Ok(())
+        })
     }
 }
 

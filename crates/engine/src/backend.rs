@@ -22,6 +22,13 @@
 //!    that slot's peer, and [`Backend::flush`] sends everything queued, reporting what
 //!    went out, what the kernel refused and how many system calls it took.
 //!
+//! Arrival and departure times: a backend whose socket stamps arrivals (SO_TIMESTAMPNS,
+//! SO_TIMESTAMPING) hands the kernel's receive time over with the request
+//! ([`Request::with_rx_time_ns`]); none does yet. A protocol that also wants its transmit
+//! time written as late as possible (NTP) needs one more step between [`Backend::reply`]
+//! and [`Backend::flush`]: the reply's bytes are final when `reply` is called, so such a
+//! stamp would be written by the backend just before it sends the batch.
+//!
 //! The engine's counters are computed by the loop from what these calls return
 //! ([`Received`], [`Flushed`]), so a new backend adds no counting code; a backend with
 //! facts of its own (e.g. `xdp_answered`) publishes them through

@@ -19,7 +19,7 @@ mod xdp;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
-use firehose_sys::uring_dgram::{SendBatchRing, UringSetup};
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
 use firehose_sys::{Setting, SetupError, SysError};
@@ -67,6 +67,25 @@ impl FloodIo {
             FloodIo::Uring => "uring",
             FloodIo::Packet => "packet",
             FloodIo::Xdp => "xdp",
+        }
+    }
+
+    /// What the mode is, for the command line's help (the plain send calls need none).
+    pub fn help(self) -> &'static str {
+        match self {
+            FloodIo::Sendto | FloodIo::Sendmmsg => "",
+            FloodIo::Gso => {
+                "UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses"
+            }
+            FloodIo::Uring => "io_uring: --batch IORING_OP_SEND per io_uring_enter",
+            FloodIo::Packet => {
+                "AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target \
+                 behind a real interface, e.g. a veth peer)"
+            }
+            FloodIo::Xdp => {
+                "AF_XDP TX: one socket per thread on its own queue of the interface toward the \
+                 target (root; the target behind a real interface, e.g. a veth peer)"
+            }
         }
     }
 }
@@ -181,8 +200,7 @@ impl Flood {
             }
         }
         if cfg.io == FloodIo::Uring {
-            firehose_sys::uring::UringSupport::probe().require("send")?;
-            drop(cfg.uring.build(4)?);
+            cfg.uring.check("send")?;
         }
         let any: SocketAddr = match cfg.target.ip() {
             IpAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
@@ -340,14 +358,28 @@ impl Thread {
                 *byte = (k % 251) as u8;
             }
         }
+        // Uring mode: the thread's flows on one send-only ring, the payload written once
+        // into each of its slots; a batch of SENDs per io_uring_enter.
         let mut uring = match self.io {
-            FloodIo::Uring => Some(SendBatchRing::new(
-                batch_n,
-                b.slot_mut(0)[..self.payload].to_vec(),
-                &self.uring,
-            )?),
+            FloodIo::Uring => {
+                let cfg = DgramConfig {
+                    receive: false,
+                    sends: batch_n,
+                    tx_slots: batch_n,
+                    tx_slot_size: self.payload.max(1),
+                    ..DgramConfig::default()
+                };
+                let fds = socks.iter().map(|s| s.as_raw_fd()).collect();
+                let mut r = DgramRing::new(fds, &cfg, &self.uring)?;
+                for k in 0..batch_n {
+                    r.tx_slot(k)
+                        .copy_from_slice(&b.slot_mut(0)[..cfg.tx_slot_size]);
+                }
+                Some(r)
+            }
             _ => None,
         };
+        let lens = vec![self.payload; batch_n];
         let (mut sent, mut syscalls, mut enobufs, mut other) = (0u64, 0u64, 0u64, 0u64);
         let start = Instant::now();
         let mut flow = 0;
@@ -377,7 +409,10 @@ impl Thread {
                 n = n.min(allowed.saturating_sub(sent + pending));
             }
             let f = match (uring.as_mut(), ring.as_mut()) {
-                (Some(r), _) => r.send(socks[flow].as_raw_fd(), n as usize)?,
+                (Some(r), _) => {
+                    r.queue_sends(flow, &lens[..n as usize]);
+                    r.flush()?
+                }
                 (_, Some(r)) => r.send(n as usize)?,
                 _ => {
                     for i in 0..n as usize {

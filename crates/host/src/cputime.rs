@@ -32,6 +32,19 @@ pub fn seconds(pid: u32, scope: Scope) -> Result<f64, ReadError> {
     }
 }
 
+/// Busy CPU seconds of the whole host so far (all CPUs, /proc/stat: everything but idle,
+/// iowait and steal): the difference over a window is what the server, the generator and
+/// the kernel's work for both cost, wherever it ran.
+pub fn host_busy_s() -> Result<f64, ReadError> {
+    let s = procfs::read("/proc/stat", procfs::stat::parse)?;
+    Ok(ticks_to_s(busy_ticks(&s.total)))
+}
+
+/// Ticks a CPU spent busy: everything but idle, iowait and steal.
+pub fn busy_ticks(t: &procfs::stat::CpuTimes) -> u64 {
+    t.user + t.nice + t.system + t.irq + t.softirq
+}
+
 fn ticks_to_s(ticks: u64) -> f64 {
     ticks as f64 / firehose_sys::cpu::clock_ticks_per_sec().max(1) as f64
 }
@@ -48,8 +61,35 @@ fn process_s(pid: u32) -> Result<f64, ReadError> {
     Ok(ticks_to_s(s.utime + s.stime))
 }
 
-/// `root` and every process descending from it, `root` first.
+/// `root` and every process descending from it, `root` first: from each thread's
+/// `/proc/PID/task/TID/children` (cheap enough to read every few milliseconds), or from the
+/// parent pid of every process in /proc on a kernel without that file.
 pub fn process_tree(root: u32) -> Vec<u32> {
+    let children_of = |pid: u32| -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+        {
+            let text = std::fs::read_to_string(t.path().join("children")).ok()?;
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        Some(out)
+    };
+    if std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        let mut tree = vec![root];
+        let mut i = 0;
+        while i < tree.len() {
+            // A process that exits meanwhile has no children left to list.
+            let kids = children_of(tree[i]).unwrap_or_default();
+            tree.extend(kids);
+            i += 1;
+        }
+        return tree;
+    }
     let mut parent = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {

@@ -27,7 +27,7 @@ pub const SYSCTLS: &[&str] = &[
 pub const MODULES: &[&str] = &["ip_tables", "iptable_filter", "nf_tables", "nf_conntrack"];
 
 /// Host facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
     pub kernel: String,
     pub cpu_model: String,

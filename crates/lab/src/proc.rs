@@ -245,25 +245,8 @@ mod tests {
     use super::*;
 
     /// A log directory per test, removed when the test ends (even on failure).
-    struct Logs(PathBuf);
-
-    impl std::ops::Deref for Logs {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Logs {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn logs(test: &str) -> Logs {
-        let d = std::env::temp_dir().join(format!("fh-proc-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        Logs(d)
+    fn logs(test: &str) -> crate::workdir::WorkDir {
+        crate::workdir::WorkDir::new(&format!("test-{test}")).unwrap()
     }
 
     fn sh(script: &str) -> Command {

@@ -12,7 +12,7 @@
 mod paced;
 
 use crate::interval::IntervalSlot;
-use crate::io::{open_flow, FlowIo, SocketFlows};
+use crate::io::{open_flow, Caps, FlowIo, SocketFlows};
 use crate::pace::Pace;
 use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
@@ -105,7 +105,7 @@ pub struct ThreadResult {
     pub syscalls: u64,
     /// sendmsg calls that carried a UDP GSO super-datagram.
     pub gso_sends: u64,
-    /// The send/receive path: "socket" or "af_xdp".
+    /// The send/receive path: "socket", "io_uring" or "af_xdp" ([`crate::io::Caps::path`]).
     pub io: &'static str,
     /// Why GSO was abandoned, if the kernel refused it.
     pub gso_error: Option<String>,
@@ -256,16 +256,18 @@ where
     W: Workload + 'static,
     F: Fn(usize) -> W,
 {
+    start_with(cfg, make, socket_flows(cfg)?)
+}
+
+/// Each thread's flows over kernel sockets, for [`start_with`].
+pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, SetupError> {
     validate(cfg)?;
-    let mut ios = Vec::new();
-    for socks in open_flows(cfg)? {
-        let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
-        let open_loop = cfg.rate.is_some();
-        ios.push(SocketFlows::new(
-            socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop,
-        )?);
-    }
-    start_with(cfg, make, ios)
+    let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
+    let open_loop = cfg.rate.is_some();
+    open_flows(cfg)?
+        .into_iter()
+        .map(|socks| SocketFlows::new(socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop))
+        .collect()
 }
 
 /// Opens every flow's connected socket, dealt to the threads in turn: all before any thread
@@ -438,6 +440,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     started: Instant,
     table: Table,
     io: I,
+    /// What the path can do (read once: it does not change).
+    caps: Caps,
     /// Latencies since the last interval handover; folded into `total` at each.
     hist: Histogram<u64>,
     total: Histogram<u64>,
@@ -454,7 +458,6 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     unsent: u64,
     send_errors: u64,
     gso_sends: u64,
-    gso_error: Option<String>,
     next_flow: usize,
     /// Open loop: index of the next scheduled send.
     next_seq: u64,
@@ -485,7 +488,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let max_ids = max_ids(bits);
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
-        let paced = plan.pace.is_some() && !plan.spin && io.rx_timestamps();
+        let caps = io.caps();
+        let paced = plan.pace.is_some() && !plan.spin && caps.rx_timestamps;
         let mut plan = plan;
         if let (false, Some(p)) = (paced, plan.pace.as_mut()) {
             // Without receive stamps every arrival wakes the thread anyway: send only
@@ -499,6 +503,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             table: Table::new(capacity, bits >= 64),
             flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
             io,
+            caps,
             plan,
             workload,
             live,
@@ -518,7 +523,6 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             unsent: 0,
             send_errors: 0,
             gso_sends: 0,
-            gso_error: None,
             next_flow: 0,
             next_seq: 0,
             cpu_at_start: None,
@@ -657,10 +661,6 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return 0;
         }
         let res = self.io.send(f);
-        if res.gso_unavailable && self.gso_error.is_none() {
-            // The kernel or path cannot do GSO: the batch fell back to sendmmsg; say why once.
-            self.gso_error = self.io.gso_refusal(f);
-        }
         self.gso_sends += res.gso_sends as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their
         // timeout, which is what they are from the server's point of view.
@@ -679,12 +679,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let mut last = None;
         for r in 0..ready {
             let src = self.io.source(r);
-            // Ask a flow's socket for no more than it has outstanding (at least one, for a
-            // late duplicate): with one outstanding, recvfrom does what recvmmsg would.
-            let max = match self.io.source_flow(src) {
-                Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
-                None => self.plan.batch,
-            };
+            let max = self.read_max(src);
             let got = self.io.recv(src, max)?;
             if got > 0 {
                 let now = self.now_ns();
@@ -696,12 +691,27 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         Ok(last.or_else(|| (!self.plan.spin).then(|| self.now_ns())))
     }
 
+    /// How many datagrams to ask source `src` for: a flow's own socket no more than the
+    /// flow has outstanding (at least one, for a late duplicate: with one outstanding,
+    /// recvfrom does what recvmmsg would), any other source a batch.
+    pub(super) fn read_max(&self, src: usize) -> usize {
+        if self.caps.source_per_flow {
+            self.plan.batch.min(self.flows[src].outstanding.max(1))
+        } else {
+            self.plan.batch
+        }
+    }
+
     /// Matches the `got` datagrams of the last read to their requests. Each arrived at
     /// `now` (read just after the read), or, on a paced path, at its kernel receive time.
     fn take_responses(&mut self, got: usize, now: u64) {
         let mut completed_now = 0;
         for i in 0..got {
-            let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
+            let crate::io::Datagram {
+                flow: f,
+                data,
+                rx_time_ns,
+            } = self.io.datagram(i);
             let (answer, code) =
                 crate::table::classify(&mut self.table, &mut self.workload, data, f);
             match answer {
@@ -710,7 +720,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     completed_now += 1;
                     if e.counted {
                         self.completed += 1;
-                        let lat = self.arrival(i, now).saturating_sub(e.intended_ns).max(1);
+                        let lat = self
+                            .arrival(rx_time_ns, now)
+                            .saturating_sub(e.intended_ns)
+                            .max(1);
                         let _ = self.hist.record(lat.min(HIST_MAX_NS));
                         *self.codes.entry(code).or_insert(0) += 1;
                     }
@@ -744,6 +757,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
     }
 
     fn finish(mut self) -> Result<ThreadResult, SetupError> {
+        let path = self.io.stats();
         self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),
@@ -764,10 +778,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             dup: self.dup,
             unsent: self.unsent,
             send_errors: self.send_errors,
-            syscalls: self.io.syscalls() + self.sleeps,
+            syscalls: path.syscalls + self.sleeps,
             gso_sends: self.gso_sends,
-            io: self.io.path(),
-            gso_error: self.gso_error,
+            io: self.caps.path,
+            gso_error: path.gso_refusal,
             codes: self.codes,
             invalid: self.workload.invalid(),
             latency_ns: self.total,

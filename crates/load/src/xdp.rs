@@ -13,7 +13,7 @@
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
 use crate::gen::LoadConfig;
-use crate::io::{Datagram, FlowIo, Flushed};
+use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
 use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
@@ -268,6 +268,14 @@ impl XdpIo {
 }
 
 impl FlowIo for XdpIo {
+    fn caps(&self) -> Caps {
+        Caps {
+            path: "af_xdp",
+            source_per_flow: false,
+            rx_timestamps: false,
+        }
+    }
+
     fn flows(&self) -> usize {
         self.flows
     }
@@ -317,10 +325,6 @@ impl FlowIo for XdpIo {
         0
     }
 
-    fn gso_refusal(&self, _flow: usize) -> Option<String> {
-        None
-    }
-
     fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         self.give_back();
         self.ready.clear();
@@ -347,10 +351,6 @@ impl FlowIo for XdpIo {
 
     fn source(&self, i: usize) -> usize {
         self.ready[i]
-    }
-
-    fn source_flow(&self, _s: usize) -> Option<usize> {
-        None
     }
 
     fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
@@ -385,19 +385,19 @@ impl FlowIo for XdpIo {
         Datagram {
             flow,
             data: self.queues[self.rx_from].data(addr, len),
+            rx_time_ns: None,
         }
     }
 
-    fn syscalls(&self) -> u64 {
-        self.waits
-            + self
-                .queues
-                .iter()
-                .map(|q| q.counters().syscalls)
-                .sum::<u64>()
-    }
-
-    fn path(&self) -> &'static str {
-        "af_xdp"
+    fn stats(&self) -> PathStats {
+        PathStats {
+            syscalls: self.waits
+                + self
+                    .queues
+                    .iter()
+                    .map(|q| q.counters().syscalls)
+                    .sum::<u64>(),
+            gso_refusal: None,
+        }
     }
 }

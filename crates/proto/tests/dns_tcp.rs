@@ -316,3 +316,59 @@ fn a_transfer_larger_than_a_connection_queue_streams_whole() {
     assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
     udp.shutdown().expect("no worker failed");
 }
+
+/// docs/dns.md: an AXFR is streamed whole before the queries pipelined behind it are
+/// answered, and a message the server does not answer (here a response) closes the
+/// connection once the earlier answers are written: every message of the transfer, then
+/// the pipelined answer, then end of stream (not a timeout).
+#[test]
+fn a_transfer_comes_before_pipelined_answers_and_a_bad_message_closes_after_them() {
+    let dir = std::env::temp_dir().join(format!("fh-axfr-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.zone");
+    let mut z = String::from("$ORIGIN big.test.\n$TTL 300\n@ SOA ns h 1 2 3 4 5\n@ NS ns\n");
+    for i in 0..6000 {
+        z.push_str(&format!("host{i} A 192.0.{}.{}\n", i / 250, i % 250));
+    }
+    std::fs::write(&path, z).unwrap();
+    let cfg = TcpConfig {
+        allow_transfer: vec!["127.0.0.1".parse().unwrap()],
+        ..TcpConfig::default()
+    };
+    let (udp, tcp) = start_udp_tcp(&[path.to_str().unwrap()], cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = connect(udp.local_addr());
+    let transfer = with_id(query("big.test.", RecordType::AXFR, None), 7);
+    let after = with_id(query("host42.big.test.", RecordType::A, None), 8);
+    let mut bad = with_id(query("host43.big.test.", RecordType::A, None), 9);
+    bad[2] |= 0x80; // a response: never answered
+    send_framed(&mut s, &[transfer, after, bad]);
+    let mut records = 0;
+    let mut messages = 0;
+    loop {
+        let m = Message::from_vec(&read_framed(&mut s).expect("the transfer")).unwrap();
+        assert_eq!(
+            m.id(),
+            7,
+            "nothing overtakes the transfer (message {messages})"
+        );
+        messages += 1;
+        records += m.answers().len();
+        if records > 1 && m.answers().last().unwrap().record_type() == RecordType::SOA {
+            break;
+        }
+    }
+    assert_eq!(records, 6003, "SOA, NS, 6000 A, SOA");
+    assert!(messages > 1, "streamed in several messages");
+    let m = Message::from_vec(&read_framed(&mut s).expect("the pipelined answer")).unwrap();
+    assert_eq!((m.id(), m.answers().len()), (8, 1));
+    let mut rest = [0u8; 1];
+    assert_eq!(
+        s.read(&mut rest).expect("end of stream, not a timeout"),
+        0,
+        "closed after the earlier answers, the bad message unanswered"
+    );
+    let c = tcp.shutdown();
+    assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
+    udp.shutdown().expect("no worker failed");
+}

@@ -21,7 +21,7 @@ mod xdp;
 use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
-use firehose_sys::uring_dgram::UringSetup;
+use firehose_sys::uring::UringSetup;
 use firehose_sys::xdp::queue::XdpQueue;
 use firehose_sys::xdp::setup::{Steered, XdpOptions};
 use firehose_sys::{Setting, SetupError, SysError};
@@ -73,6 +73,23 @@ impl SinkIo {
             SinkIo::Uring => "uring",
             SinkIo::Packet => "packet",
             SinkIo::Xdp => "xdp",
+        }
+    }
+
+    /// What the mode is, for the command line's help (the plain receive calls need none).
+    pub fn help(self) -> &'static str {
+        match self {
+            SinkIo::Recv | SinkIo::Recvfrom | SinkIo::Recvmsg | SinkIo::Recvmmsg => "",
+            SinkIo::Uring => {
+                "io_uring: multishot IORING_OP_RECVMSG over a provided-buffer ring, per worker"
+            }
+            SinkIo::Packet => {
+                "AF_PACKET TPACKET_V3 ring, PACKET_FANOUT across workers (needs CAP_NET_RAW)"
+            }
+            SinkIo::Xdp => {
+                "AF_XDP: an XDP program redirects --listen's UDP to one socket per rx queue of \
+                 --iface, one worker each (root)"
+            }
         }
     }
 }
@@ -272,8 +289,7 @@ impl Sink {
             if cfg.io == SinkIo::Uring {
                 // Refusals (sysctl, flags, a kernel without multishot RECVMSG) surface here,
                 // before any worker runs.
-                firehose_sys::uring::UringSupport::probe().require("recvmsg")?;
-                drop(cfg.uring.build(4)?);
+                cfg.uring.check("recvmsg")?;
             }
             let n = if cfg.reuseport { cfg.workers } else { 1 };
             for _ in 0..n {

@@ -1,5 +1,8 @@
 //! AF_PACKET: raw frames through memory-mapped rings, the fast raw path of the NFV testing
 //! and tuning sheet (PACKET_MMAP, PACKET_FANOUT, PACKET_QDISC_BYPASS as EtherateMT uses them).
+//! The one AF_PACKET driver: sink's packet mode reads [`RxRing`]s (one per worker, joined in
+//! a fanout group), flood's packet mode writes [`TxRing`]s (one per thread); neither makes
+//! an AF_PACKET call of its own.
 //!
 //! - [`PacketSock`]: a SOCK_RAW packet socket bound to one interface, with the options a
 //!   generator or sink turns: a classic BPF filter, a fanout group ([`Fanout`]: hash, cpu,
@@ -207,20 +210,12 @@ impl PacketSock {
     /// Reads (and thereby resets) the receive counters. Valid for a TPACKET_V3 socket;
     /// for other versions the kernel leaves `freeze_q` at zero.
     pub fn take_stats(&self) -> SysResult<PacketStats> {
-        // SAFETY: tpacket_stats_v3 is plain data; all-zero is valid.
-        let mut st: libc::tpacket_stats_v3 = unsafe { mem::zeroed() };
-        let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into the local and updates len.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || "getsockopt(PACKET_STATISTICS)".into())?;
+        let st: libc::tpacket_stats_v3 = crate::sockopt::get(
+            self.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        )?;
         Ok(PacketStats {
             packets: st.tp_packets as u64,
             drops: st.tp_drops as u64,

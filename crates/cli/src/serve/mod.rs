@@ -5,17 +5,17 @@ mod output;
 mod start;
 
 use crate::args::{thousands, Usage};
-use crate::xdp_args::IoArg;
 use anyhow::{Context, Result};
 pub(crate) use args::parse_on_off;
-use args::ProfileArg;
+pub(crate) use args::{socket_only_flags, xdp_only_flags};
 pub use args::{Proto, ServeArgs};
 use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
-use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, UringIo, WorkerStats, XdpIo};
+use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
 use firehose_sys::supervise::Ended;
 use output::{print_applied, print_counters, reload};
-use start::{proto_name, serve_error, start_server, Path, Running};
+pub(crate) use start::serve_error;
+use start::{proto_name, start_server, Running};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,20 +24,8 @@ use std::time::Instant;
 pub fn run(a: ServeArgs) -> Result<()> {
     let mut json = a.json.open()?;
     let mut cfg = a.config()?;
-    let xdp_cfg = a
-        .xdp
-        .config(&cfg, a.profile == Some(ProfileArg::Xdp), a.workers)?;
-    let uring = a.uring.setup(a.xdp.io == IoArg::Uring)?;
+    let on = a.io.serve_on(&a, &mut cfg)?;
     let stop = crate::supervise::stop_on_signals()?;
-    let path = match xdp_cfg {
-        Some(x) => {
-            let io = XdpIo::new(x, cfg.listen).map_err(serve_error)?;
-            cfg.workers = io.queues().len();
-            Path::Xdp(Box::new(io))
-        }
-        None if a.xdp.io == IoArg::Uring => Path::Uring(UringIo::new(&cfg, uring)),
-        None => Path::Socket,
-    };
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handler")?;
@@ -46,7 +34,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tcp,
         mut reloader,
         notes,
-    } = start_server(&cfg, a.proto, &a, path)?;
+    } = start_server(&cfg, a.proto, &a, on)?;
     print_applied(&server, a.proto);
     for n in notes {
         say!("{n}");

@@ -2,8 +2,9 @@
 
 use super::args::{DnsArgs, Proto, RadiusArgs, ServeArgs};
 use crate::args::Usage;
+use crate::io_paths::{Handlers, ServeOn};
 use anyhow::{Context, Result};
-use firehose_engine::{Handler, ServeConfig, Server, UringIo, XdpIo};
+use firehose_engine::{ServeConfig, Server};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
 use firehose_proto::dns::serve::{DnsServe, StartError};
 use firehose_proto::dns::{Limits, Reloader, TcpConfig, TcpServer};
@@ -69,7 +70,12 @@ fn refuse_radius_flags(r: &RadiusArgs, proto: Proto) -> Result<()> {
 }
 
 /// Loads the RADIUS files and starts the engine with a handler per worker.
-fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> Result<Running> {
+fn start_radius(
+    cfg: &ServeConfig,
+    r: &RadiusArgs,
+    zones: bool,
+    mut on: ServeOn,
+) -> Result<Running> {
     if zones {
         return Err(Usage("--zone applies only to --proto dns".into()).into());
     }
@@ -114,11 +120,8 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
         dup_entries: r.radius_dup_cache,
         dup_window: r.radius_dup_window,
     };
-    let live = reloader.live();
-    let server = path
-        .start(cfg, move |_| {
-            firehose_proto::RadiusHandler::new(live.clone(), &opts)
-        })
+    let server = on
+        .start(cfg, &Handlers::Radius(reloader.live(), opts))
         .map_err(serve_error)?;
     Ok(Running {
         server,
@@ -128,54 +131,23 @@ fn start_radius(cfg: &ServeConfig, r: &RadiusArgs, zones: bool, path: Path) -> R
     })
 }
 
-/// The I/O path the workers take.
-pub(super) enum Path {
-    Socket,
-    Xdp(Box<XdpIo>),
-    Uring(UringIo),
-}
-
-impl Path {
-    /// Starts the engine on this path.
-    fn start<H, F>(self, cfg: &ServeConfig, make: F) -> Result<Server, SetupError>
-    where
-        H: Handler + 'static,
-        F: Fn(usize) -> H,
-    {
-        match self {
-            Path::Socket => Server::start(cfg, make),
-            Path::Xdp(io) => Server::start_with(cfg, *io, make),
-            Path::Uring(io) => Server::start_with(cfg, io, make),
-        }
-    }
-
-    /// This path for one more start (AF_XDP queues are taken once: never started twice).
-    fn take(&mut self) -> Path {
-        match self {
-            Path::Socket => Path::Socket,
-            Path::Uring(io) => Path::Uring(*io),
-            Path::Xdp(_) => std::mem::replace(self, Path::Socket),
-        }
-    }
-}
-
 pub(super) fn start_server(
     cfg: &ServeConfig,
     proto: Proto,
     a: &ServeArgs,
-    mut path: Path,
+    mut on: ServeOn,
 ) -> Result<Running> {
     let zones = &a.zones;
     refuse_radius_flags(&a.radius, proto)?;
     let res = match proto {
-        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), path),
+        Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), on),
         Proto::Echo if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
         Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
-        Proto::Echo => path.start(cfg, |_| firehose_proto::Echo),
+        Proto::Echo => on.start(cfg, &Handlers::Echo),
         Proto::Dns => {
             if zones.is_empty() {
                 return Err(Usage("--proto dns needs at least one --zone FILE".into()).into());
@@ -212,13 +184,13 @@ pub(super) fn start_server(
             };
             // Port 0: the UDP side picks the port, and a port taken for TCP means another
             // try (not with XDP, whose queues are taken once).
-            let tries = if cfg.listen.port() == 0 && !matches!(path, Path::Xdp(_)) {
+            let tries = if cfg.listen.port() == 0 && !on.once_only() {
                 5
             } else {
                 1
             };
             let r = firehose_proto::dns::serve::start(reloader, &dns, tries, |h| {
-                path.take().start(cfg, move |_| h.clone())
+                on.start(cfg, &Handlers::Dns(Box::new(h)))
             })
             .map_err(|e| match e {
                 StartError::Setup(e) => serve_error(e),
@@ -248,7 +220,7 @@ pub(super) fn start_server(
 }
 
 /// A start-up refusal as one line of bad usage (exit 2).
-pub(super) fn serve_error(e: SetupError) -> anyhow::Error {
+pub(crate) fn serve_error(e: SetupError) -> anyhow::Error {
     crate::refusal::setup_error(e, None)
 }
 

@@ -450,3 +450,46 @@ fn a_saturated_generator_against_an_idle_server_is_labelled_client_bound() {
     assert_eq!(doc["client_bound"], true, "{doc}");
     assert!(text.contains("CLIENT-BOUND"), "{text}");
 }
+
+/// `--max-loss PCT` (README: exit 1 when more was lost): against a server that drops
+/// exactly every 10th request, 10% lost fails a run allowing 9.9% and passes one
+/// allowing 10%.
+#[test]
+fn max_loss_fails_a_run_that_lost_more_and_passes_one_at_the_limit() {
+    for (max, code) in [("9.9", 1), ("10", 0)] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (addr, h) = lossy_server(stop.clone());
+        let out_path = tmp(&format!("load-max-loss-{max}"));
+        let out = run(&[
+            "load",
+            "--target",
+            &addr.to_string(),
+            "--requests",
+            "1000",
+            "--flows",
+            "2",
+            "--window",
+            "128",
+            "--timeout",
+            "3s",
+            "--max-loss",
+            max,
+            "--json-file",
+            out_path.to_str().unwrap(),
+            "--quiet",
+        ]);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "--max-loss {max}: {err}");
+        let doc = json_of(&out_path);
+        assert_eq!(doc["lost"], 100, "{doc}");
+        if code == 1 {
+            assert!(
+                err.contains("lost 10.000% of requests, above --max-loss 9.9%"),
+                "{err}"
+            );
+        }
+        std::fs::remove_file(out_path).unwrap();
+    }
+}

@@ -3,7 +3,7 @@
 //! duplicates, malformed packets, reloads under load, bad input.
 
 use crate::util::{installed, json_of, run, signal_pid, stderr, tempdir, wait_exit, Served};
-use firehose_lab::freeradius::{self, FreeRadiusPlan};
+use firehose_lab::peers::freeradius::{self, FreeRadiusPlan};
 use firehose_radiuswire::{attr, parse_request, Header, Secret};
 use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
@@ -366,8 +366,8 @@ fn bad_radius_input_is_one_line_and_exit_2() {
             "--radius-secret applies only to --proto radius",
         ),
         (
-            vec!["lab", "compare", "--proto", "radius"],
-            "lab compare --proto radius is not available yet",
+            vec!["lab", "compare", "--proto", "radius", "--size", "100"],
+            "--size: RADIUS requests are Access-Requests of the generated users",
         ),
     ];
     for (args, want) in cases {

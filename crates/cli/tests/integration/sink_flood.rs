@@ -83,6 +83,14 @@ fn sink_counts_exactly_with(io: &str, ip: &str, bracket: bool, extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     let c = start_sink(&args);
+    if io == "uring" {
+        // The ring flags are what the kernel enforces on the sink's rings.
+        let workers = extra
+            .iter()
+            .position(|&a| a == "--workers")
+            .map_or(1, |i| extra[i + 1].parse().unwrap());
+        crate::uring::assert_ring_flags(c.id(), workers, extra);
+    }
     send_gently(&addr, 1000, 100);
     finish(c);
     let v = read_json(&j);
@@ -100,20 +108,9 @@ fn every_socket_sink_mode_counts_exactly_n_of_n_v4_and_v6() {
     }
 }
 
-/// Whether this kernel lets io_uring receive datagrams (else the test says why it skips).
-fn uring_usable(test: &str) -> bool {
-    match firehose_sys::uring::UringSupport::probe().require("recvmsg") {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipping {test}: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn uring_sink_counts_exactly_n_of_n_v4_and_v6_with_each_ring_option() {
-    if !uring_usable("uring_sink_counts_exactly") {
+    if !crate::util::uring_or_skip("recvmsg") {
         return;
     }
     sink_counts_exactly("uring", "127.0.0.1", false);
@@ -290,7 +287,7 @@ fn every_flood_mode_sends_exactly_count_with_its_sizes_and_flows() {
 
 #[test]
 fn uring_flood_sends_exactly_count_with_its_sizes_and_flows() {
-    if !uring_usable("uring_flood_sends_exactly") {
+    if !crate::util::uring_or_skip("recvmsg") {
         return;
     }
     flood_sends_exactly("uring", "127.0.0.1:0");
@@ -580,6 +577,124 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
     let v = read_json(&j);
     assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
     assert_eq!(v["bytes"], 600 * size as u64, "{size}-byte payloads");
+}
+
+/// Every `--fanout` mode (docs/sink-flood.md), not only `lb`: two workers count exactly
+/// what 16 flows sent, and the report names the mode; `hash` keeps a flow on one worker
+/// and spreads 16 flows over both (all on one: 2^-15).
+#[test]
+fn every_packet_fanout_mode_counts_exactly() {
+    if !is_root() {
+        eprintln!("skipping every_packet_fanout_mode_counts_exactly: AF_PACKET needs root");
+        return;
+    }
+    for mode in ["hash", "cpu", "qm", "lb"] {
+        let port = free_port("127.0.0.1");
+        let addr = format!("127.0.0.1:{port}");
+        let j = json_tmp(&format!("fanout-{mode}"));
+        let c = start_sink(&[
+            "--listen",
+            &addr,
+            "--io",
+            "packet",
+            "--workers",
+            "2",
+            "--fanout",
+            mode,
+            "--count",
+            "480",
+            "--duration",
+            "20",
+            "--json-file",
+            j.to_str().unwrap(),
+        ]);
+        let socks: Vec<_> = (0..16)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for i in 0..480 {
+            socks[i % 16].send_to(&[i as u8; 64], &addr).unwrap();
+            if i % 20 == 19 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        finish(c);
+        let v = read_json(&j);
+        let per = per_worker_packets(&v);
+        assert_eq!(per.iter().sum::<u64>(), 480, "{mode}: {v}");
+        assert_eq!(v["fanout"], mode, "{v}");
+        if matches!(mode, "hash" | "lb") {
+            assert!(
+                per.iter().all(|&n| n > 0),
+                "{mode} reaches both workers: {per:?}"
+            );
+        }
+        if mode == "hash" {
+            assert!(
+                per.iter().all(|&n| n % 30 == 0),
+                "a flow's 30 datagrams stay on one worker: {per:?}"
+            );
+        }
+    }
+}
+
+/// `--rate` paces and `--duration` ends a run (docs/sink-flood.md). A paced sender cannot
+/// be early, however busy the host: 1000 datagrams at 4k/s take at least the 999 gaps of
+/// 250 us, and in a 1 s run at 2k/s no more leave than the rate allows; the run ends by
+/// itself, and every datagram reaches the socket.
+#[test]
+fn flood_rate_paces_and_duration_ends_the_run() {
+    let rx = receiver("127.0.0.1:0");
+    let target = rx.local_addr().unwrap().to_string();
+    let j = json_tmp("flood-rate");
+    let t0 = Instant::now();
+    let o = Command::new(bin())
+        .args([
+            "flood", "--target", &target, "--count", "1000", "--rate", "4k", "--quiet",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .output()
+        .unwrap();
+    let wall = t0.elapsed();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = read_json(&j);
+    assert_eq!(v["sent"], 1000, "{v}");
+    assert_eq!(receive(&rx, 1000).0, 1000, "every datagram arrived");
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!(secs >= 0.24, "1000 at 4k/s in {secs} s: not paced");
+    assert!(wall >= Duration::from_millis(240), "{wall:?}");
+    let j = json_tmp("flood-duration");
+    let t0 = Instant::now();
+    let mut c = Command::new(bin())
+        .args([
+            "flood",
+            "--target",
+            &target,
+            "--rate",
+            "2k",
+            "--duration",
+            "1",
+            "--quiet",
+        ])
+        .arg("--json-file")
+        .arg(&j)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = crate::util::wait_exit(&mut c, Duration::from_secs(30));
+    let wall = t0.elapsed();
+    assert!(st.success(), "flood --duration 1 failed");
+    assert!(wall >= Duration::from_secs(1), "ended early: {wall:?}");
+    let v = read_json(&j);
+    let (sent, secs) = (v["sent"].as_u64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(secs >= 0.99, "--duration 1 ran {secs} s: {v}");
+    assert!(sent > 0, "{v}");
+    assert!(
+        sent as f64 <= 2000.0 * secs + 2.0,
+        "{sent} sent in {secs} s at 2k/s: {v}"
+    );
+    assert_eq!(receive(&rx, sent as usize).0 as u64, sent);
 }
 
 #[test]

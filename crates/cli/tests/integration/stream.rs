@@ -121,6 +121,9 @@ fn connection_refused_is_exit_1_with_bytes() {
 
 #[test]
 fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
+    if !crate::util::uring_or_skip("send_zc") || !crate::util::uring_or_skip("recv") {
+        return;
+    }
     let (mut rx, addr) = receiver("[::1]:0", &["--once", "--recv", "uring"]);
     let out = run(&[
         "stream",
@@ -188,4 +191,48 @@ fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
             .any(|e| err.contains(e)),
         "{err}"
     );
+}
+
+/// `--mss` and `--congestion` (docs/stream.md) are applied: the report's congestion control
+/// and each flow's MSS are what getsockopt(TCP_CONGESTION, TCP_MAXSEG) reads back, and
+/// without the flags they are the host's default and loopback's large MSS.
+#[test]
+fn mss_and_congestion_are_applied_and_read_back() {
+    let default_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    let other = if default_cc == "reno" {
+        "cubic"
+    } else {
+        "reno"
+    };
+    for (extra, cc) in [
+        (vec!["--mss", "1000", "--congestion", other], other),
+        (vec![], default_cc.as_str()),
+    ] {
+        let (mut rx, addr) = receiver("127.0.0.1:0", &["--once"]);
+        let mut args = vec![
+            "stream", "--target", &addr, "--flows", "2", "--bytes", "1M", "--json",
+        ];
+        args.extend(&extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["congestion"], cc, "{extra:?}: {v}");
+        for f in v["sender"]["flows"].as_array().unwrap() {
+            let mss = f["mss"].as_i64().unwrap();
+            if extra.is_empty() {
+                assert!(mss > 1000, "loopback's MSS: {f}");
+            } else {
+                // TCP_MAXSEG reads back the MSS less the options every segment carries.
+                assert!((900..=1000).contains(&mss), "--mss 1000 read back: {f}");
+            }
+        }
+        assert!(rx.wait(Duration::from_secs(30)).success());
+    }
 }

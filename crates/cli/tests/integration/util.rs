@@ -93,6 +93,20 @@ pub fn root_or_skip() -> bool {
     false
 }
 
+/// True when this kernel lets io_uring run opcode `op` ("recvmsg", "recv", "send",
+/// "send_zc"); otherwise prints that the calling test is skipped, and the kernel's reason
+/// (kernel.io_uring_disabled, seccomp, an older kernel) with its errno.
+pub fn uring_or_skip(op: &str) -> bool {
+    match firehose_sys::uring::UringSupport::probe().require(op) {
+        Ok(()) => true,
+        Err(e) => {
+            let test = std::thread::current().name().unwrap_or("test").to_string();
+            eprintln!("skipping {test}: io_uring unavailable: {e}");
+            false
+        }
+    }
+}
+
 /// `args` followed by the flags of the shortest useful lab run (one repetition of one
 /// second, no warm-up) writing its JSON to `json`.
 pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
@@ -217,6 +231,116 @@ pub fn wait_exit(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// A child with a deadline, stopped when dropped (a test that fails half-way leaves nothing
+/// running): SIGTERM first, so a lab run removes the namespaces, processes and files it made,
+/// then SIGKILL after a grace period. Its stdout and stderr are collected as it runs.
+pub struct Bounded {
+    child: Child,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+/// How long a stopped lab run may take to clean up after SIGTERM before it gets SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Bounded {
+    /// Starts `cmd` with its output piped.
+    pub fn spawn(mut cmd: Command) -> Bounded {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        let drain = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
+        };
+        let out = Some(drain(Box::new(child.stdout.take().unwrap())));
+        let err = Some(drain(Box::new(child.stderr.take().unwrap())));
+        Bounded { child, out, err }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the exit at most `limit`; past it the child is stopped and the test fails,
+    /// quoting what it wrote.
+    pub fn wait(mut self, limit: std::time::Duration) -> Output {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Output {
+                    status,
+                    stdout: self.out.take().unwrap().join().unwrap_or_default(),
+                    stderr: self.err.take().unwrap().join().unwrap_or_default(),
+                };
+            }
+            if std::time::Instant::now() >= deadline {
+                self.stop();
+                let err = self.err.take().unwrap().join().unwrap_or_default();
+                panic!(
+                    "process {} did not finish in {limit:?}; stopped. stderr:\n{}",
+                    self.child.id(),
+                    String::from_utf8_lossy(&err)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL now (nothing can run in the child: what it made is left behind); reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then SIGKILL once the grace period is over; reaps the child.
+    fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let by = std::time::Instant::now() + STOP_GRACE;
+            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < by {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Bounded {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs firehose with `args` to completion within `limit` (see [`Bounded`]).
+pub fn run_within<S: AsRef<OsStr>>(args: &[S], limit: std::time::Duration) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    Bounded::spawn(c).wait(limit)
+}
+
+/// How long any lab run of a test may take before it is stopped and the test fails.
+pub const LAB_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `firehose ARGS` (a lab or bench run) within [`LAB_LIMIT`].
+pub fn lab_run<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    run_within(args, LAB_LIMIT)
+}
+
+/// Runs `cmd` (a shell around a lab run) within [`LAB_LIMIT`].
+pub fn lab_cmd(cmd: Command) -> Output {
+    Bounded::spawn(cmd).wait(LAB_LIMIT)
 }
 
 /// A port on `ip` free right now for UDP and TCP.

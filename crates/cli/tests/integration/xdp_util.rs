@@ -57,6 +57,21 @@ impl Lab {
         self.link_show().contains("prog/xdp")
     }
 
+    /// The client's end of the pair (where `flood --io xdp` binds its sockets).
+    pub fn peer(&self) -> String {
+        format!("{}p", self.dev)
+    }
+
+    /// True when a program is attached to the client's end.
+    pub fn client_has_xdp(&self) -> bool {
+        let out = Command::new("ip")
+            .args(["-n", &self.cli, "link", "show", "dev", &self.peer()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip link show {}", self.peer());
+        String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    }
+
     /// Runs `firehose ARGS` in the server namespace to completion.
     pub fn run_srv(&self, args: &[&str]) -> std::process::Output {
         Command::new("ip")

@@ -91,10 +91,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         for r in 0..ready {
             let src = self.io.source(r);
             loop {
-                let max = match self.io.source_flow(src) {
-                    Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
-                    None => self.plan.batch,
-                };
+                let max = self.read_max(src);
                 let got = self.io.recv(src, max)?;
                 if got > 0 {
                     self.take_responses(got, now);
@@ -108,15 +105,14 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         Ok(now)
     }
 
-    /// When datagram `i` of the last read arrived, on the run's clock: its kernel
-    /// receive time when paced (never later than `now`, should the wall clock step),
-    /// else `now`.
-    pub(super) fn arrival(&self, i: usize, now: u64) -> u64 {
+    /// When a datagram received by the kernel at `rx_time_ns` (CLOCK_REALTIME) arrived,
+    /// on the run's clock: that time when paced (never later than `now`, should the wall
+    /// clock step), else `now`.
+    pub(super) fn arrival(&self, rx_time_ns: Option<u64>, now: u64) -> u64 {
         if !self.paced {
             return now;
         }
-        self.io
-            .rx_time_ns(i)
+        rx_time_ns
             .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
             .map_or(now, |t| t.min(now))
     }

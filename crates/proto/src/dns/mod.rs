@@ -24,6 +24,7 @@ pub mod serve;
 pub mod tcp;
 mod template;
 pub mod zone;
+mod zonefile;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
 pub use firehose_dnswire as wire;
