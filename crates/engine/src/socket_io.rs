@@ -4,9 +4,9 @@
 use crate::backend::{Backend, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use crate::server::ServeError;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
+use firehose_sys::SetupError;
 use std::sync::Arc;
 
 /// Largest UDP payload over IPv4, plus room: every slot can hold any datagram.
@@ -37,7 +37,7 @@ impl SocketIo {
 impl Io for SocketIo {
     type Backend = SocketBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
+    fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
         let (recv, send) = match self.batch {
             // recvfrom carries no control message: a stamped batch of one is a recvmmsg.
             1 if self.rx_timestamps => (RecvMode::Batch, SendMode::Single),

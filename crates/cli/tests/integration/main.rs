@@ -35,6 +35,7 @@ mod sink_drops;
 mod sink_flood;
 mod stream;
 mod stream_veth;
+mod supervision;
 mod top;
 mod uring;
 mod util;

@@ -36,10 +36,12 @@ pub mod slot {
     pub const RX_DAEMON: usize = 13;
     /// Transmit timestamps read by the handler.
     pub const TX_DAEMON: usize = 14;
+    /// Sources the rate limit's full table forgot to make room (0 without a rate limit).
+    pub const RATELIMIT_EVICTIONS: usize = 15;
 }
 
 /// Number of counters.
-pub const COUNTERS: usize = 15;
+pub const COUNTERS: usize = 16;
 
 /// Each counter's name (stable: they are JSON keys and metric names).
 pub const NAMES: [&str; COUNTERS] = [
@@ -58,6 +60,7 @@ pub const NAMES: [&str; COUNTERS] = [
     "ntp_rx_kernel",
     "ntp_rx_daemon",
     "ntp_tx_daemon",
+    "ntp_ratelimit_evictions",
 ];
 
 /// One handler's counters, cumulative.
@@ -70,8 +73,8 @@ mod tests {
     #[test]
     fn names_are_unique_and_in_slot_order() {
         let mut s = NtpStats::new(&NAMES);
-        s.bump(slot::TX_DAEMON);
-        assert_eq!(s.named()[COUNTERS - 1], ("ntp_tx_daemon", 1));
+        s.bump(slot::RATELIMIT_EVICTIONS);
+        assert_eq!(s.named()[COUNTERS - 1], ("ntp_ratelimit_evictions", 1));
         assert_eq!(NAMES[slot::DROPPED_CONTROL], "ntp_dropped_control");
         assert_eq!(NAMES[slot::KOD_RATE], "ntp_kod_rate");
         for (i, n) in NAMES.iter().enumerate() {

@@ -121,7 +121,11 @@ impl NtpHandler {
         // As chronyd: the rate limit counts every request of an answerable mode, then
         // authentication decides.
         let limit = match (&mut self.limiter, peer) {
-            (Some(l), Some(a)) => l.check(a.ip(), rx_ns),
+            (Some(l), Some(a)) => {
+                let limit = l.check(a.ip(), rx_ns);
+                self.stats.set(slot::RATELIMIT_EVICTIONS, l.evictions);
+                limit
+            }
             _ => Limit::Pass,
         };
         match p.auth {
@@ -195,15 +199,7 @@ impl Handler for NtpHandler {
         self.respond(req)
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut v = self.stats.named().to_vec();
-        if let Some(n) = self.ratelimit_evictions() {
-            v.push(("ntp_ratelimit_evictions", n));
-        }
-        v
-    }
-
-    fn live_counters(&self) -> &[(&'static str, u64)] {
+    fn counters(&self) -> &[(&'static str, u64)] {
         self.stats.named()
     }
 }
