@@ -13,7 +13,7 @@ pub use args::{Proto, ServeArgs};
 use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
-use firehose_sys::supervise::Ended;
+use firehose_sys::supervise::{Ended, Health};
 use output::{print_applied, print_counters, reload};
 pub(crate) use start::serve_error;
 use start::{proto_name, start_server, Running};
@@ -35,7 +35,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tcp,
         mut reloader,
         notes,
-        clock,
+        mut clock,
     } = start_server(&cfg, a.proto, &a, on)?;
     print_applied(&server, a.proto);
     for n in notes {
@@ -97,6 +97,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
                         proto_name(a.proto)
                     ),
                 }
+            }
+            // NTP's clock thread is watched as a worker: the answers depend on it.
+            if let Some(f) = clock.as_mut().and_then(|c| match c.health() {
+                Health::Failed(f) => Some(f),
+                _ => None,
+            }) {
+                return Ok(Health::Failed(f));
             }
             Ok::<_, anyhow::Error>(server.borrow_mut().health())
         },

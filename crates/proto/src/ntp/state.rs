@@ -13,6 +13,7 @@
 use crate::live::Live;
 use firehose_ntpwire::{refid, Leap, RefId, Short};
 use firehose_sys::clock::{realtime_ns, KernelClock, STA_DEL, STA_INS};
+use firehose_sys::supervise::{Health, Label, Workers};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,11 +129,13 @@ pub fn unsynchronised() -> ServerState {
     }
 }
 
-/// Re-reads the kernel clock state every second and publishes it; stopped on drop.
+/// Re-reads the kernel clock state every second and publishes it; stopped on drop. Its
+/// thread is supervised like a worker ([`Self::health`]): a clock it can no longer read,
+/// or a panic, ends the run rather than leave the server announcing a stale state.
 pub struct ClockWatch {
     live: Arc<LiveState>,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Workers<(), StateError>,
 }
 
 /// Tracks the reference time: when the kernel's maxerror last went down (a daemon's
@@ -171,9 +174,9 @@ impl ClockWatch {
         let live = Live::new(Arc::new(state_of(&k, &cfg, now, now)));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s) = (live.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("fh-ntp-clock".into())
-            .spawn(move || {
+            .spawn(move || -> Result<(), StateError> {
                 let mut last = *l.get().1;
                 let mut read_at = std::time::Instant::now();
                 while !s.load(Ordering::Relaxed) {
@@ -184,7 +187,7 @@ impl ClockWatch {
                     }
                     read_at = std::time::Instant::now();
                     let now = realtime_ns();
-                    let Ok(k) = KernelClock::read() else { continue };
+                    let k = KernelClock::read().map_err(|e| StateError::Kernel(e.to_string()))?;
                     let at = reference.update(&k, now);
                     let st = state_of(&k, &cfg, now, at);
                     if st != last {
@@ -192,13 +195,18 @@ impl ClockWatch {
                         last = st;
                     }
                 }
+                Ok(())
             })
             .map_err(|e| StateError::Kernel(format!("starting the clock thread: {e}")))?;
-        Ok(ClockWatch {
-            live,
-            stop,
-            thread: Some(thread),
-        })
+        let mut thread = Workers::new(true);
+        thread.push(Label::new("ntp clock thread", 0), handle);
+        Ok(ClockWatch { live, stop, thread })
+    }
+
+    /// The clock thread's health for the run's supervisor loop: failed when it panicked,
+    /// could not read the clock, or ended while the server runs.
+    pub fn health(&mut self) -> Health {
+        self.thread.health(self.stop.load(Ordering::Relaxed))
     }
 
     /// The state being served, for handlers.
@@ -215,9 +223,7 @@ impl ClockWatch {
 impl Drop for ClockWatch {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = std::mem::replace(&mut self.thread, Workers::new(true)).join();
     }
 }
 
@@ -333,5 +339,22 @@ mod tests {
         let p = measure_precision();
         // A clock read costs between 1 ns and 1 ms on anything that runs this.
         assert!((-30..=-10).contains(&p), "{p}");
+    }
+
+    #[test]
+    fn the_clock_thread_is_watched_as_a_worker() {
+        let mut w = ClockWatch::start(ClockConfig {
+            local_stratum: Some(10),
+            ..cfg()
+        })
+        .unwrap();
+        assert_eq!(w.health(), Health::Running);
+        // Stopping is not a failure: the run asked for it.
+        w.stop.store(true, Ordering::Relaxed);
+        let by = std::time::Instant::now() + Duration::from_secs(5);
+        while w.health() == Health::Running && std::time::Instant::now() < by {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(w.health(), Health::Done);
     }
 }
