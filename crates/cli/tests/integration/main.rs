@@ -16,6 +16,7 @@ mod gso;
 mod lab_compare;
 mod lab_dns;
 mod lab_ladder;
+mod lab_ntp;
 mod lab_radius;
 mod lab_sink;
 mod lab_stream;
