@@ -500,7 +500,11 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
         (c.no_syscalls, "--no-syscalls", "dns"),
         (c.tcp_connections.is_some(), "--tcp-connections", "dns"),
         (c.queries_per_conn.is_some(), "--queries-per-conn", "dns"),
-        (c.firehose_bin.is_some(), "--firehose-bin", "dns, radius or ntp"),
+        (
+            c.firehose_bin.is_some(),
+            "--firehose-bin",
+            "dns, radius or ntp",
+        ),
     ] {
         if given {
             return Err(Usage(format!("{flag} applies only to lab compare --proto {to}")).into());

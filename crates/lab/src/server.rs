@@ -171,7 +171,10 @@ mod tests {
         );
         assert_eq!(ServerKind::FirehoseRadius.key(), "firehose");
         assert!(!ServerKind::FreeRadius.speaks_dns());
-        assert_eq!(ServerKind::ntp_from_name("chronyd"), Some(ServerKind::Chronyd));
+        assert_eq!(
+            ServerKind::ntp_from_name("chronyd"),
+            Some(ServerKind::Chronyd)
+        );
         assert_eq!(
             ServerKind::ntp_from_name("firehose"),
             Some(ServerKind::FirehoseNtp)

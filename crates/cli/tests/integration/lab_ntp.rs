@@ -73,7 +73,10 @@ fn ntp_compare_gives_a_row_per_server_with_hold_times() {
         .as_str()
         .unwrap()
         .starts_with("responses/s per server CPU, firehose / chronyd, 1 CPU(s): "));
-    assert!(md.contains("| chronyd | 1 instance(s), reuseport |"), "{md}");
+    assert!(
+        md.contains("| chronyd | 1 instance(s), reuseport |"),
+        "{md}"
+    );
     let left = std::process::Command::new("pgrep")
         .args(["-f", &format!("{}", report.display())])
         .output()

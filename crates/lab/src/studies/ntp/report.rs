@@ -304,7 +304,10 @@ mod tests {
         assert_eq!(a.offset_p50_us.unwrap().median, -1.5);
         assert_eq!((a.bound, b.bound), ("server", "server"));
         let r = ratios(&NtpCompare::default(), &[a.clone(), b.clone()]);
-        assert!(r[0].contains("firehose / chronyd, 1 CPU(s): 7.00x"), "{r:?}");
+        assert!(
+            r[0].contains("firehose / chronyd, 1 CPU(s): 7.00x"),
+            "{r:?}"
+        );
         assert!(r[1].contains("9.00 / 1.25 us = 7.20x (goal"), "{r:?}");
         assert!(r[3].contains("3.00 / 11.00 us = 0.27x"), "{r:?}");
         let open = NtpCompare {
