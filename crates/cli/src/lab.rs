@@ -392,6 +392,49 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
 }
 
 impl CompareArgs {
+    /// Refuses, rather than ignores, the flags a loopback comparison against a peer server
+    /// (`--proto radius`, `ntp`: `name` in messages, lower case `proto`) has no use for;
+    /// `size` says why `--size` does not apply.
+    fn refuse_for_peer_compare(&self, name: &str, proto: &str, size: &str) -> Result<()> {
+        let r = &self.run;
+        let veth = format!("--topology veth: the {name} comparison runs on loopback only");
+        let size = format!("--size: {size}");
+        let given = [
+            (r.topology == Some(Kind::Veth), veth.as_str()),
+            (
+                r.queues.is_some(),
+                "--queues: the comparison runs on loopback, which has no queues to set",
+            ),
+            (
+                r.warmup.is_some(),
+                "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
+            ),
+            (
+                r.threads.is_some(),
+                "--threads: the generator runs one thread on the client CPU",
+            ),
+            (r.size.is_some(), size.as_str()),
+            (self.names.is_some(), "--names applies to --proto dns"),
+            (
+                self.query_count.is_some(),
+                "--query-count applies to --proto dns",
+            ),
+            (self.no_syscalls, "--no-syscalls applies to --proto dns"),
+            (
+                self.tcp_connections.is_some() || self.queries_per_conn.is_some(),
+                "--tcp-connections and --queries-per-conn apply to --proto dns",
+            ),
+            (
+                self.io.is_some(),
+                "--io: the I/O path comparison is for --proto echo and dns",
+            ),
+        ];
+        match given.iter().find(|(g, _)| *g) {
+            Some((_, msg)) => Err(Usage(format!("{msg} (not for --proto {proto})")).into()),
+            None => Ok(()),
+        }
+    }
+
     /// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
     fn firehose_bin(&self) -> Result<Option<PathBuf>> {
         match &self.firehose_bin {

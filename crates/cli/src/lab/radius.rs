@@ -9,56 +9,14 @@ use anyhow::Result;
 use firehose_lab::server::ServerKind;
 use firehose_lab::studies::dns::parse_names;
 use firehose_lab::studies::radius::RadiusCompare;
-use firehose_lab::topology::Kind;
-
-/// Refuses, rather than ignores, the flags that mean nothing for RADIUS.
-fn refuse_flags(c: &CompareArgs) -> Result<()> {
-    let r = &c.run;
-    let given = [
-        (
-            r.topology == Some(Kind::Veth),
-            "--topology veth: the RADIUS comparison runs on loopback only",
-        ),
-        (
-            r.queues.is_some(),
-            "--queues: the RADIUS comparison runs on loopback, which has no queues to set",
-        ),
-        (
-            r.warmup.is_some(),
-            "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
-        ),
-        (
-            r.threads.is_some(),
-            "--threads: the generator runs one thread on the client CPU",
-        ),
-        (
-            r.size.is_some(),
-            "--size: RADIUS requests are Access-Requests of the generated users",
-        ),
-        (c.names.is_some(), "--names applies to --proto dns"),
-        (
-            c.query_count.is_some(),
-            "--query-count applies to --proto dns",
-        ),
-        (c.no_syscalls, "--no-syscalls applies to --proto dns"),
-        (
-            c.tcp_connections.is_some() || c.queries_per_conn.is_some(),
-            "--tcp-connections and --queries-per-conn apply to --proto dns",
-        ),
-        (
-            c.io.is_some(),
-            "--io: the I/O path comparison is for --proto echo and dns",
-        ),
-    ];
-    match given.iter().find(|(g, _)| *g) {
-        Some((_, msg)) => Err(Usage(format!("{msg} (not for --proto radius)")).into()),
-        None => Ok(()),
-    }
-}
 
 /// Runs the RADIUS comparison, prints the table, writes JSON and (with --report) the pages.
 pub(super) fn compare(c: CompareArgs) -> Result<()> {
-    refuse_flags(&c)?;
+    c.refuse_for_peer_compare(
+        "RADIUS",
+        "radius",
+        "RADIUS requests are Access-Requests of the generated users",
+    )?;
     let r = &c.run;
     let servers = parse_names(
         "--servers",

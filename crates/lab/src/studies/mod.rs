@@ -9,6 +9,7 @@ pub mod io;
 pub mod ladder;
 pub mod ntp;
 pub mod radius;
+pub mod served;
 pub mod sink;
 pub mod stream;
 pub mod zone_load;
