@@ -41,6 +41,7 @@ pub mod supervise;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
+pub mod timestamping;
 pub mod uring;
 pub mod uring_dgram;
 pub mod uring_flows;
