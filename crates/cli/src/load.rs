@@ -120,6 +120,11 @@ pub struct LoadArgs {
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
     #[arg(long)]
     no_gso: bool,
+    /// Take latency apart with kernel timestamps (--io socket): each request stamped as it
+    /// leaves, each response as it arrives, giving rtt (the network and the server),
+    /// send_lag and recv_lag (the generator's) beside latency. Sends go by sendmmsg.
+    #[arg(long)]
+    stamps: bool,
     /// Print a line every interval (0 for none).
     #[arg(short = 'i', long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
@@ -220,6 +225,8 @@ struct ConfigDoc {
     per_wake: Option<usize>,
     spin: bool,
     gso: bool,
+    /// Latency taken apart by kernel timestamps (--stamps).
+    stamps: bool,
     io: &'static str,
     /// What the kernel granted for --io xdp.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -294,6 +301,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         spin: a.spin,
         gso: !a.no_gso,
         per_wake: a.per_wake.unwrap_or(firehose_load::pace::PER_WAKE as usize),
+        tx_stamps: a.stamps,
     };
     if a.per_wake.is_some() && a.rate.is_none() {
         return Err(Usage(
@@ -355,7 +363,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
-        gso: !a.no_gso && a.io == IoArg::Socket,
+        gso: !a.no_gso && a.io == IoArg::Socket && !a.stamps,
+        stamps: a.stamps,
         io: match a.io {
             IoArg::Socket => "socket",
             IoArg::Xdp => "xdp",
@@ -380,7 +389,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         }
         None => LoadPath::Socket,
     };
-    let report = match workload {
+    let mut report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, io, |i| w.clone().starting_at(i * 7919))?,
@@ -390,6 +399,9 @@ pub fn run(a: LoadArgs) -> Result<()> {
             w
         })?,
     };
+    if let Some(p) = report.parts.as_mut() {
+        p.hardware = firehose_load::decompose::hardware_stamps(&cfg.target);
+    }
     print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
     json.write(&Doc {
         report: &report,
@@ -412,6 +424,9 @@ fn xdp_setup(
     cfg: &LoadConfig,
     w: &Proto,
 ) -> Result<Option<(XdpIo, BTreeMap<String, String>)>> {
+    if a.io != IoArg::Socket && a.stamps {
+        return Err(Usage("--stamps applies only to --io socket".into()).into());
+    }
     if a.io != IoArg::Xdp {
         if a.io == IoArg::Uring && a.no_gso {
             return Err(Usage("--no-gso applies only to --io socket".into()).into());

@@ -10,6 +10,7 @@
 //! lost (unanswered within the timeout, or still unanswered when the run drains).
 
 mod paced;
+mod stamps;
 
 use crate::interval::IntervalSlot;
 use crate::io::{open_flow, FlowIo, SocketFlows};
@@ -74,6 +75,10 @@ pub struct LoadConfig {
     /// Open loop: requests per wake-up ([`crate::pace::PER_WAKE`] by default); fewer make
     /// a smoother schedule at more CPU per request.
     pub per_wake: usize,
+    /// Stamp every request as the kernel sends it and every response as it arrives
+    /// (socket path), and take latency apart ([`crate::decompose`]); sends then go by
+    /// sendmmsg, not GSO.
+    pub tx_stamps: bool,
 }
 
 /// Why a run could not start.
@@ -121,6 +126,8 @@ pub struct ThreadResult {
     /// The workload's failed checks by reason ([`Workload::invalid`]).
     pub invalid: Vec<(&'static str, u64)>,
     pub latency_ns: Histogram<u64>,
+    /// Latency taken apart by kernel timestamps, on a path that stamps.
+    pub parts: Option<crate::decompose::Decomposition>,
     /// This thread's CPU time during the measurement window.
     pub cpu_time: Duration,
     /// Length of the measurement window this thread saw.
@@ -233,9 +240,13 @@ where
     for socks in open_flows(cfg)? {
         let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
         let open_loop = cfg.rate.is_some();
-        ios.push(SocketFlows::new(
-            socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop,
-        )?);
+        let gso = cfg.gso && !cfg.tx_stamps;
+        let io = SocketFlows::new(socks, cfg.batch, tx_slots, gso, cfg.spin, open_loop)?;
+        ios.push(if cfg.tx_stamps {
+            io.with_tx_stamps()?
+        } else {
+            io
+        });
     }
     start_with(cfg, make, ios)
 }
@@ -397,6 +408,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     realtime_offset_ns: i128,
     /// Sleeps between wake-ups (system calls the path does not count).
     sleeps: u64,
+    /// Transmit-stamp bookkeeping, on a path that stamps sends.
+    stamps: Option<stamps::Stamps>,
     cpu_at_start: Option<Duration>,
     wall_at_start: Option<u64>,
     cpu_at_end: Option<Duration>,
@@ -439,6 +452,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             paced,
             realtime_offset_ns: 0,
             sleeps: 0,
+            stamps: io
+                .tx_timestamps()
+                .then(|| stamps::Stamps::new(io.flows(), capacity)),
             table: Table::new(capacity, bits >= 64),
             flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
             io,
@@ -514,6 +530,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             } else {
                 self.send_due(now);
                 self.send_errors += self.io.flush() as u64;
+                self.stamp_failure()?;
             }
             let wait = self.wait_budget(now, drain_until);
             let now = if self.paced {
@@ -593,6 +610,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 .workload
                 .write_request(id, intended, self.io.tx_slot(k));
             self.io.queue(k, len);
+            self.stamp_queued(k, id);
             queued += 1;
             counted_sends += u64::from(counted);
         }
@@ -600,6 +618,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return 0;
         }
         let res = self.io.send(f);
+        self.stamp_sent(f);
         if res.gso_unavailable && self.gso_error.is_none() {
             // The kernel or path cannot do GSO: the batch fell back to sendmmsg; say why once.
             self.gso_error = self.io.gso_refusal(f);
@@ -643,6 +662,14 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
     /// `now` (read just after the read), or, on a paced path, at its kernel receive time.
     fn take_responses(&mut self, got: usize, now: u64) {
         let mut completed_now = 0;
+        // With stamps: when the batch was read, and the kernel's clock against ours.
+        let (read, offset) = match self.stamps {
+            Some(_) => {
+                let read = self.now_ns();
+                (read, stamps::realtime_ns() - i128::from(read))
+            }
+            None => (now, 0),
+        };
         for i in 0..got {
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
             let Some((id, code)) = self.workload.response_id(data) else {
@@ -650,6 +677,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 bump(&self.live.stray, 1);
                 continue;
             };
+            self.stamp_before_answer(id, f as usize);
+            let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
             let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
             let answer = if matches {
                 self.table.answer(id, f)
@@ -668,6 +697,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                         let lat = self.arrival(i, now).saturating_sub(e.intended_ns).max(1);
                         let _ = self.hist.record(lat.min(HIST_MAX_NS));
                         *self.codes.entry(code).or_insert(0) += 1;
+                        let arrived = self.io.rx_time_ns(i);
+                        self.stamp_completed(e.intended_ns, e.departed_ns, arrived, read, offset);
                     }
                 }
                 Answer::Duplicate => {
@@ -726,6 +757,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             codes: self.codes,
             invalid: self.workload.invalid(),
             latency_ns: self.total,
+            parts: self.stamps.map(|s| s.figures),
             cpu_time,
             window,
         })

@@ -12,6 +12,8 @@ use firehose_sys::epoll::Epoll;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+pub use firehose_sys::timestamping::TxStamp;
+use firehose_sys::timestamping::{ErrQueue, TX_SOFTWARE};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -74,6 +76,20 @@ pub trait FlowIo: Send {
     fn rx_time_ns(&self, _i: usize) -> Option<u64> {
         None
     }
+    /// Whether the kernel stamps every request as it leaves ([`FlowIo::tx_stamps`]), and
+    /// every response as it arrives ([`FlowIo::rx_time_ns`]).
+    fn tx_timestamps(&self) -> bool {
+        false
+    }
+    /// Which requests `k` of the last `send` the kernel refused: they take no stamp key.
+    fn refused(&self) -> &[usize] {
+        &[]
+    }
+    /// Appends the transmit stamps `flow` has queued since the last call, oldest first;
+    /// the key of a stamp counts the flow's requests the kernel accepted, from 0.
+    fn tx_stamps(&mut self, _flow: usize, _out: &mut Vec<TxStamp>) -> Result<(), LoadError> {
+        Ok(())
+    }
     /// System calls made so far.
     fn syscalls(&self) -> u64;
     /// The send path's name for reports.
@@ -96,6 +112,8 @@ pub struct SocketFlows {
     syscalls: u64,
     current: usize,
     stamped: bool,
+    /// The error queue reader, when sends are stamped.
+    errq: Option<ErrQueue>,
 }
 
 /// Open loop reads every socket at each wake-up, without epoll, up to this many flows.
@@ -173,7 +191,35 @@ impl SocketFlows {
             syscalls: 0,
             current: 0,
             stamped,
+            errq: None,
         })
+    }
+
+    /// Stamps every request as the kernel sends it and every response as it arrives
+    /// (SO_TIMESTAMPING software stamps, each flag read back), with the paced receive
+    /// buffer (stamps are charged to it until read). Requests then leave by
+    /// sendmmsg, one datagram each: a UDP GSO super-datagram would carry one stamp for
+    /// all its segments.
+    pub fn with_tx_stamps(mut self) -> Result<Self, LoadError> {
+        for s in &self.socks {
+            s.set_timestamp_ns(false)?;
+            s.set_timestamping(TX_SOFTWARE)?;
+            // Stamps wait in the receive buffer's memory until read: room for them too.
+            s.set_rcvbuf(PACED_RCVBUF, true)
+                .or_else(|_| s.set_rcvbuf(PACED_RCVBUF, false))?;
+            let got = s.timestamping()?;
+            if got != TX_SOFTWARE {
+                return Err(LoadError::Config(format!(
+                    "the kernel set SO_TIMESTAMPING to {got:#x}, not {TX_SOFTWARE:#x}: it cannot stamp this socket's sends"
+                )));
+            }
+        }
+        self.rx = Batch::new(self.batch, SLOT).with_control(true);
+        let slots = self.tx.capacity();
+        self.tx = Batch::new(slots, SLOT).with_send(SendMode::Batch);
+        self.stamped = true;
+        self.errq = Some(ErrQueue::new(self.batch.max(64)));
+        Ok(self)
     }
 }
 
@@ -253,6 +299,22 @@ impl FlowIo for SocketFlows {
 
     fn rx_timestamps(&self) -> bool {
         self.stamped
+    }
+
+    fn tx_timestamps(&self) -> bool {
+        self.errq.is_some()
+    }
+
+    fn refused(&self) -> &[usize] {
+        self.tx.refused()
+    }
+
+    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), LoadError> {
+        if let Some(q) = self.errq.as_mut() {
+            self.syscalls += 1;
+            q.drain(&self.socks[flow], out)?;
+        }
+        Ok(())
     }
 
     fn rx_time_ns(&self, i: usize) -> Option<u64> {

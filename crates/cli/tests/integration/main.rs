@@ -17,6 +17,7 @@ mod lab_sink;
 mod lab_stream;
 mod lab_veth;
 mod load;
+mod load_stamps;
 mod metrics;
 mod radius;
 mod report_merge;
