@@ -54,6 +54,7 @@ Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\
 EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 -t 5\n  \
   firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
+  firehose load --target 127.0.0.1:9000 --rate 50k --flows 4 --stamps\n  \
   firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
   firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
 --radius-clients examples/radius/clients.conf --rate 20k -t 5"
