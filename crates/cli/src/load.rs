@@ -14,6 +14,7 @@ use firehose_lab::cputime::{self, Scope};
 use firehose_load::dns::DnsWorkload;
 use firehose_load::gen::Live;
 use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
+use firehose_load::pace::Arrivals;
 use firehose_load::radius::RadiusWorkload;
 use firehose_load::report::ServerCpu;
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
@@ -115,9 +116,15 @@ pub struct LoadArgs {
     /// flow; fewer give a smoother schedule for more CPU per request, 1 wakes for each.
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     per_wake: Option<usize>,
-    /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
+    /// Poll sockets without sleeping: lowest latency, one busy CPU per thread. In open loop
+    /// each request then leaves when it is intended.
     #[arg(long)]
     spin: bool,
+    /// Open loop: the schedule's shape at --rate: uniform (evenly spaced), poisson
+    /// (exponential gaps) or burst:N (N at once every N intervals, one wake-up each).
+    /// --stamps shows the gaps the server saw.
+    #[arg(long, value_name = "PATTERN", value_parser = parse_arrivals)]
+    arrivals: Option<Arrivals>,
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
     #[arg(long)]
     no_gso: bool,
@@ -228,6 +235,9 @@ struct ConfigDoc {
     gso: bool,
     /// Latency taken apart by kernel timestamps (--stamps).
     stamps: bool,
+    /// Open loop: the schedule's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrivals: Option<String>,
     io: &'static str,
     /// What the kernel granted for --io xdp.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -303,7 +313,18 @@ pub fn run(a: LoadArgs) -> Result<()> {
         gso: !a.no_gso,
         per_wake: a.per_wake.unwrap_or(firehose_load::pace::PER_WAKE as usize),
         tx_stamps: a.stamps,
+        arrivals: a.arrivals.clone().unwrap_or(Arrivals::Uniform),
     };
+    if a.arrivals.is_some() && a.rate.is_none() {
+        return Err(Usage(
+            "--arrivals shapes an open loop: give --rate too (closed loop sends as answers come)"
+                .into(),
+        )
+        .into());
+    }
+    if matches!(a.arrivals, Some(Arrivals::Burst(_))) && a.per_wake.is_some() {
+        return Err(Usage("--arrivals burst:N sends N per wake-up; drop --per-wake".into()).into());
+    }
     if a.per_wake.is_some() && a.rate.is_none() {
         return Err(Usage(
             "--per-wake paces an open loop: give --rate too (closed loop sends as answers come)"
@@ -366,6 +387,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         spin: a.spin,
         gso: !a.no_gso && a.io == IoArg::Socket && !a.stamps,
         stamps: a.stamps,
+        arrivals: a.rate.map(|_| cfg.arrivals.name()),
         io: match a.io {
             IoArg::Socket => "socket",
             IoArg::Xdp => "xdp",
@@ -742,4 +764,8 @@ fn drive<W: Workload + 'static>(
         |c| code_namer.code_name(c),
     )
     .context("summarising the latency histogram")
+}
+
+fn parse_arrivals(s: &str) -> std::result::Result<Arrivals, String> {
+    Arrivals::parse(s)
 }

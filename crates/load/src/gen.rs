@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Open loop on a path without receive stamps (or spinning): requests due within this
+/// Open loop on a path without receive stamps (not spinning): requests due within this
 /// much of now leave together, so the thread wakes at most every 50 µs to send.
 const UNPACED_AHEAD_NS: u64 = 50_000;
 
@@ -79,6 +79,8 @@ pub struct LoadConfig {
     /// (socket path), and take latency apart ([`crate::decompose`]); sends then go by
     /// sendmmsg, not GSO.
     pub tx_stamps: bool,
+    /// Open loop: the shape of the schedule.
+    pub arrivals: crate::pace::Arrivals,
 }
 
 /// Why a run could not start.
@@ -349,7 +351,8 @@ impl ThreadPlan {
             } else {
                 (flows_here * cfg.window) as u64
             };
-            Pace::new(iv, cap, cfg.per_wake as u64)
+            // Each thread its own Poisson pattern.
+            Pace::shaped(iv, cap, cfg.per_wake as u64, &cfg.arrivals, t as u64 + 1)
         });
         ThreadPlan {
             pace,
@@ -444,9 +447,14 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let paced = plan.pace.is_some() && !plan.spin && io.rx_timestamps();
         let mut plan = plan;
         if let (false, Some(p)) = (paced, plan.pace.as_mut()) {
-            // Without receive stamps every arrival wakes the thread anyway: send only
-            // what is due within 50 µs, timed close to the schedule.
-            p.ahead_ns = p.ahead_ns.min(UNPACED_AHEAD_NS);
+            // Spinning, each request leaves when it is intended, so the server sees the
+            // schedule's own shape. Without receive stamps every arrival wakes the thread
+            // anyway: send only what is due within 50 µs, timed close to the schedule.
+            p.ahead_ns = if plan.spin {
+                0
+            } else {
+                p.ahead_ns.min(UNPACED_AHEAD_NS)
+            };
         }
         Ok(Thread {
             paced,
@@ -552,7 +560,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return Duration::ZERO;
         }
         let cap = 2_000_000u64; // re-check losses and the clock at least every 2 ms
-        let next = match (drain_until, self.plan.pace) {
+        let next = match (drain_until, &self.plan.pace) {
             (Some(u), _) => u.saturating_sub(now),
             (None, Some(_)) if self.table.free_slots() == 0 => cap,
             (None, Some(pace)) => pace.wait_ns(now, self.next_seq),
@@ -567,7 +575,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 for f in 0..self.flows.len() {
                     let room = self.room(f);
                     if room > 0 {
-                        self.send_on(f, room, now, now);
+                        self.send_on(f, room, now, None);
                     }
                 }
             }
@@ -583,10 +591,11 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
     }
 
-    /// Sends up to `n` requests on flow `f`; returns how many went out.
-    fn send_on(&mut self, f: usize, n: usize, now: u64, first_intended: u64) -> usize {
+    /// Sends up to `n` requests on flow `f`, the first of them request `first_seq` of the
+    /// open-loop schedule (closed loop: `None`, each intended now); returns how many went
+    /// out.
+    fn send_on(&mut self, f: usize, n: usize, now: u64, first_seq: Option<u64>) -> usize {
         let n = n.min(self.io.tx_capacity());
-        let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
         for k in 0..n {
@@ -595,9 +604,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     break;
                 }
             }
-            let intended = match iv {
-                Some(iv) => first_intended + (k as f64 * iv) as u64,
-                None => now,
+            let intended = match (first_seq, &self.plan.pace) {
+                (Some(s), Some(p)) => p.intended(s + k as u64),
+                _ => now,
             };
             let counted = intended >= self.plan.measure_from_ns;
             // Time a request from when it really left if it left early, else from when it

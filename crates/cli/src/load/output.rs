@@ -72,7 +72,12 @@ pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
         "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
         cfg.target,
         match cfg.rate {
-            Some(r) => format!("open loop at {} tps", thousands(r)),
+            Some(r) => format!(
+                "open loop at {} tps ({} arrivals{})",
+                thousands(r),
+                cfg.arrivals.name(),
+                if cfg.spin { ", spinning" } else { "" }
+            ),
             None => "closed loop".into(),
         },
         cfg.flows,

@@ -112,9 +112,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
                 Some(&(k, ticket)) if k == s.key => {
                     list.pop_front();
                     let counted = self.table.set_departed(ticket, s.ns);
-                    if counted == Some(true)
-                        && st.last_departure != 0
-                        && s.ns >= st.last_departure
+                    if counted == Some(true) && st.last_departure != 0 && s.ns >= st.last_departure
                     {
                         st.figures.record_gap(s.ns - st.last_departure);
                     }
