@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-radius bench-latency lint clean deps install
+.PHONY: build demo test bench bench-xdp bench-sink bench-drops bench-radius bench-latency lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -16,10 +16,33 @@ demo: build
 	@sh mk/deps demo
 	$(BIN) bench --repetitions 1 --duration 2
 
-# The test suite (root-only tests skip with a reason when not root).
+# The test suite (root-only tests skip with a reason when not root), then the fuzz
+# targets' checks on their seeds and on every crash ever found (stable, no libFuzzer).
 test:
 	@sh mk/deps test
 	$(CARGO) test --workspace --locked
+	$(CARGO) test --manifest-path fuzz/Cargo.toml --locked --no-default-features --target-dir target
+
+# Every cargo-fuzz target (fuzz/) for FUZZ_SECONDS each, from seeded corpora: nightly, and
+# cargo-fuzz (installed when missing). FUZZ_TARGETS="frame zone" runs some; see mk/fuzz for
+# FUZZ_SANITIZER and FUZZ_ARGS, and CONTRIBUTING.md (Fuzzing) for adding a target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh mk/fuzz $(FUZZ_TARGETS)
+
+# Issue 20's attack runs at full size (root; release build): the crafted frames, 1,000,000
+# random frames at the AF_XDP port, 1,000,000 mutated DNS queries over UDP and over TCP to
+# the AF_XDP and the socket DNS servers, and echo at twice its capacity for 10 s. Every
+# server must keep answering, with counters that add up. make test runs the same tests with
+# 20,000 of each (crates/cli/tests/integration/attack.rs). ATTACK_SEED replays a run.
+ATTACK_N ?= 1000000
+ATTACK_SECONDS ?= 10
+attack:
+	@sh mk/deps test
+	@uptime
+	FH_ATTACK_N=$(ATTACK_N) FH_ATTACK_SECONDS=$(ATTACK_SECONDS) $(if $(ATTACK_SEED),FH_ATTACK_SEED=$(ATTACK_SEED)) \
+		$(CARGO) test --release --locked -p firehose-cli --test integration attack:: -- --nocapture --test-threads 1
+	@uptime
 
 # The engine benchmark: 3 interleaved repetitions per cell, medians (min-max).
 bench: build
@@ -65,6 +88,14 @@ bench-sink: build
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
 
+# What watching costs (root): the sink's pps at max rate without and with firehose drops
+# beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
+# top's CPU at a 1 s refresh in a pseudo-terminal (target <= 2% of one CPU). The load
+# average is printed before and after.
+bench-drops: build
+	@sh mk/deps bench
+	sh mk/bench-observe.sh
+
 # RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
 # file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
 # Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
@@ -84,7 +115,10 @@ bench-latency: build
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --manifest-path fuzz/Cargo.toml --all-targets --locked --no-default-features \
+		--target-dir target -- -D warnings
 
 clean:
 	$(CARGO) clean

@@ -76,6 +76,14 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// Parses a port number, 1-65535.
+pub fn parse_port(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("'{s}' is not a port (1-65535)")),
+    }
+}
+
 /// Parses a positive whole number.
 pub fn parse_positive(s: &str) -> Result<usize, String> {
     match s.trim().parse::<i64>() {
@@ -345,6 +353,9 @@ mod same_strings {
         &["load", "--target", "127.0.0.1:9", "--interval"],
         &["bench", "--duration"],
         &["doctor", "--sample"],
+        &["drops", "--duration"],
+        &["top", "--interval"],
+        &["top", "--duration"],
         &["lab", "ladder", "--duration"],
         &["lab", "ladder", "--warmup"],
         &["lab", "ladder", "--timeout"],

@@ -2,7 +2,7 @@
 //! revert them. The checks, plan and journal live in crates/host; this file parses the
 //! arguments, decides what runs, and prints (table or JSON).
 
-use crate::args::{parse_duration, Usage};
+use crate::args::{parse_duration, parse_port, Usage};
 use anyhow::Result;
 use clap::Args;
 use firehose_host::doctor::{
@@ -70,13 +70,6 @@ pub struct DoctorArgs {
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
-}
-
-fn parse_port(s: &str) -> Result<u16, String> {
-    match s.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!("'{s}' is not a UDP port (1-65535)")),
-    }
 }
 
 /// Runs the subcommand; returns the exit code (0 ok, 1 a bad check or a failed change).
@@ -353,11 +346,13 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Resu
             writeln!(out, "{word:<4}  {:<13} {}: {n}", o.check, o.target)?;
             continue;
         }
-        let old = o.old.as_deref().unwrap_or("?");
+        let old = o.old.as_deref().map_or("?".into(), one_line);
         writeln!(
             out,
             "{word:<4}  {:<13} {}: {old} -> {}",
-            o.check, o.target, o.new
+            o.check,
+            o.target,
+            one_line(&o.new)
         )?;
         let note = if note.is_empty() {
             String::new()
@@ -367,4 +362,12 @@ fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Resu
         writeln!(out, "      {}{note}", o.command)?;
     }
     out.flush()
+}
+
+/// A value for one line of the table: a whole file (the --persist file) as its line count.
+fn one_line(v: &str) -> String {
+    match v.trim().lines().count() {
+        0 | 1 => v.trim().to_string(),
+        n => format!("({n} lines)"),
+    }
 }

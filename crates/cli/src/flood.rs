@@ -154,7 +154,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
     }
     if !a.allow_remote && !is_local_target(a.target.ip())? {
         return Err(Usage(format!(
-            "--target {}: not an address of this host or of its network namespaces; a flood goes only where you own the receiver (add --allow-remote if you do)",
+            "--target {}: not an address of this host or of a namespace this one reaches straight over a veth; a flood goes only where you own the receiver (add --allow-remote if you do)",
             a.target.ip()
         ))
         .into());

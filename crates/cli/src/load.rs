@@ -133,6 +133,10 @@ pub struct LoadArgs {
     /// send_lag and recv_lag (the generator's) beside latency. Sends go by sendmmsg.
     #[arg(long)]
     stamps: bool,
+    /// Do not attribute losses (as root, a drop watch on skb:kfree_skb runs with the load
+    /// and the summary says where lost requests were dropped).
+    #[arg(long)]
+    no_drops: bool,
     /// Print a line every interval (0 for none).
     #[arg(short = 'i', long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_zero)]
     interval: Duration,
@@ -211,6 +215,8 @@ struct Doc<'a> {
     #[serde(flatten)]
     report: &'a LoadReport,
     config: ConfigDoc,
+    /// Where the kernel dropped packets of this run (root only).
+    loss_attribution: Option<firehose_observe::attribution::Attribution>,
 }
 
 #[derive(Serialize)]
@@ -412,6 +418,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         }
         None => LoadPath::Socket,
     };
+    let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
     let mut report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, io, |_| w.clone())?,
         // Each thread starts at its own place in the file.
@@ -425,10 +432,16 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if let Some(p) = report.parts.as_mut() {
         p.hardware = firehose_load::decompose::hardware_stamps(&cfg.target);
     }
+    let pids: Vec<u32> = a.server_pid.into_iter().collect();
+    let attribution = crate::drops::attribute(loss_watch, &[target.port()], &pids, "load");
     print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
+    if let Some(at) = &attribution {
+        crate::drops::print_attribution(&format!("lost {}", report.lost), at);
+    }
     json.write(&Doc {
         report: &report,
         config: config_doc,
+        loss_attribution: attribution,
     })?;
     verdict(&report, a.max_loss)
 }

@@ -20,16 +20,17 @@ mod args;
 mod bench;
 mod compat;
 mod doctor;
+mod drops;
 mod flood;
 mod lab;
 mod load;
 mod meta;
-mod metrics;
 mod report;
 mod serve;
 mod serve_xdp;
 mod sink;
 mod stream;
+mod top;
 mod uring_args;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -69,8 +70,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Audit the host for high-rate UDP work; apply fixes with a journal and revert them.
     Doctor(doctor::DoctorArgs),
+    /// Where packets die: kernel drops by reason, location, port and process, and the
+    /// counters beside them (XDP, AF_XDP, softnet, NIC queues).
+    Drops(drops::DropsArgs),
     /// Test hosts, the NTT ladder and peer comparisons, measured, with a report.
     Lab(lab::LabArgs),
+    /// One refreshing screen: CPUs, softirqs, interfaces and queues, UDP, the busiest
+    /// sockets, drop reasons and firehose servers; --once and --json for scripts.
+    Top(top::TopArgs),
     /// Bulk TCP with copy, MSG_ZEROCOPY, sendfile, splice or io_uring; Gbit/s, CPU and ROI.
     Stream(stream::StreamArgs),
     /// Work on saved reports: `report merge` adds several agents' `load --json` into one.
@@ -166,8 +173,10 @@ fn main() {
                 std::process::exit(code)
             }
         }),
+        Command::Drops(a) => drops::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Stream(a) => stream::run(a),
+        Command::Top(a) => top::run(a),
         Command::Report(a) => report::run(a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir),

@@ -109,6 +109,10 @@ pub struct SinkArgs {
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
+    /// Do not attribute drops (as root, a drop watch on skb:kfree_skb runs with the sink
+    /// and the summary says where the kernel dropped datagrams to --listen).
+    #[arg(long)]
+    no_drops: bool,
 }
 
 /// One round of --count datagrams.
@@ -152,6 +156,8 @@ struct SinkReport {
     rounds: Vec<Round>,
     per_worker: Vec<firehose_sink::WorkerSnapshot>,
     per_cpu: Vec<(usize, u64)>,
+    /// Where the kernel dropped datagrams to --listen (root only).
+    loss_attribution: Option<firehose_observe::attribution::Attribution>,
 }
 
 fn config(a: &SinkArgs) -> Result<SinkConfig> {
@@ -239,6 +245,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
     }
+    let loss_watch = crate::drops::watch_loss(a.no_drops, "sink");
     let host0 = HostDrops::read();
     let sink = Sink::start(&cfg).map_err(|e| match e {
         SinkError::Config(m) => anyhow::Error::from(Usage(m)),
@@ -369,11 +376,21 @@ pub fn run(a: SinkArgs) -> Result<()> {
         .stop()
         .map_err(|e| anyhow::anyhow!("sink worker failed: {e}"))?;
     let mut host = HostDrops::read().since(&host0);
+    let loss_attribution = crate::drops::attribute(loss_watch, &[listen.port()], &[], "sink");
     host.udp_in_errors = host.udp_in_errors.saturating_sub(held);
     let packets = snap.total(|w| w.packets);
     let bytes = snap.total(|w| w.bytes);
     let (t0, c0) = first.unwrap_or((start, cpu0));
-    let seconds = end.duration_since(t0).as_secs_f64();
+    // The first datagrams arrived within the tick before they were seen: the window starts a
+    // tick earlier, so a burst read within one tick is timed as one tick (a rate no higher
+    // than the truth), never as zero seconds (a rate of billions).
+    let seconds = (end.duration_since(t0)
+        + if first.is_some() {
+            tick
+        } else {
+            Duration::ZERO
+        })
+    .as_secs_f64();
     let per = |v: f64| (packets > 0).then(|| v / packets as f64);
     let report = SinkReport {
         mode: cfg.io.name(),
@@ -401,8 +418,12 @@ pub fn run(a: SinkArgs) -> Result<()> {
         rounds,
         per_worker: snap.workers.clone(),
         per_cpu: snap.per_cpu.clone(),
+        loss_attribution,
     };
     print_summary(&report);
+    if let Some(at) = &report.loss_attribution {
+        crate::drops::print_attribution(&format!("dropped {}", at.drops), at);
+    }
     json.write(&report)?;
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod backend;
 pub mod config;
 pub mod handler;
 pub mod metrics;
+pub mod metrics_http;
 mod placement;
 pub mod server;
 pub mod socket_io;

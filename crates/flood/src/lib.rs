@@ -480,26 +480,44 @@ fn xdp_senders(
     Ok((senders, XdpApplied { settings: s, notes }))
 }
 
-/// Whether `ip` is this host's: loopback, configured in this network namespace, or in a
-/// namespace bound under /run/netns (the lab's). `Err` only when none of that could be read.
+/// Whether a flood to `ip` from this network namespace (where the socket routes from)
+/// stays on this host: loopback; an address of this namespace (the kernel routes it as
+/// local); or an address reached straight out of a veth (no gateway) that the veth's other
+/// end holds, in a namespace bound under /run/netns (the lab's). An address that another
+/// namespace holds but that this one would reach through a gateway or another interface
+/// is not local: the flood would go wherever that route leads. `Err` only when the route
+/// or the interface could not be read.
 pub fn is_local_target(ip: IpAddr) -> Result<bool, SysError> {
+    use firehose_sys::{ifaddr, route};
     if ip.is_loopback() {
         return Ok(true);
     }
-    if firehose_sys::ifaddr::addresses()?
-        .iter()
-        .any(|a| a.ip == ip)
-    {
+    let Some(r) = route::route_to(ip)? else {
+        return Ok(false);
+    };
+    if r.local {
         return Ok(true);
     }
+    let (true, Some(oif), None) = (r.unicast, r.oif, r.gateway) else {
+        return Ok(false);
+    };
+    let out = route::link(oif)?;
+    let (Some("veth"), Some(peer)) = (out.kind.as_deref(), out.link) else {
+        return Ok(false);
+    };
     let Ok(dir) = std::fs::read_dir("/run/netns") else {
         return Ok(false);
     };
     for e in dir.flatten() {
-        if let Ok(addrs) = firehose_sys::ifaddr::addresses_in_netns(&e.path()) {
-            if addrs.iter().any(|a| a.ip == ip) {
-                return Ok(true);
-            }
+        // The namespace whose interface `peer` holds `ip` and is linked back to ours.
+        let holds = ifaddr::in_netns(&e.path(), || {
+            let on_peer = ifaddr::addresses()?
+                .iter()
+                .any(|a| a.ip == ip && a.ifindex == peer);
+            Ok(on_peer && route::link(peer)?.link == Some(oif))
+        });
+        if holds.unwrap_or(false) {
+            return Ok(true);
         }
     }
     Ok(false)

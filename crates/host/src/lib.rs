@@ -5,6 +5,9 @@
 
 pub mod doctor;
 pub mod fs;
+pub mod kernel;
 pub mod nic;
+pub mod nic_stats;
 pub mod procfs;
+pub mod prom;
 pub mod text;

@@ -681,22 +681,15 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         };
         for i in 0..got {
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
-            let Some((id, code)) = self.workload.response_id(data) else {
-                self.stray += 1;
-                bump(&self.live.stray, 1);
-                continue;
-            };
-            self.stamp_before_answer(id, f as usize);
+            if self.stamps.is_some() {
+                // Its request's departure, read first if it is not there yet.
+                if let Some((id, _)) = self.workload.response_id(data) {
+                    self.stamp_before_answer(id, f as usize);
+                }
+            }
             let crate::io::Datagram { flow: f, data } = self.io.datagram(i);
-            let matches = self.table.pending_flow(id).is_some() && self.workload.matches(id, data);
-            let answer = if matches {
-                self.table.answer(id, f)
-            } else if self.table.pending_flow(id).is_some() {
-                Answer::Stray
-            } else {
-                // Not pending: a duplicate if it answers a finished request, else stray.
-                self.table.answer(id, f)
-            };
+            let (answer, code) =
+                crate::table::classify(&mut self.table, &mut self.workload, data, f);
             match answer {
                 Answer::Completes(e) => {
                     self.flows[e.flow as usize].outstanding -= 1;

@@ -211,6 +211,30 @@ impl Table {
     }
 }
 
+/// What a datagram received on `flow` is: the answer to an outstanding request, a
+/// duplicate of a finished one's, or a stray (not a response of `w`, or a response whose
+/// id is pending but which does not answer that request, e.g. another question), with the
+/// response's result code. The generator's only way of matching a reply to a request.
+pub fn classify<W: crate::Workload + ?Sized>(
+    table: &mut Table,
+    w: &mut W,
+    data: &[u8],
+    flow: u32,
+) -> (Answer, u16) {
+    let Some((id, code)) = w.response_id(data) else {
+        return (Answer::Stray, 0);
+    };
+    let answer = if table.pending_flow(id).is_none() {
+        // Not pending: a duplicate if it answers a finished request, else stray.
+        table.answer(id, flow)
+    } else if w.matches(id, data) {
+        table.answer(id, flow)
+    } else {
+        Answer::Stray
+    };
+    (answer, code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -295,3 +295,82 @@ fn nsid_and_cookies_when_switched_on() {
     let r = ask(&mut off, &q).unwrap();
     assert!(response_options(&r).is_empty());
 }
+
+/// A reply never runs past the buffer the backend lends (a handler's contract; an AF_XDP
+/// frame is a few KiB): an error reply written over a query whose OPT was shorter than
+/// ours (NSID, cookie, keepalive) leaves our options out rather than writing past the
+/// end. Found by the `dns_handler` fuzz target (it panicked on the slice).
+#[test]
+fn our_options_are_left_out_when_they_do_not_fit_the_buffer() {
+    use firehose_engine::{Handler, Peer, Request, Verdict};
+    use firehose_proto::dns::options::OptionsConfig;
+    use firehose_proto::dns::Transport;
+    let mut h = common::handler_for(&FILES).with_options(OptionsConfig {
+        nsid: Some(vec![b'n'; 64]),
+        cookie_secret: None,
+    });
+    let peer = || Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+    // Class CH: REFUSED, the question and our OPT only.
+    let mut q = with_options("newdept.op.test.", &[(3, b"")]);
+    let qe = q.len() - 11 - 4;
+    q[qe - 2..qe].copy_from_slice(&3u16.to_be_bytes());
+    for tr in [
+        Transport::Udp,
+        Transport::Tcp {
+            keepalive: Some(100),
+        },
+    ] {
+        for cap in [q.len(), q.len() + 40, 4096] {
+            let mut buf = vec![0u8; cap];
+            buf[..q.len()].copy_from_slice(&q);
+            let v = match tr {
+                Transport::Udp => h.handle(&mut Request::new(&mut buf, q.len(), peer())),
+                tr => h.respond(&mut buf, q.len(), tr, &peer()),
+            };
+            let Verdict::Reply(n) = v else {
+                panic!("{v:?}")
+            };
+            assert!(n <= cap, "{n} bytes in a {cap}-byte buffer");
+            assert_eq!(buf[3] & 0xF, 5, "REFUSED");
+            let opts = response_options(&buf[..n]);
+            if cap == 4096 {
+                assert!(opts.contains(&(3, vec![b'n'; 64])), "room: NSID answered");
+            } else if cap == q.len() {
+                assert!(opts.is_empty(), "no room: a bare OPT, {opts:?}");
+            }
+        }
+    }
+}
+
+/// A rate-limited response without a question (a FORMERR) cannot go out truncated, so its
+/// slip sends nothing: it is counted as dropped, never as slipped (slipped counts TC=1
+/// answers sent). Found by the `dns_handler` fuzz target's counters check.
+#[test]
+fn a_slip_that_sends_nothing_is_counted_as_a_drop() {
+    use firehose_engine::{Handler, Peer, Request, Verdict};
+    use firehose_proto::dns::RrlConfig;
+    let mut h = common::handler_for(&FILES).with_rrl(RrlConfig { rate: 1, slip: 1 });
+    // QDCOUNT 1 but ANCOUNT 1: FORMERR, answered with the header alone (QDCOUNT 0).
+    let mut q = query("newdept.op.test.", RecordType::A, None);
+    q[7] = 1;
+    let (mut dropped, mut replies) = (0, 0);
+    for _ in 0..10 {
+        let mut buf = vec![0u8; 4096];
+        buf[..q.len()].copy_from_slice(&q);
+        let peer = Peer::from_addr("192.0.2.9:4000".parse().unwrap());
+        match h.handle(&mut Request::new(&mut buf, q.len(), peer)) {
+            Verdict::Reply(n) => {
+                assert_eq!(buf[2] & 0x02, 0, "no TC=1 answer without a question");
+                assert_eq!(buf[3] & 0xF, 1, "FORMERR");
+                assert!(n >= 12);
+                replies += 1;
+            }
+            Verdict::Drop => dropped += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert!(dropped >= 8, "rate 1: {replies} replies");
+    let c = h.counters();
+    assert!(c.contains(&("dns_rrl_dropped", dropped)), "{c:?}");
+    assert!(c.contains(&("dns_rrl_slipped", 0)), "{c:?}");
+}

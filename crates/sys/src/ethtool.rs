@@ -17,6 +17,11 @@ const ETHTOOL_SGRO: u32 = 0x2c;
 const ETHTOOL_GRXFHINDIR: u32 = 0x38;
 const ETHTOOL_SRXFHINDIR: u32 = 0x39;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
 
 /// `flow_type` for UDP over IPv4 in ETHTOOL_GRXFH.
 pub const UDP_V4_FLOW: u32 = 0x02;
@@ -264,6 +269,50 @@ impl Ethtool {
         unsafe { self.ioctl(iface, (&mut v as *mut EthtoolValue).cast(), what) }
     }
 
+    /// The driver's statistics, name and value (`ethtool -S`); empty for a driver without.
+    pub fn stats(&self, iface: &str) -> SysResult<Vec<(String, u64)>> {
+        // struct ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set.
+        let mut info = [0u32; 5];
+        info[0] = ETHTOOL_GSSET_INFO;
+        let mask = 1u64 << ETH_SS_STATS;
+        info[2] = mask as u32;
+        info[3] = (mask >> 32) as u32;
+        // SAFETY: info is a live ethtool_sset_info with room for the one set asked for.
+        unsafe { self.ioctl(iface, info.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
+        let answered = u64::from(info[2]) | (u64::from(info[3]) << 32);
+        let n = if answered & mask != 0 {
+            info[4] as usize
+        } else {
+            0
+        };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        // struct ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes.
+        let mut names = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+        names[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+        names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+        names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+        // SAFETY: names holds the header and n names of ETH_GSTRING_LEN bytes, as len says.
+        unsafe { self.ioctl(iface, names.as_mut_ptr().cast(), "ETHTOOL_GSTRINGS")? };
+        // struct ethtool_stats: cmd, n_stats, then n u64 values (8-aligned from word 1).
+        let mut vals = vec![0u64; 1 + n];
+        vals[0] = u64::from(ETHTOOL_GSTATS) | ((n as u64) << 32);
+        if cfg!(target_endian = "big") {
+            vals[0] = (u64::from(ETHTOOL_GSTATS) << 32) | n as u64;
+        }
+        // SAFETY: vals holds the 8-byte header and n u64 values, as n_stats says.
+        unsafe { self.ioctl(iface, vals.as_mut_ptr().cast(), "ETHTOOL_GSTATS")? };
+        Ok(names[12..]
+            .chunks_exact(ETH_GSTRING_LEN)
+            .zip(&vals[1..])
+            .map(|(name, v)| {
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                (String::from_utf8_lossy(&name[..end]).into_owned(), *v)
+            })
+            .collect())
+    }
+
     /// ETHTOOL_GGRO: generic receive offload on or off.
     pub fn gro(&self, iface: &str) -> SysResult<bool> {
         self.get_value(iface, ETHTOOL_GGRO, "ETHTOOL_GGRO")
@@ -302,5 +351,10 @@ mod tests {
         let err = e.channels("no-such-if0").unwrap_err();
         assert_eq!(err.errno(), Some(libc::ENODEV), "{err}");
         assert!(e.gro("a-name-far-too-long-for-ifnamsiz").is_err());
+        // lo has no driver statistics: none, or a refusal with its errno.
+        match e.stats("lo") {
+            Ok(v) => assert!(v.is_empty(), "{v:?}"),
+            Err(err) => assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}"),
+        }
     }
 }

@@ -67,12 +67,20 @@ pub fn addresses() -> SysResult<Vec<IfAddr>> {
 }
 
 /// The addresses configured in the network namespace bound at `path` (an `ip netns`
-/// file such as /run/netns/NAME), read from a short-lived thread that enters it
+/// file such as /run/netns/NAME). See [`in_netns`].
+pub fn addresses_in_netns(path: &std::path::Path) -> SysResult<Vec<IfAddr>> {
+    in_netns(path, addresses)
+}
+
+/// Runs `f` in a short-lived thread that enters the network namespace bound at `path`
 /// (setns needs CAP_SYS_ADMIN; EPERM otherwise). The calling thread's namespace is
 /// untouched.
-pub fn addresses_in_netns(path: &std::path::Path) -> SysResult<Vec<IfAddr>> {
+pub fn in_netns<T: Send>(
+    path: &std::path::Path,
+    f: impl FnOnce() -> SysResult<T> + Send,
+) -> SysResult<T> {
     use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path).map_err(|e| crate::SysError {
+    let ns = std::fs::File::open(path).map_err(|e| crate::SysError {
         what: format!("open({})", path.display()),
         source: e,
     })?;
@@ -80,14 +88,14 @@ pub fn addresses_in_netns(path: &std::path::Path) -> SysResult<Vec<IfAddr>> {
     std::thread::scope(|s| {
         s.spawn(|| {
             // SAFETY: setns on an open namespace fd; it moves only this helper thread.
-            let ret = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
             cvt(ret, || what)?;
-            addresses()
+            f()
         })
         .join()
         .unwrap_or_else(|_| {
             Err(crate::SysError {
-                what: "reading a namespace's addresses".into(),
+                what: format!("a thread in {}", path.display()),
                 source: std::io::Error::other("thread panicked"),
             })
         })

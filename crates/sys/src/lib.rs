@@ -24,6 +24,7 @@
 
 pub mod af_packet;
 pub mod bpf;
+pub mod bpf_map;
 pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
@@ -32,6 +33,7 @@ pub mod file;
 pub mod ifaddr;
 pub mod mmsg;
 pub mod netns;
+pub mod route;
 pub mod sockaddr;
 pub mod socket;
 pub mod sockopt;
@@ -42,6 +44,7 @@ pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
 pub mod timestamping;
+pub mod trace;
 pub mod uring;
 pub mod uring_dgram;
 pub mod uring_flows;
@@ -49,6 +52,7 @@ mod uring_pbuf;
 pub mod uring_recv;
 pub mod uring_serve;
 pub mod xdp;
+pub mod xsk_diag;
 pub mod zerocopy;
 
 use std::io;

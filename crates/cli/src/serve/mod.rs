@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 pub(crate) use args::parse_on_off;
 use args::ProfileArg;
 pub use args::{Proto, ServeArgs};
+use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, UringIo, WorkerStats, XdpIo};
 use output::{print_applied, print_counters, reload, ServeDocument};
@@ -67,15 +68,22 @@ pub fn run(a: ServeArgs) -> Result<()> {
             }
         );
     }
+    // Serves scrapes until the server stops (dropped at the end of this function).
+    let mut _metrics = None;
     if let Some(addr) = a.metrics {
         let mut source = server.metrics_source(proto_name(a.proto));
         if let Some(t) = &tcp {
             source = source.with_provider(std::sync::Arc::new(t.counter_reader()));
         }
         let version = env!("CARGO_PKG_VERSION");
-        let bound = crate::metrics::spawn(addr, move || source.render(version))
-            .map_err(|e| Usage(format!("{e:#}")))?;
-        say!("  metrics: http://{bound}/metrics");
+        let render = std::sync::Arc::new(move || source.render(version));
+        let endpoint = Endpoint::start(addr, render, Limits::default()).map_err(|e| {
+            Usage(format!(
+                "--metrics {addr}: cannot listen there: {e} (pick another address:port)"
+            ))
+        })?;
+        say!("  metrics: http://{}/metrics", endpoint.local_addr());
+        _metrics = Some(endpoint);
     }
     if a.duration.is_none() {
         say!("  Ctrl-C to stop");

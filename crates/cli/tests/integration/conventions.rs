@@ -23,6 +23,8 @@ fn every_help_names_values_and_lists_choices() {
         &["flood"],
         &["bench"],
         &["doctor"],
+        &["drops"],
+        &["top"],
         &["lab", "ladder"],
         &["lab", "compare"],
         &["lab", "stream"],
@@ -92,7 +94,30 @@ fn every_help_names_values_and_lists_choices() {
             ],
         ),
         (&["doctor"], &["-v, --verbose", "EXAMPLES"]),
+        (
+            &["drops"],
+            &[
+                "-t, --duration <DURATION>",
+                "--port <PORT>",
+                "-J, --json",
+                "--json-file <FILE>",
+                "--via <VIA>",
+                "perf:",
+                "EXAMPLES",
+            ],
+        ),
         (&["sink"], &["--listen <ADDR:PORT>", "EXAMPLES"]),
+        (
+            &["top"],
+            &[
+                "-i, --interval <DURATION>",
+                "-t, --duration <DURATION>",
+                "--port <PORT>",
+                "--once",
+                "-J, --json",
+                "EXAMPLES",
+            ],
+        ),
         (&["flood"], &["--target <ADDR:PORT>", "EXAMPLES"]),
     ];
     for (words, wants) in expect {

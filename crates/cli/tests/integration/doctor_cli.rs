@@ -17,7 +17,7 @@ fn bad_usage_exits_2_with_one_line() {
     for (args, says) in [
         (&["nosuch"][..], "unknown check 'nosuch'"),
         (&["--dry-run"][..], "--dry-run goes with --apply"),
-        (&["--port", "0"][..], "not a UDP port"),
+        (&["--port", "0"][..], "not a port"),
         (&["--iface", "fhnope0"][..], "no such interface"),
         (&["--sample=-1"][..], "greater than zero"),
         (&["--sample", "soon"][..], "not a duration"),

@@ -227,7 +227,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 }
 
 #[test]
-fn a_journal_from_another_boot_is_not_replayed() {
+fn a_journal_from_another_boot_replays_only_what_survives_a_reboot() {
     require_root!();
     let ns = Netns::new("d");
     let journal = ns.journal();
@@ -239,14 +239,22 @@ fn a_journal_from_another_boot_is_not_replayed() {
         "netns": netns, "time": 1
     });
     std::fs::write(&journal, format!("{entry}\n")).unwrap();
-    let out = ns.doctor(&["--revert", "--journal", &journal]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("not replayed"), "{}", text(&out));
-    assert_eq!(ns.read("/proc/sys/net/ipv4/conf/va/rp_filter"), "1");
-    // --apply refuses to add to it too.
+    std::fs::set_permissions(
+        &journal,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    // --apply refuses to add to it.
     let out = ns.doctor(&apply_args(&ns, &journal, &[]));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--revert` first"), "{}", text(&out));
     assert_eq!(ns.read("/proc/sys/net/ipv4/conf/va/rp_filter"), "1");
+    // --revert leaves what the reboot reset, says so, and retires the journal.
+    let out = ns.doctor(&["--revert", "--journal", &journal]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("the reboot reset it"), "{}", text(&out));
+    assert_eq!(ns.read("/proc/sys/net/ipv4/conf/va/rp_filter"), "1");
+    assert!(!std::path::Path::new(&journal).exists());
 }
 
 #[test]

@@ -248,7 +248,7 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         .spawn()
         .unwrap();
     n.2.push(sink);
-    std::thread::sleep(Duration::from_millis(400));
+    crate::util::wait_udp_bound(Some(b), port);
     let tx = || -> u64 {
         sh(&format!(
             "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"

@@ -1,6 +1,7 @@
 //! The `firehose` binary's integration tests, one test binary (as ripgrep does): each
 //! module runs the real binary for one area; `util` holds what they share.
 
+mod attack;
 mod bad_input;
 mod bench;
 mod conventions;
@@ -8,7 +9,9 @@ mod dns;
 mod dns_tcp;
 mod doctor_cli;
 mod doctor_netns;
+mod drops;
 mod echo;
+mod flood_netns;
 mod gso;
 mod lab_compare;
 mod lab_dns;
@@ -19,12 +22,14 @@ mod lab_veth;
 mod load;
 mod load_stamps;
 mod metrics;
+mod metrics_abuse;
 mod radius;
 mod report_merge;
 mod serve;
 mod sink_flood;
 mod stream;
 mod stream_veth;
+mod top;
 mod uring;
 mod util;
 mod workspace;

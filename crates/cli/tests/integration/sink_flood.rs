@@ -526,7 +526,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    crate::util::wait_udp_bound(Some(&pair.b), port);
     let o = Command::new("ip")
         .args([
             "netns",
@@ -597,7 +597,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    crate::util::wait_udp_bound(Some(&pair.b), port);
     let o = Command::new("ip")
         .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
         .arg(format!("{}:{port}", pair.b_addr()))
@@ -628,4 +628,34 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
     let v = read_json(&j);
     assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
     assert_eq!(v["bytes"], 600 * size as u64, "{size}-byte payloads");
+}
+
+#[test]
+fn a_burst_read_within_one_tick_is_timed_as_a_tick_not_as_zero_seconds() {
+    // 64 datagrams back to back on loopback arrive well within the sink's 10 ms tick; the
+    // window used to be zero seconds and the rate billions of pps.
+    let port = free_port("127.0.0.1");
+    let addr = format!("127.0.0.1:{port}");
+    let j = json_tmp(&format!("sink-burst-{port}"));
+    let sink = start_sink(&[
+        "--listen",
+        &addr,
+        "--duration",
+        "2",
+        "--json-file",
+        j.to_str().unwrap(),
+    ]);
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..64u8 {
+        s.send_to(&[i; 100], &addr).unwrap();
+    }
+    finish(sink);
+    let v = read_json(&j);
+    assert_eq!(v["packets"], 64, "{v}");
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!(secs >= 0.01, "the window is at least one tick: {v}");
+    assert!(
+        v["pps"].as_f64().unwrap() <= 64.0 / 0.01 + 1e-6,
+        "the rate is no higher than one tick allows: {v}"
+    );
 }

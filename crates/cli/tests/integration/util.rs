@@ -215,3 +215,30 @@ pub fn wait_exit(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Waits until a UDP socket is bound to `port` in namespace `netns` (None: this one), at most
+/// 30 s; a test sends only after that, never after a guessed sleep (a sink that sets up its
+/// drop watch first binds a second or more after it starts on a busy host).
+pub fn wait_udp_bound(netns: Option<&str>, port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let filter = format!("sport = :{port}");
+    loop {
+        let mut c = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "ss"]);
+                c
+            }
+            None => Command::new("ss"),
+        };
+        let out = c.args(["-Hnuap", &filter]).output().expect("run ss");
+        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing bound UDP port {port} in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -246,10 +246,14 @@ pub fn apply(
     id: &Identity,
     now: u64,
 ) -> Result<Vec<Outcome>, JournalError> {
-    let existing = journal.entries()?;
-    journal.check_identity(&existing, id)?;
-    let mut seq = existing.iter().map(|e| e.seq).max().unwrap_or(0);
-    let mut out = Vec::new();
+    let existing = journal.read()?;
+    journal.check_identity(&existing.entries, id)?;
+    let mut seq = existing.entries.iter().map(|e| e.seq).max().unwrap_or(0);
+    let mut out: Vec<Outcome> = existing
+        .torn
+        .map(|l| torn(journal, l))
+        .into_iter()
+        .collect();
     let mut irqbalance_running = false;
     for s in steps {
         let (mut o, old) = preflight(s, act);
@@ -300,22 +304,73 @@ fn is_irq(t: &Target) -> bool {
     matches!(t, Target::File { path, .. } if path.starts_with("/proc/irq/"))
 }
 
+/// The report line of a torn last journal line, which was ignored.
+fn torn(journal: &Journal, line: usize) -> Outcome {
+    Outcome {
+        check: "journal".into(),
+        target: journal.path().display().to_string(),
+        command: String::new(),
+        old: None,
+        new: String::new(),
+        result: Verdict::Skipped(format!(
+            "line {line} is torn (cut short by a crash while it was written, before its change was made): ignored"
+        )),
+    }
+}
+
+/// The keys (`net.core.rmem_max`) a `--persist` file's text sets.
+fn persisted_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k.trim().to_string())
+        .collect()
+}
+
+/// Whether `e`, written in another boot, still describes the host: the `--persist` file
+/// (on disk, it survived the reboot) and the sysctls it set again at boot. Everything else
+/// was reset by the reboot. `persisted` holds the keys of every persist file journaled.
+fn survives_reboot(e: &Entry, persisted: &[String]) -> bool {
+    match &e.target {
+        Target::Config { .. } => true,
+        Target::File { path, .. } => path
+            .strip_prefix("/proc/sys/")
+            .is_some_and(|k| persisted.contains(&plan::sysctl_key(k))),
+        _ => false,
+    }
+}
+
 /// Restores the journal's old values, newest first. A value that no longer reads as what we
-/// set was changed by someone else: it is reported and left alone. The journal is retired
-/// (renamed `.reverted`) unless a restore failed, so a failed revert can be retried.
+/// set was changed by someone else: it is reported and left alone. Entries from another
+/// boot are replayed only where they survive a reboot (the `--persist` file, and the
+/// sysctls it set at boot, in the namespace that set them); the rest is reported as reset
+/// by the reboot. The journal is retired (renamed `.reverted`) unless a restore failed, so
+/// a failed revert can be retried.
 pub fn revert(
     act: &dyn Actuator,
     journal: &Journal,
     id: &Identity,
 ) -> Result<Vec<Outcome>, JournalError> {
-    let entries = journal.entries()?;
+    let contents = journal.read()?;
+    let entries = contents.entries;
     if entries.is_empty() {
         return Err(JournalError::Missing {
             path: journal.path().to_path_buf(),
         });
     }
-    journal.check_identity(&entries, id)?;
-    let mut out = Vec::new();
+    for e in entries.iter().filter(|e| e.id.boot_id == id.boot_id) {
+        journal.check_netns(e, id)?;
+    }
+    let persisted: Vec<String> = entries
+        .iter()
+        .filter(|e| matches!(e.target, Target::Config { .. }))
+        .flat_map(|e| persisted_keys(&e.new))
+        .collect();
+    let mut out: Vec<Outcome> = contents
+        .torn
+        .map(|l| torn(journal, l))
+        .into_iter()
+        .collect();
     for e in entries.iter().rev() {
         let kind = e.target.kind();
         let mut o = Outcome {
@@ -326,6 +381,23 @@ pub fn revert(
             new: show(&e.old),
             result: Verdict::Done(String::new()),
         };
+        if e.id.boot_id != id.boot_id {
+            let file = matches!(e.target, Target::Config { .. });
+            if !survives_reboot(e, &persisted) {
+                o.result =
+                    Verdict::Skipped(format!("set in boot {}; the reboot reset it", e.id.boot_id));
+                out.push(o);
+                continue;
+            }
+            if !file && e.id.netns != id.netns {
+                o.result = Verdict::Skipped(format!(
+                    "set at boot from the --persist file in network namespace {}, this is {}; left as is",
+                    e.id.netns, id.netns
+                ));
+                out.push(o);
+                continue;
+            }
+        }
         let cur = match act.read(&e.target) {
             Ok(c) => c,
             Err(err) => {

@@ -3,7 +3,7 @@
 
 use super::facts::{Facts, Text};
 use super::{Row, Status};
-use crate::procfs::snmp::{self, UdpCounters};
+use crate::procfs::snmp;
 use crate::procfs::softnet::{self, SoftnetRow};
 use crate::procfs::{udp_sockets, ParseError};
 use std::collections::BTreeMap;
@@ -41,43 +41,6 @@ fn since_boot<T>(facts: &Facts, path: &str, parse: fn(&str) -> Result<T, ParseEr
     parse(facts.file(path).ok()?).ok()
 }
 
-/// Per-CPU softnet deltas; the kernel's counters are 32-bit and wrap.
-fn softnet_delta(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetRow> {
-    let d = |new: u64, old: u64| new.wrapping_sub(old) & 0xffff_ffff;
-    b.iter()
-        .map(|r| {
-            let old = a
-                .iter()
-                .find(|o| o.cpu == r.cpu)
-                .cloned()
-                .unwrap_or_default();
-            SoftnetRow {
-                cpu: r.cpu,
-                processed: d(r.processed, old.processed),
-                dropped: d(r.dropped, old.dropped),
-                time_squeeze: d(r.time_squeeze, old.time_squeeze),
-                received_rps: d(r.received_rps, old.received_rps),
-                flow_limit_count: d(r.flow_limit_count, old.flow_limit_count),
-                backlog_len: r.backlog_len,
-            }
-        })
-        .collect()
-}
-
-fn udp_delta(a: &UdpCounters, b: &UdpCounters) -> UdpCounters {
-    UdpCounters {
-        in_datagrams: b.in_datagrams.saturating_sub(a.in_datagrams),
-        no_ports: b.no_ports.saturating_sub(a.no_ports),
-        in_errors: b.in_errors.saturating_sub(a.in_errors),
-        out_datagrams: b.out_datagrams.saturating_sub(a.out_datagrams),
-        rcvbuf_errors: b.rcvbuf_errors.saturating_sub(a.rcvbuf_errors),
-        sndbuf_errors: b.sndbuf_errors.saturating_sub(a.sndbuf_errors),
-        in_csum_errors: b.in_csum_errors.saturating_sub(a.in_csum_errors),
-        ignored_multi: b.ignored_multi.saturating_sub(a.ignored_multi),
-        mem_errors: b.mem_errors.saturating_sub(a.mem_errors),
-    }
-}
-
 const WHY_SOFTNET: &str = "'dropped' = backlog full (raise netdev_max_backlog), 'time_squeeze' = NET_RX out of budget (raise netdev_budget); received_rps shows RPS at work";
 
 pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
@@ -86,7 +49,7 @@ pub(super) fn softnet(facts: &Facts) -> Vec<Row> {
         facts,
         "/proc/net/softnet_stat",
         softnet::parse,
-        |a: &Vec<SoftnetRow>, b: &Vec<SoftnetRow>| softnet_delta(a, b),
+        |a: &Vec<SoftnetRow>, b: &Vec<SoftnetRow>| softnet::delta(a, b),
     ) {
         Ok(c) => c,
         Err(e) => return vec![row.na(e)],
@@ -150,7 +113,7 @@ const WHY_UDP: &str = "RcvbufErrors are datagrams dropped at a full socket buffe
 
 pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
     let row = Row::new("udp-errors", "host", WHY_UDP).from("/proc/net/snmp Udp:");
-    let (c, span) = match counters(facts, "/proc/net/snmp", snmp::parse_udp, udp_delta) {
+    let (c, span) = match counters(facts, "/proc/net/snmp", snmp::parse_udp, |a, b| b.since(a)) {
         Ok(c) => c,
         Err(e) => return vec![row.na(e)],
     };

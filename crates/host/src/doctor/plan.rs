@@ -146,7 +146,7 @@ impl Target {
 
 /// `net/ipv4/conf/eth0.100/rp_filter` -> `net.ipv4.conf.eth0/100.rp_filter` (sysctl swaps
 /// the two separators so interface names with dots survive).
-fn sysctl_key(path: &str) -> String {
+pub(crate) fn sysctl_key(path: &str) -> String {
     path.chars()
         .map(|c| match c {
             '/' => '.',

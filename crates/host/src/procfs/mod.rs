@@ -7,6 +7,7 @@
 pub mod pidstat;
 pub mod pidstatus;
 pub mod snmp;
+pub mod socket_owners;
 pub mod softirqs;
 pub mod softnet;
 pub mod stat;

@@ -18,6 +18,22 @@ pub struct UdpCounters {
 }
 
 impl UdpCounters {
+    /// The counts since `before`, a reading of the same file.
+    pub fn since(&self, before: &UdpCounters) -> UdpCounters {
+        let d = |new: u64, old: u64| new.saturating_sub(old);
+        UdpCounters {
+            in_datagrams: d(self.in_datagrams, before.in_datagrams),
+            no_ports: d(self.no_ports, before.no_ports),
+            in_errors: d(self.in_errors, before.in_errors),
+            out_datagrams: d(self.out_datagrams, before.out_datagrams),
+            rcvbuf_errors: d(self.rcvbuf_errors, before.rcvbuf_errors),
+            sndbuf_errors: d(self.sndbuf_errors, before.sndbuf_errors),
+            in_csum_errors: d(self.in_csum_errors, before.in_csum_errors),
+            ignored_multi: d(self.ignored_multi, before.ignored_multi),
+            mem_errors: d(self.mem_errors, before.mem_errors),
+        }
+    }
+
     /// Sets the counter the kernel calls `name` (without the `Udp`/`Udp6` prefix); unknown
     /// names are ignored so a newer kernel's extra counters do not break parsing.
     fn set(&mut self, name: &str, value: u64) {

@@ -67,3 +67,27 @@ pub fn parse(text: &str) -> Result<Vec<SoftnetRow>, ParseError> {
     }
     Ok(rows)
 }
+
+/// Per-CPU changes from `a` to `b`; the kernel's counters are 32-bit and wrap. A CPU absent
+/// from `a` counts from zero.
+pub fn delta(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetRow> {
+    let d = |new: u64, old: u64| new.wrapping_sub(old) & 0xffff_ffff;
+    b.iter()
+        .map(|r| {
+            let old = a
+                .iter()
+                .find(|o| o.cpu == r.cpu)
+                .cloned()
+                .unwrap_or_default();
+            SoftnetRow {
+                cpu: r.cpu,
+                processed: d(r.processed, old.processed),
+                dropped: d(r.dropped, old.dropped),
+                time_squeeze: d(r.time_squeeze, old.time_squeeze),
+                received_rps: d(r.received_rps, old.received_rps),
+                flow_limit_count: d(r.flow_limit_count, old.flow_limit_count),
+                backlog_len: r.backlog_len,
+            }
+        })
+        .collect()
+}

@@ -159,7 +159,9 @@ impl DnsHandler {
         OPT_LEN + keepalive + self.extra_len
     }
 
-    /// Appends our OPT record at `at`; returns the new length.
+    /// Appends our OPT record at `at`; returns the new length. Our options (keepalive,
+    /// NSID, cookie) are left out when they do not fit the buffer; the bare record always
+    /// fits, as it is written where the query's own OPT (at least as long) was.
     #[inline]
     fn opt(
         &self,
@@ -169,6 +171,7 @@ impl DnsHandler {
         dnssec_ok: bool,
         tr: Transport,
     ) -> usize {
+        let fits = at + self.opt_len(tr) <= buf.len();
         let [hi, lo] = self.max_udp.to_be_bytes();
         let rr = [
             0,
@@ -185,6 +188,9 @@ impl DnsHandler {
         ];
         buf[at..at + OPT_LEN].copy_from_slice(&rr);
         let mut end = at + OPT_LEN;
+        if !fits {
+            return end;
+        }
         if let Transport::Tcp {
             keepalive: Some(t), ..
         } = tr
@@ -566,7 +572,15 @@ impl DnsHandler {
                 }
                 Verdict::Reply(HEADER + name_len + 4)
             }
-            Decision::Slip => Verdict::Drop,
+            Decision::Slip => {
+                // No question to send back truncated (a FORMERR, say): this slip sends
+                // nothing, so it is counted as a drop, not as a slip.
+                rrl.slipped -= 1;
+                rrl.dropped += 1;
+                self.stats.set(slot::RRL_DROPPED, rrl.dropped);
+                self.stats.set(slot::RRL_SLIPPED, rrl.slipped);
+                Verdict::Drop
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use super::prog::{drop_all, pass_all, udp_redirect, UdpMatch, DROP_PROG_NAME, PROG_NAME};
 use crate::bpf::{bpf_call, prog_load};
+use crate::bpf_map::{ElemAttr as MapElemAttr, MapCreateAttr};
 use crate::{SysError, SysResult};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -52,29 +53,6 @@ impl XdpMode {
 fn owned(fd: i64) -> OwnedFd {
     // SAFETY: fd was just returned by the kernel for us and is owned by nobody else.
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct MapElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
 }
 
 /// An XSKMAP: AF_XDP sockets indexed by rx queue id.

@@ -38,7 +38,7 @@ pub struct Attached {
     pub any: u32,
 }
 
-fn push_attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
+pub(crate) fn push_attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     let len = 4 + payload.len();
     buf.extend_from_slice(&(len as u16).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
@@ -47,7 +47,7 @@ fn push_attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
 }
 
 /// nlmsghdr + ifinfomsg for `ifindex`, then `attrs`.
-fn message(kind: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
+pub(crate) fn message(kind: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(64);
     let len = 16 + 16 + attrs.len();
     m.extend_from_slice(&(len as u32).to_ne_bytes());
@@ -65,7 +65,7 @@ fn message(kind: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
 }
 
 /// Iterates over (type, payload) of netlink attributes in `b`.
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(crate) fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if b.len() < 4 {
             return None;
@@ -81,7 +81,7 @@ fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
-fn u32_of(p: &[u8]) -> u32 {
+pub(crate) fn u32_of(p: &[u8]) -> u32 {
     p.get(..4)
         .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0)
@@ -111,12 +111,12 @@ fn parse_link(reply: &[u8]) -> Attached {
 }
 
 /// A route netlink socket for one request/response at a time.
-struct Nl {
+pub(crate) struct Nl {
     fd: OwnedFd,
 }
 
 impl Nl {
-    fn new() -> SysResult<Self> {
+    pub(crate) fn new() -> SysResult<Self> {
         // SAFETY: socket() takes no pointers; checked before use.
         let fd = cvt(
             unsafe {
@@ -133,7 +133,7 @@ impl Nl {
         Ok(Nl { fd })
     }
 
-    fn send(&self, msg: &[u8], what: &str) -> SysResult<()> {
+    pub(crate) fn send(&self, msg: &[u8], what: &str) -> SysResult<()> {
         // SAFETY: the kernel reads msg.len() bytes from a live slice.
         let sent = unsafe {
             libc::send(
@@ -147,7 +147,7 @@ impl Nl {
     }
 
     /// One datagram from the kernel (one or more messages).
-    fn recv(&self, what: &str) -> SysResult<Vec<u8>> {
+    pub(crate) fn recv(&self, what: &str) -> SysResult<Vec<u8>> {
         let mut buf = vec![0u8; 65536];
         // SAFETY: the kernel writes at most buf.len() bytes into a live buffer.
         let n = unsafe {
@@ -164,7 +164,7 @@ impl Nl {
     }
 
     /// Sends `msg` and returns the first reply message.
-    fn request(&self, msg: &[u8], what: &str) -> SysResult<Vec<u8>> {
+    pub(crate) fn request(&self, msg: &[u8], what: &str) -> SysResult<Vec<u8>> {
         self.send(msg, what)?;
         let buf = self.recv(what)?;
         if buf.len() >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {

@@ -1,0 +1,78 @@
+//! The checks behind firehose's fuzz targets, one module per target.
+//!
+//! Each `check(data)` feeds one input to a parser (or a state machine) and asserts what
+//! must hold for any input: no panic, every length within its buffer, answers that echo
+//! what they answer. The fuzz_targets/ binaries call them under libFuzzer (nightly,
+//! `make fuzz`); tests/regressions.rs replays the seeds and every crash ever found through
+//! the same checks on stable (`make test`). [`TARGETS`] lists them; a new protocol adds
+//! its module here, a line to [`TARGETS`] and a three-line file in fuzz_targets/ (see
+//! CONTRIBUTING.md).
+
+pub mod dns_handler;
+pub mod dns_message;
+pub mod dns_tcp;
+pub mod doctor_journal;
+pub mod frame;
+pub mod input;
+pub mod load_match;
+pub mod metrics_http;
+pub mod zone;
+
+/// A fuzz target: its name (the file in fuzz_targets/, the corpus directory), the check,
+/// and the seed inputs its corpus starts from.
+pub struct Target {
+    pub name: &'static str,
+    pub check: fn(&[u8]),
+    pub seeds: fn() -> Vec<Vec<u8>>,
+}
+
+/// Every target, in the order `make fuzz` runs them.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "frame",
+        check: frame::check,
+        seeds: frame::seeds,
+    },
+    Target {
+        name: "dns_message",
+        check: dns_message::check,
+        seeds: dns_message::seeds,
+    },
+    Target {
+        name: "dns_handler",
+        check: dns_handler::check,
+        seeds: dns_handler::seeds,
+    },
+    Target {
+        name: "zone",
+        check: zone::check,
+        seeds: zone::seeds,
+    },
+    Target {
+        name: "dns_tcp",
+        check: dns_tcp::check,
+        seeds: dns_tcp::seeds,
+    },
+    Target {
+        name: "metrics_http",
+        check: metrics_http::check,
+        seeds: metrics_http::seeds,
+    },
+    Target {
+        name: "doctor_journal",
+        check: doctor_journal::check,
+        seeds: doctor_journal::seeds,
+    },
+    Target {
+        name: "load_match",
+        check: load_match::check,
+        seeds: load_match::seeds,
+    },
+];
+
+/// A stable 64-bit name for an input (FNV-1a), for seed file names.
+pub fn fingerprint(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
