@@ -202,7 +202,10 @@ impl SocketFlows {
     /// all its segments.
     pub fn with_tx_stamps(mut self) -> Result<Self, LoadError> {
         for s in &self.socks {
-            s.set_timestamp_ns(false)?;
+            // SO_TIMESTAMPNS stays on beside it: the kernel turns receive stamping on for
+            // the whole host a little after the first socket asks, and only SO_TIMESTAMPNS
+            // stamps a datagram that arrived before that (when it is read).
+            s.set_timestamp_ns(true)?;
             s.set_timestamping(TX_SOFTWARE)?;
             // Stamps wait in the receive buffer's memory until read: room for them too.
             s.set_rcvbuf(PACED_RCVBUF, true)
