@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-drops bench-radius bench-latency lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -80,13 +80,24 @@ bench-xdp: build
 # receiving CPU), then lab flood (every send mode, trafgen and iperf3 -u, at 64, 512 and
 # 1518-byte frames into an XDP_DROP receiver). Each prints its table and its target lines
 # (met / not met / not measured, with the figures); the load average is printed too.
-SINK_ARGS ?= --server-cpus 0 --client-cpus 1 --repeat 3 --duration 3 --warmup 1
+SINK_ARGS ?= --server-cpus 0 --client-cpus 1 --repetitions 3 --duration 3 --warmup 1
 bench-sink: build
 	@sh mk/deps lab
 	@uptime
 	$(BIN) lab sink --queues 2 --frame 64 $(SINK_ARGS) --json-file bench-sink.json
 	$(BIN) lab flood --frames 64,512,1518 $(SINK_ARGS) --json-file bench-flood.json
 	@uptime
+
+# Before/after of the I/O drivers (root): this build against BASELINE, a firehose binary
+# from before a change, interleaved (before, after, ...) over 3 rounds: load --io socket and
+# uring, serve --io uring against the tuned socket path (loopback at 10k/s; veth saturated),
+# lab sink and lab flood socket, io_uring and AF_PACKET modes at 64 B. Medians (min-max) per
+# binary, the load average before each run (mk/io-before-after).
+BASELINE ?=
+bench-io: build
+	@sh mk/deps lab
+	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
+	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
 
 # What watching costs (root): the sink's pps at max rate without and with firehose drops
 # beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
@@ -96,11 +107,11 @@ bench-drops: build
 	@sh mk/deps bench
 	sh mk/bench-observe.sh
 
-# RADIUS against FreeRADIUS on loopback (mk/bench-radius): the same clients.conf and users
-# file, servers on CPU 0 (FreeRADIUS's thread pool of 1), firehose load --proto radius (PAP,
-# Message-Authenticator) on CPU 1, 3 interleaved repetitions: Access-Requests/s and CPU per
-# request at saturation, then p99 at half of FreeRADIUS's maximum for both; medians (min-max),
-# ratios, the load average beside every figure.
+# RADIUS against FreeRADIUS on loopback (mk/bench-radius: lab compare --proto radius twice):
+# the same generated clients.conf and users file, servers on CPU 0 (FreeRADIUS's thread pool
+# of 1), firehose load --proto radius (PAP, Message-Authenticator) on CPU 1, 3 interleaved
+# repetitions: Access-Requests/s and CPU per request at saturation, then p99 at half of
+# FreeRADIUS's maximum for both; medians (min-max), ratios, the load average at both ends.
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)

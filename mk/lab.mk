@@ -35,3 +35,18 @@ bench-stream: build
 	mkdir -p $(LAB_OUT)
 	$(LAB_BIN) lab stream $(STREAM_ARGS) \
 		--json-file $(LAB_OUT)/stream.json --report $(LAB_OUT)/stream
+
+.PHONY: bench-zone-load
+
+# DNS servers loading one 50 MB zone (lab zone-load): firehose, Knot DNS and NSD pinned to
+# CPU 0, 5 interleaved starts each, time to the first answer, CPU until then, and the memory
+# of each server's whole process tree (peak of the summed RSS, sampled every 10 ms; summed PSS
+# after settling). The load average is printed before and after. Writes
+# $(LAB_OUT)/zone-load.json.
+ZONE_LOAD_ARGS ?= --zone-size 50M --servers firehose,knotd,nsd --repetitions 5 --cpus 0
+bench-zone-load: build
+	@sh mk/deps peers
+	mkdir -p $(LAB_OUT)
+	@uptime
+	$(LAB_BIN) lab zone-load $(ZONE_LOAD_ARGS) --json-file $(LAB_OUT)/zone-load.json
+	@uptime

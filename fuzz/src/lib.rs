@@ -8,15 +8,22 @@
 //! its module here, a line to [`TARGETS`] and a three-line file in fuzz_targets/ (see
 //! CONTRIBUTING.md).
 
+pub mod btf;
 pub mod dns_handler;
 pub mod dns_message;
 pub mod dns_tcp;
 pub mod doctor_journal;
 pub mod frame;
 pub mod input;
+pub mod kernel_text;
 pub mod load_match;
 pub mod metrics_http;
+pub mod observe_text;
+pub mod radius_files;
+pub mod radius_handler;
+pub mod radius_request;
 pub mod zone;
+pub mod zone_reader;
 
 /// A fuzz target: its name (the file in fuzz_targets/, the corpus directory), the check,
 /// and the seed inputs its corpus starts from.
@@ -49,6 +56,11 @@ pub const TARGETS: &[Target] = &[
         seeds: zone::seeds,
     },
     Target {
+        name: "zone_reader",
+        check: zone_reader::check,
+        seeds: zone_reader::seeds,
+    },
+    Target {
         name: "dns_tcp",
         check: dns_tcp::check,
         seeds: dns_tcp::seeds,
@@ -67,6 +79,36 @@ pub const TARGETS: &[Target] = &[
         name: "load_match",
         check: load_match::check,
         seeds: load_match::seeds,
+    },
+    Target {
+        name: "radius_request",
+        check: radius_request::check,
+        seeds: radius_request::seeds,
+    },
+    Target {
+        name: "radius_handler",
+        check: radius_handler::check,
+        seeds: radius_handler::seeds,
+    },
+    Target {
+        name: "radius_files",
+        check: radius_files::check,
+        seeds: radius_files::seeds,
+    },
+    Target {
+        name: "kernel_text",
+        check: kernel_text::check,
+        seeds: kernel_text::seeds,
+    },
+    Target {
+        name: "btf",
+        check: btf::check,
+        seeds: btf::seeds,
+    },
+    Target {
+        name: "observe_text",
+        check: observe_text::check,
+        seeds: observe_text::seeds,
     },
 ];
 

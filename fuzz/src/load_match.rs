@@ -2,17 +2,20 @@
 //! comes back to `firehose load` (or to the sink's and flood's neighbours) is counted as a
 //! completion, a duplicate or a stray, and a real answer is never missed.
 //!
-//! Input: one control byte (echo or DNS, table size), then operations: send a request,
+//! Input: one control byte (echo, DNS or RADIUS, table size), then operations: send a request,
 //! deliver its true answer (echo: the same bytes; DNS: QR set, the name's case changed,
-//! records appended), deliver a damaged answer, deliver raw bytes, expire old requests.
+//! records appended; RADIUS: the verdict the users file owes, signed with the secret),
+//! deliver a damaged answer, deliver raw bytes, expire old requests.
 //! Checked against a model: a completion is of a pending request on its own flow, and
 //! each request completes at most once; a true answer to a pending request completes it;
 //! every datagram is counted exactly once; pending = sent - completed - lost.
 
 use crate::input::Input;
 use firehose_load::dns::DnsWorkload;
+use firehose_load::radius::{users_from, RadiusLoad, RadiusWorkload, RequestKind};
 use firehose_load::table::{classify, Answer, Table};
 use firehose_load::{EchoWorkload, Workload};
+use firehose_radiuswire::{attr, chap_response, code, parse_request, put_header, Secret, HEADER};
 use std::collections::HashMap;
 
 const QUERIES: &str = "www.example.com A\nExample.COM MX\nx.y.wild.example.com TXT\n\
@@ -31,10 +34,12 @@ pub fn check(data: &[u8]) {
     let c = inp.byte();
     let mut w: Box<dyn Workload> = if c & 1 == 0 {
         Box::new(EchoWorkload::new(20 + (c as usize >> 1)).expect("a valid size"))
-    } else {
+    } else if c & 4 == 0 {
         Box::new(
             DnsWorkload::parse(QUERIES, "q.txt", (c & 2 != 0).then_some(1232)).expect("queries"),
         )
+    } else {
+        Box::new(radius(c))
     };
     let wide = w.id_bits() == 64;
     let mut table = Table::new(1 + (c as usize >> 4), wide);
@@ -48,7 +53,8 @@ pub fn check(data: &[u8]) {
     while !inp.is_empty() {
         let op = inp.byte();
         now += 1;
-        let datagram: Option<(Vec<u8>, u32, bool)> = match op % 5 {
+        // (bytes, flow, must complete, must not complete)
+        let datagram: Option<(Vec<u8>, u32, bool, bool)> = match op % 5 {
             0 => {
                 let flow = u32::from(op >> 3);
                 if let Some(id) = table.take(flow, now, true) {
@@ -68,9 +74,12 @@ pub fn check(data: &[u8]) {
                 let Some(s) = sent.get(inp.byte() as usize % sent.len().max(1)) else {
                     continue;
                 };
-                let mut r = true_answer(&*w, &s.bytes, inp.byte());
-                let real = op % 5 == 1;
-                if !real {
+                let seed = inp.byte();
+                let mut r = true_answer(&*w, &s.bytes, seed);
+                // A RADIUS answer with the other verdict, well signed: never a completion.
+                let lie = w.id_bits() == 8 && seed & 0x20 != 0;
+                let real = op % 5 == 1 && !lie;
+                if op % 5 == 2 {
                     damage(&mut r, inp.byte(), inp.byte());
                 }
                 // The request pending under this id now may be another one (DNS ids are
@@ -79,11 +88,11 @@ pub fn check(data: &[u8]) {
                 let same = pending
                     .get(&s.id)
                     .is_some_and(|&i| sent[i].bytes == s.bytes && sent[i].flow == s.flow);
-                Some((r, s.flow, real && same))
+                Some((r, s.flow, real && same, lie))
             }
             3 => {
                 let n = inp.byte() as usize;
-                Some((inp.take(n).to_vec(), u32::from(op >> 3), false))
+                Some((inp.take(n).to_vec(), u32::from(op >> 3), false, false))
             }
             _ => {
                 let deadline = now.saturating_sub(u64::from(op >> 3));
@@ -98,13 +107,14 @@ pub fn check(data: &[u8]) {
                 None
             }
         };
-        if let Some((d, flow, must_complete)) = datagram {
+        if let Some((d, flow, must_complete, must_not)) = datagram {
             datagrams += 1;
             let (a, _code) = classify(&mut table, &mut *w, &d, flow);
             counted += 1;
             let id = w.response_id(&d).map(|(id, _)| id);
             match a {
                 Answer::Completes(e) => {
+                    assert!(!must_not, "an answer with the wrong verdict completed");
                     let id = id.expect("a completion carries an id");
                     let i = pending
                         .remove(&id)
@@ -133,10 +143,92 @@ pub fn check(data: &[u8]) {
     assert_eq!(counted, datagrams);
 }
 
+/// The RADIUS users the generator logs in as; every third password is wrong.
+const USERS: &str = "alice Cleartext-Password := \"alicepw\"\nbob Auth-Type := Reject\n\
+                     carol Cleartext-Password := \"a much longer password, over 16 bytes\"\n";
+const SECRET: &[u8] = b"testing123";
+
+/// A RADIUS workload: PAP, CHAP or accounting, with or without Message-Authenticators.
+fn radius(c: u8) -> RadiusWorkload {
+    let users = firehose_radiuswire::users::parse(USERS, "users").expect("the users parse");
+    let cfg = RadiusLoad {
+        kind: [RequestKind::Pap, RequestKind::Chap, RequestKind::Accounting][(c as usize >> 1) % 3],
+        message_authenticator: c & 8 != 0,
+        wrong_every: 3,
+        secret: Secret::new(SECRET),
+        users: users_from(&users).into(),
+    };
+    RadiusWorkload::new(cfg, u64::from(c)).expect("users to log in as")
+}
+
+/// What a correct RADIUS server sends back for `req`: the verdict decided here from the
+/// users file (not from the generator's own expectation; the other one when `seed` has
+/// 0x20), Reply-Messages when `seed` asks, a Message-Authenticator and the Response
+/// Authenticator.
+fn radius_answer(req: &[u8], seed: u8) -> Vec<u8> {
+    let s = Secret::new(SECRET);
+    let r = parse_request(req).expect("the generator's request parses");
+    let ra = r.header.authenticator;
+    let p = &req[..r.header.length as usize];
+    let code = if r.header.code == code::ACCOUNTING_REQUEST {
+        if seed & 0x20 != 0 {
+            code::ACCESS_ACCEPT
+        } else {
+            code::ACCOUNTING_RESPONSE
+        }
+    } else {
+        let user = r.user_name.map_or(&[][..], |u| u.of(p));
+        let pw: &[u8] = match user {
+            b"alice" => b"alicepw",
+            b"carol" => b"a much longer password, over 16 bytes",
+            _ => b"",
+        };
+        let ok = if let Some(chap) = r.chap_password {
+            let chap = chap.of(p);
+            chap_response(chap[0], pw, &ra) == chap[1..]
+        } else {
+            let mut clear = [0u8; 128];
+            let hidden = r.user_password.expect("PAP carries a User-Password").of(p);
+            let n = s.unhide_password(&ra, hidden, &mut clear).expect("hidden");
+            &clear[..n] == pw
+        };
+        if (ok && user != b"bob") != (seed & 0x20 != 0) {
+            code::ACCESS_ACCEPT
+        } else {
+            code::ACCESS_REJECT
+        }
+    };
+    let mut out = vec![0u8; HEADER];
+    let ma = (code != code::ACCOUNTING_RESPONSE || seed & 0x40 != 0).then(|| {
+        out.extend([attr::MESSAGE_AUTHENTICATOR, 18]);
+        out.extend([0; 16]);
+        HEADER + 2
+    });
+    for _ in 0..seed & 3 {
+        out.extend([attr::REPLY_MESSAGE, 2 + 5]);
+        out.extend(b"hello");
+    }
+    let n = out.len();
+    put_header(&mut out, code, r.header.id, n);
+    if let Some(at) = ma {
+        let m = s.message_authenticator(&out, at, &ra);
+        out[at..at + 16].copy_from_slice(&m);
+    }
+    let a = s.authenticator(&out, &ra);
+    out[4..HEADER].copy_from_slice(&a);
+    if seed & 0x80 != 0 {
+        out.extend([0xEE; 3]); // padding past the length field
+    }
+    out
+}
+
 /// What a correct server sends back for `req`.
 fn true_answer(w: &dyn Workload, req: &[u8], seed: u8) -> Vec<u8> {
     if w.id_bits() == 64 {
         return req.to_vec();
+    }
+    if w.id_bits() == 8 {
+        return radius_answer(req, seed);
     }
     let mut r = req.to_vec();
     r[2] |= 0x80;
@@ -167,7 +259,7 @@ fn damage(r: &mut Vec<u8>, at: u8, how: u8) {
 /// garbage, expiry, for both workloads.
 pub fn seeds() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for c in [0x30u8, 0x31, 0x33, 0x01, 0x10] {
+    for c in [0x30u8, 0x31, 0x33, 0x01, 0x10, 0x35, 0x37, 0x3d, 0x39, 0x15] {
         out.push(vec![
             c, 0, 0, 0, 1, 0, 0, 1, 1, 0x20, 1, 0, 0, 1, 2, 0x10, 2, 2, 3, 2, 0x41,
         ]);

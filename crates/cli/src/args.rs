@@ -232,19 +232,7 @@ pub fn parse_cpus(s: &str) -> Result<Cpus, String> {
     }
 }
 
-/// Formats a count with thousands separators.
-pub fn thousands(v: f64) -> String {
-    let n = v.round() as u64;
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+pub use firehose_lab::report::thousands;
 
 #[cfg(test)]
 mod tests {
@@ -369,6 +357,15 @@ mod same_strings {
         &["lab", "flood", "--warmup"],
         &["lab", "zone-load", "--ready-within"],
         &["lab", "zone-load", "--settle"],
+        &[
+            "lab",
+            "answers",
+            "--target",
+            "127.0.0.1:9",
+            "--apex",
+            "x.",
+            "--within",
+        ],
         &["stream", "--target", "127.0.0.1:9", "--duration"],
         &["stream", "--target", "127.0.0.1:9", "--interval"],
         &["sink", "--listen", "127.0.0.1:9", "--duration"],
@@ -552,4 +549,23 @@ mod same_strings {
         listed.sort();
         assert_eq!(found, listed);
     }
+}
+
+/// The value parser of a choice whose values are a library's table (`--io` of serve and
+/// load, sink's and flood's modes): each entry's name, its help beside it in `--help`.
+pub fn table_parser<T: Sync + 'static>(
+    all: &'static [T],
+    name: fn(&T) -> &'static str,
+    help: fn(&T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = &'static T> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(all.iter().map(|t| match help(t) {
+        "" => PossibleValue::new(name(t)),
+        h => PossibleValue::new(name(t)).help(h),
+    }))
+    .map(move |s| {
+        all.iter()
+            .find(|t| name(t) == s)
+            .expect("clap checked the value")
+    })
 }

@@ -3,32 +3,19 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage,
 };
-use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
-use firehose_flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use anyhow::Result;
+use clap::Args;
+use firehose_flood::document::FloodReport;
+use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
+use firehose_host::env::Environment;
+use firehose_sys::supervise::Ended;
 use firehose_sys::xdp::xsk::XskConfig;
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The send call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    Sendto,
-    Sendmmsg,
-    /// UDP GSO (UDP_SEGMENT) super-datagrams, sendmmsg where the kernel refuses.
-    Gso,
-    /// io_uring: --batch IORING_OP_SEND per io_uring_enter.
-    Uring,
-    /// AF_PACKET TX ring with PACKET_QDISC_BYPASS (needs CAP_NET_RAW and a target behind a
-    /// real interface, e.g. a veth peer).
-    Packet,
-    /// AF_XDP TX: one socket per thread on its own queue of the interface toward the target
-    /// (root; the target behind a real interface, e.g. a veth peer).
-    Xdp,
+/// The send calls and rings, from the flood's own table of modes.
+fn flood_modes() -> impl clap::builder::TypedValueParser<Value = &'static FloodIo> {
+    crate::args::table_parser(FloodIo::ALL, |m| m.name(), |m| m.help())
 }
 
 /// RFC 2544's frame sizes (bytes on the wire, Ethernet header and FCS included).
@@ -52,8 +39,8 @@ pub struct FloodArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     target: SocketAddr,
     /// Send call.
-    #[arg(long, value_enum, default_value = "sendmmsg")]
-    io: IoArg,
+    #[arg(long, default_value = "sendmmsg", value_parser = flood_modes())]
+    io: &'static FloodIo,
     /// UDP payload bytes [default: 18, a 64-byte IPv4 frame].
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes, conflicts_with = "frame")]
     size: Option<usize>,
@@ -87,38 +74,12 @@ pub struct FloodArgs {
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     #[command(flatten)]
-    xsk: crate::serve_xdp::XskArgs,
+    xsk: crate::xdp_args::XskArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct FloodReport {
-    mode: &'static str,
-    target: String,
-    payload: usize,
-    frame: usize,
-    flows: usize,
-    threads: usize,
-    source_ports: Vec<u16>,
-    sent: u64,
-    seconds: f64,
-    pps: f64,
-    mbit_s: f64,
-    cpu_us_per_packet: Option<f64>,
-    syscalls_per_packet: Option<f64>,
-    enobufs: u64,
-    other_errors: u64,
-    last_errno: Option<String>,
-    /// Xdp mode: sends cut short by a full tx ring (retried), frames never completed.
-    xdp_tx_ring_full: u64,
-    xdp_uncompleted: u64,
-    /// Xdp mode: what the kernel granted (interface, queues, zerocopy, ...).
-    xdp: Option<BTreeMap<String, String>>,
-    per_thread: Vec<u64>,
 }
 
 /// UDP payload for an RFC 2544 frame: minus Ethernet header and FCS (18), IP, UDP (8).
@@ -164,7 +125,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         Some(Cpus::List(l)) => Some(l.to_vec()),
         Some(Cpus::Auto) => Some(firehose_sys::cpu::allowed_cpus()?),
     };
-    let xsk = if a.io == IoArg::Xdp {
+    let xsk = if *a.io == FloodIo::Xdp {
         a.xsk.config()?
     } else {
         if let Some(flag) = a.xsk.any_given() {
@@ -174,14 +135,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
     };
     let cfg = FloodConfig {
         target: a.target,
-        io: match a.io {
-            IoArg::Sendto => FloodIo::Sendto,
-            IoArg::Sendmmsg => FloodIo::Sendmmsg,
-            IoArg::Gso => FloodIo::Gso,
-            IoArg::Uring => FloodIo::Uring,
-            IoArg::Packet => FloodIo::Packet,
-            IoArg::Xdp => FloodIo::Xdp,
-        },
+        io: *a.io,
         payload,
         flows: a.flows,
         threads: a.threads,
@@ -189,20 +143,13 @@ pub fn run(a: FloodArgs) -> Result<()> {
         rate: a.rate,
         count: a.count.map(|c| c as u64),
         batch: a.batch,
-        uring: a.uring.setup(a.io == IoArg::Uring)?,
+        uring: a.uring.setup(*a.io == FloodIo::Uring)?,
         xsk,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let cpu0 = firehose_sys::cpu::process_cpu_time()?;
-    let flood = Flood::start(&cfg).map_err(|e| match e {
-        FloodError::Config(m) => anyhow::Error::from(Usage(m)),
-        FloodError::Kernel(k) => {
-            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
-        }
-    })?;
+    let flood =
+        Flood::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let start = Instant::now();
     let frame = payload + 8 + ip_hdr + 18;
     if !a.quiet {
@@ -228,11 +175,18 @@ pub fn run(a: FloodArgs) -> Result<()> {
         }
     }
     let mut last = (start, 0u64);
-    loop {
-        std::thread::sleep(Duration::from_millis(5));
-        let now = Instant::now();
-        if !a.quiet && now.duration_since(last.0) >= Duration::from_secs(1) {
-            let s = flood.snapshot();
+    let mut sv = crate::supervise::supervisor(
+        &stop,
+        a.duration,
+        (!a.quiet).then_some(Duration::from_secs(1)),
+    );
+    sv.poll = Duration::from_millis(5);
+    let flood = std::cell::RefCell::new(flood);
+    let ended = sv.run(
+        start,
+        |_| Ok::<_, anyhow::Error>(flood.borrow_mut().health()),
+        |now| {
+            let s = flood.borrow().snapshot();
             let dt = now.duration_since(last.0).as_secs_f64();
             say!(
                 "  {:>6.1}s  {:>12} pps  ENOBUFS {}  other errors {}",
@@ -242,24 +196,24 @@ pub fn run(a: FloodArgs) -> Result<()> {
                 s.other_errors
             );
             last = (now, s.sent);
-        }
-        if flood.finished()
-            || stop.load(Ordering::Relaxed)
-            || a.duration.is_some_and(|d| start.elapsed() >= d)
-        {
-            break;
-        }
+            Ok(())
+        },
+    )?;
+    let flood = flood.into_inner();
+    if let Ended::Failed(f) = ended {
+        let _ = flood.stop();
+        return Err(crate::supervise::failed("the flood", f));
     }
     let seconds = start.elapsed().as_secs_f64();
     let ports = flood.source_ports.clone();
     let xdp = flood.xdp.as_ref().map(|x| x.settings.clone());
     let s = flood
         .stop()
-        .map_err(|e| anyhow::anyhow!("flood thread failed: {e}"))?;
+        .map_err(|f| crate::supervise::failed("the flood", f))?;
     let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
     let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
     let r = FloodReport {
-        mode: cfg.io.name(),
+        mode: cfg.io.name().into(),
         target: a.target.to_string(),
         payload,
         frame,
@@ -281,6 +235,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         xdp_uncompleted: s.xdp_uncompleted,
         xdp,
         per_thread: s.per_thread.clone(),
+        environment: Environment::capture(),
     };
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "n/a".into());
     say!(

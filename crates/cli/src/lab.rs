@@ -1,30 +1,35 @@
 //! `firehose lab`: test hosts, measured runs, the NTT ladder and peer comparisons
-//! in one command, with a report. The work is in the `firehose-lab` crate
-//! (`firehose_lab::session`); this module parses arguments, handles Ctrl-C/SIGTERM, prints
-//! progress on a terminal, writes the results and prints the table.
+//! in one command, with a report. The work is in the `firehose-lab` crate (each study an
+//! implementation of `firehose_lab::study::Study`); this module and its children parse
+//! arguments and build the study, and `lab/run.rs` runs it: Ctrl-C/SIGTERM, progress,
+//! the page, the JSON and the report.
 
 mod dns;
+mod radius;
+pub(crate) mod run;
 mod sink;
 mod stream;
 mod xdp;
 mod zone_load;
 
+use run::{lab_err, stop_flag};
+
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     whole_millis, whole_rate, whole_secs, Cpus, Usage,
 };
-use crate::meta::JsonOut;
 use crate::serve::Proto;
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand};
-use firehose_lab::experiment::Progress;
-use firehose_lab::report::{self, LabReport};
-use firehose_lab::runner::{self, Placement};
-use firehose_lab::session::{self, Context as RunContext, RunOptions};
+use firehose_lab::plain_echo::PlainEcho;
+use firehose_lab::studies::compare::Compare;
+use firehose_lab::studies::echo::EchoOptions;
+use firehose_lab::studies::ladder::Ladder;
+use firehose_lab::study::Placement;
 use firehose_lab::topology::{self, Kind};
-use firehose_lab::{plain_echo::PlainEcho, LabError};
-use std::io::{IsTerminal, Write};
+use run::{run_study, StudyRun};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -41,7 +46,7 @@ pub struct LabArgs {
 enum LabCommand {
     /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
     Ladder(LadderArgs),
-    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD).
+    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS).
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
@@ -59,6 +64,23 @@ enum LabCommand {
     /// Holds an XDP_DROP program on an interface until SIGINT/SIGTERM (lab flood's receiver).
     #[command(hide = true)]
     XdpDrop(XdpDropArgs),
+    /// Exits 0 once a DNS server answers its apex SOA (the lab's readiness check, run on
+    /// the client's side of a veth test host), 1 when it did not in time.
+    #[command(hide = true)]
+    Answers(AnswersArgs),
+}
+
+#[derive(Debug, Args)]
+struct AnswersArgs {
+    /// The server's address and port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    target: std::net::SocketAddr,
+    /// The zone's apex, with its trailing dot.
+    #[arg(long, value_name = "NAME")]
+    apex: String,
+    /// How long to keep asking.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    within: Duration,
 }
 
 /// What every measured run needs.
@@ -75,7 +97,7 @@ struct RunArgs {
     /// Runs of each configuration, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns).
+    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns and radius).
     #[arg(short = 't', long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
     duration: Duration,
     /// Load before the measured window, whole seconds, 0 for none [default: 1].
@@ -87,8 +109,9 @@ struct RunArgs {
     /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     client_cpus: Option<Cpus>,
-    /// Server workers [default: one per server CPU]. With `compare --proto dns`, a list of
-    /// counts to try, e.g. 1,2 [default: 1 and the number of server CPUs].
+    /// Server workers [default: one per server CPU]. With `compare --proto dns` or radius, a
+    /// list of counts to try, e.g. 1,2 [default: dns 1 and the number of server CPUs; radius
+    /// the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
     workers: Option<Vec<usize>>,
     /// Generator threads [default: one per client CPU].
@@ -160,9 +183,18 @@ Generators: dnsperf, firehose (firehose load --proto dns), one thread on the cli
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
 --window --rate --json --json-file --report --names --query-count --no-syscalls\n\
 --tcp-connections --queries-per-conn (over TCP, dnsperf only) --firehose-bin.\n\n\
+--proto radius:\n\
+Servers: firehose (serve --proto radius), freeradius (its files, pap and chap modules, its\n\
+thread pool the worker count), on the same CPUs and the same generated clients.conf and\n\
+users file. Generator: firehose load --proto radius (PAP, Message-Authenticator), one thread\n\
+on the client CPU; closed loop, or open loop at --rate.\n\
+Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
+--flows --window (flows x window <= 256) --rate --timeout --json --json-file --report\n\
+--firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
-  firehose lab compare --proto dns --duration 5 --report results/dns")]
+  firehose lab compare --proto dns --duration 5 --report results/dns\n  \
+  firehose lab compare --proto radius --server-cpus 0 --client-cpus 1")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -170,8 +202,9 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, uring (tuned over io_uring), plain, sockperf or (dns) firehose, knotd, nsd [default: echo
-    /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd].
+    /// latency, uring (tuned over io_uring), plain, sockperf, (dns) firehose, knotd, nsd or (radius)
+    /// firehose, freeradius [default: echo naive,tuned,plain,sockperf; dns firehose,knotd,nsd;
+    /// radius firehose,freeradius].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
     /// Generators to drive them with, of (echo) firehose, sockperf or (dns) dnsperf,
@@ -197,7 +230,7 @@ struct CompareArgs {
     /// the server).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     queries_per_conn: Option<usize>,
-    /// Serve with this firehose binary instead of this one (--proto dns), e.g. a build
+    /// Serve with this firehose binary instead of this one (--proto dns, radius), e.g. a build
     /// from before a change.
     #[arg(long, value_name = "PATH")]
     firehose_bin: Option<std::path::PathBuf>,
@@ -208,6 +241,13 @@ struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Removes the namespaces, veth pairs, XDP programs and temporary \
+directories that runs killed with SIGKILL left behind.\n\n\
+EXAMPLES:\n  \
+  firehose lab down\n  \
+  firehose lab down --all    also those of runs still in progress"
+)]
 struct DownArgs {
     /// Also remove those of runs still in progress.
     #[arg(long)]
@@ -229,14 +269,6 @@ struct PlainEchoArgs {
     /// Threads sharing the one socket.
     #[arg(long, default_value = "1", value_parser = parse_positive)]
     threads: usize,
-}
-
-/// Turns a lab error into the binary's: usage errors exit 2.
-fn lab_err(e: LabError) -> anyhow::Error {
-    match e {
-        LabError::Usage(m) => Usage(m).into(),
-        other => other.into(),
-    }
 }
 
 /// The CPUs of one side if given as a list; `None` for auto.
@@ -263,6 +295,7 @@ pub fn run(a: LabArgs) -> Result<()> {
         LabCommand::Down(d) => down_cmd(d),
         LabCommand::PlainEcho(p) => plain_echo_cmd(p),
         LabCommand::XdpDrop(x) => xdp_drop_cmd(x),
+        LabCommand::Answers(a) => answers_cmd(a),
     }
 }
 
@@ -271,12 +304,30 @@ fn down_cmd(d: DownArgs) -> Result<()> {
         return Err(Usage("lab down needs root to delete network namespaces".into()).into());
     }
     let mut removed = topology::down(d.all).map_err(lab_err)?;
-    removed.extend(runner::remove_stale_workdirs(d.all));
+    removed.extend(firehose_lab::workdir::remove_stale(d.all));
     if removed.is_empty() {
         println!("firehose lab down: nothing left over");
     }
     for r in removed {
         println!("firehose lab down: removed {r}");
+    }
+    Ok(())
+}
+
+fn answers_cmd(a: AnswersArgs) -> Result<()> {
+    use firehose_lab::peers::dns_server::answers_soa;
+    let by = std::time::Instant::now() + a.within;
+    let (addr, port) = (a.target.ip().to_string(), a.target.port());
+    while !answers_soa(&addr, port, &a.apex, Duration::from_millis(20)) {
+        if std::time::Instant::now() >= by {
+            anyhow::bail!(
+                "{} did not answer {} SOA within {:?}",
+                a.target,
+                a.apex,
+                a.within
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }
@@ -331,25 +382,62 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
     Ok(())
 }
 
+impl CompareArgs {
+    /// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
+    fn firehose_bin(&self) -> Result<Option<PathBuf>> {
+        match &self.firehose_bin {
+            Some(p) if !p.is_file() => Err(Usage(format!(
+                "--firehose-bin {}: no such file; give the path of a firehose binary",
+                p.display()
+            ))
+            .into()),
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// The placement of a study whose generator runs one thread: the server CPUs, and the
+    /// first client CPU (more given explicitly is refused, naming `who`).
+    fn one_client_cpu(&self, allowed: &[usize], who: &str) -> Result<Placement> {
+        let place = placement(&self.run, allowed)?;
+        if matches!(self.run.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
+            return Err(Usage(format!(
+                "--client-cpus {}: {who} one thread; give one CPU",
+                firehose_sys::cpu::CpuSet::from(&place.client_cpus)
+            ))
+            .into());
+        }
+        Ok(Placement {
+            server_cpus: place.server_cpus,
+            client_cpus: place.client_cpus[..1].to_vec(),
+        })
+    }
+}
+
 /// The server and client CPUs: as given, or the allowed CPUs split in two halves.
 fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
     let server = side_cpus("--server-cpus", &r.server_cpus)?;
     let client = side_cpus("--client-cpus", &r.client_cpus)?;
-    session::placement(server, client, allowed).map_err(lab_err)
+    Placement::resolve(server, client, allowed).map_err(lab_err)
 }
 
 impl RunArgs {
-    /// The options of the lab crate's run.
-    fn options(&self) -> Result<RunOptions> {
-        Ok(RunOptions {
+    /// The echo options of a ladder or comparison.
+    fn options(&self) -> Result<EchoOptions> {
+        let workers = match self.workers.as_deref() {
+            None => None,
+            Some([w]) => Some(*w),
+            Some(_) => return Err(Usage(
+                "--workers takes one count here; a list of counts is for lab compare --proto dns"
+                    .into(),
+            )
+            .into()),
+        };
+        Ok(EchoOptions {
             topology: self.topology,
             queues: self.queues,
-            repetitions: self.repetitions,
             duration_s: whole_secs("--duration", self.duration)?,
             warmup_s: self.warmup.map(|w| whole_secs("--warmup", w)).transpose()?,
-            server_cpus: side_cpus("--server-cpus", &self.server_cpus)?,
-            client_cpus: side_cpus("--client-cpus", &self.client_cpus)?,
-            workers: self.workers.clone(),
+            workers,
             threads: self.threads,
             flows: self.flows,
             window: self.window,
@@ -359,100 +447,34 @@ impl RunArgs {
                 .timeout
                 .map(|t| whole_millis("--timeout", t))
                 .transpose()?,
-            report: self.report.clone(),
         })
     }
-}
 
-fn progress_printer() -> impl FnMut(&Progress) {
-    let tty = std::io::stderr().is_terminal();
-    move |p: &Progress| {
-        if tty {
-            eprint!(
-                "\r\x1b[Kfirehose lab: run {} of {}: {} (repetition {} of {}), about {:.0} s left",
-                p.done + 1,
-                p.total,
-                p.cell,
-                p.repetition,
-                p.repetitions,
-                p.seconds_left
-            );
-            let _ = std::io::stderr().flush();
+    /// How the study's run reaches the command line.
+    fn study_run(&self, placement: Placement, guess_s: f64) -> StudyRun<'_> {
+        StudyRun {
+            json: &self.json,
+            report: self.report.as_deref(),
+            placement,
+            repetitions: self.repetitions,
+            guess_s,
+            bin: None,
         }
     }
 }
 
-fn finish_progress() {
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[K");
-    }
-}
-
-/// A flag set by SIGINT and SIGTERM, installed before any test host exists so that no
-/// signal can leave one behind.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
-    Ok(stop)
-}
-
-/// Runs a ladder or comparison with progress on the terminal, then writes the JSON (and
-/// the report directory) and prints the table.
-fn run_and_print(
-    r: &RunArgs,
-    run: impl FnOnce(&RunOptions, RunContext<'_>) -> Result<LabReport, LabError>,
-) -> Result<()> {
-    let mut json = r.json.open()?;
-    let opts = r.options()?;
-    let stop = stop_flag()?;
-    let mut progress = progress_printer();
-    let ctx = RunContext {
-        bin: std::env::current_exe().context("locating the firehose binary")?,
-        stop: &stop,
-        progress: &mut progress,
-    };
-    let res = run(&opts, ctx);
-    finish_progress();
-    let rep = res.map_err(lab_err)?;
-    print!("{}", report::table::render(&rep));
-    write_outputs(&mut json, &rep, r.report.as_deref(), |d| rep.write_dir(d))
-}
-
-/// Writes a run's document where --json/--json-file asked and, with --report DIR, the
-/// pages (`pages`) and a copy of the document there; says where each went.
-fn write_outputs<T: serde::Serialize>(
-    json: &mut JsonOut,
-    doc: &T,
-    report: Option<&std::path::Path>,
-    pages: impl FnOnce(&std::path::Path) -> Result<(), LabError>,
-) -> Result<()> {
-    json.write(doc)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    if let Some(dir) = report {
-        pages(dir).map_err(lab_err)?;
-        // The directory's copy carries the build, like every document.
-        JsonOut::File(dir.join("results.json")).write(doc)?;
-        println!("report: {}", dir.join("report.html").display());
-    }
-    Ok(())
-}
-
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    run_and_print(&l.run, |o, ctx| {
-        session::ladder(o, l.steps.as_deref(), l.keep_hurt, ctx)
-    })
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let p = placement(&l.run, &allowed)?;
+    let mut study =
+        Ladder::new(&l.run.options()?, &p, l.steps.as_deref(), l.keep_hurt).map_err(lab_err)?;
+    let guess = study.echo.guess_s();
+    run_study(&mut study, l.run.study_run(p, guess))
 }
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Radius {
-        return Err(Usage(
-            "lab compare --proto radius is not available yet: it is being built on the lab's new experiment framework; compare by hand with serve/load --proto radius (docs/radius.md)".into(),
-        )
-        .into());
+        return radius::compare(c);
     }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);
@@ -460,19 +482,27 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Dns {
         return dns::compare(c);
     }
-    for (given, flag) in [
-        (c.names.is_some(), "--names"),
-        (c.query_count.is_some(), "--query-count"),
-        (c.no_syscalls, "--no-syscalls"),
-        (c.tcp_connections.is_some(), "--tcp-connections"),
-        (c.queries_per_conn.is_some(), "--queries-per-conn"),
-        (c.firehose_bin.is_some(), "--firehose-bin"),
+    for (given, flag, to) in [
+        (c.names.is_some(), "--names", "dns"),
+        (c.query_count.is_some(), "--query-count", "dns"),
+        (c.no_syscalls, "--no-syscalls", "dns"),
+        (c.tcp_connections.is_some(), "--tcp-connections", "dns"),
+        (c.queries_per_conn.is_some(), "--queries-per-conn", "dns"),
+        (c.firehose_bin.is_some(), "--firehose-bin", "dns or radius"),
     ] {
         if given {
-            return Err(Usage(format!("{flag} applies only to lab compare --proto dns")).into());
+            return Err(Usage(format!("{flag} applies only to lab compare --proto {to}")).into());
         }
     }
-    run_and_print(&c.run, |o, ctx| {
-        session::compare(o, c.servers.as_deref(), c.generators.as_deref(), ctx)
-    })
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    let p = placement(&c.run, &allowed)?;
+    let mut study = Compare::new(
+        &c.run.options()?,
+        &p,
+        c.servers.as_deref(),
+        c.generators.as_deref(),
+    )
+    .map_err(lab_err)?;
+    let guess = study.echo.guess_s();
+    run_study(&mut study, c.run.study_run(p, guess))
 }

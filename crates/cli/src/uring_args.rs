@@ -2,8 +2,7 @@
 
 use crate::args::Usage;
 use clap::Args;
-use firehose_sys::uring_dgram::UringSetup;
-use firehose_sys::SysError;
+use firehose_sys::uring::UringSetup;
 
 /// IORING_SETUP_* flags of each worker's ring (with `--io uring` only).
 #[derive(Debug, Args, Clone, Copy)]
@@ -21,18 +20,29 @@ pub struct UringArgs {
 }
 
 impl UringArgs {
-    /// The ring setup, refusing the flags when the mode is not io_uring.
+    /// The ring setup for a mode that is io_uring (`uring_mode`), else the refusal of
+    /// these flags (sink's and flood's modes; serve and load refuse through their path
+    /// table).
     pub fn setup(&self, uring_mode: bool) -> Result<UringSetup, Usage> {
-        let any = self.sqpoll || self.single_issuer || self.defer_taskrun;
-        if any && !uring_mode {
-            return Err(Usage(
-                "--sqpoll, --single-issuer and --defer-taskrun apply only to --io uring".into(),
-            ));
+        match self.refusal() {
+            Some(m) if !uring_mode => Err(Usage(m)),
+            _ => Ok(self.ring()),
         }
-        Ok(UringSetup {
+    }
+
+    /// The ring setup of `--io uring`.
+    pub fn ring(&self) -> UringSetup {
+        UringSetup {
             sqpoll_idle_ms: self.sqpoll.then_some(1000),
             single_issuer: self.single_issuer,
             defer_taskrun: self.defer_taskrun,
+        }
+    }
+
+    /// The refusal of these flags under another `--io` path, when any was given.
+    pub fn refusal(&self) -> Option<String> {
+        (self.sqpoll || self.single_issuer || self.defer_taskrun).then(|| {
+            "--sqpoll, --single-issuer and --defer-taskrun apply only to --io uring".into()
         })
     }
 }
@@ -62,23 +72,18 @@ pub fn uring_hint(what: &str, errno: Option<&str>) -> Option<&'static str> {
     })
 }
 
-/// An io_uring refusal as one line: what the kernel refused, its errno and the fix.
-pub fn refusal(k: &SysError) -> String {
-    let errno = k.errno().map(firehose_sys::errno_name);
-    let hint = uring_hint(&k.what, errno).unwrap_or("");
-    format!("the kernel refused {k}{hint}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firehose_sys::SysError;
 
     /// `errno` as a raw number (EPERM 1, EINVAL 22, ENOSYS 38): the CLI has no libc.
     fn refused(what: &str, errno: i32) -> String {
-        refusal(&SysError {
+        let k = SysError {
             what: what.into(),
             source: std::io::Error::from_raw_os_error(errno),
-        })
+        };
+        crate::refusal::setup_error(k.into(), None).to_string()
     }
 
     #[test]

@@ -22,6 +22,13 @@
 //!    that slot's peer, and [`Backend::flush`] sends everything queued, reporting what
 //!    went out, what the kernel refused and how many system calls it took.
 //!
+//! Arrival and departure times: a backend whose socket stamps arrivals (SO_TIMESTAMPNS,
+//! SO_TIMESTAMPING) hands the kernel's receive time over with the request
+//! ([`Request::with_rx_time_ns`]); none does yet. A protocol that also wants its transmit
+//! time written as late as possible (NTP) needs one more step between [`Backend::reply`]
+//! and [`Backend::flush`]: the reply's bytes are final when `reply` is called, so such a
+//! stamp would be written by the backend just before it sends the batch.
+//!
 //! The engine's counters are computed by the loop from what these calls return
 //! ([`Received`], [`Flushed`]), so a new backend adds no counting code; a backend with
 //! facts of its own (e.g. `xdp_answered`) publishes them through
@@ -38,9 +45,9 @@
 //! [`crate::uring_io`] are the others.
 
 use crate::handler::Peer;
-use crate::server::ServeError;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::socket::UdpSock;
+use firehose_sys::SetupError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -189,10 +196,16 @@ pub trait Io: Send + Sync + 'static {
     type Backend: Backend;
     /// Opens worker `seat.index`'s backend, called inside that worker's thread after
     /// pinning. An error stops the server from starting, with this message.
-    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, ServeError>;
+    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, SetupError>;
     /// What this backend set up beyond the sockets, for the start-up printout and the
     /// stats JSON; `None` for the plain socket path.
     fn applied(&self) -> Option<BackendApplied> {
+        None
+    }
+    /// The rx queue worker `index` serves, for naming it when it fails; `None` when
+    /// workers are not tied to queues.
+    fn queue(&self, index: usize) -> Option<u32> {
+        let _ = index;
         None
     }
 }

@@ -1,8 +1,8 @@
-//! The io_uring backend: per worker one ring on the worker's own socket (its SO_REUSEPORT
-//! socket, as on the socket path), a multishot RECVMSG into a ring of provided buffers,
-//! the handler's reply written over the request in its buffer and sent from there by
-//! SEND (sendto), all replies of a batch in one io_uring_enter (see
-//! [`firehose_sys::uring_serve::ServeRing`] for the buffer life cycle).
+//! The io_uring backend: per worker one [`DgramRing`] on the worker's own socket (its
+//! SO_REUSEPORT socket, as on the socket path), keeping each sender's address; the
+//! handler's reply is written over the request in its provided buffer and sent from there
+//! by SEND with that address, all replies of a batch in one io_uring_enter (the buffer life
+//! cycle is the driver's contract, [`firehose_sys::uring`]).
 //!
 //! The ring is created in [`Io::open`], inside the worker's thread after pinning, so
 //! IORING_SETUP_SINGLE_ISSUER holds and the ring's memory is first touched on its CPU. A
@@ -12,9 +12,8 @@
 use crate::backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use crate::server::ServeError;
-use firehose_sys::uring_dgram::UringSetup;
-use firehose_sys::uring_serve::ServeRing;
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
+use firehose_sys::SetupError;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -50,8 +49,20 @@ impl UringIo {
     pub fn new(cfg: &ServeConfig, setup: UringSetup) -> Self {
         UringIo {
             setup,
-            batch: cfg.batch,
+            batch: cfg.batch.clamp(1, 4096),
             busy: cfg.busy_poll.is_some(),
+        }
+    }
+
+    /// The ring of one worker: at least twice the batch in buffers, names kept, a batch of
+    /// replies per flush.
+    fn ring(&self) -> DgramConfig {
+        DgramConfig {
+            buffers: BUFFERS.max((self.batch * 2).min(32768) as u16),
+            buffer_size: BUFFER_SIZE,
+            names: true,
+            sends: self.batch,
+            ..DgramConfig::default()
         }
     }
 }
@@ -59,19 +70,13 @@ impl UringIo {
 impl Io for UringIo {
     type Backend = UringBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, ServeError> {
-        let ring = ServeRing::new(
-            seat.socket.as_raw_fd(),
-            self.batch,
-            BUFFERS,
-            BUFFER_SIZE,
-            &self.setup,
-            self.busy,
-        )?;
+    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, SetupError> {
+        let ring = DgramRing::new(vec![seat.socket.as_raw_fd()], &self.ring(), &self.setup)?;
         Ok(UringBackend {
             ring,
             _sock: seat.socket.clone(),
             batch: self.batch,
+            wait: if self.busy { Duration::ZERO } else { WAIT },
             queued: 0,
             counters: [
                 ("uring_buffer_ring_empty", 0),
@@ -84,21 +89,16 @@ impl Io for UringIo {
     fn applied(&self) -> Option<BackendApplied> {
         let mut settings = BTreeMap::new();
         settings.insert("setup_flags".into(), self.setup.flags());
-        settings.insert(
-            "buffers".into(),
-            ServeRing::buffer_count(self.batch, BUFFERS).to_string(),
-        );
+        let buffers = self.ring().buffers.clamp(2, 32768).next_power_of_two();
+        settings.insert("buffers".into(), buffers.to_string());
         settings.insert("buffer_size".into(), BUFFER_SIZE.to_string());
         settings.insert("batch".into(), self.batch.to_string());
-        settings.insert(
-            "wait".into(),
-            if self.busy {
-                "busy poll"
-            } else {
-                "io_uring_enter"
-            }
-            .into(),
-        );
+        let wait = if self.busy {
+            "busy poll"
+        } else {
+            "io_uring_enter"
+        };
+        settings.insert("wait".into(), wait.into());
         Some(BackendApplied {
             name: "io_uring".into(),
             settings,
@@ -109,50 +109,50 @@ impl Io for UringIo {
 
 /// One worker's ring.
 pub struct UringBackend {
-    ring: ServeRing,
+    ring: DgramRing,
     /// Keeps the socket the ring reads open for as long as the ring lives.
     _sock: Arc<firehose_sys::socket::UdpSock>,
     batch: usize,
+    /// How long a receive may sleep in the kernel (zero when busy polling).
+    wait: Duration,
     queued: usize,
     counters: [(&'static str, u64); 3],
 }
 
-impl UringBackend {
-    fn refresh(&mut self) {
+impl Backend for UringBackend {
+    fn recv(&mut self) -> Received {
+        let before = self.ring.stats;
+        let count = match self.ring.poll(self.wait) {
+            Ok(_) => self.ring.take(self.batch),
+            Err(_) => {
+                return Received {
+                    syscalls: 1,
+                    errors: 1,
+                    ..Received::default()
+                }
+            }
+        };
         let s = self.ring.stats;
         self.counters[RING_EMPTY].1 = s.buffer_ring_empty;
         self.counters[ARMS].1 = s.arms;
         self.counters[RECV_ERRORS].1 = s.recv_errors;
-    }
-}
-
-impl Backend for UringBackend {
-    fn recv(&mut self) -> Received {
-        let r = match self.ring.recv(self.batch, WAIT) {
-            Ok(got) => Received {
-                count: got.count,
-                syscalls: got.enters,
-                errors: got.errors,
-                drops: None,
-            },
-            Err(_) => Received {
-                syscalls: 1,
-                errors: 1,
-                ..Received::default()
-            },
-        };
-        self.refresh();
-        r
+        Received {
+            count,
+            syscalls: s.enters - before.enters,
+            errors: s.recv_errors - before.recv_errors,
+            drops: None,
+        }
     }
 
     fn request(&mut self, i: usize) -> Request<'_> {
         let d = self.ring.datagram(i);
+        let truncated = d.truncated();
         let peer = d.peer.map_or(Peer::unknown(), Peer::from_addr);
-        Request::new(d.buf, d.len, peer).cut(d.truncated)
+        Request::new(d.buf, d.len, peer).cut(truncated)
     }
 
     fn reply(&mut self, i: usize, len: usize) {
-        self.ring.queue_reply(i, len);
+        self.ring.reply(i, len);
         self.queued += 1;
     }
 
@@ -217,7 +217,8 @@ mod tests {
             for i in 0..50u8 {
                 let msg = vec![i; 1 + i as usize * 30];
                 client.send_to(&msg, srv.local_addr()).unwrap();
-                let (n, from) = client.recv_from(&mut buf).unwrap();
+                let (n, from) =
+                    firehose_sys::retry_interrupted(|| client.recv_from(&mut buf)).unwrap();
                 assert_eq!(from, srv.local_addr());
                 assert_eq!(n, msg.len());
                 assert_eq!(buf[0], i + 1);
@@ -230,7 +231,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 t = crate::WorkerStats::total(&srv.worker_stats());
             }
-            srv.shutdown();
+            srv.shutdown().expect("no worker failed");
             assert_eq!((t.packets_in, t.packets_out, t.send_errors), (50, 50, 0));
             assert!(
                 t.syscalls >= 50,

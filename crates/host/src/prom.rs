@@ -33,13 +33,22 @@ fn sample(line: &str) -> Option<Sample> {
     if let Some(body) = rest.strip_prefix('{') {
         let mut b = body;
         loop {
-            b = b.trim_start_matches([',', ' ']);
+            b = b.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
             if let Some(after) = b.strip_prefix('}') {
                 rest = after;
                 break;
             }
             let eq = b.find('=')?;
             let key = b[..eq].trim().to_string();
+            // A label name is [a-zA-Z_][a-zA-Z0-9_]*; anything else is not a sample.
+            let mut kc = key.chars();
+            if !kc
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                || !kc.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return None;
+            }
             let v = b[eq + 1..].strip_prefix('"')?;
             // The value ends at the first unescaped quote.
             let mut value = String::new();

@@ -63,6 +63,7 @@ pub fn install_hint(program: &str) -> String {
         "sysctl" => "procps",
         "chromium" => "chromium",
         "knotd" => "knot",
+        "chronyd" => "chrony",
         other => other,
     };
     format!("apt-get install -y {pkg}")

@@ -1,40 +1,41 @@
-//! The firehose lab: test hosts in network namespaces, an experiment runner that measures
-//! each run with the NTT talk's instruments, the NTT ladder, peer comparisons and reports.
+//! The firehose lab: test hosts in network namespaces, one experiment framework that runs
+//! every study the same way and measures each trial with the NTT talk's instruments, the
+//! programs it compares firehose with, and one report writer.
 //!
-//! Flow of one run: [`topology::Topology`] (host loopback, or two namespaces joined by a
-//! veth pair with chosen knobs) -> [`runner`] starts a server and the load generator on
-//! disjoint CPUs and samples /proc around the measured window ([`sample`]) -> a
-//! [`runner::Trial`] -> the ladder or comparison aggregates trials into medians with min-max
-//! ([`stats`]) -> [`report`] writes JSON, a text table, Markdown and HTML with SVG charts.
+//! Flow of one run: the binary builds a study ([`studies`]: ladder, compare, compare --proto
+//! dns, compare --io, sink, flood, stream, zone-load, bench) and hands it to
+//! [`study::run`], which makes a private work directory ([`workdir`]), lets the study plan
+//! its cells and build its test host ([`topology`]: loopback, or two namespaces joined by a
+//! veth pair with chosen knobs), runs every cell R times, interleaved, tears the host down
+//! whatever happened, and returns what ran. Each trial starts its programs through
+//! [`peers`] (knotd, nsd, sockperf, iperf3, trafgen, dnsperf, udp_sink, perf, firehose's own
+//! subcommands) on disjoint CPUs, samples /proc at both edges of its window ([`sample`]),
+//! and turns the two samples and what the children counted into figures ([`metrics`]). The
+//! study summarises the trials into rows (medians with min-max, [`stats`]) and a page that
+//! [`report`] renders as the terminal's text, Markdown and HTML with SVG charts, and
+//! [`study::document`] is its JSON.
 //!
 //! Nothing here uses `unsafe`: namespaces, links and knobs are driven through iproute2,
-//! ethtool and sysctl commands (`ip netns exec NS ...`), and signals through `kill`.
+//! ethtool and sysctl commands (`ip netns exec NS ...`), and signals through `kill`. Nothing
+//! here prints: progress goes to the binary through a callback.
 
 pub mod cmd;
-pub mod compare;
-pub mod cputime;
-pub mod dns_compare;
-pub mod env;
-pub mod experiment;
-pub mod freeradius;
-pub mod ladder;
+pub use firehose_host::cputime;
+pub use firehose_host::env;
 pub mod linkset;
+pub mod memory;
 pub mod metrics;
-pub mod perf;
+pub mod peers;
 pub mod plain_echo;
 pub mod proc;
 pub mod report;
-pub mod runner;
 pub mod sample;
 pub mod server;
-pub mod session;
-pub mod sink_study;
-pub mod sockperf;
 pub mod stats;
-pub mod stream_matrix;
+pub mod studies;
+pub mod study;
 pub mod topology;
-pub mod xdp_compare;
-pub mod zone_load;
+pub mod workdir;
 
 /// Why a lab run could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -132,41 +132,45 @@ fn write(topo: &Topology, side: Side, st: &LinkState) -> LabResult<()> {
     Ok(())
 }
 
-/// Settings in force on both ends until [`Applied::restore`] or drop.
-pub struct Applied<'a> {
-    topo: &'a Topology,
+/// Settings in force on both ends until [`Applied::restore`] (the study's `leave`, which
+/// the framework calls however a repetition ends; the namespaces are deleted at the end of
+/// the run in any case).
+#[derive(Debug, Clone)]
+pub struct Applied {
     /// Server end, then client end, as they were before.
     saved: [LinkState; 2],
     /// As read back after setting.
     pub state: [LinkState; 2],
-    done: bool,
 }
 
 const SIDES: [Side; 2] = [Side::Server, Side::Client];
 
-impl<'a> Applied<'a> {
+impl Applied {
     /// Saves both ends, sets `s` on both and reads them back; an end that reads back other
     /// than asked is an error (the kernel clamped or ignored a value). On any error what
     /// was changed is put back.
-    pub fn apply(topo: &'a Topology, s: &LinkSettings) -> LabResult<Applied<'a>> {
+    pub fn apply(topo: &Topology, s: &LinkSettings) -> LabResult<Applied> {
         let saved = [read(topo, Side::Server)?, read(topo, Side::Client)?];
-        let mut a = Applied {
-            topo,
-            state: saved.clone(),
-            saved,
-            done: false,
+        let set = || -> LabResult<[LinkState; 2]> {
+            for side in SIDES {
+                write(topo, side, &s.target())?;
+            }
+            let state = [read(topo, Side::Server)?, read(topo, Side::Client)?];
+            if let Some(bad) = state.iter().find(|st| !st.matches(s)) {
+                return Err(LabError::Command(format!(
+                    "{} reads back as {bad:?} after setting {s:?}",
+                    bad.dev
+                )));
+            }
+            Ok(state)
         };
-        for side in SIDES {
-            write(topo, side, &s.target())?;
+        match set() {
+            Ok(state) => Ok(Applied { saved, state }),
+            Err(e) => {
+                let _ = put_back(topo, &saved);
+                Err(e)
+            }
         }
-        a.state = [read(topo, Side::Server)?, read(topo, Side::Client)?];
-        if let Some(bad) = a.state.iter().find(|st| !st.matches(s)) {
-            return Err(LabError::Command(format!(
-                "{} reads back as {bad:?} after setting {s:?}",
-                bad.dev
-            )));
-        }
-        Ok(a)
     }
 
     /// Both ends as they were before.
@@ -176,13 +180,9 @@ impl<'a> Applied<'a> {
 
     /// Puts both ends back as they were and reads them back; returns what they read as,
     /// or an error naming the end that differs.
-    pub fn restore(mut self) -> LabResult<[LinkState; 2]> {
-        self.done = true;
-        self.put_back()?;
-        let now = [
-            read(self.topo, Side::Server)?,
-            read(self.topo, Side::Client)?,
-        ];
+    pub fn restore(self, topo: &Topology) -> LabResult<[LinkState; 2]> {
+        put_back(topo, &self.saved)?;
+        let now = [read(topo, Side::Server)?, read(topo, Side::Client)?];
         for (n, s) in now.iter().zip(&self.saved) {
             if n != s {
                 return Err(LabError::Command(format!(
@@ -193,25 +193,16 @@ impl<'a> Applied<'a> {
         }
         Ok(now)
     }
-
-    fn put_back(&self) -> LabResult<()> {
-        let mut first = None;
-        for (side, s) in SIDES.into_iter().zip(&self.saved) {
-            if let Err(e) = write(self.topo, side, s) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
 }
 
-impl Drop for Applied<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            // Nobody to report to; the namespaces are deleted on exit in any case.
-            let _ = self.put_back();
+fn put_back(topo: &Topology, saved: &[LinkState; 2]) -> LabResult<()> {
+    let mut first = None;
+    for (side, s) in SIDES.into_iter().zip(saved) {
+        if let Err(e) = write(topo, side, s) {
+            first.get_or_insert(e);
         }
     }
+    first.map_or(Ok(()), Err)
 }
 
 /// True when ethtool and ip are there (the matrix cannot set anything without them).

@@ -3,9 +3,38 @@
 //! pure function, so every rule (per-transaction costs, client-bound, drops) is tested on
 //! hand-built samples.
 
-use crate::perf::SyscallCount;
+use crate::peers::perf::SyscallCount;
 use crate::sample::{HostSample, Window};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// Latency figures in microseconds (absent when the generator does not report one).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Latency {
+    pub min: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+    pub p9999: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+}
+
+impl From<&firehose_load::report::LatencyUs> for Latency {
+    fn from(l: &firehose_load::report::LatencyUs) -> Latency {
+        Latency {
+            min: Some(l.min),
+            p50: Some(l.p50),
+            p90: Some(l.p90),
+            p99: Some(l.p99),
+            p999: Some(l.p999),
+            p9999: Some(l.p9999),
+            max: Some(l.max),
+            mean: Some(l.mean),
+        }
+    }
+}
 
 /// Kernel-side losses over the window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

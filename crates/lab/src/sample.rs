@@ -6,6 +6,7 @@
 
 use crate::cputime::{self, Scope};
 use crate::LabResult;
+use firehose_host::cputime::busy_ticks;
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
 use std::time::Instant;
@@ -86,6 +87,34 @@ pub fn socket_drops(pid: u32, port: u16) -> LabResult<u64> {
     Ok(total)
 }
 
+/// What the server's side lost over a window: the drops of its sockets at the port and
+/// the Udp RcvbufErrors of its namespace (every full socket buffer there, a generator's on
+/// the same host included).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SocketLoss {
+    pub socket_drops: u64,
+    pub rcvbuf_errors: u64,
+}
+
+impl SocketLoss {
+    /// The counters now, as `pid` sees them.
+    pub fn read(pid: u32, port: u16) -> LabResult<SocketLoss> {
+        Ok(SocketLoss {
+            socket_drops: socket_drops(pid, port)?,
+            rcvbuf_errors: procfs::read(&format!("/proc/{pid}/net/snmp"), snmp::parse_udp)?
+                .rcvbuf_errors,
+        })
+    }
+
+    /// The growth since `before`.
+    pub fn since(&self, before: &SocketLoss) -> SocketLoss {
+        SocketLoss {
+            socket_drops: self.socket_drops.saturating_sub(before.socket_drops),
+            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+        }
+    }
+}
+
 /// Sum of drops of the rows bound to `port`.
 pub fn drops_on_port(rows: &[udp_sockets::UdpSocketRow], port: u16) -> u64 {
     rows.iter()
@@ -96,11 +125,17 @@ pub fn drops_on_port(rows: &[udp_sockets::UdpSocketRow], port: u16) -> u64 {
 
 /// True once a socket of `pid`'s namespace is bound to `port` (the server is ready).
 pub fn port_bound(pid: u32, port: u16) -> bool {
-    ["udp", "udp6"].iter().any(|f| {
-        procfs::read(&format!("/proc/{pid}/net/{f}"), udp_sockets::parse)
-            .map(|rows| rows.iter().any(|r| r.local.port() == port))
-            .unwrap_or(false)
-    })
+    sockets_on_port(pid, port) > 0
+}
+
+/// Sockets of `pid`'s namespace bound to `port` (IPv4 and IPv6): as many as the processes
+/// or workers that share it with SO_REUSEPORT.
+pub fn sockets_on_port(pid: u32, port: u16) -> usize {
+    ["udp", "udp6"]
+        .iter()
+        .filter_map(|f| procfs::read(&format!("/proc/{pid}/net/{f}"), udp_sockets::parse).ok())
+        .map(|rows| rows.iter().filter(|r| r.local.port() == port).count())
+        .sum()
 }
 
 impl HostSample {
@@ -194,11 +229,6 @@ pub struct Window {
     pub socket_drops: u64,
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
-}
-
-/// Ticks a CPU (or all) spent busy: everything but idle, iowait and steal.
-fn busy_ticks(t: &stat::CpuTimes) -> u64 {
-    t.user + t.nice + t.system + t.irq + t.softirq
 }
 
 impl Window {

@@ -1,5 +1,6 @@
 //! The servers an experiment can put under load: ours and the peers a user would pick
-//! instead, for echo (the ladder, `compare`) and for DNS (`compare --proto dns`).
+//! instead, for echo (the ladder, `compare`), for DNS (`compare --proto dns`) and for
+//! RADIUS (`compare --proto radius`).
 
 use serde::Serialize;
 
@@ -19,21 +20,31 @@ pub enum ServerKind {
     Knot,
     /// nsd with `server-count N`, `reuseport: yes` and response rate limiting off.
     Nsd,
+    /// `firehose serve --proto radius`.
+    FirehoseRadius,
+    /// FreeRADIUS with its files, pap and chap modules and a thread pool of N.
+    FreeRadius,
 }
 
 /// The DNS servers, in the order `compare --proto dns` lists them.
 pub const DNS_SERVERS: [ServerKind; 3] =
     [ServerKind::FirehoseDns, ServerKind::Knot, ServerKind::Nsd];
 
+/// The RADIUS servers, in the order `compare --proto radius` lists them.
+pub const RADIUS_SERVERS: [ServerKind; 2] = [ServerKind::FirehoseRadius, ServerKind::FreeRadius];
+
 impl ServerKind {
     /// The program's name, as tables and the command line show it.
     pub fn name(&self) -> &'static str {
         match self {
-            ServerKind::Firehose { .. } | ServerKind::FirehoseDns => "firehose",
+            ServerKind::Firehose { .. } | ServerKind::FirehoseDns | ServerKind::FirehoseRadius => {
+                "firehose"
+            }
             ServerKind::PlainEcho { .. } => "plain",
             ServerKind::Sockperf => "sockperf",
             ServerKind::Knot => "knotd",
             ServerKind::Nsd => "nsd",
+            ServerKind::FreeRadius => "freeradius",
         }
     }
 
@@ -48,6 +59,11 @@ impl ServerKind {
     /// A DNS server by the name the command line uses (the program's).
     pub fn dns_from_name(s: &str) -> Option<ServerKind> {
         DNS_SERVERS.into_iter().find(|k| k.name() == s)
+    }
+
+    /// A RADIUS server by the name the command line uses (the program's).
+    pub fn radius_from_name(s: &str) -> Option<ServerKind> {
+        RADIUS_SERVERS.into_iter().find(|k| k.name() == s)
     }
 
     /// True for the servers of `compare --proto dns`.
@@ -68,6 +84,8 @@ impl ServerKind {
             ServerKind::Firehose { flags } => flags.join(" "),
             ServerKind::Sockperf => "sockperf sr".into(),
             ServerKind::FirehoseDns => format!("tuned, workers {workers}"),
+            ServerKind::FirehoseRadius => format!("workers {workers}"),
+            ServerKind::FreeRadius => format!("thread pool {workers}"),
         }
     }
 
@@ -77,9 +95,29 @@ impl ServerKind {
             ServerKind::Sockperf => Some(("sockperf", "sockperf")),
             ServerKind::Knot => Some(("knotd", "knot")),
             ServerKind::Nsd => Some(("nsd", "nsd")),
+            ServerKind::FreeRadius => Some(("freeradius", "freeradius")),
             _ => None,
         }
     }
+}
+
+/// The servers of `servers` that can run here: a peer whose program is not installed is
+/// left out, into `skipped` with the package to install.
+pub fn installed(
+    servers: &[ServerKind],
+    skipped: &mut Vec<crate::study::Skipped>,
+) -> Vec<ServerKind> {
+    servers
+        .iter()
+        .filter(|k| match k.program() {
+            Some((prog, _)) if !crate::cmd::installed(prog) => {
+                skipped.push(crate::study::Skipped::not_installed(prog));
+                false
+            }
+            _ => true,
+        })
+        .cloned()
+        .collect()
 }
 
 /// Serialises a DNS server as its key (`"knot"`), the shape `compare --proto dns` writes.
@@ -107,5 +145,11 @@ mod tests {
             "udp-workers 2, socket-affinity on"
         );
         assert_eq!(ServerKind::FirehoseDns.config(1), "tuned, workers 1");
+        assert_eq!(
+            ServerKind::radius_from_name("freeradius"),
+            Some(ServerKind::FreeRadius)
+        );
+        assert_eq!(ServerKind::FirehoseRadius.key(), "firehose");
+        assert!(!ServerKind::FreeRadius.speaks_dns());
     }
 }

@@ -2,18 +2,24 @@
 //! generator (flows, windows, schedules, matching) and the path its datagrams take.
 //!
 //! Contract: the generator fills slots `0..n` (`tx_slot`, `queue`) and sends them on one flow
-//! (`send`); to receive it asks which sources are ready (`poll`, which may wait), reads each
-//! (`recv`) and looks at the datagrams of that read (`datagram`) before the next `recv`. A
-//! source is whatever one read drains: a flow's socket on the socket path, a queue's AF_XDP
-//! socket on the XDP path (where one read carries responses of many flows).
+//! (`send`), and ends each round of sends with `flush`; to receive it asks which sources are
+//! ready (`poll`, which may wait), reads each (`recv`) and looks at the datagrams of that read
+//! (`datagram`) before the next `recv`. A source is whatever one read drains: a flow's socket
+//! on the socket path, a queue's AF_XDP socket on the XDP path, a batch of the ring's
+//! completions on the io_uring path (where one read carries responses of many flows).
+//!
+//! What a path can do is data ([`Caps`]: a source per flow, arrival stamps), and so is what
+//! it did ([`PathStats`]: system calls, a GSO refusal): no path stubs a method it has no use
+//! for. Implementations: [`SocketFlows`] here, [`crate::uring::UringFlows`] and
+//! [`crate::xdp::XdpIo`].
 
-use crate::gen::LoadError;
 use firehose_sys::epoll::Epoll;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 pub use firehose_sys::timestamping::TxStamp;
 use firehose_sys::timestamping::{ErrQueue, TX_SOFTWARE};
+use firehose_sys::SetupError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -26,13 +32,46 @@ pub struct Datagram<'a> {
     /// The flow it arrived on (a flow of no thread's when it matches none).
     pub flow: u32,
     pub data: &'a [u8],
+    /// When the kernel received it, in ns since the Unix epoch (CLOCK_REALTIME), on a path
+    /// whose [`Caps::rx_timestamps`] says it stamps arrivals.
+    pub rx_time_ns: Option<u64>,
+}
+
+/// What a path can do, settled when it is made: data the generator branches on, not
+/// methods a path would have to stub (quinn-udp keeps a socket's capabilities the same
+/// way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// The path's name for reports: "socket", "io_uring", "af_xdp".
+    pub path: &'static str,
+    /// Source `s` is flow `s`'s own socket: the generator asks it for no more than that
+    /// flow has outstanding. Otherwise one read carries responses of many flows.
+    pub source_per_flow: bool,
+    /// Every datagram carries the kernel's receive time ([`Datagram::rx_time_ns`]): the
+    /// generator may then drain responses late, on its own schedule, and still time each
+    /// from its arrival.
+    pub rx_timestamps: bool,
+    /// The kernel stamps every request as it leaves ([`FlowIo::tx_stamps`]) and every
+    /// response as it arrives: latency can be taken apart ([`crate::decompose`]).
+    pub tx_timestamps: bool,
+}
+
+/// What a path did, for the thread's result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// System calls made so far.
+    pub syscalls: u64,
+    /// Why the kernel refused UDP GSO, once it has (the sends went by sendmmsg instead).
+    pub gso_refusal: Option<String>,
 }
 
 /// One thread's send/receive path.
 pub trait FlowIo: Send {
+    /// What this path can do.
+    fn caps(&self) -> Caps;
     /// Called once inside the generator's thread (after pinning) before any other call:
     /// state that belongs to the thread (an io_uring with SINGLE_ISSUER) is made here.
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         Ok(())
     }
     /// Flows this thread sends on.
@@ -44,56 +83,84 @@ pub trait FlowIo: Send {
     /// Request `k` is written and `len` bytes long.
     fn queue(&mut self, k: usize, len: usize);
     /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
-    /// Requests the kernel refused (`failed`) stay outstanding and end as lost;
-    /// `gso_unavailable` says GSO was asked for but refused ([`FlowIo::gso_refusal`]).
+    /// Requests the kernel refused (`failed`) stay outstanding and end as lost.
     fn send(&mut self, flow: usize) -> Flushed;
     /// Makes everything `send` queued leave: called once per round of sends. Returns the
     /// requests the kernel refused that `send` could not report yet.
     fn flush(&mut self) -> usize {
         0
     }
-    /// Why the kernel refused GSO on `flow`, once it has.
-    fn gso_refusal(&self, flow: usize) -> Option<String>;
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many
     /// sources to read; [`FlowIo::source`] names them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError>;
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError>;
     /// The `i`-th source ready after the last `poll`.
     fn source(&self, i: usize) -> usize;
-    /// The flow whose socket source `s` is, on a path with a source per flow.
-    fn source_flow(&self, s: usize) -> Option<usize>;
     /// Reads up to `max` datagrams from source `s`; returns how many it got.
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError>;
     /// Datagram `i` of the last `recv`.
     fn datagram(&self, i: usize) -> Datagram<'_>;
-    /// Whether every datagram carries the kernel's receive time ([`FlowIo::rx_time_ns`]):
-    /// then the generator may drain responses late, on its own schedule, and still time
-    /// each from its arrival.
-    fn rx_timestamps(&self) -> bool {
-        false
-    }
-    /// When the kernel received datagram `i` of the last `recv`, in ns since the Unix
-    /// epoch (CLOCK_REALTIME).
-    fn rx_time_ns(&self, _i: usize) -> Option<u64> {
-        None
-    }
-    /// Whether the kernel stamps every request as it leaves ([`FlowIo::tx_stamps`]), and
-    /// every response as it arrives ([`FlowIo::rx_time_ns`]).
-    fn tx_timestamps(&self) -> bool {
-        false
-    }
-    /// Which requests `k` of the last `send` the kernel refused: they take no stamp key.
+    /// What the path did so far.
+    fn stats(&self) -> PathStats;
+    /// Which requests `k` of the last `send` the kernel refused: they take no transmit
+    /// stamp key. Asked only of a path whose [`Caps::tx_timestamps`] is set.
     fn refused(&self) -> &[usize] {
         &[]
     }
     /// Appends the transmit stamps `flow` has queued since the last call, oldest first;
-    /// the key of a stamp counts the flow's requests the kernel accepted, from 0.
-    fn tx_stamps(&mut self, _flow: usize, _out: &mut Vec<TxStamp>) -> Result<(), LoadError> {
+    /// the key of a stamp counts the flow's requests the kernel accepted, from 0. Asked
+    /// only of a path whose [`Caps::tx_timestamps`] is set.
+    fn tx_stamps(&mut self, _flow: usize, _out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
         Ok(())
     }
-    /// System calls made so far.
-    fn syscalls(&self) -> u64;
-    /// The send path's name for reports.
-    fn path(&self) -> &'static str;
+}
+
+/// A path chosen at run time (the cli's table of paths) is a boxed one.
+impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
+    fn caps(&self) -> Caps {
+        (**self).caps()
+    }
+    fn start(&mut self) -> Result<(), SetupError> {
+        (**self).start()
+    }
+    fn flows(&self) -> usize {
+        (**self).flows()
+    }
+    fn tx_capacity(&mut self) -> usize {
+        (**self).tx_capacity()
+    }
+    fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        (**self).tx_slot(k)
+    }
+    fn queue(&mut self, k: usize, len: usize) {
+        (**self).queue(k, len)
+    }
+    fn send(&mut self, flow: usize) -> Flushed {
+        (**self).send(flow)
+    }
+    fn flush(&mut self) -> usize {
+        (**self).flush()
+    }
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
+        (**self).poll(wait)
+    }
+    fn source(&self, i: usize) -> usize {
+        (**self).source(i)
+    }
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
+        (**self).recv(s, max)
+    }
+    fn datagram(&self, i: usize) -> Datagram<'_> {
+        (**self).datagram(i)
+    }
+    fn stats(&self) -> PathStats {
+        (**self).stats()
+    }
+    fn refused(&self) -> &[usize] {
+        (**self).refused()
+    }
+    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
+        (**self).tx_stamps(flow, out)
+    }
 }
 
 /// Kernel UDP sockets, one connected socket per flow: sendmmsg (or UDP GSO) out,
@@ -112,6 +179,7 @@ pub struct SocketFlows {
     syscalls: u64,
     current: usize,
     stamped: bool,
+    gso_refusal: Option<String>,
     /// The error queue reader, when sends are stamped.
     errq: Option<ErrQueue>,
 }
@@ -124,7 +192,7 @@ const PACED_SCAN_FLOWS: usize = 4;
 const PACED_RCVBUF: i32 = 4 << 20;
 
 /// Opens one connected, non-blocking socket to `target`.
-pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
+pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, SetupError> {
     let s = UdpSock::new_for(target)?;
     let any: SocketAddr = if target.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
@@ -148,7 +216,7 @@ impl SocketFlows {
         gso: bool,
         spin: bool,
         open_loop: bool,
-    ) -> Result<Self, LoadError> {
+    ) -> Result<Self, SetupError> {
         let blocking_single = socks.len() == 1 && !open_loop && !spin;
         let mut stamped = false;
         if open_loop && !spin {
@@ -191,6 +259,7 @@ impl SocketFlows {
             syscalls: 0,
             current: 0,
             stamped,
+            gso_refusal: None,
             errq: None,
         })
     }
@@ -200,7 +269,7 @@ impl SocketFlows {
     /// buffer (stamps are charged to it until read). Requests then leave by
     /// sendmmsg, one datagram each: a UDP GSO super-datagram would carry one stamp for
     /// all its segments.
-    pub fn with_tx_stamps(mut self) -> Result<Self, LoadError> {
+    pub fn with_tx_stamps(mut self) -> Result<Self, SetupError> {
         for s in &self.socks {
             // SO_TIMESTAMPNS stays on beside it: the kernel turns receive stamping on for
             // the whole host a little after the first socket asks, and only SO_TIMESTAMPNS
@@ -212,7 +281,7 @@ impl SocketFlows {
                 .or_else(|_| s.set_rcvbuf(PACED_RCVBUF, false))?;
             let got = s.timestamping()?;
             if got != TX_SOFTWARE {
-                return Err(LoadError::Config(format!(
+                return Err(SetupError::host(format!(
                     "the kernel set SO_TIMESTAMPING to {got:#x}, not {TX_SOFTWARE:#x}: it cannot stamp this socket's sends"
                 )));
             }
@@ -227,6 +296,15 @@ impl SocketFlows {
 }
 
 impl FlowIo for SocketFlows {
+    fn caps(&self) -> Caps {
+        Caps {
+            path: "socket",
+            source_per_flow: true,
+            rx_timestamps: self.stamped,
+            tx_timestamps: self.errq.is_some(),
+        }
+    }
+
     fn flows(&self) -> usize {
         self.socks.len()
     }
@@ -246,14 +324,14 @@ impl FlowIo for SocketFlows {
     fn send(&mut self, flow: usize) -> Flushed {
         let res = self.tx.flush(&self.socks[flow], 0);
         self.syscalls += res.syscalls as u64;
+        if res.gso_unavailable && self.gso_refusal.is_none() {
+            // The batch fell back to sendmmsg; keep the kernel's reason once.
+            self.gso_refusal = self.socks[flow].gso_unavailable().map(str::to_string);
+        }
         res
     }
 
-    fn gso_refusal(&self, flow: usize) -> Option<String> {
-        self.socks[flow].gso_unavailable().map(str::to_string)
-    }
-
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         self.ready.clear();
         match self.epoll.as_mut() {
             None => self.ready.extend(0..self.socks.len()),
@@ -273,11 +351,7 @@ impl FlowIo for SocketFlows {
         self.ready[i]
     }
 
-    fn source_flow(&self, s: usize) -> Option<usize> {
-        Some(s)
-    }
-
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         self.syscalls += 1;
         self.current = s;
         match self
@@ -297,22 +371,19 @@ impl FlowIo for SocketFlows {
         Datagram {
             flow: self.current as u32,
             data: self.rx.data(i),
+            rx_time_ns: if self.stamped {
+                self.rx.rx_timestamp_ns(i)
+            } else {
+                None
+            },
         }
-    }
-
-    fn rx_timestamps(&self) -> bool {
-        self.stamped
-    }
-
-    fn tx_timestamps(&self) -> bool {
-        self.errq.is_some()
     }
 
     fn refused(&self) -> &[usize] {
         self.tx.refused()
     }
 
-    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), LoadError> {
+    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
         if let Some(q) = self.errq.as_mut() {
             self.syscalls += 1;
             q.drain(&self.socks[flow], out)?;
@@ -320,15 +391,10 @@ impl FlowIo for SocketFlows {
         Ok(())
     }
 
-    fn rx_time_ns(&self, i: usize) -> Option<u64> {
-        self.rx.rx_timestamp_ns(i)
-    }
-
-    fn syscalls(&self) -> u64 {
-        self.syscalls
-    }
-
-    fn path(&self) -> &'static str {
-        "socket"
+    fn stats(&self) -> PathStats {
+        PathStats {
+            syscalls: self.syscalls,
+            gso_refusal: self.gso_refusal.clone(),
+        }
     }
 }

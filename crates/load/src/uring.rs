@@ -1,14 +1,14 @@
-//! `load --io uring`: a generator thread's flows through one io_uring
-//! ([`firehose_sys::uring_flows::FlowRing`]): the requests of every flow of a round leave
-//! with one io_uring_enter, and one wait collects the responses of all flows from a
-//! multishot receive per flow. The ring is made in the thread ([`FlowIo::start`]), so
-//! IORING_SETUP_SINGLE_ISSUER holds.
+//! `load --io uring`: a generator thread's flows on one [`DgramRing`]
+//! ([`firehose_sys::uring`]): the requests of every flow of a round leave from the ring's
+//! send slots with one io_uring_enter, and one wait collects the responses of all flows
+//! from a multishot receive per flow. The ring is made in the thread ([`FlowIo::start`]),
+//! so IORING_SETUP_SINGLE_ISSUER holds.
 
-use crate::gen::{open_flows, LoadConfig, LoadError};
-use crate::io::{Datagram, FlowIo, Flushed};
+use crate::gen::{open_flows, LoadConfig};
+use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
 use firehose_sys::socket::UdpSock;
-use firehose_sys::uring_dgram::UringSetup;
-use firehose_sys::uring_flows::FlowRing;
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
+use firehose_sys::SetupError;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -16,10 +16,8 @@ use std::time::Duration;
 pub struct UringFlows {
     socks: Vec<UdpSock>,
     setup: UringSetup,
-    slots: usize,
-    slot_size: usize,
-    buffers: u16,
-    ring: Option<FlowRing>,
+    cfg: DgramConfig,
+    ring: Option<DgramRing>,
     /// Most responses one `recv` hands out (the generator's batch).
     batch: usize,
     lens: Vec<usize>,
@@ -29,10 +27,8 @@ pub struct UringFlows {
 
 /// Checks on the calling thread that this kernel gives an io_uring with `setup` and the
 /// multishot receive, so a refusal stops the run before any thread starts.
-pub fn probe(setup: &UringSetup) -> Result<(), LoadError> {
-    firehose_sys::uring::UringSupport::probe().require("recv")?;
-    drop(setup.build(4)?);
-    Ok(())
+pub fn probe(setup: &UringSetup) -> Result<(), SetupError> {
+    Ok(setup.check("recvmsg")?)
 }
 
 /// The flows of `cfg` dealt to its threads, each thread's on its own ring; requests (and
@@ -41,7 +37,7 @@ pub fn open(
     cfg: &LoadConfig,
     setup: UringSetup,
     max_payload: usize,
-) -> Result<Vec<UringFlows>, LoadError> {
+) -> Result<Vec<UringFlows>, SetupError> {
     probe(&setup)?;
     let per_thread = open_flows(cfg)?;
     Ok(per_thread
@@ -49,14 +45,24 @@ pub fn open(
         .map(|socks| {
             // Room for a round: every flow's window, at least a batch.
             let slots = (socks.len() * cfg.window.max(1)).clamp(cfg.batch, 4096);
+            let slot_size = max_payload.max(1);
             UringFlows {
-                // Room for the responses of a burst that arrives between two polls.
-                buffers: (slots * 4).clamp(512, 4096) as u16,
+                cfg: DgramConfig {
+                    // Room for the responses of a burst that arrives between two polls.
+                    buffers: (slots * 4).clamp(512, 4096) as u16,
+                    // A response is at most a request's size, after the ring's 16-byte
+                    // header; a longer one arrives cut and matches none. At least 2 KiB,
+                    // two buffers to a page.
+                    buffer_size: (slot_size + 16).max(2048),
+                    names: false,
+                    receive: true,
+                    sends: slots,
+                    tx_slots: slots,
+                    tx_slot_size: slot_size,
+                },
                 batch: cfg.batch.max(1),
                 socks,
                 setup,
-                slots,
-                slot_size: max_payload.max(1),
                 ring: None,
                 lens: Vec::with_capacity(slots),
                 refused: 0,
@@ -66,14 +72,14 @@ pub fn open(
 }
 
 impl UringFlows {
-    fn ring(&mut self) -> &mut FlowRing {
+    fn ring(&mut self) -> &mut DgramRing {
         self.ring.as_mut().expect("FlowIo::start made the ring")
     }
 
     /// Sends what is queued; a failed enter counts the round's requests as refused.
     fn submit(&mut self) {
-        let round = self.slots - self.ring().tx_free();
-        match self.ring().submit_sends() {
+        let round = self.cfg.tx_slots - self.ring().tx_free();
+        match self.ring().flush() {
             Ok(f) => self.refused += f.failed,
             Err(_) => self.refused += round,
         }
@@ -81,18 +87,18 @@ impl UringFlows {
 }
 
 impl FlowIo for UringFlows {
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn caps(&self) -> Caps {
+        Caps {
+            path: "io_uring",
+            source_per_flow: false,
+            rx_timestamps: false,
+            tx_timestamps: false,
+        }
+    }
+
+    fn start(&mut self) -> Result<(), SetupError> {
         let fds = self.socks.iter().map(|s| s.as_raw_fd()).collect();
-        // A response is at most a request's size; a longer one arrives cut and matches none.
-        let size = self.slot_size.max(2048);
-        self.ring = Some(FlowRing::new(
-            fds,
-            self.slots,
-            self.slot_size,
-            self.buffers,
-            size,
-            &self.setup,
-        )?);
+        self.ring = Some(DgramRing::new(fds, &self.cfg, &self.setup)?);
         Ok(())
     }
 
@@ -119,16 +125,11 @@ impl FlowIo for UringFlows {
 
     fn send(&mut self, flow: usize) -> Flushed {
         let lens = std::mem::take(&mut self.lens);
-        let failed = match self.ring().queue_sends(flow, &lens) {
-            Ok(()) => 0,
-            Err(_) => lens.len(),
-        };
+        self.ring().queue_sends(flow, &lens);
         self.lens = lens;
         self.lens.clear();
-        Flushed {
-            failed,
-            ..Flushed::default()
-        }
+        // Refusals come out of the round's flush.
+        Flushed::default()
     }
 
     fn flush(&mut self) -> usize {
@@ -136,12 +137,8 @@ impl FlowIo for UringFlows {
         std::mem::take(&mut self.refused)
     }
 
-    fn gso_refusal(&self, _flow: usize) -> Option<String> {
-        None
-    }
-
     /// Every response collected is read in this round: each source is a batch of them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         Ok(self.ring().poll(wait)?.div_ceil(self.batch))
     }
 
@@ -149,28 +146,24 @@ impl FlowIo for UringFlows {
         0
     }
 
-    fn source_flow(&self, _s: usize) -> Option<usize> {
-        None
-    }
-
-    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, SetupError> {
         Ok(self.ring().take(max))
     }
 
     fn datagram(&self, i: usize) -> Datagram<'_> {
-        let (flow, data) = self
-            .ring
-            .as_ref()
-            .expect("FlowIo::start made the ring")
-            .response(i);
-        Datagram { flow, data }
+        let ring = self.ring.as_ref().expect("FlowIo::start made the ring");
+        let (flow, data) = ring.payload(i);
+        Datagram {
+            flow: flow as u32,
+            data,
+            rx_time_ns: None,
+        }
     }
 
-    fn syscalls(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| r.stats.enters)
-    }
-
-    fn path(&self) -> &'static str {
-        "io_uring"
+    fn stats(&self) -> PathStats {
+        PathStats {
+            syscalls: self.ring.as_ref().map_or(0, |r| r.stats.enters),
+            gso_refusal: None,
+        }
     }
 }

@@ -59,6 +59,14 @@ pub fn tokens(line: &str) -> Result<Vec<Token<'_>>, String> {
                 while i < b.len() && !ends_word(line, i) {
                     i += 1;
                 }
+                if i == start {
+                    // A character that ends a word but starts no operator (a lone `!`):
+                    // nothing would ever consume it.
+                    return Err(format!(
+                        "unexpected '{}' (not an operator; quote the value)",
+                        c as char
+                    ));
+                }
                 out.push(Token::Word(&line[start..i]));
             }
         }
@@ -174,5 +182,18 @@ mod tests {
         assert_eq!(tokens("a 'it''s'").unwrap().len(), 3);
         assert!(tokens("\"open").is_err());
         assert!(tokens("\"\\777\"").is_err());
+    }
+
+    /// Found by the radius_files fuzz target: a `!` that starts no operator was an empty
+    /// word that never advanced, pushed until memory ran out (a users or clients file
+    /// with `Reply-Message = hi!` hung loading and SIGHUP).
+    #[test]
+    fn a_lone_bang_is_an_error_not_an_endless_loop() {
+        for line in ["x = 1!", "a ! b", "!", "Reply-Message = hi!"] {
+            let e = tokens(line).unwrap_err();
+            assert!(e.contains("unexpected '!'"), "{line}: {e}");
+        }
+        assert_eq!(tokens("a != b").unwrap()[1], Token::Op("!="));
+        assert_eq!(tokens("a !* ANY").unwrap()[1], Token::Op("!*"));
     }
 }

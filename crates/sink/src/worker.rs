@@ -2,9 +2,9 @@
 
 use super::{Counters, SinkIo, Source};
 use firehose_sys::af_packet::RxRing;
-use firehose_sys::mmsg::Batch;
+use firehose_sys::mmsg::{Batch, RecvMode};
 use firehose_sys::socket::{is_would_block, UdpSock, MSG_TRUNC};
-use firehose_sys::uring_dgram::{RecvMsgRing, UringSetup};
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
 use firehose_sys::SysError;
 use std::os::fd::AsRawFd;
@@ -70,27 +70,24 @@ impl Worker {
         }
     }
 
-    /// Blocking receives with no timeout, udp_sink's loop: [`super::Sink::stop`] wakes a
-    /// blocked worker by shutting its socket down for reading.
+    /// Blocking receives with no timeout, udp_sink's loop, through the socket batch driver
+    /// with the mode's call: [`super::Sink::stop`] wakes a blocked worker by shutting its
+    /// socket down for reading.
     fn run_socket(&self, sock: &UdpSock) -> Result<(), SysError> {
         let mut l = Local::default();
-        let mut buf = vec![0u8; SLOT];
-        let mut batch = (self.io == SinkIo::Recvmmsg).then(|| Batch::new(self.batch, SLOT));
+        let (mode, max) = match self.io {
+            SinkIo::Recv => (RecvMode::Recv, 1),
+            SinkIo::Recvfrom => (RecvMode::Single, 1),
+            SinkIo::Recvmsg => (RecvMode::Msg, 1),
+            _ => (RecvMode::Batch, self.batch),
+        };
+        let mut b = Batch::new(max, SLOT).with_recv(mode);
         while !self.stop.load(Ordering::Relaxed) {
             l.syscalls += 1;
-            let got: Result<(u64, u64), SysError> = match (self.io, batch.as_mut()) {
-                (SinkIo::Recvmmsg, Some(b)) => b.recv(sock, self.batch, MSG_TRUNC).map(|n| {
-                    let bytes = (0..n).map(|i| b.len(i) as u64).sum();
-                    (n as u64, bytes)
-                }),
-                (SinkIo::Recv, _) => sock.recv(&mut buf, MSG_TRUNC).map(|n| (1, n as u64)),
-                (SinkIo::Recvfrom, _) => sock
-                    .recv_from(&mut buf, MSG_TRUNC)
-                    .map(|(n, _)| (1, n as u64)),
-                (_, _) => sock
-                    .recv_msg_len(&mut buf, MSG_TRUNC)
-                    .map(|n| (1, n as u64)),
-            };
+            let got = b.recv(sock, max, MSG_TRUNC).map(|n| {
+                let bytes = (0..n).map(|i| b.len(i) as u64).sum();
+                (n as u64, bytes)
+            });
             match got {
                 // Stop shut the socket down (a receive returns 0); a datagram of length
                 // 0 arriving in that same instant is the one not counted.
@@ -109,12 +106,25 @@ impl Worker {
         Ok(())
     }
 
+    /// One multishot RECVMSG on the socket into a ring of provided buffers; each datagram
+    /// counted at its full length (MSG_TRUNC), its buffer given back at the next poll. A
+    /// receive error stops the worker with its errno.
     fn run_uring(&self, sock: &UdpSock, setup: &UringSetup) -> Result<(), SysError> {
-        let mut ring = RecvMsgRing::new(sock.as_raw_fd(), URING_BUFFERS, SLOT, setup)?;
+        let cfg = DgramConfig {
+            buffers: URING_BUFFERS,
+            buffer_size: SLOT,
+            ..DgramConfig::default()
+        };
+        let mut ring = DgramRing::new(vec![sock.as_raw_fd()], &cfg, setup)?;
         let mut l = Local::default();
         while !self.stop.load(Ordering::Relaxed) {
-            let mut bytes = 0u64;
-            let n = ring.poll(Duration::from_millis(100), |len| bytes += len as u64)? as u64;
+            ring.poll(Duration::from_millis(100))?;
+            if let Some(e) = ring.last_recv_error() {
+                return Err(e);
+            }
+            let got = ring.take(usize::MAX);
+            let bytes: u64 = (0..got).map(|i| ring.full_len(i) as u64).sum();
+            let n = got as u64;
             l.packets += n;
             l.bytes += bytes;
             l.syscalls = ring.stats.enters;

@@ -11,8 +11,8 @@ use crate::side::{finish, join_all, Side};
 use crate::{Interval, RecvMode, StreamError};
 use firehose_sys::ifaddr::interface_of;
 use firehose_sys::tcp::{TcpListener, TcpSock};
+use firehose_sys::uring::probe_zcrx;
 use firehose_sys::uring::UringSupport;
-use firehose_sys::uring_recv::probe_zcrx;
 use firehose_sys::SysError;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -187,9 +187,14 @@ impl Receiver {
                     s.spawn(move || self.flow_thread(sock, h, counter, cpu))
                 })
                 .collect();
-            intervals(&counters, start, self.cfg.interval, on_interval, || {
-                handles.iter().all(|h| h.is_finished())
-            });
+            intervals(
+                stop,
+                &counters,
+                start,
+                self.cfg.interval,
+                on_interval,
+                || handles.iter().all(|h| h.is_finished()),
+            );
             join_all(handles)
         });
         let report = finish(

@@ -8,7 +8,7 @@ use firehose_sys::socket::{is_would_block, MSG_DONTWAIT};
 use firehose_sys::sockopt::{events, poll_one};
 use firehose_sys::tcp::TcpSock;
 use firehose_sys::tcp_mmap::ZcWindow;
-use firehose_sys::uring_recv::RecvRing;
+use firehose_sys::uring::RecvRing;
 use firehose_sys::SysError;
 use std::os::fd::AsRawFd;
 

@@ -1,5 +1,8 @@
 //! AF_PACKET: raw frames through memory-mapped rings, the fast raw path of the NFV testing
 //! and tuning sheet (PACKET_MMAP, PACKET_FANOUT, PACKET_QDISC_BYPASS as EtherateMT uses them).
+//! The one AF_PACKET driver: sink's packet mode reads [`RxRing`]s (one per worker, joined in
+//! a fanout group), flood's packet mode writes [`TxRing`]s (one per thread); neither makes
+//! an AF_PACKET call of its own.
 //!
 //! - [`PacketSock`]: a SOCK_RAW packet socket bound to one interface, with the options a
 //!   generator or sink turns: a classic BPF filter, a fanout group ([`Fanout`]: hash, cpu,
@@ -20,7 +23,8 @@ mod tx;
 pub use rx::{RxBlock, RxFrame, RxRing, RxRingConfig};
 pub use tx::{TxRing, TxRingConfig, TxSent};
 
-use crate::{cvt, SysResult};
+use crate::{cvt, SysError, SysResult};
+use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -206,20 +210,12 @@ impl PacketSock {
     /// Reads (and thereby resets) the receive counters. Valid for a TPACKET_V3 socket;
     /// for other versions the kernel leaves `freeze_q` at zero.
     pub fn take_stats(&self) -> SysResult<PacketStats> {
-        // SAFETY: tpacket_stats_v3 is plain data; all-zero is valid.
-        let mut st: libc::tpacket_stats_v3 = unsafe { mem::zeroed() };
-        let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into the local and updates len.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || "getsockopt(PACKET_STATISTICS)".into())?;
+        let st: libc::tpacket_stats_v3 = crate::sockopt::get(
+            self.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        )?;
         Ok(PacketStats {
             packets: st.tp_packets as u64,
             drops: st.tp_drops as u64,
@@ -239,9 +235,33 @@ impl PacketSock {
         // SAFETY: one live pollfd.
         let ret = unsafe { libc::poll(&mut pfd, 1, ms) };
         match cvt(ret, || "poll(AF_PACKET)".into()) {
+            Ok(n) if n > 0 && pfd.revents & libc::POLLERR != 0 => Err(self.pending_error()),
             Ok(n) => Ok(n > 0),
             Err(e) if e.errno() == Some(libc::EINTR) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The error the kernel left on the socket (SO_ERROR, which reading clears): ENETDOWN
+    /// once the interface went down or away. Without this, a ring whose interface is gone
+    /// polls as ready forever and its reader spins with nothing to read.
+    fn pending_error(&self) -> SysError {
+        let what = || "poll(AF_PACKET): the socket reports an error".to_string();
+        match crate::sockopt::get_int(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            "SO_ERROR",
+        ) {
+            Ok(errno) if errno != 0 => SysError {
+                what: what(),
+                source: io::Error::from_raw_os_error(errno),
+            },
+            Ok(_) => SysError {
+                what: what(),
+                source: io::Error::other("POLLERR with no error set"),
+            },
+            Err(e) => e,
         }
     }
 }

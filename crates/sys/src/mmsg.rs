@@ -1,4 +1,6 @@
-//! Batched datagram I/O: recvfrom/recvmmsg in, sendto/sendmmsg/UDP GSO out.
+//! The socket batch driver: recv/recvfrom/recvmsg/recvmmsg in, sendto/sendmmsg/UDP GSO
+//! out, for every role that reads or writes kernel UDP sockets (serve's socket path and its
+//! AF_XDP fallback socket, the generator's socket flows, sink's and flood's socket modes).
 //!
 //! A [`Batch`] owns `slots` buffers of `slot_size` bytes plus the kernel structures that
 //! point into them, allocated once. Receiving fills slots `0..n`; a handler rewrites a slot
@@ -29,8 +31,13 @@ const CTRL_LEN: usize = 96;
 /// How a batch receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecvMode {
+    /// recv: one datagram per call into slot 0, no sender address (udp_sink's default).
+    Recv,
     /// recvfrom: one datagram per call, into slot 0 (the unbatched baseline).
     Single,
+    /// recvmsg: one datagram per call into slot 0 through a msghdr with one iovec, no
+    /// address and no control data (udp_sink's `--recvmsg`).
+    Msg,
     /// recvmmsg: up to a batch per call.
     Batch,
 }
@@ -238,8 +245,14 @@ impl Batch {
     /// One receive call: the kernel's return (-1 with errno set on failure) and its name.
     fn recv_call(&mut self, sock: &UdpSock, max: usize, flags: i32) -> (isize, &'static str) {
         let n = max.min(self.capacity()).max(1);
-        if self.recv_mode == RecvMode::Single || (n == 1 && !self.with_ctrl) {
-            return (self.recv_one(sock, flags), "recvfrom");
+        match self.recv_mode {
+            RecvMode::Recv => return (self.recv_plain(sock, flags), "recv"),
+            RecvMode::Msg => return (self.recv_msg(sock, flags), "recvmsg"),
+            RecvMode::Single => return (self.recv_one(sock, flags), "recvfrom"),
+            RecvMode::Batch if n == 1 && !self.with_ctrl => {
+                return (self.recv_one(sock, flags), "recvfrom")
+            }
+            RecvMode::Batch => {}
         }
         self.prepare_recv(n);
         // SAFETY: hdrs[0..n] point at live iovecs, address and control buffers owned by
@@ -274,6 +287,44 @@ impl Batch {
                 &mut namelen,
             )
         };
+        self.took_one(len, namelen, 0)
+    }
+
+    /// Receives one datagram into slot 0 with recv; returns 1, or -1 with errno set.
+    fn recv_plain(&mut self, sock: &UdpSock, flags: i32) -> isize {
+        self.dirty = self.dirty.max(1);
+        // SAFETY: slot 0 (slot_size bytes) is live and writable; the kernel writes within it.
+        let len = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                self.bufs.as_mut_ptr() as *mut libc::c_void,
+                self.slot_size,
+                flags,
+            )
+        };
+        self.took_one(len, 0, 0)
+    }
+
+    /// Receives one datagram into slot 0 with recvmsg (one iovec, no name, no control);
+    /// returns 1, or -1 with errno set.
+    fn recv_msg(&mut self, sock: &UdpSock, flags: i32) -> isize {
+        self.dirty = self.dirty.max(1);
+        let mut iov = libc::iovec {
+            iov_base: self.bufs.as_mut_ptr() as *mut libc::c_void,
+            iov_len: self.slot_size,
+        };
+        // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        // SAFETY: msg points at a live iovec over slot 0, with its length.
+        let len = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, flags) };
+        self.took_one(len, 0, msg.msg_flags)
+    }
+
+    /// Records a single receive's result (`len` from the call, -1 on error) in slot 0's
+    /// header; returns 1, or -1 with errno untouched.
+    fn took_one(&mut self, len: isize, namelen: libc::socklen_t, msg_flags: i32) -> isize {
         if len < 0 {
             return -1;
         }
@@ -281,7 +332,7 @@ impl Batch {
         h.msg_namelen = namelen;
         h.msg_control = std::ptr::null_mut();
         h.msg_controllen = 0;
-        h.msg_flags = 0;
+        h.msg_flags = msg_flags;
         self.hdrs[0].msg_len = len as u32;
         1
     }
@@ -645,6 +696,30 @@ pub(crate) mod tests {
                 }
                 got += k;
             }
+        }
+    }
+
+    #[test]
+    fn every_receive_call_reports_the_full_length_with_msg_trunc() {
+        let (srv, cli) = connected_pair();
+        for mode in [
+            RecvMode::Recv,
+            RecvMode::Single,
+            RecvMode::Msg,
+            RecvMode::Batch,
+        ] {
+            let mut rx = Batch::new(2, 64).with_recv(mode);
+            for len in [3usize, 100] {
+                cli.send_to(&vec![7u8; len], None, 0).unwrap();
+                assert_eq!(rx.recv(&srv, 2, libc::MSG_TRUNC).unwrap(), 1, "{mode:?}");
+                assert_eq!(rx.len(0), len, "{mode:?}: the datagram's length");
+                assert_eq!(rx.data(0), &vec![7u8; len.min(64)][..], "{mode:?}");
+            }
+            // recvmsg and recvmmsg see the kernel's MSG_TRUNC; recv and recvfrom cannot.
+            let cut = matches!(mode, RecvMode::Msg | RecvMode::Batch);
+            assert_eq!(rx.truncated(0), cut, "{mode:?}");
+            let named = matches!(mode, RecvMode::Single | RecvMode::Batch);
+            assert_eq!(rx.peer(0).is_some(), named, "{mode:?}");
         }
     }
 

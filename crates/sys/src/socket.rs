@@ -24,7 +24,7 @@ use consts::*;
 
 /// Length of the `SO_MEMINFO` array (the kernel's `SK_MEMINFO_VARS`, one past the last
 /// index, `SK_MEMINFO_DROPS`; libc carries the indices but not the count).
-const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
+pub(crate) const SK_MEMINFO_VARS: usize = libc::SK_MEMINFO_DROPS as usize + 1;
 
 /// Receive flag: report a datagram's full length even when it did not fit.
 pub const MSG_TRUNC: i32 = libc::MSG_TRUNC;
@@ -345,19 +345,12 @@ impl UdpSock {
 
     /// The socket's drop counter (receive-queue overflows and filter drops), via SO_MEMINFO.
     pub fn drops(&self) -> SysResult<u32> {
-        let mut info = [0u32; SK_MEMINFO_VARS];
-        let mut len = mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into the local array.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_MEMINFO,
-                info.as_mut_ptr() as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || "getsockopt(SO_MEMINFO)".into())?;
+        let info: [u32; SK_MEMINFO_VARS] = crate::sockopt::get(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            "SO_MEMINFO",
+        )?;
         Ok(info[libc::SK_MEMINFO_DROPS as usize])
     }
 
@@ -421,35 +414,23 @@ impl UdpSock {
             tv_sec: d.as_secs() as libc::time_t,
             tv_usec: d.subsec_micros() as libc::suseconds_t,
         };
-        // SAFETY: the kernel reads a timeval from a live local.
-        let ret = unsafe {
-            libc::setsockopt(
-                self.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const _ as *const libc::c_void,
-                mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        cvt(ret, || "setsockopt(SO_RCVTIMEO)".into()).map(|_| ())
+        crate::sockopt::set(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv,
+            || "SO_RCVTIMEO".into(),
+        )
     }
 
     /// SO_RCVTIMEO read back (zero: a blocking receive waits indefinitely).
     pub fn recv_timeout(&self) -> SysResult<Duration> {
-        // SAFETY: timeval is plain data; all-zero is valid.
-        let mut tv: libc::timeval = unsafe { mem::zeroed() };
-        let mut len = mem::size_of::<libc::timeval>() as libc::socklen_t;
-        // SAFETY: the kernel writes at most `len` bytes into the live local.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &mut tv as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        cvt(ret, || "getsockopt(SO_RCVTIMEO)".into())?;
+        let tv: libc::timeval = crate::sockopt::get(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            "SO_RCVTIMEO",
+        )?;
         Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
     }
 
@@ -539,23 +520,6 @@ impl UdpSock {
         Ok((n as usize, raw))
     }
 
-    /// Receives one datagram into `buf` with recvmsg and no sender address (msg_name
-    /// NULL): udp_sink's `--recvmsg` call as its receive loop makes it, so the kernel does
-    /// not copy a sockaddr out per datagram. Returns the length.
-    pub fn recv_msg_len(&self, buf: &mut [u8], flags: i32) -> SysResult<usize> {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
-        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        // SAFETY: msg points at a live iovec over buf, with its length.
-        let n = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, flags) };
-        cvt(n, || "recvmsg".into()).map(|n| n as usize)
-    }
-
     /// shutdown(SHUT_RD): every thread blocked in a receive on this socket wakes and gets
     /// 0, and later receives on an empty queue return 0 at once; how a receiver without
     /// SO_RCVTIMEO is told to stop. An unconnected UDP socket is shut down all the same
@@ -590,6 +554,23 @@ impl UdpSock {
     }
 }
 
+/// A port on `ip` free right now for both UDP and TCP (servers such as knotd listen on
+/// both): the kernel picks a UDP port, kept only if TCP can bind it too. What the lab's peers
+/// and the tests listen on.
+pub fn free_port(ip: std::net::IpAddr) -> std::io::Result<u16> {
+    for _ in 0..100 {
+        let udp = std::net::UdpSocket::bind((ip, 0))?;
+        let port = udp.local_addr()?.port();
+        if std::net::TcpListener::bind((ip, port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no port free for both UDP and TCP on {ip}"),
+    ))
+}
+
 /// True when an error only means "nothing to read now" (EAGAIN/EWOULDBLOCK/EINTR).
 pub fn is_would_block(e: &SysError) -> bool {
     matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR))
@@ -597,35 +578,12 @@ pub fn is_would_block(e: &SysError) -> bool {
 
 /// Sets an integer option on any socket fd (UDP, AF_XDP, ...).
 pub fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32, label: &str) -> SysResult<()> {
-    // SAFETY: the kernel reads exactly size_of::<i32>() bytes from a live local.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &value as *const i32 as *const libc::c_void,
-            mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, || format!("setsockopt({label}={value})")).map(|_| ())
+    crate::sockopt::set(fd, level, name, &value, || format!("{label}={value}"))
 }
 
 /// Reads an integer option of any socket fd.
 pub fn get_int_opt(fd: RawFd, level: i32, name: i32, label: &str) -> SysResult<i32> {
-    let mut value: i32 = 0;
-    let mut len = mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into a live local and updates len.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut value as *mut i32 as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    cvt(ret, || format!("getsockopt({label})"))?;
-    Ok(value)
+    crate::sockopt::get(fd, level, name, label)
 }
 
 #[cfg(test)]

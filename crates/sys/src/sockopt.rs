@@ -2,7 +2,70 @@
 //! option is set and read back through one place that names it in errors.
 
 use crate::{cvt, SysResult};
+use std::mem;
 use std::os::fd::RawFd;
+
+/// Plain data the kernel reads or writes as an option's value: C integers and structs of
+/// them, for which all-zero bytes, and any bytes the kernel writes, are valid values.
+///
+/// # Safety
+/// Implement only for such types (no pointers the kernel would follow, no padding whose
+/// contents matter, no invalid bit patterns).
+pub unsafe trait OptValue: Copy {}
+
+// SAFETY: each is an integer or a C struct of integers (the kernel's own definitions).
+unsafe impl OptValue for i32 {}
+// SAFETY: as above.
+unsafe impl OptValue for [u32; crate::socket::SK_MEMINFO_VARS] {}
+// SAFETY: as above.
+unsafe impl OptValue for libc::timeval {}
+// SAFETY: as above.
+unsafe impl OptValue for libc::tpacket_req {}
+// SAFETY: as above.
+unsafe impl OptValue for libc::tpacket_req3 {}
+// SAFETY: as above.
+unsafe impl OptValue for libc::tpacket_stats_v3 {}
+
+/// Sets option `name` at `level` to `value`; the error names `label()` (the option and
+/// what was asked of it).
+pub fn set<T: OptValue>(
+    fd: RawFd,
+    level: i32,
+    name: i32,
+    value: &T,
+    label: impl FnOnce() -> String,
+) -> SysResult<()> {
+    // SAFETY: the kernel reads size_of::<T>() bytes from a live value of plain data.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            value as *const T as *const libc::c_void,
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, || format!("setsockopt({})", label())).map(|_| ())
+}
+
+/// Reads option `name` at `level`; the error names `label`.
+pub fn get<T: OptValue>(fd: RawFd, level: i32, name: i32, label: &str) -> SysResult<T> {
+    // SAFETY: T is plain data, for which all-zero is a valid value (OptValue).
+    let mut value: T = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes of plain data into the live local.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut value as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    cvt(ret, || format!("getsockopt({label})"))?;
+    Ok(value)
+}
 
 /// The integer getters and setters live with the UDP socket; re-exported under short names.
 pub use crate::socket::{get_int_opt as get_int, set_int_opt as set_int};

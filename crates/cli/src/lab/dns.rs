@@ -1,15 +1,15 @@
 //! `firehose lab compare --proto dns`: our responder against Knot DNS and NSD, each driven
 //! by dnsperf and by `firehose load --proto dns` (the work is in
-//! `firehose_lab::dns_compare`). Here: which flags apply, defaults, and the outputs.
+//! `firehose_lab::studies::dns`). Here: which flags apply, defaults, and the outputs.
 
-use super::{lab_err, placement, stop_flag, CompareArgs};
-use crate::args::{whole_rate, Cpus, Usage};
-use anyhow::{Context, Result};
-use firehose_lab::dns_compare::{
-    self, parse_names, DnsCompareOptions, Driver, ServerKind, TcpLoad,
-};
+use super::run::{lab_err, run_study, StudyRun};
+use super::CompareArgs;
+use crate::args::{whole_rate, Usage};
+use anyhow::Result;
+use firehose_lab::peers::dnsperf::TcpLoad;
+use firehose_lab::server::ServerKind;
+use firehose_lab::studies::dns::{parse_names, DnsCompare, Driver};
 use firehose_lab::topology::Kind;
-use firehose_sys::cpu::CpuSet;
 
 /// Why each flag of `lab compare --proto echo` means nothing for DNS.
 const ECHO_ONLY: [&str; 7] = [
@@ -40,11 +40,10 @@ fn refuse_echo_flags(c: &CompareArgs) -> Result<()> {
     }
 }
 
-/// Runs the DNS comparison, prints the table, writes JSON and (with --report) report.md.
+/// Runs the DNS comparison, prints the table, writes JSON and (with --report) the pages.
 pub(super) fn compare(c: CompareArgs) -> Result<()> {
     refuse_echo_flags(&c)?;
     let r = &c.run;
-    let mut json = r.json.open()?;
     let servers = parse_names(
         "--servers",
         c.servers.as_deref().unwrap_or("firehose,knotd,nsd"),
@@ -72,67 +71,27 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     )
     .map_err(lab_err)?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let place = placement(r, &allowed)?;
-    if matches!(r.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
-        return Err(Usage(format!(
-            "--client-cpus {}: both DNS drivers run one thread; give one CPU",
-            CpuSet::from(&place.client_cpus)
-        ))
-        .into());
-    }
+    let placement = c.one_client_cpu(&allowed, "both DNS drivers run")?;
     let workers = r.workers.clone().unwrap_or_else(|| {
-        let mut w = vec![1, place.server_cpus.len()];
+        let mut w = vec![1, placement.server_cpus.len()];
         w.dedup();
         w
     });
-    let stop = stop_flag()?;
-    let opts = DnsCompareOptions {
-        firehose: match &c.firehose_bin {
-            Some(p) if !p.is_file() => {
-                return Err(Usage(format!(
-                    "--firehose-bin {}: no such file; give the path of a firehose binary",
-                    p.display()
-                ))
-                .into())
-            }
-            Some(p) => p.clone(),
-            None => std::env::current_exe().context("locating the firehose binary")?,
-        },
-        servers,
-        drivers,
-        workers,
-        server_cpus: place.server_cpus.clone(),
-        client_cpus: place.client_cpus[..1].to_vec(),
-        repetitions: r.repetitions,
-        duration: r.duration,
-        names: c.names.unwrap_or(10_000),
-        queries: c.query_count.unwrap_or(100_000),
-        outstanding: r.window.unwrap_or(100),
-        rate: r.rate.map(|x| whole_rate("--rate", x)).transpose()?,
-        tcp,
-        syscalls: !c.no_syscalls,
-        stop: Some(stop),
-        ..DnsCompareOptions::default()
+    let mut study = DnsCompare::default();
+    study.servers = servers;
+    study.drivers = drivers;
+    study.workers = workers;
+    study.duration = r.duration;
+    study.names = c.names.unwrap_or(10_000);
+    study.queries = c.query_count.unwrap_or(100_000);
+    study.outstanding = r.window.unwrap_or(100);
+    study.rate = r.rate.map(|x| whole_rate("--rate", x)).transpose()?;
+    study.tcp = tcp;
+    study.syscalls = !c.no_syscalls;
+    let guess_s = r.duration.as_secs_f64() + 0.5;
+    let run = StudyRun {
+        bin: c.firehose_bin()?,
+        ..r.study_run(placement, guess_s)
     };
-    let rep = dns_compare::run(&opts).map_err(lab_err)?;
-    if rep.rows.is_empty() {
-        return Err(Usage(format!(
-            "nothing to compare, every configuration was skipped ({})",
-            rep.skipped.join("; ")
-        ))
-        .into());
-    }
-    print!("{}", rep.render_table());
-    json.write(&rep)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    if let Some(dir) = &r.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let md = dir.join("report.md");
-        std::fs::write(&md, rep.render_markdown())
-            .with_context(|| format!("writing {}", md.display()))?;
-        println!("report: {}", md.display());
-    }
-    Ok(())
+    run_study(&mut study, run)
 }

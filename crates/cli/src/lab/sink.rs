@@ -1,19 +1,18 @@
 //! `firehose lab sink` and `firehose lab flood`: the packet-rate study on the veth topology
-//! (the work is in `firehose_lab::sink_study`). Here: flags, defaults, the outputs.
+//! (the work is in `firehose_lab::studies::sink`). Here: flags, defaults, the outputs.
 
-use super::{lab_err, side_cpus, stop_flag};
+use super::run::{lab_err, run_study, StudyRun};
+use super::side_cpus;
 use crate::args::{
     comma_list_or_all, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive,
     whole_secs, Cpus, Usage,
 };
 use crate::meta::JsonArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use firehose_flood::FloodIo;
-use firehose_lab::session;
-use firehose_lab::sink_study::{
-    self, SinkStudyReport, Study, StudyOptions, Subject, RFC2544_FRAMES,
-};
+use firehose_lab::studies::sink::{Kind, PacketStudy, Subject, RFC2544_FRAMES};
+use firehose_lab::study::Placement;
 use firehose_sink::SinkIo;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,7 +28,7 @@ pub(super) struct Common {
     peers: Option<String>,
     /// Runs of each cell, interleaved (every cell once, then again).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
-    repeat: usize,
+    repetitions: usize,
     /// Measured time per run, whole seconds, e.g. 3, 5s.
     #[arg(short = 't', long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
@@ -59,8 +58,8 @@ build it from\nnetoptimizer/network-testing, `make` in src/, and put it on PATH)
 sendmmsg with\none thread per receive queue; after the repetitions, one more run per mode at the \
 largest\nqueue count samples the receiving CPU with perf (cpu-clock) for its top kernel symbols.\n\n\
 EXAMPLES:\n  \
-  firehose lab sink --queues 2 --repeat 3 --duration 3\n  \
-  firehose lab sink --queues 1 --modes recvmsg,recvmmsg --repeat 1 --duration 1 --no-profile"
+  firehose lab sink --queues 2 --repetitions 3 --duration 3\n  \
+  firehose lab sink --queues 1 --modes recvmsg,recvmmsg --repetitions 1 --duration 1 --no-profile"
 )]
 pub(super) struct SinkArgs {
     #[command(flatten)]
@@ -83,8 +82,8 @@ xdp).\nPeers: trafgen (netsniff-ng: AF_PACKET, qdisc bypassed), iperf3 (iperf3 -
 its TCP\ncontrol connection, so its cells run with its own server instead of the XDP_DROP \
 receiver), sockperf\n(sockperf tp: its throughput mode's sender, one sendto() per message).\n\n\
 EXAMPLES:\n  \
-  firehose lab flood --repeat 3 --duration 3\n  \
-  firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repeat 1"
+  firehose lab flood --repetitions 3 --duration 3\n  \
+  firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repetitions 1"
 )]
 pub(super) struct FloodArgs {
     #[command(flatten)]
@@ -121,43 +120,34 @@ fn pick(flag: &str, text: Option<&str>, all: &[&str]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The options both studies share; `modes` and `peers` already picked.
-fn options(
-    c: &Common,
-    study: Study,
-    modes: Vec<String>,
-    peers: Vec<Subject>,
-) -> Result<StudyOptions> {
+/// The placement both studies share.
+fn placement(c: &Common) -> Result<Placement> {
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let p = session::placement(
+    Placement::resolve(
         side_cpus("--server-cpus", &c.server_cpus)?,
         side_cpus("--client-cpus", &c.client_cpus)?,
         &allowed,
     )
-    .map_err(lab_err)?;
+    .map_err(lab_err)
+}
+
+/// The settings both studies share; `modes` and `peers` already picked.
+fn study(
+    c: &Common,
+    kind: Kind,
+    modes: Vec<String>,
+    peers: Vec<Subject>,
+    all: &[&str],
+) -> Result<PacketStudy> {
     let duration_s = whole_secs("--duration", c.duration)?;
     if duration_s == 0 {
         return Err(Usage("--duration: at least 1 second".into()).into());
     }
-    Ok(StudyOptions {
-        study,
-        bin: std::env::current_exe().context("locating the firehose binary")?,
-        modes,
-        peers,
-        queues: vec![1],
-        frames: vec![64],
-        repetitions: c.repeat,
-        duration_s,
-        warmup_s: whole_secs("--warmup", c.warmup)?,
-        server_cpu: p.server_cpus[0],
-        client_cpus: p.client_cpus,
-        profile: false,
-        workdir: std::env::temp_dir().join(format!(
-            "firehose-lab-{}-{}",
-            sink_study::study_name(study),
-            std::process::id()
-        )),
-    })
+    let mut s = PacketStudy::new(kind, modes, peers);
+    s.available = all.iter().map(|m| m.to_string()).collect();
+    s.duration_s = duration_s;
+    s.warmup_s = whole_secs("--warmup", c.warmup)?;
+    Ok(s)
 }
 
 fn root_or_usage(what: &str) -> Result<()> {
@@ -196,17 +186,18 @@ pub(super) fn sink(a: SinkArgs) -> Result<()> {
         ))
         .into());
     }
-    let mut o = options(&a.common, Study::Sink, modes, peers)?;
+    let p = placement(&a.common)?;
+    let mut s = study(&a.common, Kind::Sink, modes, peers, &names)?;
     let n = a
         .queues
         .unwrap_or_else(|| firehose_sys::cpu::allowed_cpus().map_or(1, |c| c.len()));
     if n > 64 {
         return Err(Usage(format!("--queues {n}: at most 64")).into());
     }
-    o.queues = (1..=n).collect();
-    o.frames = vec![a.frame];
-    o.profile = !a.no_profile;
-    run(&a.common, o, &names)
+    s.queues = (1..=n).collect();
+    s.frames = vec![a.frame];
+    s.profile = !a.no_profile;
+    run(&a.common, s, p)
 }
 
 /// Runs `firehose lab flood`.
@@ -234,28 +225,23 @@ pub(super) fn flood(a: FloodArgs) -> Result<()> {
             .into());
         }
     }
-    let mut o = options(&a.common, Study::Flood, modes, peers)?;
-    o.frames = a.frames.clone();
-    run(&a.common, o, &names)
+    let p = placement(&a.common)?;
+    let mut s = study(&a.common, Kind::Flood, modes, peers, &names)?;
+    s.frames = a.frames.clone();
+    run(&a.common, s, p)
 }
 
-fn run(c: &Common, o: StudyOptions, available: &[&str]) -> Result<()> {
-    let mut json = c.json.open()?;
-    let stop = stop_flag()?;
-    let id = firehose_lab::topology::run_id(None);
-    let out = sink_study::run(&o, &id, &stop);
-    let _ = std::fs::remove_dir_all(&o.workdir);
-    let out = out.map_err(lab_err)?;
-    let rep = SinkStudyReport::build(
-        o.study,
-        out,
-        &o.queues,
-        available,
-        o.server_cpu,
-        o.client_cpus.clone(),
-        o.repetitions,
-        o.duration_s,
-    );
-    print!("{}", rep.render_table());
-    super::write_outputs(&mut json, &rep, c.report.as_deref(), |d| rep.write_dir(d))
+fn run(c: &Common, mut s: PacketStudy, placement: Placement) -> Result<()> {
+    let guess_s = (s.duration_s + s.warmup_s + 2) as f64;
+    run_study(
+        &mut s,
+        StudyRun {
+            json: &c.json,
+            report: c.report.as_deref(),
+            placement,
+            repetitions: c.repetitions,
+            guess_s,
+            bin: None,
+        },
+    )
 }

@@ -1,19 +1,18 @@
 //! `firehose lab stream`: the Bloomberg talk's matrix on the veth topology (the work is in
-//! `firehose_lab::stream_matrix`). Here: flags, defaults, the plan of cells, the outputs.
+//! `firehose_lab::studies::stream`). Here: flags, defaults, the plan of cells, the outputs.
 
-use super::{lab_err, side_cpus, stop_flag};
+use super::run::{lab_err, run_study, StudyRun};
+use super::side_cpus;
 use crate::args::{
     comma_list_or_all as list, parse_bytes, parse_cpus, parse_duration, parse_positive, whole_secs,
     Cpus, Usage,
 };
 use crate::meta::JsonArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use firehose_lab::session;
-use firehose_lab::stream_matrix::{self, Engine, Profile, StreamMatrixOptions};
-use firehose_lab::LabError;
+use firehose_lab::studies::stream::{Engine, Profile, StreamMatrix};
+use firehose_lab::study::Placement;
 use firehose_stream::{RecvMode, SendMode};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -176,53 +175,27 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
         )
         .into());
     }
-    let mut json = a.json.open()?;
     let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let place = session::placement(
+    let place = Placement::resolve(
         side_cpus("--server-cpus", &a.server_cpus)?,
         side_cpus("--client-cpus", &a.client_cpus)?,
         &allowed,
     )
     .map_err(lab_err)?;
-    let stop = stop_flag()?;
-    let logs = std::env::temp_dir().join(format!("fh-lab-{}", std::process::id()));
-    let opts = StreamMatrixOptions {
-        firehose: std::env::current_exe().context("locating the firehose binary")?,
-        mtus: a.mtus.clone(),
-        profiles,
-        engines,
-        repetitions: a.repetitions,
-        duration: Duration::from_secs(secs),
-        flows: a.flows,
-        msg_size: a.msg_size,
-        server_cpus: place.server_cpus,
-        client_cpus: place.client_cpus,
-        logs: logs.clone(),
-        stop: Some(stop),
-    };
-    let tty = std::io::stderr().is_terminal();
-    let res = stream_matrix::run(&opts, &mut |p| {
-        let line = format!(
-            "firehose lab stream: run {} of {}: {} (repetition {})",
-            p.done + 1,
-            p.total,
-            p.cell,
-            p.repetition
-        );
-        if tty {
-            eprint!("\r\x1b[K{line}");
-        } else {
-            eprintln!("{line}");
-        }
-    });
-    if tty {
-        eprint!("\r\x1b[K");
-    }
-    // A failed run keeps its children's logs for the error's reader; `lab down` removes them.
-    if matches!(res, Ok(_) | Err(LabError::Interrupted)) {
-        let _ = std::fs::remove_dir_all(&logs);
-    }
-    let rep = res.map_err(lab_err)?;
-    print!("{}", rep.render_table());
-    super::write_outputs(&mut json, &rep, a.report.as_deref(), |d| rep.write_dir(d))
+    let mut study = StreamMatrix::new(a.mtus.clone(), profiles, engines);
+    study.duration = Duration::from_secs(secs);
+    study.flows = a.flows;
+    study.msg_size = a.msg_size;
+    let guess_s = secs as f64 + 2.0;
+    run_study(
+        &mut study,
+        StudyRun {
+            json: &a.json,
+            report: a.report.as_deref(),
+            placement: place,
+            repetitions: a.repetitions,
+            guess_s,
+            bin: None,
+        },
+    )
 }

@@ -1,28 +1,16 @@
 //! `firehose lab compare --io socket,xdp,uring`: the kernel socket path against AF_XDP (and
 //! io_uring) on the veth
-//! topology (the work is in `firehose_lab::xdp_compare`). Here: which flags apply, defaults,
+//! topology (the work is in `firehose_lab::studies::io`). Here: which flags apply, defaults,
 //! and the outputs.
 
-use super::{lab_err, placement, stop_flag, CompareArgs};
+use super::run::run_study;
+use super::{placement, CompareArgs};
 use crate::args::Usage;
-use anyhow::{Context, Result};
-use firehose_lab::env::Environment;
-use firehose_lab::topology::{self, Kind};
-use firehose_lab::xdp_compare::{self, XdpCompareOptions, IOS};
-use serde::Serialize;
+use anyhow::Result;
+use firehose_lab::studies::io::{IoCompare, IOS};
+use firehose_lab::study::Placement;
+use firehose_lab::topology::Kind;
 use std::time::Duration;
-
-#[derive(Serialize)]
-struct Doc {
-    environment: Environment,
-    load_average: String,
-    server_cpu: usize,
-    client_cpu: usize,
-    repetitions: usize,
-    duration_s: u64,
-    rows: Vec<xdp_compare::Row>,
-    table: String,
-}
 
 /// Runs the socket/AF_XDP comparison.
 pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
@@ -55,7 +43,6 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         (r.workers.is_some(), "--workers"),
         (r.queues.is_some(), "--queues"),
         (r.timeout.is_some(), "--timeout"),
-        (r.report.is_some(), "--report"),
         (c.query_count.is_some(), "--query-count"),
         (c.no_syscalls, "--no-syscalls"),
         (
@@ -72,49 +59,16 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
     let allowed = firehose_sys::cpu::allowed_cpus()?;
     let p = placement(r, &allowed)?;
     let secs = |d: Duration| d.as_secs().max(u64::from(!d.is_zero()));
-    let o = XdpCompareOptions {
-        bin: std::env::current_exe().context("locating the firehose binary")?,
-        ios,
-        repetitions: r.repetitions,
-        duration_s: secs(r.duration).max(2),
-        warmup_s: r.warmup.map_or(1, secs),
-        size: r.size.unwrap_or(100),
-        server_cpu: p.server_cpus[0],
-        client_cpu: p.client_cpus[0],
-        flows: r.flows.unwrap_or(64),
-        window: r.window.unwrap_or(8),
-        workdir: std::env::temp_dir().join(format!("firehose-lab-xdp-{}", std::process::id())),
-        dns_names: dns.then(|| c.names.unwrap_or(10_000)),
+    let mut study = IoCompare::new(ios, dns.then(|| c.names.unwrap_or(10_000)));
+    study.duration_s = secs(r.duration).max(2);
+    study.warmup_s = r.warmup.map_or(1, secs);
+    study.size = r.size.unwrap_or(100);
+    study.flows = r.flows.unwrap_or(64);
+    study.window = r.window.unwrap_or(8);
+    let guess_s = (study.duration_s + study.warmup_s + 2) as f64;
+    let placement = Placement {
+        server_cpus: p.server_cpus[..1].to_vec(),
+        client_cpus: p.client_cpus[..1].to_vec(),
     };
-    let mut json = r.json.open()?;
-    let stop = stop_flag()?;
-    let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    say!(
-        "lab compare --io {}: veth, server on CPU {}, client on CPU {}, {} repetition(s) of {} s; load average {}",
-        o.ios.join(","),
-        o.server_cpu,
-        o.client_cpu,
-        o.repetitions,
-        o.duration_s,
-        load_average.trim()
-    );
-    let rows = xdp_compare::run(&o, &topology::run_id(None), &stop).map_err(lab_err)?;
-    let _ = std::fs::remove_dir_all(&o.workdir);
-    let table = xdp_compare::table(&rows);
-    println!("{table}");
-    let doc = Doc {
-        environment: Environment::capture(),
-        load_average: load_average.trim().to_string(),
-        server_cpu: o.server_cpu,
-        client_cpu: o.client_cpu,
-        repetitions: o.repetitions,
-        duration_s: o.duration_s,
-        rows,
-        table,
-    };
-    json.write(&doc)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    Ok(())
+    run_study(&mut study, r.study_run(placement, guess_s))
 }

@@ -1,12 +1,14 @@
 //! `firehose lab zone-load`: load time and peak memory of DNS servers on one large zone
 //! (the work is in `firehose_lab::zone_load`).
 
-use super::{lab_err, stop_flag};
+use super::run::{lab_err, run_study, StudyRun};
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use firehose_lab::dns_compare::{parse_names, ServerKind};
-use firehose_lab::zone_load::{self, ZoneLoadOptions};
+use firehose_lab::server::ServerKind;
+use firehose_lab::studies::dns::parse_names;
+use firehose_lab::studies::zone_load::ZoneLoad;
+use firehose_lab::study::Placement;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,8 +16,9 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Each server is started pinned to --cpus with as many workers, timed \
-until it answers the\napex SOA, left --settle, and its peak resident memory (VmHWM) read. \
-Servers are\ninterleaved (A B A B ...); figures are medians (min-max).\n\n\
+until it answers the\napex SOA, and left --settle. Its memory is its whole process tree's \
+(NSD keeps its zone in a\nchild): the peak of the summed RSS, sampled every 10 ms, and the \
+summed PSS after settling.\nServers are interleaved (A B A B ...); figures are medians (min-max).\n\n\
 EXAMPLES:\n  \
   firehose lab zone-load\n  \
   firehose lab zone-load --zone-size 10M --servers firehose,knotd,nsd\n  \
@@ -58,7 +61,6 @@ pub struct ZoneLoadArgs {
 
 /// Runs the measurement, prints the table and writes the JSON.
 pub(super) fn run(a: ZoneLoadArgs) -> Result<()> {
-    let mut json = a.json.open()?;
     let servers = parse_names(
         "--servers",
         a.servers.as_deref().unwrap_or("firehose,knotd"),
@@ -90,24 +92,25 @@ pub(super) fn run(a: ZoneLoadArgs) -> Result<()> {
         ))
         .into());
     }
-    let opts = ZoneLoadOptions {
-        firehose: std::env::current_exe().context("locating the firehose binary")?,
-        servers,
-        baseline: a.baseline_bin,
-        size: a.zone_size.unwrap_or(50 << 20) as u64,
-        zone,
-        repetitions: a.repetitions,
-        cpus,
-        ready_within: a.ready_within,
-        settle: a.settle,
-        stop: Some(stop_flag()?),
-        ..ZoneLoadOptions::default()
-    };
-    let rep = zone_load::run(&opts).map_err(lab_err)?;
-    print!("{}", rep.render_table());
-    json.write(&rep)?;
-    if let Some(p) = json.path() {
-        println!("results: {}", p.display());
-    }
-    Ok(())
+    let mut study = ZoneLoad::new(servers);
+    study.baseline = a.baseline_bin;
+    study.size = a.zone_size.unwrap_or(50 << 20) as u64;
+    study.zone = zone;
+    study.ready_within = a.ready_within;
+    study.settle = a.settle;
+    let guess_s = 2.0 + a.settle.as_secs_f64();
+    run_study(
+        &mut study,
+        StudyRun {
+            json: &a.json,
+            report: None,
+            placement: Placement {
+                server_cpus: cpus,
+                client_cpus: Vec::new(),
+            },
+            repetitions: a.repetitions,
+            guess_s,
+            bin: None,
+        },
+    )
 }

@@ -1,7 +1,8 @@
 //! The flags of `firehose serve` and how they merge with a profile into a configuration.
 
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
-use crate::serve_xdp::{IoArg, XdpArgs, PROFILE_XDP};
+use crate::io_paths::IoPath;
+use crate::xdp_args::{XdpArgs, PROFILE_XDP};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use firehose_engine::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
@@ -120,6 +121,9 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR:PORT")]
     pub(super) metrics: Option<SocketAddr>,
+    /// I/O path: kernel sockets, AF_XDP on --iface (root), or io_uring on the sockets.
+    #[arg(long = "io", default_value = "socket", value_parser = crate::io_paths::parser())]
+    pub(super) io: &'static IoPath,
     #[command(flatten)]
     pub(super) xdp: XdpArgs,
     #[command(flatten)]
@@ -237,22 +241,15 @@ impl ServeArgs {
         let workers = self.workers.unwrap_or(1);
         check_threads("--workers", workers)?;
         check_threads("--tcp-threads", self.dns.tcp_threads)?;
-        self.xdp.refuse_socket_only(self.rxq_ovfl, self.workers)?;
         let base = match self.profile {
-            // --io xdp without a profile takes the xdp profile's socket settings.
-            None if self.xdp.io == IoArg::Xdp => Profile::Tuned,
-            // The fast configuration unless asked otherwise (before 0.2 it was naive).
+            // The fast configuration unless asked otherwise (before 0.2 it was naive); --io
+            // xdp without a profile takes the xdp profile's socket settings, the same.
             None => Profile::Tuned,
             Some(ProfileArg::Socket(p)) => p,
             // The fallback socket gets the tuned settings; workers pinned, batches of 64.
             Some(ProfileArg::Xdp) => Profile::Tuned,
         };
         let mut cfg = ServeConfig::profile(base, listen, workers);
-        if self.xdp.io == IoArg::Xdp && self.profile != Some(ProfileArg::Socket(base)) {
-            // The fallback socket answers what XDP cannot, large replies included: let
-            // the kernel fragment them rather than refuse with EMSGSIZE.
-            cfg.pmtudisc = PmtuDisc::Default;
-        }
         if let Some(s) = self.sockets {
             cfg.sockets = match s {
                 SocketsArg::Shared => SocketMode::Shared,
@@ -294,6 +291,47 @@ impl ServeArgs {
         cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
         Ok(cfg)
     }
+}
+
+/// The flags that belong to one I/O path, for its row in [`crate::io_paths`].
+impl ServeArgs {
+    /// `serve --io xdp`: the AF_XDP configuration. The fallback socket answers what XDP
+    /// cannot, large replies included: without a socket profile or --pmtudisc the kernel
+    /// may fragment them rather than refuse with EMSGSIZE.
+    pub(crate) fn xdp_config(&self, cfg: &mut ServeConfig) -> Result<firehose_engine::XdpConfig> {
+        if !matches!(self.profile, Some(ProfileArg::Socket(_))) && self.pmtudisc.is_none() {
+            cfg.pmtudisc = PmtuDisc::Default;
+        }
+        Ok(self.xdp.config(cfg, self.workers)?)
+    }
+
+    /// `serve --io uring`: the ring flags.
+    pub(crate) fn uring_setup(&self) -> Result<firehose_sys::uring::UringSetup> {
+        Ok(self.uring.ring())
+    }
+
+    /// The io_uring flags' refusal under another path.
+    pub(crate) fn uring_flags(&self) -> Option<String> {
+        self.uring.refusal()
+    }
+}
+
+/// The socket path's own flags' refusal under another path.
+pub(crate) fn socket_only_flags(a: &ServeArgs) -> Option<String> {
+    a.rxq_ovfl
+        .map(|_| "--rxq-ovfl applies only to --io socket".to_string())
+}
+
+/// The AF_XDP flags' refusal under another path.
+pub(crate) fn xdp_only_flags(a: &ServeArgs) -> Option<String> {
+    if a.profile == Some(ProfileArg::Xdp) {
+        return Some("--profile xdp needs --io xdp --iface IFACE".into());
+    }
+    a.xdp
+        .rx
+        .any_given()
+        .or(a.xdp.verify_checksum.then_some("--verify-checksum"))
+        .map(|flag| format!("{flag} applies only to --io xdp"))
 }
 
 /// Workers per allowed CPU beyond which more threads only contend.

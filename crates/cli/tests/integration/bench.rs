@@ -1,7 +1,7 @@
 //! `firehose bench`, a short run: profiles interleaved repetition by repetition, a row per
 //! profile, the target lines, and every repetition in the JSON with the environment.
 
-use crate::util::{run, tmp};
+use crate::util::{lab_run, tmp};
 
 #[test]
 fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
@@ -13,7 +13,7 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         return;
     }
     let json = tmp("bench.json");
-    let out = run(&[
+    let out = lab_run(&[
         "bench",
         "--repetitions",
         "2",
@@ -35,15 +35,22 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
     // Interleaved: A B A B, never A A B B.
     let order: Vec<&str> = progress
         .lines()
-        .filter_map(|l| l.trim().split_once("] ").map(|(_, r)| r))
+        .filter_map(|l| {
+            l.split_once(": run ")?
+                .1
+                .split_once(": ")?
+                .1
+                .split_once("),")
+        })
+        .map(|(cell, _)| cell)
         .collect();
     assert_eq!(
         order,
         [
-            "naive, repetition 1",
-            "tuned, repetition 1",
-            "naive, repetition 2",
-            "tuned, repetition 2"
+            "naive (repetition 1 of 2",
+            "tuned (repetition 1 of 2",
+            "naive (repetition 2 of 2",
+            "tuned (repetition 2 of 2"
         ],
         "{progress}"
     );
@@ -62,7 +69,7 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         .unwrap_or_else(|| panic!("no targets: {text}"))
         .1
         .lines()
-        .filter(|l| !l.trim().is_empty())
+        .take_while(|l| l.starts_with("  "))
         .collect();
     assert_eq!(targets.len(), 5, "{text}");
     for t in &targets {
@@ -91,10 +98,11 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
     assert_eq!(doc["repetitions"], 2);
     assert_eq!(doc["duration_s"], 1.0);
     assert_eq!(doc["rate"], 5000.0);
-    assert_eq!(doc["env"]["server_cpus"], serde_json::json!([0]));
-    assert_eq!(doc["env"]["client_cpus"], serde_json::json!([1]));
-    assert!(doc["env"]["nproc"].as_u64().unwrap() >= 2, "{}", doc["env"]);
-    assert!(!doc["env"]["kernel"].as_str().unwrap().is_empty());
+    assert_eq!(doc["placement"]["server_cpus"], serde_json::json!([0]));
+    assert_eq!(doc["placement"]["client_cpus"], serde_json::json!([1]));
+    let env = &doc["environment"];
+    assert!(env["nproc"].as_u64().unwrap() >= 2, "{env}");
+    assert!(!env["kernel"].as_str().unwrap().is_empty());
     assert_eq!(
         doc["pingpong"].as_array().unwrap().len(),
         0,

@@ -2,7 +2,7 @@
 //! our load, and sockperf's server and client where installed, at one rate; ratios printed;
 //! what cannot run is skipped with the reason, not failed.
 
-use crate::util::{installed, run, short_run, tmp};
+use crate::util::{installed, lab_run, short_run, tmp};
 use serde_json::Value;
 
 #[test]
@@ -18,7 +18,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
         "--rate",
         "2000",
     ];
-    let out = run(&short_run(&args, &json));
+    let out = lab_run(&short_run(&args, &json));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -74,26 +74,26 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
         );
         let mut counted_by_perf = 0;
         for t in v["trials"].as_array().unwrap() {
-            assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["config"]);
+            assert!(t["completed"].as_u64().unwrap() > 0, "{}", t["cell"]);
             assert!(
                 t["server_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
                 "{}",
-                t["config"]
+                t["cell"]
             );
             assert!(
                 t["client_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
                 "{}",
-                t["config"]
+                t["cell"]
             );
             let source = t["syscalls_source"].as_str().unwrap();
-            if t["config"] == "naive/firehose" {
-                assert_eq!(source, "engine", "{}", t["config"]);
+            if t["cell"] == "naive/firehose" {
+                assert_eq!(source, "engine", "{}", t["cell"]);
             } else if installed("perf") {
                 // perf may fail to attach in time on a loaded host; the row then says so.
-                assert!(matches!(source, "perf" | "unknown"), "{}", t["config"]);
+                assert!(matches!(source, "perf" | "unknown"), "{}", t["cell"]);
                 counted_by_perf += usize::from(source == "perf");
             } else {
-                assert_eq!(source, "unknown", "{}", t["config"]);
+                assert_eq!(source, "unknown", "{}", t["cell"]);
             }
         }
         // Without root, perf_event_paranoid usually forbids the tracepoint.
@@ -110,7 +110,7 @@ fn compare_runs_peers_side_by_side_and_prints_ratios() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|t| t["config"] == "sockperf/sockperf")
+            .find(|t| t["cell"] == "sockperf/sockperf")
             .unwrap();
         assert!(sp["server_command"]
             .as_str()

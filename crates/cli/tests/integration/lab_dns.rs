@@ -2,7 +2,7 @@
 //! driven by dnsperf and `firehose load`, one short repetition; a peer that is not
 //! installed is skipped with an install hint, not failed.
 
-use crate::util::{bin, installed, run, tmp};
+use crate::util::{bin, installed, lab_cmd, lab_run, tmp};
 use serde_json::Value;
 use std::path::Path;
 
@@ -39,7 +39,7 @@ fn run_json(args: &[String], json: &Path, path_env: Option<&Path>) -> Value {
     if let Some(p) = path_env {
         cmd.env("PATH", p);
     }
-    let out = cmd.output().expect("spawn firehose");
+    let out = lab_cmd(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -177,11 +177,17 @@ fn dns_compare_skips_peers_that_are_not_installed() {
     );
     let _ = std::fs::remove_dir_all(&bin);
     assert_eq!(rows(&v), [("firehose".into(), "firehose".into())]);
-    let skipped: Vec<&str> = v["skipped"]
+    let skipped: Vec<String> = v["skipped"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s.as_str().unwrap())
+        .map(|s| {
+            format!(
+                "{}: {}",
+                s["name"].as_str().unwrap(),
+                s["reason"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         skipped,
@@ -238,7 +244,7 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
     ] {
         let mut a = vec!["lab", "compare"];
         a.extend_from_slice(args);
-        let out = run(&a);
+        let out = lab_run(&a);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -253,7 +259,10 @@ fn flags_that_mean_nothing_for_dns_are_refused() {
 /// drop), and nothing is left running or on disk afterwards.
 #[test]
 fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
-    use firehose_lab::dns_compare::{run, DnsCompareOptions, Driver, ServerKind};
+    use firehose_lab::server::ServerKind;
+    use firehose_lab::studies::dns::{DnsCompare, Driver};
+    use firehose_lab::study::Placement;
+    use firehose_lab::study::{self, Study};
     use std::time::Duration;
     if !two_cpus() {
         return;
@@ -272,24 +281,39 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
     } else {
         eprintln!("note: dnsperf not installed; left out");
     }
-    let workdir = std::env::temp_dir().join(format!("fh-dns-compare-test-{}", std::process::id()));
-    let opts = DnsCompareOptions {
-        firehose: env!("CARGO_BIN_EXE_firehose").into(),
-        servers: servers.clone(),
-        drivers: drivers.clone(),
-        workers: vec![1, 2],
-        server_cpus: vec![0],
-        client_cpus: vec![1],
-        repetitions: 1,
-        duration: Duration::from_millis(500),
-        names: 200,
-        queries: 1000,
-        workdir: workdir.clone(),
-        ..DnsCompareOptions::default()
+    // The run's private work directory: fh-lab-<this pid>-dns-compare-<random>.
+    let prefix = format!("fh-lab-{}-dns-compare-", std::process::id());
+    let workdirs = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().display().to_string())
+            .filter(|p| p.contains(&prefix))
+            .collect()
     };
-    let report = run(&opts).expect("comparison runs");
-    assert_eq!(report.rows.len(), servers.len() * drivers.len());
-    for r in &report.rows {
+    let mut dns = DnsCompare::default();
+    dns.servers = servers.clone();
+    dns.drivers = drivers.clone();
+    dns.workers = vec![1, 2];
+    dns.duration = Duration::from_millis(500);
+    dns.names = 200;
+    dns.queries = 1000;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ctx = study::Context {
+        bin: env!("CARGO_BIN_EXE_firehose").into(),
+        stop: &stop,
+        logs: None,
+        placement: Placement {
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+        },
+        repetitions: 1,
+        guess_s: 1.0,
+    };
+    let ran = study::run(&mut dns, ctx, &mut |_| {}).expect("comparison runs");
+    let rows = dns.rows(&ran);
+    assert_eq!(rows.len(), servers.len() * drivers.len());
+    for r in &rows {
         let what = format!("{} / {}", r.server.name(), r.driver.name());
         assert!(r.qps.median > 0.0, "{what}: no queries answered");
         let positive = |x: Option<f64>| x.is_some_and(|v| v > 0.0);
@@ -305,17 +329,14 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
         }
     }
     // Two workers cannot be pinned apart from the client on one server CPU.
-    assert_eq!(report.skipped.len(), servers.len());
-    let table = report.render_table();
+    assert_eq!(ran.skipped.len(), servers.len());
+    let table = dns.page(&ran, &rows).text();
     assert!(table.contains("QPS median (min-max)"), "{table}");
-    assert!(!workdir.exists(), "work dir removed");
+    assert_eq!(workdirs(), Vec::<String>::new(), "work dir removed");
     let ps = std::process::Command::new("ps")
         .args(["-eo", "args"])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
-    assert!(
-        !ps.contains(workdir.to_str().unwrap()),
-        "a server outlived the run:\n{ps}"
-    );
+    assert!(!ps.contains(&prefix), "a server outlived the run:\n{ps}");
 }

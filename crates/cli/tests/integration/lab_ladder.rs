@@ -2,7 +2,7 @@
 //! repetition) writes a complete JSON document and a report whose HTML renders in headless
 //! Chromium without console errors; bad input is refused with exit code 2.
 
-use crate::util::{bin, installed, run, short_run, stderr, tempdir};
+use crate::util::{bin, installed, lab_cmd, lab_run, short_run, stderr, tempdir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +16,8 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
         return None;
     }
     let profile = tempdir("ladder-chromium-profile");
-    let out = Command::new("chromium")
+    let mut browser = Command::new("chromium");
+    browser
         .args([
             "--headless",
             "--no-sandbox",
@@ -31,9 +32,8 @@ fn chromium(html: &Path, png: &Path) -> Option<(Vec<String>, Vec<u8>)> {
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1200,1600")
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("run chromium");
+        .arg(format!("file://{}", html.display()));
+    let out = lab_cmd(browser);
     let _ = std::fs::remove_dir_all(&profile);
     let errors = String::from_utf8_lossy(&out.stderr)
         .lines()
@@ -72,12 +72,17 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     let args = ["lab", "ladder", "--steps", "shared,reuseport", "--report"];
     let mut args = short_run(&args, &json);
     args.insert(5, report.display().to_string());
-    let out = run(&args);
+    let out = lab_run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Off a terminal, a progress line per trial on stderr, and the table alone on stdout.
+    let err = stderr(&out);
+    let progress: Vec<&str> = err.lines().collect();
+    assert_eq!(progress.len(), 2, "{err}");
     assert!(
-        out.stderr.is_empty(),
-        "no progress lines when stderr is not a terminal: {}",
-        stderr(&out)
+        progress[0].starts_with("firehose lab: run 1 of 2: shared (repetition 1 of 1), about ")
+            && progress[1]
+                .starts_with("firehose lab: run 2 of 2: reuseport (repetition 1 of 1), about "),
+        "{err}"
     );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -86,7 +91,7 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
     );
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["kind"], "ladder");
+    assert_eq!(v["study"], "ladder");
     assert_eq!(v["topology"], "loopback");
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(
@@ -186,7 +191,7 @@ fn tiny_ladder_writes_complete_json_and_a_report_that_renders() {
 
 #[test]
 fn a_cpu_this_host_lacks_is_refused() {
-    let out = run(&[
+    let out = lab_run(&[
         "lab",
         "ladder",
         "--server-cpus",
@@ -261,7 +266,7 @@ fn bad_input_is_refused_with_exit_2() {
         ),
     ];
     for (args, want) in cases {
-        let out = run(args);
+        let out = lab_run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let e = stderr(&out);
         assert!(e.contains(want), "{args:?}: {e}");
@@ -287,14 +292,13 @@ fn veth_without_root_suggests_loopback() {
         "/dev/null",
     ];
     let out = if firehose_sys::cpu::is_root() {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(bin())
-            .args(args)
-            .output()
-            .unwrap()
+            .args(args);
+        lab_cmd(c)
     } else {
-        Command::new(bin()).args(args).output().unwrap()
+        lab_run(&args)
     };
     if stderr(&out).contains("Permission denied") {
         eprintln!("skipping: the test binary is not executable by nobody here");
@@ -322,10 +326,9 @@ fn a_run_on_a_terminal_shows_progress() {
         json.display()
     );
     // script(1) runs the command on a pseudo-terminal and copies what it wrote.
-    let out = Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .output()
-        .unwrap();
+    let mut script = Command::new("script");
+    script.args(["-qec", &line, "/dev/null"]);
+    let out = lab_cmd(script);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
@@ -345,7 +348,7 @@ fn tiny_climb(name: &str, extra: &[&str]) -> (Value, String) {
     let json = dir.join("ladder.json");
     let mut args = vec!["lab", "ladder", "--steps", "shared,reuseport,pin"];
     args.extend(extra);
-    let out = run(&short_run(&args, &json));
+    let out = lab_run(&short_run(&args, &json));
     assert!(out.status.success(), "{}", stderr(&out));
     let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     (v, String::from_utf8_lossy(&out.stdout).into_owned())
@@ -356,7 +359,7 @@ fn server_command<'a>(v: &'a Value, step: &str) -> &'a str {
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["config"] == step)
+        .find(|t| t["cell"] == step)
         .unwrap()["server_command"]
         .as_str()
         .unwrap()

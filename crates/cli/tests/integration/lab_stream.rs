@@ -4,9 +4,9 @@
 //! (and ethtool); skips with a reason otherwise.
 
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, root_or_skip, run, stderr, tempdir, tmp, wait_exit};
+use crate::util::{bin, installed, json_of, lab_run, root_or_skip, stderr, tempdir, tmp, Bounded};
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Root and ethtool, or a printed reason to skip.
@@ -37,7 +37,7 @@ fn lab_stream(extra: &[&str], json: &std::path::Path) -> Value {
         json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let out = run(&args);
+    let out = lab_run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json_of(json);
     let _ = std::fs::remove_file(json);
@@ -167,33 +167,30 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         return;
     }
     let json = tmp("lab-stream-int.json");
-    let mut child = Command::new(bin())
-        .args([
-            "lab",
-            "stream",
-            "--mtus",
-            "9000",
-            "--cells",
-            "big-tcp-185k",
-            "--send",
-            "copy",
-            "--recv",
-            "copy",
-            "--peers",
-            "none",
-            "--repetitions",
-            "3",
-            "--duration",
-            "30",
-            "--flows",
-            "2",
-            "--json-file",
-            json.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = Command::new(bin());
+    c.args([
+        "lab",
+        "stream",
+        "--mtus",
+        "9000",
+        "--cells",
+        "big-tcp-185k",
+        "--send",
+        "copy",
+        "--recv",
+        "copy",
+        "--peers",
+        "none",
+        "--repetitions",
+        "3",
+        "--duration",
+        "30",
+        "--flows",
+        "2",
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    let child = Bounded::spawn(c);
     let id = child.id();
     let (srv, cli) = (format!("fh-srv-{id}"), format!("fh-cli-{id}"));
     let dev = format!("fhv0-{id}");
@@ -206,11 +203,11 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !firehose_in(&cli) || !firehose_in(&srv) {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("lab stream never started its sender");
-        }
+        // The child is stopped when dropped by the panic.
+        assert!(
+            Instant::now() < deadline,
+            "lab stream never started its sender"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut seen = pids_in(&cli);
@@ -227,10 +224,9 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
+    let out = child.wait(Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     let nss = namespaces();
     assert!(!nss.contains(&srv) && !nss.contains(&cli), "{nss:?}");
@@ -244,6 +240,11 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         );
     }
     assert!(!json.exists(), "an interrupted run writes no results");
-    let logs = std::env::temp_dir().join(format!("fh-lab-{id}"));
-    assert!(!logs.exists(), "its logs are removed");
+    let prefix = format!("fh-lab-{id}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "its logs are removed: {left:?}");
 }

@@ -3,9 +3,9 @@
 //! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
-use crate::util::{bin, root_or_skip, run, short_run, tmp};
+use crate::util::{bin, lab_cmd, lab_run, root_or_skip, short_run, tmp, Bounded};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub(crate) fn namespaces() -> Vec<String> {
@@ -27,6 +27,17 @@ pub(crate) fn pids_in(ns: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The private work directory of the lab run `pid` (`fh-lab-PID-...` in the temporary
+/// directory), if it has one.
+fn workdir_of(pid: u32) -> Option<std::path::PathBuf> {
+    let prefix = format!("fh-lab-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
@@ -46,28 +57,25 @@ fn alive(pid: u32) -> bool {
 /// Returns the child, its namespaces and the pids running in them.
 // The child is handed to the caller, which waits for it.
 #[allow(clippy::zombie_processes)]
-fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32>) {
-    let mut child = Command::new(bin())
-        .args([
-            "lab",
-            "ladder",
-            "--topology",
-            "veth",
-            "--steps",
-            "shared,rps",
-            "--repetitions",
-            "3",
-            "--duration",
-            duration,
-            "--warmup",
-            "0",
-            "--json-file",
-            json,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+fn start_long_ladder(json: &str, duration: &str) -> (Bounded, [String; 2], Vec<u32>) {
+    let mut c = Command::new(bin());
+    c.args([
+        "lab",
+        "ladder",
+        "--topology",
+        "veth",
+        "--steps",
+        "shared,rps",
+        "--repetitions",
+        "3",
+        "--duration",
+        duration,
+        "--warmup",
+        "0",
+        "--json-file",
+        json,
+    ]);
+    let child = Bounded::spawn(c);
     let id = child.id();
     let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -89,25 +97,11 @@ fn start_long_ladder(json: &str, duration: &str) -> (Child, [String; 2], Vec<u32
         if !srv.is_empty() && !cli.is_empty() {
             return (child, nss, srv.into_iter().chain(cli).collect());
         }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the lab never started its server and client");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the lab did not exit within {within:?}");
-        }
+        // The child is stopped when dropped by the panic.
+        assert!(
+            Instant::now() < deadline,
+            "the lab never started its server and client"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -128,7 +122,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
         "--steps",
         "shared,rps,gro-off",
     ];
-    let out = run(&short_run(&args, &json));
+    let out = lab_run(&short_run(&args, &json));
     assert!(
         out.status.success(),
         "{}",
@@ -152,7 +146,7 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
             .starts_with("ip netns exec fh-srv-"));
         let k = &t["knobs"];
         assert_eq!(k["queues"], 2);
-        let rps_mask = if t["config"] == "shared" || (t["config"] == "gro-off" && rps_reverted) {
+        let rps_mask = if t["cell"] == "shared" || (t["cell"] == "gro-off" && rps_reverted) {
             0
         } else {
             1u64 << server_cpu
@@ -163,15 +157,15 @@ fn veth_ladder_passes_traffic_with_knobs_read_back_and_leaves_nothing() {
                 u64::from_str_radix(&m, 16).unwrap(),
                 rps_mask,
                 "{}: {k}",
-                t["config"]
+                t["cell"]
             );
         }
-        let gro = t["config"] != "gro-off";
+        let gro = t["cell"] != "gro-off";
         assert_eq!(k["server_gro"], gro, "{k}");
         assert_eq!(k["client_gro"], gro, "{k}");
     }
     // With RPS to the server CPU, that CPU's softnet shows RPS-steered packets.
-    let rps = trials.iter().find(|t| t["config"] == "rps").unwrap();
+    let rps = trials.iter().find(|t| t["cell"] == "rps").unwrap();
     let steered: u64 = rps["window"]["softnet"]
         .as_array()
         .unwrap()
@@ -210,22 +204,16 @@ fn assert_test_host_gone(nss: &[String], pids: &[u32], after: &str) {
 
 fn interrupted_run_cleans_up(signal: &str) {
     let json = tmp(&format!("veth-{signal}.json"));
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
-    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
-    assert!(
-        workdir.exists(),
-        "logs go to {} during the run",
-        workdir.display()
-    );
+    let (child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
+    let workdir = workdir_of(child.id()).expect("logs go to a work directory during the run");
     let st = Command::new("kill")
         .args(["-s", signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
+    let out = child.wait(Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     assert_test_host_gone(&nss, &pids, &format!("SIG{signal}"));
     assert!(!json.exists(), "an interrupted run writes no results");
@@ -253,17 +241,15 @@ fn after_sigkill_lab_down_removes_the_leftovers() {
     }
     let json = tmp("veth-kill.json");
     let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "30");
-    child.kill().unwrap(); // SIGKILL: nothing can run in the lab process.
-    child.wait().unwrap();
+    child.kill(); // SIGKILL: nothing can run in the lab process.
     let have = namespaces();
     assert!(
         nss.iter().all(|ns| have.contains(ns)),
         "SIGKILL cannot clean up: {have:?}"
     );
 
-    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
-    assert!(workdir.exists(), "a killed run leaves its logs");
-    let out = run(&["lab", "down"]);
+    let workdir = workdir_of(child.id()).expect("a killed run leaves its logs");
+    let out = lab_run(&["lab", "down"]);
     assert!(
         out.status.success(),
         "{}",
@@ -292,25 +278,24 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
         return;
     }
     let json = tmp("veth-server-dies.json");
-    let (mut child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "5");
+    let (child, nss, pids) = start_long_ladder(json.to_str().unwrap(), "5");
+    let id = child.id();
     // The server dies under the run: the trial cannot be measured.
     for pid in pids_in(&nss[0]) {
         let _ = Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status();
     }
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
-    let workdir = std::env::temp_dir().join(format!("fh-lab-{}", child.id()));
+    let out = child.wait(Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let workdir = workdir_of(id).expect("a failed run keeps its logs");
     assert!(
         err.contains("lab ladder failed") && err.contains(&workdir.display().to_string()),
         "the error names the logs kept for it: {err}"
     );
     assert_test_host_gone(&nss, &pids, "a failed run");
     assert!(!json.exists(), "a failed run writes no results");
-    assert!(workdir.exists(), "a failed run keeps its logs");
     std::fs::remove_dir_all(&workdir).unwrap();
 }
 
@@ -338,7 +323,7 @@ live=$$
 for pid in $dead $live; do
   ip netns add fh-srv-$pid
   ip link add fhv0-$pid type veth peer name fhv1-$pid
-  mkdir -p $TMPDIR/fh-lab-$pid
+  mkdir -p $TMPDIR/fh-lab-$pid-run-0123456789abcdef
 done
 echo "dead=$dead live=$live"
 echo "== down"
@@ -353,18 +338,17 @@ ip netns list; ip -o link show | cut -d: -f2; ls $TMPDIR
         tmp = tmp.display(),
         bin = crate::util::bin()
     );
-    let out = Command::new("unshare")
-        .args([
-            "--mount",
-            "--net",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .output()
-        .unwrap();
+    let mut unshare = Command::new("unshare");
+    unshare.args([
+        "--mount",
+        "--net",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let out = lab_cmd(unshare);
     let _ = std::fs::remove_dir_all(&tmp);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

@@ -1,6 +1,7 @@
 //! `firehose load` counts exactly, against our server and against a lossy one.
 
-use crate::util::{bin, json_of, run, signal_pid, tmp, Served};
+use crate::util::{bin, json_of, run, signal_pid, tmp, Served, Spawned};
+use firehose_sys::retry_interrupted;
 use firehose_sys::socket::UdpSock;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -147,7 +148,7 @@ fn foreign_datagrams_count_as_stray() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 2048];
         for _ in 0..100 {
-            let Ok((len, from)) = s.recv_from(&mut buf) else {
+            let Ok((len, from)) = retry_interrupted(|| s.recv_from(&mut buf)) else {
                 return;
             };
             s.send_to(b"not a response of ours at all", from).unwrap();
@@ -258,7 +259,7 @@ pub(crate) fn open_loop_with_a_stall(
     extra: &[&str],
 ) -> serde_json::Value {
     let json = tmp(&format!("load-stall-{who:?}-{window}"));
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args(["load", "--target", &srv.addr.to_string(), "--rate", "1000"])
         .args(extra)
         .args(["--flows", "1", "--window", window, "--duration", "4"])
@@ -267,8 +268,9 @@ pub(crate) fn open_loop_with_a_stall(
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut child = Spawned { child };
     // The first line is printed when the run starts.
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(line.starts_with("firehose load:"), "{line}");
@@ -282,7 +284,7 @@ pub(crate) fn open_loop_with_a_stall(
     signal_pid(pid, "CONT");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(child.wait(Duration::from_secs(60)).success(), "{rest}");
     let doc = json_of(&json);
     std::fs::remove_file(&json).unwrap();
     let (sent, completed, lost) = (&doc["sent"], &doc["completed"], &doc["lost"]);
@@ -454,4 +456,47 @@ fn a_saturated_generator_against_an_idle_server_is_labelled_client_bound() {
     assert_eq!(doc["client_saturated"], true, "{doc}");
     assert_eq!(doc["client_bound"], true, "{doc}");
     assert!(text.contains("CLIENT-BOUND"), "{text}");
+}
+
+/// `--max-loss PCT` (README: exit 1 when more was lost): against a server that drops
+/// exactly every 10th request, 10% lost fails a run allowing 9.9% and passes one
+/// allowing 10%.
+#[test]
+fn max_loss_fails_a_run_that_lost_more_and_passes_one_at_the_limit() {
+    for (max, code) in [("9.9", 1), ("10", 0)] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (addr, h) = lossy_server(stop.clone());
+        let out_path = tmp(&format!("load-max-loss-{max}"));
+        let out = run(&[
+            "load",
+            "--target",
+            &addr.to_string(),
+            "--requests",
+            "1000",
+            "--flows",
+            "2",
+            "--window",
+            "128",
+            "--timeout",
+            "3s",
+            "--max-loss",
+            max,
+            "--json-file",
+            out_path.to_str().unwrap(),
+            "--quiet",
+        ]);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "--max-loss {max}: {err}");
+        let doc = json_of(&out_path);
+        assert_eq!(doc["lost"], 100, "{doc}");
+        if code == 1 {
+            assert!(
+                err.contains("lost 10.000% of requests, above --max-loss 9.9%"),
+                "{err}"
+            );
+        }
+        std::fs::remove_file(out_path).unwrap();
+    }
 }

@@ -1,19 +1,22 @@
 //! `firehose stream` as a user runs it: a receiver and a sender process over loopback.
 
-use crate::util::{bin, run};
+use crate::util::{bin, run, Spawned};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Starts `firehose stream --listen ADDR ARGS` and returns it with the address it bound.
-fn receiver(listen: &str, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(bin())
+/// The receiver is killed when dropped, so a failing test leaves no process behind.
+fn receiver(listen: &str, args: &[&str]) -> (Spawned, String) {
+    let child = Command::new(bin())
         .args(["stream", "--listen", listen])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn receiver");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Spawned { child };
+    let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let addr = line
@@ -118,6 +121,9 @@ fn connection_refused_is_exit_1_with_bytes() {
 
 #[test]
 fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
+    if !crate::util::uring_or_skip("send_zc") || !crate::util::uring_or_skip("recv") {
+        return;
+    }
     let (mut rx, addr) = receiver("[::1]:0", &["--once", "--recv", "uring"]);
     let out = run(&[
         "stream",
@@ -153,30 +159,27 @@ fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
     );
     assert!(f0["zerocopy"]["notifications"].as_u64().unwrap() > 0);
     assert!(v["roi"]["power_source"].is_string());
-    assert!(rx.wait().unwrap().success());
+    assert!(rx.wait(Duration::from_secs(30)).success());
 }
 
 #[test]
 fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
     let (mut rx, addr) = receiver("127.0.0.1:0", &[]);
-    let sender = Command::new(bin())
-        .args([
-            "stream",
-            "--target",
-            &addr,
-            "--flows",
-            "2",
-            "--duration",
-            "20",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sender = Command::new(bin());
+    sender.args([
+        "stream",
+        "--target",
+        &addr,
+        "--flows",
+        "2",
+        "--duration",
+        "20",
+    ]);
+    let sender = Spawned::start(sender);
     std::thread::sleep(std::time::Duration::from_millis(700));
-    rx.kill().unwrap();
-    rx.wait().unwrap();
-    let out = sender.wait_with_output().unwrap();
+    rx.child.kill().unwrap();
+    rx.wait(Duration::from_secs(10));
+    let out = sender.output(Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bytes transferred"), "{err}");
@@ -188,4 +191,48 @@ fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
             .any(|e| err.contains(e)),
         "{err}"
     );
+}
+
+/// `--mss` and `--congestion` (docs/stream.md) are applied: the report's congestion control
+/// and each flow's MSS are what getsockopt(TCP_CONGESTION, TCP_MAXSEG) reads back, and
+/// without the flags they are the host's default and loopback's large MSS.
+#[test]
+fn mss_and_congestion_are_applied_and_read_back() {
+    let default_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    let other = if default_cc == "reno" {
+        "cubic"
+    } else {
+        "reno"
+    };
+    for (extra, cc) in [
+        (vec!["--mss", "1000", "--congestion", other], other),
+        (vec![], default_cc.as_str()),
+    ] {
+        let (mut rx, addr) = receiver("127.0.0.1:0", &["--once"]);
+        let mut args = vec![
+            "stream", "--target", &addr, "--flows", "2", "--bytes", "1M", "--json",
+        ];
+        args.extend(&extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["congestion"], cc, "{extra:?}: {v}");
+        for f in v["sender"]["flows"].as_array().unwrap() {
+            let mss = f["mss"].as_i64().unwrap();
+            if extra.is_empty() {
+                assert!(mss > 1000, "loopback's MSS: {f}");
+            } else {
+                // TCP_MAXSEG reads back the MSS less the options every segment carries.
+                assert!((900..=1000).contains(&mss), "--mss 1000 read back: {f}");
+            }
+        }
+        assert!(rx.wait(Duration::from_secs(30)).success());
+    }
 }

@@ -4,27 +4,15 @@
 use crate::bad_input::assert_usage_error;
 use crate::echo::check_exact_echo;
 use crate::metrics::{parse, scrape_text, serve_with_metrics, sum};
-use crate::util::{json_of, run, tmp, Served};
+use crate::util::{json_of, run, tmp, uring_or_skip, Served};
+use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// False (with the reason printed) when this kernel cannot run the io_uring path.
-fn uring_or_skip() -> bool {
-    let s = firehose_sys::uring::UringSupport::probe();
-    match s.require("recvmsg") {
-        Ok(()) => true,
-        Err(e) => {
-            let test = std::thread::current().name().unwrap_or("test").to_string();
-            eprintln!("{test}: skipped: io_uring unavailable: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn serve_io_uring_echo_is_exact_for_the_socket_path_sizes() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     check_exact_echo("127.0.0.1:0", "127.0.0.1:0", &["--io", "uring"]);
@@ -62,14 +50,14 @@ fn ask(srv: SocketAddr, q: &[u8]) -> Vec<u8> {
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     c.send_to(q, srv).unwrap();
     let mut buf = [0u8; 2048];
-    let (n, from) = c.recv_from(&mut buf).unwrap();
+    let (n, from) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
     assert_eq!(from, srv);
     buf[..n].to_vec()
 }
 
 #[test]
 fn dns_over_uring_answers_byte_for_byte_as_the_socket_path() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let zone = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/data/example.zone");
@@ -98,7 +86,7 @@ fn dns_over_uring_answers_byte_for_byte_as_the_socket_path() {
 
 #[test]
 fn counters_at_exit_and_on_metrics_match_what_was_sent() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let json = tmp("uring-counters.json");
@@ -108,14 +96,7 @@ fn counters_at_exit_and_on_metrics_match_what_was_sent() {
     let mut buf = [0u8; 64];
     for i in 0..123u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        // A receive timeout makes recv fail with EINTR when the test process is stopped and
-        // continued (a frozen cgroup on a shared CI host), with no signal handler involved.
-        let n = loop {
-            match c.recv_from(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                r => break r.unwrap().0,
-            }
-        };
+        let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
         assert_eq!(&buf[..n], &i.to_le_bytes());
     }
     // The worker counts a batch's replies just after sending them.
@@ -192,7 +173,7 @@ fn load_exact(target: &str, extra: &[&str], name: &str) -> serde_json::Value {
 
 #[test]
 fn load_io_uring_completes_n_of_n_against_either_server() {
-    if !uring_or_skip() {
+    if !uring_or_skip("recvmsg") {
         return;
     }
     let json = tmp("uring-load-srv.json");
@@ -279,4 +260,79 @@ fn uring_flags_out_of_place_are_refused() {
         &["load", "--target", "127.0.0.1:9", "--single-issuer"],
         "apply only to --io uring",
     );
+}
+
+/// Reads back from the kernel the rings of process `pid` (a serve or sink with `--io uring`
+/// and the ring flags `flags`): at least `workers` rings (each worker makes its own, on its
+/// thread, perhaps after the first line; waited for at most 10 s), each with an SQ thread
+/// exactly when `--sqpoll` was given, refusing a foreign register exactly with
+/// `--single-issuer` and a foreign wait exactly with `--defer-taskrun`. Returns the ring
+/// count, or None (with the reason printed) without ptrace rights over the process.
+pub fn assert_ring_flags(pid: u32, workers: usize, flags: &[&str]) -> Option<usize> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let rings = loop {
+        let fds = firehose_sys::uring::rings_of(pid).unwrap();
+        if fds.len() >= workers {
+            break fds;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {workers} rings after 10 s",
+            fds.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let want = (
+        flags.contains(&"--sqpoll"),
+        flags.contains(&"--single-issuer"),
+        flags.contains(&"--defer-taskrun"),
+    );
+    for &fd in &rings {
+        let got = match firehose_sys::uring::read_back(pid, fd) {
+            Ok(g) => g,
+            Err(e) if e.errno() == Some(1) => {
+                // EPERM: Yama's ptrace_scope 2 or 3 without root.
+                eprintln!("ring flags not read back: no ptrace rights over {pid}: {e}");
+                return None;
+            }
+            Err(e) => panic!("{flags:?}: {e}"),
+        };
+        assert_eq!(
+            (
+                got.sq_thread.is_some(),
+                got.single_issuer,
+                got.defer_taskrun
+            ),
+            want,
+            "{flags:?} ring {fd}: {got:?}"
+        );
+    }
+    Some(rings.len())
+}
+
+/// --sqpoll, --single-issuer and --defer-taskrun reach the kernel: each worker's ring, read
+/// back from this (foreign) process, has an SQ thread, refuses a foreign register, refuses
+/// a foreign wait, exactly as asked; and without the flags, none of it.
+#[test]
+fn uring_setup_flags_are_read_back_from_the_servers_rings() {
+    if !uring_or_skip("recvmsg") {
+        return;
+    }
+    let cases: [&[&str]; 3] = [&[], &["--sqpoll"], &["--single-issuer", "--defer-taskrun"]];
+    for flags in cases {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--io", "uring", "--workers", "2"];
+        args.extend_from_slice(flags);
+        let srv = Served::start(&args);
+        if let Some(n) = assert_ring_flags(srv.pid(), 2, flags) {
+            assert_eq!(n, 2, "one ring per worker");
+        }
+        // And the server still answers after being asked.
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        c.send_to(b"ping", srv.addr).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
+        assert_eq!(&buf[..n], b"ping");
+        srv.stop();
+    }
 }

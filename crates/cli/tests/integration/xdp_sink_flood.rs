@@ -5,11 +5,11 @@
 //! the asked size and one source port per flow; bad input is one line and exit 2 with
 //! nothing left attached. Needs root; skips with a reason otherwise.
 
-use crate::util::{json_of, root_or_skip, tmp};
+use crate::util::{json_of, root_or_skip, tmp, Spawned};
 use crate::xdp_util::*;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,8 +22,11 @@ fn firehose_in(ns: &str, args: &[&str]) -> Command {
 
 /// Starts `sink ARGS` in the server namespace and waits for its start line (printed once
 /// the sockets and the program are in place).
-fn start_sink(lab: &Lab, args: &[&str]) -> Child {
-    crate::sink_flood::started(firehose_in(&lab.srv, &[&["sink"], args].concat()))
+fn start_sink(lab: &Lab, args: &[&str]) -> Spawned {
+    Spawned::started(
+        firehose_in(&lab.srv, &[&["sink"], args].concat()),
+        crate::sink_flood::START,
+    )
 }
 
 /// Sends `n` datagrams of `len` bytes to `to` from the client namespace, gently, from
@@ -71,7 +74,7 @@ fn xdp_sink_counts_exactly_n_of_n_v4_and_v6_and_detaches() {
         );
         assert!(lab.has_xdp(), "{tag}: program attached while running");
         send_gently(&lab, listen.parse().unwrap(), 1000, 100);
-        let o = c.wait_with_output().unwrap();
+        let o = c.output(crate::sink_flood::FINISH);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v = json_of(&j);
         assert_eq!(v["mode"], "xdp", "{v}");
@@ -101,14 +104,31 @@ fn xdp_sink_on_ctrl_c_reports_and_detaches() {
     }
     let lab = Lab::new("q");
     let listen = format!("{SRV4}:7203");
-    let c = start_sink(&lab, &["--listen", &listen, "--io", "xdp", "--queues", "1"]);
+    let j = tmp("xdpsink-ctrl-c.json");
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &lab.srv,
+        env!("CARGO_BIN_EXE_firehose"),
+        "sink",
+    ])
+    .args(["--listen", &listen, "--io", "xdp", "--queues", "0,1"])
+    .args(["--count", "50", "--repetitions", "1000", "--json-file"])
+    .arg(&j);
+    let sink = crate::sink_drops::Sink::start(cmd);
     assert!(lab.has_xdp());
-    Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    send_gently(&lab, listen.parse().unwrap(), 50, 100);
+    // The round's line is the event: all 50 were counted before Ctrl-C.
+    let line = sink.wait_line("round 1:");
+    assert!(line.contains(" 50 datagrams"), "{line}");
+    let v = sink.stop(&j);
+    assert_eq!(v["mode"], "xdp", "{v}");
+    assert_eq!(v["packets"], 50, "the report of a Ctrl-C'd run: {v}");
+    assert_eq!(v["bytes"], 5000, "{v}");
+    assert_eq!(v["rounds"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["rounds"][0]["packets"], 50, "{v}");
+    assert_eq!(v["held_port_filtered"], 0, "both queues served: {v}");
     assert!(!lab.has_xdp(), "program left after Ctrl-C");
 }
 
@@ -184,32 +204,25 @@ fn xdp_flood_sends_exactly_count_with_its_sizes_and_flows_v4_and_v6() {
         assert_eq!(v["xdp"]["queues"], "0,1", "{v}");
         assert_eq!(v["xdp_uncompleted"], 0, "{v}");
         assert_eq!(v["per_thread"].as_array().unwrap().len(), 2);
-        let client = Command::new("ip")
-            .args([
-                "-n",
-                &lab.cli,
-                "link",
-                "show",
-                "dev",
-                &format!("{}p", lab.dev),
-            ])
-            .output()
-            .unwrap();
-        let client = String::from_utf8_lossy(&client.stdout);
-        assert!(
-            !client.contains("prog/xdp"),
-            "flood attaches nothing: {client}"
-        );
+        assert!(!lab.client_has_xdp(), "flood attaches nothing");
     }
 }
 
-/// One line on stderr, exit 2, and no program left on the server interface.
+/// One line on stderr, exit 2, and no program left on either end of the pair (a sink
+/// runs on the server's end, a flood on the client's).
 fn refused(lab: &Lab, out: &Output, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains(needle), "wanted {needle:?} in {err}");
-    assert!(!lab.has_xdp(), "left attached after: {err}");
+    assert!(
+        !lab.has_xdp(),
+        "left attached on the server's end after: {err}"
+    );
+    assert!(
+        !lab.client_has_xdp(),
+        "left attached on the client's end after: {err}"
+    );
 }
 
 #[test]

@@ -188,7 +188,8 @@ impl<'a> Btf<'a> {
             };
             if m_name == 0 {
                 if let Some((b, t)) = self.find_member(m_type, name, depth + 1) {
-                    return Some((bit + b, t));
+                    // Offsets come from the file: a sum that overflows is a broken file.
+                    return Some((bit.checked_add(b)?, t));
                 }
             } else if self.name(m_name) == name {
                 return (!bitfield).then_some((bit, m_type));

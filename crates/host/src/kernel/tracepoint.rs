@@ -91,8 +91,10 @@ fn field(line: &str, lineno: usize) -> Result<FieldDef, ParseError> {
     // The name is the last identifier, before any array brackets: `char name[16]`.
     let bare = decl.split('[').next().unwrap_or(decl).trim_end();
     let split = bare
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |p| p + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |(p, c)| p + c.len_utf8());
     let name = &bare[split..];
     if name.is_empty() || bare[..split].trim().is_empty() {
         return Err(ParseError::line(
@@ -166,5 +168,22 @@ mod tests {
         assert_eq!(f.symbol("v", -1), None);
         assert!(parse("name: x\n").is_err());
         assert!(parse("field:int;\toffset:1;\tsize:4;\n").is_err());
+    }
+
+    /// Found by reading for the kernel_text fuzz target: a declaration ending in a
+    /// non-ASCII character was cut inside it (a panic on a byte index not at a char
+    /// boundary) instead of being refused.
+    #[test]
+    fn a_declaration_with_a_non_ascii_character_is_an_error_not_a_panic() {
+        for decl in ["int é", "int \u{e9}x", "é x", "char n\u{e9}[16]"] {
+            let t = format!("field:{decl};\toffset:8;\tsize:4;\tsigned:0;\n");
+            let _ = parse(&t);
+        }
+        assert!(parse("field:int é;\toffset:8;\tsize:4;\n").is_err());
+        let f = parse("field:unsigned éint v;\toffset:8;\tsize:4;\n").unwrap();
+        assert_eq!(
+            (f.fields[0].ty.as_str(), f.fields[0].name.as_str()),
+            ("unsigned éint", "v")
+        );
     }
 }

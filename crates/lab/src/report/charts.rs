@@ -1,11 +1,80 @@
 //! SVG charts drawn with plotters' SVG backend: text is emitted as SVG `<text>` and laid
 //! out by the browser, so nothing is fetched or loaded at run time.
 
-use super::Row;
+use crate::metrics::Latency;
+use crate::sample::CpuRow;
 use crate::stats::Summary;
 use crate::{LabError, LabResult};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+
+/// A chart of a report page.
+#[derive(Debug, Clone)]
+pub enum Chart {
+    /// Medians as vertical bars with min-max whiskers, one per name; a `grey` bar is
+    /// dimmed (client-bound).
+    Bars {
+        title: String,
+        axis: String,
+        names: Vec<String>,
+        values: Vec<Option<Summary>>,
+        grey: Vec<bool>,
+    },
+    /// Medians as horizontal bars with min-max whiskers, names on the left (long names,
+    /// many cells).
+    HBars {
+        title: String,
+        axis: String,
+        names: Vec<String>,
+        values: Vec<Option<Summary>>,
+    },
+    /// Per name, one stacked bar per CPU: usr, sys, soft+irq, idle, with the legend.
+    CpuStacks {
+        names: Vec<String>,
+        cpus: Vec<Vec<CpuRow>>,
+    },
+    /// Round-trip latency percentiles per name, log scale.
+    Latency {
+        names: Vec<String>,
+        latency: Vec<Latency>,
+    },
+}
+
+impl Chart {
+    /// The chart as inline SVG (and, for the CPU stacks, the legend under it).
+    pub fn svg(&self) -> LabResult<String> {
+        match self {
+            Chart::Bars {
+                title,
+                axis,
+                names,
+                values,
+                grey,
+            } => bars(names, values, grey, title, axis, (540, 400)),
+            Chart::HBars {
+                title,
+                axis,
+                names,
+                values,
+            } => summary_hbars(names, values, title, axis),
+            Chart::CpuStacks { names, cpus } => {
+                let legend: String = CPU_PARTS
+                    .iter()
+                    .map(|(name, (r, g, b))| {
+                        format!(
+                            "<span class=\"key\" style=\"background:rgb({r},{g},{b})\"></span>{name} "
+                        )
+                    })
+                    .collect();
+                Ok(format!(
+                    "{}<div class=\"legend\">{legend}</div>",
+                    cpu_stacks(names, cpus)?
+                ))
+            }
+            Chart::Latency { names, latency } => latency_lines(names, latency),
+        }
+    }
+}
 
 fn err(e: impl std::fmt::Display) -> LabError {
     LabError::Run(format!("drawing a chart: {e}"))
@@ -48,21 +117,6 @@ fn row_chart<'a, 'b>(
         .draw()
         .map_err(err)?;
     Ok(chart)
-}
-
-/// Median tps per row as bars, min-max as whiskers; client-bound rows are grey.
-pub fn tps_bars(rows: &[Row], title: &str) -> LabResult<String> {
-    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-    let tps: Vec<Option<Summary>> = rows.iter().map(|r| r.tps).collect();
-    let grey: Vec<bool> = rows.iter().map(|r| r.client_bound).collect();
-    bars(
-        &names,
-        &tps,
-        &grey,
-        title,
-        "transactions/s (median, min-max)",
-        (540, 400),
-    )
 }
 
 /// The end of a value axis: the largest max times `headroom`, or 1 when nothing is above 0.
@@ -198,15 +252,14 @@ pub const CPU_PARTS: [(&str, (u8, u8, u8)); 4] = [
 
 /// For each row, one stacked bar per CPU: usr, sys, soft+irq, idle (percent), as in the
 /// NTT talk's `sar -u ALL -P ALL`.
-pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
+pub fn cpu_stacks(names: &[String], cpus: &[Vec<CpuRow>]) -> LabResult<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let mut chart = row_chart(
             &root,
-            &names,
+            names,
             "Per-CPU time: usr / sys / soft+irq / idle",
             0.0..100.0,
             "% of each CPU (bars left to right: CPU 0, 1, ...)",
@@ -215,10 +268,10 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
         for (k, (_, rgb)) in CPU_PARTS.into_iter().enumerate() {
             let color = RGBColor(rgb.0, rgb.1, rgb.2);
             let mut rects = Vec::new();
-            for (i, r) in rows.iter().enumerate() {
-                let m = r.cpus.len().max(1) as f64;
+            for (i, row) in cpus.iter().enumerate() {
+                let m = row.len().max(1) as f64;
                 let w = 0.8 / m;
-                for (j, c) in r.cpus.iter().enumerate() {
+                for (j, c) in row.iter().enumerate() {
                     let s = &c.split;
                     let vals = [s.usr, s.sys, s.soft + s.irq, s.idle + s.steal];
                     let base: f64 = vals[..k].iter().sum();
@@ -237,18 +290,18 @@ pub fn cpu_stacks(rows: &[Row]) -> LabResult<String> {
 }
 
 /// Round-trip latency at p50 .. p99.99 for each row, log scale.
-pub fn latency_lines(rows: &[Row]) -> LabResult<String> {
+pub fn latency_lines(names: &[String], latency: &[Latency]) -> LabResult<String> {
     const TICKS: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
-    let series: Vec<(String, Vec<(f64, f64)>)> = rows
+    let series: Vec<(String, Vec<(f64, f64)>)> = names
         .iter()
-        .map(|r| {
-            let l = &r.latency_us;
+        .zip(latency)
+        .map(|(name, l)| {
             let pts = [l.p50, l.p90, l.p99, l.p999, l.p9999]
                 .iter()
                 .enumerate()
                 .filter_map(|(i, v)| v.filter(|v| *v > 0.0).map(|v| (i as f64, v)))
                 .collect();
-            (r.name.clone(), pts)
+            (name.clone(), pts)
         })
         .collect();
     let all = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1));

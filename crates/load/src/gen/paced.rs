@@ -2,10 +2,11 @@
 //! [`crate::pace`]), and how it drains the answers that arrived while it slept, timed by
 //! their kernel receive stamps.
 
-use super::{LoadError, Thread};
+use super::Thread;
 use crate::io::FlowIo;
 use crate::pace::Pace;
 use crate::workload::Workload;
+use firehose_sys::SetupError;
 use std::time::Duration;
 
 impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
@@ -84,21 +85,18 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// Paced open loop: sleeps `wait` (arrivals do not wake it), then reads everything that
     /// arrived meanwhile, each datagram timed from its kernel receive time; returns the
     /// clock read on waking.
-    pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, LoadError> {
+    pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, SetupError> {
         if !wait.is_zero() {
             std::thread::sleep(wait);
             self.sleeps += 1;
         }
         let ready = self.io.poll(Duration::ZERO)?;
         let now = self.now_ns();
-        self.realtime_offset_ns = realtime_ns() - i128::from(now);
+        self.realtime_offset_ns = super::stamps::realtime_ns() - i128::from(now);
         for r in 0..ready {
             let src = self.io.source(r);
             loop {
-                let max = match self.io.source_flow(src) {
-                    Some(f) => self.plan.batch.min(self.flows[f].outstanding.max(1)),
-                    None => self.plan.batch,
-                };
+                let max = self.read_max(src);
                 let got = self.io.recv(src, max)?;
                 if got > 0 {
                     self.take_responses(got, now);
@@ -112,23 +110,15 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         Ok(now)
     }
 
-    /// When datagram `i` of the last read arrived, on the run's clock: its kernel
-    /// receive time when paced (never later than `now`, should the wall clock step),
-    /// else `now`.
-    pub(super) fn arrival(&self, i: usize, now: u64) -> u64 {
+    /// When a datagram received by the kernel at `rx_time_ns` (CLOCK_REALTIME) arrived,
+    /// on the run's clock: that time when paced (never later than `now`, should the wall
+    /// clock step), else `now`.
+    pub(super) fn arrival(&self, rx_time_ns: Option<u64>, now: u64) -> u64 {
         if !self.paced {
             return now;
         }
-        self.io
-            .rx_time_ns(i)
+        rx_time_ns
             .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
             .map_or(now, |t| t.min(now))
     }
-}
-
-/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel receive timestamps.
-fn realtime_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
 }

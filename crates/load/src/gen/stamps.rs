@@ -11,10 +11,11 @@
 //! Departure times also give the gaps between consecutive departures of the thread: the
 //! arrivals the server really saw.
 
-use super::{LoadError, Thread};
+use super::Thread;
 use crate::decompose::Decomposition;
 use crate::io::{FlowIo, TxStamp};
 use crate::workload::Workload;
+use firehose_sys::SetupError;
 use std::collections::VecDeque;
 
 /// One thread's stamp bookkeeping.
@@ -32,7 +33,7 @@ pub(super) struct Stamps {
     keep: usize,
     pub(super) figures: Decomposition,
     /// A failed error-queue read, for the thread's loop to end the run with.
-    pub(super) failure: Option<LoadError>,
+    pub(super) failure: Option<SetupError>,
 }
 
 impl Stamps {
@@ -50,7 +51,8 @@ impl Stamps {
     }
 }
 
-/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel timestamps.
+/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel timestamps (receive and
+/// transmit).
 pub(super) fn realtime_ns() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -132,7 +134,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     }
 
     /// The error a stamp read met, once: the run ends with it.
-    pub(super) fn stamp_failure(&mut self) -> Result<(), LoadError> {
+    pub(super) fn stamp_failure(&mut self) -> Result<(), SetupError> {
         match self.stamps.as_mut().and_then(|s| s.failure.take()) {
             Some(e) => Err(e),
             None => Ok(()),

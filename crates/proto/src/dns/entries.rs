@@ -22,6 +22,7 @@ pub struct Outline {
 
 impl Outline {
     /// Entries found.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.starts.len()
     }

@@ -20,9 +20,11 @@ pub mod options;
 pub mod prefix;
 pub mod reload;
 pub mod rrl;
+pub mod serve;
 pub mod tcp;
 mod template;
 pub mod zone;
+mod zonefile;
 
 /// The wire format lives in its own leaf crate, shared with the load generator.
 pub use firehose_dnswire as wire;

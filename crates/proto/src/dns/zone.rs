@@ -52,6 +52,27 @@ pub struct Record {
     owner_len: u8,
 }
 
+impl Record {
+    /// A record whose owner and RDATA are at the given places of its zone's arena.
+    pub(super) fn new(
+        owner: u32,
+        owner_len: u8,
+        rtype: u16,
+        ttl: u32,
+        rdata: u32,
+        rdata_len: u16,
+    ) -> Self {
+        Record {
+            owner,
+            rdata,
+            ttl,
+            rtype,
+            rdata_len,
+            owner_len,
+        }
+    }
+}
+
 /// A record with its bytes: what building answers and zone transfers read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rec<'a> {
@@ -117,7 +138,7 @@ impl<'a> Rec<'a> {
 }
 
 /// The records of one zone file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneData {
     /// Where the records came from, for messages.
     pub source: String,
@@ -244,7 +265,9 @@ pub fn read_zone_text(path: &Path, max_size: u64) -> Result<Vec<u8>, ZoneError> 
     }
     let mut text = Vec::with_capacity(meta.len() as usize);
     // The file may grow while read: never past the limit.
-    f.take(max_size + 1).read_to_end(&mut text).map_err(io)?;
+    f.take(max_size.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(io)?;
     if text.len() as u64 > max_size {
         return Err(too_big());
     }
@@ -296,13 +319,43 @@ fn check_rdata(t: u16, raw: &[u8]) -> Result<(), String> {
 
 /// Parses zone file text. `path` only names the source in errors.
 pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
+    let (records, data) = match super::zonefile::scan(text) {
+        Some(v) => v,
+        None => scan_with_domain(text, path)?,
+    };
+    zone_data(records, data, text, path)
+}
+
+/// [`parse_zone`] without the fast reader: every file read by NLnet Labs' scanner. The
+/// two must agree on every input (the same zone, or the same error); the tests and the
+/// `zone_reader` fuzz target compare them.
+pub fn parse_zone_with_domain(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
+    let (records, data) = scan_with_domain(text, path)?;
+    zone_data(records, data, text, path)
+}
+
+/// Whether [`parse_zone`] reads `text` with its fast reader (a plain master file), not
+/// with NLnet Labs' scanner: the tests that compare the two check they compared it.
+pub fn read_fast(text: &[u8]) -> bool {
+    super::zonefile::scan(text).is_some()
+}
+
+/// Reads `text` with NLnet Labs' `domain` scanner: every syntax and record type, and
+/// the messages of every error.
+pub(super) fn scan_with_domain(
+    text: &[u8],
+    path: &str,
+) -> Result<(Vec<Record>, Vec<u8>), ZoneError> {
     let invalid = |msg: String| ZoneError::Invalid {
         path: path.to_string(),
         msg,
     };
-    // Where each record starts, for messages about it (the scanner does not say).
-    let outline = super::entries::outline(text);
-    if let Some(line) = outline.unclosed_paren() {
+    // Where each record starts, which names hold an empty label and where a '(' is left
+    // open: a pass over the text, made only when there could be one (two dots in a row
+    // anywhere, a '(') or for a message.
+    let outline =
+        (has_double_dot(text) || text.contains(&b'(')).then(|| super::entries::outline(text));
+    if let Some(line) = outline.as_ref().and_then(|o| o.unclosed_paren()) {
         return Err(ZoneError::Syntax {
             path: path.to_string(),
             line,
@@ -312,8 +365,10 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
     let mut zf = Zonefile::with_capacity(text.len() + 1);
     zf.extend_from_slice(text);
     if !text.ends_with(b"\n") {
-        // domain 0.12.3 reads past its buffer converting a TXT string whose record is not
-        // ended by a newline (`. TXT a ` at the end of the file); the newline is implied.
+        // RFC 1035 does not ask for a last newline: it is implied. Without it the
+        // scanner fails ("trailing tokens", "short buffer"), and domain 0.12.3 reads
+        // past its buffer converting a TXT string whose record it would end (`. TXT a `
+        // at the end of the file).
         zf.extend_from_slice(b"\n");
     }
     // RFC 1035 lets the class be omitted; without this the scanner demands it on the
@@ -321,7 +376,8 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
     zf.set_default_class(Class::IN);
     // A file without $ORIGIN may still use absolute names; relative ones then fail
     // with the scanner's "missing origin" at their line.
-    let mut records: Vec<Record> = Vec::with_capacity(outline.len());
+    let lines = text.iter().filter(|&&b| b == b'\n').count();
+    let mut records: Vec<Record> = Vec::with_capacity(lines + 1);
     // Owners and RDATA go straight into one arena: no allocation per record.
     let mut data: Vec<u8> = Vec::with_capacity(text.len() / 2);
     let mut last_owner = (0usize, 0usize);
@@ -373,8 +429,11 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             rtype::NS | rtype::CNAME | rtype::PTR | rtype::MX | rtype::SRV | rtype::SOA | DNAME
         );
         if let Some((_, at)) = outline
-            .double_dots(i)
-            .find(|&(token, _)| names_in_rdata || (token == 0 && outline.owner_first(i)))
+            .iter()
+            .flat_map(|o| o.double_dots(i).map(move |d| (o, d)))
+            .map(|(o, (token, at))| (token, at, o.owner_first(i)))
+            .find(|&(token, _, first)| names_in_rdata || (token == 0 && first))
+            .map(|(token, at, _)| (token, at))
         {
             return Err(ZoneError::Syntax {
                 path: path.to_string(),
@@ -408,7 +467,21 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             ));
         }
     }
-    drop(zf);
+    Ok((records, data))
+}
+
+/// The zone of `records` in `data` (read from `text`, named `path` in messages): its
+/// apex, after the checks.
+fn zone_data(
+    mut records: Vec<Record>,
+    mut data: Vec<u8>,
+    text: &[u8],
+    path: &str,
+) -> Result<ZoneData, ZoneError> {
+    let invalid = |msg: String| ZoneError::Invalid {
+        path: path.to_string(),
+        msg,
+    };
     data.shrink_to_fit();
     records.shrink_to_fit();
     let zd = ZoneData {
@@ -432,18 +505,13 @@ pub fn parse_zone(text: &[u8], path: &str) -> Result<ZoneData, ZoneError> {
             )))
         }
     };
-    check_records(&zd, &apex, &outline, path)?;
+    check_records(&zd, &apex, text, path)?;
     Ok(ZoneData { apex, ..zd })
 }
 
 /// The zone checks Knot makes too: every owner inside the zone, a CNAME alone at its
 /// name, one CNAME and one DNAME per name.
-fn check_records(
-    zd: &ZoneData,
-    apex: &[u8],
-    outline: &super::entries::Outline,
-    path: &str,
-) -> Result<(), ZoneError> {
+fn check_records(zd: &ZoneData, apex: &[u8], text: &[u8], path: &str) -> Result<(), ZoneError> {
     let syntax = |line: usize, msg: String| ZoneError::Syntax {
         path: path.to_string(),
         line,
@@ -467,7 +535,12 @@ fn check_records(
     }
     // The first CNAME and DNAME per owner (few in a zone: a small table); a second,
     // different one is an error.
-    let mut singles = OwnerSet::default();
+    let singles_len = zd
+        .records
+        .iter()
+        .filter(|r| matches!(r.rtype, rtype::CNAME | DNAME))
+        .count();
+    let mut singles = OwnerSet(hashbrown::HashTable::with_capacity(singles_len));
     let mut first_error: Option<(usize, String)> = None;
     for (i, r) in zd.iter().enumerate() {
         if !matches!(r.rtype, rtype::CNAME | DNAME) {
@@ -512,7 +585,7 @@ fn check_records(
         }
     }
     match first_error {
-        Some((i, msg)) => Err(syntax(outline.line(i), msg)),
+        Some((i, msg)) => Err(syntax(super::entries::outline(text).line(i), msg)),
         None => Ok(()),
     }
 }
@@ -558,6 +631,11 @@ impl OwnerSet {
 
 use super::dnssec::{NSEC, RRSIG};
 use super::nsec3::NSEC3PARAM;
+
+/// Whether `text` holds two dots in a row anywhere (a name with an empty label would).
+fn has_double_dot(text: &[u8]) -> bool {
+    text.windows(2).any(|w| w == b"..")
+}
 
 /// Turns the scanner's "line:col: msg" into (line, msg). The scanner reports where it
 /// stopped, after the offending token: an error about the last token of a line shows

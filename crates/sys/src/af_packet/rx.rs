@@ -2,7 +2,7 @@
 //! handed to user space when full or when its retire timeout expires.
 
 use super::{page_size, PacketSock, RingMap};
-use crate::{cvt, SysResult};
+use crate::SysResult;
 use std::marker::PhantomData;
 use std::mem;
 use std::os::fd::AsRawFd;
@@ -64,22 +64,18 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        // SAFETY: the kernel reads a tpacket_req3 of the size given from a live local.
-        let ret = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_RX_RING,
-                &req as *const _ as *const libc::c_void,
-                mem::size_of::<libc::tpacket_req3>() as libc::socklen_t,
-            )
-        };
-        cvt(ret, || {
-            format!(
-                "setsockopt(PACKET_RX_RING: {} blocks of {} bytes, frame {}, page {page})",
-                cfg.block_nr, cfg.block_size, cfg.frame_size
-            )
-        })?;
+        crate::sockopt::set(
+            sock.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_RX_RING,
+            &req,
+            || {
+                format!(
+                    "PACKET_RX_RING: {} blocks of {} bytes, frame {}, page {page}",
+                    cfg.block_nr, cfg.block_size, cfg.frame_size
+                )
+            },
+        )?;
         let map = RingMap::new(
             sock.as_raw_fd(),
             cfg.block_size * cfg.block_nr,

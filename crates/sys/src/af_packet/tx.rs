@@ -90,22 +90,18 @@ impl TxRing {
             tp_frame_size: cfg.frame_size as u32,
             tp_frame_nr: frame_nr as u32,
         };
-        // SAFETY: the kernel reads a tpacket_req of the size given from a live local.
-        let ret = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_TX_RING,
-                &req as *const _ as *const libc::c_void,
-                mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
-            )
-        };
-        cvt(ret, || {
-            format!(
-                "setsockopt(PACKET_TX_RING: {frame_nr} frames of {} bytes in {block_nr} blocks of {block_size})",
+        crate::sockopt::set(
+            sock.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_TX_RING,
+            &req,
+            || {
+                format!(
+                "PACKET_TX_RING: {frame_nr} frames of {} bytes in {block_nr} blocks of {block_size}",
                 cfg.frame_size
             )
-        })?;
+            },
+        )?;
         let map = RingMap::new(sock.as_raw_fd(), block_size * block_nr, "PACKET_TX_RING")?;
         sock.bind()?;
         Ok(TxRing {

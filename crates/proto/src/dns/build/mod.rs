@@ -2,13 +2,15 @@
 //! answer, resolved once (CNAME chains, additional records, negative answers).
 
 mod nsec3;
+mod plain;
 mod render;
 mod resolve;
 mod sign;
 
 use super::db::{Names, Node, SignedNode, SignedZone, Tid, Zone, ZoneSet};
+use super::hash::hash_name_nocase;
 use super::wire::rtype::DNAME;
-use super::wire::{label_offsets, name_to_text, rcode, rtype, MAX_NAME};
+use super::wire::{label_offsets, name_to_text, rcode, rtype};
 use super::zone::{is_subdomain, Rec, ZoneData};
 use render::{render, Rendered};
 use resolve::{negative, referral, resolve_at, rrset};
@@ -34,14 +36,14 @@ pub const MAX_CHAIN: usize = 5;
 
 /// An owner as it goes on the wire: the query name itself (wildcard synthesis), or a
 /// fixed name.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Owner {
     Qname,
     /// Shared: every record of an answer carries its owner.
     Name(Rc<[u8]>),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Rr<'a> {
     owner: Owner,
     rec: Rec<'a>,
@@ -58,7 +60,7 @@ struct Rr<'a> {
 const NO_NODE: u32 = u32::MAX;
 
 /// What a negative answer must prove in a signed zone.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Denial {
     /// The node exists without the type: its NSEC (or the one covering it).
     NoData(u32),
@@ -69,7 +71,7 @@ enum Denial {
 }
 
 /// An answer before rendering.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Sections<'a> {
     rcode: u8,
     aa: bool,
@@ -92,7 +94,17 @@ struct ZoneRecords<'a> {
     /// indexes in the zone's records.
     chain: Vec<Rec<'a>>,
     chain_at: Vec<u32>,
+    /// Per node, what its records hold ([`HAS_NS`] and the others), so that questions
+    /// about a node's types need no pass over its records.
+    kinds: Vec<u8>,
 }
+
+/// Bits of [`ZoneRecords::kinds`].
+const HAS_NS: u8 = 1;
+const HAS_CNAME: u8 = 2;
+const HAS_DNAME: u8 = 4;
+/// A record of a type that keeps its node off the plain path ([`plain::is_plain`]).
+const NOT_PLAIN: u8 = 8;
 
 impl<'a> ZoneRecords<'a> {
     /// The records at node `n`.
@@ -116,6 +128,16 @@ pub fn build(zones: &[Arc<ZoneData>]) -> Result<ZoneSet, BuildError> {
 /// sends every zone's records (4 bytes per record; the records themselves are kept
 /// either way, for reloads).
 pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, BuildError> {
+    build_with(zones, transfers, true)
+}
+
+/// [`build_for`]; `plain_path` renders plain nodes straight out ([`plain`]), which a
+/// test turns off to compare with the general path.
+fn build_with(
+    zones: &[Arc<ZoneData>],
+    transfers: bool,
+    plain_path: bool,
+) -> Result<ZoneSet, BuildError> {
     let mut set = ZoneSet::default();
     let mut groups = Vec::new();
     for (zi, zd) in zones.iter().enumerate() {
@@ -140,7 +162,7 @@ pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, Bu
         .flat_map(|z| z.records.iter().map(|r| r.rtype))
         .collect();
     for (zi, group) in groups.into_iter().enumerate() {
-        fill_templates(&mut set, zi, &group, &all_types)?;
+        fill_templates(&mut set, zi, &group, &all_types, plain_path)?;
         let z = &mut set.zones[zi];
         z.answers.shrink_to_fit();
         z.nodes.shrink_to_fit();
@@ -154,37 +176,48 @@ pub fn build_for(zones: &[Arc<ZoneData>], transfers: bool) -> Result<ZoneSet, Bu
 
 /// Creates the nodes (with empty non-terminals) and zone cuts of one zone.
 fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
-    // About one node per run of records at one owner.
-    let mut nodes = Names::with_capacity(zd.owner_runs() + 1);
-    nodes.intern(&zd.apex);
-    // The node of every record.
+    // The names to intern, in order: the apex, then each run of records at one owner
+    // (records in a row at one owner share it) and its ancestors up to the apex (empty
+    // non-terminals). Item i is (record, where its name starts in the record's owner).
+    let runs = zd.owner_runs() + 1;
+    let mut items: Vec<(u32, u8)> = Vec::with_capacity(runs);
+    let mut hashes: Vec<u64> = Vec::with_capacity(runs);
+    items.push((APEX_ITEM, 0));
+    hashes.push(hash_name_nocase(&zd.apex));
+    // The item of every record's owner, later its node.
     let mut node_of: Vec<u32> = Vec::with_capacity(zd.records.len());
-    let mut lower = Vec::with_capacity(MAX_NAME);
     let mut last: Option<(&[u8], u32)> = None;
-    for r in zd.iter() {
+    for (i, r) in zd.iter().enumerate() {
         // NSEC3 records and their RRSIGs live in the chain, not in the tree.
         if nsec3::in_chain(&r) {
             node_of.push(NOT_IN_TREE);
             continue;
         }
-        // Records in a row at one owner share it.
-        if let Some((_, n)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
-            node_of.push(n);
+        if let Some((_, item)) = last.filter(|(o, _)| std::ptr::eq(*o, r.owner)) {
+            node_of.push(item);
             continue;
         }
-        lower.clear();
-        lower.extend(r.owner.iter().map(u8::to_ascii_lowercase));
-        let n = nodes.intern(&lower);
-        // Ancestors up to the apex exist too (empty non-terminals).
-        for off in label_starts(&lower).skip(1) {
-            if lower.len() - off <= zd.apex.len() {
+        let item = items.len() as u32;
+        for off in std::iter::once(0).chain(label_starts(r.owner).skip(1)) {
+            if off > 0 && r.owner.len() - off <= zd.apex.len() {
                 break;
             }
-            nodes.intern(&lower[off..]);
+            items.push((i as u32, off as u8));
+            hashes.push(hash_name_nocase(&r.owner[off..]));
         }
-        node_of.push(n);
-        last = Some((r.owner, n));
+        node_of.push(item);
+        last = Some((r.owner, item));
     }
+    let name = |i: usize| match items[i] {
+        (APEX_ITEM, _) => zd.apex.as_slice(),
+        (r, off) => &zd.rec(r as usize).owner[off as usize..],
+    };
+    let (mut nodes, node_of_item) = Names::intern_all(&hashes, name);
+    drop(hashes);
+    for n in node_of.iter_mut().filter(|n| **n != NOT_IN_TREE) {
+        *n = node_of_item[*n as usize];
+    }
+    drop(node_of_item);
     // Records grouped by node (a counting sort), each record once.
     let count = nodes.len();
     let mut starts = vec![0u32; count + 1];
@@ -196,6 +229,7 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
     }
     let mut fill = starts.clone();
     let mut order = vec![0u32; zd.records.len()];
+    let mut kinds = vec![0u8; count];
     let mut chain_at = Vec::new();
     for (i, &n) in node_of.iter().enumerate() {
         if n == NOT_IN_TREE {
@@ -204,6 +238,13 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         }
         let (a, at) = (starts[n as usize] as usize, fill[n as usize] as usize);
         let r = zd.rec(i);
+        kinds[n as usize] |= match r.rtype {
+            rtype::NS => HAS_NS | NOT_PLAIN,
+            rtype::CNAME => HAS_CNAME | NOT_PLAIN,
+            DNAME => HAS_DNAME | NOT_PLAIN,
+            _ if plain::is_plain(&r) => 0,
+            _ => NOT_PLAIN,
+        };
         let seen = order[a..at].iter().any(|&o| {
             let o = zd.rec(o as usize);
             o.rtype == r.rtype && o.rdata == r.rdata
@@ -230,13 +271,14 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
         starts,
         chain: chain_at.iter().map(|&i| zd.rec(i as usize)).collect(),
         chain_at,
+        kinds,
     };
-    let is_cut = |n: usize| n != 0 && zr.recs(n).any(|r| r.rtype == rtype::NS);
+    let is_cut = |n: usize| n != 0 && zr.kinds[n] & HAS_NS != 0;
     let mut node = vec![Node::default(); count];
     // Names below a DNAME are occluded (RFC 6672 §2.4): not found, so lookups stop at
     // the DNAME owner.
     let dnames: Vec<usize> = (0..count)
-        .filter(|&n| zr.recs(n).any(|r| r.rtype == DNAME))
+        .filter(|&n| zr.kinds[n] & HAS_DNAME != 0)
         .collect();
     for &d in &dnames {
         node[d].dname = true;
@@ -280,6 +322,8 @@ fn index_zone(zd: &ZoneData) -> (Zone, ZoneRecords<'_>) {
 
 /// The node of a record kept out of the node tree (the NSEC3 chain).
 const NOT_IN_TREE: u32 = u32::MAX;
+/// The item of `index_zone` that is the apex (no record's owner).
+const APEX_ITEM: u32 = u32::MAX;
 
 /// Where the labels of wire name `name` start (not its root).
 fn label_starts(name: &[u8]) -> impl Iterator<Item = usize> + '_ {
@@ -320,6 +364,7 @@ fn fill_templates(
     zi: usize,
     zr: &ZoneRecords<'_>,
     all_types: &BTreeSet<u16>,
+    plain_path: bool,
 ) -> Result<(), BuildError> {
     let apex = zr.data.apex.clone();
     let signing = Signing::new(set, zi, zr)?;
@@ -335,14 +380,35 @@ fn fill_templates(
             nsec3: sg.nsec3.as_ref().map(|b| Box::new(b.zone.clone())),
         }));
     }
+    let mut scratch = plain::Scratch::default();
+    let mut answers: Vec<(u16, Tid)> = Vec::new();
     for n in 0..set.zones[zi].node.len() {
         let z = &set.zones[zi];
-        let name: Rc<[u8]> = z.node_name(n as u32).into();
         let recs = zr.recs(n);
-        let mut answers: Vec<(u16, Tid)> = Vec::new();
+        answers.clear();
+        let (cut, dname) = (z.node[n].cut, z.node[n].dname);
+        let wild = z.node_name(n as u32).starts_with(b"\x01*");
+        let plain = plain_path && sg.is_none() && n != 0 && cut.is_none() && !dname && !wild;
+        if plain && zr.kinds[n] & NOT_PLAIN == 0 {
+            let name_len = z.node_name(n as u32).len();
+            plain::answers(set, recs, name_len, &mut scratch, &mut answers);
+            let z = &mut set.zones[zi];
+            // RFC 8482: the lowest type's RRset, as below.
+            let any = answers.first().map_or(nodata, |&(_, tid)| tid);
+            z.node[n] = Node {
+                answers_at: z.answers.len() as u32,
+                answers_len: answers.len() as u16,
+                other: nodata,
+                any,
+                ..Node::default()
+            };
+            z.answers.extend_from_slice(&answers);
+            continue;
+        }
+        let name: Rc<[u8]> = z.node_name(n as u32).into();
         let mut node = Node {
-            cut: z.node[n].cut,
-            dname: z.node[n].dname,
+            cut,
+            dname,
             other: nodata,
             any: nodata,
             ..Node::default()
@@ -374,26 +440,31 @@ fn fill_templates(
             }
         }
         if node.cut.is_none() {
-            let wild = name.starts_with(b"\x01*");
             let owner = if wild {
                 Owner::Qname
             } else {
                 Owner::Name(name.clone())
             };
-            let has_cname = recs.clone().any(|r| r.rtype == rtype::CNAME);
+            let has_cname = zr.kinds[n] & HAS_CNAME != 0;
             let types: BTreeSet<u16> = if has_cname {
                 all_types.iter().copied().chain([rtype::CNAME]).collect()
             } else {
                 recs.clone().map(|r| r.rtype).collect()
             };
+            // At a CNAME, every type no zone holds gets the chain to a NODATA: so does
+            // each type the chain's end lacks, which `other` answers without a template
+            // of its own.
+            let other = has_cname.then(|| resolve_at(set, zi, zr, n, &owner, None));
             for t in types {
                 let s = resolve_at(set, zi, zr, n, &owner, Some(t));
+                if t != rtype::CNAME && other.as_ref() == Some(&s) {
+                    continue;
+                }
                 let (tid, st) = pair(set, sg, &s, &name, wild);
                 answers.push((t, tid));
                 signed_answers.push(st.unwrap_or(tid));
             }
-            if has_cname {
-                let s = resolve_at(set, zi, zr, n, &owner, None);
+            if let Some(s) = other {
                 node.other = push(set, render(&s, &name, wild));
                 nodata_here = Some(s);
             }
@@ -423,7 +494,7 @@ fn fill_templates(
         let z = &mut set.zones[zi];
         node.answers_at = z.answers.len() as u32;
         node.answers_len = answers.len() as u16;
-        z.answers.extend(answers);
+        z.answers.extend_from_slice(&answers);
         z.node[n] = node;
     }
     Ok(())
@@ -438,4 +509,31 @@ fn transfer_order(zr: &ZoneRecords<'_>) -> Vec<u32> {
     soa.chain(all.filter(|i| rtype_of(i) != rtype::SOA))
         .copied()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_nodes_render_as_the_general_path() {
+        // Plain nodes (several types, several records, TTLs that differ in an RRset,
+        // case, an empty non-terminal) beside ones that are not.
+        let text = "$ORIGIN p.test.\n$TTL 300\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n\
+            a A 192.0.2.2\nA 60 TXT \"x\"\na 90 A 192.0.2.3\na AAAA 2001:db8::1\n\
+            b.c.d TXT \"deep\"\nm MX 10 a\nm A 192.0.2.4\nc2 CNAME a\n\
+            caa CAA 0 issue \"ca.test\"\n*.w A 192.0.2.5\nsub NS ns.sub\nns.sub A 192.0.2.6\n";
+        let zd = Arc::new(crate::dns::zone::parse_zone(text.as_bytes(), "p.zone").unwrap());
+        let fast = build_with(std::slice::from_ref(&zd), true, true).unwrap();
+        let general = build_with(std::slice::from_ref(&zd), true, false).unwrap();
+        assert_eq!(fast.templates, general.templates);
+        let (f, g) = (&fast.zones[0], &general.zones[0]);
+        assert_eq!(f.answers, g.answers);
+        for (a, b) in f.node.iter().zip(&g.node) {
+            assert_eq!(
+                (a.answers_at, a.answers_len, a.other, a.any),
+                (b.answers_at, b.answers_len, b.other, b.any)
+            );
+        }
+    }
 }

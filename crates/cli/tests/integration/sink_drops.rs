@@ -1,0 +1,298 @@
+//! `firehose sink`'s drop counters, each driven above zero (docs/sink-flood.md's drop
+//! accounting): the sink is frozen (SIGSTOP) while datagrams arrive, so its socket or ring
+//! overflows for certain, then thawed; every datagram sent is then either received or
+//! counted as dropped, exactly. The port-holding socket's filter counts what reaches the
+//! kernel stack. A receive buffer or ring that never overflowed, or a counter that stayed
+//! zero, fails the test. AF_PACKET and AF_XDP need root and skip with a reason otherwise.
+
+use crate::util::{bin, json_of, signal_pid, tmp, wait_exit};
+use crate::xdp_util::{Lab, SRV4};
+use firehose_sys::cpu::is_root;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A sink child: started, its listen address read from its start line, its later lines
+/// kept for [`Sink::wait_line`]; killed on drop.
+pub(crate) struct Sink {
+    child: Child,
+    pub(crate) addr: SocketAddr,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Sink {
+    /// Starts `cmd` (a command line running `firehose sink`) and reads its start line
+    /// ("firehose sink: ADDR --io ..."), printed once every socket, ring or program is in
+    /// place. Fails after 30 s.
+    pub(crate) fn start(mut cmd: Command) -> Sink {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut sink = Sink {
+            child,
+            addr: "0.0.0.0:0".parse().unwrap(),
+            lines: rx,
+        };
+        let first = sink
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the sink's start line within 30 s");
+        sink.addr = first
+            .strip_prefix("firehose sink: ")
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected start line {first:?}"));
+        sink
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (at most 30 s) for a line of stdout starting with `prefix` (after trimming).
+    pub(crate) fn wait_line(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.trim_start().starts_with(prefix) => return l,
+                Ok(_) => {}
+                Err(e) => panic!("no line starting {prefix:?} within 30 s: {e}"),
+            }
+        }
+    }
+
+    /// Ctrl-C, then the exit (within 30 s) and its JSON report from `json`.
+    pub(crate) fn stop(mut self, json: &std::path::Path) -> Value {
+        signal_pid(self.pid(), "INT");
+        let st = wait_exit(&mut self.child, Duration::from_secs(30));
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        assert!(st.success(), "sink exited with {st}: {err}");
+        let v = json_of(json);
+        let _ = std::fs::remove_file(json);
+        v
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `n` datagrams of `len` bytes to `to` from `ports` source ports, gently (a pause
+/// every 20), so the loopback backlog never overflows: only the frozen sink's socket or
+/// ring can drop.
+fn send_gently(to: SocketAddr, n: usize, len: usize, ports: usize) {
+    let any = if to.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let socks: Vec<_> = (0..ports).map(|_| UdpSocket::bind(any).unwrap()).collect();
+    for i in 0..n {
+        socks[i % ports].send_to(&vec![i as u8; len], to).unwrap();
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// The receive queue of the UDP socket bound to `port` (/proc/net/udp's rx_queue), if any.
+fn rx_queue(port: u16) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/udp").unwrap();
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
+        (local_port == port).then(|| {
+            let q = f[4].split(':').nth(1)?;
+            u64::from_str_radix(q, 16).ok()
+        })?
+    })
+}
+
+/// Waits until `done()` holds, checking every 10 ms, at most 20 s.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGSTOP to `pid`, then waits until every thread of it is stopped (state T in
+/// /proc/PID/task/*/stat): kill(2) returns before a thread running on another CPU stops.
+fn freeze(pid: u32) {
+    signal_pid(pid, "STOP");
+    until("every thread stopped", || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+    });
+}
+
+fn sink_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.arg("sink").args(args);
+    c
+}
+
+/// The smallest receive buffer overflows while the sink is frozen: what the socket could
+/// not queue is `socket_drops`, and received + dropped is every datagram sent.
+#[test]
+fn a_frozen_sinks_socket_drops_are_counted_exactly() {
+    let j = tmp("sink-drops-socket.json");
+    let sink = Sink::start(sink_cmd(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--io",
+        "recvmsg",
+        "--rcvbuf",
+        "4k",
+        "--duration",
+        "60",
+        "--json-file",
+        j.to_str().unwrap(),
+    ]));
+    freeze(sink.pid());
+    send_gently(sink.addr, 2000, 64, 1);
+    signal_pid(sink.pid(), "CONT");
+    let port = sink.addr.port();
+    until("the sink reading its queue", || rx_queue(port) == Some(0));
+    let v = sink.stop(&j);
+    let (packets, drops) = (
+        v["packets"].as_u64().unwrap(),
+        v["socket_drops"].as_u64().unwrap(),
+    );
+    assert!(
+        drops > 0,
+        "a 4 KiB buffer holds fewer than 2000 datagrams: {v}"
+    );
+    assert!(packets > 0, "{v}");
+    assert_eq!(packets + drops, 2000, "received + dropped = sent: {v}");
+    assert_eq!(
+        v["per_worker"][0]["socket_drops"], drops,
+        "the worker's count is the total: {v}"
+    );
+}
+
+/// Packet mode, frozen: the ring fills and the kernel counts what it could not put there
+/// (`ring_drops`, PACKET_STATISTICS); every datagram also reaches the port-holding socket,
+/// whose drop-all filter counts it (`held_port_filtered`).
+#[test]
+fn a_frozen_packet_sinks_ring_drops_and_held_port_are_counted_exactly() {
+    if !is_root() {
+        eprintln!("skipping: AF_PACKET needs root");
+        return;
+    }
+    let j = tmp("sink-drops-packet.json");
+    let sink = Sink::start(sink_cmd(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--io",
+        "packet",
+        "--duration",
+        "60",
+        "--json-file",
+        j.to_str().unwrap(),
+    ]));
+    freeze(sink.pid());
+    // 20,000 datagrams of 1400 bytes: 28 MB, over the 16 MiB ring.
+    let n = 20_000;
+    send_gently(sink.addr, n, 1400, 4);
+    signal_pid(sink.pid(), "CONT");
+    let v = sink.stop(&j);
+    let packets = v["packets"].as_u64().unwrap();
+    let drops = v["ring_drops"].as_u64().unwrap();
+    assert!(
+        drops > 0,
+        "{n} datagrams of 1400 bytes overflow the ring: {v}"
+    );
+    assert_eq!(packets + drops, n as u64, "received + dropped = sent: {v}");
+    assert_eq!(
+        v["held_port_filtered"], n as u64,
+        "every datagram reached the port: {v}"
+    );
+}
+
+/// AF_XDP, frozen, with 64-entry rings: the first frames fill the rx ring, the fill ring
+/// runs dry, and the kernel drops the rest, counted by XDP_STATISTICS
+/// (`xsk_rx_dropped`/`xsk_rx_ring_full`, `xsk_fill_ring_empty`). At most the two rx rings'
+/// 128 frames get in while it is frozen and nothing is sent after, so at least the rest
+/// is counted as dropped, however late the sink drains its rings.
+#[test]
+fn a_frozen_xdp_sinks_ring_drops_are_counted() {
+    if !is_root() {
+        eprintln!("skipping: AF_XDP needs root");
+        return;
+    }
+    let lab = Lab::new("sd");
+    let j = tmp("sink-drops-xdp.json");
+    let listen = format!("{SRV4}:7301");
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &lab.srv, bin(), "sink"]).args([
+        "--listen",
+        &listen,
+        "--io",
+        "xdp",
+        "--queues",
+        "0,1",
+        "--ring",
+        "64",
+        "--duration",
+        "60",
+        "--json-file",
+        j.to_str().unwrap(),
+    ]);
+    let sink = Sink::start(cmd);
+    freeze(sink.pid());
+    let n = 2000;
+    let to: SocketAddr = listen.parse().unwrap();
+    Lab::in_ns(&lab.cli, move || {
+        let socks: Vec<_> = (0..8)
+            .map(|_| UdpSocket::bind("0.0.0.0:0").unwrap())
+            .collect();
+        for i in 0..n {
+            socks[i % 8].send_to(&[i as u8; 100], to).unwrap();
+            if i % 20 == 19 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    });
+    signal_pid(sink.pid(), "CONT");
+    let v = sink.stop(&j);
+    let packets = v["packets"].as_u64().unwrap();
+    let dropped = v["xsk_rx_dropped"].as_u64().unwrap() + v["xsk_rx_ring_full"].as_u64().unwrap();
+    assert!(packets <= 128, "two 64-entry rx rings: {v}");
+    assert!(
+        dropped >= n as u64 - 128,
+        "{n} frames at two 64-entry rings: {v}"
+    );
+    assert!(
+        v["xsk_fill_ring_empty"].as_u64().unwrap() > 0,
+        "the fill ring ran dry: {v}"
+    );
+    assert!(packets + dropped <= n as u64, "{v}");
+    assert!(!lab.has_xdp(), "program left after the run");
+}

@@ -1,0 +1,442 @@
+//! `lab compare --proto radius`: `firehose serve --proto radius` against FreeRADIUS, like
+//! for like on loopback: the same generated clients.conf and users file, the same server
+//! CPUs (FreeRADIUS's thread pool sized to the worker count), the same generator (`firehose
+//! load --proto radius`, PAP, a Message-Authenticator on every request, every 4th user
+//! rejected by `Auth-Type := Reject`) pinned to the client CPU, interleaved repetitions.
+//!
+//! A cell is a (server, workers); the server is started once per repetition (its group) and
+//! the generator runs against it. The server's CPU is the delta of utime+stime over its
+//! process tree across the generator's run, the host's the delta of /proc/stat's busy time.
+
+mod report;
+
+pub use report::RadiusRow;
+
+use crate::cputime::{self, Scope};
+use crate::peers::firehose;
+use crate::peers::radius_server::{wait_answering, RadiusServer};
+use crate::proc::Proc;
+use crate::report::Page;
+use crate::sample::SocketLoss;
+use crate::server::{ServerKind, RADIUS_SERVERS};
+use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
+use crate::topology::Side;
+use crate::{LabError, LabResult};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The shared secret of the generated clients.conf (loopback only).
+pub const SECRET: &str = "firehose-lab";
+
+/// What to compare and how.
+pub struct RadiusCompare {
+    pub servers: Vec<ServerKind>,
+    /// Worker counts to try for every server (firehose's workers, FreeRADIUS's pool).
+    pub workers: Vec<usize>,
+    pub duration: Duration,
+    /// Users in the generated users file.
+    pub users: usize,
+    /// The generator's sockets and requests outstanding on each (RADIUS ids are 8 bits:
+    /// `flows x window` <= 256).
+    pub flows: usize,
+    pub window: usize,
+    /// Offered load in requests/s; `None` is closed loop at saturation.
+    pub rate: Option<u64>,
+    /// How long the generator waits for an answer before counting it lost.
+    pub timeout: Option<Duration>,
+    /// Set in `plan`: the clients.conf and users files.
+    files: Option<(PathBuf, PathBuf)>,
+    /// The server of the group entered last, and its address.
+    server: Option<(Proc, SocketAddr)>,
+    /// Server starts so far (each gets its own directory).
+    starts: usize,
+}
+
+impl Default for RadiusCompare {
+    fn default() -> Self {
+        RadiusCompare {
+            servers: RADIUS_SERVERS.to_vec(),
+            workers: vec![1],
+            duration: Duration::from_secs(5),
+            users: 1000,
+            flows: 4,
+            window: 32,
+            rate: None,
+            timeout: None,
+            files: None,
+            server: None,
+            starts: 0,
+        }
+    }
+}
+
+/// One (server, workers).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    #[serde(serialize_with = "crate::server::serialize_key")]
+    pub server: ServerKind,
+    pub workers: usize,
+}
+
+/// What one generator run against a running server saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// Completed (validated) requests per second, as the generator reports it.
+    pub rps: f64,
+    pub completed: u64,
+    pub lost: u64,
+    pub unsent: u64,
+    /// Responses that failed validation, by reason (authenticator, verdict, code).
+    pub invalid: BTreeMap<String, u64>,
+    /// Responses by code (Access-Accept, Access-Reject).
+    pub codes: BTreeMap<String, u64>,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// CPU seconds over the generator's run: the server's process tree, the whole host's
+    /// busy time, and the generator's own (to its exit).
+    pub server_s: f64,
+    pub host_s: f64,
+    pub client_s: f64,
+    pub wall_s: f64,
+    /// Datagrams the server's sockets dropped (/proc/net/udp) during the run.
+    pub server_drops: u64,
+    /// Growth of the host's Udp RcvbufErrors during the run (the generator's sockets too).
+    pub rcvbuf_errors: u64,
+}
+
+/// The figures of one trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    #[serde(flatten)]
+    pub measured: Measured,
+    pub server_cpu_us_per_req: Option<f64>,
+    pub host_cpu_us_per_req: Option<f64>,
+    pub client_cpu_us_per_req: Option<f64>,
+    /// CPUs busy (1.0 = one CPU): the server's and the generator's.
+    pub server_util: f64,
+    pub client_util: f64,
+}
+
+/// A clients.conf with one client, this host's loopback, that must sign every
+/// Access-Request with a Message-Authenticator (both servers' BlastRADIUS defence).
+pub fn clients_conf() -> String {
+    format!(
+        "client lab {{\n\tipaddr = 127.0.0.1\n\tsecret = {SECRET}\n\trequire_message_authenticator = yes\n}}\n"
+    )
+}
+
+/// A users file of `n` users (`userI`, password `pwI`) with two reply attributes each;
+/// every 4th is rejected by `Auth-Type := Reject` with a Reply-Message.
+pub fn users_file(n: usize) -> String {
+    let mut u = String::new();
+    for i in 0..n {
+        if i % 4 == 3 {
+            let _ = writeln!(
+                u,
+                "user{i}\tCleartext-Password := \"pw{i}\", Auth-Type := Reject\n\tReply-Message = \"account disabled\"\n"
+            );
+        } else {
+            let _ = writeln!(
+                u,
+                "user{i}\tCleartext-Password := \"pw{i}\"\n\tReply-Message = \"Hello, user{i}\",\n\tSession-Timeout = 3600\n"
+            );
+        }
+    }
+    u
+}
+
+impl RadiusCompare {
+    fn check(&self, lab: &Lab<'_>) -> LabResult<()> {
+        let usage = |m: String| Err(LabError::Usage(m));
+        let (server_cpus, client_cpus) = (&lab.placement.server_cpus, &lab.placement.client_cpus);
+        if self.servers.is_empty() || self.workers.is_empty() {
+            return usage("name at least one server and one worker count".into());
+        }
+        if let Some(k) = self.servers.iter().find(|k| !RADIUS_SERVERS.contains(k)) {
+            return usage(format!(
+                "{} is not a RADIUS server (use firehose or freeradius)",
+                k.name()
+            ));
+        }
+        if self.duration.is_zero() || self.users == 0 || self.flows == 0 || self.window == 0 {
+            return usage("duration, users, flows and window must be positive".into());
+        }
+        if self.flows * self.window > 256 {
+            return usage(format!(
+                "{} flows x window {} = {} requests outstanding: RADIUS ids are 8 bits, so at most 256 from the one generator thread",
+                self.flows,
+                self.window,
+                self.flows * self.window
+            ));
+        }
+        if client_cpus.is_empty() || server_cpus.is_empty() {
+            return usage("give at least one server CPU and one client CPU".into());
+        }
+        Ok(())
+    }
+
+    /// The generator's arguments after `load --target ADDR`.
+    fn load_args(&self, clients: &std::path::Path, users: &std::path::Path) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--proto",
+            "radius",
+            "--radius-users",
+            &users.display().to_string(),
+            "--radius-clients",
+            &clients.display().to_string(),
+            "--threads",
+            "1",
+            "--flows",
+            &self.flows.to_string(),
+            "--window",
+            &self.window.to_string(),
+            "--duration",
+            &format!("{}", self.duration.as_secs_f64()),
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(r) = self.rate {
+            a.extend(["--rate".into(), r.to_string()]);
+        }
+        if let Some(t) = self.timeout {
+            a.extend(["--timeout".into(), format!("{}ms", t.as_millis().max(1))]);
+        }
+        a
+    }
+}
+
+impl Study for RadiusCompare {
+    type Cell = Cell;
+    type Measured = Measured;
+    type Trial = Trial;
+    type Row = RadiusRow;
+
+    fn name(&self) -> String {
+        "compare --proto radius".into()
+    }
+
+    fn plan(&mut self, lab: &mut Lab<'_>) -> LabResult<Plan<Cell>> {
+        self.check(lab)?;
+        let clients = lab.workdir.join("clients.conf");
+        std::fs::write(&clients, clients_conf()).map_err(|e| LabError::io(clients.display(), e))?;
+        let users = lab.workdir.join("users");
+        std::fs::write(&users, users_file(self.users))
+            .map_err(|e| LabError::io(users.display(), e))?;
+        self.files = Some((clients, users));
+        let mut skipped = Vec::new();
+        let servers = crate::server::installed(&self.servers, &mut skipped);
+        let n_cpus = lab.placement.server_cpus.len();
+        let mut cells = Vec::new();
+        for &w in &self.workers {
+            for kind in &servers {
+                if w > n_cpus {
+                    let name = format!("{} {}", kind.name(), kind.config(w));
+                    skipped.push(Skipped::too_few_cpus(name, w, &lab.placement.server_cpus));
+                    continue;
+                }
+                cells.push(Cell {
+                    server: kind.clone(),
+                    workers: w,
+                });
+            }
+        }
+        let notes = vec![format!(
+            "both servers read the same generated clients.conf (one client, 127.0.0.1, Message-Authenticator required) and users file ({} users, every 4th rejected by Auth-Type); FreeRADIUS runs its files, pap and chap modules only, reject_delay 0, its thread pool fixed at the worker count, confined to the same CPUs",
+            self.users
+        )];
+        Plan::compare(cells, skipped, notes)
+    }
+
+    fn cell_name(&self, c: &Cell) -> String {
+        format!("{} {}", c.server.name(), c.server.config(c.workers))
+    }
+
+    fn group(&self, c: &Cell) -> Option<String> {
+        Some(self.cell_name(c))
+    }
+
+    fn enter(&mut self, lab: &mut Lab<'_>, c: &Cell) -> LabResult<Option<String>> {
+        let (clients, users) = self.files.clone().expect("planned");
+        let port = crate::proc::free_port()?;
+        self.starts += 1;
+        let dir = lab
+            .workdir
+            .join(format!("{}-{}-{}", c.server.name(), c.workers, self.starts));
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display(), e))?;
+        let listen: SocketAddr = ([127, 0, 0, 1], port).into();
+        let argv = RadiusServer {
+            kind: &c.server,
+            firehose: &lab.bin,
+            workers: c.workers,
+            dir: &dir,
+            listen,
+            clients: &clients,
+            users: &users,
+        }
+        .argv()?;
+        let cpus = lab.placement.server_cpus[..c.workers].to_vec();
+        let tag = format!("{}-{}-server", c.server.name(), self.starts);
+        let mut p = lab.spawn(Side::Server, &cpus, &argv, &tag)?;
+        wait_answering(
+            lab,
+            &mut p,
+            listen,
+            SECRET.as_bytes(),
+            Duration::from_secs(15),
+        )?
+        .map_err(LabError::Run)?;
+        self.server = Some((p, listen));
+        Ok(None)
+    }
+
+    fn leave(&mut self, _lab: &mut Lab<'_>) -> LabResult<()> {
+        self.server = None;
+        Ok(())
+    }
+
+    fn trial(&mut self, lab: &mut Lab<'_>, _c: &Cell, _rep: usize) -> LabResult<Outcome<Measured>> {
+        let (server, listen) = self.server.as_ref().expect("entered");
+        let (pid, listen) = (server.pid(), *listen);
+        let (clients, users) = self.files.clone().expect("planned");
+        let json = lab.workdir.join("load.json");
+        let _ = std::fs::remove_file(&json);
+        let argv = firehose::load(
+            lab,
+            &listen.to_string(),
+            &self.load_args(&clients, &users),
+            &json,
+            None,
+        );
+        let loss_before = SocketLoss::read(pid, listen.port())?;
+        let host_before = cputime::host_busy_s()?;
+        let server_before = cputime::seconds(pid, Scope::Tree)?;
+        let cpus = lab.placement.client_cpus[..1].to_vec();
+        let within = self.duration + Duration::from_secs(30);
+        let done = lab.run_to_end(Side::Client, &cpus, &argv, "firehose-load", within)?;
+        let server_s = (cputime::seconds(pid, Scope::Tree)? - server_before).max(0.0);
+        let host_s = (cputime::host_busy_s()? - host_before).max(0.0);
+        let loss = SocketLoss::read(pid, listen.port())?.since(&loss_before);
+        let (r, _) = firehose::read_load(&json)?;
+        Ok(Outcome::Done(Measured {
+            rps: r.tps,
+            completed: r.completed,
+            lost: r.lost,
+            unsent: r.unsent,
+            invalid: r.invalid,
+            codes: r.codes,
+            p50_us: r.latency_us.p50,
+            p99_us: r.latency_us.p99,
+            server_s,
+            host_s,
+            client_s: done.cpu_s,
+            wall_s: done.wall_s,
+            server_drops: loss.socket_drops,
+            rcvbuf_errors: loss.rcvbuf_errors,
+        }))
+    }
+
+    fn metrics(&self, _c: &Cell, m: Measured) -> Trial {
+        let per_req = |secs: f64| (m.completed > 0).then(|| secs * 1e6 / m.completed as f64);
+        let util = |secs: f64| if m.wall_s > 0.0 { secs / m.wall_s } else { 0.0 };
+        Trial {
+            server_cpu_us_per_req: per_req(m.server_s),
+            host_cpu_us_per_req: per_req(m.host_s),
+            client_cpu_us_per_req: per_req(m.client_s),
+            server_util: util(m.server_s),
+            client_util: util(m.client_s),
+            measured: m,
+        }
+    }
+
+    fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<RadiusRow> {
+        ran.cells
+            .iter()
+            .filter_map(|c| report::row_of(&c.cell, &c.trials))
+            .collect()
+    }
+
+    fn page(&self, ran: &Ran<Cell, Trial>, rows: &[RadiusRow]) -> Page {
+        report::page(self, ran, rows)
+    }
+
+    fn extra(
+        &self,
+        _ran: &Ran<Cell, Trial>,
+        rows: &[RadiusRow],
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("duration_s".into(), self.duration.as_secs_f64().into());
+        m.insert("rate".into(), serde_json::json!(self.rate));
+        m.insert("flows".into(), self.flows.into());
+        m.insert("window".into(), self.window.into());
+        m.insert("users".into(), self.users.into());
+        m.insert(
+            "ratios".into(),
+            serde_json::json!(report::ratios(self, rows)),
+        );
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(completed: u64, server_s: f64, host_s: f64, client_s: f64) -> Measured {
+        Measured {
+            rps: completed as f64 / 2.0,
+            completed,
+            lost: 0,
+            unsent: 0,
+            invalid: BTreeMap::new(),
+            codes: BTreeMap::new(),
+            p50_us: 50.0,
+            p99_us: 90.0,
+            server_s,
+            host_s,
+            client_s,
+            wall_s: 2.0,
+            server_drops: 0,
+            rcvbuf_errors: 0,
+        }
+    }
+
+    #[test]
+    fn figures_per_request_and_utilisation() {
+        let s = RadiusCompare::default();
+        let c = Cell {
+            server: ServerKind::FreeRadius,
+            workers: 1,
+        };
+        let t = s.metrics(&c, measured(200_000, 2.0, 3.0, 1.0));
+        assert_eq!(t.server_cpu_us_per_req, Some(10.0));
+        assert_eq!(t.host_cpu_us_per_req, Some(15.0));
+        assert_eq!(t.client_cpu_us_per_req, Some(5.0));
+        assert_eq!((t.server_util, t.client_util), (1.0, 0.5));
+        let none = s.metrics(&c, measured(0, 2.0, 3.0, 1.0));
+        assert_eq!(
+            none.server_cpu_us_per_req, None,
+            "no request, no cost per request"
+        );
+    }
+
+    #[test]
+    fn generated_files_reject_every_fourth_user() {
+        let u = users_file(8);
+        assert_eq!(u.matches("Auth-Type := Reject").count(), 2);
+        assert!(u.starts_with("user0\tCleartext-Password := \"pw0\"\n\tReply-Message"));
+        assert!(u.contains("user3\tCleartext-Password := \"pw3\", Auth-Type := Reject\n"));
+        assert!(clients_conf().contains("require_message_authenticator = yes"));
+        let a = RadiusCompare {
+            rate: Some(5000),
+            ..RadiusCompare::default()
+        }
+        .load_args(std::path::Path::new("/c"), std::path::Path::new("/u"));
+        assert_eq!(a[..4], ["--proto", "radius", "--radius-users", "/u"]);
+        assert!(a.ends_with(&["--rate".to_string(), "5000".to_string()]));
+    }
+}

@@ -1,0 +1,522 @@
+//! [`DgramRing`]: the one io_uring datagram driver (its contract is the module doc of
+//! [`crate::uring`]).
+
+use super::mem::{cancel_sync, enter, push_recvmsg_multi, BufRing};
+use super::setup::UringSetup;
+use super::{cqe_err, Flushed};
+use crate::{SysError, SysResult};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The buffer group of the ring's provided buffers.
+const BGID: u16 = 1;
+/// Set in a receive's user_data; the low bits are the socket's index. A send's is 0.
+const RECV_TAG: u64 = 1 << 63;
+const SEND_UD: u64 = 0;
+/// Size of `struct io_uring_recvmsg_out`, at the start of every filled buffer.
+const OUT_HDR: usize = 16;
+/// Room for a sender's address (a `sockaddr_in6`) when the ring keeps names.
+pub const NAME_ROOM: usize = 28;
+
+/// What a [`DgramRing`] is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DgramConfig {
+    /// Receive on every socket (a multishot RECVMSG each); off for a send-only ring.
+    pub receive: bool,
+    /// Provided buffers (rounded up to a power of two, at most 32768).
+    pub buffers: u16,
+    /// Bytes per provided buffer: the 16-byte header, the name room, then the payload.
+    pub buffer_size: usize,
+    /// Keep each datagram's sender (a server answering many peers); off for connected
+    /// sockets, whose peer is known.
+    pub names: bool,
+    /// The most sends queued between two flushes (replies and slot sends together).
+    pub sends: usize,
+    /// Send slots of the ring's own, and their size.
+    pub tx_slots: usize,
+    pub tx_slot_size: usize,
+}
+
+impl Default for DgramConfig {
+    fn default() -> Self {
+        DgramConfig {
+            receive: true,
+            buffers: 256,
+            buffer_size: 2048,
+            names: false,
+            sends: 0,
+            tx_slots: 0,
+            tx_slot_size: 0,
+        }
+    }
+}
+
+/// Counters of a [`DgramRing`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DgramStats {
+    /// io_uring_enter calls made (receives and sends together).
+    pub enters: u64,
+    /// Times a socket's multishot receive was armed (the first time included).
+    pub arms: u64,
+    /// Times a receive ended because the provided-buffer ring was empty (ENOBUFS).
+    pub buffer_ring_empty: u64,
+    /// Receive completions with another error (ECONNREFUSED included); EINTR and EAGAIN
+    /// are not errors.
+    pub recv_errors: u64,
+    /// The errno of the last of those.
+    pub last_recv_error: Option<i32>,
+}
+
+/// A received datagram lent to the caller.
+pub struct Datagram<'a> {
+    /// The payload is `buf[..len]`; a reply is written over it, up to `buf.len()`.
+    pub buf: &'a mut [u8],
+    /// Bytes of the datagram in the buffer.
+    pub len: usize,
+    /// The datagram's length as the kernel reported it (MSG_TRUNC): more than `len` when
+    /// it did not fit the buffer.
+    pub full_len: usize,
+    /// The sender, when the ring keeps names and the family is IPv4 or IPv6.
+    pub peer: Option<SocketAddr>,
+    /// Index of the socket it arrived on.
+    pub sock: usize,
+}
+
+impl Datagram<'_> {
+    /// The datagram was longer than its buffer and arrived cut.
+    pub fn truncated(&self) -> bool {
+        self.full_len > self.len
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    sock: u32,
+    bid: u16,
+    name_len: u32,
+    len: u32,
+    full_len: u32,
+}
+
+/// UDP sockets' receives and sends through one io_uring and one provided-buffer ring.
+pub struct DgramRing {
+    // Declared first: dropped (after the cancels in Drop) before the memory it uses.
+    ring: IoUring,
+    fds: Vec<i32>,
+    armed: Vec<bool>,
+    /// The receives' template: a name of `payload_at - OUT_HDR` bytes, no control data.
+    /// The kernel copies it when a request is prepared.
+    msghdr: Box<libc::msghdr>,
+    bufs: Option<BufRing>,
+    /// Where the payload starts in a provided buffer.
+    payload_at: usize,
+    /// Receives collected as (socket, buffer id), oldest first.
+    ready: VecDeque<(u32, u16)>,
+    /// What the last `take` lent.
+    slots: Vec<Slot>,
+    /// Buffers out of the kernel's ring since the last give-back.
+    lent: Vec<u16>,
+    tx: Vec<u8>,
+    tx_slot_size: usize,
+    tx_slots: usize,
+    /// Send slots `0..tx_used` are queued or in flight.
+    tx_used: usize,
+    /// Sends queued or in flight whose completion was not seen yet.
+    sending: usize,
+    /// Of those, replies reading lent buffers: no buffer goes back while any is left.
+    replies: usize,
+    /// Sends that found no room in the submission queue, refused at the next flush.
+    unqueued: usize,
+    /// Send results collected since the last flush.
+    done: Flushed,
+    sqpoll: bool,
+    /// A flush failed with sends whose completion was never seen: the memory they may
+    /// read stays mapped after Drop.
+    broken: bool,
+    pub stats: DgramStats,
+}
+
+// SAFETY: the raw pointers (mappings, the receive header) are owned by this struct and
+// point only into it; the ring is used from one thread at a time (SINGLE_ISSUER callers
+// create it on that thread).
+unsafe impl Send for DgramRing {}
+
+impl DgramRing {
+    /// A ring over sockets `fds` (connected or not) as `cfg` says, with the flags of
+    /// `setup`. Arms every socket's receive at once, so a kernel without multishot RECVMSG
+    /// (before 6.0) or provided-buffer rings (before 5.19) refuses here, with the errno.
+    pub fn new(fds: Vec<i32>, cfg: &DgramConfig, setup: &UringSetup) -> SysResult<Self> {
+        let receivers = if cfg.receive { fds.len() } else { 0 };
+        let mut entries = ((cfg.sends + receivers).max(1) as u32).next_power_of_two();
+        if cfg.receive {
+            entries = entries.max(u32::from(cfg.buffers.next_power_of_two()) / 4);
+        }
+        let ring = setup.build(entries.min(32768))?;
+        let bufs = if cfg.receive {
+            Some(BufRing::register(
+                &ring,
+                BGID,
+                cfg.buffers.max(2),
+                cfg.buffer_size,
+            )?)
+        } else {
+            None
+        };
+        let name_room = if cfg.names { NAME_ROOM } else { 0 };
+        // SAFETY: an all-zero msghdr is valid (no name, no iovec, no control).
+        let mut msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msghdr.msg_namelen = name_room as libc::socklen_t;
+        let n = fds.len();
+        let mut me = DgramRing {
+            ring,
+            armed: vec![false; n],
+            fds,
+            msghdr,
+            bufs,
+            payload_at: OUT_HDR + name_room,
+            ready: VecDeque::new(),
+            slots: Vec::new(),
+            lent: Vec::new(),
+            tx: vec![0; cfg.tx_slots * cfg.tx_slot_size],
+            tx_slot_size: cfg.tx_slot_size,
+            tx_slots: cfg.tx_slots,
+            tx_used: 0,
+            sending: 0,
+            replies: 0,
+            unqueued: 0,
+            done: Flushed::default(),
+            sqpoll: setup.sqpoll(),
+            broken: false,
+            stats: DgramStats::default(),
+        };
+        if cfg.receive {
+            me.arm_ended()?;
+            me.enter(0, None)?;
+            me.collect();
+            // An old kernel fails a multishot request at once.
+            if let Some(e) = me.stats.last_recv_error {
+                return Err(cqe_err(
+                    "IORING_OP_RECVMSG multishot (needs Linux 6.0+)",
+                    -e,
+                ));
+            }
+        }
+        Ok(me)
+    }
+
+    /// Buffers in the provided ring (0 for a send-only ring).
+    pub fn buffers(&self) -> u16 {
+        self.bufs.as_ref().map_or(0, |b| b.count())
+    }
+
+    /// Size of each provided buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.bufs.as_ref().map_or(0, |b| b.size())
+    }
+
+    /// Arms the receive of every socket whose receive is not running.
+    fn arm_ended(&mut self) -> SysResult<()> {
+        let Some(bgid) = self.bufs.as_ref().map(|b| b.bgid()) else {
+            return Ok(());
+        };
+        for f in 0..self.fds.len() {
+            if self.armed[f] {
+                continue;
+            }
+            // SAFETY: the msghdr and the buffers live in self; Drop cancels every receive
+            // and waits for it before they are freed.
+            unsafe {
+                push_recvmsg_multi(
+                    &mut self.ring,
+                    self.fds[f],
+                    &self.msghdr,
+                    bgid,
+                    RECV_TAG | f as u64,
+                )
+            }?;
+            self.armed[f] = true;
+            self.stats.arms += 1;
+        }
+        Ok(())
+    }
+
+    /// Submits what is queued and waits for `want` completions (up to `timeout` if
+    /// given); counts the system call when one is made (SQPOLL submits without one while
+    /// its thread is awake).
+    fn enter(&mut self, want: usize, timeout: Option<Duration>) -> SysResult<()> {
+        if want > 0 || !self.sqpoll || self.ring.submission().need_wakeup() {
+            self.stats.enters += 1;
+        }
+        enter(&self.ring, want, timeout)
+    }
+
+    /// Moves every completion out of the queue: receives to `ready` (or the counters),
+    /// send results to `done`.
+    fn collect(&mut self) {
+        for cqe in self.ring.completion() {
+            let (ud, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
+            if ud & RECV_TAG == 0 {
+                self.sending = self.sending.saturating_sub(1);
+                if res >= 0 {
+                    self.done.sent += 1;
+                } else {
+                    self.done.failed += 1;
+                    self.done.last_error = Some(-res);
+                }
+                continue;
+            }
+            let sock = (ud & !RECV_TAG) as usize;
+            if !cqueue::more(flags) {
+                self.armed[sock] = false;
+            }
+            match res {
+                r if r == -libc::ENOBUFS => self.stats.buffer_ring_empty += 1,
+                r if r == -libc::EINTR || r == -libc::EAGAIN => {}
+                r if r < 0 => {
+                    self.stats.recv_errors += 1;
+                    self.stats.last_recv_error = Some(-r);
+                }
+                _ => {
+                    if let Some(bid) = cqueue::buffer_select(flags) {
+                        self.ready.push_back((sock as u32, bid));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the lent buffers back to the kernel, unless a reply may still read them.
+    fn give_back(&mut self) {
+        if self.replies > 0 || self.lent.is_empty() {
+            return;
+        }
+        self.slots.clear();
+        if let Some(bufs) = self.bufs.as_mut() {
+            for bid in self.lent.drain(..) {
+                bufs.recycle(bid);
+            }
+            bufs.publish();
+        }
+    }
+
+    /// Gives the last batch back, arms the receives that ended and waits up to `wait`
+    /// for datagrams (zero: looks without sleeping; a wait of zero still asks for
+    /// completions, which DEFER_TASKRUN needs to run the receives). Returns how many are
+    /// ready to [`Self::take`].
+    pub fn poll(&mut self, wait: Duration) -> SysResult<usize> {
+        self.give_back();
+        self.arm_ended()?;
+        if self.ready.is_empty() && self.ring.completion().is_empty() {
+            self.enter(1, Some(wait))?;
+        } else if !self.ring.submission().is_empty() {
+            self.enter(0, None)?;
+        }
+        self.collect();
+        Ok(self.ready.len())
+    }
+
+    /// Lends up to `max` ready datagrams as slots `0..n`, giving the last batch back.
+    pub fn take(&mut self, max: usize) -> usize {
+        self.give_back();
+        self.slots.clear();
+        let n = max.min(self.ready.len());
+        for _ in 0..n {
+            let (sock, bid) = self.ready.pop_front().expect("counted");
+            self.lent.push(bid);
+            let slot = self.parse(sock, bid);
+            self.slots.push(slot);
+        }
+        n
+    }
+
+    /// Reads a filled buffer's `io_uring_recvmsg_out` header.
+    fn parse(&self, sock: u32, bid: u16) -> Slot {
+        let bufs = self.bufs.as_ref().expect("a receiving ring");
+        // SAFETY: buffer `bid` was just handed to us by a completion; the kernel does not
+        // write it again until give_back() returns it.
+        let b = unsafe { std::slice::from_raw_parts(bufs.ptr(bid), OUT_HDR) };
+        let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let (name_len, full_len) = (word(0), word(8));
+        let room = (bufs.size() - self.payload_at) as u32;
+        Slot {
+            sock,
+            bid,
+            name_len: name_len.min((self.payload_at - OUT_HDR) as u32),
+            len: full_len.min(room),
+            full_len,
+        }
+    }
+
+    /// Slot `i` of the last [`Self::take`], for reading and for writing a reply in place.
+    pub fn datagram(&mut self, i: usize) -> Datagram<'_> {
+        let s = self.slots[i];
+        let bufs = self.bufs.as_ref().expect("a receiving ring");
+        // SAFETY: buffer `bid` was handed to us by a completion and is not given back to
+        // the kernel until give_back, which needs `&mut self` and waits for every reply
+        // reading it; this borrow of `self` excludes any other view of it meanwhile.
+        let b = unsafe { std::slice::from_raw_parts_mut(bufs.ptr(s.bid), bufs.size()) };
+        let peer = match s.name_len {
+            0 => None,
+            n => crate::sockaddr::from_bytes(&b[OUT_HDR..OUT_HDR + n as usize]),
+        };
+        Datagram {
+            buf: &mut b[self.payload_at..],
+            len: s.len as usize,
+            full_len: s.full_len as usize,
+            peer,
+            sock: s.sock as usize,
+        }
+    }
+
+    /// The bytes of slot `i` of the last [`Self::take`] and the socket it arrived on.
+    pub fn payload(&self, i: usize) -> (usize, &[u8]) {
+        let s = self.slots[i];
+        let bufs = self.bufs.as_ref().expect("a receiving ring");
+        // SAFETY: as in datagram(); the shared borrow of `self` keeps give_back away.
+        let data = unsafe {
+            std::slice::from_raw_parts(bufs.ptr(s.bid).add(self.payload_at), s.len as usize)
+        };
+        (s.sock as usize, data)
+    }
+
+    /// The length of slot `i` of the last [`Self::take`] as the kernel reported it.
+    pub fn full_len(&self, i: usize) -> usize {
+        self.slots[i].full_len as usize
+    }
+
+    /// Pushes one send; with the submission queue full it submits what is there first.
+    fn push_send(&mut self, entry: &squeue::Entry) -> bool {
+        for _ in 0..2 {
+            // SAFETY: every send's data (and address) lives in a buffer or slot of self
+            // that is not written or given back to the kernel before flush has seen the
+            // send complete (give_back waits for replies, tx_slot hands out only free
+            // slots), and Drop keeps the memory when that was never seen.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                self.sending += 1;
+                return true;
+            }
+            if self.enter(0, None).is_err() {
+                break;
+            }
+        }
+        self.unqueued += 1;
+        false
+    }
+
+    /// Queues the first `len` bytes of slot `i`'s payload area as the reply to its sender
+    /// (on a ring without names, to the peer its connected socket has).
+    pub fn reply(&mut self, i: usize, len: usize) {
+        let s = self.slots[i];
+        let bufs = self.bufs.as_ref().expect("a receiving ring");
+        let base = bufs.ptr(s.bid);
+        let len = len.min(bufs.size() - self.payload_at) as u32;
+        let mut send = opcode::Send::new(
+            types::Fd(self.fds[s.sock as usize]),
+            base.wrapping_add(self.payload_at),
+            len,
+        );
+        if s.name_len > 0 {
+            // IORING_OP_SEND with a destination (sendto): no msghdr for the kernel to copy.
+            send = send
+                .dest_addr(base.wrapping_add(OUT_HDR) as *const libc::sockaddr)
+                .dest_addr_len(s.name_len);
+        }
+        if self.push_send(&send.build().user_data(SEND_UD)) {
+            self.replies += 1;
+        }
+    }
+
+    /// Send slots free until the next [`Self::flush`].
+    pub fn tx_free(&self) -> usize {
+        self.tx_slots - self.tx_used
+    }
+
+    /// Free send slot `k` (`k < tx_free()`) for writing. Slots keep their bytes from one
+    /// flush to the next, so a payload written once may be sent many times.
+    pub fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        let s = self.tx_used + k;
+        assert!(s < self.tx_slots, "send slot {k} is not free");
+        &mut self.tx[s * self.tx_slot_size..(s + 1) * self.tx_slot_size]
+    }
+
+    /// Queues free send slots `0..lens.len()` (as many as are free) as sends on connected
+    /// socket `sock`, slot `k` with `lens[k]` bytes; they leave at the next flush.
+    pub fn queue_sends(&mut self, sock: usize, lens: &[usize]) {
+        let n = lens.len().min(self.tx_free());
+        for &len in &lens[..n] {
+            let s = self.tx_used;
+            self.tx_used += 1;
+            let ptr = self.tx[s * self.tx_slot_size..].as_ptr();
+            let entry = opcode::Send::new(
+                types::Fd(self.fds[sock]),
+                ptr,
+                len.min(self.tx_slot_size) as u32,
+            )
+            .build()
+            .user_data(SEND_UD);
+            self.push_send(&entry);
+        }
+    }
+
+    /// Submits every queued send with one io_uring_enter and waits for their results (more
+    /// enters only when the kernel completes some late); datagrams that arrive meanwhile
+    /// are kept for [`Self::poll`]. Then the send slots are free and the lent buffers go
+    /// back to the kernel.
+    pub fn flush(&mut self) -> SysResult<Flushed> {
+        let before = self.stats.enters;
+        let mut failure = None;
+        while self.sending > 0 {
+            if let Err(e) = self.enter(self.sending, None) {
+                failure = Some(e);
+                break;
+            }
+            self.collect();
+        }
+        let mut out = std::mem::take(&mut self.done);
+        out.syscalls += (self.stats.enters - before) as usize;
+        out.failed += std::mem::take(&mut self.unqueued);
+        if let Some(e) = failure {
+            // The ring is unusable: the kernel may still read the buffers and slots of the
+            // sends never seen, so they stay out of use, and mapped after Drop.
+            self.broken = true;
+            self.sending = 0;
+            self.replies = 0;
+            self.lent.clear();
+            self.slots.clear();
+            return Err(e);
+        }
+        self.tx_used = 0;
+        self.replies = 0;
+        self.give_back();
+        Ok(out)
+    }
+
+    /// The last receive error as an error naming the operation, if any came.
+    pub fn last_recv_error(&self) -> Option<SysError> {
+        self.stats
+            .last_recv_error
+            .map(|e| cqe_err("IORING_OP_RECVMSG (multishot)", -e))
+    }
+}
+
+impl Drop for DgramRing {
+    fn drop(&mut self) {
+        let mut idle = !self.broken && self.sending == 0;
+        if self.bufs.is_some() {
+            for f in 0..self.fds.len() {
+                if self.armed[f] && !cancel_sync(&self.ring, RECV_TAG | f as u64) {
+                    idle = false;
+                }
+            }
+        }
+        if let Some(b) = self.bufs.as_mut() {
+            b.close(&self.ring, idle);
+        }
+        if !idle {
+            // Sends may still read the slots: leak them as the buffers are kept.
+            let _ = std::mem::take(&mut self.tx).leak();
+        }
+    }
+}

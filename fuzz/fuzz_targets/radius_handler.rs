@@ -1,0 +1,3 @@
+#![no_main]
+// The checks live in src/radius_handler.rs (run on stable by tests/regressions.rs).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| firehose_fuzz::radius_handler::check(data));
