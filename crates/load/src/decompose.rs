@@ -22,6 +22,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
+/// The tags of the parts' lines in the HdrHistogram interval log (`--hdr-log`), in the order
+/// of [`Decomposition::parts_mut`].
+pub const PART_TAGS: [&str; 3] = ["rtt", "send_lag", "recv_lag"];
+
 /// What one thread recorded (values in ns).
 #[derive(Debug, Clone)]
 pub struct Decomposition {
@@ -67,6 +71,11 @@ impl Decomposition {
         record(&mut self.rtt, rtt);
         record(&mut self.send_lag, send_lag);
         record(&mut self.recv_lag, recv_lag);
+    }
+
+    /// The parts' histograms: rtt, send_lag, recv_lag (the order of [`PART_TAGS`]).
+    pub fn parts_mut(&mut self) -> [&mut Histogram<u64>; 3] {
+        [&mut self.rtt, &mut self.send_lag, &mut self.recv_lag]
     }
 
     /// One gap between departures.

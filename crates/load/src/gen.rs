@@ -94,6 +94,9 @@ pub struct Live {
     pub dup: AtomicU64,
     /// Where the thread hands over its interval histograms (`--hdr-log`).
     pub interval: IntervalSlot,
+    /// The same for the parts of latency, with `--stamps` (rtt, send_lag, recv_lag:
+    /// [`crate::decompose::PART_TAGS`]).
+    pub parts: [IntervalSlot; 3],
 }
 
 /// What one thread measured.
@@ -587,6 +590,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         loop {
             let now = self.now_ns();
             self.mark_window(now);
+            // The parts first: an interval that has latency has its parts.
+            self.hand_over_parts(false);
             self.live
                 .interval
                 .poll(&mut self.interval_seen, &mut self.hist, &mut self.total);
@@ -813,6 +818,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
 
     fn finish(mut self) -> Result<ThreadResult, SetupError> {
         let path = self.io.stats();
+        self.hand_over_parts(true);
         self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),

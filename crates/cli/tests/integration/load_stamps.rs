@@ -150,3 +150,82 @@ fn the_departure_gaps_show_the_arrival_pattern_asked_for() {
     assert!(at(&burst, "p90") < 200.0, "{burst}");
     assert!(at(&burst, "cv") > at(&uniform, "cv"), "{burst} {uniform}");
 }
+
+/// `--hdr-log` with `--stamps`: each interval has a line per part, tagged `rtt`, `send_lag`
+/// and `recv_lag`, over the same span as its latency line; each part's lines add up to the
+/// JSON's histogram of that part, as the latency lines add up to `latency_histogram`.
+#[test]
+fn the_hdr_log_carries_each_part_as_tagged_intervals_that_add_up() {
+    use crate::report_merge::decode;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use std::collections::BTreeMap;
+    let srv = Served::tuned(&[]);
+    let (log, json) = (tmp("stamps.hlog"), tmp("stamps-hlog.json"));
+    let target = srv.addr.to_string();
+    let out = run(&[
+        "load",
+        "--target",
+        &target,
+        "--warmup",
+        "1",
+        "--duration",
+        "2",
+        "--rate",
+        "5k",
+        "--stamps",
+        "--quiet",
+        "--hdr-log",
+        log.to_str().unwrap(),
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read(&log).unwrap();
+    let doc = json_of(&json);
+    // Per tag ("" for latency): the (start, length) of each line and their sum.
+    let mut lines: BTreeMap<String, (Vec<_>, hdrhistogram::Histogram<u64>)> = BTreeMap::new();
+    for e in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(i) = e.unwrap() {
+            let tag = i.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+            let h = decode(i.encoded_histogram());
+            let entry = lines.entry(tag).or_insert_with(|| {
+                let empty = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3);
+                (Vec::new(), empty.unwrap())
+            });
+            entry.0.push((i.start_timestamp(), i.duration()));
+            entry.1.add(&h).unwrap();
+        }
+    }
+    let tags: Vec<&str> = lines.keys().map(String::as_str).collect();
+    assert_eq!(tags, ["", "recv_lag", "rtt", "send_lag"], "{lines:?}");
+    let spans = &lines[""].0;
+    assert_eq!(spans.len(), 2, "one interval per second of --duration 2");
+    for (tag, part) in [
+        ("rtt", "rtt"),
+        ("send_lag", "send_lag"),
+        ("recv_lag", "recv_lag"),
+    ] {
+        let (s, sum) = &lines[tag];
+        assert_eq!(s, spans, "{tag}: the same intervals as latency");
+        let whole = decode(doc["parts"][format!("{part}_histogram")].as_str().unwrap());
+        assert_eq!(
+            *sum, whole,
+            "{tag}: the lines add up to the JSON's histogram"
+        );
+        assert_eq!(
+            sum.len(),
+            doc["parts"]["stamped"].as_u64().unwrap(),
+            "{tag}"
+        );
+    }
+    assert_eq!(
+        lines[""].1,
+        decode(doc["latency_histogram"].as_str().unwrap())
+    );
+    std::fs::remove_file(log).unwrap();
+    std::fs::remove_file(json).unwrap();
+}

@@ -31,7 +31,13 @@ pub(super) struct Stamps {
     last_departure: u64,
     /// Most requests a flow's list keeps (a path that stops stamping must not grow it).
     keep: usize,
+    /// The whole run's parts (and counts); the parts reach it through the interval
+    /// handover, like latency.
     pub(super) figures: Decomposition,
+    /// The parts since the last interval handover (`--hdr-log`).
+    interval: Decomposition,
+    /// Per part, the last interval the driver asked for.
+    seen: [u64; 3],
     /// A failed error-queue read, for the thread's loop to end the run with.
     pub(super) failure: Option<SetupError>,
 }
@@ -46,6 +52,8 @@ impl Stamps {
             last_departure: 0,
             keep: keep.max(64),
             figures: Decomposition::new(),
+            interval: Decomposition::new(),
+            seen: [0; 3],
             failure: None,
         }
     }
@@ -133,6 +141,24 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         }
     }
 
+    /// Hands the parts recorded since the last interval over when the driver asks for an
+    /// interval (`--hdr-log`), or for good when `last`; either way they join the run's.
+    pub(super) fn hand_over_parts(&mut self, last: bool) {
+        let Some(st) = self.stamps.as_mut() else {
+            return;
+        };
+        let parts = st.interval.parts_mut().into_iter();
+        let whole = st.figures.parts_mut().into_iter();
+        let slots = self.live.parts.iter().zip(st.seen.iter_mut());
+        for (((slot, seen), interval), total) in slots.zip(parts).zip(whole) {
+            if last {
+                slot.finish(interval, total);
+            } else {
+                slot.poll(seen, interval, total);
+            }
+        }
+    }
+
     /// The error a stamp read met, once: the run ends with it.
     pub(super) fn stamp_failure(&mut self) -> Result<(), SetupError> {
         match self.stamps.as_mut().and_then(|s| s.failure.take()) {
@@ -167,6 +193,6 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         let read_rt = i128::from(read) + offset;
         let send_lag = (i128::from(departed) - intended_rt).max(0) as u64;
         let recv_lag = (read_rt - i128::from(arrived)).max(0) as u64;
-        st.figures.record(arrived - departed, send_lag, recv_lag);
+        st.interval.record(arrived - departed, send_lag, recv_lag);
     }
 }
