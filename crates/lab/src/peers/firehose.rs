@@ -7,7 +7,7 @@ use crate::study::Lab;
 use crate::topology::Side;
 use crate::{LabError, LabResult};
 use firehose_engine::StatsDocument;
-use firehose_load::document::{LoadDocument, LoadRun, LoadSettings};
+use firehose_load::document::LoadDocument;
 use firehose_load::LoadReport;
 use serde::Deserialize;
 use serde_json::Value;
@@ -98,6 +98,7 @@ pub fn read_stats(path: &Path) -> LabResult<StatsDocument> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firehose_load::document::{LoadRun, LoadSettings};
 
     #[test]
     fn reports_read_back_through_the_writers_types() {
