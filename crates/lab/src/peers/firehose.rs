@@ -136,6 +136,8 @@ mod tests {
             per_wake: None,
             spin: false,
             gso: true,
+            stamps: false,
+            arrivals: None,
             io: "socket".into(),
             xdp: None,
         };
