@@ -1,5 +1,5 @@
 //! `firehose lab compare --proto radius`: `firehose serve --proto radius` against
-//! FreeRADIUS, like for like (the work is in `firehose_lab::studies::radius`). Here: which
+//! FreeRADIUS, like for like, on loopback or veth (the work is in `firehose_lab::studies::radius`). Here: which
 //! flags apply, defaults, and the outputs.
 
 use super::run::{lab_err, run_study, StudyRun};
@@ -9,14 +9,52 @@ use anyhow::Result;
 use firehose_lab::server::ServerKind;
 use firehose_lab::studies::dns::parse_names;
 use firehose_lab::studies::radius::RadiusCompare;
+use firehose_lab::topology::Kind;
+
+/// Refuses, rather than ignores, the flags that mean nothing for RADIUS.
+fn refuse_flags(c: &CompareArgs) -> Result<()> {
+    let r = &c.run;
+    let given = [
+        (
+            r.queues.is_some(),
+            "--queues: the RADIUS comparison's veth pair has one queue a side",
+        ),
+        (
+            r.warmup.is_some(),
+            "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
+        ),
+        (
+            r.threads.is_some(),
+            "--threads: the generator runs one thread on the client CPU",
+        ),
+        (
+            r.size.is_some(),
+            "--size: RADIUS requests are Access-Requests of the generated users",
+        ),
+        (c.names.is_some(), "--names applies to --proto dns"),
+        (
+            c.query_count.is_some(),
+            "--query-count applies to --proto dns",
+        ),
+        (c.no_syscalls, "--no-syscalls applies to --proto dns"),
+        (
+            c.tcp_connections.is_some() || c.queries_per_conn.is_some(),
+            "--tcp-connections and --queries-per-conn apply to --proto dns",
+        ),
+        (
+            c.io.is_some(),
+            "--io: the I/O path comparison is for --proto echo and dns",
+        ),
+    ];
+    match given.iter().find(|(g, _)| *g) {
+        Some((_, msg)) => Err(Usage(format!("{msg} (not for --proto radius)")).into()),
+        None => Ok(()),
+    }
+}
 
 /// Runs the RADIUS comparison, prints the table, writes JSON and (with --report) the pages.
 pub(super) fn compare(c: CompareArgs) -> Result<()> {
-    c.refuse_for_peer_compare(
-        "RADIUS",
-        "radius",
-        "RADIUS requests are Access-Requests of the generated users",
-    )?;
+    refuse_flags(&c)?;
     let r = &c.run;
     let servers = parse_names(
         "--servers",
@@ -43,6 +81,7 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     study.rate = r.rate.map(|x| whole_rate("--rate", x)).transpose()?;
     study.timeout = r.timeout;
     study.flows = r.flows.unwrap_or(study.flows);
+    study.topology = r.topology.unwrap_or(Kind::Loopback);
     study.window = r.window.unwrap_or(study.window);
     let guess_s = r.duration.as_secs_f64() + 1.0;
     let run = StudyRun {
