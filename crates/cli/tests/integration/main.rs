@@ -40,6 +40,7 @@ mod util;
 mod workspace;
 mod xdp;
 mod xdp_clamp;
+mod xdp_flood_stall;
 mod xdp_frames;
 mod xdp_hostile;
 mod xdp_load;
