@@ -80,7 +80,7 @@ bench-xdp: build
 # receiving CPU), then lab flood (every send mode, trafgen and iperf3 -u, at 64, 512 and
 # 1518-byte frames into an XDP_DROP receiver). Each prints its table and its target lines
 # (met / not met / not measured, with the figures); the load average is printed too.
-SINK_ARGS ?= --server-cpus 0 --client-cpus 1 --repeat 3 --duration 3 --warmup 1
+SINK_ARGS ?= --server-cpus 0 --client-cpus 1 --repetitions 3 --duration 3 --warmup 1
 bench-sink: build
 	@sh mk/deps lab
 	@uptime

@@ -9,6 +9,8 @@ const RENAMED: &[(&str, &str, &str)] = &[
     ("bench", "--server-cpu", "--server-cpus"),
     ("bench", "--client-cpu", "--client-cpus"),
     ("sink", "--interface", "--iface"),
+    ("sink", "--repeat", "--repetitions"),
+    ("lab", "--repeat", "--repetitions"),
 ];
 
 /// Subcommands whose `--json` took a file before; none takes a positional argument, so a
@@ -74,6 +76,10 @@ mod tests {
         let (a, n) = rewrite(words("firehose serve --pin 0-1 --workers 2"));
         assert_eq!(a, words("firehose serve --cpus 0-1 --workers 2"));
         assert_eq!(n, ["--pin is deprecated and will be removed; use --cpus"]);
+        let (a, _) = rewrite(words("firehose lab sink --repeat 2"));
+        assert_eq!(a, words("firehose lab sink --repetitions 2"));
+        let (a, _) = rewrite(words("firehose sink --count 5 --repeat 2"));
+        assert_eq!(a, words("firehose sink --count 5 --repetitions 2"));
         let (a, _) = rewrite(words("firehose serve --stats-json=x.json"));
         assert_eq!(a, words("firehose serve --json-file=x.json"));
         let (a, n) = rewrite(words("firehose load --target t --json out.json -q"));

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use firehose_host::doctor::{
     self,
-    apply::{self, LiveActuator, Outcome, Verdict},
+    apply::{self, LiveActuator, Outcome, StepResult},
     journal::{Identity, Journal, DEFAULT_PATH},
     plan, Row, Scope, Status,
 };
@@ -45,9 +45,10 @@ pub struct DoctorArgs {
     /// audit; totals since boot are shown beside them, as context].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     sample: Option<Duration>,
-    /// Print one JSON document (host, version, summary, checks) instead of the table.
-    #[arg(short = 'J', long)]
-    json: bool,
+    /// The audit (host, summary, checks), or what --apply/--revert did, as one JSON
+    /// document instead of the table.
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
     /// Say why and from where for every check, not only for warn and bad.
     #[arg(short, long)]
     verbose: bool,
@@ -101,6 +102,8 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         )
         .into());
     }
+    let mut doc = a.json.open()?;
+    let json = doc.wanted();
     let fs = HostFs::live();
     for i in &a.ifaces {
         if i.is_empty() || i.contains('/') || !fs.exists(&format!("/sys/class/net/{i}")) {
@@ -127,9 +130,9 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let id = Identity::read(&fs);
     if a.revert {
         let out = apply::revert(&act, &journal, &id)?;
-        pipe_ok(print_outcomes(&out, a.json, "revert"))?;
-        let clean = out.iter().all(|o| matches!(o.result, Verdict::Done(_)));
-        if !a.json && !out.iter().any(Outcome::failed) {
+        print_outcomes(&mut doc, &out, "revert")?;
+        let clean = out.iter().all(|o| matches!(o.result, StepResult::Done(_)));
+        if !json && !out.iter().any(Outcome::failed) {
             say!("journal retired to {}.reverted", journal.path().display());
         }
         return Ok(i32::from(!clean));
@@ -143,18 +146,18 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let facts = doctor::gather(&fs, &nic, &scope);
     if !a.apply {
         let rows = doctor::audit(&facts, &a.checks);
-        pipe_ok(if a.json {
-            print_json(&rows)
+        if json {
+            doc.write(&audit_document(&rows))?;
         } else {
-            print_rows(&rows, a.verbose)
-        })?;
+            pipe_ok(print_rows(&rows, a.verbose))?;
+        }
         return Ok(doctor::exit_code(&rows));
     }
     let rows = doctor::audit(&facts, &[]);
     let steps = apply::select(&rows, &a.checks, &a.ifaces);
     if steps.is_empty() {
-        if a.json {
-            say!("[]");
+        if json {
+            print_outcomes(&mut doc, &[], "apply")?;
         } else {
             say!("nothing to apply: no failing check with an automatic fix in this scope");
         }
@@ -170,7 +173,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
             steps.extend(plan::persist_step(&planned));
         }
         let out = apply::dry_run(&steps, &act);
-        pipe_ok(print_outcomes(&out, a.json, "plan"))?;
+        print_outcomes(&mut doc, &out, "plan")?;
         return Ok(0);
     }
     let now = std::time::SystemTime::now()
@@ -183,15 +186,15 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         let changed: Vec<_> = steps
             .iter()
             .zip(&out)
-            .filter(|(_, o)| matches!(o.result, Verdict::Done(_)))
+            .filter(|(_, o)| matches!(o.result, StepResult::Done(_)))
             .map(|(s, _)| (s.target.clone(), s.value.clone()))
             .collect();
         if let Some(step) = plan::persist_step(&changed) {
             out.extend(apply::apply(&[step], &act, &journal, &id, now)?);
         }
     }
-    pipe_ok(print_outcomes(&out, a.json, "apply"))?;
-    if !a.json {
+    print_outcomes(&mut doc, &out, "apply")?;
+    if !json {
         say!(
             "journal: {} (undo with: firehose doctor --revert --journal {})",
             journal.path().display(),
@@ -312,37 +315,50 @@ struct AuditDocument<'a> {
     checks: &'a [Row],
 }
 
-fn print_json(rows: &[Row]) -> std::io::Result<()> {
-    let doc = AuditDocument {
+fn audit_document(rows: &[Row]) -> AuditDocument<'_> {
+    AuditDocument {
         host: hostname(),
         summary: ORDER
             .iter()
             .map(|s| (s.as_str(), rows.iter().filter(|r| r.status == *s).count()))
             .collect(),
         checks: rows,
-    };
-    let doc = crate::meta::document(&doc).map_err(std::io::Error::other)?;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &doc)?;
-    writeln!(out)?;
-    out.flush()
+    }
 }
 
-fn print_outcomes(outcomes: &[Outcome], json: bool, what: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, outcomes)?;
-        writeln!(out)?;
-        return out.flush();
+/// What `doctor --apply/--revert --json` writes: one row per step.
+#[derive(serde::Serialize)]
+struct OutcomesDocument<'a> {
+    /// "apply", "plan" (--dry-run) or "revert".
+    action: &'a str,
+    outcomes: &'a [Outcome],
+}
+
+/// The outcomes as a table, or as the JSON document when one was asked for.
+fn print_outcomes(
+    doc: &mut crate::meta::JsonOut,
+    outcomes: &[Outcome],
+    what: &str,
+) -> anyhow::Result<()> {
+    if doc.wanted() {
+        return doc.write(&OutcomesDocument {
+            action: what,
+            outcomes,
+        });
     }
+    Ok(pipe_ok(print_table(outcomes, what))?)
+}
+
+fn print_table(outcomes: &[Outcome], what: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     for o in outcomes {
         let (word, note) = match &o.result {
-            Verdict::Done(n) if what == "plan" => ("plan", n),
-            Verdict::Done(n) => ("done", n),
-            Verdict::Skipped(n) => ("skip", n),
-            Verdict::Failed(n) => ("FAIL", n),
+            StepResult::Done(n) if what == "plan" => ("plan", n),
+            StepResult::Done(n) => ("done", n),
+            StepResult::Skipped(n) => ("skip", n),
+            StepResult::Failed(n) => ("FAIL", n),
         };
-        if let Verdict::Skipped(n) = &o.result {
+        if let StepResult::Skipped(n) = &o.result {
             writeln!(out, "{word:<4}  {:<13} {}: {n}", o.check, o.target)?;
             continue;
         }

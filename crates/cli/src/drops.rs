@@ -169,9 +169,9 @@ fn print(r: &Report, top: usize) {
         );
     }
     for row in r.rows.iter().take(top) {
-        let port = match (row.port, row.port_from) {
+        let port = match (row.port, row.port_from.as_deref()) {
             (Some(p), Some("socket")) => format!("{p}"),
-            (Some(p), _) => format!("{p}/{}", row.protocol.unwrap_or("pkt")),
+            (Some(p), _) => format!("{p}/{}", row.protocol.as_deref().unwrap_or("pkt")),
             _ => "-".into(),
         };
         let who = row

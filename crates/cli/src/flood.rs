@@ -3,15 +3,14 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, parse_rate, thousands, Cpus, Usage,
 };
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use firehose_flood::{is_local_target, Flood, FloodConfig, FloodError, FloodIo};
+use firehose_flood::document::FloodReport;
+use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
+use firehose_host::env::Environment;
+use firehose_sys::supervise::Ended;
 use firehose_sys::xdp::xsk::XskConfig;
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The send calls and rings, from the flood's own table of modes.
@@ -75,38 +74,12 @@ pub struct FloodArgs {
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     #[command(flatten)]
-    xsk: crate::serve_xdp::XskArgs,
+    xsk: crate::xdp_args::XskArgs,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
     /// Print only the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct FloodReport {
-    mode: &'static str,
-    target: String,
-    payload: usize,
-    frame: usize,
-    flows: usize,
-    threads: usize,
-    source_ports: Vec<u16>,
-    sent: u64,
-    seconds: f64,
-    pps: f64,
-    mbit_s: f64,
-    cpu_us_per_packet: Option<f64>,
-    syscalls_per_packet: Option<f64>,
-    enobufs: u64,
-    other_errors: u64,
-    last_errno: Option<String>,
-    /// Xdp mode: sends cut short by a full tx ring (retried), frames never completed.
-    xdp_tx_ring_full: u64,
-    xdp_uncompleted: u64,
-    /// Xdp mode: what the kernel granted (interface, queues, zerocopy, ...).
-    xdp: Option<BTreeMap<String, String>>,
-    per_thread: Vec<u64>,
 }
 
 /// UDP payload for an RFC 2544 frame: minus Ethernet header and FCS (18), IP, UDP (8).
@@ -173,17 +146,10 @@ pub fn run(a: FloodArgs) -> Result<()> {
         uring: a.uring.setup(*a.io == FloodIo::Uring)?,
         xsk,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let cpu0 = firehose_sys::cpu::process_cpu_time()?;
-    let flood = Flood::start(&cfg).map_err(|e| match e {
-        FloodError::Config(m) => anyhow::Error::from(Usage(m)),
-        FloodError::Kernel(k) => {
-            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
-        }
-    })?;
+    let flood =
+        Flood::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let start = Instant::now();
     let frame = payload + 8 + ip_hdr + 18;
     if !a.quiet {
@@ -209,11 +175,18 @@ pub fn run(a: FloodArgs) -> Result<()> {
         }
     }
     let mut last = (start, 0u64);
-    loop {
-        std::thread::sleep(Duration::from_millis(5));
-        let now = Instant::now();
-        if !a.quiet && now.duration_since(last.0) >= Duration::from_secs(1) {
-            let s = flood.snapshot();
+    let mut sv = crate::supervise::supervisor(
+        &stop,
+        a.duration,
+        (!a.quiet).then_some(Duration::from_secs(1)),
+    );
+    sv.poll = Duration::from_millis(5);
+    let flood = std::cell::RefCell::new(flood);
+    let ended = sv.run(
+        start,
+        |_| Ok::<_, anyhow::Error>(flood.borrow_mut().health()),
+        |now| {
+            let s = flood.borrow().snapshot();
             let dt = now.duration_since(last.0).as_secs_f64();
             say!(
                 "  {:>6.1}s  {:>12} pps  ENOBUFS {}  other errors {}",
@@ -223,24 +196,24 @@ pub fn run(a: FloodArgs) -> Result<()> {
                 s.other_errors
             );
             last = (now, s.sent);
-        }
-        if flood.finished()
-            || stop.load(Ordering::Relaxed)
-            || a.duration.is_some_and(|d| start.elapsed() >= d)
-        {
-            break;
-        }
+            Ok(())
+        },
+    )?;
+    let flood = flood.into_inner();
+    if let Ended::Failed(f) = ended {
+        let _ = flood.stop();
+        return Err(crate::supervise::failed("the flood", f));
     }
     let seconds = start.elapsed().as_secs_f64();
     let ports = flood.source_ports.clone();
     let xdp = flood.xdp.as_ref().map(|x| x.settings.clone());
     let s = flood
         .stop()
-        .map_err(|e| anyhow::anyhow!("flood thread failed: {e}"))?;
+        .map_err(|f| crate::supervise::failed("the flood", f))?;
     let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
     let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
     let r = FloodReport {
-        mode: cfg.io.name(),
+        mode: cfg.io.name().into(),
         target: a.target.to_string(),
         payload,
         frame,
@@ -262,6 +235,7 @@ pub fn run(a: FloodArgs) -> Result<()> {
         xdp_uncompleted: s.xdp_uncompleted,
         xdp,
         per_thread: s.per_thread.clone(),
+        environment: Environment::capture(),
     };
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "n/a".into());
     say!(

@@ -9,9 +9,10 @@ use crate::args::Usage;
 use crate::load::LoadArgs;
 use crate::serve::ServeArgs;
 use anyhow::Result;
-use firehose_engine::{Io, ServeConfig, ServeError, Server, SocketIo, UringIo, XdpIo};
+use firehose_engine::{Io, ServeConfig, Server, SocketIo, UringIo, XdpIo};
 use firehose_load::io::FlowIo;
 use firehose_load::LoadConfig;
+use firehose_sys::SetupError;
 use std::collections::BTreeMap;
 
 /// One I/O path.
@@ -125,7 +126,7 @@ pub enum Handlers {
 }
 
 /// Starts `cfg`'s workers on `io` with `h`'s handler.
-fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, ServeError> {
+fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, SetupError> {
     match h {
         Handlers::Echo => Server::start_with(cfg, io, |_| firehose_proto::Echo),
         Handlers::Dns(d) => {
@@ -146,7 +147,7 @@ fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, Ser
 pub struct ServeOn(Box<dyn Start>);
 
 trait Start {
-    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, ServeError>;
+    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, SetupError>;
     fn once(&self) -> bool;
 }
 
@@ -154,7 +155,7 @@ trait Start {
 struct Again<I>(I);
 
 impl<I: Io + Clone> Start for Again<I> {
-    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, ServeError> {
+    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, SetupError> {
         start_on(cfg, self.0.clone(), h)
     }
     fn once(&self) -> bool {
@@ -166,9 +167,9 @@ impl<I: Io + Clone> Start for Again<I> {
 struct Once<I>(Option<I>);
 
 impl<I: Io> Start for Once<I> {
-    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, ServeError> {
+    fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, SetupError> {
         let io = self.0.take().ok_or_else(|| {
-            ServeError::Config("this I/O path's queues were taken by a first start".into())
+            SetupError::host("this I/O path's queues were taken by a first start")
         })?;
         start_on(cfg, io, h)
     }
@@ -187,7 +188,7 @@ impl ServeOn {
     }
 
     /// Starts a server on this path.
-    pub fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, ServeError> {
+    pub fn start(&mut self, cfg: &ServeConfig, h: &Handlers) -> Result<Server, SetupError> {
         self.0.start(cfg, h)
     }
 

@@ -241,6 +241,13 @@ struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Removes the namespaces, veth pairs, XDP programs and temporary \
+directories that runs killed with SIGKILL left behind.\n\n\
+EXAMPLES:\n  \
+  firehose lab down\n  \
+  firehose lab down --all    also those of runs still in progress"
+)]
 struct DownArgs {
     /// Also remove those of runs still in progress.
     #[arg(long)]

@@ -8,29 +8,31 @@ mod output;
 mod radius;
 
 use crate::io_paths::{IoPath, LoadOn};
-use crate::serve_xdp::{mode_choice, zerocopy_choice, ModeArg, ZeroCopyArg};
+use crate::xdp_args::{mode_choice, zerocopy_choice, ModeArg, ZeroCopyArg};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use firehose_lab::cputime::{self, Scope};
+use firehose_host::cputime::{self, Scope};
+use firehose_host::env::Environment;
 use firehose_load::dns::DnsWorkload;
-use firehose_load::gen::Live;
-use firehose_load::interval::{self, HdrLog, HdrLogFile, IntervalSlot};
+use firehose_load::document::{LoadRun, LoadSettings};
+use firehose_load::interval::HdrLogFile;
 use firehose_load::io::FlowIo;
 use firehose_load::radius::RadiusWorkload;
-use firehose_load::report::ServerCpu;
+use firehose_load::watch::{HdrIntervals, IntervalLines, ServerWindow};
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
-use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadError, LoadReport, Workload};
+use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
+use firehose_sys::supervise::Ended;
+use firehose_sys::SetupError;
 pub use output::print_summary;
-use output::{print_header, print_interval, IntervalLines};
+use output::{print_header, print_interval};
 use radius::{radius_workload, RadiusLoadArgs};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The protocol the generator speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -198,42 +200,6 @@ fn verdict(r: &LoadReport, max_loss: Option<f64>) -> Result<()> {
     }
 }
 
-/// The JSON document of a run.
-#[derive(Serialize)]
-struct Doc<'a> {
-    #[serde(flatten)]
-    report: &'a LoadReport,
-    config: ConfigDoc,
-    /// Where the kernel dropped packets of this run (root only).
-    loss_attribution: Option<firehose_observe::attribution::Attribution>,
-}
-
-#[derive(Serialize)]
-struct ConfigDoc {
-    target: String,
-    proto: &'static str,
-    mode: &'static str,
-    flows: usize,
-    window: usize,
-    rate: Option<f64>,
-    threads: usize,
-    cpus: Option<Vec<usize>>,
-    /// Request payload bytes; only echo has a fixed size (DNS queries vary with the name).
-    size: Option<usize>,
-    queries: Option<String>,
-    timeout_s: f64,
-    warmup_s: f64,
-    batch: usize,
-    /// Open loop: requests per wake-up asked for.
-    per_wake: Option<usize>,
-    spin: bool,
-    gso: bool,
-    io: &'static str,
-    /// What the kernel granted for --io xdp.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    xdp: Option<BTreeMap<String, String>>,
-}
-
 fn resolve(target: &str) -> Result<SocketAddr> {
     if let Ok(a) = target.parse() {
         return Ok(a);
@@ -319,7 +285,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             Some(w) => Proto::Radius(w),
             None => unreachable!("radius_workload returns one for --proto radius"),
         },
-        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(Usage)?),
+        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(load_error)?),
         (LoadProto::Echo, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
@@ -347,14 +313,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Proto::Dns(_) | Proto::Radius(_) => 512,
     };
     let LoadOn { flows, settings } = a.io.load_on(&a, &cfg, max_payload)?;
-    let config_doc = ConfigDoc {
+    let config_doc = LoadSettings {
         target: target.to_string(),
         proto: match a.proto {
             LoadProto::Echo => "echo",
             LoadProto::Dns => "dns",
             LoadProto::Radius => "radius",
-        },
-        mode: if a.rate.is_some() { "open" } else { "closed" },
+        }
+        .into(),
+        mode: if a.rate.is_some() { "open" } else { "closed" }.into(),
         flows: a.flows,
         window: cfg.window,
         rate: a.rate,
@@ -368,7 +335,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
         gso: !a.no_gso && a.io.name == "socket",
-        io: a.io.name,
+        io: a.io.name.into(),
         xdp: settings,
     };
     let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
@@ -384,23 +351,22 @@ pub fn run(a: LoadArgs) -> Result<()> {
     };
     let pids: Vec<u32> = a.server_pid.into_iter().collect();
     let attribution = crate::drops::attribute(loss_watch, &[target.port()], &pids, "load");
-    print_summary(&config_doc.target, config_doc.mode, a.server_pid, &report);
+    print_summary(&config_doc.target, &config_doc.mode, a.server_pid, &report);
     if let Some(at) = &attribution {
         crate::drops::print_attribution(&format!("lost {}", report.lost), at);
     }
-    json.write(&Doc {
-        report: &report,
+    let lost = verdict(&report, a.max_loss);
+    json.write(&LoadRun {
+        report,
         config: config_doc,
         loss_attribution: attribution,
+        environment: Environment::capture(),
     })?;
-    verdict(&report, a.max_loss)
+    lost
 }
 
-pub(crate) fn load_error(e: LoadError) -> anyhow::Error {
-    match e {
-        LoadError::Config(m) => anyhow::Error::from(Usage(m)),
-        LoadError::Kernel(k) => Usage(format!("the kernel refused {k}")).into(),
-    }
+pub(crate) fn load_error(e: SetupError) -> anyhow::Error {
+    crate::refusal::setup_error(e, None)
 }
 
 /// The socket path's own flags' refusal under another path.
@@ -435,10 +401,7 @@ pub(crate) fn uring_flows(
     cfg: &LoadConfig,
     max_payload: usize,
 ) -> Result<Vec<firehose_load::uring::UringFlows>> {
-    firehose_load::uring::open(cfg, a.uring.ring(), max_payload).map_err(|e| match e {
-        LoadError::Kernel(k) => Usage(crate::uring_args::refusal(&k)).into(),
-        e => load_error(e),
-    })
+    firehose_load::uring::open(cfg, a.uring.ring(), max_payload).map_err(load_error)
 }
 
 /// `load --io xdp`: checks the interface, attaches the program and opens the rings
@@ -476,117 +439,6 @@ pub(crate) fn xdp_flows(
     Ok((io, applied.settings))
 }
 
-/// The server's CPU time at both edges of the measured window (`--server-pid`): two
-/// readings, the first once the warm-up is over, the second when the run ends.
-struct ServerWindow {
-    pid: u32,
-    start: Option<(f64, Instant)>,
-    end: Option<(f64, Instant)>,
-}
-
-impl ServerWindow {
-    fn read(pid: u32) -> Option<(f64, Instant)> {
-        cputime::seconds(pid, Scope::Process)
-            .ok()
-            .map(|s| (s, Instant::now()))
-    }
-
-    /// Takes the first reading once `measuring`, the second once `ending`.
-    fn observe(&mut self, measuring: bool, ending: bool) {
-        if self.start.is_none() && measuring {
-            self.start = Self::read(self.pid);
-        }
-        if self.end.is_none() && self.start.is_some() && ending {
-            self.end = Self::read(self.pid);
-        }
-    }
-
-    fn finish(mut self) -> Option<ServerCpu> {
-        self.observe(false, true);
-        let ((c0, i0), (c1, i1)) = (self.start?, self.end?);
-        Some(ServerCpu {
-            pid: self.pid,
-            cpu_s: (c1 - c0).max(0.0),
-            window_s: i1.duration_since(i0).as_secs_f64(),
-        })
-    }
-}
-
-/// The `--hdr-log` side of a run. Intervals start where the warm-up ends (the warm-up records
-/// nothing) and end every `--interval` after, when the driver asks the threads for them;
-/// boundaries stop before the send window ends, so the last interval runs through the
-/// drain and the intervals add up to the run's histogram.
-struct HdrIntervals<'a> {
-    log: HdrLog<'a>,
-    every: Duration,
-    send_end: Option<Duration>,
-    /// When the next interval ends: the warm-up's end first (not written), then every
-    /// `--interval`.
-    next: Duration,
-    in_warmup: bool,
-    /// Where the interval being collected began.
-    last: Duration,
-    epoch: u64,
-    pending: hdrhistogram::Histogram<u64>,
-}
-
-impl<'a> HdrIntervals<'a> {
-    fn new(log: HdrLog<'a>, every: Duration, cfg: &LoadConfig) -> Self {
-        let in_warmup = !cfg.warmup.is_zero();
-        HdrIntervals {
-            log,
-            every,
-            send_end: match cfg.length {
-                Length::Duration(d) => Some(cfg.warmup + d),
-                Length::Requests(_) => None,
-            },
-            next: if in_warmup { cfg.warmup } else { every },
-            in_warmup,
-            last: Duration::ZERO,
-            epoch: 0,
-            pending: firehose_load::report::new_histogram(),
-        }
-    }
-
-    fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
-        live.iter().map(|l| &l.interval).collect()
-    }
-
-    /// Collects, and writes, an interval if one ended by `el`.
-    fn tick(&mut self, el: Duration, live: &[Live]) -> Result<()> {
-        if el < self.next || self.send_end.is_some_and(|end| self.next >= end) {
-            return Ok(());
-        }
-        let ended = self.next;
-        self.next += self.every;
-        self.epoch += 1;
-        let h = interval::collect(&Self::slots(live), self.epoch, Duration::from_millis(50));
-        // Same bounds everywhere: adding cannot fail.
-        let _ = self.pending.add(h);
-        if std::mem::take(&mut self.in_warmup) {
-            // What was recorded since the warm-up ended goes into the first interval.
-            self.last = ended;
-            return Ok(());
-        }
-        self.write(el)
-    }
-
-    /// Writes the last interval, once every thread has finished.
-    fn finish(mut self, el: Duration, live: &[Live]) -> Result<()> {
-        let _ = self.pending.add(interval::take_all(&Self::slots(live)));
-        self.write(el)
-    }
-
-    fn write(&mut self, until: Duration) -> Result<()> {
-        self.log
-            .write(&self.pending, self.last, until.saturating_sub(self.last))
-            .context("writing --hdr-log")?;
-        self.pending.reset();
-        self.last = until;
-        Ok(())
-    }
-}
-
 /// Sleeps until `at` (`--start-at`), unless `stop` is raised first.
 fn wait_until(at: SystemTime, stop: &AtomicBool, quiet: bool) -> Result<()> {
     if let Ok(left) = at.duration_since(SystemTime::now()) {
@@ -618,10 +470,7 @@ fn drive<W: Workload + 'static>(
     make: impl Fn(usize) -> W,
 ) -> Result<LoadReport> {
     let code_namer = make(0);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let mut hdr_file = match &a.hdr_log {
         Some(p) => Some(
             HdrLogFile::create(p).map_err(|e| Usage(format!("--hdr-log {}: {e}", p.display())))?,
@@ -649,72 +498,74 @@ fn drive<W: Workload + 'static>(
         print_header(a, cfg);
     }
     let tty = std::io::stderr().is_terminal() && !a.quiet;
-    let mut server = a.server_pid.map(|pid| ServerWindow {
-        pid,
-        start: None,
-        end: None,
-    });
+    let mut server = a.server_pid.map(ServerWindow::new);
     let mut intervals = Vec::new();
     let total_len = match cfg.length {
         Length::Duration(d) => Some(cfg.warmup + d),
         Length::Requests(_) => None,
     };
-    let mut lines = IntervalLines {
-        every: a.interval,
-        next: a.interval,
-        t: 0.0,
-        completed: 0,
-        lost: 0,
-        stray: 0,
-    };
-    let mut signalled = false;
-    loop {
-        std::thread::sleep(Duration::from_millis(10));
-        let el = run.started.elapsed();
-        if stop.load(Ordering::Relaxed) && !signalled {
-            signalled = true;
-            run.stop.store(true, Ordering::Relaxed);
-        }
-        if let Some(s) = server.as_mut() {
-            s.observe(
-                el >= cfg.warmup,
-                signalled || total_len.is_some_and(|t| el >= t),
-            );
-        }
-        if let Some(h) = hdr.as_mut() {
-            h.tick(el, &run.live)?;
-        }
-        let last_t = lines.t;
-        if let Some(iv) = lines.due(el, &run.live) {
-            if !a.quiet {
-                print_interval(last_t, &iv, cfg.warmup, tty);
+    let mut lines = IntervalLines::new(a.interval);
+    // The generators end the run themselves (duration or request count); a signal tells
+    // them to stop sending, and the loop waits while they count what is in flight.
+    let mut sv = crate::supervise::supervisor(&stop, None, None);
+    sv.drain = true;
+    let mut run = run;
+    let ended = sv.run(
+        run.started,
+        |_| {
+            let el = run.started.elapsed();
+            let signalled = stop.load(Ordering::Relaxed);
+            if signalled {
+                run.stop.store(true, Ordering::Relaxed);
             }
-            intervals.push(iv);
-        } else if tty {
-            let sent = || {
-                run.live
-                    .iter()
-                    .map(|l| l.sent.load(Ordering::Relaxed))
-                    .sum::<u64>()
-            };
-            let left = total_len
-                .map(|t| format!("{:.0} s left", t.saturating_sub(el).as_secs_f64()))
-                .unwrap_or_else(|| format!("{} sent", sent()));
-            eprint!("\r\x1b[K  {:.1} s, {left}", el.as_secs_f64());
-            let _ = std::io::stderr().flush();
-        }
-        if run.handles_finished() {
-            break;
-        }
-    }
+            if let Some(s) = server.as_mut() {
+                s.observe(
+                    el >= cfg.warmup,
+                    signalled || total_len.is_some_and(|t| el >= t),
+                );
+            }
+            if let Some(h) = hdr.as_mut() {
+                h.tick(el, &run.live).context("writing --hdr-log")?;
+            }
+            let last_t = lines.t;
+            if let Some(iv) = lines.due(el, &run.live) {
+                if !a.quiet {
+                    print_interval(last_t, &iv, cfg.warmup, tty);
+                }
+                intervals.push(iv);
+            } else if tty {
+                let sent = || {
+                    run.live
+                        .iter()
+                        .map(|l| l.sent.load(Ordering::Relaxed))
+                        .sum::<u64>()
+                };
+                let left = total_len
+                    .map(|t| format!("{:.0} s left", t.saturating_sub(el).as_secs_f64()))
+                    .unwrap_or_else(|| format!("{} sent", sent()));
+                eprint!("\r\x1b[K  {:.1} s, {left}", el.as_secs_f64());
+                let _ = std::io::stderr().flush();
+            }
+            Ok::<_, anyhow::Error>(run.health())
+        },
+        |_| Ok(()),
+    )?;
     if tty {
         eprint!("\r\x1b[K");
     }
+    if let Ended::Failed(f) = ended {
+        run.stop.store(true, Ordering::Relaxed);
+        let _ = run.join();
+        return Err(crate::supervise::failed("the load", f));
+    }
     let server = server.and_then(ServerWindow::finish);
     let (live, started) = (run.live.clone(), run.started);
-    let results = run.join().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let results = run
+        .join()
+        .map_err(|f| crate::supervise::failed("the load", f))?;
     if let Some(h) = hdr {
-        h.finish(started.elapsed(), &live)?;
+        h.finish(started.elapsed(), &live)
+            .context("writing --hdr-log")?;
     }
     let start_unix = (started_unix + cfg.warmup)
         .duration_since(UNIX_EPOCH)

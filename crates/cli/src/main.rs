@@ -19,6 +19,8 @@ macro_rules! say {
 mod args;
 mod bench;
 mod compat;
+#[cfg(test)]
+mod conventions;
 mod doctor;
 mod drops;
 mod flood;
@@ -26,13 +28,15 @@ mod io_paths;
 mod lab;
 mod load;
 mod meta;
+mod refusal;
 mod report;
 mod serve;
-mod serve_xdp;
 mod sink;
 mod stream;
+mod supervise;
 mod top;
 mod uring_args;
+mod xdp_args;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -84,12 +88,18 @@ enum Command {
     /// Work on saved reports: `report merge` adds several agents' `load --json` into one.
     Report(report::ReportArgs),
     /// Print a shell completion script, e.g. `firehose completions bash`.
+    #[command(after_help = "EXAMPLES:\n  \
+  firehose completions bash > /etc/bash_completion.d/firehose\n  \
+  source <(firehose completions bash)")]
     Completions {
         /// The shell to complete for.
         #[arg(value_enum, value_name = "SHELL")]
         shell: clap_complete::Shell,
     },
     /// Write the man pages: firehose.1 to stdout, or every page into --dir.
+    #[command(after_help = "EXAMPLES:\n  \
+  firehose man | man -l -\n  \
+  firehose man --dir /usr/local/share/man/man1")]
     Man {
         /// Write firehose.1 and one page per subcommand (firehose-serve.1, ...) here.
         #[arg(long, value_name = "DIR")]

@@ -5,13 +5,11 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use firehose_host::document::{Build, Document};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// Bumped when a field of any document changes meaning or goes away (docs/json.md).
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// The commit firehose was built from (`-dirty` when it differed), or "unknown".
 pub const COMMIT: &str = env!("FIREHOSE_COMMIT");
@@ -35,22 +33,13 @@ pub const LONG_VERSION: &str = concat!(
     env!("FIREHOSE_TARGET"),
 );
 
-/// The build, as recorded in every JSON document.
-#[derive(Debug, Serialize)]
-pub struct Build {
-    pub version: &'static str,
-    pub commit: &'static str,
-    pub rustc: &'static str,
-    pub target: &'static str,
-}
-
-/// This build.
+/// This build, as recorded in every JSON document.
 pub fn build() -> Build {
     Build {
-        version: env!("CARGO_PKG_VERSION"),
-        commit: COMMIT,
-        rustc: env!("FIREHOSE_RUSTC"),
-        target: env!("FIREHOSE_TARGET"),
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: COMMIT.into(),
+        rustc: env!("FIREHOSE_RUSTC").into(),
+        target: env!("FIREHOSE_TARGET").into(),
     }
 }
 
@@ -125,21 +114,18 @@ impl JsonOut {
     }
 }
 
-/// `doc` as a JSON object with `schema_version`, `firehose` (the build) and, unless it has
-/// one, `environment` (the host's facts).
+/// `doc` in its envelope ([`Document`]: `schema_version`, `firehose`, the build) and,
+/// for a body that records none, `environment` (the host's facts).
 pub fn document<T: Serialize>(doc: &T) -> Result<Value> {
-    let body = serde_json::to_value(doc).context("encoding the JSON document")?;
-    let Value::Object(body) = body else {
+    let v =
+        serde_json::to_value(Document::new(build(), doc)).context("encoding the JSON document")?;
+    let Value::Object(mut out) = v else {
         anyhow::bail!("a JSON document must be an object");
     };
-    let mut out = Map::new();
-    out.insert("schema_version".into(), SCHEMA_VERSION.into());
-    out.insert("firehose".into(), serde_json::to_value(build())?);
-    if !body.contains_key("environment") {
-        let env = firehose_lab::env::Environment::capture();
+    if !out.contains_key("environment") {
+        let env = firehose_host::env::Environment::capture();
         out.insert("environment".into(), serde_json::to_value(env)?);
     }
-    out.extend(body);
     Ok(Value::Object(out))
 }
 
@@ -154,7 +140,7 @@ mod tests {
             tps: f64,
         }
         let v = document(&D { tps: 5.0 }).unwrap();
-        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(v["schema_version"], firehose_host::document::SCHEMA_VERSION);
         assert_eq!(v["firehose"]["version"], env!("CARGO_PKG_VERSION"));
         assert!(v["firehose"]["commit"].is_string());
         assert!(v["environment"]["kernel"].is_string());

@@ -6,10 +6,10 @@ use crate::args::{thousands, Usage};
 use crate::load::print_summary;
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use firehose_load::document::{AgentRow, LoadDocument, LoadRun, LoadSettings, MergedRun};
 use firehose_load::merge::{merge, MergeError};
-use firehose_load::report::LatencyUs;
 use firehose_load::LoadReport;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -32,7 +32,10 @@ enum ReportCommand {
 #[command(
     after_help = "Each agent runs `firehose load ... --start-at T --json-file FILE`; gather the files and\n\
 merge them. tps is all completions over the span from the earliest agent's start to the\n\
-latest one's end, so agents that did not run together are never overstated."
+latest one's end, so agents that did not run together are never overstated.\n\n\
+EXAMPLES:\n  \
+  firehose report merge a.json b.json\n  \
+  firehose report merge agent-*.json --json-file merged.json"
 )]
 struct MergeArgs {
     /// Reports written by `firehose load --json`, one per agent.
@@ -43,46 +46,10 @@ struct MergeArgs {
     json: crate::meta::JsonArgs,
 }
 
-/// One agent's report as read.
+/// One agent's document as read.
 struct Agent {
     source: String,
-    report: LoadReport,
-    config: Value,
-    environment: Value,
-}
-
-/// One agent's row in the merged JSON.
-#[derive(Serialize)]
-struct AgentRow<'a> {
-    source: &'a str,
-    start_unix: f64,
-    end_unix: f64,
-    duration_s: f64,
-    tps: f64,
-    completed: u64,
-    sent: u64,
-    lost: u64,
-    stray: u64,
-    dup: u64,
-    unsent: u64,
-    latency_us: &'a LatencyUs,
-    config: &'a Value,
-    environment: &'a Value,
-}
-
-/// The merged JSON document: the shape of `load --json`, plus the agents.
-#[derive(Serialize)]
-struct MergedDoc<'a> {
-    #[serde(flatten)]
-    report: &'a LoadReport,
-    /// Seconds all agents measured at once.
-    overlap_s: f64,
-    /// The agents' common `config`, when they all ran with the same one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    config: Option<&'a Value>,
-    /// Null: the load ran on the agents, not here; each agent's is in its row.
-    environment: Value,
-    agents: Vec<AgentRow<'a>>,
+    run: LoadRun,
 }
 
 /// Runs `firehose report`.
@@ -113,16 +80,14 @@ fn read_agent(path: &Path) -> Result<Agent> {
         ))
         .into());
     }
-    let report = LoadReport::deserialize(&v).map_err(|e| {
+    let doc = LoadDocument::deserialize(&v).map_err(|e| {
         Usage(format!(
             "{name} is not a load report this firehose reads: {e}"
         ))
     })?;
     Ok(Agent {
         source: name.to_string(),
-        report,
-        config: v.get("config").cloned().unwrap_or(Value::Null),
-        environment: v.get("environment").cloned().unwrap_or(Value::Null),
+        run: doc.body,
     })
 }
 
@@ -133,7 +98,7 @@ fn run_merge(a: MergeArgs) -> Result<()> {
         .iter()
         .map(|p| read_agent(p))
         .collect::<Result<Vec<_>>>()?;
-    let reports: Vec<LoadReport> = agents.iter().map(|g| g.report.clone()).collect();
+    let reports: Vec<LoadReport> = agents.iter().map(|g| g.run.report.clone()).collect();
     let merged = merge(&reports).map_err(|e| match e {
         MergeError::Histogram { index, source } => Usage(format!(
             "{}: its latency_histogram is unreadable: {source}",
@@ -144,14 +109,15 @@ fn run_merge(a: MergeArgs) -> Result<()> {
     let r = &merged.report;
     let common = agents
         .iter()
-        .all(|g| g.config == agents[0].config && !g.config.is_null())
-        .then_some(&agents[0].config);
+        .all(|g| g.run.config == agents[0].run.config)
+        .then(|| agents[0].run.config.clone());
     // The agents' common target and mode, if they share one.
-    let config_str = |key: &str| {
-        let first = agents[0].config[key].as_str();
-        match first {
-            Some(s) if agents.iter().all(|g| g.config[key].as_str() == first) => s.to_string(),
-            _ => format!("({key}s differ)"),
+    let config_str = |key: &str, field: fn(&LoadSettings) -> &str| {
+        let first = field(&agents[0].run.config);
+        if agents.iter().all(|g| field(&g.run.config) == first) {
+            first.to_string()
+        } else {
+            format!("({key}s differ)")
         }
     };
     print_table(&agents, r);
@@ -162,31 +128,21 @@ fn run_merge(a: MergeArgs) -> Result<()> {
             r.duration_s
         );
     }
-    print_summary(&config_str("target"), &config_str("mode"), None, r);
+    print_summary(
+        &config_str("target", |c| &c.target),
+        &config_str("mode", |c| &c.mode),
+        None,
+        r,
+    );
     if json.wanted() {
-        let doc = MergedDoc {
-            report: r,
+        let doc = MergedRun {
+            report: r.clone(),
             overlap_s: merged.overlap_s,
             config: common,
-            environment: Value::Null,
+            environment: None,
             agents: agents
                 .iter()
-                .map(|g| AgentRow {
-                    source: &g.source,
-                    start_unix: g.report.start_unix,
-                    end_unix: g.report.end_unix,
-                    duration_s: g.report.duration_s,
-                    tps: g.report.tps,
-                    completed: g.report.completed,
-                    sent: g.report.sent,
-                    lost: g.report.lost,
-                    stray: g.report.stray,
-                    dup: g.report.dup,
-                    unsent: g.report.unsent,
-                    latency_us: &g.report.latency_us,
-                    config: &g.config,
-                    environment: &g.environment,
-                })
+                .map(|g| AgentRow::of(&g.source, &g.run))
                 .collect(),
         };
         json.write(&doc)?;
@@ -240,7 +196,7 @@ fn print_table(agents: &[Agent], total: &LoadReport) {
         );
     };
     for g in agents {
-        row(&g.source, &g.report);
+        row(&g.source, &g.run.report);
     }
     row("total", total);
 }

@@ -3,18 +3,17 @@
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_positive, thousands, Cpus, Usage,
 };
-use crate::serve_xdp::XdpRxArgs;
-use anyhow::{Context, Result};
+use crate::xdp_args::XdpRxArgs;
+use anyhow::Result;
 use clap::{Args, ValueEnum};
+use firehose_host::env::Environment;
+use firehose_sink::document::{Round, SinkReport};
 use firehose_sink::drops::HostDrops;
-use firehose_sink::{Sink, SinkConfig, SinkError, SinkIo, Snapshot};
+use firehose_sink::{Sink, SinkConfig, SinkIo, Snapshot};
 use firehose_sys::af_packet::{Fanout, RxRingConfig};
-use firehose_sys::xdp::setup::{Queues, XdpOptions};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use firehose_sys::supervise::{Ended, Health};
+use firehose_sys::xdp::setup::XdpOptions;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The receive calls and rings, from the sink's own table of modes.
@@ -41,14 +40,14 @@ pub enum SocketsArg {
 /// Arguments of `firehose sink`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Counts datagrams to --listen until --count x --repeat are in, --duration \
+    after_help = "Counts datagrams to --listen until --count x --repetitions are in, --duration \
 passes, or Ctrl-C.\nEach round (--count) is timed from its first datagram to its last and reported.\n\
 Drops: the sockets' own (SO_MEMINFO), Udp RcvbufErrors/InErrors and softnet dropped/time_squeeze\n\
 (host-wide deltas), in packet mode the rings' (PACKET_STATISTICS), in xdp mode the AF_XDP\n\
 sockets' (XDP_STATISTICS).\n\n\
 EXAMPLES:\n  \
   firehose sink --listen 127.0.0.1:9000 --io recvmmsg -t 5\n  \
-  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repeat 3\n  \
+  firehose sink --listen 127.0.0.1:9000 --count 1000000 --repetitions 3\n  \
   firehose sink --listen 127.0.0.1:9000 --io uring --single-issuer --defer-taskrun\n  \
   firehose sink --listen 10.0.0.2:9000 --io xdp --queues 0-1 --count 1000000"
 )]
@@ -64,7 +63,7 @@ pub struct SinkArgs {
     count: Option<usize>,
     /// Rounds of --count, each reported.
     #[arg(long, default_value = "1", value_parser = parse_positive, requires = "count")]
-    repeat: usize,
+    repetitions: usize,
     /// Stop after this long (from start), e.g. 10, 2.5s.
     #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -104,51 +103,6 @@ pub struct SinkArgs {
     no_drops: bool,
 }
 
-/// One round of --count datagrams.
-#[derive(Debug, Clone, Serialize)]
-struct Round {
-    packets: u64,
-    seconds: f64,
-    pps: f64,
-}
-
-/// The summary, as printed and as JSON.
-#[derive(Debug, Serialize)]
-struct SinkReport {
-    mode: &'static str,
-    listen: String,
-    workers: usize,
-    interface: Option<String>,
-    fanout: Option<&'static str>,
-    rcvbuf_granted: Option<i32>,
-    packets: u64,
-    bytes: u64,
-    /// From the first datagram seen to the last.
-    seconds: f64,
-    pps: f64,
-    mbit_s: f64,
-    cpu_us_per_packet: Option<f64>,
-    syscalls_per_packet: Option<f64>,
-    socket_drops: u64,
-    ring_drops: u64,
-    ring_freezes: u64,
-    /// Xdp mode: the sockets' XDP_STATISTICS, summed.
-    xsk_rx_dropped: u64,
-    xsk_rx_ring_full: u64,
-    xsk_fill_ring_empty: u64,
-    /// Xdp mode: what the kernel granted (interface, queues, xdp_mode, zerocopy, ...).
-    xdp: Option<BTreeMap<String, String>>,
-    host: HostDrops,
-    /// Packet mode: datagrams the port-holding socket's filter discarded, by design
-    /// (subtracted from host.udp_in_errors).
-    held_port_filtered: u64,
-    rounds: Vec<Round>,
-    per_worker: Vec<firehose_sink::WorkerSnapshot>,
-    per_cpu: Vec<(usize, u64)>,
-    /// Where the kernel dropped datagrams to --listen (root only).
-    loss_attribution: Option<firehose_observe::attribution::Attribution>,
-}
-
 fn config(a: &SinkArgs) -> Result<SinkConfig> {
     let cpus = match &a.cpus {
         None | Some(Cpus::None) => None,
@@ -176,16 +130,7 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
             );
         }
         let mut o = a.xdp.options(a.busy_poll, a.batch)?;
-        match (a.workers, a.xdp.queues_given()) {
-            (Some(_), true) => {
-                return Err(Usage(
-                    "--io xdp: give --queues or --workers, not both (one worker per queue)".into(),
-                )
-                .into())
-            }
-            (Some(n), false) => o.queues = Queues::List((0..n as u32).collect()),
-            _ => {}
-        }
+        a.xdp.workers_as_queues(&mut o, a.workers)?;
         o
     } else {
         if let Some(flag) = a.xdp.any_given().filter(|f| *f != "--iface") {
@@ -222,18 +167,11 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
 pub fn run(a: SinkArgs) -> Result<()> {
     let cfg = config(&a)?;
     let mut json = a.json.open()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let loss_watch = crate::drops::watch_loss(a.no_drops, "sink");
     let host0 = HostDrops::read();
-    let sink = Sink::start(&cfg).map_err(|e| match e {
-        SinkError::Config(m) => anyhow::Error::from(Usage(m)),
-        SinkError::Kernel(k) => {
-            Usage(format!("--io {}: the kernel refused {k}", cfg.io.name())).into()
-        }
-    })?;
+    let mut sink =
+        Sink::start(&cfg).map_err(|e| crate::refusal::setup_error(e, Some(cfg.io.name())))?;
     let workers = sink.workers();
     let xdp = sink.xdp.as_ref().map(|s| s.granted.settings());
     if !a.quiet {
@@ -278,70 +216,76 @@ pub fn run(a: SinkArgs) -> Result<()> {
     // This thread may share the receiving CPU: it wakes every 10 ms (1 ms while timing
     // --count rounds) and reads only the packet counts; the drop counters (a getsockopt
     // per socket) once per interval line.
+    let mut sv = crate::supervise::supervisor(&stop, a.duration, None);
+    // How often the loop looks at the counters: a datagram is seen at most a tick late.
     let tick = Duration::from_millis(if a.count.is_some() { 1 } else { 10 });
-    loop {
-        std::thread::sleep(tick);
-        let total = sink.packets();
-        let now = Instant::now();
-        if total != last_packet.1 {
-            last_packet = (now, total);
-        }
-        if total > 0 && first.is_none() {
-            first = Some((now, firehose_sys::cpu::process_cpu_time()?));
-            last_line = (now, 0, 0);
-        }
-        if let Some(n) = a.count {
-            let base = rounds.len() as u64 * n as u64;
-            if round_start.is_none() && total > base {
-                round_start = Some((now, base));
+    sv.poll = tick;
+    let ended = sv.run(
+        start,
+        |now| {
+            let total = sink.packets();
+            if total != last_packet.1 {
+                last_packet = (now, total);
             }
-            if let Some((t0, b)) = round_start {
-                if total >= b + n as u64 {
-                    let secs = now.duration_since(t0).as_secs_f64();
-                    let r = Round {
-                        packets: n as u64,
-                        seconds: secs,
-                        pps: n as f64 / secs.max(1e-9),
-                    };
-                    if !a.quiet {
-                        say!(
-                            "  round {}: {} datagrams in {:.3} s, {} pps",
-                            rounds.len() + 1,
-                            thousands(r.packets as f64),
-                            r.seconds,
-                            thousands(r.pps)
-                        );
-                    }
-                    rounds.push(r);
-                    round_start = None;
-                    if rounds.len() >= a.repeat {
-                        break;
+            if total > 0 && first.is_none() {
+                first = Some((now, firehose_sys::cpu::process_cpu_time()?));
+                last_line = (now, 0, 0);
+            }
+            if let Some(n) = a.count {
+                let base = rounds.len() as u64 * n as u64;
+                if round_start.is_none() && total > base {
+                    round_start = Some((now, base));
+                }
+                if let Some((t0, b)) = round_start {
+                    if total >= b + n as u64 {
+                        let secs = now.duration_since(t0).as_secs_f64();
+                        let r = Round {
+                            packets: n as u64,
+                            seconds: secs,
+                            pps: n as f64 / secs.max(1e-9),
+                        };
+                        if !a.quiet {
+                            say!(
+                                "  round {}: {} datagrams in {:.3} s, {} pps",
+                                rounds.len() + 1,
+                                thousands(r.packets as f64),
+                                r.seconds,
+                                thousands(r.pps)
+                            );
+                        }
+                        rounds.push(r);
+                        round_start = None;
+                        if rounds.len() >= a.repetitions {
+                            return Ok(Health::Done);
+                        }
                     }
                 }
             }
-        }
-        if !a.quiet && first.is_some() && now.duration_since(last_line.0) >= Duration::from_secs(1)
-        {
-            let snap = sink.snapshot();
-            let bytes = snap.total(|w| w.bytes);
-            let dt = now.duration_since(last_line.0).as_secs_f64();
-            say!(
-                "  {:>6.1}s  {:>12} pps  {:>9.1} Mbit/s  socket drops {}  ring drops {}",
-                now.duration_since(first.map(|f| f.0).unwrap_or(start))
-                    .as_secs_f64(),
-                thousands((total - last_line.1) as f64 / dt),
-                (bytes - last_line.2) as f64 * 8.0 / dt / 1e6,
-                snap.total(|w| w.socket_drops),
-                snap.total(|w| w.ring_drops),
-            );
-            last_line = (now, total, bytes);
-        }
-        if stop.load(Ordering::Relaxed)
-            || a.duration.is_some_and(|d| start.elapsed() >= d)
-            || sink.any_finished()
-        {
-            break;
-        }
+            if !a.quiet
+                && first.is_some()
+                && now.duration_since(last_line.0) >= Duration::from_secs(1)
+            {
+                let snap = sink.snapshot();
+                let bytes = snap.total(|w| w.bytes);
+                let dt = now.duration_since(last_line.0).as_secs_f64();
+                say!(
+                    "  {:>6.1}s  {:>12} pps  {:>9.1} Mbit/s  socket drops {}  ring drops {}",
+                    now.duration_since(first.map(|f| f.0).unwrap_or(start))
+                        .as_secs_f64(),
+                    thousands((total - last_line.1) as f64 / dt),
+                    (bytes - last_line.2) as f64 * 8.0 / dt / 1e6,
+                    snap.total(|w| w.socket_drops),
+                    snap.total(|w| w.ring_drops),
+                );
+                last_line = (now, total, bytes);
+            }
+            Ok::<_, anyhow::Error>(sink.health())
+        },
+        |_| Ok(()),
+    )?;
+    if let Ended::Failed(f) = ended {
+        let _ = sink.stop();
+        return Err(crate::supervise::failed("the sink", f));
     }
     let end = if first.is_some() {
         last_packet.0
@@ -355,7 +299,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let listen = sink.local_addr();
     let snap: Snapshot = sink
         .stop()
-        .map_err(|e| anyhow::anyhow!("sink worker failed: {e}"))?;
+        .map_err(|f| crate::supervise::failed("the sink", f))?;
     let mut host = HostDrops::read().since(&host0);
     let loss_attribution = crate::drops::attribute(loss_watch, &[listen.port()], &[], "sink");
     host.udp_in_errors = host.udp_in_errors.saturating_sub(held);
@@ -374,11 +318,11 @@ pub fn run(a: SinkArgs) -> Result<()> {
     .as_secs_f64();
     let per = |v: f64| (packets > 0).then(|| v / packets as f64);
     let report = SinkReport {
-        mode: cfg.io.name(),
+        mode: cfg.io.name().into(),
         listen: listen.to_string(),
         workers,
         interface,
-        fanout: (cfg.io == SinkIo::Packet && workers > 1).then(|| cfg.fanout.name()),
+        fanout: (cfg.io == SinkIo::Packet && workers > 1).then(|| cfg.fanout.name().into()),
         rcvbuf_granted,
         packets,
         bytes,
@@ -400,6 +344,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
         per_worker: snap.workers.clone(),
         per_cpu: snap.per_cpu.clone(),
         loss_attribution,
+        environment: Environment::capture(),
     };
     print_summary(&report);
     if let Some(at) = &report.loss_attribution {

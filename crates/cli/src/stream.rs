@@ -4,8 +4,9 @@
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
 use anyhow::{Context, Result};
 use clap::Args;
+use firehose_host::env::Environment;
 use firehose_stream::receiver::{Receiver, ReceiverConfig};
-use firehose_stream::report::{SideReport, StreamReport};
+use firehose_stream::report::{ReceiverRun, SenderRun, SideReport, StreamReport};
 use firehose_stream::sender::{self, SenderConfig};
 use firehose_stream::{Interval, RecvMode, SendMode, StreamError};
 use std::net::SocketAddr;
@@ -15,6 +16,11 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("side").required(true).args(["listen", "target"])))]
+#[command(after_help = "EXAMPLES:\n  \
+  firehose stream --listen [::]:5201                                  receiver\n  \
+  firehose stream --target 10.0.0.2:5201 --flows 16 --msg-size 512K  sender, 10 s\n  \
+  firehose stream --target 10.0.0.2:5201 --send zerocopy --duration 5 -J\n  \
+  firehose stream --listen [::]:5201 --recv mmap --once --json-file rx.json")]
 pub struct StreamArgs {
     /// Receive: listen on ADDR:PORT (e.g. [::]:5201, 127.0.0.1:5201).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -75,9 +81,8 @@ pub struct StreamArgs {
     /// Interval between progress lines.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     interval: Option<Duration>,
-    /// Print the report as JSON (no interval lines).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::meta::JsonArgs,
 }
 
 fn usage(m: impl Into<String>) -> anyhow::Error {
@@ -169,23 +174,17 @@ fn send(a: &StreamArgs, target: SocketAddr, cpus: Vec<usize>) -> Result<()> {
     if let Some(i) = a.interval {
         cfg.interval = i;
     }
+    let mut json = a.json.open()?;
     let stop = stop_flag()?;
-    let json = a.json;
-    let report = sender::run(&cfg, &stop, &mut |i| {
-        if !json {
-            print_interval(i)
-        }
-    })
-    .map_err(stream_err)?;
-    if json {
-        say!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
+    let report = sender::run(&cfg, &stop, &mut print_interval).map_err(stream_err)?;
+    print_report(&report);
     if stop.load(Ordering::Relaxed) {
         say!("(stopped early by a signal)");
     }
-    Ok(())
+    json.write(&SenderRun {
+        report,
+        environment: Environment::capture(),
+    })
 }
 
 fn receive(a: &StreamArgs, listen: SocketAddr, cpus: Vec<usize>) -> Result<()> {
@@ -215,34 +214,30 @@ fn receive(a: &StreamArgs, listen: SocketAddr, cpus: Vec<usize>) -> Result<()> {
     if let Some(i) = a.interval {
         cfg.interval = i;
     }
+    let mut json = a.json.open()?;
     let rx = Receiver::bind(cfg).map_err(stream_err)?;
     let stop = stop_flag()?;
-    if !a.json {
-        say!(
-            "listening on {} (--recv {}), Ctrl-C to stop",
-            rx.local_addr().map_err(stream_err)?,
-            a.recv.unwrap_or(RecvMode::Copy)
-        );
-    }
-    let json = a.json;
+    say!(
+        "listening on {} (--recv {}), Ctrl-C to stop",
+        rx.local_addr().map_err(stream_err)?,
+        a.recv.unwrap_or(RecvMode::Copy)
+    );
+    let mut runs = Vec::new();
     loop {
         let r = rx
-            .serve_one(&stop, &mut |i| {
-                if !json {
-                    print_interval(i)
-                }
-            })
+            .serve_one(&stop, &mut print_interval)
             .map_err(stream_err)?;
-        let Some(r) = r else { return Ok(()) };
-        if json {
-            say!("{}", serde_json::to_string(&r)?);
-        } else {
-            print_side(&r, r.gbps);
-        }
+        let Some(r) = r else { break };
+        print_side(&r, r.gbps);
+        runs.push(r);
         if a.once || stop.load(Ordering::Relaxed) {
-            return Ok(());
+            break;
         }
     }
+    json.write(&ReceiverRun {
+        runs,
+        environment: Environment::capture(),
+    })
 }
 
 fn print_interval(i: &Interval) {

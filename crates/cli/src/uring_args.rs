@@ -3,7 +3,6 @@
 use crate::args::Usage;
 use clap::Args;
 use firehose_sys::uring::UringSetup;
-use firehose_sys::SysError;
 
 /// IORING_SETUP_* flags of each worker's ring (with `--io uring` only).
 #[derive(Debug, Args, Clone, Copy)]
@@ -73,23 +72,18 @@ pub fn uring_hint(what: &str, errno: Option<&str>) -> Option<&'static str> {
     })
 }
 
-/// An io_uring refusal as one line: what the kernel refused, its errno and the fix.
-pub fn refusal(k: &SysError) -> String {
-    let errno = k.errno().map(firehose_sys::errno_name);
-    let hint = uring_hint(&k.what, errno).unwrap_or("");
-    format!("the kernel refused {k}{hint}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firehose_sys::SysError;
 
     /// `errno` as a raw number (EPERM 1, EINVAL 22, ENOSYS 38): the CLI has no libc.
     fn refused(what: &str, errno: i32) -> String {
-        refusal(&SysError {
+        let k = SysError {
             what: what.into(),
             source: std::io::Error::from_raw_os_error(errno),
-        })
+        };
+        crate::refusal::setup_error(k.into(), None).to_string()
     }
 
     #[test]

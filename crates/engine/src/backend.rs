@@ -45,9 +45,9 @@
 //! [`crate::uring_io`] are the others.
 
 use crate::handler::Peer;
-use crate::server::ServeError;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::socket::UdpSock;
+use firehose_sys::SetupError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -196,10 +196,16 @@ pub trait Io: Send + Sync + 'static {
     type Backend: Backend;
     /// Opens worker `seat.index`'s backend, called inside that worker's thread after
     /// pinning. An error stops the server from starting, with this message.
-    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, ServeError>;
+    fn open(&self, seat: &WorkerSeat) -> Result<Self::Backend, SetupError>;
     /// What this backend set up beyond the sockets, for the start-up printout and the
     /// stats JSON; `None` for the plain socket path.
     fn applied(&self) -> Option<BackendApplied> {
+        None
+    }
+    /// The rx queue worker `index` serves, for naming it when it fails; `None` when
+    /// workers are not tied to queues.
+    fn queue(&self, index: usize) -> Option<u32> {
+        let _ = index;
         None
     }
 }

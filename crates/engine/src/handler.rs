@@ -79,15 +79,12 @@ pub trait Handler: Send {
     /// path.
     fn handle(&mut self, req: &mut Request<'_>) -> Verdict;
 
-    /// Protocol-specific counters to report beside the engine's, as (name, value).
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-
-    /// The same counters, cumulative, for live reading (metrics): the engine copies them
-    /// into atomics once per batch, so a scrape never touches the handler. Names must not
-    /// change between calls. Empty by default.
-    fn live_counters(&self) -> &[(&'static str, u64)] {
+    /// Protocol-specific counters to report beside the engine's, as (name, value),
+    /// cumulative. The engine copies them into atomics once per batch for live reading
+    /// (metrics, interval lines), so a scrape never touches the handler, and reads them a
+    /// last time when the worker ends. Names must not change between calls. Empty by
+    /// default.
+    fn counters(&self) -> &[(&'static str, u64)] {
         &[]
     }
 }

@@ -34,9 +34,11 @@ pub use backend::{Backend, BackendApplied, Flushed, Io, Received, Request, Worke
 pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use firehose_sys::xdp::xsk::ZeroCopy;
 pub use handler::{Handler, Peer, Verdict};
-pub use server::{Applied, ServeError, Server};
+pub use server::{Applied, Server};
 pub use socket_io::{SocketIo, SLOT_SIZE};
 pub use sockets::AppliedSocket;
-pub use stats::{IntervalRecord, ProcessCpu, SocketStats, StatsDocument, WorkerStats};
+pub use stats::{
+    IntervalRecord, ProcessCpu, ServeDocument, SocketStats, StatsDocument, WorkerStats,
+};
 pub use uring_io::UringIo;
 pub use xdp_io::{ModeChoice, Queues, XdpConfig, XdpIo, XdpOptions};

@@ -9,23 +9,13 @@ use crate::socket_io::SocketIo;
 use crate::sockets::{AppliedSocket, SocketSet};
 use crate::stats::{SocketStats, WorkerCounters, WorkerStats};
 use firehose_sys::socket::UdpSock;
-use firehose_sys::{cpu, SysError};
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
+use firehose_sys::{cpu, Setting, SetupError, SysError, Usage};
 use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-
-/// Why a server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The configuration is inconsistent (bad usage).
-    #[error("{0}")]
-    Config(String),
-    /// The kernel refused a call or option; the message names it and the errno.
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
 
 /// The configuration in force once the server runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,26 +46,41 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     sockets: Vec<Arc<UdpSock>>,
     counters: Arc<Vec<WorkerCounters>>,
-    threads: Vec<JoinHandle<Finished>>,
+    threads: Workers<Finished, Infallible>,
     applied: Applied,
     local: SocketAddr,
 }
 
-/// Rejects configurations that cannot work, with a message naming the flag.
-fn validate(cfg: &ServeConfig) -> Result<(), ServeError> {
+/// Rejects configurations that cannot work, with a message naming the setting.
+fn validate(cfg: &ServeConfig) -> Result<(), SetupError> {
     if cfg.workers == 0 {
-        return Err(ServeError::Config("--workers must be at least 1".into()));
+        return Err(Usage::new(
+            Setting::Workers,
+            format!("{} must be at least 1", Setting::Workers.r()),
+        )
+        .into());
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
-        return Err(ServeError::Config(format!(
-            "--batch {} is out of range; use 1 (recvfrom/sendto) to 1024",
-            cfg.batch
-        )));
+        return Err(Usage::new(
+            Setting::Batch,
+            format!(
+                "{} {} is out of range; use 1 (recvfrom/sendto) to 1024",
+                Setting::Batch.r(),
+                cfg.batch
+            ),
+        )
+        .into());
     }
     if cfg.steer != Steer::None && cfg.sockets != SocketMode::Reuseport {
-        return Err(ServeError::Config(
-            "--steer needs --sockets reuseport (steering picks among a reuseport group)".into(),
-        ));
+        return Err(Usage::new(
+            Setting::Steer,
+            format!(
+                "{} needs {} reuseport (steering picks among a reuseport group)",
+                Setting::Steer.r(),
+                Setting::Sockets.r()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -83,7 +88,7 @@ fn validate(cfg: &ServeConfig) -> Result<(), ServeError> {
 impl Server {
     /// Opens the sockets, applies every option, and starts the workers on the socket
     /// path. `make` builds one handler per worker (called with the worker index).
-    pub fn start<H, F>(cfg: &ServeConfig, make: F) -> Result<Server, ServeError>
+    pub fn start<H, F>(cfg: &ServeConfig, make: F) -> Result<Server, SetupError>
     where
         H: Handler + 'static,
         F: Fn(usize) -> H,
@@ -93,7 +98,7 @@ impl Server {
 
     /// As [`Self::start`], with the workers' I/O through `io` (see [`crate::backend`]).
     /// The sockets are opened and configured as for the socket path either way.
-    pub fn start_with<I, H, F>(cfg: &ServeConfig, io: I, make: F) -> Result<Server, ServeError>
+    pub fn start_with<I, H, F>(cfg: &ServeConfig, io: I, make: F) -> Result<Server, SetupError>
     where
         I: Io,
         H: Handler + 'static,
@@ -191,10 +196,20 @@ impl Server {
         )
     }
 
-    /// Asks workers to stop and waits for them; returns the handlers' own counters summed.
-    pub fn shutdown(mut self) -> Vec<(&'static str, u64)> {
+    /// The workers' state. They run until stopped, so one that panicked or returned is a
+    /// failure: the caller stops the server and says so (docs/serve.md, "When a worker
+    /// fails").
+    pub fn health(&mut self) -> Health {
+        self.threads.health(self.stop.load(Ordering::Relaxed))
+    }
+
+    /// Asks workers to stop and waits for them; returns the handlers' own counters summed,
+    /// or the first worker that failed.
+    pub fn shutdown(mut self) -> Result<Vec<(&'static str, u64)>, WorkerFailure> {
         let mut sums = Vec::new();
-        for cs in stop_and_join(&self.stop, &mut self.threads) {
+        self.stop.store(true, Ordering::Relaxed);
+        let threads = std::mem::replace(&mut self.threads, Workers::new(true));
+        for cs in threads.join()? {
             for (k, v) in cs {
                 match sums.iter_mut().find(|(n, _)| *n == k) {
                     Some(e) => e.1 += v,
@@ -202,7 +217,7 @@ impl Server {
                 }
             }
         }
-        sums
+        Ok(sums)
     }
 }
 
@@ -215,16 +230,17 @@ fn spawn_workers<I, H, F>(
     make: F,
     counters: &Arc<Vec<WorkerCounters>>,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<JoinHandle<Finished>>, ServeError>
+) -> Result<Workers<Finished, Infallible>, SetupError>
 where
     I: Io,
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ServeError>>();
-    let mut threads = Vec::with_capacity(seats.len());
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), SetupError>>();
+    let mut threads = Workers::new(true);
     for seat in seats {
         let i = seat.index;
+        let label = Label::new("worker", i).queue(io.queue(i)).cpu(seat.cpu);
         let (io, quit, counters, ready) =
             (io.clone(), stop.clone(), counters.clone(), ready_tx.clone());
         let mut handler = make(i);
@@ -240,20 +256,22 @@ where
                     Ok(b) => b,
                     Err(e) => {
                         let _ = ready.send(Err(e));
-                        return Vec::new();
+                        return Ok(Vec::new());
                     }
                 };
                 let _ = ready.send(Ok(()));
                 crate::worker::run(&mut backend, &mut handler, &counters[i], &quit);
-                handler.counters()
+                Ok(handler.counters().to_vec())
             });
         match spawned {
-            Ok(t) => threads.push(t),
+            Ok(t) => threads.push(label, t),
             Err(e) => {
-                stop_and_join(stop, &mut threads);
-                return Err(ServeError::Config(format!(
-                    "could not start worker thread {i}: {e}"
-                )));
+                stop_and_join(stop, threads);
+                return Err(SysError {
+                    what: format!("starting worker thread {i}"),
+                    source: e,
+                }
+                .into());
             }
         }
     }
@@ -271,16 +289,17 @@ where
     match first_err {
         None => Ok(threads),
         Some(e) => {
-            stop_and_join(stop, &mut threads);
+            stop_and_join(stop, threads);
             Err(e)
         }
     }
 }
 
-/// Sets the stop flag and collects each worker's result (a panicked worker gives none).
-fn stop_and_join(stop: &AtomicBool, threads: &mut Vec<JoinHandle<Finished>>) -> Vec<Finished> {
+/// Sets the stop flag and waits for the workers of a start that failed: the start's own
+/// error is the one reported.
+fn stop_and_join(stop: &AtomicBool, threads: Workers<Finished, Infallible>) {
     stop.store(true, Ordering::Relaxed);
-    threads.drain(..).filter_map(|t| t.join().ok()).collect()
+    let _ = threads.join();
 }
 
 #[cfg(test)]
@@ -305,9 +324,9 @@ mod tests {
     }
     impl Io for Failing {
         type Backend = SocketBackend;
-        fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
+        fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
             if seat.index == self.fail {
-                return Err(ServeError::Config(format!("queue {} is busy", seat.index)));
+                return Err(Usage::host(format!("queue {} is busy", seat.index)).into());
             }
             self.inner.open(seat)
         }
@@ -341,9 +360,52 @@ mod tests {
         };
         let srv = Server::start_with(&cfg, io, |_| Echo).unwrap();
         assert_eq!(srv.applied().backend.as_ref().unwrap().name, "failing");
-        srv.shutdown();
+        srv.shutdown().expect("no worker failed");
         let plain = Server::start(&cfg, |_| Echo).unwrap();
         assert!(plain.applied().backend.is_none());
-        plain.shutdown();
+        plain.shutdown().expect("no worker failed");
+    }
+
+    /// A handler that panics on the request "boom", as a protocol bug would.
+    struct Fragile;
+    impl Handler for Fragile {
+        fn handle(&mut self, req: &mut crate::Request<'_>) -> Verdict {
+            let (buf, len, _) = req.parts();
+            assert!(&buf[..len] != b"boom", "cannot parse 'boom'");
+            Verdict::Reply(len)
+        }
+    }
+
+    #[test]
+    fn a_worker_that_panics_is_reported_with_its_cpu_and_message_and_never_dropped() {
+        let cfg = ServeConfig::profile(Profile::Reuseport, "127.0.0.1:0".parse().unwrap(), 2);
+        let mut srv = Server::start(&cfg, |_| Fragile).unwrap();
+        assert_eq!(srv.health(), Health::Running);
+        let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        // An ordinary request is answered first: the server works until the bad one.
+        c.send_to(b"hi", srv.local_addr()).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            firehose_sys::retry_interrupted(|| c.recv(&mut buf)).unwrap(),
+            2
+        );
+        c.send_to(b"boom", srv.local_addr()).unwrap();
+        let by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let f = loop {
+            if let Health::Failed(f) = srv.health() {
+                break f;
+            }
+            assert!(std::time::Instant::now() < by, "the panic was never seen");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(f.label.role, "worker");
+        assert!(
+            matches!(&f.cause, firehose_sys::supervise::Cause::Panicked(m) if m.contains("cannot parse 'boom'")),
+            "{f}"
+        );
+        // Stopping the server still reports it: the panicked worker's result is not lost.
+        assert_eq!(srv.shutdown().unwrap_err(), f);
     }
 }

@@ -4,9 +4,9 @@
 use crate::backend::{Backend, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use crate::server::ServeError;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
+use firehose_sys::SetupError;
 use std::sync::Arc;
 
 /// Largest UDP payload over IPv4, plus room: every slot can hold any datagram.
@@ -35,7 +35,7 @@ impl SocketIo {
 impl Io for SocketIo {
     type Backend = SocketBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, ServeError> {
+    fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
         let (recv, send) = match self.batch {
             1 => (RecvMode::Single, SendMode::Single),
             _ => (RecvMode::Batch, SendMode::Batch),

@@ -2,9 +2,8 @@
 //! bound (port-in-use checked even for reuseport), steered, and read back.
 
 use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
-use crate::server::ServeError;
 use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
-use firehose_sys::{bpf, cpu, SysError};
+use firehose_sys::{bpf, cpu, SetupError, SysError};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -37,7 +36,7 @@ pub(crate) struct SocketSet {
 
 impl SocketSet {
     /// Opens one socket (shared) or one per worker (reuseport) for `cfg`.
-    pub fn open(cfg: &ServeConfig) -> Result<SocketSet, ServeError> {
+    pub fn open(cfg: &ServeConfig) -> Result<SocketSet, SetupError> {
         let n_sockets = match cfg.sockets {
             SocketMode::Shared => 1,
             SocketMode::Reuseport => cfg.workers,
@@ -101,7 +100,7 @@ fn busy_poll_extras(s: &UdpSock, batch: usize, notes: &mut Vec<String>) {
 }
 
 /// Attaches the steering program to the reuseport group; returns its description.
-fn attach_steering(steer: Steer, sockets: &[UdpSock]) -> Result<&'static str, ServeError> {
+fn attach_steering(steer: Steer, sockets: &[UdpSock]) -> Result<&'static str, SetupError> {
     let n = sockets.len() as u32;
     Ok(match steer {
         Steer::None => "none",
@@ -118,7 +117,7 @@ fn attach_steering(steer: Steer, sockets: &[UdpSock]) -> Result<&'static str, Se
     })
 }
 
-fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, ServeError> {
+fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, SetupError> {
     let s = UdpSock::new_for(&cfg.listen)?;
     if s.is_v6() {
         s.set_v6only(true)?;
@@ -157,7 +156,7 @@ fn read_back(
     index: usize,
     steering: &'static str,
     busy: bool,
-) -> Result<AppliedSocket, ServeError> {
+) -> Result<AppliedSocket, SetupError> {
     let opt = |r: Result<i32, SysError>| r.ok();
     Ok(AppliedSocket {
         index,

@@ -37,7 +37,7 @@ pub struct WorkerCounters {
 /// Buckets of the batch-size histogram: upper bounds 1, 2, 4, ... 1024 (the largest batch).
 pub const BATCH_BUCKETS: usize = 11;
 
-/// Most counters a handler may publish live (see [`crate::handler::Handler::live_counters`]).
+/// Most counters a handler may publish live (see [`crate::handler::Handler::counters`]).
 pub const MAX_HANDLER_COUNTERS: usize = 32;
 
 /// Counters named by their publisher the first time it publishes; values are stored, not
@@ -236,8 +236,11 @@ pub struct ProcessCpu {
     pub sys_s: f64,
 }
 
-/// The document `firehose serve --json-file` writes at exit. The writer and every reader
-/// (the lab, `firehose bench`) share this type, so the keys cannot drift apart.
+/// `firehose serve --json`: the envelope and a [`StatsDocument`].
+pub type ServeDocument = firehose_host::document::Document<StatsDocument>;
+
+/// The body of the document `firehose serve --json-file` writes at exit. The writer and
+/// every reader (the lab, `firehose bench`) share this type, so the keys cannot drift apart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatsDocument {
     /// The protocol served ("echo", "dns").
@@ -250,7 +253,12 @@ pub struct StatsDocument {
     /// The handler's own counters (e.g. `dns_noerror`).
     pub handler: BTreeMap<String, u64>,
     pub cpu: ProcessCpu,
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub syscalls_per_packet: Option<f64>,
+    /// One record per `--interval` (absent without one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalRecord>,
+    pub environment: firehose_host::env::Environment,
 }
 
 /// One `--interval` record of `serve --json-file` (in its `intervals` array; earlier versions
@@ -323,6 +331,8 @@ mod tests {
                 user_s: 0.25,
                 sys_s: 0.5,
             },
+            intervals: Vec::new(),
+            environment: firehose_host::env::Environment::capture(),
         }
     }
 

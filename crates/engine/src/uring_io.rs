@@ -12,8 +12,8 @@
 use crate::backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use crate::server::ServeError;
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
+use firehose_sys::SetupError;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl UringIo {
 impl Io for UringIo {
     type Backend = UringBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, ServeError> {
+    fn open(&self, seat: &WorkerSeat) -> Result<UringBackend, SetupError> {
         let ring = DgramRing::new(vec![seat.socket.as_raw_fd()], &self.ring(), &self.setup)?;
         Ok(UringBackend {
             ring,
@@ -217,7 +217,8 @@ mod tests {
             for i in 0..50u8 {
                 let msg = vec![i; 1 + i as usize * 30];
                 client.send_to(&msg, srv.local_addr()).unwrap();
-                let (n, from) = client.recv_from(&mut buf).unwrap();
+                let (n, from) =
+                    firehose_sys::retry_interrupted(|| client.recv_from(&mut buf)).unwrap();
                 assert_eq!(from, srv.local_addr());
                 assert_eq!(n, msg.len());
                 assert_eq!(buf[0], i + 1);
@@ -230,7 +231,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 t = crate::WorkerStats::total(&srv.worker_stats());
             }
-            srv.shutdown();
+            srv.shutdown().expect("no worker failed");
             assert_eq!((t.packets_in, t.packets_out, t.send_errors), (50, 50, 0));
             assert!(
                 t.syscalls >= 50,

@@ -57,7 +57,7 @@ pub fn run<B: Backend, H: Handler>(
         c.add(&c.handler_drops, drops);
         c.add(&c.unknown_peer, unknown_peer);
         c.publish_backend(backend.counters());
-        c.publish_handler(handler.live_counters());
+        c.publish_handler(handler.counters());
         c.record_batch(r.count);
     }
 }

@@ -11,11 +11,11 @@
 //! the link fd itself, so the program leaves with the process.
 
 use crate::backend::{BackendApplied, Io, WorkerSeat};
-use crate::server::ServeError;
 use crate::xdp_backend::XdpBackend;
 use firehose_sys::xdp::queue::XdpQueue;
-use firehose_sys::xdp::setup::{self, Iface, SetupError, Steered};
+use firehose_sys::xdp::setup::{self, Iface, Steered};
 pub use firehose_sys::xdp::setup::{ModeChoice, Queues, XdpOptions};
+use firehose_sys::{Setting, SetupError, Usage};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
@@ -44,36 +44,26 @@ pub struct XdpIo {
     _steered: Steered,
 }
 
-fn usage(msg: String) -> ServeError {
-    ServeError::Config(msg)
-}
-
-fn setup_err(e: SetupError) -> ServeError {
-    match e {
-        SetupError::Config(m) => ServeError::Config(m),
-        SetupError::Kernel(k) => ServeError::Kernel(k),
-    }
-}
-
 impl XdpIo {
     /// Checks, opens and attaches everything for serving `listen` on `cfg.iface`. The
     /// listen socket itself (the fallback path) is opened by the server as usual.
-    pub fn new(cfg: XdpConfig, listen: SocketAddr) -> Result<XdpIo, ServeError> {
-        setup::require_root("--io socket").map_err(setup_err)?;
+    pub fn new(cfg: XdpConfig, listen: SocketAddr) -> Result<XdpIo, SetupError> {
+        setup::require_root("socket")?;
         if listen.port() == 0 {
-            return Err(usage(
-                "--io xdp needs a fixed --listen port (the program matches it)".into(),
-            ));
+            return Err(Usage::new(
+                Setting::Listen,
+                format!(
+                    "{} xdp needs a fixed {} port (the program matches it)",
+                    Setting::Io.r(),
+                    Setting::Listen.r()
+                ),
+            )
+            .into());
         }
-        let iface = Iface::open(&cfg.iface).map_err(setup_err)?;
-        iface.check_listen(&listen).map_err(setup_err)?;
+        let iface = Iface::open(&cfg.iface)?;
+        iface.check_listen(&listen)?;
         let mtu = iface.mtu;
-        let (steered, drivers) = setup::steer(
-            &iface,
-            &iface.server_match(&listen).map_err(setup_err)?,
-            &cfg.options,
-        )
-        .map_err(setup_err)?;
+        let (steered, drivers) = setup::steer(&iface, &iface.server_match(&listen)?, &cfg.options)?;
         let g = &steered.granted;
         let mut settings = g.settings();
         settings.insert("batch".into(), cfg.batch.to_string());
@@ -104,20 +94,25 @@ impl XdpIo {
 impl Io for XdpIo {
     type Backend = XdpBackend;
 
-    fn open(&self, seat: &WorkerSeat) -> Result<XdpBackend, ServeError> {
+    fn open(&self, seat: &WorkerSeat) -> Result<XdpBackend, SetupError> {
         let Some(&queue) = self.queues.get(seat.index) else {
-            return Err(usage(format!(
-                "worker {} has no queue: --io xdp runs one worker per queue ({} queues)",
-                seat.index,
-                self.queues.len()
-            )));
+            return Err(Usage::new(
+                Setting::Workers,
+                format!(
+                    "worker {} has no queue: {} xdp runs one worker per queue ({} queues)",
+                    seat.index,
+                    Setting::Io.r(),
+                    self.queues.len()
+                ),
+            )
+            .into());
         };
         let queue = self
             .drivers
             .lock()
-            .map_err(|_| usage("a worker panicked during start".into()))?[seat.index]
+            .map_err(|_| Usage::host("a worker panicked during start"))?[seat.index]
             .take()
-            .ok_or_else(|| usage(format!("queue {queue} opened twice")))?;
+            .ok_or_else(|| Usage::host(format!("queue {queue} opened twice")))?;
         Ok(XdpBackend::new(
             queue,
             seat.socket.clone(),
@@ -129,5 +124,9 @@ impl Io for XdpIo {
 
     fn applied(&self) -> Option<BackendApplied> {
         Some(self.applied.clone())
+    }
+
+    fn queue(&self, index: usize) -> Option<u32> {
+        self.queues.get(index).copied()
     }
 }

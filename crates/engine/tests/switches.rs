@@ -4,8 +4,9 @@
 use firehose_engine::{
     Handler, Pin, PmtuDisc, Profile, Request, ServeConfig, Server, SocketMode, Steer, Verdict,
 };
-use firehose_sys::cpu;
+use firehose_sys::retry_interrupted;
 use firehose_sys::socket::{consts, UdpSock};
+use firehose_sys::{cpu, Setting, SetupError};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -53,7 +54,7 @@ fn options_are_applied_and_read_back() {
         .socket_detail
         .iter()
         .all(|d| d.mtu_discover == "omit" && d.busy_poll_us == 50));
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -63,7 +64,7 @@ fn shared_mode_has_one_socket_without_reuseport() {
     assert_eq!(srv.sockets().len(), 1);
     assert!(!srv.sockets()[0].reuseport().unwrap());
     assert_eq!(srv.applied().worker_sockets, vec![0, 0, 0]);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -92,7 +93,7 @@ fn send_from_cpu(cpu_k: usize, to: SocketAddr, n: usize) {
         let mut buf = [0u8; 64];
         for i in 0..n {
             s.send_to(&(i as u32).to_le_bytes(), to).unwrap();
-            s.recv_from(&mut buf).unwrap();
+            retry_interrupted(|| s.recv_from(&mut buf)).unwrap();
         }
     })
     .join()
@@ -150,7 +151,7 @@ fn steering_sends_each_cpu_to_its_worker(steer: Steer) {
             }
         }
     }
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -170,8 +171,14 @@ fn steering_needs_reuseport_and_distinct_cpus() {
     let e = Server::start(&cfg, |_| Echo)
         .err()
         .expect("steering a shared socket must fail");
+    // The library names settings, never flags: the cli prints them as flags.
     assert!(
-        e.to_string().contains("--steer needs --sockets reuseport"),
+        e.to_string().contains("steer needs sockets reuseport"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("--"), "{e}");
+    assert!(
+        matches!(&e, SetupError::Usage(u) if u.setting == Some(Setting::Steer)),
         "{e}"
     );
     // Two workers pinned to the same CPU collide modulo 2 (any host has its first CPU).
@@ -222,18 +229,18 @@ fn overload_drops_and_counts_without_crashing() {
     );
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut buf = [0u8; 2000];
-    while s.recv_from(&mut buf).is_ok_and(|(n, _)| n == 1000) {
+    while retry_interrupted(|| s.recv_from(&mut buf)).is_ok_and(|(n, _)| n == 1000) {
         if srv.worker_stats()[0].packets_out == got {
             break;
         }
     }
     s.send_to(b"still alive", to).unwrap();
     let (n, _) = loop {
-        let r = s.recv_from(&mut buf).unwrap();
+        let r = retry_interrupted(|| s.recv_from(&mut buf)).unwrap();
         if r.0 == 11 {
             break r;
         }
     };
     assert_eq!(&buf[..n], b"still alive");
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }

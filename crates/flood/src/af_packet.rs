@@ -9,12 +9,12 @@
 //! destination MAC (resolved, when missing, by one datagram to the target's discard port). Loopback has
 //! no link layer to speak of, so the target must be reached over a real interface (veth).
 
-use super::FloodError;
 use firehose_frame::{write_request, Endpoints};
 use firehose_sys::af_packet::{self, PacketSock, TxRing, TxRingConfig};
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::socket::UdpSock;
 use firehose_sys::xdp::netlink;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -28,29 +28,52 @@ pub(crate) struct Path {
 
 /// The route the kernel would take to `target`, from `probe` (a UDP socket connected to it);
 /// `mode` names the send mode in refusals.
-pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result<Path, FloodError> {
+pub(crate) fn resolve(probe: &UdpSock, target: SocketAddr, mode: &str) -> Result<Path, SetupError> {
     let src = probe.local_addr()?;
     let Some((ifindex, interface)) = firehose_sys::ifaddr::interface_of(src.ip())? else {
-        return Err(FloodError::Config(format!(
-            "--io {mode}: no interface holds {}, the source address toward {target}",
-            src.ip()
-        )));
+        return Err(SetupError::usage(
+            Setting::Target,
+            format!(
+                "{} {mode}: no interface holds {}, the source address toward {target}",
+                Setting::Io.r(),
+                src.ip()
+            ),
+        ));
     };
     if src.ip().is_loopback() || target.ip() == src.ip() {
-        return Err(FloodError::Config(format!(
-            "--io {mode}: {target} is reached over {interface}, not a real link; target an address behind an interface such as a veth peer"
-        )));
+        return Err(SetupError::usage(
+            Setting::Target,
+            format!(
+                "{} {mode}: {target} is reached over {interface}, not a real link; target an address behind an interface such as a veth peer",
+                Setting::Io.r()
+            ),
+        ));
     }
-    let mac_text = std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
-        .map_err(|e| FloodError::Config(format!("--io {mode}: reading {interface}'s MAC: {e}")))?;
+    let mac_text =
+        std::fs::read_to_string(format!("/sys/class/net/{interface}/address")).map_err(|e| {
+            SysError {
+                what: format!("reading {interface}'s MAC (/sys/class/net/{interface}/address)"),
+                source: e,
+            }
+        })?;
     let src_mac = firehose_frame::parse_mac(mac_text.trim()).ok_or_else(|| {
-        FloodError::Config(format!("--io {mode}: {interface} has no Ethernet address"))
+        SetupError::usage(
+            Setting::Target,
+            format!(
+                "{} {mode}: {interface} has no Ethernet address",
+                Setting::Io.r()
+            ),
+        )
     })?;
     let dst_mac = netlink::resolve_neighbour(ifindex, src.ip(), target.ip(), Duration::from_secs(2))?
         .ok_or_else(|| {
-            FloodError::Config(format!(
-                "--io {mode}: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)"
-            ))
+            SetupError::usage(
+                Setting::Target,
+                format!(
+                    "{} {mode}: {target} has no neighbour entry on {interface} (not on the link, or it does not answer ARP/ND)",
+                    Setting::Io.r()
+                ),
+            )
         })?;
     Ok(Path {
         ifindex,
@@ -81,7 +104,7 @@ impl PacketSender {
     /// marking slots, as the kernel only reads their data. The slot count is a multiple of
     /// the flow count where the ring's geometry allows, so the flows take turns exactly
     /// across laps.
-    pub fn new(path: &Path, ports: &[u16], payload: usize) -> Result<Self, FloodError> {
+    pub fn new(path: &Path, ports: &[u16], payload: usize) -> Result<Self, SetupError> {
         let body: Vec<u8> = (0..payload).map(|k| (k % 251) as u8).collect();
         let mut frames = Vec::new();
         for &p in ports {
@@ -89,9 +112,13 @@ impl PacketSender {
             e.src.set_port(p);
             let mut f = vec![0u8; firehose_frame::header_len(&e) + payload];
             let n = write_request(&mut f, &e, &body).ok_or_else(|| {
-                FloodError::Config(format!(
-                    "--io packet: a {payload}-byte payload does not fit a frame"
-                ))
+                SetupError::usage(
+                    Setting::Size,
+                    format!(
+                        "{} packet: a {payload}-byte payload does not fit a frame",
+                        Setting::Io.r()
+                    ),
+                )
             })?;
             f.truncate(n);
             // The vnet header asks for the whole frame in the linear area.
@@ -110,8 +137,7 @@ impl PacketSender {
         sock.set_qdisc_bypass(true)?;
         sock.set_vnet_hdr(true)?;
         let mut ring = TxRing::new(sock, TxRingConfig::for_frames(longest, slots))?;
-        ring.prefill(|i| &frames[i % flows][..])
-            .map_err(|e| FloodError::Config(format!("--io packet: {e}")))?;
+        ring.prefill(|i| &frames[i % flows][..])?;
         Ok(PacketSender { ring })
     }
 

@@ -13,19 +13,20 @@
 //! ([`xdp`](mod@xdp)); their sockets only hold the source ports.
 
 mod af_packet;
+pub mod document;
 mod xdp;
 
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
 use firehose_sys::xdp::setup::XdpApplied;
 use firehose_sys::xdp::xsk::XskConfig;
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The send call a flood thread makes.
@@ -113,15 +114,6 @@ pub struct FloodConfig {
     pub xsk: XskConfig,
 }
 
-/// Why a flood could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum FloodError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
-
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
@@ -156,7 +148,7 @@ pub struct FloodSnapshot {
 pub struct Flood {
     stop: Arc<AtomicBool>,
     counters: Arc<Vec<Counters>>,
-    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    workers: Workers<(), SysError>,
     /// The source ports in use, one per flow.
     pub source_ports: Vec<u16>,
     /// Xdp mode: what the kernel granted (interface, queues, zero-copy, ...) and notes.
@@ -165,25 +157,46 @@ pub struct Flood {
 
 impl Flood {
     /// Opens a socket per flow and starts the threads.
-    pub fn start(cfg: &FloodConfig) -> Result<Flood, FloodError> {
+    pub fn start(cfg: &FloodConfig) -> Result<Flood, SetupError> {
         if cfg.threads == 0 || cfg.flows == 0 || cfg.batch == 0 {
-            return Err(FloodError::Config(
-                "threads, flows and batch must be at least 1".into(),
+            let s = if cfg.threads == 0 {
+                Setting::Threads
+            } else if cfg.flows == 0 {
+                Setting::Flows
+            } else {
+                Setting::Batch
+            };
+            return Err(SetupError::usage(
+                s,
+                format!(
+                    "{}, {} and {} must be at least 1",
+                    Setting::Threads.r(),
+                    Setting::Flows.r(),
+                    Setting::Batch.r()
+                ),
             ));
         }
         if cfg.flows < cfg.threads {
-            return Err(FloodError::Config(format!(
-                "{} threads need at least as many flows (each thread sends on its own sockets); raise --flows to {}",
-                cfg.threads, cfg.threads
-            )));
+            return Err(SetupError::usage(
+                Setting::Flows,
+                format!(
+                    "{} threads need at least as many flows (each thread sends on its own sockets); raise {} to {}",
+                    cfg.threads,
+                    Setting::Flows.r(),
+                    cfg.threads
+                ),
+            ));
         }
         if let Some(c) = &cfg.cpus {
             if c.len() < cfg.threads {
-                return Err(FloodError::Config(format!(
-                    "{} threads but {} CPUs given: give a CPU per thread",
-                    cfg.threads,
-                    c.len()
-                )));
+                return Err(SetupError::usage(
+                    Setting::Cpus,
+                    format!(
+                        "{} threads but {} CPUs given: give a CPU per thread",
+                        cfg.threads,
+                        c.len()
+                    ),
+                ));
             }
         }
         if cfg.io == FloodIo::Uring {
@@ -234,14 +247,15 @@ impl Flood {
         let counters: Arc<Vec<Counters>> =
             Arc::new((0..cfg.threads).map(|_| Counters::default()).collect());
         let stop = Arc::new(AtomicBool::new(false));
-        let mut handles = Vec::new();
+        let mut threads = Workers::new(false);
         for (i, (socks, ring)) in per_thread.into_iter().zip(senders).enumerate() {
             let quota = cfg
                 .count
                 .map(|n| n / cfg.threads as u64 + u64::from((i as u64) < n % cfg.threads as u64));
+            let cpu = cfg.cpus.as_ref().map(|c| c[i]);
             let t = Thread {
                 index: i,
-                cpu: cfg.cpus.as_ref().map(|c| c[i]),
+                cpu,
                 io: cfg.io,
                 payload: cfg.payload,
                 batch: cfg.batch,
@@ -251,20 +265,19 @@ impl Flood {
                 counters: counters.clone(),
                 stop: stop.clone(),
             };
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("flood-{i}"))
-                    .spawn(move || t.run(socks, ring))
-                    .map_err(|e| SysError {
-                        what: "spawning a flood thread".into(),
-                        source: e,
-                    })?,
-            );
+            let h = std::thread::Builder::new()
+                .name(format!("flood-{i}"))
+                .spawn(move || t.run(socks, ring))
+                .map_err(|e| SysError {
+                    what: "spawning a flood thread".into(),
+                    source: e,
+                })?;
+            threads.push(Label::new("flood thread", i).cpu(cpu), h);
         }
         Ok(Flood {
             stop,
             counters,
-            handles,
+            workers: threads,
             source_ports,
             xdp: applied,
         })
@@ -290,16 +303,21 @@ impl Flood {
         s
     }
 
-    /// True when every thread has sent its share of `--count` (or stopped on an error).
-    pub fn finished(&self) -> bool {
-        self.handles.iter().all(|h| h.is_finished())
-            || self.counters.iter().all(|c| c.done.load(Ordering::Relaxed))
+    /// The threads' state: done when every thread has sent its share of `--count`; a
+    /// thread that panicked or failed is a failure.
+    pub fn health(&mut self) -> Health {
+        match self.workers.health(self.stop.load(Ordering::Relaxed)) {
+            Health::Running if self.counters.iter().all(|c| c.done.load(Ordering::Relaxed)) => {
+                Health::Done
+            }
+            h => h,
+        }
     }
 
-    /// Stops the threads; the final counters, or the first thread's error.
-    pub fn stop(mut self) -> Result<FloodSnapshot, FloodError> {
+    /// Stops the threads; the final counters, or the first thread's failure.
+    pub fn stop(mut self) -> Result<FloodSnapshot, WorkerFailure> {
         self.stop.store(true, Ordering::Relaxed);
-        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "flood")?;
+        std::mem::replace(&mut self.workers, Workers::new(false)).join()?;
         Ok(self.snapshot())
     }
 }
@@ -470,16 +488,24 @@ fn xdp_senders(
     cfg: &FloodConfig,
     path: &af_packet::Path,
     ports: &[Vec<u16>],
-) -> Result<(Vec<xdp::XdpSender>, XdpApplied), FloodError> {
+) -> Result<(Vec<xdp::XdpSender>, XdpApplied), SetupError> {
     use firehose_sys::xdp::setup::{self, Granted, Iface};
-    setup::require_root("--io sendmmsg").map_err(xdp::setup_err)?;
-    setup::check_ring(cfg.xsk.ring).map_err(xdp::setup_err)?;
-    let iface = Iface::open(&path.interface).map_err(xdp::setup_err)?;
+    setup::require_root("sendmmsg")?;
+    setup::check_ring(cfg.xsk.ring)?;
+    let iface = Iface::open(&path.interface)?;
     if cfg.threads > iface.rx_queues {
-        return Err(FloodError::Config(format!(
-            "--io xdp runs one socket per thread on its own queue: {} has {} queue(s) for {}              threads; lower --threads",
-            iface.name, iface.rx_queues, cfg.threads
-        )));
+        return Err(SetupError::usage(
+            Setting::Threads,
+            format!(
+                "{} xdp runs one socket per thread on its own queue: {} has {} queue(s) for {} \
+                 threads; lower {}",
+                Setting::Io.r(),
+                iface.name,
+                iface.rx_queues,
+                cfg.threads,
+                Setting::Threads.r()
+            ),
+        ));
     }
     let mut notes = Vec::new();
     let mut senders = Vec::new();

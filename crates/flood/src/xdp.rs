@@ -12,24 +12,16 @@
 //! [`STALL`] are counted (`uncompleted`) and end the thread's run, not the process.
 
 use super::af_packet::Path;
-use super::FloodError;
 use firehose_frame::write_request;
 use firehose_sys::mmsg::Flushed;
 use firehose_sys::xdp::queue::XdpQueue;
-use firehose_sys::xdp::setup::{Iface, SetupError};
+use firehose_sys::xdp::setup::Iface;
 use firehose_sys::xdp::xsk::XskConfig;
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::time::{Duration, Instant};
 
 /// How long frames may stay in flight without any completing before they are given up.
 pub(crate) const STALL: Duration = Duration::from_secs(2);
-
-pub(crate) fn setup_err(e: SetupError) -> FloodError {
-    match e {
-        SetupError::Config(m) => FloodError::Config(m),
-        SetupError::Kernel(k) => FloodError::Kernel(k),
-    }
-}
 
 /// A thread's AF_XDP queue and its prebuilt frames.
 pub(crate) struct XdpSender {
@@ -55,12 +47,12 @@ impl XdpSender {
         payload: usize,
         xsk: &XskConfig,
         notes: &mut Vec<String>,
-    ) -> Result<Self, FloodError> {
+    ) -> Result<Self, SetupError> {
         // Whole rounds of flows, so that every flow gets the same share of frames.
         let rounds = xsk.frames.div_ceil(ports.len() as u32).max(1);
         let frames = rounds * ports.len() as u32;
         let cfg = XskConfig { frames, ..*xsk };
-        let sock = iface.open_queue(queue, &cfg, notes).map_err(setup_err)?;
+        let sock = iface.open_queue(queue, &cfg, notes)?;
         let mut q = XdpQueue::new(sock, false);
         let body: Vec<u8> = (0..payload).map(|k| (k % 251) as u8).collect();
         let mut len = 0;
@@ -69,21 +61,32 @@ impl XdpSender {
             e.src.set_port(ports[(i as usize) % ports.len()]);
             let addr = q.xsk().umem.frame_addr(i);
             let n = write_request(q.frame_mut(addr), &e, &body).ok_or_else(|| {
-                FloodError::Config(format!(
-                    "--io xdp: a {payload}-byte payload does not fit a {}-byte UMEM frame; \
-                     lower --size or use --frame-size 4096",
-                    cfg.frame_size
-                ))
+                SetupError::usage(
+                    Setting::Size,
+                    format!(
+                        "{} xdp: a {payload}-byte payload does not fit a {}-byte UMEM frame; \
+                         lower {} or use {} 4096",
+                        Setting::Io.r(),
+                        cfg.frame_size,
+                        Setting::Size.r(),
+                        Setting::FrameSize.r()
+                    ),
+                )
             })?;
             len = n;
         }
         if len - 14 > iface.mtu {
-            return Err(FloodError::Config(format!(
-                "--io xdp: {}-byte packets exceed {}'s MTU of {}; lower --size",
-                len - 14,
-                iface.name,
-                iface.mtu
-            )));
+            return Err(SetupError::usage(
+                Setting::Size,
+                format!(
+                    "{} xdp: {}-byte packets exceed {}'s MTU of {}; lower {}",
+                    Setting::Io.r(),
+                    len - 14,
+                    iface.name,
+                    iface.mtu,
+                    Setting::Size.r()
+                ),
+            ));
         }
         Ok(XdpSender {
             queue: q,

@@ -3,7 +3,10 @@
 //! Parsers are pure `&str -> struct` functions tested on captured samples; the only file I/O
 //! lives at the edges ([`procfs::read`]), so most code here runs without root or a real NIC.
 
+pub mod cputime;
 pub mod doctor;
+pub mod document;
+pub mod env;
 pub mod fs;
 pub mod kernel;
 pub mod nic;

@@ -2,7 +2,7 @@
 //! refused IRQs, third-party changes, failed restores and foreign journals. (The same code
 //! runs for real in crates/cli/tests/integration/doctor_netns.rs.)
 
-use firehose_host::doctor::apply::{self, ActError, Actuator, Verdict};
+use firehose_host::doctor::apply::{self, ActError, Actuator, StepResult};
 use firehose_host::doctor::journal::{Identity, Journal, JournalError};
 use firehose_host::doctor::plan::{Kind, Phase, Step, Target};
 use std::cell::RefCell;
@@ -134,7 +134,7 @@ fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
     let tj = TempJournal::new("a");
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        out.iter().all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:#?}"
     );
     assert_eq!(
@@ -154,7 +154,7 @@ fn apply_journals_then_changes_and_revert_restores_exact_bytes() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert!(
         out.iter()
-            .all(|o| o.result == Verdict::Done("restored exactly".into())),
+            .all(|o| o.result == StepResult::Done("restored exactly".into())),
         "{out:#?}"
     );
     assert_eq!(out[0].target, RP, "newest first");
@@ -176,13 +176,13 @@ fn irqs_are_left_alone_when_irqbalance_cannot_be_stopped() {
     let out = apply::apply(&plan, &m, &tj.journal(), &id(), 7).unwrap();
     assert!(out[0].failed(), "{:?}", out[0]);
     assert!(
-        matches!(&out[1].result, Verdict::Skipped(n) if n.contains("irqbalance could not be stopped")),
+        matches!(&out[1].result, StepResult::Skipped(n) if n.contains("irqbalance could not be stopped")),
         "{:?}",
         out[1]
     );
     assert_eq!(m.get(IRQ), "0-3\n");
     assert!(
-        matches!(out[2].result, Verdict::Done(_)),
+        matches!(out[2].result, StepResult::Done(_)),
         "other steps still run"
     );
 }
@@ -196,9 +196,9 @@ fn raise_only_never_lowers_and_already_set_is_skipped() {
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert_eq!(
         out[2].result,
-        Verdict::Skipped("already higher (33554432); never lowered".into())
+        StepResult::Skipped("already higher (33554432); never lowered".into())
     );
-    assert_eq!(out[3].result, Verdict::Skipped("already set".into()));
+    assert_eq!(out[3].result, StepResult::Skipped("already set".into()));
     assert_eq!(m.get(RMEM), "33554432\n");
     assert_eq!(
         tj.journal().entries().unwrap().len(),
@@ -215,7 +215,7 @@ fn refused_irq_is_skipped_with_a_note_and_other_failures_fail() {
     let tj = TempJournal::new("c");
     let out = apply::apply(&steps(), &m, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        matches!(&out[0].result, Verdict::Skipped(n) if n.contains("will not move this IRQ")),
+        matches!(&out[0].result, StepResult::Skipped(n) if n.contains("will not move this IRQ")),
         "{:?}",
         out[0]
     );
@@ -227,7 +227,7 @@ fn refused_irq_is_skipped_with_a_note_and_other_failures_fail() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert_eq!(
         out[0].result,
-        Verdict::Done("already at its old value".into())
+        StepResult::Done("already at its old value".into())
     );
     assert_eq!(m.get(XPS), "00000000,00000000\n");
 }
@@ -242,7 +242,7 @@ fn revert_skips_third_party_changes_and_keeps_a_journal_whose_restore_failed() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     let by = |t: &str| out.iter().find(|o| o.target == t).unwrap();
     assert!(
-        matches!(&by(RMEM).result, Verdict::Skipped(n) if n.contains("changed by someone else"))
+        matches!(&by(RMEM).result, StepResult::Skipped(n) if n.contains("changed by someone else"))
     );
     assert_eq!(m.get(RMEM), "8388608\n", "not overwritten");
     assert!(by(XPS).failed());
@@ -254,17 +254,17 @@ fn revert_skips_third_party_changes_and_keeps_a_journal_whose_restore_failed() {
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
     assert_eq!(
         by_target(&out, XPS),
-        Verdict::Done("restored exactly".into())
+        StepResult::Done("restored exactly".into())
     );
     assert_eq!(
         by_target(&out, RP),
-        Verdict::Done("already at its old value".into())
+        StepResult::Done("already at its old value".into())
     );
     assert_eq!(m.get(XPS), "00000000,00000000\n");
     assert!(!tj.0.exists());
 }
 
-fn by_target(out: &[apply::Outcome], t: &str) -> Verdict {
+fn by_target(out: &[apply::Outcome], t: &str) -> StepResult {
     out.iter().find(|o| o.target == t).unwrap().result.clone()
 }
 
@@ -311,7 +311,7 @@ fn dry_run_reads_but_never_writes() {
     assert_eq!(out[2].command, "sysctl -w net.core.rmem_max=16777216");
     assert!(out
         .iter()
-        .all(|o| o.result == Verdict::Done("would change".into())));
+        .all(|o| o.result == StepResult::Done("would change".into())));
     assert_eq!(*m.files.borrow(), before);
 }
 
@@ -349,7 +349,7 @@ fn every_change_is_journaled_on_disk_before_it_is_made() {
     };
     let out = apply::apply(&steps(), &act, &tj.journal(), &id(), 7).unwrap();
     assert!(
-        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        out.iter().all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:#?}"
     );
     let seen = act.seen.into_inner();
@@ -406,12 +406,12 @@ fn the_persist_file_is_journaled_and_reverted_exactly() {
         let tj = TempJournal::new("persist");
         let j = tj.journal();
         let out = apply::apply(std::slice::from_ref(&step), &act, &j, &id(), 1).unwrap();
-        assert!(matches!(out[0].result, Verdict::Done(_)), "{out:?}");
+        assert!(matches!(out[0].result, StepResult::Done(_)), "{out:?}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), step.value);
         let entries = j.entries().unwrap();
         assert_eq!(entries[0].old, before.unwrap_or(ABSENT));
         let back = apply::revert(&act, &j, &id()).unwrap();
-        assert!(matches!(back[0].result, Verdict::Done(_)), "{back:?}");
+        assert!(matches!(back[0].result, StepResult::Done(_)), "{back:?}");
         match before {
             None => assert!(!file.exists(), "the file doctor created is removed"),
             Some(text) => assert_eq!(std::fs::read_to_string(&file).unwrap(), text),
@@ -487,7 +487,7 @@ fn persist_is_reverted_after_a_reboot() {
     ];
     let out = apply::apply(&plan, &act, &tj.journal(), &id(), 1).unwrap();
     assert!(
-        out.iter().all(|o| matches!(o.result, Verdict::Done(_))),
+        out.iter().all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:?}"
     );
     let changed: Vec<_> = plan
@@ -511,7 +511,7 @@ fn persist_is_reverted_after_a_reboot() {
     let out = apply::revert(&act, &tj.journal(), &boot2).unwrap();
     assert_eq!(
         by_target(&out, PERSIST_PATH),
-        Verdict::Done("restored exactly".into())
+        StepResult::Done("restored exactly".into())
     );
     assert_eq!(
         h.read(PERSIST_PATH),
@@ -520,13 +520,13 @@ fn persist_is_reverted_after_a_reboot() {
     );
     assert_eq!(
         by_target(&out, RMEM),
-        Verdict::Done("restored exactly".into())
+        StepResult::Done("restored exactly".into())
     );
     assert_eq!(h.read(RMEM).unwrap(), "212992\n");
     for t in [XPS, IRQ] {
         assert_eq!(
             by_target(&out, t),
-            Verdict::Skipped("set in boot boot-1; the reboot reset it".into()),
+            StepResult::Skipped("set in boot boot-1; the reboot reset it".into()),
             "{t}"
         );
     }
@@ -560,13 +560,13 @@ fn a_torn_last_line_blocks_neither_revert_nor_apply() {
     // Apply goes on: the torn tail is cut off before the next entry.
     let out = apply::apply(&steps()[2..], &m, &tj.journal(), &id(), 8).unwrap();
     assert!(
-        matches!(&out[0].result, Verdict::Skipped(n) if n.contains("line 3 is torn")),
+        matches!(&out[0].result, StepResult::Skipped(n) if n.contains("line 3 is torn")),
         "{out:?}"
     );
     assert!(
         out[1..]
             .iter()
-            .all(|o| matches!(o.result, Verdict::Done(_))),
+            .all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:?}"
     );
     let entries = tj.journal().entries().unwrap();
@@ -583,11 +583,11 @@ fn a_torn_last_line_blocks_neither_revert_nor_apply() {
     std::io::Write::write_all(&mut f, torn.as_bytes()).unwrap();
     drop(f);
     let out = apply::revert(&m, &tj.journal(), &id()).unwrap();
-    assert!(matches!(&out[0].result, Verdict::Skipped(n) if n.contains("line 5 is torn")));
+    assert!(matches!(&out[0].result, StepResult::Skipped(n) if n.contains("line 5 is torn")));
     assert!(
         out[1..]
             .iter()
-            .all(|o| matches!(o.result, Verdict::Done(_))),
+            .all(|o| matches!(o.result, StepResult::Done(_))),
         "{out:?}"
     );
     assert_eq!(*m.files.borrow(), before);

@@ -20,8 +20,8 @@
 //! here prints: progress goes to the binary through a callback.
 
 pub mod cmd;
-pub mod cputime;
-pub mod env;
+pub use firehose_host::cputime;
+pub use firehose_host::env;
 pub mod linkset;
 pub mod memory;
 pub mod metrics;

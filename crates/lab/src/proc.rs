@@ -236,20 +236,8 @@ impl Drop for Proc {
 /// A port free for both UDP and TCP on 127.0.0.1 (knotd and nsd listen on both; the echo
 /// servers need only UDP).
 pub fn free_port() -> LabResult<u16> {
-    for _ in 0..100 {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0")
-            .map_err(|e| LabError::io("bind UDP 127.0.0.1:0", e))?;
-        let port = udp
-            .local_addr()
-            .map_err(|e| LabError::io("getsockname", e))?
-            .port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
-        }
-    }
-    Err(LabError::Run(
-        "no port free for both UDP and TCP on 127.0.0.1".into(),
-    ))
+    firehose_sys::socket::free_port(std::net::Ipv4Addr::LOCALHOST.into())
+        .map_err(|e| LabError::io("finding a free port on 127.0.0.1", e))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use crate::cputime::{self, Scope};
 use crate::LabResult;
+use firehose_host::cputime::busy_ticks;
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
 use std::time::Instant;
@@ -228,11 +229,6 @@ pub struct Window {
     pub socket_drops: u64,
     pub server_cpu_s: f64,
     pub client_cpu_s: Option<f64>,
-}
-
-/// Ticks a CPU (or all) spent busy: everything but idle, iowait and steal.
-pub(crate) fn busy_ticks(t: &stat::CpuTimes) -> u64 {
-    t.user + t.nice + t.system + t.irq + t.softirq
 }
 
 impl Window {

@@ -47,7 +47,7 @@ impl Summary {
 /// Whether a step changed the figure beyond the noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Verdict {
+pub enum Effect {
     Helped,
     Hurt,
     WithinNoise,
@@ -55,13 +55,13 @@ pub enum Verdict {
     Baseline,
 }
 
-impl Verdict {
+impl Effect {
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Helped => "helped",
-            Verdict::Hurt => "hurt",
-            Verdict::WithinNoise => "within noise",
-            Verdict::Baseline => "baseline",
+            Effect::Helped => "helped",
+            Effect::Hurt => "hurt",
+            Effect::WithinNoise => "within noise",
+            Effect::Baseline => "baseline",
         }
     }
 }
@@ -79,20 +79,20 @@ pub fn gain(before: &Summary, after: &Summary) -> Option<f64> {
 /// two, at least [`NOISE_FLOOR`]) in the good direction and the ranges do not overlap;
 /// hurt likewise in the bad direction; otherwise within noise. `higher_is_better` is true
 /// for tps and false for costs.
-pub fn verdict(before: &Summary, after: &Summary, higher_is_better: bool) -> Verdict {
+pub fn effect(before: &Summary, after: &Summary, higher_is_better: bool) -> Effect {
     let Some(g) = gain(before, after) else {
-        return Verdict::Baseline;
+        return Effect::Baseline;
     };
     let band = before.spread().max(after.spread()).max(NOISE_FLOOR);
     let change = g - 1.0;
     let separated = after.min > before.max || after.max < before.min;
     if change.abs() <= band || !separated {
-        return Verdict::WithinNoise;
+        return Effect::WithinNoise;
     }
     if (change > 0.0) == higher_is_better {
-        Verdict::Helped
+        Effect::Helped
     } else {
-        Verdict::Hurt
+        Effect::Hurt
     }
 }
 
@@ -114,28 +114,28 @@ mod tests {
     }
 
     #[test]
-    fn verdicts() {
+    fn effects() {
         let base = s(&[100.0, 102.0, 98.0]);
         assert_eq!(
-            verdict(&base, &s(&[150.0, 149.0, 151.0]), true),
-            Verdict::Helped
+            effect(&base, &s(&[150.0, 149.0, 151.0]), true),
+            Effect::Helped
         );
-        assert_eq!(verdict(&base, &s(&[50.0, 52.0, 48.0]), true), Verdict::Hurt);
+        assert_eq!(effect(&base, &s(&[50.0, 52.0, 48.0]), true), Effect::Hurt);
         assert_eq!(
-            verdict(&base, &s(&[103.0, 101.0, 104.0]), true),
-            Verdict::WithinNoise
+            effect(&base, &s(&[103.0, 101.0, 104.0]), true),
+            Effect::WithinNoise
         );
         // Overlapping ranges are noise even when the medians differ a lot.
         assert_eq!(
-            verdict(&base, &s(&[90.0, 130.0, 300.0]), true),
-            Verdict::WithinNoise
+            effect(&base, &s(&[90.0, 130.0, 300.0]), true),
+            Effect::WithinNoise
         );
         // For a cost, lower is better.
         assert_eq!(
-            verdict(&base, &s(&[50.0, 52.0, 48.0]), false),
-            Verdict::Helped
+            effect(&base, &s(&[50.0, 52.0, 48.0]), false),
+            Effect::Helped
         );
-        assert_eq!(verdict(&s(&[0.0]), &base, true), Verdict::Baseline);
+        assert_eq!(effect(&s(&[0.0]), &base, true), Effect::Baseline);
         assert!((gain(&base, &s(&[150.0])).unwrap() - 1.5).abs() < 1e-12);
     }
 }

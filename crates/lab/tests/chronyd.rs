@@ -63,13 +63,8 @@ fn two_instances_share_a_port_and_answer_every_client() {
                 let t = (tag << 32) | (c << 8) | k;
                 s.send_to(&chronyd::client_request(t), listen).unwrap();
                 let mut buf = [0u8; 512];
-                let n = loop {
-                    match s.recv_from(&mut buf) {
-                        Ok((n, _)) => break n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => panic!("client {c} request {k}: no answer: {e}"),
-                    }
-                };
+                let (n, _) = firehose_sys::retry_interrupted(|| s.recv_from(&mut buf))
+                    .unwrap_or_else(|e| panic!("client {c} request {k}: no answer: {e}"));
                 assert!(chronyd::is_answer(&buf[..n], t), "{:?}", &buf[..n]);
                 assert_eq!(buf[1], 10, "stratum");
                 assert_eq!(buf[0] >> 6, 0, "leap: synchronised");

@@ -18,7 +18,8 @@ use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
 use crate::workload::Workload;
 use firehose_sys::socket::UdpSock;
-use firehose_sys::{cpu, SysError};
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
+use firehose_sys::{cpu, Setting, SetupError, SysError, Usage};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -76,15 +77,6 @@ pub struct LoadConfig {
     pub per_wake: usize,
 }
 
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
-
 /// Live counters of one thread, readable while it runs (for interval lines).
 #[derive(Default)]
 pub struct Live {
@@ -132,98 +124,134 @@ pub struct Run {
     pub live: Arc<Vec<Live>>,
     pub stop: Arc<AtomicBool>,
     pub started: Instant,
-    handles: Vec<std::thread::JoinHandle<Result<ThreadResult, LoadError>>>,
+    handles: Workers<ThreadResult, SetupError>,
 }
 
 impl Run {
-    /// True once every generator thread has returned.
-    pub fn handles_finished(&self) -> bool {
-        self.handles.iter().all(|h| h.is_finished())
+    /// The threads' state: done once every one has returned its results; a thread that
+    /// panicked or failed is a failure.
+    pub fn health(&mut self) -> Health {
+        self.handles.health(self.stop.load(Ordering::Relaxed))
     }
 
-    /// Waits for every thread.
-    pub fn join(self) -> Result<Vec<ThreadResult>, LoadError> {
-        let mut out = Vec::new();
-        for h in self.handles {
-            match h.join() {
-                Ok(r) => out.push(r?),
-                Err(_) => return Err(LoadError::Config("a generator thread panicked".into())),
-            }
-        }
-        Ok(out)
+    /// Waits for every thread: their results, or the first that failed.
+    pub fn join(self) -> Result<Vec<ThreadResult>, WorkerFailure> {
+        self.handles.join()
     }
 }
 
 /// Checks a configuration before anything starts.
-pub fn validate(cfg: &LoadConfig) -> Result<(), LoadError> {
-    let bad = |m: String| Err(LoadError::Config(m));
+pub fn validate(cfg: &LoadConfig) -> Result<(), SetupError> {
+    let bad = |s: Setting, m: String| Err(Usage::new(s, m).into());
+    use Setting as S;
     if cfg.threads == 0 {
-        return bad("--threads must be at least 1".into());
+        return bad(S::Threads, format!("{} must be at least 1", S::Threads.r()));
     }
     if cfg.flows < cfg.threads {
-        return bad(format!(
-            "--flows {} is fewer than --threads {}: each thread needs at least one flow",
-            cfg.flows, cfg.threads
-        ));
+        return bad(
+            S::Flows,
+            format!(
+                "{} {} is fewer than {} {}: each thread needs at least one flow",
+                S::Flows.r(),
+                cfg.flows,
+                S::Threads.r(),
+                cfg.threads
+            ),
+        );
     }
     if cfg.window == 0 && cfg.rate.is_none() {
-        return bad("--window must be at least 1".into());
+        return bad(S::Window, format!("{} must be at least 1", S::Window.r()));
     }
     if cfg.per_wake == 0 || cfg.per_wake > 1024 {
-        return bad(format!(
-            "--per-wake {} is out of range; use 1 to 1024",
-            cfg.per_wake
-        ));
+        return bad(
+            S::PerWake,
+            format!(
+                "{} {} is out of range; use 1 to 1024",
+                S::PerWake.r(),
+                cfg.per_wake
+            ),
+        );
     }
     if cfg.batch == 0 || cfg.batch > 1024 {
-        return bad(format!(
-            "--batch {} is out of range; use 1 to 1024",
-            cfg.batch
-        ));
+        return bad(
+            S::Batch,
+            format!(
+                "{} {} is out of range; use 1 to 1024",
+                S::Batch.r(),
+                cfg.batch
+            ),
+        );
     }
     if let Some(r) = cfg.rate {
         if !(r > 0.0 && r.is_finite()) {
-            return bad(format!(
-                "--rate {r} must be a positive number of transactions per second"
-            ));
+            return bad(
+                S::Rate,
+                format!(
+                    "{} {r} must be a positive number of transactions per second",
+                    S::Rate.r()
+                ),
+            );
         }
     }
     match cfg.length {
         Length::Duration(d) if d.is_zero() => {
-            return bad("--duration must be greater than zero".into())
+            return bad(
+                S::Duration,
+                format!("{} must be greater than zero", S::Duration.r()),
+            )
         }
-        Length::Requests(0) => return bad("--requests must be at least 1".into()),
+        Length::Requests(0) => {
+            return bad(
+                S::Requests,
+                format!("{} must be at least 1", S::Requests.r()),
+            )
+        }
         _ => {}
     }
     if cfg.timeout.is_zero() {
-        return bad("--timeout must be greater than zero".into());
+        return bad(
+            S::Timeout,
+            format!("{} must be greater than zero", S::Timeout.r()),
+        );
     }
     if let Some(cpus) = &cfg.cpus {
         let allowed = cpu::allowed_cpus()?;
         if cpus.len() < cfg.threads {
-            return bad(format!(
-                "--cpus lists {} CPUs for {} threads; give one CPU per thread",
-                cpus.len(),
-                cfg.threads
-            ));
+            return bad(
+                S::Cpus,
+                format!(
+                    "{} lists {} CPUs for {} threads; give one CPU per thread",
+                    S::Cpus.r(),
+                    cpus.len(),
+                    cfg.threads
+                ),
+            );
         }
         if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
-            return bad(format!(
-                "CPU {c} in --cpus does not exist or is not allowed for this process (allowed: {allowed:?})"
-            ));
+            return bad(
+                S::Cpus,
+                format!(
+                    "CPU {c} in {} does not exist or is not allowed for this process (allowed: {allowed:?})",
+                    S::Cpus.r()
+                ),
+            );
         }
     }
     if cfg.target.port() == 0 {
-        return bad(format!(
-            "--target {} has port 0; name the server's port",
-            cfg.target
-        ));
+        return bad(
+            S::Target,
+            format!(
+                "{} {} has port 0; name the server's port",
+                S::Target.r(),
+                cfg.target
+            ),
+        );
     }
     Ok(())
 }
 
 /// Starts the generator threads over kernel sockets; `make` builds one workload per thread.
-pub fn start<W, F>(cfg: &LoadConfig, make: F) -> Result<Run, LoadError>
+pub fn start<W, F>(cfg: &LoadConfig, make: F) -> Result<Run, SetupError>
 where
     W: Workload + 'static,
     F: Fn(usize) -> W,
@@ -232,7 +260,7 @@ where
 }
 
 /// Each thread's flows over kernel sockets, for [`start_with`].
-pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, LoadError> {
+pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, SetupError> {
     validate(cfg)?;
     let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
     let open_loop = cfg.rate.is_some();
@@ -244,7 +272,7 @@ pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, LoadError> {
 
 /// Opens every flow's connected socket, dealt to the threads in turn: all before any thread
 /// runs, so a bad target or a missing route fails first.
-pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, LoadError> {
+pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, SetupError> {
     let mut per_thread: Vec<Vec<_>> = (0..cfg.threads).map(|_| Vec::new()).collect();
     for f in 0..cfg.flows {
         per_thread[f % cfg.threads].push(open_flow(&cfg.target)?);
@@ -252,19 +280,57 @@ pub fn open_flows(cfg: &LoadConfig) -> Result<Vec<Vec<UdpSock>>, LoadError> {
     Ok(per_thread)
 }
 
+/// How many requests ids of `bits` bits tell apart.
+fn max_ids(bits: u32) -> usize {
+    if bits >= 32 {
+        u32::MAX as usize
+    } else {
+        1usize << bits
+    }
+}
+
+/// Refuses a plan whose requests in flight outnumber the protocol's ids. Closed loop needs
+/// every window slot; open loop only sizes its table from the rate and the timeout, and
+/// counts as unsent what does not fit.
+fn check_ids(plan: &ThreadPlan, bits: u32) -> Result<(), SetupError> {
+    let max_ids = max_ids(bits);
+    if plan.interval_ns.is_none() && plan.in_flight > max_ids {
+        return Err(Usage::new(
+            Setting::Window,
+            format!(
+                "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower {}/{}/{} or add {}",
+                plan.index,
+                plan.in_flight,
+                max_ids,
+                Setting::Window.r(),
+                Setting::Flows.r(),
+                Setting::Timeout.r(),
+                Setting::Threads.r()
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Starts one generator thread per `ios` entry (`cfg.threads` of them), each sending and
 /// receiving through its own path.
-pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, LoadError>
+pub fn start_with<W, F, I>(cfg: &LoadConfig, make: F, ios: Vec<I>) -> Result<Run, SetupError>
 where
     W: Workload + 'static,
     F: Fn(usize) -> W,
     I: FlowIo + 'static,
 {
     validate(cfg)?;
+    // Every thread's plan is checked before any thread starts.
+    let bits = make(0).id_bits();
+    for t in 0..cfg.threads {
+        check_ids(&ThreadPlan::new(cfg, t), bits)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let live: Arc<Vec<Live>> = Arc::new((0..cfg.threads).map(|_| Live::default()).collect());
     let started = Instant::now();
-    let mut handles = Vec::new();
+    let mut handles = Workers::new(false);
     for (t, io) in ios.into_iter().enumerate() {
         let plan = ThreadPlan::new(cfg, t);
         let workload = make(t);
@@ -284,8 +350,11 @@ where
                 th.cpu = cpu_choice;
                 th.run()
             })
-            .map_err(|e| LoadError::Config(format!("could not start thread {t}: {e}")))?;
-        handles.push(h);
+            .map_err(|e| SysError {
+                what: format!("starting generator thread {t}"),
+                source: e,
+            })?;
+        handles.push(Label::new("generator thread", t).cpu(cpu_choice), h);
     }
     Ok(Run {
         live,
@@ -414,21 +483,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         live: &'a Live,
         stop: &'a AtomicBool,
         started: Instant,
-    ) -> Result<Self, LoadError> {
+    ) -> Result<Self, SetupError> {
         let bits = workload.id_bits();
-        let max_ids = if bits >= 32 {
-            u32::MAX as usize
-        } else {
-            1usize << bits
-        };
-        // Closed loop needs every window slot; open loop only sizes its table from the
-        // rate and the timeout, and counts as unsent what does not fit.
-        if plan.interval_ns.is_none() && plan.in_flight > max_ids {
-            return Err(LoadError::Config(format!(
-                "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower --window/--flows/--timeout or add --threads",
-                plan.index, plan.in_flight, max_ids
-            )));
-        }
+        let max_ids = max_ids(bits);
         // Spare slots delay reuse, so a late duplicate still finds its finished request.
         let capacity = (plan.in_flight * 4).max(4096).min(max_ids);
         let caps = io.caps();
@@ -496,7 +553,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
     }
 
-    fn run(mut self) -> Result<ThreadResult, LoadError> {
+    fn run(mut self) -> Result<ThreadResult, SetupError> {
         let mut drain_until: Option<u64> = None;
         loop {
             let now = self.now_ns();
@@ -617,7 +674,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
 
     /// Reads what arrived; returns the clock read after the last read that got something,
     /// or `None` when nothing came and nothing may have slept (spinning).
-    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, LoadError> {
+    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, SetupError> {
         let ready = self.io.poll(wait)?;
         let mut last = None;
         for r in 0..ready {
@@ -699,7 +756,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         bump(&self.live.lost, lost_all);
     }
 
-    fn finish(mut self) -> Result<ThreadResult, LoadError> {
+    fn finish(mut self) -> Result<ThreadResult, SetupError> {
         let path = self.io.stats();
         self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {

@@ -13,11 +13,11 @@
 //! for. Implementations: [`SocketFlows`] here, [`crate::uring::UringFlows`] and
 //! [`crate::xdp::XdpIo`].
 
-use crate::gen::LoadError;
 use firehose_sys::epoll::Epoll;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+use firehose_sys::SetupError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -66,7 +66,7 @@ pub trait FlowIo: Send {
     fn caps(&self) -> Caps;
     /// Called once inside the generator's thread (after pinning) before any other call:
     /// state that belongs to the thread (an io_uring with SINGLE_ISSUER) is made here.
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         Ok(())
     }
     /// Flows this thread sends on.
@@ -87,11 +87,11 @@ pub trait FlowIo: Send {
     }
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many
     /// sources to read; [`FlowIo::source`] names them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError>;
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError>;
     /// The `i`-th source ready after the last `poll`.
     fn source(&self, i: usize) -> usize;
     /// Reads up to `max` datagrams from source `s`; returns how many it got.
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError>;
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError>;
     /// Datagram `i` of the last `recv`.
     fn datagram(&self, i: usize) -> Datagram<'_>;
     /// What the path did so far.
@@ -103,7 +103,7 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     fn caps(&self) -> Caps {
         (**self).caps()
     }
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         (**self).start()
     }
     fn flows(&self) -> usize {
@@ -124,13 +124,13 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     fn flush(&mut self) -> usize {
         (**self).flush()
     }
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         (**self).poll(wait)
     }
     fn source(&self, i: usize) -> usize {
         (**self).source(i)
     }
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         (**self).recv(s, max)
     }
     fn datagram(&self, i: usize) -> Datagram<'_> {
@@ -168,7 +168,7 @@ const PACED_SCAN_FLOWS: usize = 4;
 const PACED_RCVBUF: i32 = 4 << 20;
 
 /// Opens one connected, non-blocking socket to `target`.
-pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, LoadError> {
+pub fn open_flow(target: &SocketAddr) -> Result<UdpSock, SetupError> {
     let s = UdpSock::new_for(target)?;
     let any: SocketAddr = if target.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
@@ -192,7 +192,7 @@ impl SocketFlows {
         gso: bool,
         spin: bool,
         open_loop: bool,
-    ) -> Result<Self, LoadError> {
+    ) -> Result<Self, SetupError> {
         let blocking_single = socks.len() == 1 && !open_loop && !spin;
         let mut stamped = false;
         if open_loop && !spin {
@@ -275,7 +275,7 @@ impl FlowIo for SocketFlows {
         res
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         self.ready.clear();
         match self.epoll.as_mut() {
             None => self.ready.extend(0..self.socks.len()),
@@ -295,7 +295,7 @@ impl FlowIo for SocketFlows {
         self.ready[i]
     }
 
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         self.syscalls += 1;
         self.current = s;
         match self

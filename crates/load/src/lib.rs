@@ -6,6 +6,7 @@
 //! reports of several agents into one.
 
 pub mod dns;
+pub mod document;
 pub mod gen;
 pub mod interval;
 pub mod io;
@@ -15,11 +16,10 @@ pub mod radius;
 pub mod report;
 pub mod table;
 pub mod uring;
+pub mod watch;
 pub mod workload;
 pub mod xdp;
 
-pub use gen::{
-    socket_flows, start, start_with, validate, Length, LoadConfig, LoadError, Run, ThreadResult,
-};
+pub use gen::{socket_flows, start, start_with, validate, Length, LoadConfig, Run, ThreadResult};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

@@ -42,6 +42,7 @@ pub struct Interval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSummary {
     pub thread: usize,
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub cpu: Option<usize>,
     pub flows: usize,
     pub completed: u64,
@@ -82,17 +83,22 @@ pub struct LoadReport {
     /// histograms exactly and HdrHistogram's own tools can decode it.
     pub latency_histogram: String,
     pub percentiles: Vec<Percentile>,
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub client_cpu_us_per_txn: Option<f64>,
     /// Busiest generator thread's CPU use over the window, as a fraction of one CPU.
     pub client_cpu_util: f64,
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub client_syscalls_per_txn: Option<f64>,
     /// How requests left: "gso" (UDP_SEGMENT super-datagrams, at least partly),
     /// "sendmmsg", "af_xdp" (frames on AF_XDP tx rings) or "io_uring" (IORING_OP_SEND).
     pub send_path: String,
     /// Why the kernel refused GSO, when it did.
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub gso_error: Option<String>,
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub server_cpu_us_per_txn: Option<f64>,
     /// Server CPU seconds per second of window (may exceed 1 with several workers).
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub server_cpu_util: Option<f64>,
     /// The busiest generator thread used (nearly) a whole CPU.
     pub client_saturated: bool,

@@ -4,10 +4,11 @@
 //! from a multishot receive per flow. The ring is made in the thread ([`FlowIo::start`]),
 //! so IORING_SETUP_SINGLE_ISSUER holds.
 
-use crate::gen::{open_flows, LoadConfig, LoadError};
+use crate::gen::{open_flows, LoadConfig};
 use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
+use firehose_sys::SetupError;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ pub struct UringFlows {
 
 /// Checks on the calling thread that this kernel gives an io_uring with `setup` and the
 /// multishot receive, so a refusal stops the run before any thread starts.
-pub fn probe(setup: &UringSetup) -> Result<(), LoadError> {
+pub fn probe(setup: &UringSetup) -> Result<(), SetupError> {
     Ok(setup.check("recvmsg")?)
 }
 
@@ -36,7 +37,7 @@ pub fn open(
     cfg: &LoadConfig,
     setup: UringSetup,
     max_payload: usize,
-) -> Result<Vec<UringFlows>, LoadError> {
+) -> Result<Vec<UringFlows>, SetupError> {
     probe(&setup)?;
     let per_thread = open_flows(cfg)?;
     Ok(per_thread
@@ -94,7 +95,7 @@ impl FlowIo for UringFlows {
         }
     }
 
-    fn start(&mut self) -> Result<(), LoadError> {
+    fn start(&mut self) -> Result<(), SetupError> {
         let fds = self.socks.iter().map(|s| s.as_raw_fd()).collect();
         self.ring = Some(DgramRing::new(fds, &self.cfg, &self.setup)?);
         Ok(())
@@ -136,7 +137,7 @@ impl FlowIo for UringFlows {
     }
 
     /// Every response collected is read in this round: each source is a batch of them.
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         Ok(self.ring().poll(wait)?.div_ceil(self.batch))
     }
 
@@ -144,7 +145,7 @@ impl FlowIo for UringFlows {
         0
     }
 
-    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, _s: usize, max: usize) -> Result<usize, SetupError> {
         Ok(self.ring().take(max))
     }
 

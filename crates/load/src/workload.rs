@@ -3,6 +3,8 @@
 //! The generator owns timing, flows, windows and the table of outstanding requests; a
 //! [`Workload`] only writes a request for an id and reads the id back from a response.
 
+use firehose_sys::{Setting, SetupError};
+
 /// A protocol's requests and responses, as seen by the generator. One instance per
 /// generator thread.
 pub trait Workload: Send {
@@ -55,15 +57,20 @@ pub struct EchoWorkload {
 
 impl EchoWorkload {
     /// Requests of `size` bytes (at least [`ECHO_HEADER`]).
-    pub fn new(size: usize) -> Result<Self, String> {
+    pub fn new(size: usize) -> Result<Self, SetupError> {
+        let sz = Setting::Size.r();
         if size < ECHO_HEADER {
-            return Err(format!(
-                "--size {size} is too small: a request carries a {ECHO_HEADER}-byte header (magic, id, timestamp); use --size {ECHO_HEADER} or more"
+            return Err(SetupError::usage(
+                Setting::Size,
+                format!(
+                    "{sz} {size} is too small: a request carries a {ECHO_HEADER}-byte header (magic, id, timestamp); use {sz} {ECHO_HEADER} or more"
+                ),
             ));
         }
         if size > 65507 {
-            return Err(format!(
-                "--size {size} exceeds the largest UDP payload over IPv4 (65507)"
+            return Err(SetupError::usage(
+                Setting::Size,
+                format!("{sz} {size} exceeds the largest UDP payload over IPv4 (65507)"),
             ));
         }
         Ok(EchoWorkload { size })

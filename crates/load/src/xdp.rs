@@ -12,16 +12,16 @@
 //! Cleanup is by ownership, as for the server: the BPF link (and the program with it) goes
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
-use crate::gen::{LoadConfig, LoadError};
+use crate::gen::LoadConfig;
 use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
 use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
-use firehose_sys::xdp::setup::{self, Iface, Queues, SetupError, Steered, XdpApplied, XdpOptions};
+use firehose_sys::xdp::setup::{self, Iface, Queues, Steered, XdpApplied, XdpOptions};
 use firehose_sys::xdp::xsk::{XskConfig, ZeroCopy};
 use firehose_sys::xdp::{iface_addrs, netlink};
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -43,21 +43,6 @@ pub struct XdpLoadConfig {
     pub zerocopy: ZeroCopy,
     /// The largest request payload the workload writes (checked against the MTU).
     pub max_payload: usize,
-}
-
-fn usage(m: String) -> LoadError {
-    LoadError::Config(m)
-}
-
-fn kernel(e: SysError) -> LoadError {
-    LoadError::Kernel(e)
-}
-
-pub(crate) fn setup_err(e: SetupError) -> LoadError {
-    match e {
-        SetupError::Config(m) => LoadError::Config(m),
-        SetupError::Kernel(k) => LoadError::Kernel(k),
-    }
 }
 
 /// One generator thread's AF_XDP path.
@@ -88,22 +73,32 @@ pub struct XdpIo {
 }
 
 /// Sets up the AF_XDP path for `cfg` (one thread) on `x.iface`.
-pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), LoadError> {
-    setup::require_root("--io socket").map_err(setup_err)?;
+pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), SetupError> {
+    setup::require_root("socket")?;
     let iface = &x.iface;
     if cfg.threads != 1 {
-        return Err(usage(format!(
-            "--io xdp runs one generator thread, which reads every rx queue of {iface} (a reply \
-             may land on any); use --threads 1"
-        )));
+        return Err(SetupError::usage(
+            Setting::Threads,
+            format!(
+                "{} xdp runs one generator thread, which reads every rx queue of {iface} (a reply \
+                 may land on any); use {} 1",
+                Setting::Io.r(),
+                Setting::Threads.r()
+            ),
+        ));
     }
     if cfg.flows > MAX_FLOWS {
-        return Err(usage(format!(
-            "--flows {} with --io xdp: at most {MAX_FLOWS} (one source port each)",
-            cfg.flows
-        )));
+        return Err(SetupError::usage(
+            Setting::Flows,
+            format!(
+                "{} {} with {} xdp: at most {MAX_FLOWS} (one source port each)",
+                Setting::Flows.r(),
+                cfg.flows,
+                Setting::Io.r()
+            ),
+        ));
     }
-    let nic = Iface::open(iface).map_err(setup_err)?;
+    let nic = Iface::open(iface)?;
     let idx = nic.index;
     let target = cfg.target;
     let src_ip = source_ip(iface, target.ip())?;
@@ -111,12 +106,16 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
     let ip_udp = if target.is_ipv6() { 48 } else { 28 };
     let room = mtu.min(FRAME as usize - 14) - ip_udp;
     if x.max_payload > room {
-        return Err(usage(format!(
-            "requests of {} bytes do not fit one frame on {iface} (MTU {mtu}): at most {room} with --io xdp",
-            x.max_payload
-        )));
+        return Err(SetupError::usage(
+            Setting::Size,
+            format!(
+                "requests of {} bytes do not fit one frame on {iface} (MTU {mtu}): at most {room} with {} xdp",
+                x.max_payload,
+                Setting::Io.r()
+            ),
+        ));
     }
-    let src_mac = nic.hwaddr().map_err(setup_err)?;
+    let src_mac = nic.hwaddr()?;
     let dst_mac = resolve_mac(idx, iface, src_ip, target.ip())?;
     let (base, reserved) = reserve_ports(src_ip, cfg.flows)?;
     let last = base + (cfg.flows - 1) as u16;
@@ -139,13 +138,13 @@ pub fn open(cfg: &LoadConfig, x: &XdpLoadConfig) -> Result<(XdpIo, XdpApplied), 
         busy_poll: None,
         force: false,
     };
-    let (steered, queues) = setup::steer(&nic, &m, &opts).map_err(setup_err)?;
+    let (steered, queues) = setup::steer(&nic, &m, &opts)?;
     let epoll = if cfg.spin {
         None
     } else {
-        let ep = Epoll::new(queues.len()).map_err(kernel)?;
+        let ep = Epoll::new(queues.len())?;
         for (i, q) in queues.iter().enumerate() {
-            ep.add_readable(q.as_raw_fd(), i as u64).map_err(kernel)?;
+            ep.add_readable(q.as_raw_fd(), i as u64)?;
         }
         Some(ep)
     };
@@ -190,40 +189,51 @@ fn is_link_local(ip: &IpAddr) -> bool {
 }
 
 /// The interface's address of the target's family (link-local only for a link-local target).
-fn source_ip(iface: &str, target: IpAddr) -> Result<IpAddr, LoadError> {
-    let addrs = iface_addrs(iface).map_err(kernel)?;
+fn source_ip(iface: &str, target: IpAddr) -> Result<IpAddr, SetupError> {
+    let addrs = iface_addrs(iface)?;
     if addrs.contains(&target) {
-        return Err(usage(format!(
-            "--target {target} is an address of {iface} itself: AF_XDP frames leave by the wire, \
-             so the target must be another host (or namespace) on {iface}'s link"
-        )));
+        return Err(SetupError::usage(
+            Setting::Target,
+            format!(
+                "{} {target} is an address of {iface} itself: AF_XDP frames leave by the wire, \
+                 so the target must be another host (or namespace) on {iface}'s link",
+                Setting::Target.r()
+            ),
+        ));
     }
     addrs
         .iter()
         .find(|a| a.is_ipv4() == target.is_ipv4() && is_link_local(a) == is_link_local(&target))
         .copied()
         .ok_or_else(|| {
-            usage(format!(
-                "{iface} has no {} address to send from (it has {addrs:?}): add one or target the other family",
-                if target.is_ipv4() { "IPv4" } else { "IPv6" }
-            ))
+            SetupError::usage(
+                Setting::Target,
+                format!(
+                    "{iface} has no {} address to send from (it has {addrs:?}): add one or target the other family",
+                    if target.is_ipv4() { "IPv4" } else { "IPv6" }
+                ),
+            )
         })
 }
 
 /// The target's MAC from the neighbour table, after making the kernel resolve it if needed.
-fn resolve_mac(idx: u32, iface: &str, src: IpAddr, target: IpAddr) -> Result<[u8; 6], LoadError> {
+fn resolve_mac(idx: u32, iface: &str, src: IpAddr, target: IpAddr) -> Result<[u8; 6], SetupError> {
     netlink::resolve_neighbour(idx, src, target, Duration::from_secs(2))
-        .map_err(kernel)?
+        ?
         .ok_or_else(|| {
-            usage(format!(
-                "{target} did not resolve to a MAC address on {iface} within 2 s: --io xdp sends frames \
-                 straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)"
-            ))
+            SetupError::usage(
+                Setting::Target,
+                format!(
+                    "{target} did not resolve to a MAC address on {iface} within 2 s: {} xdp sends frames \
+                     straight to the target's MAC, so the target must be up and on {iface}'s link (not routed)",
+                    Setting::Io.r()
+                ),
+            )
         })
 }
 
 /// Finds `n` consecutive free UDP ports on `src` and holds them with kernel sockets.
-fn reserve_ports(src: IpAddr, n: usize) -> Result<(u16, Vec<UdpSocket>), LoadError> {
+fn reserve_ports(src: IpAddr, n: usize) -> Result<(u16, Vec<UdpSocket>), SetupError> {
     // Start somewhere that depends on the pid, so two generators rarely collide.
     let span = 60000 - 10000 - n as u32;
     let mut base = 10000 + (std::process::id() * 977) % span.max(1);
@@ -240,9 +250,13 @@ fn reserve_ports(src: IpAddr, n: usize) -> Result<(u16, Vec<UdpSocket>), LoadErr
         }
         base = 10000 + (base - 10000 + n as u32 + 1009) % span.max(1);
     }
-    Err(usage(format!(
-        "found no {n} consecutive free UDP ports on {src} for the generator's flows; lower --flows"
-    )))
+    Err(SetupError::usage(
+        Setting::Flows,
+        format!(
+            "found no {n} consecutive free UDP ports on {src} for the generator's flows; lower {}",
+            Setting::Flows.r()
+        ),
+    ))
 }
 
 impl XdpIo {
@@ -311,7 +325,7 @@ impl FlowIo for XdpIo {
         0
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<usize, LoadError> {
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         self.give_back();
         self.ready.clear();
         // Answers already on a ring need no syscall to be found.
@@ -326,7 +340,7 @@ impl FlowIo for XdpIo {
         match self.epoll.as_mut() {
             Some(ep) if !wait.is_zero() => {
                 self.waits += 1;
-                for token in ep.wait(wait).map_err(kernel)? {
+                for token in ep.wait(wait)? {
                     self.ready.push(token as usize);
                 }
             }
@@ -339,7 +353,7 @@ impl FlowIo for XdpIo {
         self.ready[i]
     }
 
-    fn recv(&mut self, s: usize, max: usize) -> Result<usize, LoadError> {
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
         self.give_back();
         self.rx_from = s;
         let q = &mut self.queues[s];

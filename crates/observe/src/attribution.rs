@@ -14,10 +14,10 @@ pub struct Scope {
 }
 
 /// Where a run's packets were dropped.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Attribution {
     /// `bpf` or `perf`.
-    pub via: &'static str,
+    pub via: String,
     /// The drops in scope.
     pub drops: u64,
     /// One line per reason, function, port and process, busiest first (at most 5, the rest
@@ -61,7 +61,7 @@ impl LossWatch {
         let mut notes = m.limits.clone();
         notes.extend(namer.note.clone());
         Ok(Attribution {
-            via: m.via,
+            via: m.via.to_string(),
             drops: rows.iter().map(|r| r.count).sum(),
             lines: report::attribution(&rows, 5),
             rows,

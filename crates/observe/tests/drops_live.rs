@@ -83,8 +83,8 @@ fn closed_port_counts(via: Via) {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].count, 50);
     assert_eq!(rows[0].reason, "NO_SOCKET");
-    assert_eq!(rows[0].protocol, Some("udp"));
-    assert_eq!(rows[0].port_from, Some("packet"));
+    assert_eq!(rows[0].protocol.as_deref(), Some("udp"));
+    assert_eq!(rows[0].port_from.as_deref(), Some("packet"));
     assert!(rows[0].location.contains("udp"), "{:?}", rows[0]);
 }
 

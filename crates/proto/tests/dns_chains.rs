@@ -54,7 +54,7 @@ fn a_cname_into_a_dname_restarts_the_lookup() {
     assert_eq!(answer(&m).len(), 3, "{:?}", answer(&m));
     assert_eq!(section(m.name_servers()).len(), 1);
     assert_eq!(m.name_servers()[0].record_type(), RecordType::SOA);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn dname_chains_are_followed_to_the_end() {
     // A CNAME query is answered by the synthesized CNAME.
     let m = ask(a, "www.d1.ch.test.", RecordType::CNAME, None);
     assert_eq!(answer(&m).len(), 2, "{:?}", answer(&m));
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn loops_end_where_they_close() {
     let m = ask(a, "n0.ch.test.", RecordType::A, None);
     assert_eq!(answer(&m).len(), 5);
     assert!(m.name_servers().is_empty());
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 /// Our serial in chain.zone.
@@ -169,7 +169,7 @@ fn ixfr_gets_the_soa_or_the_whole_zone() {
     let (rc, _) = transfer(addr, &ixfr_query("www.d1.ch.test.", Some(0)));
     assert_eq!(rc, ResponseCode::NotAuth);
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -183,5 +183,5 @@ fn ixfr_is_refused_to_those_not_allowed() {
     let (rc, _) = transfer(addr, &q);
     assert_eq!(rc, ResponseCode::Refused);
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }

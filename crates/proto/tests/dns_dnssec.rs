@@ -68,5 +68,5 @@ fn a_validating_resolver_accepts_signed_answers() {
         assert!(text.contains("fully validated"), "{name} {t}:\n{text}");
     }
     tcp.shutdown();
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }

@@ -162,7 +162,7 @@ fn nsec3_zones_match_knot_with_do() {
             .filter(|n| n.len() < 100);
         let label = format!("{signer:?}: ");
         let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, &label);
-        ours.shutdown();
+        ours.shutdown().expect("no worker failed");
         no_differences(&diffs, n);
         eprintln!("{signer:?}: {n} queries, the same answers as Knot");
         total += n;
@@ -226,7 +226,7 @@ fn denials_carry_each_nsec3_once_and_plain_answers_none() {
             .any(|r| r.record_type().is_dnssec());
         assert!(!dnssec, "{name} {t}: {m:?}");
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -296,7 +296,7 @@ fn a_validating_resolver_accepts_nsec3_denials() {
             );
         }
         tcp.shutdown();
-        srv.shutdown();
+        srv.shutdown().expect("no worker failed");
     }
 }
 
@@ -335,7 +335,7 @@ fn a_zone_transfer_carries_the_nsec3_chain() {
         .count();
     assert_eq!(sigs, sent.len());
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]

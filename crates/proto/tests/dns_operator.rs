@@ -42,7 +42,7 @@ fn dname_synthesizes_a_cname_and_follows_it() {
     let long = format!("{0}.{0}.{0}.{1}.s.op.test.", "a".repeat(63), "b".repeat(49));
     let m = ask(a, &long, RecordType::A, None);
     assert_eq!(m.response_code(), ResponseCode::YXDomain);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn ds_is_served_from_the_parent_at_a_cut() {
         "{:?}",
         lines(&m)
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn only_the_additional_section_is_trimmed_when_it_overflows() {
         let extra = m.additionals().len();
         assert!(extra > 0 && extra < 40, "{extra} additional records");
     }
-    let counters = srv.shutdown();
+    let counters = srv.shutdown().expect("no worker failed");
     assert!(
         counters.contains(&("dns_additional_trimmed", 2)),
         "{counters:?}"
@@ -105,7 +105,7 @@ fn cname_into_a_delegation_carries_the_referral() {
         section(m.additionals()),
         ["ns.deleg.op.test. 3600 A 192.0.2.54"]
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -130,7 +130,7 @@ fn formerr_and_notimp_carry_opt_when_the_query_had_one() {
     q[2] = 2 << 3;
     let r = exchange(a, &q).unwrap();
     assert_eq!((r[3] & 0xF, r[11], r.len()), (4, 0, q.len()));
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use common::query;
 use firehose_engine::{Profile, ServeConfig, Server};
 use firehose_proto::dns::{Limits, Outcome, Reloader};
 use firehose_proto::DnsHandler;
+use firehose_sys::retry_interrupted;
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
 use std::net::UdpSocket;
@@ -73,7 +74,7 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
         while !d2.load(Ordering::Relaxed) || sent < 2000 {
             s.send_to(&q, addr).unwrap();
             sent += 1;
-            match s.recv(&mut buf) {
+            match retry_interrupted(|| s.recv(&mut buf)) {
                 Ok(n) => {
                     let v = version_of(&buf[..n]);
                     assert!(v >= last, "version went back from {last} to {v}");
@@ -100,7 +101,7 @@ fn queries_across_reloads_are_all_answered_from_one_version() {
     std::thread::sleep(Duration::from_millis(20));
     done.store(true, Ordering::Relaxed);
     let (sent, lost, last) = client.join().unwrap();
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
     let _ = std::fs::remove_file(&path);
     assert_eq!(lost, 0, "{lost} of {sent} queries unanswered");
     assert_eq!(last, 40);

@@ -98,7 +98,7 @@ fn answers_every_record_type_authoritatively() {
         soa.extensions().is_none(),
         "no OPT without one in the query"
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn additional_records_for_ns_and_mx_targets() {
             "ns1.example.com. 3600 AAAA 2001:db8::53"
         ]
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn names_match_ignoring_case_and_the_question_keeps_its_case() {
         section(m.answers()),
         ["mixed.case.example.com. 3600 A 192.0.2.99"]
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn cnames_are_followed_inside_the_zone() {
         ["www.example.com. 3600 CNAME web.example.com."]
     );
     assert_eq!(m.name_servers()[0].record_type(), RecordType::SOA);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -203,7 +203,7 @@ fn negative_answers_carry_the_soa() {
     let ent = ask(a, "b.c.example.com.", RecordType::A, None);
     assert_eq!(ent.response_code(), ResponseCode::NoError);
     assert_eq!(ent.name_servers()[0].record_type(), RecordType::SOA);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn wildcards_synthesise_the_query_name() {
     // RFC 4592 §2.2.2: a wildcard does not match below an existing name.
     let m = ask(a, "x.ns1.example.com.", RecordType::A, None);
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn delegations_get_a_referral_with_glue() {
             ["ns.sub.example.com. 3600 A 192.0.2.100"]
         );
     }
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -298,7 +298,7 @@ fn refuses_names_outside_every_zone_and_other_classes() {
         DNSClass::CH,
         "the question is echoed"
     );
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -314,7 +314,7 @@ fn any_gets_one_rrset_per_rfc8482() {
     // A name with A and AAAA: A again.
     let m = ask(srv.local_addr(), "ns1.example.com.", RecordType::ANY, None);
     assert_eq!(section(m.answers()), ["ns1.example.com. 3600 A 192.0.2.53"]);
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -332,7 +332,7 @@ fn large_answers_truncate_to_the_clients_size() {
     assert!(capped.truncated());
     let fits = ask(a, "www.example.com.", RecordType::A, Some(512));
     assert!(!fits.truncated());
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }
 
 /// The engine's contract: `buf.len()` is the reply capacity (64 KiB on the socket path,
@@ -418,7 +418,7 @@ fn edns_version_and_opcode_and_malformed_queries() {
     let mut resp = common::query("example.com.", RecordType::A, None);
     resp[2] |= 0x80;
     assert_eq!(exchange(a, &resp), None);
-    let counters = srv.shutdown();
+    let counters = srv.shutdown().expect("no worker failed");
     let get = |k: &str| counters.iter().find(|(n, _)| *n == k).map(|c| c.1);
     assert_eq!(get("dns_dropped_short"), Some(1));
     assert_eq!(get("dns_dropped_response"), Some(1));
@@ -480,5 +480,5 @@ fn kdig_sees_what_an_authoritative_server_should_say() {
     );
     let out = kdig(port, &["example.net", "A"]).unwrap();
     assert!(out.contains("status: REFUSED"), "{out}");
-    srv.shutdown();
+    srv.shutdown().expect("no worker failed");
 }

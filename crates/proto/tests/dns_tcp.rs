@@ -5,6 +5,7 @@ mod common;
 
 use common::{axfr, connect, exchange, query, read_framed, send_framed, start_udp_tcp, ZONES};
 use firehose_proto::dns::TcpConfig;
+use firehose_sys::retry_interrupted;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use std::io::Read;
@@ -78,7 +79,7 @@ fn a_truncated_udp_answer_is_complete_over_tcp_with_pipelining() {
     assert_eq!(get("dns_tcp_noerror"), Some(3));
     assert_eq!(get("dns_tcp_nxdomain"), Some(1));
     assert_eq!(get("dns_tcp_truncated"), Some(0));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -105,7 +106,7 @@ fn keepalive_is_advertised_to_clients_that_ask() {
     let resp = exchange(udp.local_addr(), &q).unwrap();
     assert_eq!(opt_option(&resp, 11), None);
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -128,19 +129,19 @@ fn per_client_limit_and_idle_timeout_close_connections() {
     let mut c = connect(addr);
     let mut byte = [0u8; 1];
     assert_eq!(
-        c.read(&mut byte).unwrap_or(0),
+        retry_interrupted(|| c.read(&mut byte)).unwrap_or(0),
         0,
         "closed without an answer"
     );
     // Idle connections are closed by the server (end of stream, no answer).
-    assert_eq!(a.read(&mut byte).unwrap(), 0);
-    assert_eq!(b.read(&mut byte).unwrap(), 0);
+    assert_eq!(retry_interrupted(|| a.read(&mut byte)).unwrap(), 0);
+    assert_eq!(retry_interrupted(|| b.read(&mut byte)).unwrap(), 0);
     let c = tcp.shutdown();
     let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
     assert_eq!(get("dns_tcp_accepted"), Some(2));
     assert_eq!(get("dns_tcp_rejected"), Some(1));
     assert_eq!(get("dns_tcp_idle_closed"), Some(2));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -158,7 +159,7 @@ fn axfr_to_allowed_addresses_only() {
     let (rc, _) = axfr(udp.local_addr(), "www.example.com.");
     assert_eq!(rc, ResponseCode::NotAuth, "not a zone apex");
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
     let cfg = TcpConfig {
         allow_transfer: vec!["192.0.2.1".parse().unwrap()],
         ..TcpConfig::default()
@@ -168,7 +169,7 @@ fn axfr_to_allowed_addresses_only() {
     assert_eq!((rc, recs.len()), (ResponseCode::Refused, 0));
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_axfr_refused", 1)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -198,7 +199,7 @@ fn kdig_follows_a_truncated_answer_over_tcp() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("A\t192.0.2.81"), "{text}");
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 /// The value of counter `name` now.
@@ -246,7 +247,7 @@ fn a_client_that_does_not_read_holds_up_nobody_else() {
     let c = tcp.shutdown();
     let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|c| c.1);
     assert_eq!(get("dns_tcp_queries"), Some(N as u64 + 1));
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -284,7 +285,7 @@ fn messages_split_anywhere_are_reassembled() {
     assert!(read_framed(&mut s).is_none());
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_queries", 3)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 #[test]
@@ -313,7 +314,7 @@ fn a_transfer_larger_than_a_connection_queue_streams_whole() {
     assert!(names.contains("host5999.big.test."));
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }
 
 /// docs/dns.md: an AXFR is streamed whole before the queries pipelined behind it are
@@ -369,5 +370,5 @@ fn a_transfer_comes_before_pipelined_answers_and_a_bad_message_closes_after_them
     );
     let c = tcp.shutdown();
     assert!(c.contains(&("dns_tcp_axfr", 1)), "{c:?}");
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }

@@ -114,5 +114,5 @@ fn a_stuck_pipelining_client_costs_the_tcp_thread_nothing() {
     );
     drop(s);
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
 }

@@ -135,7 +135,7 @@ fn same_answers_as_knot() {
         sent += 1;
         compared += usize::from(compare(what, k, o, &mut diffs));
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     assert!(
         diffs.is_empty(),
         "{} of {sent} answers differ:\n{}",
@@ -193,7 +193,7 @@ fn operator_zones_match_knot() {
         n += 1;
         compare(what, k, o, &mut diffs);
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }
 
@@ -236,7 +236,7 @@ fn signed_zones_match_knot_with_do() {
         RecordType::ANY,
     ];
     let (diffs, n) = compare_with_do(knot.addr, ours.local_addr(), names, &types, "");
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }
 
@@ -335,7 +335,7 @@ fn chains_match_knot() {
             }
         }
     }
-    ours.shutdown();
+    ours.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }
 
@@ -374,7 +374,7 @@ fn signed_chains_match_knot() {
                 }
             }
         }
-        ours.shutdown();
+        ours.shutdown().expect("no worker failed");
         no_differences(&diffs, n);
     }
 }
@@ -474,6 +474,6 @@ fn ixfr_matches_knot_when(allowed: bool) {
         }
     }
     tcp.shutdown();
-    udp.shutdown();
+    udp.shutdown().expect("no worker failed");
     no_differences(&diffs, n);
 }

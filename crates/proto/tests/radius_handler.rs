@@ -82,11 +82,7 @@ fn ask(h: &mut RadiusHandler, req: &[u8], from: &str) -> Option<Vec<u8>> {
 
 fn count(h: &RadiusHandler, name: &str) -> u64 {
     assert!(NAMES.contains(&name), "{name}");
-    h.counters()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .unwrap()
-        .1
+    h.counters().iter().find(|(n, _)| *n == name).unwrap().1
 }
 
 /// Checks the reply's authenticators for `req` and returns its attributes other than

@@ -4,7 +4,7 @@
 use firehose_host::procfs::{self, snmp, softnet};
 
 /// Host-wide counters at one moment (those a kernel does not print read as 0).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HostDrops {
     /// Udp + Udp6 RcvbufErrors: datagrams dropped because a receive buffer was full.
     pub udp_rcvbuf_errors: u64,

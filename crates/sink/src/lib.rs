@@ -13,21 +13,22 @@
 //! shutdown(SHUT_RD).
 //! [`drops`](mod@drops) reads the host's drop counters around a run.
 
+pub mod document;
 pub mod drops;
 mod worker;
 mod xdp;
 
 use firehose_sys::af_packet::{self, Fanout, PacketSock, RxRing, RxRingConfig};
 use firehose_sys::socket::UdpSock;
+use firehose_sys::supervise::{Health, Label, WorkerFailure, Workers};
 use firehose_sys::uring::UringSetup;
 use firehose_sys::xdp::queue::XdpQueue;
 use firehose_sys::xdp::setup::{Steered, XdpOptions};
-use firehose_sys::SysError;
+use firehose_sys::{Setting, SetupError, SysError};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// The receive call a sink worker makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,17 +127,6 @@ pub struct SinkConfig {
     pub xdp: XdpOptions,
 }
 
-/// Why a sink could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SinkError {
-    /// The configuration is unusable (says what to change).
-    #[error("{0}")]
-    Config(String),
-    /// The kernel refused a call (names it and the errno).
-    #[error("{0}")]
-    Kernel(#[from] SysError),
-}
-
 /// One worker's counters, written by the worker only.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -156,10 +146,11 @@ pub(crate) struct Counters {
 }
 
 /// A worker's figures at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerSnapshot {
     pub worker: usize,
     /// The CPU it is pinned to, if any.
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub cpu: Option<usize>,
     pub packets: u64,
     pub bytes: u64,
@@ -171,6 +162,7 @@ pub struct WorkerSnapshot {
     pub ring_freezes: u64,
     /// Xdp mode: its queue, and its socket's drops: frames the kernel could not put on the
     /// rx ring (rx_dropped, rx_ring_full) or found no fill-ring frame for.
+    #[serde(deserialize_with = "firehose_host::document::required")]
     pub queue: Option<u32>,
     pub xsk_rx_dropped: u64,
     pub xsk_rx_ring_full: u64,
@@ -196,7 +188,7 @@ impl Snapshot {
 pub struct Sink {
     stop: Arc<AtomicBool>,
     counters: Arc<Vec<Counters>>,
-    handles: Vec<JoinHandle<Result<(), SysError>>>,
+    workers: Workers<(), SysError>,
     sockets: Vec<Arc<UdpSock>>,
     /// Packet mode: a UDP socket holding the port with a drop-all filter, so the kernel
     /// neither queues the datagrams nor answers them with port-unreachable.
@@ -227,19 +219,32 @@ pub(crate) enum Source {
 
 impl Sink {
     /// Opens the sockets or rings and starts the workers.
-    pub fn start(cfg: &SinkConfig) -> Result<Sink, SinkError> {
+    pub fn start(cfg: &SinkConfig) -> Result<Sink, SetupError> {
         if (cfg.workers == 0 && cfg.io != SinkIo::Xdp) || cfg.batch == 0 {
-            return Err(SinkError::Config(
-                "workers and batch must be at least 1".into(),
+            let s = if cfg.batch == 0 {
+                Setting::Batch
+            } else {
+                Setting::Workers
+            };
+            return Err(SetupError::usage(
+                s,
+                format!(
+                    "{} and {} must be at least 1",
+                    Setting::Workers.r(),
+                    Setting::Batch.r()
+                ),
             ));
         }
         if let Some(c) = &cfg.cpus {
             if c.len() < cfg.workers {
-                return Err(SinkError::Config(format!(
-                    "{} workers but {} CPUs given: give a CPU per worker",
-                    cfg.workers,
-                    c.len()
-                )));
+                return Err(SetupError::usage(
+                    Setting::Cpus,
+                    format!(
+                        "{} workers but {} CPUs given: give a CPU per worker",
+                        cfg.workers,
+                        c.len()
+                    ),
+                ));
             }
         }
         let ncpu = firehose_sys::cpu::allowed_cpus()?
@@ -313,16 +318,19 @@ impl Sink {
         );
         let stop = Arc::new(AtomicBool::new(false));
         if let Some(c) = cfg.cpus.as_ref().filter(|c| c.len() < workers) {
-            return Err(SinkError::Config(format!(
-                "{workers} workers (one per queue) but {} CPUs given: give a CPU per worker",
-                c.len()
-            )));
+            return Err(SetupError::usage(
+                Setting::Cpus,
+                format!(
+                    "{workers} workers (one per queue) but {} CPUs given: give a CPU per worker",
+                    c.len()
+                ),
+            ));
         }
         let cpus: Vec<Option<usize>> = (0..workers)
             .map(|i| cfg.cpus.as_ref().map(|c| c[i]))
             .collect();
         let queues = steered.as_ref().map(|s| s.granted.queues.clone());
-        let mut handles = Vec::new();
+        let mut threads = Workers::new(true);
         for (i, src) in sources.into_iter().enumerate() {
             let w = worker::Worker {
                 index: i,
@@ -339,12 +347,13 @@ impl Sink {
                     what: "spawning a sink worker".into(),
                     source: e,
                 })?;
-            handles.push(h);
+            let queue = queues.as_ref().and_then(|q| q.get(i).copied());
+            threads.push(Label::new("sink worker", i).queue(queue).cpu(cpus[i]), h);
         }
         Ok(Sink {
             stop,
             counters,
-            handles,
+            workers: threads,
             sockets,
             holder,
             cpus,
@@ -427,9 +436,10 @@ impl Sink {
             .unwrap_or(0)
     }
 
-    /// True once any worker has stopped (on an error).
-    pub fn any_finished(&self) -> bool {
-        self.handles.iter().any(|h| h.is_finished())
+    /// The workers' state: a worker that panicked, failed or returned is a failure (they
+    /// run until stopped).
+    pub fn health(&mut self) -> Health {
+        self.workers.health(self.stop.load(Ordering::Relaxed))
     }
 
     /// Packets received so far by all workers: what a caller polls often (no system call,
@@ -454,10 +464,10 @@ impl Sink {
         }
     }
 
-    /// Stops the workers and returns the final counters, or the first worker's error.
-    pub fn stop(mut self) -> Result<Snapshot, SinkError> {
+    /// Stops the workers and returns the final counters, or the first worker's failure.
+    pub fn stop(mut self) -> Result<Snapshot, WorkerFailure> {
         self.wake_to_stop();
-        firehose_sys::supervise::join_all(std::mem::take(&mut self.handles), "sink")?;
+        std::mem::replace(&mut self.workers, Workers::new(true)).join()?;
         Ok(self.snapshot())
     }
 }
@@ -501,26 +511,40 @@ fn udp_socket(cfg: &SinkConfig, reuseport: bool) -> Result<UdpSock, SysError> {
 }
 
 /// The interface for packet and xdp modes: as given, or the one holding the listen address.
-fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SinkError> {
+fn packet_interface(cfg: &SinkConfig) -> Result<(u32, String), SetupError> {
     if let Some(name) = &cfg.interface {
         let idx = af_packet::ifindex(name).map_err(|_| {
-            SinkError::Config(format!(
-                "--iface {name}: no such interface here (see `ip link`)"
-            ))
+            SetupError::usage(
+                Setting::Iface,
+                format!(
+                    "{} {name}: no such interface here (see `ip link`)",
+                    Setting::Iface.r()
+                ),
+            )
         })?;
         return Ok((idx, name.clone()));
     }
     let ip = cfg.listen.ip();
     if ip.is_unspecified() {
-        return Err(SinkError::Config(format!(
-            "--io {} on {ip} needs --iface NAME: its rings are opened on one interface",
-            cfg.io.name()
-        )));
+        return Err(SetupError::usage(
+            Setting::Iface,
+            format!(
+                "{} {} on {ip} needs {} NAME: its rings are opened on one interface",
+                Setting::Io.r(),
+                cfg.io.name(),
+                Setting::Iface.r()
+            ),
+        ));
     }
     firehose_sys::ifaddr::interface_of(ip)?.ok_or_else(|| {
-        SinkError::Config(format!(
-            "--listen {ip} is not an address of this host, so no interface to open rings on; give a local address or --iface NAME"
-        ))
+        SetupError::usage(
+            Setting::Listen,
+            format!(
+                "{} {ip} is not an address of this host, so no interface to open rings on; give a local address or {} NAME",
+                Setting::Listen.r(),
+                Setting::Iface.r()
+            ),
+        )
     })
 }
 

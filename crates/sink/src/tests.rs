@@ -26,7 +26,7 @@ fn config(io: SinkIo, workers: usize) -> SinkConfig {
 
 /// Stops `sink` on another thread; a worker left blocked would hang `stop`, so the
 /// caller gets `None` after a generous bound instead of a hung test.
-fn stop_within(sink: Sink, bound: Duration) -> Option<Result<Snapshot, SinkError>> {
+fn stop_within(sink: Sink, bound: Duration) -> Option<Result<Snapshot, WorkerFailure>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(sink.stop());

@@ -187,9 +187,14 @@ impl Receiver {
                     s.spawn(move || self.flow_thread(sock, h, counter, cpu))
                 })
                 .collect();
-            intervals(&counters, start, self.cfg.interval, on_interval, || {
-                handles.iter().all(|h| h.is_finished())
-            });
+            intervals(
+                stop,
+                &counters,
+                start,
+                self.cfg.interval,
+                on_interval,
+                || handles.iter().all(|h| h.is_finished()),
+            );
             join_all(handles)
         });
         let report = finish(

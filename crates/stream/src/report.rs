@@ -230,3 +230,24 @@ mod tests {
         assert!(notes(&[]).is_empty());
     }
 }
+
+/// `firehose stream --target ... --json`: the envelope and a [`SenderRun`].
+pub type SenderDocument = firehose_host::document::Document<SenderRun>;
+
+/// `firehose stream --listen ... --json`: the envelope and a [`ReceiverRun`].
+pub type ReceiverDocument = firehose_host::document::Document<ReceiverRun>;
+
+/// A sender run as its document records it: both sides' report and the host.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SenderRun {
+    #[serde(flatten)]
+    pub report: StreamReport,
+    pub environment: firehose_host::env::Environment,
+}
+
+/// What a receiver served until it stopped (one entry per sender run) and the host.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReceiverRun {
+    pub runs: Vec<SideReport>,
+    pub environment: firehose_host::env::Environment,
+}

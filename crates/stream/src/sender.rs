@@ -8,6 +8,7 @@ use crate::report::{FlowReport, StreamReport};
 use crate::send_modes::{self, FlowSend};
 use crate::side::{finish, join_all, Side};
 use crate::{gbps, Interval, SendMode, StreamError};
+use firehose_sys::supervise::{Health, Supervisor};
 use firehose_sys::tcp::{ConnectOptions, TcpSock};
 use firehose_sys::uring::UringSupport;
 use std::net::SocketAddr;
@@ -288,7 +289,7 @@ fn monitor<T>(
     on_interval: &mut dyn FnMut(&Interval),
 ) {
     let deadline = start + cfg.duration;
-    intervals(counters, start, cfg.interval, on_interval, || {
+    intervals(stop, counters, start, cfg.interval, on_interval, || {
         if stop.load(Ordering::Relaxed)
             || (cfg.bytes_per_flow.is_none() && Instant::now() >= deadline)
         {
@@ -298,8 +299,12 @@ fn monitor<T>(
     });
 }
 
-/// Calls `on_interval` every `every` with per-flow rates until `done()` says so.
+/// Calls `on_interval` every `every` with per-flow rates until `done()` says so, on the
+/// supervisor loop every role shares ([`firehose_sys::supervise`]). A signal (`stop`) does
+/// not end the loop by itself: `done` sees it, stops the flows, and the loop waits for them
+/// to end and report.
 pub(crate) fn intervals(
+    stop: &AtomicBool,
     counters: &[AtomicU64],
     start: Instant,
     every: Duration,
@@ -308,13 +313,18 @@ pub(crate) fn intervals(
 ) {
     let mut last: Vec<u64> = vec![0; counters.len()];
     let mut last_t = start;
-    let mut next = start + every;
-    while !done() {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = Instant::now();
-        if now < next {
-            continue;
-        }
+    let mut sv = Supervisor::new(stop);
+    sv.interval = Some(every);
+    sv.poll = Duration::from_millis(20);
+    sv.drain = true;
+    let watch = |_| {
+        Ok(if done() {
+            Health::Done
+        } else {
+            Health::Running
+        })
+    };
+    let tick = |now: Instant| {
         let secs = now.duration_since(last_t).as_secs_f64();
         let cur: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         let per_flow: Vec<f64> = cur
@@ -329,8 +339,10 @@ pub(crate) fn intervals(
         });
         last = cur;
         last_t = now;
-        next += every;
-    }
+        Ok(())
+    };
+    // Neither callback fails: the loop ends only when `done` says so.
+    let _ = sv.run::<std::convert::Infallible>(start, watch, tick);
 }
 
 fn read_receiver_report(sock: &TcpSock) -> Result<crate::report::SideReport, String> {

@@ -7,15 +7,21 @@ use crate::{gbps, StreamError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ScopedJoinHandle;
 
-/// Joins flow threads in order; a panicked thread becomes an error, not a panic.
+/// Joins flow threads in order; a panicked thread becomes an error naming the flow and the
+/// panic's message, not a panic.
 pub(crate) fn join_all(
     handles: Vec<ScopedJoinHandle<'_, Result<FlowReport, StreamError>>>,
 ) -> Vec<Result<FlowReport, StreamError>> {
     handles
         .into_iter()
-        .map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(StreamError::Protocol("a flow thread panicked".into())))
+        .enumerate()
+        .map(|(i, h)| {
+            h.join().unwrap_or_else(|p| {
+                Err(StreamError::Protocol(format!(
+                    "flow {i} panicked: {}",
+                    firehose_sys::supervise::panic_message(p.as_ref())
+                )))
+            })
         })
         .collect()
 }

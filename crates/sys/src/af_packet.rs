@@ -23,7 +23,8 @@ mod tx;
 pub use rx::{RxBlock, RxFrame, RxRing, RxRingConfig};
 pub use tx::{TxRing, TxRingConfig, TxSent};
 
-use crate::{cvt, SysResult};
+use crate::{cvt, SysError, SysResult};
+use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -234,9 +235,33 @@ impl PacketSock {
         // SAFETY: one live pollfd.
         let ret = unsafe { libc::poll(&mut pfd, 1, ms) };
         match cvt(ret, || "poll(AF_PACKET)".into()) {
+            Ok(n) if n > 0 && pfd.revents & libc::POLLERR != 0 => Err(self.pending_error()),
             Ok(n) => Ok(n > 0),
             Err(e) if e.errno() == Some(libc::EINTR) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The error the kernel left on the socket (SO_ERROR, which reading clears): ENETDOWN
+    /// once the interface went down or away. Without this, a ring whose interface is gone
+    /// polls as ready forever and its reader spins with nothing to read.
+    fn pending_error(&self) -> SysError {
+        let what = || "poll(AF_PACKET): the socket reports an error".to_string();
+        match crate::sockopt::get_int(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            "SO_ERROR",
+        ) {
+            Ok(errno) if errno != 0 => SysError {
+                what: what(),
+                source: io::Error::from_raw_os_error(errno),
+            },
+            Ok(_) => SysError {
+                what: what(),
+                source: io::Error::other("POLLERR with no error set"),
+            },
+            Err(e) => e,
         }
     }
 }

@@ -28,9 +28,11 @@ pub mod bpf_map;
 pub mod cmsg;
 pub mod cpu;
 pub mod epoll;
+mod error;
 pub mod ethtool;
 pub mod file;
 pub mod ifaddr;
+mod interrupt;
 pub mod mmsg;
 pub mod netns;
 pub mod route;
@@ -49,39 +51,10 @@ pub mod xdp;
 pub mod xsk_diag;
 pub mod zerocopy;
 
+pub use error::{errno_name, Setting, SetupError, SysError, SysResult, Usage};
+pub use interrupt::retry_interrupted;
+
 use std::io;
-
-/// An error from a named system call, carrying the OS errno.
-#[derive(Debug)]
-pub struct SysError {
-    /// The call or option that failed, e.g. `setsockopt(SO_REUSEPORT)`.
-    pub what: String,
-    /// The underlying OS error.
-    pub source: io::Error,
-}
-
-impl std::fmt::Display for SysError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let errno = self.source.raw_os_error().map(errno_name).unwrap_or("?");
-        write!(f, "{}: {} ({})", self.what, self.source, errno)
-    }
-}
-
-impl std::error::Error for SysError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
-}
-
-impl SysError {
-    /// The errno of the failed call, if the OS gave one.
-    pub fn errno(&self) -> Option<i32> {
-        self.source.raw_os_error()
-    }
-}
-
-/// Result of a named system call.
-pub type SysResult<T> = Result<T, SysError>;
 
 /// A fresh read-write shared mapping of `len` bytes of `fd` at `offset` (the rings a socket
 /// exposes: AF_PACKET, AF_XDP), with MAP_POPULATE and any `extra_flags`. The caller owns the
@@ -136,41 +109,3 @@ macro_rules! impl_minus_one {
     ($($t:ty),*) => {$(impl IsMinusOne for $t { fn is_minus_one(&self) -> bool { *self == -1 } })*};
 }
 impl_minus_one!(i32, i64, isize);
-
-/// The symbolic name of an errno, for messages users can search for.
-pub fn errno_name(errno: i32) -> &'static str {
-    match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EINTR => "EINTR",
-        libc::EIO => "EIO",
-        libc::EBADF => "EBADF",
-        libc::EMFILE => "EMFILE",
-        libc::ENFILE => "ENFILE",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSPC => "ENOSPC",
-        libc::ENOSYS => "ENOSYS",
-        libc::ENOPROTOOPT => "ENOPROTOOPT",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
-        libc::EADDRINUSE => "EADDRINUSE",
-        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
-        libc::ENETUNREACH => "ENETUNREACH",
-        libc::ECONNREFUSED => "ECONNREFUSED",
-        libc::EMSGSIZE => "EMSGSIZE",
-        libc::ENOBUFS => "ENOBUFS",
-        libc::E2BIG => "E2BIG",
-        libc::ERANGE => "ERANGE",
-        libc::ECONNRESET => "ECONNRESET",
-        libc::EPIPE => "EPIPE",
-        libc::ENODEV => "ENODEV",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        libc::ENOTCONN => "ENOTCONN",
-        _ => "errno",
-    }
-}

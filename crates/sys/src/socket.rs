@@ -554,6 +554,23 @@ impl UdpSock {
     }
 }
 
+/// A port on `ip` free right now for both UDP and TCP (servers such as knotd listen on
+/// both): the kernel picks a UDP port, kept only if TCP can bind it too. What the lab's peers
+/// and the tests listen on.
+pub fn free_port(ip: std::net::IpAddr) -> std::io::Result<u16> {
+    for _ in 0..100 {
+        let udp = std::net::UdpSocket::bind((ip, 0))?;
+        let port = udp.local_addr()?.port();
+        if std::net::TcpListener::bind((ip, port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no port free for both UDP and TCP on {ip}"),
+    ))
+}
+
 /// True when an error only means "nothing to read now" (EAGAIN/EWOULDBLOCK/EINTR).
 pub fn is_would_block(e: &SysError) -> bool {
     matches!(e.errno(), Some(libc::EAGAIN) | Some(libc::EINTR))

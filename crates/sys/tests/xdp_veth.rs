@@ -6,6 +6,7 @@
 //! Needs root; skips with a reason otherwise.
 
 use firehose_frame::{parse, reply_in_place, write_request, Endpoints};
+use firehose_sys::retry_interrupted;
 use firehose_sys::xdp::attach::{XdpMode, XdpProg, XskMap};
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
@@ -33,6 +34,7 @@ impl Lab {
     /// `tag` keeps the tests of this process apart (namespace names; links live inside).
     fn new(tag: &str) -> Lab {
         let id = format!("{}{tag}", std::process::id());
+        // The guard exists before the first step: whatever a failing step left is deleted.
         let lab = Lab {
             srv: format!("fhxs-{id}"),
             cli: format!("fhxc-{id}"),
@@ -141,7 +143,7 @@ fn echo_over_af_xdp_on_a_veth_ipv4_and_ipv6() {
                 let msg: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
                 s.send_to(&msg, dst).unwrap();
                 let mut buf = [0u8; 2048];
-                let (n, from) = s.recv_from(&mut buf).expect("echo reply");
+                let (n, from) = retry_interrupted(|| s.recv_from(&mut buf)).expect("echo reply");
                 assert_eq!(&buf[..n], &msg[..], "{dst} len {len}");
                 assert_eq!(from, dst.parse().unwrap());
                 count += 1;
@@ -192,7 +194,7 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         port_tx.send(()).unwrap();
         let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = s.recv_from(&mut buf) {
+        while let Ok((n, from)) = retry_interrupted(|| s.recv_from(&mut buf)) {
             s.send_to(&buf[..n], from).unwrap();
         }
     });
@@ -210,7 +212,7 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
         assert_eq!(netlink::neighbour(idx, target.ip()).unwrap(), None);
         k.send_to(b"resolve", target).unwrap();
         let mut buf = [0u8; 64];
-        assert_eq!(k.recv(&mut buf).unwrap(), 7);
+        assert_eq!(retry_interrupted(|| k.recv(&mut buf)).unwrap(), 7);
         let dst_mac = netlink::neighbour(idx, target.ip())
             .unwrap()
             .expect("resolved");
@@ -283,7 +285,7 @@ fn a_generator_sends_on_the_tx_ring_and_gets_its_port_range_back() {
         assert_eq!(got.len(), 64, "responses by source port: {got:?}");
         // Outside the range, the kernel socket still gets its answers.
         k.send_to(b"kernel", target).unwrap();
-        assert_eq!(k.recv(&mut buf).unwrap(), 6);
+        assert_eq!(retry_interrupted(|| k.recv(&mut buf)).unwrap(), 6);
     })
     .join()
     .unwrap();

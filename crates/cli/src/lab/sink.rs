@@ -28,7 +28,7 @@ pub(super) struct Common {
     peers: Option<String>,
     /// Runs of each cell, interleaved (every cell once, then again).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
-    repeat: usize,
+    repetitions: usize,
     /// Measured time per run, whole seconds, e.g. 3, 5s.
     #[arg(short = 't', long, value_name = "DURATION", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
@@ -58,8 +58,8 @@ build it from\nnetoptimizer/network-testing, `make` in src/, and put it on PATH)
 sendmmsg with\none thread per receive queue; after the repetitions, one more run per mode at the \
 largest\nqueue count samples the receiving CPU with perf (cpu-clock) for its top kernel symbols.\n\n\
 EXAMPLES:\n  \
-  firehose lab sink --queues 2 --repeat 3 --duration 3\n  \
-  firehose lab sink --queues 1 --modes recvmsg,recvmmsg --repeat 1 --duration 1 --no-profile"
+  firehose lab sink --queues 2 --repetitions 3 --duration 3\n  \
+  firehose lab sink --queues 1 --modes recvmsg,recvmmsg --repetitions 1 --duration 1 --no-profile"
 )]
 pub(super) struct SinkArgs {
     #[command(flatten)]
@@ -82,8 +82,8 @@ xdp).\nPeers: trafgen (netsniff-ng: AF_PACKET, qdisc bypassed), iperf3 (iperf3 -
 its TCP\ncontrol connection, so its cells run with its own server instead of the XDP_DROP \
 receiver), sockperf\n(sockperf tp: its throughput mode's sender, one sendto() per message).\n\n\
 EXAMPLES:\n  \
-  firehose lab flood --repeat 3 --duration 3\n  \
-  firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repeat 1"
+  firehose lab flood --repetitions 3 --duration 3\n  \
+  firehose lab flood --frames 64,1518 --modes sendto,packet --peers none --repetitions 1"
 )]
 pub(super) struct FloodArgs {
     #[command(flatten)]
@@ -239,7 +239,7 @@ fn run(c: &Common, mut s: PacketStudy, placement: Placement) -> Result<()> {
             json: &c.json,
             report: c.report.as_deref(),
             placement,
-            repetitions: c.repeat,
+            repetitions: c.repetitions,
             guess_s,
             bin: None,
         },

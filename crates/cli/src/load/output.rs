@@ -5,46 +5,7 @@ use super::LoadArgs;
 use crate::args::thousands;
 use firehose_load::report::Interval;
 use firehose_load::{LoadConfig, LoadReport};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-/// The counters at the last interval line, to print the next one as a difference.
-pub(super) struct IntervalLines {
-    pub(super) every: Duration,
-    pub(super) next: Duration,
-    pub(super) t: f64,
-    pub(super) completed: u64,
-    pub(super) lost: u64,
-    pub(super) stray: u64,
-}
-
-impl IntervalLines {
-    /// The interval ending at `el`, if a line is due.
-    pub(super) fn due(
-        &mut self,
-        el: Duration,
-        live: &[firehose_load::gen::Live],
-    ) -> Option<Interval> {
-        if self.every.is_zero() || el < self.next {
-            return None;
-        }
-        let sum = |f: fn(&firehose_load::gen::Live) -> u64| live.iter().map(f).sum::<u64>();
-        let t = el.as_secs_f64();
-        let c = sum(|l| l.completed.load(Ordering::Relaxed));
-        let lost = sum(|l| l.lost.load(Ordering::Relaxed));
-        let stray = sum(|l| l.stray.load(Ordering::Relaxed));
-        let iv = Interval {
-            t,
-            tps: (c - self.completed) as f64 / (t - self.t),
-            lost: lost - self.lost,
-            stray: stray - self.stray,
-        };
-        (self.completed, self.lost, self.stray) = (c, lost, stray);
-        self.t = t;
-        self.next += self.every;
-        Some(iv)
-    }
-}
 
 /// The line of the interval that ended at `iv.t` and began at `from`.
 pub(super) fn print_interval(from: f64, iv: &Interval, warmup: Duration, tty: bool) {

@@ -2,7 +2,7 @@
 
 use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
 use crate::io_paths::IoPath;
-use crate::serve_xdp::{XdpArgs, PROFILE_XDP};
+use crate::xdp_args::{XdpArgs, PROFILE_XDP};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use firehose_engine::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
@@ -299,17 +299,10 @@ impl ServeArgs {
     /// cannot, large replies included: without a socket profile or --pmtudisc the kernel
     /// may fragment them rather than refuse with EMSGSIZE.
     pub(crate) fn xdp_config(&self, cfg: &mut ServeConfig) -> Result<firehose_engine::XdpConfig> {
-        if self.workers.is_some() {
-            return Err(Usage(
-                "--workers does not apply to --io xdp: it runs one worker per queue (choose them with --queues)"
-                    .into(),
-            )
-            .into());
-        }
         if !matches!(self.profile, Some(ProfileArg::Socket(_))) && self.pmtudisc.is_none() {
             cfg.pmtudisc = PmtuDisc::Default;
         }
-        Ok(self.xdp.config(cfg)?)
+        Ok(self.xdp.config(cfg, self.workers)?)
     }
 
     /// `serve --io uring`: the ring flags.

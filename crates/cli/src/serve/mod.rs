@@ -12,22 +12,20 @@ pub use args::{Proto, ServeArgs};
 use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
-use output::{print_applied, print_counters, reload, ServeDocument};
+use firehose_sys::supervise::Ended;
+use output::{print_applied, print_counters, reload};
 pub(crate) use start::serve_error;
 use start::{proto_name, start_server, Running};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Runs `firehose serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
     let mut json = a.json.open()?;
     let mut cfg = a.config()?;
     let on = a.io.serve_on(&a, &mut cfg)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
+    let stop = crate::supervise::stop_on_signals()?;
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handler")?;
@@ -82,51 +80,63 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let mut records = Vec::new();
     let mut last = WorkerStats::total(&server.worker_stats());
     let mut last_t = started;
-    let mut next_tick = a.interval.map(|i| started + i);
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        if stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        if hup.swap(false, Ordering::Relaxed) {
-            match reloader.as_mut() {
-                Some(r) => reload(r),
-                None => say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload"),
-            }
-        }
-        if let (Some(t), Some(iv)) = (next_tick, a.interval) {
-            if Instant::now() >= t {
-                let now = Instant::now();
-                let total = WorkerStats::total(&server.worker_stats());
-                let d = total.delta(&last);
-                let secs = now.duration_since(last_t).as_secs_f64();
-                let drops: u64 = server.socket_stats().iter().map(|s| s.kernel_drops).sum();
-                say!(
-                    "[{:7.1}s] rx {:>11} pps  tx {:>11} pps  syscalls/pkt {:.3}  kernel drops {}",
-                    started.elapsed().as_secs_f64(),
-                    thousands(d.packets_in as f64 / secs),
-                    thousands(d.packets_out as f64 / secs),
-                    if d.packets_in > 0 {
-                        d.syscalls as f64 / d.packets_in as f64
-                    } else {
-                        0.0
-                    },
-                    drops
-                );
-                if json.wanted() {
-                    records.push(IntervalRecord {
-                        t: started.elapsed().as_secs_f64(),
-                        rx_pps: d.packets_in as f64 / secs,
-                        tx_pps: d.packets_out as f64 / secs,
-                        totals: total.clone(),
-                        kernel_drops: drops,
-                    });
+    let sv = crate::supervise::supervisor(&stop, a.duration, a.interval);
+    // The server is shared by the loop's two callbacks: one watches it, one reads its
+    // counters at each interval.
+    let server = std::cell::RefCell::new(server);
+    let ended = sv.run(
+        started,
+        |_| {
+            if hup.swap(false, Ordering::Relaxed) {
+                match reloader.as_mut() {
+                    Some(r) => reload(r),
+                    None => {
+                        say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload")
+                    }
                 }
-                last = total;
-                last_t = now;
-                next_tick = Some(t + iv);
             }
+            Ok::<_, anyhow::Error>(server.borrow_mut().health())
+        },
+        |now| {
+            let server = server.borrow();
+            let total = WorkerStats::total(&server.worker_stats());
+            let d = total.delta(&last);
+            let secs = now.duration_since(last_t).as_secs_f64();
+            let drops: u64 = server.socket_stats().iter().map(|s| s.kernel_drops).sum();
+            say!(
+                "[{:7.1}s] rx {:>11} pps  tx {:>11} pps  syscalls/pkt {:.3}  kernel drops {}",
+                started.elapsed().as_secs_f64(),
+                thousands(d.packets_in as f64 / secs),
+                thousands(d.packets_out as f64 / secs),
+                if d.packets_in > 0 {
+                    d.syscalls as f64 / d.packets_in as f64
+                } else {
+                    0.0
+                },
+                drops
+            );
+            if json.wanted() {
+                records.push(IntervalRecord {
+                    t: started.elapsed().as_secs_f64(),
+                    rx_pps: d.packets_in as f64 / secs,
+                    tx_pps: d.packets_out as f64 / secs,
+                    totals: total.clone(),
+                    kernel_drops: drops,
+                });
+            }
+            last = total;
+            last_t = now;
+            Ok(())
+        },
+    )?;
+    let server = server.into_inner();
+    if let Ended::Failed(f) = ended {
+        // Stop what still runs (the other workers, the TCP threads) before saying so.
+        let _ = server.shutdown();
+        if let Some(t) = tcp {
+            t.shutdown();
         }
+        return Err(crate::supervise::failed("the server", f));
     }
     let elapsed = started.elapsed().as_secs_f64();
     let workers = server.worker_stats();
@@ -134,6 +144,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let applied = server.applied().clone();
     let mut handler: std::collections::BTreeMap<String, u64> = server
         .shutdown()
+        .map_err(|f| crate::supervise::failed("the server", f))?
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
@@ -165,11 +176,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 user_s: u.as_secs_f64(),
                 sys_s: s.as_secs_f64(),
             },
-        };
-        json.write(&ServeDocument {
-            stats: &stats,
             intervals: records,
-        })?;
+            environment: firehose_host::env::Environment::capture(),
+        };
+        json.write(&stats)?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use super::args::Proto;
 use super::start::{proto_name, Reload};
-use firehose_engine::{IntervalRecord, Server, SocketMode, StatsDocument, WorkerStats};
+use firehose_engine::{Server, SocketMode, WorkerStats};
 use firehose_proto::dns::{Outcome, Reloader};
 use std::time::Instant;
 
@@ -52,15 +52,6 @@ fn reload_zones(r: &mut Reloader) {
         }
         Err(e) => say!("firehose serve: reload failed, nothing changed: {e}"),
     }
-}
-
-/// What `serve --json` writes: the counters at exit, and one record per `--interval`.
-#[derive(serde::Serialize)]
-pub(super) struct ServeDocument<'a> {
-    #[serde(flatten)]
-    pub(super) stats: &'a StatsDocument,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) intervals: Vec<IntervalRecord>,
 }
 
 pub(super) fn print_applied(server: &Server, proto: Proto) {

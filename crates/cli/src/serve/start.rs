@@ -4,9 +4,11 @@ use super::args::{DnsArgs, Proto, RadiusArgs, ServeArgs};
 use crate::args::Usage;
 use crate::io_paths::{Handlers, ServeOn};
 use anyhow::{Context, Result};
-use firehose_engine::{ServeConfig, ServeError, Server};
+use firehose_engine::{ServeConfig, Server};
 use firehose_proto::dns::options::{OptionsConfig, MAX_NSID};
-use firehose_proto::dns::{Limits, Reloader, RrlConfig, TcpConfig, TcpServer, DEFAULT_MAX_UDP};
+use firehose_proto::dns::serve::{DnsServe, StartError};
+use firehose_proto::dns::{Limits, Reloader, TcpConfig, TcpServer};
+use firehose_sys::SetupError;
 
 /// The EDNS options to answer, from the flags.
 fn options_config(d: &DnsArgs) -> Result<OptionsConfig> {
@@ -167,70 +169,46 @@ pub(super) fn start_server(
             };
             let reloader =
                 Reloader::load(zones, limits, transfers).map_err(|e| Usage(e.to_string()))?;
-            let live = reloader.live();
-            // With port 0 the UDP side picks the port; TCP must get the same one, so a
-            // port already taken for TCP means starting over on another (not with XDP,
-            // whose queues are taken once).
+            let dns = DnsServe {
+                options,
+                allow_transfer: a.dns.allow_transfer.clone(),
+                rrl: a.dns.rrl.map(|r| (r, a.dns.rrl_slip.unwrap_or(2))),
+                tcp: a.dns.tcp.then(|| TcpConfig {
+                    max_conns: a.dns.tcp_max_conns,
+                    max_per_client: a.dns.tcp_max_per_client,
+                    idle: a.dns.tcp_idle,
+                    threads: a.dns.tcp_threads,
+                    ..TcpConfig::default()
+                }),
+                workers: cfg.workers,
+            };
+            // Port 0: the UDP side picks the port, and a port taken for TCP means another
+            // try (not with XDP, whose queues are taken once).
             let tries = if cfg.listen.port() == 0 && !on.once_only() {
                 5
             } else {
                 1
             };
-            for attempt in 1..=tries {
-                let mut h = firehose_proto::DnsHandler::live(live.clone(), DEFAULT_MAX_UDP)
-                    .with_options(options.clone())
-                    .with_transfers(&a.dns.allow_transfer);
-                if let Some(rate) = a.dns.rrl {
-                    // Each worker keeps its own table and allows its share.
-                    h = h.with_rrl(RrlConfig {
-                        rate: rate.div_ceil(cfg.workers).min(u32::MAX as usize) as u32,
-                        slip: a.dns.rrl_slip.unwrap_or(2),
-                    });
+            let r = firehose_proto::dns::serve::start(reloader, &dns, tries, |h| {
+                on.start(cfg, &Handlers::Dns(Box::new(h)))
+            })
+            .map_err(|e| match e {
+                StartError::Setup(e) => serve_error(e),
+                StartError::Worker(f) => crate::supervise::failed("the server", f),
+                StartError::Tcp { addr, source } => Usage(format!(
+                    "cannot listen on TCP {addr}: {source} — pick another --listen port or pass --tcp off"
+                ))
+                .into(),
+                StartError::NoCommonPort(_) => {
+                    Usage("no port free for both UDP and TCP; pass a --listen port".into()).into()
                 }
-                let server = on
-                    .start(cfg, &Handlers::Dns(Box::new(h)))
-                    .map_err(serve_error)?;
-                if !a.dns.tcp {
-                    return Ok(Running {
-                        server,
-                        tcp: None,
-                        reloader: Some(Reload::Dns(reloader)),
-                        notes: Vec::new(),
-                    });
-                }
-                let tcfg = TcpConfig {
-                    max_conns: a.dns.tcp_max_conns,
-                    max_per_client: a.dns.tcp_max_per_client,
-                    idle: a.dns.tcp_idle,
-                    allow_transfer: a.dns.allow_transfer.clone(),
-                    max_udp: DEFAULT_MAX_UDP,
-                    options: options.clone(),
-                    threads: a.dns.tcp_threads,
-                };
-                match TcpServer::start(server.local_addr(), live.clone(), tcfg) {
-                    Ok(t) => {
-                        return Ok(Running {
-                            server,
-                            tcp: Some(t),
-                            reloader: Some(Reload::Dns(reloader)),
-                            notes: Vec::new(),
-                        })
-                    }
-                    Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {
-                        server.shutdown();
-                    }
-                    Err(e) => {
-                        return Err(Usage(format!(
-                            "cannot listen on TCP {}: {e} — pick another --listen port or pass --tcp off",
-                            server.local_addr()
-                        ))
-                        .into())
-                    }
-                }
-            }
-            return Err(
-                Usage("no port free for both UDP and TCP; pass a --listen port".into()).into(),
-            );
+            })?;
+            return Ok(Running {
+                server: r.server,
+                tcp: r.tcp,
+                reloader: Some(Reload::Dns(r.reloader)),
+                notes: Vec::new(),
+            });
         }
     };
     Ok(Running {
@@ -241,27 +219,9 @@ pub(super) fn start_server(
     })
 }
 
-/// A start-up refusal as one line of bad usage (exit 2), with a hint for common errnos.
-pub(crate) fn serve_error(e: ServeError) -> anyhow::Error {
-    match e {
-        ServeError::Config(m) => Usage(m).into(),
-        ServeError::Kernel(k) => {
-            let errno = k.errno().map(firehose_sys::errno_name);
-            if crate::uring_args::uring_hint(&k.what, errno).is_some() {
-                return Usage(crate::uring_args::refusal(&k)).into();
-            }
-            let hint = match errno {
-                Some("EADDRINUSE") => {
-                    " — another process holds this port; pick another --listen port"
-                }
-                Some("EACCES") | Some("EPERM") => {
-                    " — this needs more privilege (run as root or lower the value)"
-                }
-                _ => "",
-            };
-            Usage(format!("the kernel refused {k}{hint}")).into()
-        }
-    }
+/// A start-up refusal as one line of bad usage (exit 2).
+pub(crate) fn serve_error(e: SetupError) -> anyhow::Error {
+    crate::refusal::setup_error(e, None)
 }
 
 pub(super) fn proto_name(p: Proto) -> &'static str {

@@ -2,22 +2,14 @@
 //! on namespace-scoped settings only: veth GRO, RPS/XPS masks, rp_filter and accept_local.
 //! Needs root (skips with a reason otherwise); the namespace is deleted by a Drop guard.
 
-use crate::util::{bin, root_or_skip};
-use std::path::PathBuf;
+use crate::util::{bin, root_or_skip, tempdir, Netns, TempDir};
 use std::process::{Command, Output};
 
-macro_rules! require_root {
-    () => {
-        if !root_or_skip() {
-            return;
-        }
-    };
-}
-
-/// A network namespace with a 4-queue veth pair `va`/`vb`; deleted on drop.
-struct Netns {
-    name: String,
-    dir: PathBuf,
+/// A network namespace with a 4-queue veth pair `va`/`vb` and a scratch directory for the
+/// journal; both removed on drop ([`Netns`], [`TempDir`]).
+struct DoctorNs {
+    ns: Netns,
+    dir: TempDir,
 }
 
 fn ok(cmd: &mut Command) -> String {
@@ -30,16 +22,16 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("fhdoc-{}-{tag}", std::process::id());
-        let dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&dir).unwrap();
-        ok(Command::new("ip").args(["netns", "add", &name]));
-        let ns = Netns { name, dir };
+impl DoctorNs {
+    fn new(tag: &str) -> DoctorNs {
+        let dir = tempdir(&format!("doctor-{tag}"));
+        let ns = DoctorNs {
+            ns: Netns::new(&format!("doc{tag}")),
+            dir,
+        };
         ok(Command::new("ip").args([
             "-n",
-            &ns.name,
+            &ns.ns.name,
             "link",
             "add",
             "va",
@@ -57,8 +49,8 @@ impl Netns {
             "numrxqueues",
             "4",
         ]));
-        ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "up"]));
-        ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "vb", "up"]));
+        ok(Command::new("ip").args(["-n", &ns.ns.name, "link", "set", "va", "up"]));
+        ok(Command::new("ip").args(["-n", &ns.ns.name, "link", "set", "vb", "up"]));
         // Start from a host that needs fixing: GRO on, source validation on.
         ns.sh("ethtool -K va gro on && sysctl -qw net.ipv4.conf.all.rp_filter=1 net.ipv4.conf.va.rp_filter=1");
         ns
@@ -66,7 +58,7 @@ impl Netns {
 
     fn exec(&self, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).args(args);
+        c.args(["netns", "exec", &self.ns.name]).args(args);
         c
     }
 
@@ -100,15 +92,6 @@ impl Netns {
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -119,7 +102,7 @@ fn text(o: &Output) -> String {
 
 const CHECKS: &[&str] = &["gro", "rps", "xps", "rp-filter", "accept-local"];
 
-fn apply_args<'a>(ns: &'a Netns, journal: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+fn apply_args<'a>(ns: &'a DoctorNs, journal: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let _ = ns;
     let mut v = vec!["--apply", "--iface", "va", "--journal", journal];
     v.extend_from_slice(extra);
@@ -129,8 +112,10 @@ fn apply_args<'a>(ns: &'a Netns, journal: &'a str, extra: &[&'a str]) -> Vec<&'a
 
 #[test]
 fn apply_changes_values_and_revert_restores_them_byte_for_byte() {
-    require_root!();
-    let ns = Netns::new("a");
+    if !root_or_skip() {
+        return;
+    }
+    let ns = DoctorNs::new("a");
     let journal = ns.journal();
     let before = ns.snapshot();
     assert!(before.contains("generic-receive-offload: on"), "{before}");
@@ -187,8 +172,10 @@ fn apply_changes_values_and_revert_restores_them_byte_for_byte() {
 
 #[test]
 fn revert_leaves_a_value_changed_by_someone_else_and_reports_it() {
-    require_root!();
-    let ns = Netns::new("b");
+    if !root_or_skip() {
+        return;
+    }
+    let ns = DoctorNs::new("b");
     let journal = ns.journal();
     let before = ns.snapshot();
     let out = ns.doctor(&apply_args(&ns, &journal, &[]));
@@ -212,8 +199,10 @@ fn revert_leaves_a_value_changed_by_someone_else_and_reports_it() {
 
 #[test]
 fn dry_run_prints_the_plan_and_changes_nothing() {
-    require_root!();
-    let ns = Netns::new("c");
+    if !root_or_skip() {
+        return;
+    }
+    let ns = DoctorNs::new("c");
     let journal = ns.journal();
     let before = ns.snapshot();
     let out = ns.doctor(&apply_args(&ns, &journal, &["--dry-run"]));
@@ -228,8 +217,10 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 
 #[test]
 fn a_journal_from_another_boot_replays_only_what_survives_a_reboot() {
-    require_root!();
-    let ns = Netns::new("d");
+    if !root_or_skip() {
+        return;
+    }
+    let ns = DoctorNs::new("d");
     let journal = ns.journal();
     let netns = ns.sh("readlink /proc/self/ns/net").trim().to_string();
     let entry = serde_json::json!({
@@ -259,8 +250,10 @@ fn a_journal_from_another_boot_replays_only_what_survives_a_reboot() {
 
 #[test]
 fn audit_of_a_veth_in_a_namespace_says_na_where_it_cannot_check() {
-    require_root!();
-    let ns = Netns::new("e");
+    if !root_or_skip() {
+        return;
+    }
+    let ns = DoctorNs::new("e");
     let out = ns.doctor(&["--iface", "va", "--json"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -302,7 +295,9 @@ fn doctor_as_nobody(args: &[&str]) -> Output {
 
 #[test]
 fn apply_and_revert_without_root_stop_with_a_clear_error() {
-    require_root!();
+    if !root_or_skip() {
+        return;
+    }
     for args in [&["--apply", "gro"][..], &["--revert"][..]] {
         let out = doctor_as_nobody(args);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));

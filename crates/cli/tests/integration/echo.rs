@@ -1,6 +1,7 @@
 //! `firehose serve --proto echo`, driven over real sockets.
 
 use crate::util::{tmp, Served};
+use firehose_sys::retry_interrupted;
 use std::net::UdpSocket;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ pub(crate) fn check_exact_echo(listen: &str, bind: &str, profile: &[&str]) {
     for (k, size) in [0usize, 1, 100, 1472, 9000, 65507].into_iter().enumerate() {
         let msg = pattern(size, k as u8);
         c.send_to(&msg, srv.addr).unwrap();
-        let (n, from) = c.recv_from(&mut buf).unwrap();
+        let (n, from) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
         assert_eq!(from, srv.addr);
         assert_eq!(n, size, "{profile:?} {listen}: size {size}");
         assert_eq!(
@@ -78,7 +79,7 @@ fn pmtudisc_do_refuses_oversize_replies_and_counts_them() {
     c.send_to(&pattern(65507, 1), srv.addr).unwrap();
     c.send_to(b"small", srv.addr).unwrap();
     let mut buf = vec![0u8; 70000];
-    let (n, _) = c.recv_from(&mut buf).unwrap();
+    let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
     assert_eq!(
         &buf[..n],
         b"small",
@@ -107,7 +108,7 @@ fn stats_json_counts_what_was_served() {
     let mut buf = [0u8; 200];
     for i in 0..123u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        c.recv_from(&mut buf).unwrap();
+        retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
     }
     srv.stop();
     let doc: serde_json::Value =

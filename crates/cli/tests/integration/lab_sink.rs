@@ -93,7 +93,7 @@ fn a_tiny_lab_sink_counts_packets_in_every_cell_and_cleans_up() {
             "recvmsg,recvmmsg",
             "--peers",
             "none",
-            "--repeat",
+            "--repetitions",
             "1",
             "--duration",
             "1",
@@ -157,7 +157,7 @@ fn a_tiny_lab_flood_counts_what_each_mode_sent_and_cleans_up() {
             "sendto,packet",
             "--peers",
             "none",
-            "--repeat",
+            "--repetitions",
             "1",
             "--duration",
             "1",
@@ -266,8 +266,9 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let sink_pid = sink.id();
     n.2.push(sink);
-    crate::util::wait_udp_bound(Some(b), port);
+    crate::util::wait_for_udp_port(sink_pid, port, Duration::from_secs(30));
     let tx = || -> u64 {
         sh(&format!(
             "ip netns exec {a} cat /sys/class/net/va/statistics/tx_packets"
@@ -301,7 +302,7 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
     c.args([
         "lab", "flood", "--frames", "64", "--modes", "sendto", "--peers", "none",
     ])
-    .args(["--repeat", "5", "--duration", "5", "--json-file"])
+    .args(["--repetitions", "5", "--duration", "5", "--json-file"])
     .arg(&json);
     let child = Bounded::spawn(c);
     let id = child.id();

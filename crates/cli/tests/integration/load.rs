@@ -1,6 +1,7 @@
 //! `firehose load` counts exactly, against our server and against a lossy one.
 
-use crate::util::{bin, json_of, run, signal_pid, tmp, Served};
+use crate::util::{bin, json_of, run, signal_pid, tmp, Served, Spawned};
+use firehose_sys::retry_interrupted;
 use firehose_sys::socket::UdpSock;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -147,7 +148,7 @@ fn foreign_datagrams_count_as_stray() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 2048];
         for _ in 0..100 {
-            let Ok((len, from)) = s.recv_from(&mut buf) else {
+            let Ok((len, from)) = retry_interrupted(|| s.recv_from(&mut buf)) else {
                 return;
             };
             s.send_to(b"not a response of ours at all", from).unwrap();
@@ -252,7 +253,7 @@ enum Stall {
 /// with `who` stopped (SIGSTOP) for 200 ms a second into the run; returns its JSON.
 fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json::Value {
     let json = tmp(&format!("load-stall-{who:?}-{window}"));
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args(["load", "--target", &srv.addr.to_string(), "--rate", "1000"])
         .args(["--flows", "1", "--window", window, "--duration", "4"])
         .args(["--warmup", "0", "--timeout", "3s", "--json-file"])
@@ -260,8 +261,9 @@ fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json:
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut child = Spawned { child };
     // The first line is printed when the run starts.
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(line.starts_with("firehose load:"), "{line}");
@@ -275,7 +277,7 @@ fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json:
     signal_pid(pid, "CONT");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(child.wait(Duration::from_secs(60)).success(), "{rest}");
     let doc = json_of(&json);
     std::fs::remove_file(&json).unwrap();
     let (sent, completed, lost) = (&doc["sent"], &doc["completed"], &doc["lost"]);

@@ -34,6 +34,7 @@ mod sink_flood;
 mod sink_rounds;
 mod stream;
 mod stream_veth;
+mod supervision;
 mod top;
 mod uring;
 mod util;

@@ -2,12 +2,13 @@
 //! passes `promtool check metrics`, counters never fall between scrapes, and once the load
 //! has stopped the scrape equals what the server prints at exit (`--json-file`).
 
-use crate::util::{installed, json_of, tmp, Served};
+use crate::util::{installed, json_of, tmp, Served, Spawned};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Samples of one scrape: `name{labels}` -> value.
 type Scrape = BTreeMap<String, f64>;
@@ -77,15 +78,21 @@ fn promtool_check(text: &str) -> bool {
         eprintln!("{test}: promtool check skipped: promtool is not installed (Debian package prometheus, or `sh mk/deps test`)");
         return false;
     }
-    let mut p = Command::new("promtool")
+    let p = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = p.wait_with_output().unwrap();
+    let mut p = Spawned { child: p };
+    p.child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = p.output(Duration::from_secs(30));
     assert!(
         out.status.success(),
         "promtool check metrics: {}{}\n{text}",
@@ -109,15 +116,11 @@ fn assert_monotonic(before: &Scrape, after: &Scrape, rising: &str) {
     );
 }
 
-/// Starts `firehose load ARGS` in the background.
-fn load(args: &[&str]) -> std::process::Child {
-    Command::new(crate::util::bin())
-        .arg("load")
-        .args(args)
-        .arg("--quiet")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn firehose load")
+/// Starts `firehose load ARGS` in the background (killed if the test fails first).
+fn load(args: &[&str]) -> Spawned {
+    let mut c = Command::new(crate::util::bin());
+    c.arg("load").args(args).arg("--quiet");
+    Spawned::start(c)
 }
 
 /// Scrapes twice under `gen`'s load, then once after it ends; the server is then stopped
@@ -125,7 +128,7 @@ fn load(args: &[&str]) -> std::process::Child {
 fn scrape_under_load(
     srv: Served,
     addr: SocketAddr,
-    mut gen: std::process::Child,
+    mut gen: Spawned,
     json: &Path,
 ) -> (Scrape, serde_json::Value) {
     let mut first = None;
@@ -143,7 +146,7 @@ fn scrape_under_load(
     promtool_check(&text);
     let second = parse(&text);
     assert_monotonic(&first, &second, "firehose_packets_received_total");
-    assert!(gen.wait().unwrap().success(), "load failed");
+    assert!(gen.wait(Duration::from_secs(60)).success(), "load failed");
     let last_text = scrape_text(addr);
     let last = parse(&last_text);
     assert_monotonic(&second, &last, "firehose_uptime_seconds");

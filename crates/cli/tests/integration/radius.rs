@@ -5,6 +5,7 @@
 use crate::util::{installed, json_of, run, signal_pid, stderr, tempdir, wait_exit, Served};
 use firehose_lab::peers::freeradius::{self, FreeRadiusPlan};
 use firehose_radiuswire::{attr, parse_request, Header, Secret};
+use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -151,7 +152,9 @@ fn exchange(from: &str, to: SocketAddr, packet: &[u8]) -> Option<Vec<u8>> {
         .unwrap();
     s.send_to(packet, to).unwrap();
     let mut buf = [0u8; 4096];
-    s.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec())
+    retry_interrupted(|| s.recv_from(&mut buf))
+        .ok()
+        .map(|(n, _)| buf[..n].to_vec())
 }
 
 #[test]
@@ -239,7 +242,7 @@ fn duplicates_and_malformed_packets_are_counted_in_the_exit_json() {
     for _ in 0..2 {
         s.send_to(&req, srv.addr).unwrap();
         let mut buf = [0u8; 4096];
-        let (n, _) = s.recv_from(&mut buf).unwrap();
+        let (n, _) = retry_interrupted(|| s.recv_from(&mut buf)).unwrap();
         got.push(buf[..n].to_vec());
     }
     assert_eq!(got[0], got[1], "the duplicate gets the cached reply");

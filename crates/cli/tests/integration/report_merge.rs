@@ -3,7 +3,7 @@
 //! an HdrHistogram interval log whose intervals add up to the run.
 
 use crate::bad_input::assert_usage_error;
-use crate::util::{bin, json_of, run, tmp, Served};
+use crate::util::{bin, json_of, run, tmp, Served, Spawned};
 use base64::Engine as _;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
@@ -48,9 +48,10 @@ fn two_agents_merge_to_the_sum_of_their_counts_and_histograms() {
                 .spawn()
                 .unwrap()
         })
+        .map(|child| Spawned { child })
         .collect();
     for a in agents {
-        let o = a.wait_with_output().unwrap();
+        let o = a.output(Duration::from_secs(60));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let docs: Vec<_> = paths.iter().map(|p| json_of(p)).collect();

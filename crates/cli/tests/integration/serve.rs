@@ -2,6 +2,7 @@
 //! drops when stopped with SIGINT, a line and a JSON record per `--interval`, and `--duration`.
 
 use crate::util::{json_of, signal_pid, tmp, Served};
+use firehose_sys::retry_interrupted;
 use std::net::UdpSocket;
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
     let mut buf = [0u8; 64];
     let mut markers = 0u64;
     let echoed = |c: &UdpSocket, buf: &mut [u8; 64], want: &[u8]| loop {
-        match c.recv(buf) {
+        match retry_interrupted(|| c.recv(buf)) {
             Ok(n) if &buf[..n] == want => return true,
             Ok(_) => continue,
             Err(_) => return false,
@@ -101,7 +102,7 @@ fn interval_lines_and_json_then_duration_stops_the_server() {
     let mut buf = [0u8; 64];
     for i in 0..50u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        c.recv(&mut buf).unwrap();
+        retry_interrupted(|| c.recv(&mut buf)).unwrap();
     }
     // No signal: --duration stops it.
     let out = srv.rest();
@@ -189,7 +190,7 @@ fn steered_reads_on_the_receiving_cpu(pin: &str) {
             let mut buf = [0u8; 16];
             for i in 0..sent[k] {
                 c.send_to(&i.to_le_bytes(), to).unwrap();
-                c.recv(&mut buf).unwrap();
+                retry_interrupted(|| c.recv(&mut buf)).unwrap();
             }
         })
         .join()

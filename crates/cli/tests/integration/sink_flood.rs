@@ -3,23 +3,14 @@
 //! workers, ENOBUFS counted under a rate-limited qdisc in namespaces this test creates, and
 //! bad input. AF_PACKET and namespace tests need root and skip with a reason otherwise.
 
-use crate::util::bin;
+use crate::util::{bin, free_port, root_or_skip, wait_for_udp_port, Spawned, VethPair};
 use firehose_sys::cpu::is_root;
 use firehose_sys::socket::UdpSock;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// A port free on `ip` for UDP right now.
-fn free_port(ip: &str) -> u16 {
-    UdpSocket::bind(format!("{ip}:0"))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn json_tmp(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("firehose-{tag}-{}.json", std::process::id()))
@@ -31,34 +22,19 @@ fn read_json(p: &std::path::Path) -> Value {
     v
 }
 
+/// How long a sink may take to open its sockets, and to finish a run the test bounds.
+pub(crate) const START: Duration = Duration::from_secs(20);
+pub(crate) const FINISH: Duration = Duration::from_secs(60);
+
 /// Starts a sink and waits until its socket or ring is open (its first line is printed).
-fn start_sink(args: &[&str]) -> Child {
+fn start_sink(args: &[&str]) -> Spawned {
     let mut c = Command::new(bin());
     c.arg("sink").args(args);
-    started(c)
+    Spawned::started(c, START)
 }
 
-/// Spawns `sink` (any command line that runs one) and waits for its first line, printed
-/// once every socket, ring or program is in place; the rest of stdout is drained.
-pub(crate) fn started(mut cmd: Command) -> Child {
-    let mut c = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = c.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    use std::io::Read;
-    assert_eq!(out.read(&mut first).unwrap(), 1, "sink printed nothing");
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = out.read_to_end(&mut rest);
-    });
-    c
-}
-
-fn finish(c: Child) -> Output {
-    let o = c.wait_with_output().unwrap();
+fn finish(c: Spawned) -> Output {
+    let o = c.output(FINISH);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     o
 }
@@ -252,7 +228,7 @@ fn flood_sends_exactly(io: &str, bind: &str) {
     let to: SocketAddr = rx.local_addr().unwrap();
     let j = json_tmp(&format!("flood-{io}-{}", to.port()));
     let target = to.to_string();
-    let mut c = Command::new(bin())
+    let c = Command::new(bin())
         .args([
             "flood",
             "--target",
@@ -277,8 +253,9 @@ fn flood_sends_exactly(io: &str, bind: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut c = Spawned { child: c };
     let (n, lens, ports) = receive(&rx, 3000);
-    let st = c.wait().unwrap();
+    let st = c.wait(FINISH);
     assert!(st.success(), "flood --io {io} to {target} failed");
     let v = read_json(&j);
     assert_eq!(v["sent"], 3000, "{v}");
@@ -372,7 +349,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "2",
         ],
         vec!["sink", "--listen", "127.0.0.1:9", "--io", "nope"],
-        vec!["sink", "--listen", "127.0.0.1:9", "--repeat", "3"],
+        vec!["sink", "--listen", "127.0.0.1:9", "--repetitions", "3"],
         vec![
             "sink",
             "--listen",
@@ -418,53 +395,28 @@ fn bad_input_is_one_line_and_exit_2() {
 }
 
 /// Two namespaces joined by a veth pair, removed on drop (also when the test fails).
+/// Two namespaces `a` and `b` joined by a veth pair ([`VethPair`]: removed on drop, and a
+/// step that fails as root fails the test rather than skip it).
 struct Pair {
     a: String,
     b: String,
+    /// The veth end in `a`.
+    a_dev: String,
+    _pair: VethPair,
 }
 
 impl Pair {
-    fn new(tag: &str) -> Option<Pair> {
-        let id = std::process::id();
-        let p = Pair {
-            a: format!("fh-sink-{tag}-{id}-a"),
-            b: format!("fh-sink-{tag}-{id}-b"),
-        };
-        let sub = id % 200 + 20;
-        let ip = |args: &[&str]| {
-            Command::new("ip")
-                .args(args)
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        };
-        let ok = ip(&["netns", "add", &p.a])
-            && ip(&["netns", "add", &p.b])
-            && ip(&[
-                "-n", &p.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
-                &p.b,
-            ])
-            && ip(&[
-                "-n",
-                &p.a,
-                "addr",
-                "add",
-                &format!("10.201.{sub}.1/24"),
-                "dev",
-                "va",
-            ])
-            && ip(&[
-                "-n",
-                &p.b,
-                "addr",
-                "add",
-                &format!("10.201.{sub}.2/24"),
-                "dev",
-                "vb",
-            ])
-            && ip(&["-n", &p.a, "link", "set", "va", "up"])
-            && ip(&["-n", &p.b, "link", "set", "vb", "up"]);
-        ok.then_some(p)
+    fn new(tag: &str) -> Pair {
+        let pair = VethPair::new(tag, 1);
+        let sub = std::process::id() % 200 + 20;
+        pair.srv_addr(&format!("10.201.{sub}.1/24"));
+        pair.cli_addr(&format!("10.201.{sub}.2/24"));
+        Pair {
+            a: pair.srv.name.clone(),
+            b: pair.cli.name.clone(),
+            a_dev: pair.srv_dev.clone(),
+            _pair: pair,
+        }
     }
 
     fn b_addr(&self) -> String {
@@ -472,29 +424,31 @@ impl Pair {
     }
 }
 
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 #[test]
 fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
-    if !is_root() {
-        eprintln!("skipping enobufs test: needs root to create network namespaces");
+    if !root_or_skip() {
         return;
     }
-    let Some(pair) = Pair::new("nobufs") else {
-        eprintln!("skipping enobufs test: could not create namespaces and a veth pair (ip netns)");
-        return;
-    };
+    let pair = Pair::new("nobuf");
     // A token bucket of 2 Mbit/s with a one-frame queue: sendmmsg flat out overflows it.
     let tbf = Command::new("ip")
         .args([
-            "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "va", "root", "tbf", "rate",
-            "2mbit", "burst", "1600", "limit", "1600",
+            "netns",
+            "exec",
+            &pair.a,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            &pair.a_dev,
+            "root",
+            "tbf",
+            "rate",
+            "2mbit",
+            "burst",
+            "1600",
+            "limit",
+            "1600",
         ])
         .status();
     if !tbf.map(|s| s.success()).unwrap_or(false) {
@@ -523,7 +477,8 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    crate::util::wait_udp_bound(Some(&pair.b), port);
+    let sink = Spawned { child: sink };
+    wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args([
             "netns",
@@ -550,7 +505,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         v["enobufs"].as_u64().unwrap() > 0,
         "the queue refused some sends: {v}"
     );
-    let out = sink.wait_with_output().unwrap();
+    let out = sink.output(FINISH);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("300 datagrams"),
@@ -560,14 +515,10 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
 
 #[test]
 fn packet_flood_sends_exactly_count_over_a_veth_pair() {
-    if !is_root() {
-        eprintln!("skipping packet flood test: needs root for namespaces and AF_PACKET");
+    if !root_or_skip() {
         return;
     }
-    let Some(pair) = Pair::new("pktflood") else {
-        eprintln!("skipping packet flood test: could not create namespaces and a veth pair");
-        return;
-    };
+    let pair = Pair::new("pktfl");
     // The smallest and largest RFC 2544 payloads and one between: each frame is written
     // into the ring once, with a vnet header asking for it whole in the linear area.
     for (port, size) in [(9998, 120usize), (9997, 18), (9996, 1472)] {
@@ -594,7 +545,8 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    crate::util::wait_udp_bound(Some(&pair.b), port);
+    let sink = Spawned { child: sink };
+    wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
         .arg(format!("{}:{port}", pair.b_addr()))
@@ -621,7 +573,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let f: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(f["sent"], 600, "{f}");
-    assert!(sink.wait_with_output().unwrap().status.success());
+    assert!(sink.output(FINISH).status.success());
     let v = read_json(&j);
     assert_eq!(v["packets"], 600, "the kernel socket got every frame: {v}");
     assert_eq!(v["bytes"], 600 * size as u64, "{size}-byte payloads");

@@ -1,19 +1,22 @@
 //! `firehose stream` as a user runs it: a receiver and a sender process over loopback.
 
-use crate::util::{bin, run};
+use crate::util::{bin, run, Spawned};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Starts `firehose stream --listen ADDR ARGS` and returns it with the address it bound.
-fn receiver(listen: &str, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(bin())
+/// The receiver is killed when dropped, so a failing test leaves no process behind.
+fn receiver(listen: &str, args: &[&str]) -> (Spawned, String) {
+    let child = Command::new(bin())
         .args(["stream", "--listen", listen])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn receiver");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Spawned { child };
+    let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let addr = line
@@ -156,30 +159,27 @@ fn json_report_over_ipv6_has_both_sides_and_equal_bytes() {
     );
     assert!(f0["zerocopy"]["notifications"].as_u64().unwrap() > 0);
     assert!(v["roi"]["power_source"].is_string());
-    assert!(rx.wait().unwrap().success());
+    assert!(rx.wait(Duration::from_secs(30)).success());
 }
 
 #[test]
 fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
     let (mut rx, addr) = receiver("127.0.0.1:0", &[]);
-    let sender = Command::new(bin())
-        .args([
-            "stream",
-            "--target",
-            &addr,
-            "--flows",
-            "2",
-            "--duration",
-            "20",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sender = Command::new(bin());
+    sender.args([
+        "stream",
+        "--target",
+        &addr,
+        "--flows",
+        "2",
+        "--duration",
+        "20",
+    ]);
+    let sender = Spawned::start(sender);
     std::thread::sleep(std::time::Duration::from_millis(700));
-    rx.kill().unwrap();
-    rx.wait().unwrap();
-    let out = sender.wait_with_output().unwrap();
+    rx.child.kill().unwrap();
+    rx.wait(Duration::from_secs(10));
+    let out = sender.output(Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bytes transferred"), "{err}");
@@ -233,6 +233,6 @@ fn mss_and_congestion_are_applied_and_read_back() {
                 assert!((900..=1000).contains(&mss), "--mss 1000 read back: {f}");
             }
         }
-        assert!(rx.wait().unwrap().success());
+        assert!(rx.wait(Duration::from_secs(30)).success());
     }
 }

@@ -2,10 +2,11 @@
 //! at MTU 9000: every send mode against every receive mode moves exactly the bytes sent,
 //! every byte matching the pattern; zcrx on veth is refused with the errno.
 
-use crate::util::{bin, root_or_skip};
+use crate::util::{bin, root_or_skip, Spawned};
 use firehose_lab::topology::{client_ns, run_id, server_ns, Topology, VETH_SERVER_ADDR};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("ip");
@@ -39,7 +40,7 @@ fn mode_usable(m: &str, side: &str) -> bool {
 }
 
 fn pair(srv: &str, cli: &str, addr: &str, send: &str, recv: &str) -> serde_json::Value {
-    let mut rx = Command::new("ip")
+    let rx = Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -55,39 +56,40 @@ fn pair(srv: &str, cli: &str, addr: &str, send: &str, recv: &str) -> serde_json:
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(rx.stdout.take().unwrap()).lines();
+    // Killed when dropped: a failing assertion below leaves no receiver behind.
+    let mut rx = Spawned { child: rx };
+    let mut lines = BufReader::new(rx.child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.starts_with("listening on"), "{first}");
     std::thread::spawn(move || for _ in lines {});
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            cli,
-            bin(),
-            "stream",
-            "--target",
-            &format!("{addr}:5201"),
-            "--send",
-            send,
-        ])
-        .args([
-            "--flows",
-            "2",
-            "--msg-size",
-            "256K",
-            "--bytes",
-            "3M",
-            "--json",
-        ])
-        .output()
-        .unwrap();
+    let mut tx = Command::new("ip");
+    tx.args([
+        "netns",
+        "exec",
+        cli,
+        bin(),
+        "stream",
+        "--target",
+        &format!("{addr}:5201"),
+        "--send",
+        send,
+    ])
+    .args([
+        "--flows",
+        "2",
+        "--msg-size",
+        "256K",
+        "--bytes",
+        "3M",
+        "--json",
+    ]);
+    let out = Spawned::start(tx).output(Duration::from_secs(120));
     assert!(
         out.status.success(),
         "{send} -> {recv} over {addr}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(rx.wait().unwrap().success());
+    assert!(rx.wait(Duration::from_secs(30)).success());
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

@@ -5,6 +5,7 @@ use crate::bad_input::assert_usage_error;
 use crate::echo::check_exact_echo;
 use crate::metrics::{parse, scrape_text, serve_with_metrics, sum};
 use crate::util::{json_of, run, tmp, uring_or_skip, Served};
+use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,7 +50,7 @@ fn ask(srv: SocketAddr, q: &[u8]) -> Vec<u8> {
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     c.send_to(q, srv).unwrap();
     let mut buf = [0u8; 2048];
-    let (n, from) = c.recv_from(&mut buf).unwrap();
+    let (n, from) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
     assert_eq!(from, srv);
     buf[..n].to_vec()
 }
@@ -95,7 +96,7 @@ fn counters_at_exit_and_on_metrics_match_what_was_sent() {
     let mut buf = [0u8; 64];
     for i in 0..123u32 {
         c.send_to(&i.to_le_bytes(), srv.addr).unwrap();
-        let (n, _) = crate::util::recv_from_retrying(&c, &mut buf);
+        let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
         assert_eq!(&buf[..n], &i.to_le_bytes());
     }
     // The worker counts a batch's replies just after sending them.
@@ -330,7 +331,7 @@ fn uring_setup_flags_are_read_back_from_the_servers_rings() {
         c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         c.send_to(b"ping", srv.addr).unwrap();
         let mut buf = [0u8; 16];
-        let (n, _) = crate::util::recv_from_retrying(&c, &mut buf);
+        let (n, _) = retry_interrupted(|| c.recv_from(&mut buf)).unwrap();
         assert_eq!(&buf[..n], b"ping");
         srv.stop();
     }

@@ -1,5 +1,8 @@
-//! Helpers shared by the integration tests: the real `firehose` binary run to completion or
-//! as a server child, scratch paths, and the checks that decide whether a test can run here.
+//! The integration tests' helpers, in one place: the real `firehose` binary run to completion
+//! or as a child ([`Served`], [`Spawned`]: killed on drop, every wait with a deadline), the
+//! root skip with a printed reason ([`root_or_skip`]), network namespaces and veth pairs
+//! removed on drop even when a setup step fails half-way ([`Netns`], [`VethPair`]), free
+//! ports, waiting for a bound port or an exit, and scratch paths.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -340,41 +343,249 @@ pub fn lab_cmd(cmd: Command) -> Output {
     Bounded::spawn(cmd).wait(LAB_LIMIT)
 }
 
-/// Waits until a UDP socket is bound to `port` in namespace `netns` (None: this one), at most
-/// 30 s; a test sends only after that, never after a guessed sleep (a sink that sets up its
-/// drop watch first binds a second or more after it starts on a busy host).
-pub fn wait_udp_bound(netns: Option<&str>, port: u16) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let filter = format!("sport = :{port}");
-    loop {
-        let mut c = match netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "ss"]);
-                c
-            }
-            None => Command::new("ss"),
-        };
-        let out = c.args(["-Hnuap", &filter]).output().expect("run ss");
-        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
-            return;
-        }
+/// A port on `ip` free right now for UDP and TCP.
+pub fn free_port(ip: &str) -> u16 {
+    firehose_sys::socket::free_port(ip.parse().expect("an IP address")).expect("a free port")
+}
+
+/// Waits until process `pid` has a UDP socket bound to `port` (read from its own
+/// /proc/PID/net/udp and udp6, so it works inside the process's network namespace), at most
+/// `within`. A server prints its start line before some tests can see it; a client started
+/// before the bind would lose its first window.
+pub fn wait_for_udp_port(pid: u32, port: u16, within: std::time::Duration) {
+    let deadline = std::time::Instant::now() + within;
+    let needle = format!(":{port:04X} ");
+    let bound = || {
+        ["udp", "udp6"].iter().any(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/net/{t}"))
+                .is_ok_and(|text| text.lines().skip(1).any(|l| l.contains(&needle)))
+        })
+    };
+    while !bound() {
         assert!(
             std::time::Instant::now() < deadline,
-            "nothing bound UDP port {port} in 30 s"
+            "process {pid} did not bind UDP port {port} within {within:?}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
-/// `recv_from` on a socket with a read timeout, retried on EINTR: with SO_RCVTIMEO set, a
-/// test process that is frozen and thawed (a cgroup freezer on a shared CI host) sees
-/// `Interrupted` with no signal handler involved.
-pub fn recv_from_retrying(s: &std::net::UdpSocket, buf: &mut [u8]) -> (usize, SocketAddr) {
-    loop {
-        match s.recv_from(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r.unwrap(),
+/// `ip ARGS`; its stdout, or what it said when it failed.
+pub fn ip(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {args:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A network namespace this test created (`fh` + a tag + the pid, so parallel runs never
+/// collide), deleted on drop with every interface in it.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates the namespace, with its loopback up.
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("fh{tag}{}", std::process::id());
+        ip(&["netns", "add", &name]).unwrap();
+        // Armed from here on: a later step that fails still deletes the namespace.
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NS ARGS`, which must succeed.
+    pub fn ip(&self, args: &[&str]) -> String {
+        ip(&[&["-n", &self.name], args].concat()).unwrap()
+    }
+
+    /// `PROGRAM` run inside the namespace (`ip netns exec`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// `firehose ARGS` inside the namespace.
+    pub fn firehose(&self, args: &[&str]) -> Command {
+        let mut c = self.command(bin());
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// Two namespaces joined by a veth pair with `queues` rx and tx queues on each end, both
+/// ends up. The namespaces exist (and are deleted on drop) before anything else is set up,
+/// so a step that fails half-way leaves nothing behind.
+pub struct VethPair {
+    pub srv: Netns,
+    pub cli: Netns,
+    /// The server end (in `srv`) and the client end (in `cli`).
+    pub srv_dev: String,
+    pub cli_dev: String,
+}
+
+impl VethPair {
+    /// `tag` keeps pairs of one test process apart (at most 5 characters: interface names
+    /// are short).
+    pub fn new(tag: &str, queues: u32) -> VethPair {
+        let srv = Netns::new(&format!("s{tag}"));
+        let cli = Netns::new(&format!("c{tag}"));
+        let srv_dev = format!("fv{tag}{}", std::process::id());
+        let cli_dev = format!("{srv_dev}p");
+        let q = queues.to_string();
+        ip(&[
+            "link",
+            "add",
+            &srv_dev,
+            "netns",
+            &srv.name,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &cli_dev,
+            "netns",
+            &cli.name,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ])
+        .unwrap();
+        let pair = VethPair {
+            srv,
+            cli,
+            srv_dev,
+            cli_dev,
+        };
+        pair.srv.ip(&["link", "set", &pair.srv_dev, "up"]);
+        pair.cli.ip(&["link", "set", &pair.cli_dev, "up"]);
+        pair
+    }
+
+    /// Adds `cidr` (e.g. 10.1.0.1/24, fd00::1/64) to the server end.
+    pub fn srv_addr(&self, cidr: &str) {
+        add_addr(&self.srv, &self.srv_dev, cidr);
+    }
+
+    /// Adds `cidr` to the client end.
+    pub fn cli_addr(&self, cidr: &str) {
+        add_addr(&self.cli, &self.cli_dev, cidr);
+    }
+}
+
+fn add_addr(ns: &Netns, dev: &str, cidr: &str) {
+    let mut args = vec!["addr", "add", cidr, "dev", dev];
+    if cidr.contains(':') {
+        // No duplicate address detection: the address is usable at once.
+        args.push("nodad");
+    }
+    ns.ip(&args);
+}
+
+/// A child process the test started: killed and reaped when dropped, so a failing test
+/// leaves no process behind; every wait has a deadline.
+pub struct Spawned {
+    pub child: Child,
+}
+
+impl Spawned {
+    /// Starts `cmd` with stdout and stderr piped.
+    pub fn start(mut cmd: Command) -> Spawned {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        Spawned { child }
+    }
+
+    /// Starts `cmd` and waits (at most `within`) for its first byte of stdout, the start line
+    /// a server prints once it listens; the rest of stdout is drained in the background.
+    pub fn started(cmd: Command, within: std::time::Duration) -> Spawned {
+        let mut s = Spawned::start(cmd);
+        let mut out = s.child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut first = [0u8; 1];
+            let n = std::io::Read::read(&mut out, &mut first).unwrap_or(0);
+            let _ = tx.send(n);
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut out, &mut rest);
+        });
+        match rx.recv_timeout(within) {
+            Ok(1) => s,
+            Ok(_) => panic!("the child printed nothing: {}", s.stderr_now()),
+            Err(_) => panic!("no start line within {within:?}"),
         }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the child wrote to stderr, once it has exited.
+    fn stderr_now(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut e = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut err, &mut e);
+        }
+        e
+    }
+
+    /// Waits for the child to exit, at most `within` (then kills it and fails the test).
+    pub fn wait(&mut self, within: std::time::Duration) -> std::process::ExitStatus {
+        wait_exit(&mut self.child, within)
+    }
+
+    /// Waits for the exit (at most `within`) and returns the status, stdout (what was not
+    /// already read) and stderr.
+    pub fn output(mut self, within: std::time::Duration) -> Output {
+        // Read both pipes while waiting, so a chatty child never blocks on a full pipe.
+        let read = |p: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut p) = p {
+                    let _ = p.read_to_end(&mut v);
+                }
+                v
+            })
+        };
+        let out = read(self.child.stdout.take().map(|p| Box::new(p) as _));
+        let err = read(self.child.stderr.take().map(|p| Box::new(p) as _));
+        let status = self.wait(within);
+        Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

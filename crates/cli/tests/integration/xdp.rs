@@ -5,20 +5,14 @@
 //! untouched, DNS answers identical to the socket path, and the program gone after Ctrl-C and
 //! after SIGKILL. Needs root; skips with a reason otherwise.
 
+use crate::util::root_or_skip;
 use crate::xdp_util::*;
+use firehose_sys::retry_interrupted;
 use firehose_sys::xdp::attach::{XdpMode, XdpProg};
 use firehose_sys::xdp::{ifindex, netlink};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
-
-fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    eprintln!("skipping {test}: AF_XDP needs root (network namespaces, BPF)");
-    false
-}
 
 /// Payload of `len` bytes that differs per size.
 fn payload(len: usize) -> Vec<u8> {
@@ -44,7 +38,7 @@ fn ping(lab: &Lab, to: &str) -> bool {
 
 #[test]
 fn echo_is_exact_over_xdp_and_the_kernel_keeps_everything_else() {
-    if !root_or_skip("echo_is_exact_over_xdp_and_the_kernel_keeps_everything_else") {
+    if !root_or_skip() {
         return;
     }
     let lab = Lab::new("e");
@@ -120,7 +114,7 @@ fn the_kernel_keeps_everything_else(lab: &Lab) {
         let _ = udp(&format!("[{CLI6}]:0")).send_to(b"ndp", format!("[{SRV6}]:7002"));
     });
     let mut buf = [0u8; 16];
-    assert_eq!(other_udp.recv(&mut buf).unwrap(), 5);
+    assert_eq!(retry_interrupted(|| other_udp.recv(&mut buf)).unwrap(), 5);
     assert!(tcp.accept().is_ok());
     assert!(ping(lab, SRV4), "ping while serving");
     std::thread::sleep(Duration::from_millis(100));
@@ -166,7 +160,7 @@ fn zone(name: &str) -> String {
 
 #[test]
 fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
-    if !root_or_skip("dns_answers_are_identical_on_the_socket_and_xdp_paths") {
+    if !root_or_skip() {
         return;
     }
     let lab = Lab::new("d");
@@ -209,7 +203,7 @@ fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
 
 #[test]
 fn after_sigkill_the_program_is_gone_and_the_next_serve_starts() {
-    if !root_or_skip("after_sigkill_the_program_is_gone_and_the_next_serve_starts") {
+    if !root_or_skip() {
         return;
     }
     let lab = Lab::new("k");
@@ -253,7 +247,7 @@ fn refused(out: &std::process::Output, needle: &str) {
 
 #[test]
 fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
-    if !root_or_skip("bad_input_is_one_line_exit_2_and_leaves_nothing_attached") {
+    if !root_or_skip() {
         return;
     }
     let lab = Lab::new("b");
@@ -364,7 +358,7 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
 
 #[test]
 fn load_counts_every_request_against_both_queues() {
-    if !root_or_skip("load_counts_every_request_against_both_queues") {
+    if !root_or_skip() {
         return;
     }
     let lab = Lab::new("l");

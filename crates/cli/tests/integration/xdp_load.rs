@@ -4,7 +4,7 @@
 //! run and after Ctrl-C; bad input refused with one line and exit 2, nothing left attached.
 //! Needs root; skips with a reason otherwise.
 
-use crate::util::{json_of, root_or_skip, stderr, tmp};
+use crate::util::{json_of, root_or_skip, stderr, tmp, Spawned};
 use crate::xdp_util::*;
 use firehose_sys::xdp::attach::XdpProg;
 use firehose_sys::xdp::{ifindex, netlink};
@@ -138,6 +138,7 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    let child = Spawned { child };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !client_has_xdp(&lab) {
         assert!(Instant::now() < deadline, "the program never appeared");
@@ -148,7 +149,7 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.output(Duration::from_secs(30));
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     // Ended by the signal with its summary: 0, or 1 when a stalled host let nothing complete

@@ -5,11 +5,11 @@
 //! the asked size and one source port per flow; bad input is one line and exit 2 with
 //! nothing left attached. Needs root; skips with a reason otherwise.
 
-use crate::util::{json_of, root_or_skip, tmp};
+use crate::util::{json_of, root_or_skip, tmp, Spawned};
 use crate::xdp_util::*;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,8 +22,11 @@ fn firehose_in(ns: &str, args: &[&str]) -> Command {
 
 /// Starts `sink ARGS` in the server namespace and waits for its start line (printed once
 /// the sockets and the program are in place).
-fn start_sink(lab: &Lab, args: &[&str]) -> Child {
-    crate::sink_flood::started(firehose_in(&lab.srv, &[&["sink"], args].concat()))
+fn start_sink(lab: &Lab, args: &[&str]) -> Spawned {
+    Spawned::started(
+        firehose_in(&lab.srv, &[&["sink"], args].concat()),
+        crate::sink_flood::START,
+    )
 }
 
 /// Sends `n` datagrams of `len` bytes to `to` from the client namespace, gently, from
@@ -71,7 +74,7 @@ fn xdp_sink_counts_exactly_n_of_n_v4_and_v6_and_detaches() {
         );
         assert!(lab.has_xdp(), "{tag}: program attached while running");
         send_gently(&lab, listen.parse().unwrap(), 1000, 100);
-        let o = c.wait_with_output().unwrap();
+        let o = c.output(crate::sink_flood::FINISH);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v = json_of(&j);
         assert_eq!(v["mode"], "xdp", "{v}");
@@ -111,7 +114,7 @@ fn xdp_sink_on_ctrl_c_reports_and_detaches() {
         "sink",
     ])
     .args(["--listen", &listen, "--io", "xdp", "--queues", "0,1"])
-    .args(["--count", "50", "--repeat", "1000", "--json-file"])
+    .args(["--count", "50", "--repetitions", "1000", "--json-file"])
     .arg(&j);
     let sink = crate::sink_drops::Sink::start(cmd);
     assert!(lab.has_xdp());

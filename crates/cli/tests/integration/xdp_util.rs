@@ -1,8 +1,11 @@
-//! A veth pair between two namespaces for `serve --io xdp` tests, and a served child
-//! inside the server namespace. Everything is removed on drop.
+//! A veth pair between two namespaces for the AF_XDP tests ([`crate::util::VethPair`] with
+//! their addresses), and a served child inside the server namespace. Everything is removed
+//! on drop.
 
 #![allow(dead_code)]
 
+use crate::util::VethPair;
+use firehose_sys::retry_interrupted;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -15,71 +18,29 @@ pub const CLI6: &str = "fd00:203::2";
 
 pub use firehose_sys::cpu::is_root;
 
-fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().expect("run ip");
-    assert!(st.success(), "ip {args:?}");
-}
-
-/// Two namespaces and a 2-queue veth pair, IPv4 and IPv6 on both ends.
+/// Two namespaces and a 2-queue veth pair, IPv4 and IPv6 on both ends; removed on drop
+/// (by [`VethPair`], which exists before any step that could fail).
 pub struct Lab {
     pub srv: String,
     pub cli: String,
     pub dev: String,
+    _pair: VethPair,
 }
 
 impl Lab {
     /// `tag` keeps concurrent tests in one process apart.
     pub fn new(tag: &str) -> Lab {
-        let id = format!("{}{tag}", std::process::id());
-        let lab = Lab {
-            srv: format!("fhxs-{id}"),
-            cli: format!("fhxc-{id}"),
-            dev: format!("fx{id}"),
-        };
-        ip(&["netns", "add", &lab.srv]);
-        ip(&["netns", "add", &lab.cli]);
-        let peer = format!("{}p", lab.dev);
-        ip(&[
-            "link",
-            "add",
-            &lab.dev,
-            "netns",
-            &lab.srv,
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-            "netns",
-            &lab.cli,
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-        ]);
-        for (ns, dev, a4, a6) in [
-            (&lab.srv, &lab.dev, SRV4, SRV6),
-            (&lab.cli, &peer, CLI4, CLI6),
-        ] {
-            ip(&["-n", ns, "addr", "add", &format!("{a4}/24"), "dev", dev]);
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{a6}/64"),
-                "dev",
-                dev,
-                "nodad",
-            ]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        let pair = VethPair::new(&format!("x{tag}"), 2);
+        pair.srv_addr(&format!("{SRV4}/24"));
+        pair.srv_addr(&format!("{SRV6}/64"));
+        pair.cli_addr(&format!("{CLI4}/24"));
+        pair.cli_addr(&format!("{CLI6}/64"));
+        Lab {
+            srv: pair.srv.name.clone(),
+            cli: pair.cli.name.clone(),
+            dev: pair.srv_dev.clone(),
+            _pair: pair,
         }
-        lab
     }
 
     /// `ip link show` of the served interface, where an attached program appears as
@@ -145,14 +106,6 @@ impl Lab {
         })
         .join()
         .unwrap()
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.srv, &self.cli] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
     }
 }
 
@@ -239,8 +192,7 @@ pub fn udp(bind: &str) -> std::net::UdpSocket {
 pub fn ask(s: &std::net::UdpSocket, to: SocketAddr, msg: &[u8]) -> Vec<u8> {
     s.send_to(msg, to).unwrap();
     let mut buf = vec![0u8; 65536];
-    let (n, from) = s
-        .recv_from(&mut buf)
+    let (n, from) = retry_interrupted(|| s.recv_from(&mut buf))
         .unwrap_or_else(|e| panic!("no answer from {to} to {} bytes: {e}", msg.len()));
     assert_eq!(from, to);
     buf.truncate(n);

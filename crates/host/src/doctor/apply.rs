@@ -158,7 +158,7 @@ pub fn select(rows: &[Row], checks: &[String], ifaces: &[String]) -> Vec<Step> {
 /// What happened to one step or journal entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "result", content = "note", rename_all = "lowercase")]
-pub enum Verdict {
+pub enum StepResult {
     /// Changed and read back as intended (apply), or restored (revert).
     Done(String),
     /// Deliberately not changed: already set, already higher, refused IRQ, changed by others.
@@ -176,15 +176,15 @@ pub struct Outcome {
     pub old: Option<String>,
     pub new: String,
     #[serde(flatten)]
-    pub result: Verdict,
+    pub result: StepResult,
 }
 
 impl Outcome {
     pub fn failed(&self) -> bool {
-        matches!(self.result, Verdict::Failed(_))
+        matches!(self.result, StepResult::Failed(_))
     }
     pub fn skipped(&self) -> bool {
-        matches!(self.result, Verdict::Skipped(_))
+        matches!(self.result, StepResult::Skipped(_))
     }
 }
 
@@ -199,8 +199,8 @@ pub fn dry_run(steps: &[Step], act: &dyn Actuator) -> Vec<Outcome> {
         .iter()
         .map(|s| preflight(s, act).0)
         .map(|mut o| {
-            if matches!(o.result, Verdict::Done(_)) {
-                o.result = Verdict::Done("would change".into());
+            if matches!(o.result, StepResult::Done(_)) {
+                o.result = StepResult::Done("would change".into());
             }
             o
         })
@@ -216,22 +216,22 @@ fn preflight(s: &Step, act: &dyn Actuator) -> (Outcome, Option<String>) {
         command: s.command(),
         old: None,
         new: s.value.clone(),
-        result: Verdict::Done(String::new()),
+        result: StepResult::Done(String::new()),
     };
     let old = match act.read(&s.target) {
         Ok(v) => v,
         Err(e) => {
-            o.result = Verdict::Failed(format!("cannot read: {e}"));
+            o.result = StepResult::Failed(format!("cannot read: {e}"));
             return (o, None);
         }
     };
     o.old = Some(show(&old));
     if s.target.kind().same(&old, &s.value) {
-        o.result = Verdict::Skipped("already set".into());
+        o.result = StepResult::Skipped("already set".into());
         return (o, None);
     }
     if s.raise_only && plan::would_lower(&old, &s.value) {
-        o.result = Verdict::Skipped(format!("already higher ({}); never lowered", show(&old)));
+        o.result = StepResult::Skipped(format!("already higher ({}); never lowered", show(&old)));
         return (o, None);
     }
     (o, Some(old))
@@ -259,7 +259,7 @@ pub fn apply(
         let (mut o, old) = preflight(s, act);
         if irqbalance_running && s.phase == Phase::IrqAffinity {
             // Pinning now would be undone within seconds; leave the IRQ as it is.
-            o.result = Verdict::Skipped(
+            o.result = StepResult::Skipped(
                 "irqbalance could not be stopped and would move this IRQ back".into(),
             );
             out.push(o);
@@ -281,17 +281,17 @@ pub fn apply(
         })?;
         o.result = match act.write(&s.target, &s.value) {
             Err(e) if is_irq(&s.target) && matches!(e.errno, Some(5) | Some(1)) => {
-                Verdict::Skipped(format!("the kernel will not move this IRQ: {e}"))
+                StepResult::Skipped(format!("the kernel will not move this IRQ: {e}"))
             }
-            Err(e) => Verdict::Failed(e.to_string()),
+            Err(e) => StepResult::Failed(e.to_string()),
             Ok(()) => match act.read(&s.target) {
                 Ok(back) if s.target.kind().same(&back, &s.value) => {
-                    Verdict::Done(format!("reads back {}", show(&back)))
+                    StepResult::Done(format!("reads back {}", show(&back)))
                 }
                 Ok(back) => {
-                    Verdict::Failed(format!("wrote {} but reads back {}", s.value, show(&back)))
+                    StepResult::Failed(format!("wrote {} but reads back {}", s.value, show(&back)))
                 }
-                Err(e) => Verdict::Failed(format!("cannot read back: {e}")),
+                Err(e) => StepResult::Failed(format!("cannot read back: {e}")),
             },
         };
         irqbalance_running |= s.phase == Phase::Irqbalance && o.failed();
@@ -312,7 +312,7 @@ fn torn(journal: &Journal, line: usize) -> Outcome {
         command: String::new(),
         old: None,
         new: String::new(),
-        result: Verdict::Skipped(format!(
+        result: StepResult::Skipped(format!(
             "line {line} is torn (cut short by a crash while it was written, before its change was made): ignored"
         )),
     }
@@ -379,18 +379,20 @@ pub fn revert(
             command: e.target.command(e.old.trim()),
             old: None,
             new: show(&e.old),
-            result: Verdict::Done(String::new()),
+            result: StepResult::Done(String::new()),
         };
         if e.id.boot_id != id.boot_id {
             let file = matches!(e.target, Target::Config { .. });
             if !survives_reboot(e, &persisted) {
-                o.result =
-                    Verdict::Skipped(format!("set in boot {}; the reboot reset it", e.id.boot_id));
+                o.result = StepResult::Skipped(format!(
+                    "set in boot {}; the reboot reset it",
+                    e.id.boot_id
+                ));
                 out.push(o);
                 continue;
             }
             if !file && e.id.netns != id.netns {
-                o.result = Verdict::Skipped(format!(
+                o.result = StepResult::Skipped(format!(
                     "set at boot from the --persist file in network namespace {}, this is {}; left as is",
                     e.id.netns, id.netns
                 ));
@@ -401,34 +403,34 @@ pub fn revert(
         let cur = match act.read(&e.target) {
             Ok(c) => c,
             Err(err) => {
-                o.result = Verdict::Failed(format!("cannot read: {err}"));
+                o.result = StepResult::Failed(format!("cannot read: {err}"));
                 out.push(o);
                 continue;
             }
         };
         o.old = Some(show(&cur));
         o.result = if cur == e.old {
-            Verdict::Done("already at its old value".into())
+            StepResult::Done("already at its old value".into())
         } else if !kind.same(&cur, &e.new) && !kind.same(&cur, &e.old) {
-            Verdict::Skipped(format!(
+            StepResult::Skipped(format!(
                 "changed by someone else since apply (now {}, doctor set {}); left as is",
                 show(&cur),
                 show(&e.new)
             ))
         } else {
             match act.write(&e.target, &e.old) {
-                Err(err) => Verdict::Failed(err.to_string()),
+                Err(err) => StepResult::Failed(err.to_string()),
                 Ok(()) => match act.read(&e.target) {
-                    Ok(back) if back == e.old => Verdict::Done("restored exactly".into()),
+                    Ok(back) if back == e.old => StepResult::Done("restored exactly".into()),
                     Ok(back) if kind.same(&back, &e.old) => {
-                        Verdict::Done(format!("restored (reads {})", show(&back)))
+                        StepResult::Done(format!("restored (reads {})", show(&back)))
                     }
-                    Ok(back) => Verdict::Failed(format!(
+                    Ok(back) => StepResult::Failed(format!(
                         "wrote {} but reads back {}",
                         show(&e.old),
                         show(&back)
                     )),
-                    Err(err) => Verdict::Failed(format!("cannot read back: {err}")),
+                    Err(err) => StepResult::Failed(format!("cannot read back: {err}")),
                 },
             }
         };

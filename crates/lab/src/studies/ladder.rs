@@ -7,7 +7,7 @@
 pub mod steps;
 
 use crate::report::Page;
-use crate::stats::Verdict;
+use crate::stats::Effect;
 use crate::studies::echo::report::{self, Row};
 use crate::studies::echo::{Cell, Defaults, Echo, EchoOptions, Generator, Measured, Trial};
 use crate::study::{CellRun, Lab, Order, Outcome, Placement, Plan, Ran, Skipped, Study};
@@ -156,7 +156,7 @@ impl Study for Ladder {
         let mut row = Row::from_trials(&done.cell, &done.trials);
         let hurt = self.kept.as_ref().is_some_and(|k| {
             row.compare_with(k);
-            row.verdict == Verdict::Hurt
+            row.verdict == Effect::Hurt
         });
         let Some(step) = steps::STEPS.iter().find(|s| s.name == done.cell.name) else {
             return;
@@ -272,9 +272,9 @@ mod tests {
                 .map(|r| (r.verdict, r.reverted))
                 .collect::<Vec<_>>(),
             [
-                (Verdict::Baseline, false),
-                (Verdict::Hurt, true),
-                (Verdict::Helped, false)
+                (Effect::Baseline, false),
+                (Effect::Hurt, true),
+                (Effect::Helped, false)
             ]
         );
         // pin is judged against shared, the last step kept.

@@ -2,10 +2,11 @@
 //! [`crate::pace`]), and how it drains the answers that arrived while it slept, timed by
 //! their kernel receive stamps.
 
-use super::{LoadError, Thread};
+use super::Thread;
 use crate::io::FlowIo;
 use crate::pace::Pace;
 use crate::workload::Workload;
+use firehose_sys::SetupError;
 use std::time::Duration;
 
 impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
@@ -79,7 +80,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// Paced open loop: sleeps `wait` (arrivals do not wake it), then reads everything that
     /// arrived meanwhile, each datagram timed from its kernel receive time; returns the
     /// clock read on waking.
-    pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, LoadError> {
+    pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, SetupError> {
         if !wait.is_zero() {
             std::thread::sleep(wait);
             self.sleeps += 1;

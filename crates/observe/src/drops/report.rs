@@ -11,7 +11,7 @@ use firehose_sys::trace::prog::PortFrom;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One (reason, location, port, socket, namespace) and how many drops it had.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DropRow {
     pub count: u64,
     /// The kernel's name (`SOCKET_RCVBUFF`), or `reason N` when the format has none.
@@ -24,9 +24,9 @@ pub struct DropRow {
     /// The local port of the socket, or the packet's destination port.
     pub port: Option<u16>,
     /// `socket` or `packet`: where the port came from.
-    pub port_from: Option<&'static str>,
+    pub port_from: Option<String>,
     /// `udp` or `tcp` for a port read from the packet.
-    pub protocol: Option<&'static str>,
+    pub protocol: Option<String>,
     /// The socket's inode (`socket:[N]` in /proc/<pid>/fd).
     pub socket_inode: Option<u64>,
     /// The network namespace's inode (`readlink /proc/<pid>/ns/net`).
@@ -107,13 +107,13 @@ pub fn rows(counts: &Counts, format: &Format, namer: &Namer, owners: bool) -> Ve
                 location: loc.map_or_else(|| format!("{:#x}", k.location), |l| l.to_string()),
                 port: (k.port_from != PortFrom::None).then_some(k.port),
                 port_from: match k.port_from {
-                    PortFrom::Socket => Some("socket"),
-                    PortFrom::Packet => Some("packet"),
+                    PortFrom::Socket => Some("socket".into()),
+                    PortFrom::Packet => Some("packet".into()),
                     PortFrom::None => None,
                 },
                 protocol: match (k.port_from, k.ip_proto) {
-                    (PortFrom::Packet, 17) => Some("udp"),
-                    (PortFrom::Packet, 6) => Some("tcp"),
+                    (PortFrom::Packet, 17) => Some("udp".into()),
+                    (PortFrom::Packet, 6) => Some("tcp".into()),
                     _ => None,
                 },
                 socket_inode: (k.ino != 0).then_some(k.ino),
@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(rows[0].count, 2000);
         assert_eq!(rows[0].reason, "SOCKET_RCVBUFF");
         assert_eq!(rows[0].location, "0x10");
-        assert_eq!(rows[2].protocol, Some("udp"));
+        assert_eq!(rows[2].protocol.as_deref(), Some("udp"));
         assert_eq!(rows[3].reason, "reason 99");
         assert_eq!(rows[3].port, None);
         let lines = attribution(&rows, 5);

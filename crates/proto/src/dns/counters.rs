@@ -2,7 +2,7 @@
 //!
 //! The counts live in one fixed array of (name, value) pairs that the handler bumps in
 //! place, so the engine can publish them as they are (one store per counter per batch,
-//! see `Handler::live_counters`) and the hot path never allocates or touches an atomic.
+//! see `Handler::counters`) and the hot path never allocates or touches an atomic.
 
 /// Slots of [`DnsStats`], in the order of [`NAMES`].
 pub mod slot {

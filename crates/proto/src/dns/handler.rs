@@ -618,11 +618,7 @@ impl Handler for DnsHandler {
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.stats.named().to_vec()
-    }
-
-    fn live_counters(&self) -> &[(&'static str, u64)] {
+    fn counters(&self) -> &[(&'static str, u64)] {
         self.stats.named()
     }
 }

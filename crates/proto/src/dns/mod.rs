@@ -20,6 +20,7 @@ pub mod options;
 pub mod prefix;
 pub mod reload;
 pub mod rrl;
+pub mod serve;
 pub mod tcp;
 mod template;
 pub mod zone;

@@ -1,7 +1,7 @@
 //! What a RADIUS handler counts: requests by kind, accepts, rejects and drops by reason.
 //!
 //! One fixed array of (name, value) pairs bumped in place, published as it is (see
-//! `Handler::live_counters`): the hot path never allocates or touches an atomic.
+//! `Handler::counters`): the hot path never allocates or touches an atomic.
 
 /// Slots of [`RadiusStats`], in the order of [`NAMES`].
 pub mod slot {

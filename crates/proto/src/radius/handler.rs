@@ -406,11 +406,7 @@ impl Handler for RadiusHandler {
         self.respond(buf, len, peer)
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.stats.named().to_vec()
-    }
-
-    fn live_counters(&self) -> &[(&'static str, u64)] {
+    fn counters(&self) -> &[(&'static str, u64)] {
         self.stats.named()
     }
 }

@@ -4,6 +4,7 @@
 
 use firehose_engine::{Profile, ServeConfig, Server};
 use firehose_proto::dns::{load_zones_limited, DnsHandler, Limits, DEFAULT_MAX_UDP};
+use firehose_sys::retry_interrupted;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use std::net::{SocketAddr, UdpSocket};
@@ -64,7 +65,7 @@ pub fn exchange(server: SocketAddr, req: &[u8]) -> Option<Vec<u8>> {
     s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     s.send_to(req, server).unwrap();
     let mut buf = vec![0u8; 65536];
-    let n = s.recv(&mut buf).ok()?;
+    let n = retry_interrupted(|| s.recv(&mut buf)).ok()?;
     buf.truncate(n);
     Some(buf)
 }
@@ -109,13 +110,7 @@ pub fn section(recs: &[hickory_proto::rr::Record]) -> Vec<String> {
 
 /// A free UDP+TCP port on 127.0.0.1 (knotd listens on both).
 pub fn free_port() -> u16 {
-    loop {
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = u.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    firehose_sys::socket::free_port(std::net::Ipv4Addr::LOCALHOST.into()).unwrap()
 }
 
 /// knotd serving the test zones from a temp dir; killed on drop.
@@ -236,7 +231,7 @@ pub fn start_udp_tcp(
         match firehose_proto::dns::TcpServer::start(udp.local_addr(), live.clone(), cfg.clone()) {
             Ok(tcp) => return (udp, tcp),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                udp.shutdown();
+                udp.shutdown().expect("no worker failed");
             }
             Err(e) => panic!("tcp listens: {e}"),
         }

@@ -92,7 +92,7 @@ fn replies_leave_from_the_request_buffers_to_each_sender_v4_and_v6() {
         assert_eq!(answered, sizes.len(), "{addr}");
         let mut got = vec![0u8; 4096];
         for (k, &size) in sizes.iter().enumerate() {
-            let (n, from) = client.recv_from(&mut got).unwrap();
+            let (n, from) = crate::retry_interrupted(|| client.recv_from(&mut got)).unwrap();
             assert_eq!(from, to, "{addr}");
             let mut want: Vec<u8> = (0..size).map(|i| (i * 7 + k) as u8).collect();
             want.reverse();
@@ -122,7 +122,7 @@ fn an_empty_buffer_ring_is_counted_and_the_queue_still_drains() {
     assert_eq!(serve(&mut r, 20, |_, len| len), 20);
     let mut buf = [0u8; 64];
     for i in 0..20u8 {
-        let (n, _) = client.recv_from(&mut buf).unwrap();
+        let (n, _) = crate::retry_interrupted(|| client.recv_from(&mut buf)).unwrap();
         assert_eq!(&buf[..n], &[i; 10], "in order, none lost");
     }
     assert!(r.stats.buffer_ring_empty >= 1, "{:?}", r.stats);
@@ -202,7 +202,7 @@ fn two_flows_send_in_one_round_and_responses_come_back_per_flow() {
     let echo = std::thread::spawn(move || {
         let mut b = [0u8; 256];
         for _ in 0..20 {
-            let (n, from) = srv.recv_from(&mut b).unwrap();
+            let (n, from) = crate::retry_interrupted(|| srv.recv_from(&mut b)).unwrap();
             srv.send_to(&b[..n], from).unwrap();
         }
     });

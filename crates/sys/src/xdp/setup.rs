@@ -2,8 +2,8 @@
 //! interface, deal with the XDP program it already runs, open a queue's socket, and attach the
 //! redirect program in the chosen mode, with one wording for each refusal.
 //!
-//! A refusal the user can fix is a [`SetupError::Config`] line saying how; anything else is
-//! the kernel's [`SysError`] naming the call and errno.
+//! A refusal the user can fix is a [`Usage`] error saying how; anything else is the kernel's
+//! [`SysError`] naming the call and errno.
 
 use super::attach::{prog_info, XdpLink, XdpMode, XdpProg, XskMap};
 use super::prog::{AddrMatch, UdpMatch};
@@ -11,7 +11,7 @@ use super::queue::XdpQueue;
 use super::xsk::{BusyPoll, Xsk, XskConfig, ZeroCopy};
 use super::{iface_addrs, ifindex, netlink, EBUSY};
 use crate::ethtool::Ethtool;
-use crate::{errno_name, SysError};
+use crate::{errno_name, Setting, SetupError, SysError, Usage};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -33,58 +33,38 @@ pub enum Queues {
     List(Vec<u32>),
 }
 
-/// Why an AF_XDP path could not be set up.
-#[derive(Debug)]
-pub enum SetupError {
-    /// The user can fix it; the text says how.
-    Config(String),
-    /// The kernel refused a call.
-    Kernel(SysError),
-}
-
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetupError::Config(m) => f.write_str(m),
-            SetupError::Kernel(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for SetupError {}
-
-impl From<SysError> for SetupError {
-    fn from(e: SysError) -> Self {
-        SetupError::Kernel(e)
-    }
-}
-
-fn usage(m: String) -> SetupError {
-    SetupError::Config(m)
-}
-
 /// IFF_UP in the interface flags.
 const IFF_UP: u32 = 1;
 
 /// How long a queue a closing socket still holds (EBUSY) is waited for.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 
-/// Refuses a run without the privileges AF_XDP needs.
+/// Refuses a run without the privileges AF_XDP needs; `fallback` is the I/O path to suggest.
 pub fn require_root(fallback: &str) -> Result<(), SetupError> {
     if crate::cpu::is_root() {
         return Ok(());
     }
-    Err(usage(format!(
-        "--io xdp needs root (CAP_NET_ADMIN and CAP_BPF): run as root, or use {fallback}"
-    )))
+    let io = Setting::Io.r();
+    Err(Usage::new(
+        Setting::Io,
+        format!(
+            "{io} xdp needs root (CAP_NET_ADMIN and CAP_BPF): run as root, or use {io} {fallback}"
+        ),
+    )
+    .into())
 }
 
 /// A ring size the kernel takes for every AF_XDP ring.
 pub fn check_ring(ring: u32) -> Result<(), SetupError> {
     if !ring.is_power_of_two() || !(64..=16384).contains(&ring) {
-        return Err(usage(format!(
-            "--ring {ring}: use a power of two from 64 to 16384"
-        )));
+        return Err(Usage::new(
+            Setting::Ring,
+            format!(
+                "{} {ring}: use a power of two from 64 to 16384",
+                Setting::Ring.r()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -103,15 +83,24 @@ impl Iface {
     /// Checks that `name` exists here and is up.
     pub fn open(name: &str) -> Result<Iface, SetupError> {
         let index = ifindex(name).map_err(|_| {
-            usage(format!(
-                "--iface {name}: no such interface here (see `ip link`)"
-            ))
+            Usage::new(
+                Setting::Iface,
+                format!(
+                    "{} {name}: no such interface here (see `ip link`)",
+                    Setting::Iface.r()
+                ),
+            )
         })?;
         let et = Ethtool::new()?;
         if et.if_flags(name)? & IFF_UP == 0 {
-            return Err(usage(format!(
-                "--iface {name} is down: bring it up with `ip link set {name} up`"
-            )));
+            return Err(Usage::new(
+                Setting::Iface,
+                format!(
+                    "{} {name} is down: bring it up with `ip link set {name} up`",
+                    Setting::Iface.r()
+                ),
+            )
+            .into());
         }
         Ok(Iface {
             name: name.to_string(),
@@ -135,11 +124,16 @@ impl Iface {
             Queues::List(l) => l.clone(),
         };
         if let Some(q) = queues.iter().find(|&&q| q as usize >= count) {
-            return Err(usage(format!(
-                "--queues: queue {q} is out of range, {} has {count} rx queue(s) (0-{})",
-                self.name,
-                count - 1
-            )));
+            return Err(Usage::new(
+                Setting::Queues,
+                format!(
+                    "{}: queue {q} is out of range, {} has {count} rx queue(s) (0-{})",
+                    Setting::Queues.r(),
+                    self.name,
+                    count - 1
+                ),
+            )
+            .into());
         }
         Ok(queues)
     }
@@ -159,12 +153,17 @@ impl Iface {
             let all: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
             all.join(", ")
         };
-        Err(usage(format!(
-            "--listen {} is not an address of {} (it has {have}): listen on one of its \
-             addresses or on the unspecified address",
-            listen.ip(),
-            self.name
-        )))
+        Err(Usage::new(
+            Setting::Listen,
+            format!(
+                "{} {} is not an address of {} (it has {have}): listen on one of its \
+                 addresses or on the unspecified address",
+                Setting::Listen.r(),
+                listen.ip(),
+                self.name
+            ),
+        )
+        .into())
     }
 
     /// What a server on `listen` (already checked) has the program match, with this
@@ -189,10 +188,14 @@ impl Iface {
         };
         let name = prog_info(id).map(|p| p.name).unwrap_or_else(|_| "?".into());
         let iface = &self.name;
-        Err(usage(format!(
-            "{iface} already runs XDP program '{name}' (id {id}); this run needs the \
-             interface to itself: stop what attached it or remove it (`ip link set dev {iface} xdp off`)"
-        )))
+        Err(Usage::new(
+            Setting::Iface,
+            format!(
+                "{iface} already runs XDP program '{name}' (id {id}); this run needs the \
+                 interface to itself: stop what attached it or remove it (`ip link set dev {iface} xdp off`)"
+            ),
+        )
+        .into())
     }
 
     /// Refuses a foreign program (unless `force`) and removes a leftover of ours; returns
@@ -203,10 +206,14 @@ impl Iface {
         let now = netlink::query(self.index)?;
         let mut notes = Vec::new();
         if now.native == 0 && now.generic == 0 && now.any != 0 {
-            return Err(usage(format!(
-                "{iface} runs an offloaded XDP program (id {}): remove it with `ip link set dev {iface} xdpoffload off`",
-                now.any
-            )));
+            return Err(Usage::new(
+                Setting::Iface,
+                format!(
+                    "{iface} runs an offloaded XDP program (id {}): remove it with `ip link set dev {iface} xdpoffload off`",
+                    now.any
+                ),
+            )
+            .into());
         }
         for (id, generic) in [(now.native, false), (now.generic, true)] {
             if id == 0 {
@@ -214,11 +221,16 @@ impl Iface {
             }
             let info = prog_info(id)?;
             if !info.is_ours() && !force {
-                return Err(usage(format!(
-                    "{iface} already runs a foreign XDP program '{}' (id {id}): remove it \
-                     (`ip link set dev {iface} xdp off`) or pass --force to replace it",
-                    info.name
-                )));
+                return Err(Usage::new(
+                    Setting::Force,
+                    format!(
+                        "{iface} already runs a foreign XDP program '{}' (id {id}): remove it \
+                         (`ip link set dev {iface} xdp off`) or pass {} to replace it",
+                        info.name,
+                        Setting::Force.r()
+                    ),
+                )
+                .into());
             }
             match netlink::detach(self.index, generic) {
                 Ok(()) => notes.push(format!(
@@ -231,11 +243,15 @@ impl Iface {
                     } else {
                         "another process"
                     };
-                    return Err(usage(format!(
-                        "{iface} runs XDP program '{}' (id {id}) held by a BPF link of {whose}: \
-                         stop that process first",
-                        info.name
-                    )));
+                    return Err(Usage::new(
+                        Setting::Iface,
+                        format!(
+                            "{iface} runs XDP program '{}' (id {id}) held by a BPF link of {whose}: \
+                             stop that process first",
+                            info.name
+                        ),
+                    )
+                    .into());
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -269,16 +285,25 @@ impl Iface {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(e) if e.errno() == Some(EBUSY) => {
-                    return Err(usage(format!(
-                        "queue {q} of {} is in use by another AF_XDP socket ({e}): stop the program using it",
-                        self.name
-                    )))
+                    return Err(Usage::new(
+                        Setting::Queues,
+                        format!(
+                            "queue {q} of {} is in use by another AF_XDP socket ({e}): stop the program using it",
+                            self.name
+                        ),
+                    )
+                    .into())
                 }
                 Err(e) if cfg.zerocopy == ZeroCopy::On => {
-                    return Err(usage(format!(
-                        "--zerocopy on: {} refused zero-copy on queue {q} ({e}); use --zerocopy auto",
-                        self.name
-                    )))
+                    let zc = Setting::ZeroCopy.r();
+                    return Err(Usage::new(
+                        Setting::ZeroCopy,
+                        format!(
+                            "{zc} on: {} refused zero-copy on queue {q} ({e}); use {zc} auto",
+                            self.name
+                        ),
+                    )
+                    .into());
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -296,10 +321,14 @@ impl Iface {
         let iface = &self.name;
         let refused = |mode: XdpMode, e: SysError| {
             let errno = e.errno().map(errno_name).unwrap_or("?");
-            usage(format!(
-                "--xdp-mode {}: {iface} refused {} XDP ({e}, {errno}); try --xdp-mode auto",
-                mode.name(),
-                mode.name()
+            let m = Setting::XdpMode.r();
+            SetupError::from(Usage::new(
+                Setting::XdpMode,
+                format!(
+                    "{m} {}: {iface} refused {} XDP ({e}, {errno}); try {m} auto",
+                    mode.name(),
+                    mode.name()
+                ),
             ))
         };
         let one = |m: XdpMode| prog.attach(self.index, m).map(|l| (l, m));
@@ -466,7 +495,11 @@ pub fn steer(
     check_ring(opts.xsk.ring)?;
     let queues = iface.queues(&opts.queues)?;
     if queues.is_empty() {
-        return Err(usage("--queues names no queue".into()));
+        return Err(Usage::new(
+            Setting::Queues,
+            format!("{} names no queue", Setting::Queues.r()),
+        )
+        .into());
     }
     let mut notes = iface.clear_attached(opts.force)?;
     let max_q = queues.iter().copied().max().unwrap_or(0);

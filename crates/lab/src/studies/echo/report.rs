@@ -9,7 +9,7 @@ use crate::report::charts::Chart;
 use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::report::{cpu_split, num, range, si};
 use crate::sample::{CpuRow, SoftnetDelta};
-use crate::stats::{gain, verdict, Summary, Verdict};
+use crate::stats::{effect, gain, Effect, Summary};
 use crate::study::{CellRun, Ran};
 use crate::topology::{Kind, KnobState};
 use firehose_sys::cpu::CpuSet;
@@ -26,7 +26,7 @@ pub struct Row {
     pub mbps: Option<Summary>,
     /// Median tps over the previous row's (ladder) or the baseline's (compare).
     pub gain: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: Effect,
     /// Ladder: the step hurt and was left out of every later step (tried and reverted).
     pub reverted: bool,
     /// The figure the verdict judges: "tps" (closed loop), or "server CPU us/txn" when
@@ -75,7 +75,7 @@ impl Row {
             tps,
             mbps: sum(&|t| Some(t.metrics.mbps)),
             gain: None,
-            verdict: Verdict::Baseline,
+            verdict: Effect::Baseline,
             reverted: false,
             verdict_on: "tps".into(),
             server_cpu_us_per_txn: sum(&|t| t.metrics.server_cpu_us_per_txn),
@@ -111,7 +111,7 @@ impl Row {
     pub fn compare_with(&mut self, before: &Row) {
         if let (Some(b), Some(a)) = (&before.tps, &self.tps) {
             self.gain = gain(b, a);
-            self.verdict = verdict(b, a, true);
+            self.verdict = effect(b, a, true);
         }
     }
 
@@ -122,7 +122,7 @@ impl Row {
             self.gain = gain(b, a);
         }
         if let (Some(b), Some(a)) = (&before.server_cpu_us_per_txn, &self.server_cpu_us_per_txn) {
-            self.verdict = verdict(b, a, false);
+            self.verdict = effect(b, a, false);
             self.verdict_on = "server CPU us/txn".into();
         }
     }

@@ -9,7 +9,7 @@ use crate::sample;
 use crate::study::Lab;
 use crate::topology::{Side, VETH_CLIENT_ADDR, VETH_SERVER_ADDR};
 use crate::{LabError, LabResult};
-use serde::Deserialize;
+use firehose_sink::document::{SinkDocument, SinkReport};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -34,32 +34,17 @@ pub(super) fn tx_packets(lab: &Lab<'_>) -> LabResult<u64> {
         .map_err(|_| LabError::Command(format!("{path}: not a number: {t}")))
 }
 
-/// What `firehose sink --json-file` wrote, the fields the study reads; a missing field is
-/// an error, never 0.
-#[derive(Debug, Deserialize)]
-pub(super) struct SinkSummary {
-    pub(super) pps: f64,
-    pub(super) socket_drops: u64,
-    pub(super) ring_drops: u64,
-    pub(super) host: SinkHostDrops,
-}
-
-/// The kernel's drops the sink counted over its run.
-#[derive(Debug, Deserialize)]
-pub(super) struct SinkHostDrops {
-    pub(super) udp_in_errors: u64,
-    pub(super) softnet_dropped: u64,
-}
-
-/// Reads a sink's summary.
-pub(super) fn read_sink(path: &std::path::Path) -> LabResult<SinkSummary> {
+/// Reads what `firehose sink --json-file` wrote, through the sink's own document type (a
+/// missing field is an error, never 0).
+pub(super) fn read_sink(path: &std::path::Path) -> LabResult<SinkReport> {
     let text = std::fs::read_to_string(path).map_err(|e| LabError::io(path.display(), e))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let doc: SinkDocument = serde_json::from_str(&text).map_err(|e| {
         LabError::Run(format!(
-            "{}: not a firehose sink summary: {e}",
+            "{}: not a firehose sink document: {e}",
             path.display()
         ))
-    })
+    })?;
+    Ok(doc.body)
 }
 
 fn strings(v: &[&str]) -> Vec<String> {

@@ -10,7 +10,8 @@ use crate::study::{Lab, Outcome};
 use crate::topology::Side;
 use crate::{LabError, LabResult};
 use firehose_stream::cpu::{self as scpu, HostCpu};
-use firehose_stream::{RecvMode, SendMode, StreamReport};
+use firehose_stream::report::SenderDocument;
+use firehose_stream::{RecvMode, SendMode};
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
@@ -279,8 +280,9 @@ fn bad(cell: &str, what: &str, e: impl std::fmt::Display) -> LabError {
 /// Takes throughput and counters from `firehose stream --json` (the receiver's figures
 /// come back to the sender on flow 0).
 pub fn read_firehose(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
-    let r: StreamReport = serde_json::from_str(json)
+    let doc: SenderDocument = serde_json::from_str(json)
         .map_err(|e| bad(&t.cell, "firehose stream printed no report", e))?;
+    let r = doc.body.report;
     let Some(rx) = &r.receiver else {
         return Err(LabError::Run(format!(
             "{}: no receiver report ({})",

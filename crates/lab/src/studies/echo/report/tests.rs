@@ -182,7 +182,7 @@ fn rows_take_medians_and_verdicts() {
         (245_000.0, 255_000.0)
     );
     assert!((r.gain.unwrap() - 2.5).abs() < 1e-9);
-    assert_eq!(r.verdict, Verdict::Helped);
+    assert_eq!(r.verdict, Effect::Helped);
     assert!(r.client_bound, "one client-bound repetition marks the row");
     assert_eq!(r.kernel_drops.unwrap().median, 4.0);
     // The per-CPU split and latency come from the median repetition (rep 0 for 250k).

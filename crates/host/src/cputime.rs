@@ -2,8 +2,7 @@
 //! always the difference of two readings taken around the measured window, never the time
 //! since a process started.
 
-use crate::LabResult;
-use firehose_host::procfs::{self, pidstat};
+use crate::procfs::{self, pidstat, ReadError};
 
 /// Whose CPU time to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +17,7 @@ pub enum Scope {
 }
 
 /// CPU seconds used so far by `pid` in `scope`.
-pub fn seconds(pid: u32, scope: Scope) -> LabResult<f64> {
+pub fn seconds(pid: u32, scope: Scope) -> Result<f64, ReadError> {
     match scope {
         Scope::Process => process_s(pid),
         Scope::Tree => Ok(process_tree(pid)
@@ -36,9 +35,14 @@ pub fn seconds(pid: u32, scope: Scope) -> LabResult<f64> {
 /// Busy CPU seconds of the whole host so far (all CPUs, /proc/stat: everything but idle,
 /// iowait and steal): the difference over a window is what the server, the generator and
 /// the kernel's work for both cost, wherever it ran.
-pub fn host_busy_s() -> LabResult<f64> {
+pub fn host_busy_s() -> Result<f64, ReadError> {
     let s = procfs::read("/proc/stat", procfs::stat::parse)?;
-    Ok(ticks_to_s(crate::sample::busy_ticks(&s.total)))
+    Ok(ticks_to_s(busy_ticks(&s.total)))
+}
+
+/// Ticks a CPU spent busy: everything but idle, iowait and steal.
+pub fn busy_ticks(t: &procfs::stat::CpuTimes) -> u64 {
+    t.user + t.nice + t.system + t.irq + t.softirq
 }
 
 fn ticks_to_s(ticks: u64) -> f64 {
@@ -49,7 +53,7 @@ fn ticks_to_s(ticks: u64) -> f64 {
 /// (nanoseconds, monotonic). Summing per-thread schedstat would go backwards when a thread
 /// exits between two readings; /proc/<pid>/stat (utime + stime) counts 10 ms ticks, too
 /// coarse for a few thousand transactions, so it is only the fallback.
-fn process_s(pid: u32) -> LabResult<f64> {
+fn process_s(pid: u32) -> Result<f64, ReadError> {
     if let Ok(d) = firehose_sys::cpu::process_cpu_time_of(pid) {
         return Ok(d.as_secs_f64());
     }

@@ -1,6 +1,6 @@
 //! The environment recorded with every result: without it a figure cannot be compared.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Sysctls that change UDP transaction rates (the NTT talk's and the NFV sheet's).
@@ -27,7 +27,7 @@ pub const SYSCTLS: &[&str] = &[
 pub const MODULES: &[&str] = &["ip_tables", "iptable_filter", "nf_tables", "nf_conntrack"];
 
 /// Host facts.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
     pub kernel: String,
     pub cpu_model: String,

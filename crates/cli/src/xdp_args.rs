@@ -1,4 +1,5 @@
-//! The `--io xdp` switches of `firehose serve` and `--profile xdp`.
+//! The AF_XDP flags shared by `serve`, `load`, `sink` and `flood` (`--iface`, `--queues`, `--xdp-mode`,
+//! the socket and ring flags), serve's `--io` and `--profile xdp`.
 
 use crate::args::Usage;
 use clap::{Args, ValueEnum};
@@ -91,7 +92,7 @@ impl XskArgs {
             )));
         }
         let ring = self.ring.unwrap_or(2048);
-        setup::check_ring(ring).map_err(|e| Usage(e.to_string()))?;
+        setup::check_ring(ring).map_err(|e| Usage(crate::refusal::text(&e, None)))?;
         Ok(XskConfig {
             ring,
             frame_size,
@@ -142,9 +143,23 @@ impl XdpRxArgs {
         .or_else(|| self.xsk.any_given())
     }
 
-    /// True when --queues was given.
-    pub fn queues_given(&self) -> bool {
-        self.queues.is_some()
+    /// With `--io xdp` one worker serves each queue, so `--workers N` means queues 0..N-1
+    /// (in `o`); giving both is refused.
+    pub fn workers_as_queues(
+        &self,
+        o: &mut XdpOptions,
+        workers: Option<usize>,
+    ) -> Result<(), Usage> {
+        match (workers, self.queues.is_some()) {
+            (Some(_), true) => Err(Usage(
+                "--io xdp: give --queues or --workers, not both (one worker per queue)".into(),
+            )),
+            (Some(n), false) => {
+                o.queues = Queues::List((0..n as u32).collect());
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The receive options: queues, attach mode, sockets, and busy polling from
@@ -196,16 +211,18 @@ fn parse_queues(s: &str) -> Result<Queues, Usage> {
 }
 
 impl XdpArgs {
-    /// The AF_XDP configuration of `serve --io xdp`.
-    pub fn config(&self, cfg: &ServeConfig) -> Result<XdpConfig, Usage> {
+    /// The AF_XDP configuration of `serve --io xdp`. `workers` is `--workers` as given: with
+    /// `--io xdp` it names queues 0..N-1.
+    pub fn config(&self, cfg: &ServeConfig, workers: Option<usize>) -> Result<XdpConfig, Usage> {
         let Some(iface) = self.rx.iface.clone() else {
             return Err(Usage(
                 "--io xdp needs --iface IFACE (the interface whose queues to serve)".into(),
             ));
         };
-        let o = self
+        let mut o = self
             .rx
             .options(cfg.busy_poll.map(|us| us as usize), cfg.batch)?;
+        self.rx.workers_as_queues(&mut o, workers)?;
         Ok(XdpConfig {
             iface,
             options: o,
@@ -254,6 +271,24 @@ mod tests {
         assert_eq!(rx(&["--force"]).any_given(), Some("--force"));
         assert_eq!(rx(&["--zerocopy", "off"]).any_given(), Some("--zerocopy"));
         assert_eq!(rx(&[]).any_given(), None);
+    }
+
+    #[test]
+    fn with_xdp_workers_n_means_queues_0_to_n_minus_1_and_not_with_queues() {
+        let mut o = rx(&[]).options(None, 64).unwrap();
+        rx(&[]).workers_as_queues(&mut o, Some(1)).unwrap();
+        assert_eq!(o.queues, Queues::List(vec![0]));
+        rx(&[]).workers_as_queues(&mut o, Some(3)).unwrap();
+        assert_eq!(o.queues, Queues::List(vec![0, 1, 2]));
+        let e = rx(&["--queues", "1"])
+            .workers_as_queues(&mut o, Some(1))
+            .unwrap_err();
+        assert!(e.0.contains("not both"), "{}", e.0);
+        let mut o = rx(&["--queues", "1"]).options(None, 64).unwrap();
+        rx(&["--queues", "1"])
+            .workers_as_queues(&mut o, None)
+            .unwrap();
+        assert_eq!(o.queues, Queues::List(vec![1]));
     }
 
     #[test]

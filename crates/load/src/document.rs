@@ -1,0 +1,122 @@
+//! What `firehose load --json` writes ([`LoadDocument`]) and what `firehose report merge`
+//! writes from several of them ([`MergedDocument`]), as types every reader parses into: a
+//! missing field is an error, never 0 (docs/json.md).
+
+use crate::report::{LatencyUs, LoadReport};
+use firehose_host::document::{required, Document};
+use firehose_host::env::Environment;
+use firehose_observe::attribution::Attribution;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `firehose load --json`.
+pub type LoadDocument = Document<LoadRun>;
+
+/// `firehose report merge --json`.
+pub type MergedDocument = Document<MergedRun>;
+
+/// A load run: its figures, its settings, the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadRun {
+    #[serde(flatten)]
+    pub report: LoadReport,
+    pub config: LoadSettings,
+    /// Where the kernel dropped packets of this run (null without root or with `--no-drops`).
+    #[serde(deserialize_with = "required")]
+    pub loss_attribution: Option<Attribution>,
+    pub environment: Environment,
+}
+
+/// A run's settings, as the document records them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSettings {
+    pub target: String,
+    /// "echo" or "dns".
+    pub proto: String,
+    /// "closed" or "open" (with a rate).
+    pub mode: String,
+    pub flows: usize,
+    pub window: usize,
+    #[serde(deserialize_with = "required")]
+    pub rate: Option<f64>,
+    pub threads: usize,
+    #[serde(deserialize_with = "required")]
+    pub cpus: Option<Vec<usize>>,
+    /// Request payload bytes; only echo has a fixed size (DNS queries vary with the name).
+    #[serde(deserialize_with = "required")]
+    pub size: Option<usize>,
+    #[serde(deserialize_with = "required")]
+    pub queries: Option<String>,
+    pub timeout_s: f64,
+    pub warmup_s: f64,
+    pub batch: usize,
+    /// Open loop: requests per wake-up asked for.
+    #[serde(deserialize_with = "required")]
+    pub per_wake: Option<usize>,
+    pub spin: bool,
+    pub gso: bool,
+    /// "socket", "xdp" or "uring".
+    pub io: String,
+    /// What the kernel granted for `--io xdp` (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<BTreeMap<String, String>>,
+}
+
+/// Several agents' runs added into one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedRun {
+    #[serde(flatten)]
+    pub report: LoadReport,
+    /// Seconds all agents measured at once.
+    pub overlap_s: f64,
+    /// The agents' common settings, when they all ran with the same (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<LoadSettings>,
+    /// Null: the load ran on the agents, not here; each agent's is in its row.
+    #[serde(deserialize_with = "required")]
+    pub environment: Option<Environment>,
+    pub agents: Vec<AgentRow>,
+}
+
+/// One agent's row in a [`MergedRun`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRow {
+    /// The file the agent's document was read from.
+    pub source: String,
+    pub start_unix: f64,
+    pub end_unix: f64,
+    pub duration_s: f64,
+    pub tps: f64,
+    pub completed: u64,
+    pub sent: u64,
+    pub lost: u64,
+    pub stray: u64,
+    pub dup: u64,
+    pub unsent: u64,
+    pub latency_us: LatencyUs,
+    pub config: LoadSettings,
+    pub environment: Environment,
+}
+
+impl AgentRow {
+    /// The row of the agent whose document `source` held `run`.
+    pub fn of(source: &str, run: &LoadRun) -> AgentRow {
+        let r = &run.report;
+        AgentRow {
+            source: source.to_string(),
+            start_unix: r.start_unix,
+            end_unix: r.end_unix,
+            duration_s: r.duration_s,
+            tps: r.tps,
+            completed: r.completed,
+            sent: r.sent,
+            lost: r.lost,
+            stray: r.stray,
+            dup: r.dup,
+            unsent: r.unsent,
+            latency_us: r.latency_us.clone(),
+            config: run.config.clone(),
+            environment: run.environment.clone(),
+        }
+    }
+}
