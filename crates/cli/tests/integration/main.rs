@@ -19,6 +19,7 @@ mod lab_dns;
 mod lab_ladder;
 mod lab_radius;
 mod lab_sink;
+mod lab_sink_peers;
 mod lab_stream;
 mod lab_veth;
 mod lab_workdir;
