@@ -551,6 +551,20 @@ mod same_strings {
     }
 }
 
+/// The value parser of a setting whose values are a library type's table (`ALL`) and names,
+/// without a help line per value: the flag's own help says what they mean.
+pub fn choice<T: Copy + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(all.iter().map(|&t| name(t))).map(move |s| {
+        *all.iter()
+            .find(|&&t| name(t) == s)
+            .expect("clap checked the value")
+    })
+}
+
 /// The value parser of a choice whose values are a library's table (`--io` of serve and
 /// load, sink's and flood's modes): each entry's name, its help beside it in `--help`.
 pub fn table_parser<T: Sync + 'static>(

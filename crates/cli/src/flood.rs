@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use firehose_flood::document::FloodReport;
 use firehose_flood::{is_local_target, Flood, FloodConfig, FloodIo};
+use firehose_host::document::PacketRates;
 use firehose_host::env::Environment;
 use firehose_sys::supervise::Ended;
 use firehose_sys::xdp::xsk::XskConfig;
@@ -211,7 +212,6 @@ pub fn run(a: FloodArgs) -> Result<()> {
         .stop()
         .map_err(|f| crate::supervise::failed("the flood", f))?;
     let cpu = firehose_sys::cpu::process_cpu_time()?.saturating_sub(cpu0);
-    let per = |v: f64| (s.sent > 0).then(|| v / s.sent as f64);
     let r = FloodReport {
         mode: cfg.io.name().into(),
         target: a.target.to_string(),
@@ -221,11 +221,13 @@ pub fn run(a: FloodArgs) -> Result<()> {
         threads: a.threads,
         source_ports: ports,
         sent: s.sent,
-        seconds,
-        pps: s.sent as f64 / seconds.max(1e-9),
-        mbit_s: (s.sent * frame as u64) as f64 * 8.0 / seconds.max(1e-9) / 1e6,
-        cpu_us_per_packet: per(cpu.as_secs_f64() * 1e6),
-        syscalls_per_packet: per(s.syscalls as f64),
+        rates: PacketRates::new(
+            s.sent,
+            s.sent * frame as u64,
+            seconds,
+            cpu.as_secs_f64(),
+            s.syscalls,
+        ),
         enobufs: s.enobufs,
         other_errors: s.other_errors,
         last_errno: s
@@ -242,14 +244,14 @@ pub fn run(a: FloodArgs) -> Result<()> {
         "flood {}: {} datagrams in {:.3} s: {} pps, {:.1} Mbit/s of frames",
         r.mode,
         r.sent,
-        r.seconds,
-        thousands(r.pps),
-        r.mbit_s
+        r.rates.seconds,
+        thousands(r.rates.pps),
+        r.rates.mbit_s
     );
     say!(
         "  cpu {} us/packet, {} syscalls/packet, ENOBUFS {}, other errors {}{}",
-        opt(r.cpu_us_per_packet),
-        opt(r.syscalls_per_packet),
+        opt(r.rates.cpu_us_per_packet),
+        opt(r.rates.syscalls_per_packet),
         r.enobufs,
         r.other_errors,
         r.last_errno

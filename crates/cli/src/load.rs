@@ -8,7 +8,7 @@ mod output;
 mod radius;
 
 use crate::io_paths::{IoPath, LoadOn};
-use crate::xdp_args::{mode_choice, zerocopy_choice, ModeArg, ZeroCopyArg};
+use crate::xdp_args::{xdp_mode_parser, zerocopy_parser};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use firehose_host::cputime::{self, Scope};
@@ -23,6 +23,8 @@ use firehose_load::xdp::{XdpIo, XdpLoadConfig};
 use firehose_load::{summarize, EchoWorkload, Length, LoadConfig, LoadReport, Workload};
 use firehose_sys::cpu::CpuSet;
 use firehose_sys::supervise::Ended;
+use firehose_sys::xdp::setup::ModeChoice;
+use firehose_sys::xdp::xsk::ZeroCopy;
 use firehose_sys::SetupError;
 pub use output::print_summary;
 use output::{print_header, print_interval};
@@ -164,11 +166,11 @@ pub struct LoadArgs {
     #[arg(long)]
     iface: Option<String>,
     /// With --io xdp: where the XDP program runs (auto: native where the driver has it).
-    #[arg(long, value_enum)]
-    xdp_mode: Option<ModeArg>,
+    #[arg(long, value_parser = xdp_mode_parser())]
+    xdp_mode: Option<ModeChoice>,
     /// With --io xdp: AF_XDP zero-copy: probe (auto), insist (on), or never (off).
-    #[arg(long, value_enum)]
-    zerocopy: Option<ZeroCopyArg>,
+    #[arg(long, value_parser = zerocopy_parser())]
+    zerocopy: Option<ZeroCopy>,
     #[command(flatten)]
     pub(crate) radius: RadiusLoadArgs,
 }
@@ -420,8 +422,8 @@ pub(crate) fn xdp_flows(
     firehose_load::validate(cfg).map_err(load_error)?;
     let x = XdpLoadConfig {
         iface,
-        mode: mode_choice(a.xdp_mode),
-        zerocopy: zerocopy_choice(a.zerocopy),
+        mode: a.xdp_mode.unwrap_or(ModeChoice::Auto),
+        zerocopy: a.zerocopy.unwrap_or(ZeroCopy::Auto),
         max_payload,
     };
     let (io, applied) = firehose_load::xdp::open(cfg, &x).map_err(load_error)?;

@@ -5,7 +5,9 @@ use crate::args::{
 };
 use crate::xdp_args::XdpRxArgs;
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use firehose_engine::SocketMode;
+use firehose_host::document::PacketRates;
 use firehose_host::env::Environment;
 use firehose_sink::document::{Round, SinkReport};
 use firehose_sink::drops::HostDrops;
@@ -19,22 +21,6 @@ use std::time::{Duration, Instant};
 /// The receive calls and rings, from the sink's own table of modes.
 fn sink_modes() -> impl clap::builder::TypedValueParser<Value = &'static SinkIo> {
     crate::args::table_parser(SinkIo::ALL, |m| m.name(), |m| m.help())
-}
-
-/// PACKET_FANOUT modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FanoutArg {
-    Hash,
-    Cpu,
-    Lb,
-    Qm,
-}
-
-/// One socket per worker, or one shared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SocketsArg {
-    Shared,
-    Reuseport,
 }
 
 /// Arguments of `firehose sink`.
@@ -83,11 +69,11 @@ pub struct SinkArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     rcvbuf: Option<usize>,
     /// Sockets: one SO_REUSEPORT socket per worker, or one shared by all.
-    #[arg(long, value_enum, default_value = "reuseport")]
-    sockets: SocketsArg,
+    #[arg(long, default_value = "reuseport", value_parser = crate::args::choice(SocketMode::ALL, SocketMode::name))]
+    sockets: SocketMode,
     /// Packet mode: how the fanout group spreads frames over workers.
-    #[arg(long, value_enum, default_value = "hash")]
-    fanout: FanoutArg,
+    #[arg(long, default_value = "hash", value_parser = crate::args::choice(Fanout::ALL, Fanout::name))]
+    fanout: Fanout,
     #[command(flatten)]
     uring: crate::uring_args::UringArgs,
     #[command(flatten)]
@@ -149,14 +135,9 @@ fn config(a: &SinkArgs) -> Result<SinkConfig> {
         batch: a.batch,
         busy_poll_us: a.busy_poll.map(|u| u.min(u32::MAX as usize) as u32),
         rcvbuf: a.rcvbuf,
-        reuseport: a.sockets == SocketsArg::Reuseport,
+        reuseport: a.sockets == SocketMode::Reuseport,
         interface: a.xdp.iface.clone(),
-        fanout: match a.fanout {
-            FanoutArg::Hash => Fanout::Hash,
-            FanoutArg::Cpu => Fanout::Cpu,
-            FanoutArg::Lb => Fanout::Lb,
-            FanoutArg::Qm => Fanout::Qm,
-        },
+        fanout: a.fanout,
         ring: RxRingConfig::default(),
         uring: a.uring.setup(*a.io == SinkIo::Uring)?,
         xdp,
@@ -316,7 +297,6 @@ pub fn run(a: SinkArgs) -> Result<()> {
             Duration::ZERO
         })
     .as_secs_f64();
-    let per = |v: f64| (packets > 0).then(|| v / packets as f64);
     let report = SinkReport {
         mode: cfg.io.name().into(),
         listen: listen.to_string(),
@@ -326,11 +306,13 @@ pub fn run(a: SinkArgs) -> Result<()> {
         rcvbuf_granted,
         packets,
         bytes,
-        seconds,
-        pps: packets as f64 / seconds.max(1e-9),
-        mbit_s: bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
-        cpu_us_per_packet: per(cpu1.saturating_sub(c0).as_secs_f64() * 1e6),
-        syscalls_per_packet: per(snap.total(|w| w.syscalls) as f64),
+        rates: PacketRates::new(
+            packets,
+            bytes,
+            seconds,
+            cpu1.saturating_sub(c0).as_secs_f64(),
+            snap.total(|w| w.syscalls),
+        ),
         socket_drops: snap.total(|w| w.socket_drops),
         ring_drops: snap.total(|w| w.ring_drops),
         ring_freezes: snap.total(|w| w.ring_freezes),
@@ -364,14 +346,14 @@ fn print_summary(r: &SinkReport) {
         r.mode,
         r.packets,
         r.bytes,
-        r.seconds,
-        thousands(r.pps),
-        r.mbit_s
+        r.rates.seconds,
+        thousands(r.rates.pps),
+        r.rates.mbit_s
     );
     say!(
         "  cpu {} us/packet, {} syscalls/packet",
-        opt(r.cpu_us_per_packet, 3),
-        opt(r.syscalls_per_packet, 3)
+        opt(r.rates.cpu_us_per_packet, 3),
+        opt(r.rates.syscalls_per_packet, 3)
     );
     say!(
         "  drops: socket {}, ring {} (freezes {}), Udp RcvbufErrors {}, InErrors {}, softnet dropped {}, time_squeeze {}",

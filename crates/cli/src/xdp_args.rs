@@ -2,41 +2,19 @@
 //! the socket and ring flags), serve's `--io` and `--profile xdp`.
 
 use crate::args::Usage;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use firehose_engine::{ModeChoice, Queues, ServeConfig, XdpConfig, ZeroCopy};
 use firehose_sys::xdp::setup::{self, XdpOptions};
 use firehose_sys::xdp::xsk::XskConfig;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    Auto,
-    Native,
-    Generic,
+/// `--xdp-mode`'s values (auto when absent); shared with `load --io xdp`.
+pub fn xdp_mode_parser() -> impl clap::builder::TypedValueParser<Value = ModeChoice> {
+    crate::args::choice(ModeChoice::ALL, ModeChoice::name)
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ZeroCopyArg {
-    Auto,
-    On,
-    Off,
-}
-
-/// The attach mode of `--xdp-mode` (auto when absent); shared with `load --io xdp`.
-pub fn mode_choice(m: Option<ModeArg>) -> ModeChoice {
-    match m {
-        None | Some(ModeArg::Auto) => ModeChoice::Auto,
-        Some(ModeArg::Native) => ModeChoice::Native,
-        Some(ModeArg::Generic) => ModeChoice::Generic,
-    }
-}
-
-/// The zero-copy request of `--zerocopy` (auto when absent); shared with `load --io xdp`.
-pub fn zerocopy_choice(z: Option<ZeroCopyArg>) -> ZeroCopy {
-    match z {
-        None | Some(ZeroCopyArg::Auto) => ZeroCopy::Auto,
-        Some(ZeroCopyArg::On) => ZeroCopy::On,
-        Some(ZeroCopyArg::Off) => ZeroCopy::Off,
-    }
+/// `--zerocopy`'s values (auto when absent); shared with `load --io xdp`.
+pub fn zerocopy_parser() -> impl clap::builder::TypedValueParser<Value = ZeroCopy> {
+    crate::args::choice(ZeroCopy::ALL, ZeroCopy::name)
 }
 
 /// Flags that apply only with `--io xdp`.
@@ -56,8 +34,8 @@ pub struct XdpArgs {
 #[derive(Debug, Args)]
 pub struct XskArgs {
     /// AF_XDP zero-copy: probe (auto), insist (on), or never (off).
-    #[arg(long, value_enum)]
-    zerocopy: Option<ZeroCopyArg>,
+    #[arg(long, value_parser = zerocopy_parser())]
+    zerocopy: Option<ZeroCopy>,
     /// Entries per AF_XDP ring (fill, completion, rx, tx): a power of two [default: 2048].
     #[arg(long)]
     ring: Option<u32>,
@@ -97,7 +75,7 @@ impl XskArgs {
             ring,
             frame_size,
             frames: ring * 2,
-            zerocopy: zerocopy_choice(self.zerocopy),
+            zerocopy: self.zerocopy.unwrap_or(ZeroCopy::Auto),
             need_wakeup: self.need_wakeup.unwrap_or(true),
         })
     }
@@ -115,8 +93,8 @@ pub struct XdpRxArgs {
     queues: Option<String>,
     /// Where the XDP program runs: in the driver (native), on the skb path (generic), or
     /// native where the driver has it (auto).
-    #[arg(long, value_enum)]
-    xdp_mode: Option<ModeArg>,
+    #[arg(long, value_parser = xdp_mode_parser())]
+    xdp_mode: Option<ModeChoice>,
     /// SO_BUSY_POLL_BUDGET for the AF_XDP sockets when --busy-poll is set [default: --batch].
     #[arg(long)]
     busy_poll_budget: Option<i32>,
@@ -173,7 +151,7 @@ impl XdpRxArgs {
                 Some(q) => parse_queues(q)?,
                 None => Queues::All,
             },
-            mode: mode_choice(self.xdp_mode),
+            mode: self.xdp_mode.unwrap_or(ModeChoice::Auto),
             xsk: self.xsk.config()?,
             busy_poll: busy_poll_us.map(|us| {
                 (

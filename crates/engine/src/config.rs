@@ -15,6 +15,18 @@ pub enum SocketMode {
     Reuseport,
 }
 
+impl SocketMode {
+    pub const ALL: &'static [SocketMode] = &[SocketMode::Shared, SocketMode::Reuseport];
+
+    /// The name as the command line and the documents spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketMode::Shared => "shared",
+            SocketMode::Reuseport => "reuseport",
+        }
+    }
+}
+
 /// How the kernel picks a socket in the reuseport group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -25,6 +37,19 @@ pub enum Steer {
     Cpu,
     /// By receiving CPU, with an eBPF program (SO_ATTACH_REUSEPORT_EBPF).
     CpuEbpf,
+}
+
+impl Steer {
+    pub const ALL: &'static [Steer] = &[Steer::None, Steer::Cpu, Steer::CpuEbpf];
+
+    /// The name as the command line and the documents spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Steer::None => "none",
+            Steer::Cpu => "cpu",
+            Steer::CpuEbpf => "cpu-ebpf",
+        }
+    }
 }
 
 /// Where worker threads run.
@@ -55,6 +80,25 @@ pub enum PmtuDisc {
     /// IP_PMTUDISC_OMIT: no DF and path MTU ignored; the kernel must then compute an IP ID
     /// for every datagram, so this costs CPU rather than saving it.
     Omit,
+}
+
+impl PmtuDisc {
+    pub const ALL: &'static [PmtuDisc] = &[
+        PmtuDisc::Default,
+        PmtuDisc::Dont,
+        PmtuDisc::Do,
+        PmtuDisc::Omit,
+    ];
+
+    /// The name as the command line and the documents spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PmtuDisc::Default => "default",
+            PmtuDisc::Dont => "dont",
+            PmtuDisc::Do => "do",
+            PmtuDisc::Omit => "omit",
+        }
+    }
 }
 
 /// A named preset for one step of the ladder.
@@ -191,6 +235,28 @@ impl ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command line parses these by `name`, the documents write them through serde: one
+    /// spelling both ways, every value listed once.
+    #[test]
+    fn names_are_the_documents_spelling_and_every_value_is_listed() {
+        fn check<T: Serialize + Copy + PartialEq + std::fmt::Debug>(
+            all: &[T],
+            name: fn(T) -> &'static str,
+        ) {
+            for (i, &v) in all.iter().enumerate() {
+                assert_eq!(serde_json::to_value(v).unwrap(), name(v), "{v:?}");
+                assert!(all[i + 1..].iter().all(|&w| w != v), "{v:?} twice");
+            }
+        }
+        check(SocketMode::ALL, SocketMode::name);
+        check(Steer::ALL, Steer::name);
+        check(PmtuDisc::ALL, PmtuDisc::name);
+        assert_eq!(
+            (SocketMode::ALL.len(), Steer::ALL.len(), PmtuDisc::ALL.len()),
+            (2, 3, 4)
+        );
+    }
 
     #[test]
     fn profiles_parse_by_name() {

@@ -1,6 +1,6 @@
 //! What `firehose flood` reports, as printed and as its JSON document (docs/json.md).
 
-use firehose_host::document::{required, Document};
+use firehose_host::document::{required, Document, PacketRates};
 use firehose_host::env::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -22,13 +22,9 @@ pub struct FloodReport {
     pub threads: usize,
     pub source_ports: Vec<u16>,
     pub sent: u64,
-    pub seconds: f64,
-    pub pps: f64,
-    pub mbit_s: f64,
-    #[serde(deserialize_with = "required")]
-    pub cpu_us_per_packet: Option<f64>,
-    #[serde(deserialize_with = "required")]
-    pub syscalls_per_packet: Option<f64>,
+    /// `seconds`, `pps`, `mbit_s` (of frames), `cpu_us_per_packet`, `syscalls_per_packet`.
+    #[serde(flatten)]
+    pub rates: PacketRates,
     pub enobufs: u64,
     pub other_errors: u64,
     /// The errno of the last refused send other than ENOBUFS, by name.

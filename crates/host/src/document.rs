@@ -48,6 +48,37 @@ where
     Option::<T>::deserialize(d)
 }
 
+/// The rates a packet counter reports over its measured time (`sink`, `flood`), the same
+/// fields and the same arithmetic in both documents.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PacketRates {
+    /// The measured time (sink: from one tick before the first datagram was seen to the tick
+    /// the last was seen; flood: from the start to the last send).
+    pub seconds: f64,
+    pub pps: f64,
+    /// Megabits per second of `bytes` (sink: payload; flood: frames on the wire).
+    pub mbit_s: f64,
+    /// Null when no packet was counted.
+    #[serde(deserialize_with = "required")]
+    pub cpu_us_per_packet: Option<f64>,
+    #[serde(deserialize_with = "required")]
+    pub syscalls_per_packet: Option<f64>,
+}
+
+impl PacketRates {
+    /// `packets` of `bytes` in all over `seconds`, costing `cpu_s` of CPU and `syscalls`.
+    pub fn new(packets: u64, bytes: u64, seconds: f64, cpu_s: f64, syscalls: u64) -> Self {
+        let per = |v: f64| (packets > 0).then(|| v / packets as f64);
+        PacketRates {
+            seconds,
+            pps: packets as f64 / seconds.max(1e-9),
+            mbit_s: bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            cpu_us_per_packet: per(cpu_s * 1e6),
+            syscalls_per_packet: per(syscalls as f64),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +138,44 @@ mod tests {
         }
         v["drops"] = "many".into();
         assert!(serde_json::from_value::<Document<Body>>(v).is_err());
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Counted {
+        packets: u64,
+        #[serde(flatten)]
+        rates: PacketRates,
+    }
+
+    #[test]
+    fn packet_rates_sit_at_the_documents_level_and_none_may_be_missing() {
+        let r = PacketRates::new(1000, 64_000, 0.5, 0.002, 10);
+        assert_eq!((r.pps, r.mbit_s), (2000.0, 1.024));
+        assert_eq!(r.cpu_us_per_packet, Some(2.0));
+        assert_eq!(r.syscalls_per_packet, Some(0.01));
+        let none = PacketRates::new(0, 0, 1.0, 0.1, 3);
+        assert_eq!(
+            (none.cpu_us_per_packet, none.syscalls_per_packet),
+            (None, None)
+        );
+        let v = serde_json::to_value(Counted {
+            packets: 1000,
+            rates: r,
+        })
+        .unwrap();
+        assert_eq!(v["pps"], 2000.0, "{v}");
+        for key in [
+            "seconds",
+            "pps",
+            "mbit_s",
+            "cpu_us_per_packet",
+            "syscalls_per_packet",
+        ] {
+            let mut w = v.clone();
+            w.as_object_mut().unwrap().remove(key);
+            let e = serde_json::from_value::<Counted>(w).unwrap_err();
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        assert_eq!(serde_json::from_value::<Counted>(v).unwrap().rates, r);
     }
 }

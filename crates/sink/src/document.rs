@@ -3,7 +3,7 @@
 
 use crate::drops::HostDrops;
 use crate::WorkerSnapshot;
-use firehose_host::document::{required, Document};
+use firehose_host::document::{required, Document, PacketRates};
 use firehose_host::env::Environment;
 use firehose_observe::attribution::Attribution;
 use serde::{Deserialize, Serialize};
@@ -36,14 +36,9 @@ pub struct SinkReport {
     pub rcvbuf_granted: Option<i32>,
     pub packets: u64,
     pub bytes: u64,
-    /// From one tick before the first datagram was seen to the tick the last was seen.
-    pub seconds: f64,
-    pub pps: f64,
-    pub mbit_s: f64,
-    #[serde(deserialize_with = "required")]
-    pub cpu_us_per_packet: Option<f64>,
-    #[serde(deserialize_with = "required")]
-    pub syscalls_per_packet: Option<f64>,
+    /// `seconds`, `pps`, `mbit_s` (of payload), `cpu_us_per_packet`, `syscalls_per_packet`.
+    #[serde(flatten)]
+    pub rates: PacketRates,
     pub socket_drops: u64,
     pub ring_drops: u64,
     pub ring_freezes: u64,

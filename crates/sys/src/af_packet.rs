@@ -56,6 +56,9 @@ impl Fanout {
         }
     }
 
+    /// Every mode, the default first.
+    pub const ALL: &'static [Fanout] = &[Fanout::Hash, Fanout::Cpu, Fanout::Lb, Fanout::Qm];
+
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {

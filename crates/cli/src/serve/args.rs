@@ -21,27 +21,6 @@ pub enum Proto {
     Radius,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum SocketsArg {
-    Shared,
-    Reuseport,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum SteerArg {
-    None,
-    Cpu,
-    CpuEbpf,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PmtuArg {
-    Default,
-    Dont,
-    Do,
-    Omit,
-}
-
 /// Arguments of `firehose serve`.
 #[derive(Debug, Args)]
 #[command(allow_negative_numbers = true)]
@@ -79,11 +58,11 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_positive)]
     pub(super) workers: Option<usize>,
     /// One socket for all workers, or one SO_REUSEPORT socket each.
-    #[arg(long, value_enum)]
-    sockets: Option<SocketsArg>,
+    #[arg(long, value_parser = crate::args::choice(SocketMode::ALL, SocketMode::name))]
+    sockets: Option<SocketMode>,
     /// Pick the reuseport socket by receiving CPU (classic BPF or eBPF program).
-    #[arg(long, value_enum)]
-    steer: Option<SteerArg>,
+    #[arg(long, value_parser = crate::args::choice(Steer::ALL, Steer::name))]
+    steer: Option<Steer>,
     /// CPUs of the workers, one each in order: none, auto (1:1 over allowed CPUs) or a CPU
     /// list like 0-3,6 (formerly --pin).
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
@@ -96,8 +75,8 @@ pub struct ServeArgs {
     pub(super) busy_poll: Option<u32>,
     /// IP_MTU_DISCOVER: kernel default (want), dont (no DF), do (always DF: the kernel
     /// skips per-packet IP ID work, the talk's step), omit (no DF, IP ID computed).
-    #[arg(long, value_enum)]
-    pmtudisc: Option<PmtuArg>,
+    #[arg(long, value_parser = crate::args::choice(PmtuDisc::ALL, PmtuDisc::name))]
+    pmtudisc: Option<PmtuDisc>,
     /// SO_RXQ_OVFL: the socket's drop count on every datagram (a control message per
     /// packet); drops are read with SO_MEMINFO either way.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
@@ -250,19 +229,8 @@ impl ServeArgs {
             Some(ProfileArg::Xdp) => Profile::Tuned,
         };
         let mut cfg = ServeConfig::profile(base, listen, workers);
-        if let Some(s) = self.sockets {
-            cfg.sockets = match s {
-                SocketsArg::Shared => SocketMode::Shared,
-                SocketsArg::Reuseport => SocketMode::Reuseport,
-            };
-        }
-        if let Some(s) = self.steer {
-            cfg.steer = match s {
-                SteerArg::None => Steer::None,
-                SteerArg::Cpu => Steer::Cpu,
-                SteerArg::CpuEbpf => Steer::CpuEbpf,
-            };
-        }
+        cfg.sockets = self.sockets.unwrap_or(cfg.sockets);
+        cfg.steer = self.steer.unwrap_or(cfg.steer);
         if let Some(p) = &self.cpus {
             cfg.pin = match p {
                 Cpus::None => Pin::None,
@@ -276,14 +244,7 @@ impl ServeArgs {
         if let Some(us) = self.busy_poll {
             cfg.busy_poll = (us > 0).then_some(us);
         }
-        if let Some(p) = self.pmtudisc {
-            cfg.pmtudisc = match p {
-                PmtuArg::Default => PmtuDisc::Default,
-                PmtuArg::Dont => PmtuDisc::Dont,
-                PmtuArg::Do => PmtuDisc::Do,
-                PmtuArg::Omit => PmtuDisc::Omit,
-            };
-        }
+        cfg.pmtudisc = self.pmtudisc.unwrap_or(cfg.pmtudisc);
         if let Some(on) = self.rxq_ovfl {
             cfg.rxq_ovfl = on;
         }

@@ -2,7 +2,7 @@
 
 use super::args::Proto;
 use super::start::{proto_name, Reload};
-use firehose_engine::{Server, SocketMode, WorkerStats};
+use firehose_engine::{Server, WorkerStats};
 use firehose_proto::dns::{Outcome, Reloader};
 use std::time::Instant;
 
@@ -61,10 +61,7 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
         "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}, busy-poll {}",
         proto_name(proto),
         a.workers,
-        match a.sockets {
-            SocketMode::Shared => "shared",
-            SocketMode::Reuseport => "reuseport",
-        },
+        a.sockets.name(),
         a.socket_detail
             .first()
             .map_or("none", |s| s.steering.as_str()),

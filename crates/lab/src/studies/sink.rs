@@ -374,7 +374,7 @@ fn counted(
             // The sink's host figures leave out what packet mode's port-holding socket
             // discards by design.
             (
-                r.pps,
+                r.rates.pps,
                 r.socket_drops + r.ring_drops,
                 r.host.udp_in_errors + r.host.softnet_dropped,
             )

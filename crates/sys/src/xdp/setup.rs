@@ -26,6 +26,21 @@ pub enum ModeChoice {
     Generic,
 }
 
+impl ModeChoice {
+    /// Every choice, the default first.
+    pub const ALL: &'static [ModeChoice] =
+        &[ModeChoice::Auto, ModeChoice::Native, ModeChoice::Generic];
+
+    /// The name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModeChoice::Auto => "auto",
+            ModeChoice::Native => "native",
+            ModeChoice::Generic => "generic",
+        }
+    }
+}
+
 /// Which rx queues to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Queues {

@@ -20,6 +20,20 @@ pub enum ZeroCopy {
     Off,
 }
 
+impl ZeroCopy {
+    /// Every choice, the default first.
+    pub const ALL: &'static [ZeroCopy] = &[ZeroCopy::Auto, ZeroCopy::On, ZeroCopy::Off];
+
+    /// The name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZeroCopy::Auto => "auto",
+            ZeroCopy::On => "on",
+            ZeroCopy::Off => "off",
+        }
+    }
+}
+
 /// What to build: ring sizes (a power of two, the same for all four), frames and wakeups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XskConfig {
