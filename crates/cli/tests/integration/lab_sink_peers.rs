@@ -142,9 +142,9 @@ fn lab_sink_over_two_queues_with_its_peers_and_a_fractional_duration() {
         // RX channels), read before and after the sender is looked up.
         move |pid| {
             let before = current_rx(pid);
-            if let Some(threads) = flood_threads(pid) {
-                if before.is_some() && before == current_rx(pid) {
-                    s.lock().unwrap().insert((threads, before.unwrap()));
+            if let (Some(threads), Some(rx)) = (flood_threads(pid), before) {
+                if Some(rx) == current_rx(pid) {
+                    s.lock().unwrap().insert((threads, rx));
                 }
             }
         },
