@@ -174,25 +174,10 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), SetupError> {
     if cfg.window == 0 && cfg.rate.is_none() {
         return bad(S::Window, format!("{} must be at least 1", S::Window.r()));
     }
-    if cfg.per_wake == 0 || cfg.per_wake > 1024 {
-        return bad(
-            S::PerWake,
-            format!(
-                "{} {} is out of range; use 1 to 1024",
-                S::PerWake.r(),
-                cfg.per_wake
-            ),
-        );
-    }
-    if cfg.batch == 0 || cfg.batch > 1024 {
-        return bad(
-            S::Batch,
-            format!(
-                "{} {} is out of range; use 1 to 1024",
-                S::Batch.r(),
-                cfg.batch
-            ),
-        );
+    for (s, v) in [(S::PerWake, cfg.per_wake), (S::Batch, cfg.batch)] {
+        if !(1..=1024).contains(&v) {
+            return bad(s, format!("{} {v} is out of range; use 1 to 1024", s.r()));
+        }
     }
     if let Some(r) = cfg.rate {
         if !(r > 0.0 && r.is_finite()) {
