@@ -187,14 +187,16 @@ Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a
 Servers: firehose (serve --proto radius), freeradius (its files, pap and chap modules, its\n\
 thread pool the worker count), on the same CPUs and the same generated clients.conf and\n\
 users file. Generator: firehose load --proto radius (PAP, Message-Authenticator), one thread\n\
-on the client CPU; closed loop, or open loop at --rate.\n\
+on the client CPU; closed loop, or open loop at --rate. On loopback, or --topology veth\n\
+(servers in the server namespace, the generator in the client namespace; root).\n\
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
---flows --window (flows x window <= 256) --rate --timeout --json --json-file --report\n\
---firehose-bin.\n\n\
+--flows --window (flows x window <= 256) --rate --timeout --topology --json --json-file\n\
+--report --firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
   firehose lab compare --proto dns --duration 5 --report results/dns\n  \
-  firehose lab compare --proto radius --server-cpus 0 --client-cpus 1")]
+  firehose lab compare --proto radius --server-cpus 0 --client-cpus 1\n  \
+  firehose lab compare --proto radius --topology veth --duration 5")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,

@@ -23,6 +23,7 @@ pub mod cmd;
 pub use firehose_host::cputime;
 pub use firehose_host::env;
 pub mod linkset;
+pub mod loss;
 pub mod memory;
 pub mod metrics;
 pub mod peers;

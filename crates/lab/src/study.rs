@@ -12,7 +12,9 @@
 //! and calls `run` (docs/lab.md, "Adding a study").
 
 use crate::env::Environment;
+use crate::loss::LossAttribution;
 use crate::proc::{self, Proc};
+use crate::report::page::{Block, List, TextList};
 use crate::report::Page;
 use crate::topology::{Side, Topology};
 use crate::workdir::WorkDir;
@@ -183,6 +185,12 @@ pub trait Study {
     /// all rendered from it).
     fn page(&self, ran: &Ran<Self::Cell, Self::Trial>, rows: &[Self::Row]) -> Page;
 
+    /// Where a trial's loss went, as the `firehose load` or `firehose sink` it ran
+    /// attributed it (as root): [`page`] and [`document`] carry it for every study.
+    fn loss<'t>(&self, _trial: &'t Self::Trial) -> Option<&'t LossAttribution> {
+        None
+    }
+
     /// Fields of the JSON document beside those every study writes ([`document`]): the
     /// study's settings, targets, ratios.
     fn extra(
@@ -238,8 +246,60 @@ pub fn document<S: Study>(
     put("trials", Ok(serde_json::Value::Array(trials)));
     put("skipped", serde_json::to_value(&ran.skipped));
     put("notes", serde_json::to_value(&ran.notes));
+    let losses: Vec<serde_json::Value> = losses(study, ran)
+        .into_iter()
+        .map(|(cell, rep, a)| {
+            let mut v = serde_json::json!({"cell": cell, "repetition": rep});
+            if let (Some(o), Ok(serde_json::Value::Object(f))) =
+                (v.as_object_mut(), serde_json::to_value(a))
+            {
+                o.extend(f);
+            }
+            v
+        })
+        .collect();
+    put("loss_attribution", Ok(serde_json::Value::Array(losses)));
     m.extend(study.extra(ran, rows));
     serde_json::Value::Object(m)
+}
+
+/// Every trial's loss attribution, in plan order: its cell's name, its repetition.
+pub fn losses<'r, S: Study>(
+    study: &S,
+    ran: &'r Ran<S::Cell, S::Trial>,
+) -> Vec<(&'r str, usize, &'r LossAttribution)> {
+    ran.cells
+        .iter()
+        .flat_map(|c| {
+            c.trials
+                .iter()
+                .zip(&c.reps)
+                .filter_map(|(t, rep)| Some((c.name.as_str(), *rep, study.loss(t)?)))
+        })
+        .collect()
+}
+
+/// The study's page, and after it where each trial's loss went (the trials that lost
+/// something or whose kernel dropped something; nothing without root).
+pub fn page<S: Study>(study: &S, ran: &Ran<S::Cell, S::Trial>, rows: &[S::Row]) -> Page {
+    let mut page = study.page(ran, rows);
+    let items: Vec<String> = losses(study, ran)
+        .into_iter()
+        .filter(|(_, _, a)| a.lost > 0 || a.drops > 0)
+        .map(|(cell, rep, a)| format!("{cell}, repetition {rep}: {}", a.line()))
+        .collect();
+    if !items.is_empty() {
+        page.blocks.push(Block::List(List {
+            title: "Where the loss went".into(),
+            items,
+            text: TextList::Lines {
+                heading: Some("where the loss went (kernel drop reasons):".into()),
+                prefix: "  ".into(),
+                blank_before: true,
+            },
+        }));
+    }
+    page
 }
 
 /// A configuration that was not run, and why.

@@ -1,5 +1,5 @@
 //! `firehose lab compare --proto radius`: `firehose serve --proto radius` against
-//! FreeRADIUS, like for like (the work is in `firehose_lab::studies::radius`). Here: which
+//! FreeRADIUS, like for like, on loopback or veth (the work is in `firehose_lab::studies::radius`). Here: which
 //! flags apply, defaults, and the outputs.
 
 use super::run::{lab_err, run_study, StudyRun};
@@ -16,12 +16,8 @@ fn refuse_flags(c: &CompareArgs) -> Result<()> {
     let r = &c.run;
     let given = [
         (
-            r.topology == Some(Kind::Veth),
-            "--topology veth: the RADIUS comparison runs on loopback only",
-        ),
-        (
             r.queues.is_some(),
-            "--queues: the RADIUS comparison runs on loopback, which has no queues to set",
+            "--queues: the RADIUS comparison's veth pair has one queue a side",
         ),
         (
             r.warmup.is_some(),
@@ -85,6 +81,7 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
     study.rate = r.rate.map(|x| whole_rate("--rate", x)).transpose()?;
     study.timeout = r.timeout;
     study.flows = r.flows.unwrap_or(study.flows);
+    study.topology = r.topology.unwrap_or(Kind::Loopback);
     study.window = r.window.unwrap_or(study.window);
     let guess_s = r.duration.as_secs_f64() + 1.0;
     let run = StudyRun {

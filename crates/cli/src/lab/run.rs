@@ -115,7 +115,7 @@ pub(crate) fn run_study<S: Study>(study: &mut S, r: StudyRun<'_>) -> Result<()> 
     progress.clear();
     let ran = res.map_err(lab_err)?;
     let rows = study.rows(&ran);
-    let page = study.page(&ran, &rows);
+    let page = study::page(study, &ran, &rows);
     print!("{}", page.text());
     let doc = study::document(study, &ran, &rows);
     write_outputs(&mut json, &doc, r.report, |dir| {

@@ -313,6 +313,10 @@ impl Study for Compare {
 
     /// Open loop: every server reaches the rate, so each is judged on its cost against
     /// the plain echo (or the first server) under the same generator.
+    fn loss<'t>(&self, t: &'t Trial) -> Option<&'t crate::loss::LossAttribution> {
+        t.loss.as_ref()
+    }
+
     fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<Row> {
         let mut rows = report::rows(&ran.cells);
         for g in [Generator::Firehose, Generator::Sockperf] {

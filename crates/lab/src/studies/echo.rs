@@ -6,6 +6,7 @@
 
 pub mod report;
 
+use crate::loss::LossAttribution;
 use crate::metrics::{self, Inputs, Latency, Metrics};
 use crate::peers::firehose;
 use crate::peers::perf::{SyscallCount, SyscallCounter};
@@ -90,6 +91,10 @@ pub struct Trial {
     pub server_stats: Option<StatsDocument>,
     /// What the generator reported (load's JSON, or sockperf's parsed summary).
     pub generator_report: Value,
+    /// Where load's lost requests went (as root; read from `generator_report`, so the
+    /// document lists it once, under `loss_attribution`).
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// What the generator counted over its window.
@@ -532,6 +537,12 @@ impl Echo {
             knobs: m.knobs,
             placement_seen: m.placement_seen,
             server_stats: m.server_stats,
+            loss: match m.generator {
+                Generator::Firehose => {
+                    LossAttribution::from_document("load", m.counted.lost, &m.counted.report)
+                }
+                Generator::Sockperf => None,
+            },
             generator_report: m.counted.report,
         }
     }

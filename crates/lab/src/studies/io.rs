@@ -21,6 +21,7 @@
 //! softirq runs on the sender's CPU, so process CPU alone flatters whoever receives). On a
 //! shared host that total also holds everyone else's work: read it beside the load average.
 
+use crate::loss::LossAttribution;
 use crate::metrics::{self, Inputs};
 use crate::peers::dns_server::{wait_answering, DnsServer};
 use crate::peers::{dnsperf, firehose};
@@ -108,8 +109,10 @@ pub struct Cell {
 }
 
 /// What the driver counted.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Counted {
+    /// Where load's lost transactions went (as root; dnsperf: none).
+    pub loss: Option<LossAttribution>,
     pub tps: f64,
     pub completed: u64,
     pub lost: u64,
@@ -138,6 +141,9 @@ pub struct Figures {
     pub client_syscalls_per_txn: Option<f64>,
     pub host_cpu_us_per_txn: Option<f64>,
     pub client_bound: bool,
+    /// Listed once in the document, under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// A cell's trials and their medians.
@@ -456,8 +462,9 @@ impl Study for IoCompare {
         }
         let counted = match &cell.driver {
             Driver::Load(_) => {
-                let (r, _) = firehose::read_load(&json)?;
+                let (r, doc) = firehose::read_load(&json)?;
                 Counted {
+                    loss: LossAttribution::from_document("load", r.lost, &doc),
                     tps: r.tps,
                     completed: r.completed,
                     lost: r.lost,
@@ -475,6 +482,7 @@ impl Study for IoCompare {
                     ))
                 })?;
                 Counted {
+                    loss: None,
                     tps: r.qps,
                     completed: r.completed,
                     lost: r.lost,
@@ -516,7 +524,12 @@ impl Study for IoCompare {
             client_syscalls_per_txn: c.client_syscalls_per_txn,
             host_cpu_us_per_txn: fig.host_cpu_us_per_txn,
             client_bound: fig.client_bound,
+            loss: c.loss,
         }
+    }
+
+    fn loss<'t>(&self, t: &'t Figures) -> Option<&'t LossAttribution> {
+        t.loss.as_ref()
     }
 
     fn rows(&self, ran: &Ran<Cell, Figures>) -> Vec<Row> {

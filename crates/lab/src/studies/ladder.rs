@@ -183,6 +183,10 @@ impl Study for Ladder {
         *rest = next;
     }
 
+    fn loss<'t>(&self, t: &'t Trial) -> Option<&'t crate::loss::LossAttribution> {
+        t.loss.as_ref()
+    }
+
     fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<Row> {
         ladder_rows(&ran.cells, &self.reverted)
     }

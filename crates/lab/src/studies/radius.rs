@@ -13,6 +13,7 @@ mod report;
 pub use report::RadiusRow;
 
 use crate::cputime::{self, Scope};
+use crate::loss::LossAttribution;
 use crate::peers::firehose;
 use crate::peers::radius_server::{wait_answering, RadiusServer};
 use crate::proc::Proc;
@@ -20,14 +21,14 @@ use crate::report::Page;
 use crate::sample::SocketLoss;
 use crate::server::{ServerKind, RADIUS_SERVERS};
 use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
-use crate::topology::Side;
+use crate::topology::{run_id, Kind, Side, Topology, VETH_CLIENT_ADDR};
 use crate::{LabError, LabResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The shared secret of the generated clients.conf (loopback only).
 pub const SECRET: &str = "firehose-lab";
@@ -48,6 +49,9 @@ pub struct RadiusCompare {
     pub rate: Option<u64>,
     /// How long the generator waits for an answer before counting it lost.
     pub timeout: Option<Duration>,
+    /// Loopback (one namespace), or veth: each server in the server namespace, the
+    /// generator in the client namespace, requests crossing the veth pair.
+    pub topology: Kind,
     /// Set in `plan`: the clients.conf and users files.
     files: Option<(PathBuf, PathBuf)>,
     /// The server of the group entered last, and its address.
@@ -67,6 +71,7 @@ impl Default for RadiusCompare {
             window: 32,
             rate: None,
             timeout: None,
+            topology: Kind::Loopback,
             files: None,
             server: None,
             starts: 0,
@@ -106,6 +111,10 @@ pub struct Measured {
     pub server_drops: u64,
     /// Growth of the host's Udp RcvbufErrors during the run (the generator's sockets too).
     pub rcvbuf_errors: u64,
+    /// Where the generator's lost requests went (as root); the document lists it once,
+    /// under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// The figures of one trial.
@@ -121,11 +130,12 @@ pub struct Trial {
     pub client_util: f64,
 }
 
-/// A clients.conf with one client, this host's loopback, that must sign every
-/// Access-Request with a Message-Authenticator (both servers' BlastRADIUS defence).
-pub fn clients_conf() -> String {
+/// A clients.conf with one client, the generator's address (this host's loopback, or the
+/// client end of the veth pair), that must sign every Access-Request with a
+/// Message-Authenticator (both servers' BlastRADIUS defence).
+pub fn clients_conf(client: IpAddr) -> String {
     format!(
-        "client lab {{\n\tipaddr = 127.0.0.1\n\tsecret = {SECRET}\n\trequire_message_authenticator = yes\n}}\n"
+        "client lab {{\n\tipaddr = {client}\n\tsecret = {SECRET}\n\trequire_message_authenticator = yes\n}}\n"
     )
 }
 
@@ -209,6 +219,75 @@ impl RadiusCompare {
     }
 }
 
+impl RadiusCompare {
+    /// On veth the lab's own process cannot reach the server namespace: the server is
+    /// ready once a short `firehose load` from the client namespace gets a validated answer
+    /// (within `within`); `Ok(Err(why))` quotes the server's and the probe's stderr.
+    fn wait_answering_across(
+        &self,
+        lab: &Lab<'_>,
+        server: &mut Proc,
+        listen: SocketAddr,
+        within: Duration,
+    ) -> LabResult<Result<(), String>> {
+        let (clients, users) = self.files.clone().expect("planned");
+        let json = lab.workdir.join("probe.json");
+        let mut args: Vec<String> = [
+            "--proto",
+            "radius",
+            "--radius-users",
+            &users.display().to_string(),
+            "--radius-clients",
+            &clients.display().to_string(),
+            "--flows",
+            "1",
+            "--window",
+            "1",
+            "--duration",
+            "0.2",
+            "--timeout",
+            "100ms",
+            "--no-drops",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.push("--threads".into());
+        args.push("1".into());
+        let argv = firehose::load(lab, &listen.to_string(), &args, &json, None);
+        let cpus = lab.placement.client_cpus[..1].to_vec();
+        let by = Instant::now() + within;
+        let mut last: String;
+        loop {
+            if let Some(st) = server.exited() {
+                return Ok(Err(format!(
+                    "{} exited ({st}) before answering: {}",
+                    server.name(),
+                    server.stderr_tail()
+                )));
+            }
+            let _ = std::fs::remove_file(&json);
+            match lab.run_to_end(Side::Client, &cpus, &argv, "radius-probe", within) {
+                Ok(_) => match firehose::read_load(&json) {
+                    Ok((r, _)) if r.completed > 0 => return Ok(Ok(())),
+                    Ok((r, _)) => last = format!("{} requests, none answered", r.sent),
+                    Err(e) => last = e.to_string(),
+                },
+                Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+                Err(e) => last = e.to_string(),
+            }
+            if Instant::now() >= by {
+                return Ok(Err(format!(
+                    "{} did not answer the generator across the veth pair on {listen} within {:.0} s ({last}): {}",
+                    server.name(),
+                    within.as_secs_f64(),
+                    server.stderr_tail()
+                )));
+            }
+            lab.check()?;
+        }
+    }
+}
+
 impl Study for RadiusCompare {
     type Cell = Cell;
     type Measured = Measured;
@@ -221,8 +300,16 @@ impl Study for RadiusCompare {
 
     fn plan(&mut self, lab: &mut Lab<'_>) -> LabResult<Plan<Cell>> {
         self.check(lab)?;
+        let client_ip = match self.topology {
+            Kind::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Kind::Veth => {
+                lab.topo = Topology::veth(&run_id(None), 1)?;
+                IpAddr::V4(VETH_CLIENT_ADDR)
+            }
+        };
         let clients = lab.workdir.join("clients.conf");
-        std::fs::write(&clients, clients_conf()).map_err(|e| LabError::io(clients.display(), e))?;
+        std::fs::write(&clients, clients_conf(client_ip))
+            .map_err(|e| LabError::io(clients.display(), e))?;
         let users = lab.workdir.join("users");
         std::fs::write(&users, users_file(self.users))
             .map_err(|e| LabError::io(users.display(), e))?;
@@ -244,10 +331,16 @@ impl Study for RadiusCompare {
                 });
             }
         }
-        let notes = vec![format!(
-            "both servers read the same generated clients.conf (one client, 127.0.0.1, Message-Authenticator required) and users file ({} users, every 4th rejected by Auth-Type); FreeRADIUS runs its files, pap and chap modules only, reject_delay 0, its thread pool fixed at the worker count, confined to the same CPUs",
+        let mut notes = vec![format!(
+            "both servers read the same generated clients.conf (one client, {client_ip}, Message-Authenticator required) and users file ({} users, every 4th rejected by Auth-Type); FreeRADIUS runs its files, pap and chap modules only, reject_delay 0, its thread pool fixed at the worker count, confined to the same CPUs",
             self.users
         )];
+        if self.topology == Kind::Veth {
+            notes.push(format!(
+                "topology veth: each server listens on {} in the server namespace, the generator sends from {client_ip} in the client namespace",
+                lab.topo.server_addr()
+            ));
+        }
         Plan::compare(cells, skipped, notes)
     }
 
@@ -267,7 +360,7 @@ impl Study for RadiusCompare {
             .workdir
             .join(format!("{}-{}-{}", c.server.name(), c.workers, self.starts));
         std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display(), e))?;
-        let listen: SocketAddr = ([127, 0, 0, 1], port).into();
+        let listen = SocketAddr::new(lab.topo.server_addr(), port);
         let argv = RadiusServer {
             kind: &c.server,
             firehose: &lab.bin,
@@ -281,13 +374,11 @@ impl Study for RadiusCompare {
         let cpus = lab.placement.server_cpus[..c.workers].to_vec();
         let tag = format!("{}-{}-server", c.server.name(), self.starts);
         let mut p = lab.spawn(Side::Server, &cpus, &argv, &tag)?;
-        wait_answering(
-            lab,
-            &mut p,
-            listen,
-            SECRET.as_bytes(),
-            Duration::from_secs(15),
-        )?
+        let within = Duration::from_secs(15);
+        match lab.topo.kind() {
+            Kind::Loopback => wait_answering(lab, &mut p, listen, SECRET.as_bytes(), within)?,
+            Kind::Veth => self.wait_answering_across(lab, &mut p, listen, within)?,
+        }
         .map_err(LabError::Run)?;
         self.server = Some((p, listen));
         Ok(None)
@@ -320,8 +411,9 @@ impl Study for RadiusCompare {
         let server_s = (cputime::seconds(pid, Scope::Tree)? - server_before).max(0.0);
         let host_s = (cputime::host_busy_s()? - host_before).max(0.0);
         let loss = SocketLoss::read(pid, listen.port())?.since(&loss_before);
-        let (r, _) = firehose::read_load(&json)?;
+        let (r, doc) = firehose::read_load(&json)?;
         Ok(Outcome::Done(Measured {
+            loss: LossAttribution::from_document("load", r.lost, &doc),
             rps: r.tps,
             completed: r.completed,
             lost: r.lost,
@@ -352,6 +444,10 @@ impl Study for RadiusCompare {
         }
     }
 
+    fn loss<'t>(&self, t: &'t Trial) -> Option<&'t LossAttribution> {
+        t.measured.loss.as_ref()
+    }
+
     fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<RadiusRow> {
         ran.cells
             .iter()
@@ -374,6 +470,7 @@ impl Study for RadiusCompare {
         m.insert("flows".into(), self.flows.into());
         m.insert("window".into(), self.window.into());
         m.insert("users".into(), self.users.into());
+        m.insert("topology".into(), self.topology.name().into());
         m.insert(
             "ratios".into(),
             serde_json::json!(report::ratios(self, rows)),
@@ -402,6 +499,7 @@ mod tests {
             wall_s: 2.0,
             server_drops: 0,
             rcvbuf_errors: 0,
+            loss: None,
         }
     }
 
@@ -430,7 +528,8 @@ mod tests {
         assert_eq!(u.matches("Auth-Type := Reject").count(), 2);
         assert!(u.starts_with("user0\tCleartext-Password := \"pw0\"\n\tReply-Message"));
         assert!(u.contains("user3\tCleartext-Password := \"pw3\", Auth-Type := Reject\n"));
-        assert!(clients_conf().contains("require_message_authenticator = yes"));
+        assert!(clients_conf(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            .contains("require_message_authenticator = yes"));
         let a = RadiusCompare {
             rate: Some(5000),
             ..RadiusCompare::default()

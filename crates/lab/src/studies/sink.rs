@@ -28,6 +28,7 @@ mod start;
 pub use report::{flood_targets, sink_targets, Profile, Row};
 
 use crate::cputime::{self, Scope};
+use crate::loss::LossAttribution;
 use crate::peers::perf::{Recording, Symbol};
 use crate::peers::udp_sink;
 use crate::report::Page;
@@ -231,6 +232,8 @@ pub struct Measured {
     /// Udp InErrors (RcvbufErrors included; server namespace) and softnet dropped.
     pub kernel_drops: u64,
     pub sender_cpu_s: Option<f64>,
+    /// Where the sink's drops went (as root).
+    pub loss: Option<LossAttribution>,
 }
 
 /// The figures of one trial.
@@ -245,6 +248,9 @@ pub struct Figures {
     pub host_cpu_us_per_packet: Option<f64>,
     pub own_drops: u64,
     pub kernel_drops: u64,
+    /// Listed once in the document, under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// A trial's figures (or why the cell cannot run here), and the receiving CPU's profile
@@ -341,7 +347,15 @@ impl PacketStudy {
             Err(why) => return Ok((Outcome::Skip(why), profile)),
         };
         let (pps, own_drops, kernel_drops) = counted;
+        let loss = match (&cell.subject, &run.sink_json) {
+            (Subject::Sink(_), Some(p)) => std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| LossAttribution::from_document("sink", own_drops, &v)),
+            _ => None,
+        };
         let m = Measured {
+            loss,
             window: w,
             pps,
             own_drops,
@@ -502,7 +516,12 @@ impl Study for PacketStudy {
             host_cpu_us_per_packet: per(m.window.host_cpu_s),
             own_drops: m.own_drops,
             kernel_drops: m.kernel_drops,
+            loss: m.loss,
         }
+    }
+
+    fn loss<'t>(&self, t: &'t Figures) -> Option<&'t LossAttribution> {
+        t.loss.as_ref()
     }
 
     /// lab sink: one more run per mode at the largest queue count, the receiving CPU

@@ -258,6 +258,7 @@ mod tests {
                 wall_s: 1.0,
                 server_drops: 2,
                 rcvbuf_errors: 0,
+                loss: None,
             },
             server_cpu_us_per_req: Some(server_us),
             host_cpu_us_per_req: Some(server_us * 2.0),

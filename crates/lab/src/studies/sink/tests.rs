@@ -49,6 +49,7 @@ fn m(pps: f64, recv_us: f64, send_us: f64) -> Figures {
         host_cpu_us_per_packet: Some(recv_us + send_us),
         own_drops: 0,
         kernel_drops: 0,
+        loss: None,
     }
 }
 

@@ -95,6 +95,7 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
         placement_seen: Default::default(),
         server_stats: None,
         generator_report: serde_json::json!({"tps": tps}),
+        loss: None,
     }
 }
 
