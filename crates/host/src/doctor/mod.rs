@@ -15,7 +15,7 @@ mod live;
 mod nic;
 mod sysctl;
 
-pub use facts::{gather, Facts, Scope};
+pub use facts::{gather, DropReasons, Facts, Scope};
 pub use plan::Step;
 
 /// The verdict of a check.
@@ -181,6 +181,11 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
         live::softnet,
     ),
     ("udp-errors", "UDP receive errors", live::udp_errors),
+    (
+        "drop-reasons",
+        "the kernel's drop reasons over the window (skb:kfree_skb, as firehose drops)",
+        live::drop_reasons,
+    ),
     (
         "port",
         "drops and steering of the sockets on --port",
