@@ -41,32 +41,37 @@ fn load(lab: &Lab, args: &[&str]) -> Output {
     load_cmd(lab, args).output().unwrap()
 }
 
-/// Runs `load --io xdp` for exactly `n` requests against `target`; returns its JSON.
-fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Value {
+/// Runs `load --io xdp` for exactly `n` requests against `target` (echo, or as `proto`
+/// says); returns its JSON.
+fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str, proto: &[&str]) -> serde_json::Value {
     let json = tmp(&format!("xdpload-{tag}.json"));
     let out = load(
         lab,
         &[
-            "--io",
-            "xdp",
-            "--iface",
-            &cli_dev(lab),
-            "--target",
-            target,
-            "--requests",
-            &n.to_string(),
-            "--flows",
-            "32",
-            "--window",
-            "4",
-            "--interval",
-            "0",
-            // A loaded host can stall for a second: a late answer still counts.
-            "--timeout",
-            "10s",
-            "--json-file",
-            &json.to_string_lossy(),
-        ],
+            proto,
+            &[
+                "--io",
+                "xdp",
+                "--iface",
+                &cli_dev(lab),
+                "--target",
+                target,
+                "--requests",
+                &n.to_string(),
+                "--flows",
+                "32",
+                "--window",
+                "4",
+                "--interval",
+                "0",
+                // A loaded host can stall for a second: a late answer still counts.
+                "--timeout",
+                "10s",
+                "--json-file",
+                &json.to_string_lossy(),
+            ],
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = json_of(&json);
@@ -91,7 +96,7 @@ fn load_over_xdp_counts_every_request_against_both_server_paths() {
                 args.extend(["--iface", lab.dev.as_str()]);
             }
             let srv = Served::start(&lab, &args);
-            let doc = load_exactly(&lab, &addr, N, &format!("{server_io}{family}"));
+            let doc = load_exactly(&lab, &addr, N, &format!("{server_io}{family}"), &[]);
             let what = format!("server --io {server_io}, {family}: {doc}");
             assert_eq!(doc["completed"], N, "{what}");
             assert_eq!(doc["sent"], N, "{what}");
@@ -284,9 +289,11 @@ fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
             args.extend(["--iface", lab.dev.as_str()]);
         }
         let srv = Served::start(&lab, &args);
-        let json = dir.join(format!("load-{server_io}.json"));
-        let out = load(
+        let doc = load_exactly(
             &lab,
+            &addr,
+            N,
+            &format!("radius-{server_io}"),
             &[
                 "--proto",
                 "radius",
@@ -294,26 +301,8 @@ fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
                 &c,
                 "--radius-users",
                 &u,
-                "--io",
-                "xdp",
-                "--iface",
-                &cli_dev(&lab),
-                "--target",
-                &addr,
-                "--requests",
-                &N.to_string(),
-                "--flows",
-                "4",
-                "--window",
-                "4",
-                "--timeout",
-                "10s",
-                "--json-file",
-                &json.to_string_lossy(),
             ],
         );
-        assert!(out.status.success(), "{}", stderr(&out));
-        let doc = json_of(&json);
         let what = format!("serve --proto radius --io {server_io}: {doc}");
         assert_eq!(doc["completed"], N, "{what}");
         assert_eq!(doc["sent"], N, "{what}");
