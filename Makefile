@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -115,6 +115,14 @@ bench-drops: build
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)
+
+# Where load's latency goes on loopback (mk/bench-latency): rtt p50 under the default pacing
+# against --spin and send_lag p99 with --spin, at 50k/s and 150k/s, from kernel timestamps
+# (load --stamps); then the stamps' own cost per transaction. 3 interleaved repetitions,
+# medians (min-max), the load average beside every figure.
+bench-latency: build
+	@sh mk/deps lab
+	sh mk/bench-latency $(BIN)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -17,6 +17,7 @@ use firehose_load::dns::DnsWorkload;
 use firehose_load::document::{LoadRun, LoadSettings};
 use firehose_load::interval::HdrLogFile;
 use firehose_load::io::FlowIo;
+use firehose_load::pace::Arrivals;
 use firehose_load::radius::RadiusWorkload;
 use firehose_load::watch::{HdrIntervals, IntervalLines, ServerWindow};
 use firehose_load::xdp::{XdpIo, XdpLoadConfig};
@@ -60,6 +61,7 @@ Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\
 EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 -t 5\n  \
   firehose load --target '[::1]:9000' --rate 50k --flows 8 -J > run.json\n  \
+  firehose load --target 127.0.0.1:9000 --rate 50k --flows 4 --stamps\n  \
   firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
   firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
 --radius-clients examples/radius/clients.conf --rate 20k -t 5"
@@ -120,12 +122,23 @@ pub struct LoadArgs {
     /// flow; fewer give a smoother schedule for more CPU per request, 1 wakes for each.
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     per_wake: Option<usize>,
-    /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
+    /// Poll sockets without sleeping: lowest latency, one busy CPU per thread. In open loop
+    /// each request then leaves when it is intended.
     #[arg(long)]
     spin: bool,
+    /// Open loop: the schedule's shape at --rate: uniform (evenly spaced), poisson
+    /// (exponential gaps) or burst:N (N at once every N intervals, one wake-up each).
+    /// --stamps shows the gaps the server saw.
+    #[arg(long, value_name = "PATTERN", value_parser = parse_arrivals)]
+    arrivals: Option<Arrivals>,
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
     #[arg(long)]
     no_gso: bool,
+    /// Take latency apart with kernel timestamps (--io socket): each request stamped as it
+    /// leaves, each response as it arrives, giving rtt (the network and the server),
+    /// send_lag and recv_lag (the generator's) beside latency. Sends go by sendmmsg.
+    #[arg(long)]
+    stamps: bool,
     /// Do not attribute losses (as root, a drop watch on skb:kfree_skb runs with the load
     /// and the summary says where lost requests were dropped).
     #[arg(long)]
@@ -270,7 +283,19 @@ pub fn run(a: LoadArgs) -> Result<()> {
         spin: a.spin,
         gso: !a.no_gso,
         per_wake: a.per_wake.unwrap_or(firehose_load::pace::PER_WAKE as usize),
+        tx_stamps: a.stamps,
+        arrivals: a.arrivals.clone().unwrap_or(Arrivals::Uniform),
     };
+    if a.arrivals.is_some() && a.rate.is_none() {
+        return Err(Usage(
+            "--arrivals shapes an open loop: give --rate too (closed loop sends as answers come)"
+                .into(),
+        )
+        .into());
+    }
+    if matches!(a.arrivals, Some(Arrivals::Burst(_))) && a.per_wake.is_some() {
+        return Err(Usage("--arrivals burst:N sends N per wake-up; drop --per-wake".into()).into());
+    }
     if a.per_wake.is_some() && a.rate.is_none() {
         return Err(Usage(
             "--per-wake paces an open loop: give --rate too (closed loop sends as answers come)"
@@ -336,12 +361,14 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
-        gso: !a.no_gso && a.io.name == "socket",
+        gso: !a.no_gso && a.io.name == "socket" && !a.stamps,
+        stamps: a.stamps,
+        arrivals: a.rate.map(|_| cfg.arrivals.name()),
         io: a.io.name.into(),
         xdp: settings,
     };
     let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
-    let report = match workload {
+    let mut report = match workload {
         Proto::Echo(w) => drive(&a, &cfg, flows, |_| w.clone())?,
         // Each thread starts at its own place in the file.
         Proto::Dns(w) => drive(&a, &cfg, flows, |i| w.clone().starting_at(i * 7919))?,
@@ -351,6 +378,9 @@ pub fn run(a: LoadArgs) -> Result<()> {
             w
         })?,
     };
+    if let Some(p) = report.parts.as_mut() {
+        p.hardware = firehose_load::decompose::hardware_stamps(&cfg.target);
+    }
     let pids: Vec<u32> = a.server_pid.into_iter().collect();
     let attribution = crate::drops::attribute(loss_watch, &[target.port()], &pids, "load");
     print_summary(&config_doc.target, &config_doc.mode, a.server_pid, &report);
@@ -373,8 +403,10 @@ pub(crate) fn load_error(e: SetupError) -> anyhow::Error {
 
 /// The socket path's own flags' refusal under another path.
 pub(crate) fn socket_only_flags(a: &LoadArgs) -> Option<String> {
-    a.no_gso
-        .then(|| "--no-gso applies only to --io socket".to_string())
+    [(a.no_gso, "--no-gso"), (a.stamps, "--stamps")]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, flag)| format!("{flag} applies only to --io socket"))
 }
 
 /// The AF_XDP flags' refusal under another path.
@@ -582,4 +614,8 @@ fn drive<W: Workload + 'static>(
         |c| code_namer.code_name(c),
     )
     .context("summarising the latency histogram")
+}
+
+fn parse_arrivals(s: &str) -> std::result::Result<Arrivals, String> {
+    Arrivals::parse(s)
 }

@@ -71,6 +71,12 @@ impl SocketSet {
         let mut detail = Vec::new();
         for (i, s) in sockets.iter().enumerate() {
             detail.push(read_back(s, i, steering, busy)?);
+            let granted = detail[i].rcvbuf;
+            if let Some(asked) = cfg.rcvbuf.filter(|&b| (granted as usize) < b) {
+                notes.push(format!(
+                    "SO_RCVBUF: asked {asked} bytes, the kernel granted {granted}: net.core.rmem_max caps it without CAP_NET_ADMIN (raise it, e.g. firehose doctor --apply, or run as root)"
+                ));
+            }
             if busy {
                 s.set_nonblocking(true)?;
             } else {

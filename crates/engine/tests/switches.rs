@@ -23,6 +23,20 @@ fn any4() -> SocketAddr {
 }
 
 #[test]
+fn the_tuned_profile_gets_its_receive_buffer_or_says_why_not() {
+    let cfg = ServeConfig::profile(Profile::Tuned, any4(), 1);
+    let srv = Server::start(&cfg, |_| Echo).unwrap();
+    let granted = srv.sockets()[0].rcvbuf().unwrap() as usize;
+    let want = firehose_engine::config::TUNED_RCVBUF;
+    if cpu::is_root() {
+        assert_eq!(granted, 2 * want, "SO_RCVBUFFORCE doubles the request");
+    }
+    let notes = &srv.applied().notes;
+    let noted = notes.iter().any(|n| n.starts_with("SO_RCVBUF: asked"));
+    assert_eq!(noted, granted < want, "{granted} {notes:?}");
+}
+
+#[test]
 fn options_are_applied_and_read_back() {
     let mut cfg = ServeConfig::profile(Profile::Naive, any4(), 2);
     cfg.sockets = SocketMode::Reuseport;

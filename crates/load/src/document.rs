@@ -55,6 +55,11 @@ pub struct LoadSettings {
     pub per_wake: Option<usize>,
     pub spin: bool,
     pub gso: bool,
+    /// Latency taken apart by kernel timestamps (`--stamps`).
+    pub stamps: bool,
+    /// Open loop: the schedule's shape ("uniform", "poisson", "burst:N"); null in closed loop.
+    #[serde(deserialize_with = "required")]
+    pub arrivals: Option<String>,
     /// "socket", "xdp" or "uring".
     pub io: String,
     /// What the kernel granted for `--io xdp` (absent otherwise).

@@ -10,6 +10,7 @@
 //! lost (unanswered within the timeout, or still unanswered when the run drains).
 
 mod paced;
+mod stamps;
 
 use crate::interval::IntervalSlot;
 use crate::io::{open_flow, Caps, FlowIo, SocketFlows};
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Open loop on a path without receive stamps (or spinning): requests due within this
+/// Open loop on a path without receive stamps (not spinning): requests due within this
 /// much of now leave together, so the thread wakes at most every 50 µs to send.
 const UNPACED_AHEAD_NS: u64 = 50_000;
 
@@ -75,6 +76,12 @@ pub struct LoadConfig {
     /// Open loop: requests per wake-up ([`crate::pace::PER_WAKE`] by default); fewer make
     /// a smoother schedule at more CPU per request.
     pub per_wake: usize,
+    /// Stamp every request as the kernel sends it and every response as it arrives
+    /// (socket path), and take latency apart ([`crate::decompose`]); sends then go by
+    /// sendmmsg, not GSO.
+    pub tx_stamps: bool,
+    /// Open loop: the shape of the schedule.
+    pub arrivals: crate::pace::Arrivals,
 }
 
 /// Live counters of one thread, readable while it runs (for interval lines).
@@ -87,6 +94,9 @@ pub struct Live {
     pub dup: AtomicU64,
     /// Where the thread hands over its interval histograms (`--hdr-log`).
     pub interval: IntervalSlot,
+    /// The same for the parts of latency, with `--stamps` (rtt, send_lag, recv_lag:
+    /// [`crate::decompose::PART_TAGS`]).
+    pub parts: [IntervalSlot; 3],
 }
 
 /// What one thread measured.
@@ -113,6 +123,8 @@ pub struct ThreadResult {
     /// The workload's failed checks by reason ([`Workload::invalid`]).
     pub invalid: Vec<(&'static str, u64)>,
     pub latency_ns: Histogram<u64>,
+    /// Latency taken apart by kernel timestamps, on a path that stamps.
+    pub parts: Option<crate::decompose::Decomposition>,
     /// This thread's CPU time during the measurement window.
     pub cpu_time: Duration,
     /// Length of the measurement window this thread saw.
@@ -264,9 +276,18 @@ pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, SetupError> {
     validate(cfg)?;
     let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
     let open_loop = cfg.rate.is_some();
+    // A UDP GSO super-datagram would carry one transmit stamp for all its segments.
+    let gso = cfg.gso && !cfg.tx_stamps;
     open_flows(cfg)?
         .into_iter()
-        .map(|socks| SocketFlows::new(socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop))
+        .map(|socks| {
+            let io = SocketFlows::new(socks, cfg.batch, tx_slots, gso, cfg.spin, open_loop)?;
+            if cfg.tx_stamps {
+                io.with_tx_stamps()
+            } else {
+                Ok(io)
+            }
+        })
         .collect()
 }
 
@@ -409,7 +430,8 @@ impl ThreadPlan {
             } else {
                 (flows_here * cfg.window) as u64
             };
-            Pace::new(iv, cap, cfg.per_wake as u64)
+            // Each thread its own Poisson pattern.
+            Pace::shaped(iv, cap, cfg.per_wake as u64, &cfg.arrivals, t as u64 + 1)
         });
         ThreadPlan {
             pace,
@@ -469,6 +491,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     realtime_offset_ns: i128,
     /// Sleeps between wake-ups (system calls the path does not count).
     sleeps: u64,
+    /// Transmit-stamp bookkeeping, on a path that stamps sends.
+    stamps: Option<stamps::Stamps>,
     cpu_at_start: Option<Duration>,
     wall_at_start: Option<u64>,
     cpu_at_end: Option<Duration>,
@@ -492,14 +516,22 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let paced = plan.pace.is_some() && !plan.spin && caps.rx_timestamps;
         let mut plan = plan;
         if let (false, Some(p)) = (paced, plan.pace.as_mut()) {
-            // Without receive stamps every arrival wakes the thread anyway: send only
-            // what is due within 50 µs, timed close to the schedule.
-            p.ahead_ns = p.ahead_ns.min(UNPACED_AHEAD_NS);
+            // Spinning, each request leaves when it is intended, so the server sees the
+            // schedule's own shape. Without receive stamps every arrival wakes the thread
+            // anyway: send only what is due within 50 µs, timed close to the schedule.
+            p.ahead_ns = if plan.spin {
+                0
+            } else {
+                p.ahead_ns.min(UNPACED_AHEAD_NS)
+            };
         }
         Ok(Thread {
             paced,
             realtime_offset_ns: 0,
             sleeps: 0,
+            stamps: caps
+                .tx_timestamps
+                .then(|| stamps::Stamps::new(io.flows(), capacity)),
             table: Table::new(capacity, bits >= 64),
             flows: (0..io.flows()).map(|_| Flow { outstanding: 0 }).collect(),
             io,
@@ -558,6 +590,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         loop {
             let now = self.now_ns();
             self.mark_window(now);
+            // The parts first: an interval that has latency has its parts.
+            self.hand_over_parts(false);
             self.live
                 .interval
                 .poll(&mut self.interval_seen, &mut self.hist, &mut self.total);
@@ -575,6 +609,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             } else {
                 self.send_due(now);
                 self.send_errors += self.io.flush() as u64;
+                self.stamp_failure()?;
             }
             let wait = self.wait_budget(now, drain_until);
             let now = if self.paced {
@@ -596,7 +631,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return Duration::ZERO;
         }
         let cap = 2_000_000u64; // re-check losses and the clock at least every 2 ms
-        let next = match (drain_until, self.plan.pace) {
+        let next = match (drain_until, &self.plan.pace) {
             (Some(u), _) => u.saturating_sub(now),
             (None, Some(_)) if self.table.free_slots() == 0 => cap,
             (None, Some(pace)) => pace.wait_ns(now, self.next_seq),
@@ -611,7 +646,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 for f in 0..self.flows.len() {
                     let room = self.room(f);
                     if room > 0 {
-                        self.send_on(f, room, now, now);
+                        self.send_on(f, room, now, None);
                     }
                 }
             }
@@ -627,10 +662,11 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
     }
 
-    /// Sends up to `n` requests on flow `f`; returns how many went out.
-    fn send_on(&mut self, f: usize, n: usize, now: u64, first_intended: u64) -> usize {
+    /// Sends up to `n` requests on flow `f`, the first of them request `first_seq` of the
+    /// open-loop schedule (closed loop: `None`, each intended now); returns how many went
+    /// out.
+    fn send_on(&mut self, f: usize, n: usize, now: u64, first_seq: Option<u64>) -> usize {
         let n = n.min(self.io.tx_capacity());
-        let iv = self.plan.interval_ns;
         let mut queued = 0;
         let mut counted_sends = 0u64;
         for k in 0..n {
@@ -639,9 +675,9 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                     break;
                 }
             }
-            let intended = match iv {
-                Some(iv) => first_intended + (k as f64 * iv) as u64,
-                None => now,
+            let intended = match (first_seq, &self.plan.pace) {
+                (Some(s), Some(p)) => p.intended(s + k as u64),
+                _ => now,
             };
             let counted = intended >= self.plan.measure_from_ns;
             // Time a request from when it really left if it left early, else from when it
@@ -654,6 +690,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 .workload
                 .write_request(id, intended, self.io.tx_slot(k));
             self.io.queue(k, len);
+            self.stamp_queued(k, id);
             queued += 1;
             counted_sends += u64::from(counted);
         }
@@ -661,6 +698,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             return 0;
         }
         let res = self.io.send(f);
+        self.stamp_sent(f);
         self.gso_sends += res.gso_sends as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their
         // timeout, which is what they are from the server's point of view.
@@ -706,7 +744,22 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
     /// `now` (read just after the read), or, on a paced path, at its kernel receive time.
     fn take_responses(&mut self, got: usize, now: u64) {
         let mut completed_now = 0;
+        // With stamps: when the batch was read, and the kernel's clock against ours.
+        let (read, offset) = match self.stamps {
+            Some(_) => {
+                let read = self.now_ns();
+                (read, stamps::realtime_ns() - i128::from(read))
+            }
+            None => (now, 0),
+        };
         for i in 0..got {
+            let crate::io::Datagram { flow: f, data, .. } = self.io.datagram(i);
+            if self.stamps.is_some() {
+                // Its request's departure, read first if it is not there yet.
+                if let Some((id, _)) = self.workload.response_id(data) {
+                    self.stamp_before_answer(id, f as usize);
+                }
+            }
             let crate::io::Datagram {
                 flow: f,
                 data,
@@ -726,6 +779,13 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                             .max(1);
                         let _ = self.hist.record(lat.min(HIST_MAX_NS));
                         *self.codes.entry(code).or_insert(0) += 1;
+                        self.stamp_completed(
+                            e.intended_ns,
+                            e.departed_ns,
+                            rx_time_ns,
+                            read,
+                            offset,
+                        );
                     }
                 }
                 Answer::Duplicate => {
@@ -758,6 +818,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
 
     fn finish(mut self) -> Result<ThreadResult, SetupError> {
         let path = self.io.stats();
+        self.hand_over_parts(true);
         self.live.interval.finish(&mut self.hist, &mut self.total);
         let cpu_time = match (self.cpu_at_start, self.cpu_at_end) {
             (Some(a), Some(b)) => b.saturating_sub(a),
@@ -785,6 +846,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             codes: self.codes,
             invalid: self.workload.invalid(),
             latency_ns: self.total,
+            parts: self.stamps.map(|s| s.figures),
             cpu_time,
             window,
         })

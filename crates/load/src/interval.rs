@@ -86,14 +86,29 @@ impl IntervalSlot {
 /// checks at least every 2 ms), and returns what they handed over. A thread that answers late
 /// lands in the next interval; nothing is lost or counted twice.
 pub fn collect(slots: &[&IntervalSlot], epoch: u64, patience: Duration) -> Histogram<u64> {
-    for s in slots {
+    collect_each(&[slots], epoch, patience).remove(0)
+}
+
+/// [`collect`] for several kinds of histogram at once (latency and its parts): every slot is
+/// asked before any is waited for, so a thread hands all its kinds over at the same turn.
+pub fn collect_each(
+    kinds: &[&[&IntervalSlot]],
+    epoch: u64,
+    patience: Duration,
+) -> Vec<Histogram<u64>> {
+    for s in kinds.iter().flat_map(|k| k.iter()) {
         s.wanted.store(epoch, Ordering::Relaxed);
     }
     let deadline = Instant::now() + patience;
-    while !slots.iter().all(|s| s.answered(epoch)) && Instant::now() < deadline {
+    while !kinds
+        .iter()
+        .flat_map(|k| k.iter())
+        .all(|s| s.answered(epoch))
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_micros(200));
     }
-    take_all(slots)
+    kinds.iter().map(|k| take_all(k)).collect()
 }
 
 /// Takes what the threads handed over without asking: after they have all finished.
@@ -149,8 +164,21 @@ impl HdrLog<'_> {
         start: Duration,
         length: Duration,
     ) -> io::Result<()> {
+        self.write_tagged(h, start, length, None)
+    }
+
+    /// [`HdrLog::write`] with the line tagged `Tag=tag` (a part of latency: `rtt`,
+    /// `send_lag`, `recv_lag`), as HdrHistogram's log format keeps several series in one log.
+    pub fn write_tagged(
+        &mut self,
+        h: &Histogram<u64>,
+        start: Duration,
+        length: Duration,
+        tag: Option<&str>,
+    ) -> io::Result<()> {
+        let tag = tag.and_then(hdrhistogram::serialization::interval_log::Tag::new);
         self.log
-            .write_histogram(h, start, length, None)
+            .write_histogram(h, start, length, tag)
             .map_err(|e| io::Error::other(e.to_string()))
     }
 }

@@ -17,6 +17,8 @@ use firehose_sys::epoll::Epoll;
 pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
+pub use firehose_sys::timestamping::TxStamp;
+use firehose_sys::timestamping::{ErrQueue, TX_SOFTWARE};
 use firehose_sys::SetupError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -49,6 +51,9 @@ pub struct Caps {
     /// generator may then drain responses late, on its own schedule, and still time each
     /// from its arrival.
     pub rx_timestamps: bool,
+    /// The kernel stamps every request as it leaves ([`FlowIo::tx_stamps`]) and every
+    /// response as it arrives: latency can be taken apart ([`crate::decompose`]).
+    pub tx_timestamps: bool,
 }
 
 /// What a path did, for the thread's result.
@@ -96,6 +101,17 @@ pub trait FlowIo: Send {
     fn datagram(&self, i: usize) -> Datagram<'_>;
     /// What the path did so far.
     fn stats(&self) -> PathStats;
+    /// Which requests `k` of the last `send` the kernel refused: they take no transmit
+    /// stamp key. Asked only of a path whose [`Caps::tx_timestamps`] is set.
+    fn refused(&self) -> &[usize] {
+        &[]
+    }
+    /// Appends the transmit stamps `flow` has queued since the last call, oldest first;
+    /// the key of a stamp counts the flow's requests the kernel accepted, from 0. Asked
+    /// only of a path whose [`Caps::tx_timestamps`] is set.
+    fn tx_stamps(&mut self, _flow: usize, _out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
+        Ok(())
+    }
 }
 
 /// A path chosen at run time (the cli's table of paths) is a boxed one.
@@ -139,6 +155,12 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     fn stats(&self) -> PathStats {
         (**self).stats()
     }
+    fn refused(&self) -> &[usize] {
+        (**self).refused()
+    }
+    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
+        (**self).tx_stamps(flow, out)
+    }
 }
 
 /// Kernel UDP sockets, one connected socket per flow: sendmmsg (or UDP GSO) out,
@@ -158,6 +180,8 @@ pub struct SocketFlows {
     current: usize,
     stamped: bool,
     gso_refusal: Option<String>,
+    /// The error queue reader, when sends are stamped.
+    errq: Option<ErrQueue>,
 }
 
 /// Open loop reads every socket at each wake-up, without epoll, up to this many flows.
@@ -236,7 +260,38 @@ impl SocketFlows {
             current: 0,
             stamped,
             gso_refusal: None,
+            errq: None,
         })
+    }
+
+    /// Stamps every request as the kernel sends it and every response as it arrives
+    /// (SO_TIMESTAMPING software stamps, each flag read back), with the paced receive
+    /// buffer (stamps are charged to it until read). Requests then leave by
+    /// sendmmsg, one datagram each: a UDP GSO super-datagram would carry one stamp for
+    /// all its segments.
+    pub fn with_tx_stamps(mut self) -> Result<Self, SetupError> {
+        for s in &self.socks {
+            // SO_TIMESTAMPNS stays on beside it: the kernel turns receive stamping on for
+            // the whole host a little after the first socket asks, and only SO_TIMESTAMPNS
+            // stamps a datagram that arrived before that (when it is read).
+            s.set_timestamp_ns(true)?;
+            s.set_timestamping(TX_SOFTWARE)?;
+            // Stamps wait in the receive buffer's memory until read: room for them too.
+            s.set_rcvbuf(PACED_RCVBUF, true)
+                .or_else(|_| s.set_rcvbuf(PACED_RCVBUF, false))?;
+            let got = s.timestamping()?;
+            if got != TX_SOFTWARE {
+                return Err(SetupError::host(format!(
+                    "the kernel set SO_TIMESTAMPING to {got:#x}, not {TX_SOFTWARE:#x}: it cannot stamp this socket's sends"
+                )));
+            }
+        }
+        self.rx = Batch::new(self.batch, SLOT).with_control(true);
+        let slots = self.tx.capacity();
+        self.tx = Batch::new(slots, SLOT).with_send(SendMode::Batch);
+        self.stamped = true;
+        self.errq = Some(ErrQueue::new(self.batch.max(64)));
+        Ok(self)
     }
 }
 
@@ -246,6 +301,7 @@ impl FlowIo for SocketFlows {
             path: "socket",
             source_per_flow: true,
             rx_timestamps: self.stamped,
+            tx_timestamps: self.errq.is_some(),
         }
     }
 
@@ -321,6 +377,18 @@ impl FlowIo for SocketFlows {
                 None
             },
         }
+    }
+
+    fn refused(&self) -> &[usize] {
+        self.tx.refused()
+    }
+
+    fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
+        if let Some(q) = self.errq.as_mut() {
+            self.syscalls += 1;
+            q.drain(&self.socks[flow], out)?;
+        }
+        Ok(())
     }
 
     fn stats(&self) -> PathStats {

@@ -5,6 +5,7 @@
 //! [`interval`] hands interval histograms to the HdrHistogram log; [`merge`] adds the
 //! reports of several agents into one.
 
+pub mod decompose;
 pub mod dns;
 pub mod document;
 pub mod gen;

@@ -1,6 +1,7 @@
 //! The load reports of several agents (generators on several machines) as one: counts
 //! summed, histograms added exactly, tps over the window that spans them all.
 
+use crate::decompose::{Decomposition, Parts};
 use crate::report::{
     decode_histogram, encode_histogram, latency_of, new_histogram, HistogramError, LoadReport,
 };
@@ -32,6 +33,28 @@ pub struct Merged {
     /// Seconds all agents measured at once (latest start to earliest end); below the
     /// span when they did not start together. Negative when some never overlapped.
     pub overlap_s: f64,
+}
+
+/// The agents' latency parts added, when every agent took them (a part of the agents'
+/// transactions would misrepresent the whole); the first agent's hardware answer.
+fn merge_parts(reports: &[LoadReport]) -> Result<Option<Parts>, MergeError> {
+    let mut sum = Decomposition::new();
+    for (index, r) in reports.iter().enumerate() {
+        let Some(p) = &r.parts else {
+            return Ok(None);
+        };
+        let d = p
+            .decomposition()
+            .map_err(|source| MergeError::Histogram { index, source })?;
+        sum.add(&d);
+    }
+    let hardware = reports[0]
+        .parts
+        .as_ref()
+        .map_or(String::new(), |p| p.hardware.clone());
+    Parts::of(&sum, hardware)
+        .map(Some)
+        .map_err(|source| MergeError::Histogram { index: 0, source })
 }
 
 /// Merges `reports`, in order.
@@ -79,6 +102,7 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
     }
     let (latency_us, percentiles) = latency_of(&hist);
     let report = LoadReport {
+        parts: merge_parts(reports)?,
         tps: if span > 0.0 {
             completed as f64 / span
         } else {
@@ -135,10 +159,13 @@ mod tests {
 
     fn thread(i: usize, latencies_ns: &[u64], lost: u64) -> ThreadResult {
         let mut h = new_histogram();
+        let mut parts = Decomposition::new();
         for &l in latencies_ns {
             h.record(l).unwrap();
+            parts.record(l / 2, l / 4, l / 4);
         }
         ThreadResult {
+            parts: Some(parts),
             thread: i,
             cpu: None,
             flows: 1,
@@ -167,6 +194,7 @@ mod tests {
             codes: t.codes.clone(),
             invalid: t.invalid.clone(),
             gso_error: None,
+            parts: t.parts.clone(),
             ..*t
         };
         summarize(&[t], None, None, Vec::new(), start_unix, |c| c.to_string()).unwrap()
@@ -188,6 +216,11 @@ mod tests {
         assert_eq!(r.percentiles, together.percentiles);
         assert_eq!(r.latency_histogram, together.latency_histogram);
         assert_eq!(r.codes["0"], 3500);
+        assert_eq!(r.parts, together.parts, "the parts add like the latency");
+        assert_eq!(r.parts.as_ref().map(|p| p.stamped), Some(3500));
+        let mut without = rb.clone();
+        without.parts = None;
+        assert_eq!(merge(&[ra.clone(), without]).unwrap().report.parts, None);
         assert_eq!(
             (r.start_unix, r.end_unix, r.duration_s),
             (100.0, 102.5, 2.5)

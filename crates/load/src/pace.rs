@@ -10,6 +10,91 @@
 //! is owed beyond that and a short backlog is counted unsent instead of being queued
 //! behind (which would hide the stall).
 
+use std::sync::Arc;
+
+/// The shape of the open-loop schedule: when each request is intended to leave
+/// (`load --arrivals`). The rate is the same; the server sees different arrivals.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrivals {
+    /// One request every interval.
+    Uniform,
+    /// Exponential gaps of the same mean (a Poisson process), from a fixed seed: a
+    /// pattern of [`POISSON_PERIOD`] requests, repeated.
+    Poisson,
+    /// `n` requests at one instant, every `n` intervals.
+    Burst(u64),
+}
+
+/// Requests in one period of the Poisson pattern (a table of 512 KiB per thread).
+pub const POISSON_PERIOD: usize = 1 << 16;
+
+impl Arrivals {
+    /// Parses `uniform`, `poisson` or `burst:N` (N from 1 to 1024).
+    pub fn parse(s: &str) -> Result<Arrivals, String> {
+        match s {
+            "uniform" => Ok(Arrivals::Uniform),
+            "poisson" => Ok(Arrivals::Poisson),
+            _ => match s.strip_prefix("burst:").map(str::parse::<u64>) {
+                Some(Ok(n)) if (1..=1024).contains(&n) => Ok(Arrivals::Burst(n)),
+                _ => Err(format!(
+                    "{s:?} is not an arrival pattern; use uniform, poisson or burst:N (N from 1 to 1024)"
+                )),
+            },
+        }
+    }
+
+    /// The name `parse` takes.
+    pub fn name(&self) -> String {
+        match self {
+            Arrivals::Uniform => "uniform".into(),
+            Arrivals::Poisson => "poisson".into(),
+            Arrivals::Burst(n) => format!("burst:{n}"),
+        }
+    }
+}
+
+/// When each request of a schedule is intended, in ns since the run began.
+#[derive(Debug, Clone, PartialEq)]
+enum Shape {
+    Uniform,
+    /// Offsets of the requests of one period (ascending, the first 0), the period's length.
+    Poisson(Arc<[u64]>, f64),
+    Burst(u64),
+}
+
+/// The Poisson pattern for `seed`: cumulative exponential gaps, scaled so that the period
+/// lasts exactly `POISSON_PERIOD` intervals (the rate holds over every period).
+fn poisson_offsets(interval_ns: f64, seed: u64) -> (Arc<[u64]>, f64) {
+    let mut x = seed;
+    // SplitMix64: a fixed, well-mixed sequence for a seed; no outside generator needed.
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let gaps: Vec<f64> = (0..POISSON_PERIOD)
+        .map(|_| {
+            // Uniform in (0, 1]: never ln(0).
+            let u = ((next() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+            -u.ln()
+        })
+        .collect();
+    let total: f64 = gaps.iter().sum();
+    let period = interval_ns * POISSON_PERIOD as f64;
+    let mut at = 0.0;
+    let offsets = gaps
+        .iter()
+        .map(|g| {
+            let o = (at / total * period) as u64;
+            at += g;
+            o
+        })
+        .collect();
+    (offsets, period)
+}
+
 /// Requests one wake-up aims to carry unless told otherwise (`load --per-wake`).
 pub const PER_WAKE: u64 = 64;
 /// Bounds of the wake-up period: below, wake-ups cost more than they smooth; above, a
@@ -30,7 +115,7 @@ const BACKLOG_WAKES: u64 = 4;
 const BACKLOG_NS: f64 = 20_000_000.0;
 
 /// The pacing of one thread's schedule.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Pace {
     /// ns between requests.
     pub interval_ns: f64,
@@ -40,6 +125,7 @@ pub struct Pace {
     pub burst: u64,
     /// Owed requests (beyond `burst`) carried to later wake-ups; the rest count unsent.
     pub backlog: u64,
+    shape: Shape,
 }
 
 /// What one wake-up does with the schedule, from its next request on.
@@ -56,36 +142,94 @@ impl Pace {
     /// `in_flight_cap` requests outstanding (0: no cap): a wake-up carries at most half the
     /// cap, so the answers still on their way from the last one leave room for it.
     pub fn new(interval_ns: f64, in_flight_cap: u64, per_wake: u64) -> Pace {
+        Pace::shaped(interval_ns, in_flight_cap, per_wake, &Arrivals::Uniform, 0)
+    }
+
+    /// As [`Pace::new`], for `arrivals` (a Poisson pattern drawn from `seed`). A burst of
+    /// `n` is one wake-up's load, whatever `per_wake` says, and is never cut.
+    pub fn shaped(
+        interval_ns: f64,
+        in_flight_cap: u64,
+        per_wake: u64,
+        arrivals: &Arrivals,
+        seed: u64,
+    ) -> Pace {
+        let per_wake = match arrivals {
+            Arrivals::Burst(n) => *n,
+            _ => per_wake,
+        };
         let per_wake = match in_flight_cap {
             0 => per_wake.max(1),
             c => (c / 2).clamp(1, per_wake.max(1)),
         };
         let period = (per_wake as f64 * interval_ns).clamp(MIN_PERIOD_NS, MAX_PERIOD_NS);
         let per_period = (period / interval_ns).round().max(1.0) as u64;
+        let group = match arrivals {
+            Arrivals::Burst(n) => *n,
+            _ => 1,
+        };
         Pace {
             interval_ns,
             ahead_ns: period as u64,
             burst: (BURST_PERIODS * per_period)
                 .min(MAX_BURST.max(2 * per_period))
-                .max(MIN_BURST),
+                .max(MIN_BURST)
+                .max(group),
             backlog: (BACKLOG_WAKES * per_period).max((BACKLOG_NS / interval_ns).ceil() as u64),
+            shape: match arrivals {
+                Arrivals::Uniform => Shape::Uniform,
+                Arrivals::Burst(n) => Shape::Burst(*n),
+                Arrivals::Poisson => {
+                    let (offsets, period) = poisson_offsets(interval_ns, seed);
+                    Shape::Poisson(offsets, period)
+                }
+            },
         }
     }
 
     /// Intended send time of request `seq`, in ns since the run began.
     pub fn intended(&self, seq: u64) -> u64 {
-        (seq as f64 * self.interval_ns) as u64
+        match &self.shape {
+            Shape::Uniform => (seq as f64 * self.interval_ns) as u64,
+            Shape::Burst(n) => ((seq / n * n) as f64 * self.interval_ns) as u64,
+            Shape::Poisson(offsets, period) => {
+                let m = offsets.len() as u64;
+                ((seq / m) as f64 * period) as u64 + offsets[(seq % m) as usize]
+            }
+        }
     }
 
     /// How many requests (0, 1, ...) are intended at or before `t`.
     pub fn scheduled_by(&self, t: u64) -> u64 {
-        (t as f64 / self.interval_ns).floor() as u64 + 1
+        match &self.shape {
+            Shape::Uniform => (t as f64 / self.interval_ns).floor() as u64 + 1,
+            Shape::Burst(n) => ((t as f64 / (*n as f64 * self.interval_ns)).floor() as u64 + 1) * n,
+            Shape::Poisson(offsets, period) => {
+                let q = (t as f64 / period).floor() as u64;
+                let r = t.saturating_sub((q as f64 * period) as u64);
+                q * offsets.len() as u64 + offsets.partition_point(|&o| o <= r) as u64
+            }
+        }
+    }
+
+    /// How many requests are intended before `t`: the first request intended at or after it.
+    pub fn scheduled_before(&self, t: u64) -> u64 {
+        match t {
+            0 => 0,
+            t => self.scheduled_by(t - 1),
+        }
     }
 
     /// A wake-up at `now` whose next scheduled request is `next_seq`, where the schedule
     /// ends before request `end` (exclusive) and the flows' windows have `room` for more.
     pub fn due(&self, now: u64, next_seq: u64, end: u64, room: u64) -> Due {
-        let scheduled = self.scheduled_by(now + self.ahead_ns).min(end);
+        // One period of the schedule from the first request owed (not from now, so a
+        // wake-up a little late still carries one period's worth, not one more), or
+        // everything owed when later than that; the request at the period's end is the
+        // next wake-up's.
+        let from = now.min(self.intended(next_seq));
+        let horizon = (from + self.ahead_ns).saturating_sub(1).max(now);
+        let scheduled = self.scheduled_by(horizon).min(end);
         let owed = scheduled.saturating_sub(next_seq);
         let send = owed.min(self.burst).min(room);
         Due {
@@ -107,6 +251,77 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_shape_keeps_the_rate_and_counts_what_it_intends() {
+        let iv = 1e9 / 50_000.0; // 20 µs
+        for a in [Arrivals::Uniform, Arrivals::Poisson, Arrivals::Burst(16)] {
+            let p = Pace::shaped(iv, 0, PER_WAKE, &a, 7);
+            let mut last = 0;
+            for seq in 0..200_000u64 {
+                let t = p.intended(seq);
+                assert!(t >= last, "{a:?}: {seq} intended before {}", seq - 1);
+                last = t;
+                // Everything up to this request is scheduled by its time, and nothing after
+                // the requests sharing its instant.
+                let by = p.scheduled_by(t);
+                assert!(by > seq, "{a:?} {seq}: {by}");
+                assert!(p.intended(by) > t, "{a:?} {seq}");
+                assert!(p.scheduled_before(t) <= seq, "{a:?} {seq}");
+            }
+            // 200,000 requests take 4 s at 50k/s, within 1% (a Poisson period is 65,536).
+            let span = p.intended(3 * POISSON_PERIOD as u64) as f64;
+            let want = 3.0 * POISSON_PERIOD as f64 * iv;
+            assert!((span - want).abs() / want < 1e-6, "{a:?}: {span} vs {want}");
+        }
+    }
+
+    #[test]
+    fn poisson_gaps_are_exponential_and_bursts_share_an_instant() {
+        let iv = 20_000.0;
+        let p = Pace::shaped(iv, 0, PER_WAKE, &Arrivals::Poisson, 1);
+        let gaps: Vec<f64> = (1..POISSON_PERIOD as u64)
+            .map(|s| (p.intended(s) - p.intended(s - 1)) as f64)
+            .collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        // An exponential distribution's standard deviation equals its mean.
+        assert!((mean - iv).abs() / iv < 0.01, "{mean}");
+        assert!(
+            (var.sqrt() / mean - 1.0).abs() < 0.02,
+            "cv {}",
+            var.sqrt() / mean
+        );
+        // Another seed, another pattern; the same seed, the same one.
+        let q = Pace::shaped(iv, 0, PER_WAKE, &Arrivals::Poisson, 2);
+        assert_ne!(p.intended(10), q.intended(10));
+        assert_eq!(p, Pace::shaped(iv, 0, PER_WAKE, &Arrivals::Poisson, 1));
+        let b = Pace::shaped(iv, 0, PER_WAKE, &Arrivals::Burst(300), 0);
+        assert_eq!(
+            (b.intended(0), b.intended(299), b.intended(300)),
+            (0, 0, 6_000_000)
+        );
+        assert_eq!(b.scheduled_by(0), 300);
+        // A wake-up carries a whole burst, even above the usual bound of 128.
+        assert_eq!(b.due(0, 0, u64::MAX, u64::MAX).send, 300);
+    }
+
+    #[test]
+    fn arrival_patterns_parse_by_name() {
+        for (s, a) in [
+            ("uniform", Arrivals::Uniform),
+            ("poisson", Arrivals::Poisson),
+            ("burst:64", Arrivals::Burst(64)),
+        ] {
+            assert_eq!(Arrivals::parse(s), Ok(a.clone()));
+            assert_eq!(a.name(), s);
+        }
+        for bad in ["burst:0", "burst:2000", "burst:", "burst", "even"] {
+            assert!(Arrivals::parse(bad)
+                .unwrap_err()
+                .contains("uniform, poisson or burst:N"));
+        }
+    }
 
     #[test]
     fn a_wake_up_carries_about_one_period_of_requests() {
@@ -146,10 +361,10 @@ mod tests {
     #[test]
     fn a_late_wake_up_sends_a_bounded_burst_then_keeps_a_short_backlog() {
         let p = Pace::new(1e9 / 150_000.0, 0, PER_WAKE);
-        // 30 ms late: 4500 owed plus one period ahead.
+        // 30 ms late: 4500 owed, and nothing ahead (it is behind).
         let late = 30_000_000;
         let d = p.due(late, 0, u64::MAX, u64::MAX);
-        let owed = ((late + p.ahead_ns) as f64 / p.interval_ns) as u64 + 1;
+        let owed = (late as f64 / p.interval_ns) as u64 + 1;
         assert_eq!(d.send, p.burst);
         assert_eq!(d.skip, owed - p.burst - p.backlog);
         // The backlog is already owed: the next wake-up comes a period later, not at once.
@@ -172,7 +387,7 @@ mod tests {
             d,
             Due {
                 send: 16,
-                skip: 202 - 16 - 20
+                skip: 201 - 16 - 20
             }
         );
     }
@@ -184,13 +399,32 @@ mod tests {
         assert_eq!(p.due(3_000_000, 0, u64::MAX, 0), Due { send: 0, skip: 0 });
         // Room for 2 at 5 ms: the 2 oldest leave, 4 wait.
         assert_eq!(p.due(5_000_000, 0, u64::MAX, 2), Due { send: 2, skip: 0 });
-        // Still full 200 ms on: all but the backlog's 20 are given up.
+        // Still full 200 ms on (199 owed): all but the backlog's 20 are given up.
         assert_eq!(
             p.due(200_000_000, 2, u64::MAX, 0),
             Due {
                 send: 0,
-                skip: 200 - 20
+                skip: 199 - 20
             }
+        );
+    }
+
+    #[test]
+    fn a_wake_up_a_little_late_carries_one_period_not_one_more() {
+        // 2000/s, one per wake-up: woken 80 µs after its request was due, it sends that
+        // one alone; the next (due 420 µs on) is the next wake-up's.
+        let p = Pace::new(500_000.0, 0, 1);
+        assert_eq!(p.due(5_080_000, 10, u64::MAX, u64::MAX).send, 1);
+        assert_eq!(p.wait_ns(5_080_000, 11), 420_000);
+        // Woken early (the 2 ms check of losses), it sends nothing due later.
+        assert_eq!(p.due(4_000_000, 10, u64::MAX, u64::MAX).send, 0);
+        assert_eq!(p.due(4_600_000, 10, u64::MAX, u64::MAX).send, 1);
+        // 64 per wake-up at 150k/s, 100 µs late: still 64.
+        let p = Pace::new(1e9 / 150_000.0, 0, PER_WAKE);
+        assert_eq!(
+            p.due(p.intended(640) + 100_000, 640, u64::MAX, u64::MAX)
+                .send,
+            64
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Turning thread results into the numbers a user reads: the DESIGN vocabulary
 //! (`tps`, `lost`, `stray`, `dup`, latency percentiles, CPU per transaction).
 
+use crate::decompose::{Decomposition, Parts};
 use crate::gen::ThreadResult;
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
@@ -113,6 +114,9 @@ pub struct LoadReport {
     pub invalid: BTreeMap<String, u64>,
     pub threads: Vec<ThreadSummary>,
     pub intervals: Vec<Interval>,
+    /// Latency taken apart by kernel timestamps (`load --stamps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Parts>,
 }
 
 /// Client CPU use at or above this fraction of a CPU means the generator is saturated.
@@ -206,7 +210,11 @@ pub fn summarize(
     let mut cpu_s = 0.0;
     let mut window_s: f64 = 0.0;
     let mut threads = Vec::new();
+    let mut parts: Option<Decomposition> = None;
     for r in results {
+        if let Some(p) = &r.parts {
+            parts.get_or_insert_with(Decomposition::new).add(p);
+        }
         hist.add(&r.latency_ns)
             .map_err(|e| HistogramError::Range(e.to_string()))?;
         completed += r.completed;
@@ -300,6 +308,7 @@ pub fn summarize(
         invalid,
         threads,
         intervals,
+        parts: parts.map(|d| Parts::of(&d, String::new())).transpose()?,
     })
 }
 

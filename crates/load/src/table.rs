@@ -18,6 +18,8 @@ struct Entry {
     gen: u32,
     flow: u32,
     intended_ns: u64,
+    /// When the kernel sent it (CLOCK_REALTIME ns, from its transmit stamp); 0 unknown.
+    departed_ns: u64,
     /// Counted in the measurement window (sent after warm-up, before the end).
     counted: bool,
     state: State,
@@ -28,6 +30,8 @@ struct Entry {
 pub struct Ended {
     pub flow: u32,
     pub intended_ns: u64,
+    /// Its transmit stamp (CLOCK_REALTIME ns), 0 when none came.
+    pub departed_ns: u64,
     pub counted: bool,
 }
 
@@ -62,6 +66,7 @@ impl Table {
                     gen: 0,
                     flow: 0,
                     intended_ns: 0,
+                    departed_ns: 0,
                     counted: false,
                     state: State::Free,
                 };
@@ -85,6 +90,7 @@ impl Table {
         e.gen = e.gen.wrapping_add(1);
         e.flow = flow;
         e.intended_ns = intended_ns;
+        e.departed_ns = 0;
         e.counted = counted;
         e.state = State::Pending;
         let gen = e.gen;
@@ -120,6 +126,33 @@ impl Table {
         (e.state == State::Pending && gen.is_none_or(|g| g == e.gen)).then_some(e.flow)
     }
 
+    /// A handle on pending request `id` that stays unambiguous after its slot is reused
+    /// (slot and generation, whatever the workload's id width): what a transmit stamp,
+    /// read later, is matched back through.
+    pub fn ticket(&self, id: u64) -> Option<u64> {
+        let (slot, _) = self.slot_of(id)?;
+        Some((u64::from(self.entries[slot].gen) << 32) | slot as u64)
+    }
+
+    /// Records when the request of `ticket` left; returns whether it is counted, or `None`
+    /// when that request has ended (or its slot has moved on) meanwhile.
+    pub fn set_departed(&mut self, ticket: u64, ns: u64) -> Option<bool> {
+        let e = self.entries.get_mut((ticket & 0xffff_ffff) as usize)?;
+        if e.gen != (ticket >> 32) as u32 || e.state != State::Pending {
+            return None;
+        }
+        e.departed_ns = ns;
+        Some(e.counted)
+    }
+
+    /// Whether pending request `id` still waits for its transmit stamp.
+    pub fn awaits_departure(&self, id: u64) -> bool {
+        self.slot_of(id).is_some_and(|(slot, gen)| {
+            let e = &self.entries[slot];
+            e.state == State::Pending && gen.is_none_or(|g| g == e.gen) && e.departed_ns == 0
+        })
+    }
+
     /// Records an answer to wire id `id` arriving on `flow`.
     pub fn answer(&mut self, id: u64, flow: u32) -> Answer {
         let Some((slot, gen)) = self.slot_of(id) else {
@@ -136,6 +169,7 @@ impl Table {
                 Answer::Completes(Ended {
                     flow: e.flow,
                     intended_ns: e.intended_ns,
+                    departed_ns: e.departed_ns,
                     counted: e.counted,
                 })
             }
@@ -163,6 +197,7 @@ impl Table {
             lost(Ended {
                 flow: e.flow,
                 intended_ns: e.intended_ns,
+                departed_ns: e.departed_ns,
                 counted: e.counted,
             });
             n += 1;
@@ -241,6 +276,27 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(t.answer(a, 0), Answer::Stray);
         assert!(matches!(t.answer(b, 0), Answer::Completes(_)));
+    }
+
+    #[test]
+    fn a_departure_reaches_only_its_own_request() {
+        let mut t = Table::new(1, false);
+        let a = t.take(0, 10, true).unwrap();
+        let ta = t.ticket(a).unwrap();
+        assert!(t.awaits_departure(a));
+        assert_eq!(t.set_departed(ta, 500), Some(true));
+        assert!(!t.awaits_departure(a));
+        assert!(matches!(t.answer(a, 0), Answer::Completes(e) if e.departed_ns == 500));
+        // The slot is taken again (narrow ids: the same wire id): the old ticket misses.
+        let b = t.take(0, 20, false).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(t.set_departed(ta, 600), None);
+        assert!(t.awaits_departure(b));
+        let tb = t.ticket(b).unwrap();
+        assert_eq!(t.set_departed(tb, 700), Some(false));
+        let mut lost = vec![];
+        t.expire(u64::MAX, |e| lost.push(e.departed_ns));
+        assert_eq!(lost, vec![700]);
     }
 
     #[test]

@@ -92,6 +92,7 @@ impl FlowIo for UringFlows {
             path: "io_uring",
             source_per_flow: false,
             rx_timestamps: false,
+            tx_timestamps: false,
         }
     }
 

@@ -1,8 +1,10 @@
 //! What the caller of a run watches while it goes: the interval lines' figures
-//! ([`IntervalLines`]), the HdrHistogram log cut into intervals ([`HdrIntervals`]) and the
+//! ([`IntervalLines`]), the HdrHistogram log cut into intervals ([`HdrIntervals`], with the
+//! parts of latency as tagged lines under `--stamps`) and the
 //! server's CPU time over the measured window ([`ServerWindow`]). The cli's supervisor loop
 //! calls these; they print nothing.
 
+use crate::decompose::PART_TAGS;
 use crate::gen::{Length, Live, LoadConfig};
 use crate::interval::{self, HdrLog, IntervalSlot};
 use crate::report::{new_histogram, Interval, ServerCpu};
@@ -120,6 +122,8 @@ pub struct HdrIntervals<'a> {
     last: Duration,
     epoch: u64,
     pending: hdrhistogram::Histogram<u64>,
+    /// With `--stamps`: the parts of latency, one tagged line each per interval.
+    pending_parts: Option<[hdrhistogram::Histogram<u64>; 3]>,
 }
 
 impl<'a> HdrIntervals<'a> {
@@ -138,11 +142,38 @@ impl<'a> HdrIntervals<'a> {
             last: Duration::ZERO,
             epoch: 0,
             pending: new_histogram(),
+            pending_parts: cfg
+                .tx_stamps
+                .then(|| [new_histogram(), new_histogram(), new_histogram()]),
         }
     }
 
     fn slots(live: &[Live]) -> Vec<&IntervalSlot> {
         live.iter().map(|l| &l.interval).collect()
+    }
+
+    fn part_slots(live: &[Live], k: usize) -> Vec<&IntervalSlot> {
+        live.iter().map(|l| &l.parts[k]).collect()
+    }
+
+    /// Every kind of histogram this log holds: latency, then the parts with `--stamps`.
+    fn kinds<'l>(&self, live: &'l [Live]) -> Vec<Vec<&'l IntervalSlot>> {
+        let parts = if self.pending_parts.is_some() { 3 } else { 0 };
+        std::iter::once(Self::slots(live))
+            .chain((0..parts).map(|k| Self::part_slots(live, k)))
+            .collect()
+    }
+
+    /// Adds what the threads handed over (in the order of [`HdrIntervals::kinds`]).
+    fn add(&mut self, got: Vec<hdrhistogram::Histogram<u64>>) {
+        let mut got = got.into_iter();
+        // Same bounds everywhere: adding cannot fail.
+        if let Some(h) = got.next() {
+            let _ = self.pending.add(h);
+        }
+        for (p, h) in self.pending_parts.iter_mut().flatten().zip(got) {
+            let _ = p.add(h);
+        }
     }
 
     /// Collects, and writes, an interval if one ended by `el`.
@@ -153,9 +184,10 @@ impl<'a> HdrIntervals<'a> {
         let ended = self.next;
         self.next += self.every;
         self.epoch += 1;
-        let h = interval::collect(&Self::slots(live), self.epoch, Duration::from_millis(50));
-        // Same bounds everywhere: adding cannot fail.
-        let _ = self.pending.add(h);
+        let kinds = self.kinds(live);
+        let kinds: Vec<&[&IntervalSlot]> = kinds.iter().map(Vec::as_slice).collect();
+        let got = interval::collect_each(&kinds, self.epoch, Duration::from_millis(50));
+        self.add(got);
         if std::mem::take(&mut self.in_warmup) {
             // What was recorded since the warm-up ended goes into the first interval.
             self.last = ended;
@@ -166,14 +198,23 @@ impl<'a> HdrIntervals<'a> {
 
     /// Writes the last interval, once every thread has finished.
     pub fn finish(mut self, el: Duration, live: &[Live]) -> io::Result<()> {
-        let _ = self.pending.add(interval::take_all(&Self::slots(live)));
+        let got = self
+            .kinds(live)
+            .iter()
+            .map(|k| interval::take_all(k))
+            .collect();
+        self.add(got);
         self.write(el)
     }
 
     fn write(&mut self, until: Duration) -> io::Result<()> {
-        self.log
-            .write(&self.pending, self.last, until.saturating_sub(self.last))?;
+        let length = until.saturating_sub(self.last);
+        self.log.write(&self.pending, self.last, length)?;
         self.pending.reset();
+        for (p, tag) in self.pending_parts.iter_mut().flatten().zip(PART_TAGS) {
+            self.log.write_tagged(p, self.last, length, Some(tag))?;
+            p.reset();
+        }
         self.last = until;
         Ok(())
     }

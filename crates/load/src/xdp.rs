@@ -273,6 +273,7 @@ impl FlowIo for XdpIo {
             path: "af_xdp",
             source_per_flow: false,
             rx_timestamps: false,
+            tx_timestamps: false,
         }
     }
 

@@ -96,7 +96,12 @@ impl Ethtool {
     /// # Safety
     /// `cmd` must point to a writable buffer of the size the kernel uses for that command,
     /// alive for the duration of the call.
-    unsafe fn ioctl(&self, iface: &str, cmd: *mut libc::c_void, what: &str) -> SysResult<()> {
+    pub(crate) unsafe fn ioctl(
+        &self,
+        iface: &str,
+        cmd: *mut libc::c_void,
+        what: &str,
+    ) -> SysResult<()> {
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
             data: cmd,

@@ -45,6 +45,7 @@ pub mod supervise;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_mmap;
+pub mod timestamping;
 pub mod trace;
 pub mod uring;
 pub mod xdp;

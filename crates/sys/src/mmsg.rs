@@ -25,8 +25,8 @@ use std::os::fd::AsRawFd;
 pub use gso::GSO_MAX_SEGMENTS;
 
 /// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 and
-/// SO_TIMESTAMPNS's timespec: 24 + 32 bytes).
-const CTRL_LEN: usize = 64;
+/// SO_TIMESTAMPNS's timespec or SO_TIMESTAMPING's three: 24 + 64 bytes).
+const CTRL_LEN: usize = 96;
 
 /// How a batch receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +106,8 @@ pub struct Batch {
     with_ctrl: bool,
     recv_mode: RecvMode,
     send_mode: SendMode,
+    /// Queued indices the last flush's sendto/sendmmsg calls refused, in order.
+    refused: Vec<usize>,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this Batch's own heap
@@ -135,6 +137,7 @@ impl Batch {
             with_ctrl: false,
             recv_mode: RecvMode::Batch,
             send_mode: SendMode::Batch,
+            refused: Vec::new(),
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..slots {
@@ -401,11 +404,14 @@ impl Batch {
     }
 
     /// When the kernel received slot `i`, in ns since the Unix epoch (CLOCK_REALTIME), from
-    /// SO_TIMESTAMPNS (set with [`UdpSock::set_timestamp_ns`]); `None` without it.
+    /// SO_TIMESTAMPNS (set with [`UdpSock::set_timestamp_ns`]) or SO_TIMESTAMPING's software
+    /// stamp (set with [`UdpSock::set_timestamping`]); `None` without either.
     pub fn rx_timestamp_ns(&self, i: usize) -> Option<u64> {
-        let c = self
-            .cmsgs(i)
-            .find(|c| c.level == libc::SOL_SOCKET && c.ty == libc::SCM_TIMESTAMPNS)?;
+        // SCM_TIMESTAMPING's first timespec is the software stamp: the same layout.
+        let c = self.cmsgs(i).find(|c| {
+            c.level == libc::SOL_SOCKET
+                && (c.ty == libc::SCM_TIMESTAMPNS || c.ty == libc::SCM_TIMESTAMPING)
+        })?;
         // struct timespec on 64-bit Linux: i64 seconds, then i64 nanoseconds.
         let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
         u64::try_from(sec)
@@ -447,6 +453,13 @@ impl Batch {
         self.queued += 1;
     }
 
+    /// The queued indices (in queue order) that the last flush's sendto or sendmmsg calls
+    /// refused: which of a batch took no transmit-stamp key. Not kept for UDP GSO sends,
+    /// which reorder the queue.
+    pub fn refused(&self) -> &[usize] {
+        &self.refused
+    }
+
     /// Datagrams queued and not yet flushed.
     pub fn queued(&self) -> usize {
         self.queued
@@ -457,6 +470,7 @@ impl Batch {
     /// socket buffer is overload, not an error.
     pub fn flush(&mut self, sock: &UdpSock, flags: i32) -> Flushed {
         let mut f = Flushed::default();
+        self.refused.clear();
         match self.send_mode {
             SendMode::Single => self.send_from(sock, 0, flags, true, &mut f),
             SendMode::Batch => self.send_from(sock, 0, flags, false, &mut f),
@@ -506,6 +520,7 @@ impl Batch {
             match res {
                 Ok(0) => {
                     f.failed += total - at;
+                    self.refused.extend(at..total);
                     break;
                 }
                 Ok(n) => {
@@ -516,6 +531,7 @@ impl Batch {
                 Err(e) => {
                     f.failed += 1;
                     f.last_error = e.errno();
+                    self.refused.push(at);
                     at += 1;
                 }
             }

@@ -3,6 +3,7 @@
 
 use super::LoadArgs;
 use crate::args::thousands;
+use firehose_load::decompose::Parts;
 use firehose_load::report::Interval;
 use firehose_load::{LoadConfig, LoadReport};
 use std::time::Duration;
@@ -32,7 +33,12 @@ pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
         "firehose load: {} {}, {} flow(s) x {}, {} thread(s){}, {}{}",
         cfg.target,
         match cfg.rate {
-            Some(r) => format!("open loop at {} tps", thousands(r)),
+            Some(r) => format!(
+                "open loop at {} tps ({} arrivals{})",
+                thousands(r),
+                cfg.arrivals.name(),
+                if cfg.spin { ", spinning" } else { "" }
+            ),
             None => "closed loop".into(),
         },
         cfg.flows,
@@ -88,6 +94,9 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
         "  latency us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
         l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
     );
+    if let Some(p) = &r.parts {
+        print_parts(p);
+    }
     if let Some(c) = r.client_cpu_us_per_txn {
         say!(
             "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}",
@@ -122,5 +131,41 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
         say!("  CLIENT-BOUND: the generator was saturated while the server was not; this measures the client");
     } else if r.client_saturated && r.server_cpu_util.is_none() {
         say!("  note: the generator was saturated; pass --server-pid to tell whether the result is client-bound");
+    }
+}
+
+/// The parts of latency (`--stamps`): one line per part, then how many were stamped.
+fn print_parts(p: &Parts) {
+    for (name, l) in [
+        ("rtt", &p.rtt_us),
+        ("send_lag", &p.send_lag_us),
+        ("recv_lag", &p.recv_lag_us),
+    ] {
+        say!(
+            "  {:<11} min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
+            format!("{name} us"),
+            l.min, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max
+        );
+    }
+    let g = &p.departure_gaps_us;
+    say!(
+        "  departures  gap us  min {:.2}  p10 {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.1}  mean {:.2}  cv {:.2}  (per thread)",
+        g.min, g.p10, g.p50, g.p90, g.p99, g.max, g.mean, g.cv
+    );
+    let total = p.stamped + p.unstamped + p.misordered;
+    say!(
+        "  stamps      {} of {} transactions ({}); hardware stamps {}",
+        p.stamped,
+        total,
+        p.stamps,
+        p.hardware
+    );
+    if p.unstamped + p.misordered + p.unmatched > 0 {
+        say!(
+            "  note: {} transaction(s) without a stamp, {} with arrival before departure, {} stamp(s) matching no request",
+            p.unstamped,
+            p.misordered,
+            p.unmatched
+        );
     }
 }

@@ -244,17 +244,24 @@ fn counts_exactly_over_ipv6_with_gso() {
 
 /// Which process a run stops for 200 ms in the middle of its measured window.
 #[derive(Clone, Copy, Debug)]
-enum Stall {
+pub(crate) enum Stall {
     Server,
     Generator,
 }
 
-/// `firehose load` open loop at 1000 requests/s for 4 s over one flow with `window` slots,
-/// with `who` stopped (SIGSTOP) for 200 ms a second into the run; returns its JSON.
-fn open_loop_with_a_stall(srv: &Served, window: &str, who: Stall) -> serde_json::Value {
+/// `firehose load` open loop at 1000 requests/s for 4 s over one flow with `window` slots
+/// (and `extra` flags), with `who` stopped (SIGSTOP) for 200 ms a second into the run;
+/// returns its JSON.
+pub(crate) fn open_loop_with_a_stall(
+    srv: &Served,
+    window: &str,
+    who: Stall,
+    extra: &[&str],
+) -> serde_json::Value {
     let json = tmp(&format!("load-stall-{who:?}-{window}"));
     let child = Command::new(bin())
         .args(["load", "--target", &srv.addr.to_string(), "--rate", "1000"])
+        .args(extra)
         .args(["--flows", "1", "--window", window, "--duration", "4"])
         .args(["--warmup", "0", "--timeout", "3s", "--json-file"])
         .arg(&json)
@@ -299,7 +306,7 @@ fn open_loop_latency_counts_a_server_stall_from_the_intended_send_times() {
     let srv = Served::tuned(&["--rcvbuf", "4M"]);
     // Room for every request due during the stall: they are sent on time and wait; about
     // 5% of the run waited up to 200 ms, so the 99th percentile shows the stall.
-    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Server);
+    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Server, &[]);
     assert!(
         latency_us(&doc, "p99") >= 100_000.0,
         "{}",
@@ -311,7 +318,7 @@ fn open_loop_latency_counts_a_server_stall_from_the_intended_send_times() {
         doc["latency_us"]
     );
     // Four slots: the schedule cannot send what falls due while they wait, and counts it.
-    let doc = open_loop_with_a_stall(&srv, "4", Stall::Server);
+    let doc = open_loop_with_a_stall(&srv, "4", Stall::Server, &[]);
     let unsent = doc["unsent"].as_u64().unwrap();
     assert!(
         (100..=1000).contains(&unsent),
@@ -331,7 +338,7 @@ fn open_loop_latency_counts_a_generator_stall_from_the_intended_send_times() {
     // omission corrected: timed from the send, the worst would be well under 1 ms), and
     // counts the rest as unsent.
     let srv = Served::tuned(&[]);
-    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Generator);
+    let doc = open_loop_with_a_stall(&srv, "1000", Stall::Generator, &[]);
     assert!(
         latency_us(&doc, "max") >= 150_000.0,
         "{}",

@@ -23,6 +23,7 @@ mod lab_veth;
 mod lab_workdir;
 mod lab_zone_load;
 mod load;
+mod load_stamps;
 mod metrics;
 mod metrics_abuse;
 mod radius;

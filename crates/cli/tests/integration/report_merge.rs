@@ -19,7 +19,7 @@ fn now_unix() -> f64 {
 }
 
 /// A histogram as the JSON and the log carry it: HdrHistogram V2 deflate, base64.
-fn decode(b64: &str) -> Histogram<u64> {
+pub(crate) fn decode(b64: &str) -> Histogram<u64> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
         .unwrap();

@@ -13,7 +13,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// Open loop: sends what the schedule has due at `now` (see [`Pace`]), round robin
     /// over the flows; what the windows have no room for waits in the backlog.
     pub(super) fn send_paced(&mut self, now: u64) {
-        let Some(pace) = self.plan.pace else {
+        let Some(pace) = self.plan.pace.clone() else {
             return;
         };
         let end = self.schedule_end(&pace);
@@ -38,7 +38,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
             }
             idle = 0;
             let first = self.next_seq + (due - left);
-            let sent = self.send_on(f, room, now, pace.intended(first));
+            let sent = self.send_on(f, room, now, Some(first));
             left -= sent as u64;
             if sent < room {
                 break;
@@ -57,19 +57,24 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     fn schedule_end(&self, pace: &Pace) -> u64 {
         self.plan
             .send_until_ns
-            .map_or(u64::MAX, |u| (u as f64 / pace.interval_ns).ceil() as u64)
+            .map_or(u64::MAX, |u| pace.scheduled_before(u))
     }
 
     /// Counts scheduled requests `from..to` that fall in the measurement window as unsent.
     fn count_unsent(&mut self, pace: &Pace, from: u64, to: u64) {
-        let first_measured = (self.plan.measure_from_ns as f64 / pace.interval_ns).ceil() as u64;
+        let first_measured = pace.scheduled_before(self.plan.measure_from_ns);
         self.unsent += to.saturating_sub(from.max(first_measured));
     }
 
     /// When a timed run stops sending: what the backlog still owed (due by `now`, never
     /// sent) is unsent, so every request of the schedule is sent or counted.
     pub(super) fn give_up_owed(&mut self, now: u64) {
-        let Some(pace) = self.plan.pace.filter(|_| self.plan.send_until_ns.is_some()) else {
+        let Some(pace) = self
+            .plan
+            .pace
+            .clone()
+            .filter(|_| self.plan.send_until_ns.is_some())
+        else {
             return;
         };
         let owed_to = pace.scheduled_by(now).min(self.schedule_end(&pace));
@@ -87,7 +92,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         }
         let ready = self.io.poll(Duration::ZERO)?;
         let now = self.now_ns();
-        self.realtime_offset_ns = realtime_ns() - i128::from(now);
+        self.realtime_offset_ns = super::stamps::realtime_ns() - i128::from(now);
         for r in 0..ready {
             let src = self.io.source(r);
             loop {
@@ -116,11 +121,4 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
             .and_then(|t| u64::try_from(i128::from(t) - self.realtime_offset_ns).ok())
             .map_or(now, |t| t.min(now))
     }
-}
-
-/// CLOCK_REALTIME in ns since the Unix epoch: the clock of kernel receive timestamps.
-fn realtime_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
 }

@@ -1,0 +1,409 @@
+//! Kernel transmit timestamps (SO_TIMESTAMPING): when each datagram a socket sent left the
+//! host's stack, read back in batches from the socket's error queue.
+//!
+//! With [`TX_SOFTWARE`] set, the kernel takes a software stamp of every datagram as the
+//! device takes it (`skb_tx_timestamp` in the driver: loopback and veth do this too) and
+//! queues it on the sender's error queue, with no copy of the packet (OPT_TSONLY) and
+//! with a key (OPT_ID): the socket's count of datagrams sent since the option was set,
+//! starting at 0, one per datagram (one per sendmsg of a UDP GSO super-datagram). A send
+//! the kernel refuses takes no key. Receive stamps ride on the same option (RX_SOFTWARE),
+//! as an SCM_TIMESTAMPING control message on each datagram read.
+//!
+//! Stamps are charged to the socket's receive buffer until read, and a socket whose error
+//! queue holds something reports EPOLLERR: a reader drains the queue soon after sending.
+//!
+//! [`ts_info`] asks a device what it can stamp (ETHTOOL_GET_TS_INFO), so a report can
+//! name hardware stamps as unavailable with the device's own answer.
+
+use crate::cmsg::{self, Cmsg, Space};
+use crate::ethtool::Ethtool;
+use crate::socket::{get_int_opt, set_int_opt, UdpSock};
+use crate::SysResult;
+use std::mem;
+use std::os::fd::AsRawFd;
+
+/// Software TX and RX stamps, reported in software, each TX stamp keyed and without its
+/// packet.
+pub const TX_SOFTWARE: u32 = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_RX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+
+/// `ee_origin` of an error-queue message that carries a timestamp.
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+/// `ee_info` of a stamp taken as the device took the packet.
+const SCM_TSTAMP_SND: u32 = 0;
+/// Room for one message's control data: SCM_TIMESTAMPING (3 timespecs: 64 bytes with its
+/// header) and IP(V6)_RECVERR (sock_extended_err and the offender's sockaddr_in6: 64).
+const CTRL_LEN: usize = 128;
+
+/// One transmit stamp: the `key`-th datagram sent on the socket left at `ns` (CLOCK_REALTIME,
+/// ns since the Unix epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxStamp {
+    pub key: u32,
+    pub ns: u64,
+}
+
+impl UdpSock {
+    /// Sets SO_TIMESTAMPING to `flags` (e.g. [`TX_SOFTWARE`]; 0 turns stamping off).
+    /// Setting OPT_ID restarts the socket's key count at 0.
+    pub fn set_timestamping(&self, flags: u32) -> SysResult<()> {
+        set_int_opt(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            flags as i32,
+            "SO_TIMESTAMPING",
+        )
+    }
+
+    /// The SO_TIMESTAMPING flags in force (the first field of `struct so_timestamping`).
+    pub fn timestamping(&self) -> SysResult<u32> {
+        get_int_opt(
+            self.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            "SO_TIMESTAMPING",
+        )
+        .map(|v| v as u32)
+    }
+}
+
+/// Reads a socket's error queue in batches (recvmmsg with MSG_ERRQUEUE) and hands out the
+/// transmit stamps found; allocated once.
+pub struct ErrQueue {
+    hdrs: Vec<libc::mmsghdr>,
+    ctrl: Vec<Space<CTRL_LEN>>,
+}
+
+// SAFETY: the headers' pointers are set up before each call and point only into this
+// value's own heap buffers; an ErrQueue is used by one thread at a time.
+unsafe impl Send for ErrQueue {}
+
+impl ErrQueue {
+    /// Room for `batch` messages per call.
+    pub fn new(batch: usize) -> Self {
+        let batch = batch.max(1);
+        // SAFETY: mmsghdr is plain data; all-zero is an empty header.
+        let hdr: libc::mmsghdr = unsafe { mem::zeroed() };
+        ErrQueue {
+            hdrs: vec![hdr; batch],
+            ctrl: vec![Space::default(); batch],
+        }
+    }
+
+    /// Appends to `out` every transmit stamp queued on `sock` now, without waiting; returns
+    /// how many error-queue messages were read (other errors, such as an ICMP error with
+    /// IP_RECVERR set, are read and skipped).
+    pub fn drain(&mut self, sock: &UdpSock, out: &mut Vec<TxStamp>) -> SysResult<usize> {
+        let mut read = 0;
+        loop {
+            let n = self.hdrs.len();
+            for i in 0..n {
+                let h = &mut self.hdrs[i].msg_hdr;
+                // OPT_TSONLY: no packet comes back, so no data buffer is needed.
+                h.msg_name = std::ptr::null_mut();
+                h.msg_namelen = 0;
+                h.msg_iov = std::ptr::null_mut();
+                h.msg_iovlen = 0;
+                h.msg_control = self.ctrl[i].as_mut_ptr();
+                h.msg_controllen = CTRL_LEN as _;
+                h.msg_flags = 0;
+                self.hdrs[i].msg_len = 0;
+            }
+            // SAFETY: hdrs[0..n] point at live control buffers of CTRL_LEN bytes owned by
+            // self and at no data; the kernel writes within them.
+            let got = unsafe {
+                libc::recvmmsg(
+                    sock.as_raw_fd(),
+                    self.hdrs.as_mut_ptr(),
+                    n as u32,
+                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if got < 0 {
+                let e = std::io::Error::last_os_error();
+                if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) {
+                    return Ok(read);
+                }
+                return Err(crate::SysError {
+                    what: "recvmmsg(MSG_ERRQUEUE)".into(),
+                    source: e,
+                });
+            }
+            let got = got as usize;
+            for i in 0..got {
+                let it = cmsg::Iter::new(&self.hdrs[i].msg_hdr, self.ctrl[i].bytes());
+                if let Some(s) = tx_stamp(it) {
+                    out.push(s);
+                }
+            }
+            read += got;
+            if got < n {
+                return Ok(read);
+            }
+        }
+    }
+}
+
+/// The transmit stamp in one error-queue message's control messages, if it carries one:
+/// an SCM_TIMESTAMPING software time and an IP_RECVERR/IPV6_RECVERR `sock_extended_err`
+/// whose origin is SO_EE_ORIGIN_TIMESTAMPING, kind SCM_TSTAMP_SND, key in `ee_data`.
+pub fn tx_stamp<'a>(cmsgs: impl Iterator<Item = Cmsg<'a>>) -> Option<TxStamp> {
+    let mut ns = None;
+    let mut key = None;
+    for c in cmsgs {
+        match (c.level, c.ty) {
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPING) => {
+                // struct scm_timestamping: ts[0] software, ts[2] raw hardware; timespec
+                // on 64-bit Linux is i64 seconds then i64 nanoseconds.
+                let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
+                if sec != 0 || nsec != 0 {
+                    ns = timespec_ns(sec, nsec);
+                }
+            }
+            (libc::SOL_IP, libc::IP_RECVERR) | (libc::SOL_IPV6, libc::IPV6_RECVERR) => {
+                // struct sock_extended_err: errno u32, origin u8, type u8, code u8, pad
+                // u8, info u32, data u32.
+                let origin = c.read_at::<u8>(4)?;
+                let info = c.read_at::<u32>(8)?;
+                if origin == SO_EE_ORIGIN_TIMESTAMPING && info == SCM_TSTAMP_SND {
+                    key = Some(c.read_at::<u32>(12)?);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(TxStamp { key: key?, ns: ns? })
+}
+
+fn timespec_ns(sec: i64, nsec: i64) -> Option<u64> {
+    u64::try_from(sec)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(nsec).ok()?)
+}
+
+/// What a device can stamp, as ETHTOOL_GET_TS_INFO reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TsInfo {
+    /// SOF_TIMESTAMPING_* capabilities.
+    pub so_timestamping: u32,
+    /// The PTP hardware clock's index, -1 without one.
+    pub phc_index: i32,
+}
+
+impl TsInfo {
+    /// Whether the device stamps transmitted packets in hardware.
+    pub fn tx_hardware(&self) -> bool {
+        self.so_timestamping & libc::SOF_TIMESTAMPING_TX_HARDWARE != 0
+    }
+
+    /// Whether the device stamps in software (the stack's stamps work on it).
+    pub fn tx_software(&self) -> bool {
+        self.so_timestamping & libc::SOF_TIMESTAMPING_TX_SOFTWARE != 0
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolTsInfo {
+    cmd: u32,
+    so_timestamping: u32,
+    phc_index: i32,
+    tx_types: u32,
+    tx_reserved: [u32; 3],
+    rx_filters: u32,
+    rx_reserved: [u32; 3],
+}
+
+const ETHTOOL_GET_TS_INFO: u32 = 0x41;
+
+/// Asks device `iface` what it can timestamp.
+pub fn ts_info(iface: &str) -> SysResult<TsInfo> {
+    let mut v = EthtoolTsInfo {
+        cmd: ETHTOOL_GET_TS_INFO,
+        ..Default::default()
+    };
+    let eth = Ethtool::new()?;
+    // SAFETY: v is a live, writable struct ethtool_ts_info, the size the kernel uses for
+    // ETHTOOL_GET_TS_INFO.
+    unsafe {
+        eth.ioctl(
+            iface,
+            (&mut v as *mut EthtoolTsInfo).cast(),
+            "ETHTOOL_GET_TS_INFO",
+        )?
+    };
+    Ok(TsInfo {
+        so_timestamping: v.so_timestamping,
+        phc_index: v.phc_index,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mmsg::tests::connected_pair;
+    use crate::mmsg::Batch;
+
+    #[test]
+    fn the_flags_read_back() {
+        let (_srv, cli) = connected_pair();
+        assert_eq!(cli.timestamping().unwrap(), 0);
+        cli.set_timestamping(TX_SOFTWARE).unwrap();
+        assert_eq!(cli.timestamping().unwrap(), TX_SOFTWARE);
+        cli.set_timestamping(0).unwrap();
+        assert_eq!(cli.timestamping().unwrap(), 0);
+    }
+
+    #[test]
+    fn every_datagram_sent_comes_back_as_one_stamp_keyed_in_order() {
+        let (srv, cli) = connected_pair();
+        cli.set_timestamping(TX_SOFTWARE).unwrap();
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let mut tx = Batch::new(8, 64);
+        for round in 0..3 {
+            for i in 0..8 {
+                tx.slot_mut(i)[0] = (round * 8 + i) as u8;
+                tx.queue_send(i, 10);
+            }
+            assert_eq!(tx.flush(&cli, 0).sent, 8);
+        }
+        let after = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        // A queue of 5 per call: the 24 stamps take several calls, in key order.
+        let mut q = ErrQueue::new(5);
+        let mut got = Vec::new();
+        assert_eq!(q.drain(&cli, &mut got).unwrap(), 24);
+        assert_eq!(
+            got.iter().map(|s| s.key).collect::<Vec<_>>(),
+            (0..24).collect::<Vec<u32>>()
+        );
+        assert!(got.windows(2).all(|w| w[0].ns <= w[1].ns), "{got:?}");
+        assert!(
+            got.iter().all(|s| s.ns >= before && s.ns <= after),
+            "{got:?}"
+        );
+        // Drained: nothing more, and the datagrams themselves arrived untouched.
+        assert_eq!(q.drain(&cli, &mut got).unwrap(), 0);
+        let mut rx = Batch::new(32, 64);
+        assert_eq!(rx.recv(&srv, 32, libc::MSG_DONTWAIT).unwrap(), 24);
+        assert_eq!(rx.data(23).len(), 10);
+    }
+
+    #[test]
+    fn a_refused_send_takes_no_key() {
+        let (_srv, cli) = connected_pair();
+        cli.set_timestamping(TX_SOFTWARE).unwrap();
+        let mut tx = Batch::new(3, 65536);
+        // The middle datagram is too big for UDP over IPv4 (EMSGSIZE).
+        for (i, len) in [10, 65536, 10].into_iter().enumerate() {
+            tx.queue_send(i, len);
+        }
+        let f = tx.flush(&cli, 0);
+        assert_eq!((f.sent, f.failed), (2, 1));
+        assert_eq!(tx.refused(), &[1]);
+        let mut got = Vec::new();
+        ErrQueue::new(8).drain(&cli, &mut got).unwrap();
+        assert_eq!(got.iter().map(|s| s.key).collect::<Vec<_>>(), vec![0, 1]);
+        // The next flush forgets the refusal.
+        tx.queue_send(0, 10);
+        tx.flush(&cli, 0);
+        assert!(tx.refused().is_empty());
+    }
+
+    #[test]
+    fn received_datagrams_carry_their_software_arrival_stamp() {
+        let (srv, cli) = connected_pair();
+        srv.set_timestamping(TX_SOFTWARE).unwrap();
+        // The host's receive stamping starts a little after the first socket asks for it
+        // (a deferred static key): wait until a datagram carries a stamp.
+        let mut rx = Batch::new(4, 64).with_control(true);
+        srv.set_recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        for _ in 0..1000 {
+            cli.send_to(b"warm", None, 0).unwrap();
+            assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
+            if rx.rx_timestamp_ns(0).is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        cli.send_to(b"ping", None, 0).unwrap();
+        assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
+        let ns = rx
+            .rx_timestamp_ns(0)
+            .expect("an SCM_TIMESTAMPING arrival stamp");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        assert!(ns <= now && now - ns < 5_000_000_000, "{ns} vs {now}");
+    }
+
+    fn cmsg_bytes(fields: &[(usize, &[u8])], len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        for (at, b) in fields {
+            v[*at..*at + b.len()].copy_from_slice(b);
+        }
+        v
+    }
+
+    #[test]
+    fn the_parser_takes_only_a_keyed_send_stamp() {
+        let ts = cmsg_bytes(&[(0, &5i64.to_ne_bytes()), (8, &7i64.to_ne_bytes())], 48);
+        let ee = |origin: u8, info: u32| {
+            cmsg_bytes(
+                &[
+                    (0, &(libc::ENOMSG as u32).to_ne_bytes()),
+                    (4, &[origin]),
+                    (8, &info.to_ne_bytes()),
+                    (12, &42u32.to_ne_bytes()),
+                ],
+                32,
+            )
+        };
+        let stamp = Cmsg {
+            level: libc::SOL_SOCKET,
+            ty: libc::SCM_TIMESTAMPING,
+            data: &ts,
+        };
+        let send = ee(SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND);
+        let err = |data| Cmsg {
+            level: libc::SOL_IP,
+            ty: libc::IP_RECVERR,
+            data,
+        };
+        assert_eq!(
+            tx_stamp([stamp, err(&send)].into_iter()),
+            Some(TxStamp {
+                key: 42,
+                ns: 5_000_000_007
+            })
+        );
+        // An ICMP error (origin 2), a scheduler stamp (info 1), a stamp without its key,
+        // and a truncated value are not send stamps.
+        let (icmp, sched) = (ee(2, 0), ee(4, 1));
+        assert_eq!(tx_stamp([stamp, err(&icmp)].into_iter()), None);
+        assert_eq!(tx_stamp([stamp, err(&sched)].into_iter()), None);
+        assert_eq!(tx_stamp([stamp].into_iter()), None);
+        assert_eq!(tx_stamp([stamp, err(&send[..10])].into_iter()), None);
+    }
+
+    #[test]
+    fn loopback_stamps_in_software_only() {
+        let lo = ts_info("lo").unwrap();
+        assert!(lo.tx_software(), "{lo:?}");
+        assert!(!lo.tx_hardware(), "{lo:?}");
+        assert_eq!(lo.phc_index, -1);
+    }
+}
