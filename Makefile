@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-ntp lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -115,6 +115,16 @@ bench-drops: build
 bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)
+
+# NTP against chronyd on loopback (mk/bench-ntp: lab compare --proto ntp twice): both serve
+# the clock as a local stratum 10, no rate limit or client log, servers on CPU 0 (one
+# chronyd instance per CPU on a reuseport port), firehose load --proto ntp on CPU 1, 3
+# interleaved repetitions: responses/s and CPU per response at saturation, then the hold
+# time p99 at half of chronyd's maximum for both; medians (min-max), ratios, the load
+# average at both ends.
+bench-ntp: build
+	@sh mk/deps lab
+	sh mk/bench-ntp $(BIN)
 
 # Where load's latency goes on loopback (mk/bench-latency): rtt p50 under the default pacing
 # against --spin and send_lag p99 with --spin, at 50k/s and 150k/s, from kernel timestamps

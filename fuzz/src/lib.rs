@@ -18,6 +18,7 @@ pub mod input;
 pub mod kernel_text;
 pub mod load_match;
 pub mod metrics_http;
+pub mod ntp_handler;
 pub mod observe_text;
 pub mod radius_files;
 pub mod radius_handler;
@@ -109,6 +110,11 @@ pub const TARGETS: &[Target] = &[
         name: "observe_text",
         check: observe_text::check,
         seeds: observe_text::seeds,
+    },
+    Target {
+        name: "ntp_handler",
+        check: ntp_handler::check,
+        seeds: ntp_handler::seeds,
     },
 ];
 

@@ -109,7 +109,7 @@ pub fn check(data: &[u8]) {
         };
         if let Some((d, flow, must_complete, must_not)) = datagram {
             datagrams += 1;
-            let (a, _code) = classify(&mut table, &mut *w, &d, flow);
+            let (a, _code) = classify(&mut table, &mut *w, &d, flow, None);
             counted += 1;
             let id = w.response_id(&d).map(|(id, _)| id);
             match a {

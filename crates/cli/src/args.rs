@@ -335,6 +335,8 @@ mod same_strings {
         &["serve", "--duration"],
         &["serve", "--tcp-idle"],
         &["serve", "--radius-dup-window"],
+        &["serve", "--ntp-root-delay"],
+        &["serve", "--ntp-root-dispersion"],
         &["load", "--target", "127.0.0.1:9", "--duration"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--timeout"],
@@ -373,6 +375,8 @@ mod same_strings {
     ];
     /// Of those, the ones where zero means "none".
     const DURATION_OR_ZERO: &[&[&str]] = &[
+        &["serve", "--ntp-root-delay"],
+        &["serve", "--ntp-root-dispersion"],
         &["load", "--target", "127.0.0.1:9", "--warmup"],
         &["load", "--target", "127.0.0.1:9", "--interval"],
         &["lab", "ladder", "--warmup"],

@@ -27,6 +27,7 @@ EXAMPLES:\n  \
   firehose doctor                      audit, one line per check\n  \
   firehose doctor --verbose rmem       why and from where\n  \
   firehose doctor --port 9000 --sample 2\n  \
+  firehose doctor ntp-clock ntp-port   before serve --proto ntp\n  \
   firehose doctor --apply --dry-run    the plan; then as root: firehose doctor --apply\n  \
   firehose doctor --apply --persist    also keep the sysctls across reboots\n  \
   firehose doctor --revert             undo what --apply changed"

@@ -24,6 +24,9 @@ pub struct IoPath {
     /// Serve: the workers' I/O on this path, made from the flags (AF_XDP sets the worker
     /// count to its queues').
     serve: fn(&ServeArgs, &mut ServeConfig) -> Result<ServeOn>,
+    /// Serve: the workers hand each request the kernel's arrival stamp when the
+    /// configuration asks for it (`ServeConfig::rx_timestamps`, NTP's receive timestamp).
+    pub rx_timestamps: bool,
     /// Serve: why this path's own flags cannot be given when another path is chosen.
     serve_flags: fn(&ServeArgs) -> Option<String>,
     /// Load: each generator thread's flows on this path, for requests up to
@@ -45,6 +48,7 @@ pub static IO_PATHS: &[IoPath] = &[
         name: "socket",
         help: "Kernel UDP sockets (recvfrom/recvmmsg)",
         serve: |_, cfg| Ok(ServeOn::again(SocketIo::new(cfg))),
+        rx_timestamps: true,
         serve_flags: crate::serve::socket_only_flags,
         load: |_, cfg, _| {
             let flows = firehose_load::socket_flows(cfg).map_err(crate::load::load_error)?;
@@ -62,6 +66,7 @@ pub static IO_PATHS: &[IoPath] = &[
             cfg.workers = io.queues().len();
             Ok(ServeOn::once(io))
         },
+        rx_timestamps: false,
         serve_flags: crate::serve::xdp_only_flags,
         load: |a, cfg, max_payload| {
             let (io, settings) = crate::load::xdp_flows(a, cfg, max_payload)?;
@@ -74,6 +79,7 @@ pub static IO_PATHS: &[IoPath] = &[
         help: "io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched \
                sends, one ring per worker (or generator thread)",
         serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
+        rx_timestamps: false,
         serve_flags: |a| a.uring_flags(),
         load: |a, cfg, max_payload| {
             let flows = crate::load::uring_flows(a, cfg, max_payload)?;
@@ -123,6 +129,11 @@ pub enum Handlers {
         std::sync::Arc<firehose_proto::radius::LiveDb>,
         firehose_proto::radius::RadiusOptions,
     ),
+    /// Each worker a handler of its own over the shared clock state.
+    Ntp(
+        std::sync::Arc<firehose_proto::ntp::LiveState>,
+        firehose_proto::ntp::NtpOptions,
+    ),
 }
 
 /// Starts `cfg`'s workers on `io` with `h`'s handler.
@@ -137,6 +148,12 @@ fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, Set
             let (live, opts) = (live.clone(), *opts);
             Server::start_with(cfg, io, move |_| {
                 firehose_proto::RadiusHandler::new(live.clone(), &opts)
+            })
+        }
+        Handlers::Ntp(live, opts) => {
+            let (live, opts) = (live.clone(), *opts);
+            Server::start_with(cfg, io, move |_| {
+                firehose_proto::NtpHandler::new(live.clone(), &opts)
             })
         }
     }

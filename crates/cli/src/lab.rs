@@ -5,6 +5,7 @@
 //! the page, the JSON and the report.
 
 mod dns;
+mod ntp;
 mod radius;
 pub(crate) mod run;
 mod sink;
@@ -46,7 +47,7 @@ pub struct LabArgs {
 enum LabCommand {
     /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
     Ladder(LadderArgs),
-    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS).
+    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS; ntp: vs chronyd).
     Compare(CompareArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
@@ -97,7 +98,7 @@ struct RunArgs {
     /// Runs of each configuration, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns and radius).
+    /// Measured time per run, e.g. 5, 10s (whole seconds, except with --proto dns, radius and ntp).
     #[arg(short = 't', long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
     duration: Duration,
     /// Load before the measured window, whole seconds, 0 for none [default: 1].
@@ -109,9 +110,9 @@ struct RunArgs {
     /// CPUs of the client, or auto: the allowed CPUs the server does not use [default: auto].
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     client_cpus: Option<Cpus>,
-    /// Server workers [default: one per server CPU]. With `compare --proto dns` or radius, a
-    /// list of counts to try, e.g. 1,2 [default: dns 1 and the number of server CPUs; radius
-    /// the number of server CPUs].
+    /// Server workers [default: one per server CPU]. With `compare --proto dns`, radius or
+    /// ntp, a list of counts to try, e.g. 1,2 [default: dns 1 and the number of server CPUs;
+    /// radius and ntp the number of server CPUs].
     #[arg(long, value_parser = parse_positive, value_delimiter = ',')]
     workers: Option<Vec<usize>>,
     /// Generator threads [default: one per client CPU].
@@ -192,11 +193,19 @@ on the client CPU; closed loop, or open loop at --rate. On loopback, or --topolo
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
 --flows --window (flows x window <= 256) --rate --timeout --topology --json --json-file\n\
 --report --firehose-bin.\n\n\
+--proto ntp:\n\
+Servers: firehose (serve --proto ntp --ntp-local-stratum 10), chronyd (local stratum 10, no\n\
+ratelimit, one instance per worker on one SO_REUSEPORT port), on the same CPUs. Generator:\n\
+firehose load --proto ntp (every answer checked; hold time and offset), one thread on the\n\
+client CPU; closed loop, or open loop at --rate. Loopback only.\n\
+Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
+--flows --window --rate --timeout --json --json-file --report --firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
   firehose lab compare --proto dns --duration 5 --report results/dns\n  \
   firehose lab compare --proto radius --server-cpus 0 --client-cpus 1\n  \
-  firehose lab compare --proto radius --topology veth --duration 5")]
+  firehose lab compare --proto radius --topology veth --duration 5\n  \
+  firehose lab compare --proto ntp --server-cpus 0 --client-cpus 1 --rate 50k")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -204,9 +213,9 @@ struct CompareArgs {
     #[arg(long, value_enum, default_value = "echo")]
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
-    /// latency, uring (tuned over io_uring), plain, sockperf, (dns) firehose, knotd, nsd or (radius)
-    /// firehose, freeradius [default: echo naive,tuned,plain,sockperf; dns firehose,knotd,nsd;
-    /// radius firehose,freeradius].
+    /// latency, uring (tuned over io_uring), plain, sockperf, (dns) firehose, knotd, nsd, (radius)
+    /// firehose, freeradius or (ntp) firehose, chronyd [default: echo naive,tuned,plain,sockperf;
+    /// dns firehose,knotd,nsd; radius firehose,freeradius; ntp firehose,chronyd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
     /// Generators to drive them with, of (echo) firehose, sockperf or (dns) dnsperf,
@@ -232,7 +241,7 @@ struct CompareArgs {
     /// the server).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     queries_per_conn: Option<usize>,
-    /// Serve with this firehose binary instead of this one (--proto dns, radius), e.g. a build
+    /// Serve with this firehose binary instead of this one (--proto dns, radius, ntp), e.g. a build
     /// from before a change.
     #[arg(long, value_name = "PATH")]
     firehose_bin: Option<std::path::PathBuf>,
@@ -385,6 +394,49 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
 }
 
 impl CompareArgs {
+    /// Refuses, rather than ignores, the flags a loopback comparison against a peer server
+    /// (`--proto radius`, `ntp`: `name` in messages, lower case `proto`) has no use for;
+    /// `size` says why `--size` does not apply.
+    fn refuse_for_peer_compare(&self, name: &str, proto: &str, size: &str) -> Result<()> {
+        let r = &self.run;
+        let veth = format!("--topology veth: the {name} comparison runs on loopback only");
+        let size = format!("--size: {size}");
+        let given = [
+            (r.topology == Some(Kind::Veth), veth.as_str()),
+            (
+                r.queues.is_some(),
+                "--queues: the comparison runs on loopback, which has no queues to set",
+            ),
+            (
+                r.warmup.is_some(),
+                "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
+            ),
+            (
+                r.threads.is_some(),
+                "--threads: the generator runs one thread on the client CPU",
+            ),
+            (r.size.is_some(), size.as_str()),
+            (self.names.is_some(), "--names applies to --proto dns"),
+            (
+                self.query_count.is_some(),
+                "--query-count applies to --proto dns",
+            ),
+            (self.no_syscalls, "--no-syscalls applies to --proto dns"),
+            (
+                self.tcp_connections.is_some() || self.queries_per_conn.is_some(),
+                "--tcp-connections and --queries-per-conn apply to --proto dns",
+            ),
+            (
+                self.io.is_some(),
+                "--io: the I/O path comparison is for --proto echo and dns",
+            ),
+        ];
+        match given.iter().find(|(g, _)| *g) {
+            Some((_, msg)) => Err(Usage(format!("{msg} (not for --proto {proto})")).into()),
+            None => Ok(()),
+        }
+    }
+
     /// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
     fn firehose_bin(&self) -> Result<Option<PathBuf>> {
         match &self.firehose_bin {
@@ -478,6 +530,9 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Radius {
         return radius::compare(c);
     }
+    if c.proto == Proto::Ntp {
+        return ntp::compare(c);
+    }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);
     }
@@ -490,7 +545,11 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
         (c.no_syscalls, "--no-syscalls", "dns"),
         (c.tcp_connections.is_some(), "--tcp-connections", "dns"),
         (c.queries_per_conn.is_some(), "--queries-per-conn", "dns"),
-        (c.firehose_bin.is_some(), "--firehose-bin", "dns or radius"),
+        (
+            c.firehose_bin.is_some(),
+            "--firehose-bin",
+            "dns, radius or ntp",
+        ),
     ] {
         if given {
             return Err(Usage(format!("{flag} applies only to lab compare --proto {to}")).into());

@@ -4,6 +4,7 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, parse_rate,
     parse_unix_time, Cpus, Usage,
 };
+mod ntp;
 mod output;
 mod radius;
 
@@ -17,6 +18,7 @@ use firehose_load::dns::DnsWorkload;
 use firehose_load::document::{LoadRun, LoadSettings};
 use firehose_load::interval::HdrLogFile;
 use firehose_load::io::FlowIo;
+use firehose_load::ntp::NtpWorkload;
 use firehose_load::pace::Arrivals;
 use firehose_load::radius::RadiusWorkload;
 use firehose_load::watch::{HdrIntervals, IntervalLines, ServerWindow};
@@ -27,6 +29,7 @@ use firehose_sys::supervise::Ended;
 use firehose_sys::xdp::setup::ModeChoice;
 use firehose_sys::xdp::xsk::ZeroCopy;
 use firehose_sys::SetupError;
+use ntp::{ntp_workload, NtpLoadArgs};
 pub use output::print_summary;
 use output::{print_header, print_interval};
 use radius::{radius_workload, RadiusLoadArgs};
@@ -47,6 +50,9 @@ pub enum LoadProto {
     /// RADIUS Access-Requests (PAP or CHAP) or Accounting-Requests for the users of
     /// --radius-users; every response's authenticators and verdict are checked.
     Radius,
+    /// NTP client requests with random transmit timestamps; every response is checked
+    /// (mode, origin, stratum, leap) and its offset, delay and hold time measured.
+    Ntp,
 }
 
 /// Arguments of `firehose load`.
@@ -64,7 +70,8 @@ EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 --rate 50k --flows 4 --stamps\n  \
   firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
   firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
---radius-clients examples/radius/clients.conf --rate 20k -t 5"
+--radius-clients examples/radius/clients.conf --rate 20k -t 5\n  \
+  firehose load --target 127.0.0.1:12300 --proto ntp --rate 100k -t 5"
 )]
 pub struct LoadArgs {
     /// Server address and port (IPv4, [IPv6] or host:port).
@@ -186,6 +193,8 @@ pub struct LoadArgs {
     zerocopy: Option<ZeroCopy>,
     #[command(flatten)]
     pub(crate) radius: RadiusLoadArgs,
+    #[command(flatten)]
+    pub(crate) ntp: NtpLoadArgs,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -243,6 +252,7 @@ enum Proto {
     Echo(EchoWorkload),
     Dns(DnsWorkload),
     Radius(RadiusWorkload),
+    Ntp(Box<NtpWorkload>),
 }
 
 /// Runs `firehose load`.
@@ -304,7 +314,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         .into());
     }
     let radius = radius_workload(&a, target)?;
+    let ntp = ntp_workload(&a)?;
     let workload = match (a.proto, &a.queries) {
+        (LoadProto::Ntp, Some(_)) => {
+            return Err(Usage("--queries applies only to --proto dns".into()).into())
+        }
+        (LoadProto::Ntp, None) => match ntp {
+            Some(w) => Proto::Ntp(Box::new(w)),
+            None => unreachable!("ntp_workload returns one for --proto ntp"),
+        },
         (LoadProto::Radius, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
@@ -337,17 +355,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
     // A DNS query from a query file stays far below 512 bytes.
     let max_payload = match &workload {
         Proto::Echo(_) => a.size,
-        Proto::Dns(_) | Proto::Radius(_) => 512,
+        Proto::Dns(_) | Proto::Radius(_) | Proto::Ntp(_) => 512,
     };
     let LoadOn { flows, settings } = a.io.load_on(&a, &cfg, max_payload)?;
     let config_doc = LoadSettings {
         target: target.to_string(),
-        proto: match a.proto {
-            LoadProto::Echo => "echo",
-            LoadProto::Dns => "dns",
-            LoadProto::Radius => "radius",
-        }
-        .into(),
+        proto: proto_name(a.proto).into(),
         mode: if a.rate.is_some() { "open" } else { "closed" }.into(),
         flows: a.flows,
         window: cfg.window,
@@ -377,6 +390,11 @@ pub fn run(a: LoadArgs) -> Result<()> {
             w.reseed(i as u64);
             w
         })?,
+        Proto::Ntp(w) => drive(&a, &cfg, flows, |i| {
+            let mut w = (*w).clone();
+            w.reseed(i as u64);
+            w
+        })?,
     };
     if let Some(p) = report.parts.as_mut() {
         p.hardware = firehose_load::decompose::hardware_stamps(&cfg.target);
@@ -395,6 +413,16 @@ pub fn run(a: LoadArgs) -> Result<()> {
         environment: Environment::capture(),
     })?;
     lost
+}
+
+/// The protocol's name in reports and JSON.
+fn proto_name(p: LoadProto) -> &'static str {
+    match p {
+        LoadProto::Echo => "echo",
+        LoadProto::Dns => "dns",
+        LoadProto::Radius => "radius",
+        LoadProto::Ntp => "ntp",
+    }
 }
 
 pub(crate) fn load_error(e: SetupError) -> anyhow::Error {

@@ -187,6 +187,11 @@ pub struct ServeConfig {
     /// control message per packet (~7% of server CPU in a perf profile); the same counter
     /// is always available from SO_MEMINFO at no per-packet cost.
     pub rxq_ovfl: bool,
+    /// SO_TIMESTAMPNS: the kernel stamps each datagram's arrival (CLOCK_REALTIME) and the
+    /// socket backend hands the stamp to the handler ([`crate::Request::rx_time_ns`]), for a
+    /// protocol that answers with it (NTP). Off for the others: a control message per
+    /// packet costs what SO_RXQ_OVFL's does.
+    pub rx_timestamps: bool,
 }
 
 impl ServeConfig {
@@ -204,6 +209,7 @@ impl ServeConfig {
             rcvbuf: None,
             sndbuf: None,
             rxq_ovfl: true,
+            rx_timestamps: false,
         };
         match p {
             Profile::Naive => base,

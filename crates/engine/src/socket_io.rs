@@ -13,12 +13,13 @@ use std::sync::Arc;
 pub const SLOT_SIZE: usize = 65536;
 
 /// The socket path as configured: the batch size, blocking or busy-polling, and
-/// whether datagrams carry the SO_RXQ_OVFL drop count.
+/// whether datagrams carry the SO_RXQ_OVFL drop count and the arrival stamp.
 #[derive(Debug, Clone, Copy)]
 pub struct SocketIo {
     batch: usize,
     busy: bool,
     rxq_ovfl: bool,
+    rx_timestamps: bool,
 }
 
 impl SocketIo {
@@ -28,6 +29,7 @@ impl SocketIo {
             batch: cfg.batch,
             busy: cfg.busy_poll.is_some(),
             rxq_ovfl: cfg.rxq_ovfl,
+            rx_timestamps: cfg.rx_timestamps,
         }
     }
 }
@@ -37,6 +39,8 @@ impl Io for SocketIo {
 
     fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
         let (recv, send) = match self.batch {
+            // recvfrom carries no control message: a stamped batch of one is a recvmmsg.
+            1 if self.rx_timestamps => (RecvMode::Batch, SendMode::Single),
             1 => (RecvMode::Single, SendMode::Single),
             _ => (RecvMode::Batch, SendMode::Batch),
         };
@@ -45,9 +49,10 @@ impl Io for SocketIo {
             slots: Batch::new(self.batch, SLOT_SIZE)
                 .with_recv(recv)
                 .with_send(send)
-                .with_rxq_ovfl(self.rxq_ovfl),
+                .with_control(self.rxq_ovfl || self.rx_timestamps),
             max: self.batch,
             busy: self.busy,
+            stamps: self.rx_timestamps,
             idle: false,
         })
     }
@@ -59,6 +64,8 @@ pub struct SocketBackend {
     slots: Batch,
     max: usize,
     busy: bool,
+    /// The socket stamps arrivals (SO_TIMESTAMPNS): each request carries its stamp.
+    stamps: bool,
     /// The last busy poll found nothing: poll with recvfrom until something arrives.
     idle: bool,
 }
@@ -94,8 +101,15 @@ impl Backend for SocketBackend {
         let len = self.slots.len(i);
         let truncated = self.slots.truncated(i);
         // The handler gets the whole slot; it reads buf[..len] and writes in place.
+        let stamp = if self.stamps {
+            self.slots.rx_timestamp_ns(i)
+        } else {
+            None
+        };
         let (buf, view) = self.slots.slot_and_peer(i);
-        Request::new(buf, len, Peer::from_view(view)).cut(truncated)
+        Request::new(buf, len, Peer::from_view(view))
+            .cut(truncated)
+            .with_rx_time_ns(stamp)
     }
 
     fn reply(&mut self, i: usize, len: usize) {
@@ -104,5 +118,60 @@ impl Backend for SocketBackend {
 
     fn flush(&mut self) -> Flushed {
         self.slots.flush(&self.sock, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Profile;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    fn wall_ns() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    }
+
+    /// A backend on a loopback socket with `batch` and `rx_timestamps`, fed one datagram.
+    fn stamped(batch: usize, rx_timestamps: bool) -> Option<u64> {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let sock = UdpSock::new_for(&addr).unwrap();
+        sock.bind(&addr).unwrap();
+        sock.set_recv_timeout(Duration::from_secs(2)).unwrap();
+        if rx_timestamps {
+            sock.set_timestamp_ns(true).unwrap();
+        }
+        let to = sock.local_addr().unwrap();
+        let mut cfg = ServeConfig::profile(Profile::Naive, to, 1);
+        (cfg.batch, cfg.rxq_ovfl, cfg.rx_timestamps) = (batch, false, rx_timestamps);
+        let seat = WorkerSeat {
+            index: 0,
+            cpu: None,
+            socket: Arc::new(sock),
+        };
+        let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
+        let before = wall_ns();
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .send_to(b"tick", to)
+            .unwrap();
+        assert_eq!(b.recv().count, 1);
+        let r = b.request(0);
+        assert_eq!(r.data(), b"tick");
+        let t = r.rx_time_ns();
+        if let Some(t) = t {
+            assert!(t >= before && t <= wall_ns(), "{before} <= {t}");
+        }
+        t
+    }
+
+    #[test]
+    fn requests_carry_the_kernel_arrival_stamp_when_asked() {
+        for batch in [1, 64] {
+            assert!(stamped(batch, true).is_some(), "batch {batch}");
+            assert_eq!(stamped(batch, false), None, "batch {batch}");
+        }
     }
 }

@@ -22,6 +22,9 @@ pub struct AppliedSocket {
     pub prefer_busy_poll: Option<bool>,
     pub busy_poll_budget: Option<i32>,
     pub rxq_ovfl: bool,
+    /// SO_TIMESTAMPNS, read back.
+    #[serde(default)]
+    pub rx_timestamps: bool,
 }
 
 /// The bound, configured sockets of a server, in bind order.
@@ -150,6 +153,9 @@ fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, SetupError
     if cfg.rxq_ovfl {
         s.set_rxq_ovfl(true)?;
     }
+    if cfg.rx_timestamps {
+        s.set_timestamp_ns(true)?;
+    }
     Ok(s)
 }
 
@@ -184,6 +190,7 @@ fn read_back(
             None
         },
         rxq_ovfl: s.rxq_ovfl()?,
+        rx_timestamps: s.timestamp_ns()?,
     })
 }
 

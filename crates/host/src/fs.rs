@@ -65,6 +65,12 @@ impl HostFs {
         HostFs::new("/")
     }
 
+    /// True for the running host's own tree (rooted at `/`), where what the kernel says
+    /// outside files (adjtimex) belongs to the same host.
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
     fn full(&self, path: &str) -> PathBuf {
         self.root.join(path.trim_start_matches('/'))
     }

@@ -24,6 +24,10 @@ pub enum ServerKind {
     FirehoseRadius,
     /// FreeRADIUS with its files, pap and chap modules and a thread pool of N.
     FreeRadius,
+    /// `firehose serve --proto ntp --ntp-local-stratum 10`.
+    FirehoseNtp,
+    /// N chronyd instances on one SO_REUSEPORT port (`local stratum 10`, no rate limit).
+    Chronyd,
 }
 
 /// The DNS servers, in the order `compare --proto dns` lists them.
@@ -33,18 +37,23 @@ pub const DNS_SERVERS: [ServerKind; 3] =
 /// The RADIUS servers, in the order `compare --proto radius` lists them.
 pub const RADIUS_SERVERS: [ServerKind; 2] = [ServerKind::FirehoseRadius, ServerKind::FreeRadius];
 
+/// The NTP servers, in the order `compare --proto ntp` lists them.
+pub const NTP_SERVERS: [ServerKind; 2] = [ServerKind::FirehoseNtp, ServerKind::Chronyd];
+
 impl ServerKind {
     /// The program's name, as tables and the command line show it.
     pub fn name(&self) -> &'static str {
         match self {
-            ServerKind::Firehose { .. } | ServerKind::FirehoseDns | ServerKind::FirehoseRadius => {
-                "firehose"
-            }
+            ServerKind::Firehose { .. }
+            | ServerKind::FirehoseDns
+            | ServerKind::FirehoseRadius
+            | ServerKind::FirehoseNtp => "firehose",
             ServerKind::PlainEcho { .. } => "plain",
             ServerKind::Sockperf => "sockperf",
             ServerKind::Knot => "knotd",
             ServerKind::Nsd => "nsd",
             ServerKind::FreeRadius => "freeradius",
+            ServerKind::Chronyd => "chronyd",
         }
     }
 
@@ -64,6 +73,11 @@ impl ServerKind {
     /// A RADIUS server by the name the command line uses (the program's).
     pub fn radius_from_name(s: &str) -> Option<ServerKind> {
         RADIUS_SERVERS.into_iter().find(|k| k.name() == s)
+    }
+
+    /// An NTP server by the name the command line uses (the program's).
+    pub fn ntp_from_name(s: &str) -> Option<ServerKind> {
+        NTP_SERVERS.into_iter().find(|k| k.name() == s)
     }
 
     /// True for the servers of `compare --proto dns`.
@@ -86,6 +100,8 @@ impl ServerKind {
             ServerKind::FirehoseDns => format!("tuned, workers {workers}"),
             ServerKind::FirehoseRadius => format!("workers {workers}"),
             ServerKind::FreeRadius => format!("thread pool {workers}"),
+            ServerKind::FirehoseNtp => format!("workers {workers}"),
+            ServerKind::Chronyd => format!("{workers} instance(s), reuseport"),
         }
     }
 
@@ -96,6 +112,10 @@ impl ServerKind {
             ServerKind::Knot => Some(("knotd", "knot")),
             ServerKind::Nsd => Some(("nsd", "nsd")),
             ServerKind::FreeRadius => Some(("freeradius", "freeradius")),
+            ServerKind::Chronyd => Some((
+                crate::peers::chronyd::PROGRAM,
+                crate::peers::chronyd::PACKAGE,
+            )),
             _ => None,
         }
     }
@@ -151,5 +171,14 @@ mod tests {
         );
         assert_eq!(ServerKind::FirehoseRadius.key(), "firehose");
         assert!(!ServerKind::FreeRadius.speaks_dns());
+        assert_eq!(
+            ServerKind::ntp_from_name("chronyd"),
+            Some(ServerKind::Chronyd)
+        );
+        assert_eq!(
+            ServerKind::ntp_from_name("firehose"),
+            Some(ServerKind::FirehoseNtp)
+        );
+        assert_eq!(ServerKind::Chronyd.config(2), "2 instance(s), reuseport");
     }
 }

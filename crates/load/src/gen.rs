@@ -122,6 +122,8 @@ pub struct ThreadResult {
     pub codes: BTreeMap<u16, u64>,
     /// The workload's failed checks by reason ([`Workload::invalid`]).
     pub invalid: Vec<(&'static str, u64)>,
+    /// The workload's measurements beyond latency ([`Workload::measures`]).
+    pub measures: Vec<(&'static str, crate::measure::SignedHistogram)>,
     pub latency_ns: Histogram<u64>,
     /// Latency taken apart by kernel timestamps, on a path that stamps.
     pub parts: Option<crate::decompose::Decomposition>,
@@ -174,25 +176,10 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), SetupError> {
     if cfg.window == 0 && cfg.rate.is_none() {
         return bad(S::Window, format!("{} must be at least 1", S::Window.r()));
     }
-    if cfg.per_wake == 0 || cfg.per_wake > 1024 {
-        return bad(
-            S::PerWake,
-            format!(
-                "{} {} is out of range; use 1 to 1024",
-                S::PerWake.r(),
-                cfg.per_wake
-            ),
-        );
-    }
-    if cfg.batch == 0 || cfg.batch > 1024 {
-        return bad(
-            S::Batch,
-            format!(
-                "{} {} is out of range; use 1 to 1024",
-                S::Batch.r(),
-                cfg.batch
-            ),
-        );
+    for (s, v) in [(S::PerWake, cfg.per_wake), (S::Batch, cfg.batch)] {
+        if !(1..=1024).contains(&v) {
+            return bad(s, format!("{} {v} is out of range; use 1 to 1024", s.r()));
+        }
     }
     if let Some(r) = cfg.rate {
         if !(r > 0.0 && r.is_finite()) {
@@ -766,7 +753,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 rx_time_ns,
             } = self.io.datagram(i);
             let (answer, code) =
-                crate::table::classify(&mut self.table, &mut self.workload, data, f);
+                crate::table::classify(&mut self.table, &mut self.workload, data, f, rx_time_ns);
             match answer {
                 Answer::Completes(e) => {
                     self.flows[e.flow as usize].outstanding -= 1;
@@ -845,6 +832,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             gso_error: path.gso_refusal,
             codes: self.codes,
             invalid: self.workload.invalid(),
+            measures: self.workload.measures(),
             latency_ns: self.total,
             parts: self.stamps.map(|s| s.figures),
             cpu_time,

@@ -141,6 +141,8 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
         client_bound: reports.iter().any(|r| r.client_bound),
         codes,
         invalid,
+        // Percentiles of agents' measures cannot be added; the agents' reports keep them.
+        measures: BTreeMap::new(),
         threads: reports.iter().flat_map(|r| r.threads.clone()).collect(),
         intervals: Vec::new(),
     };
@@ -182,6 +184,7 @@ mod tests {
             gso_error: None,
             codes: BTreeMap::from([(0, latencies_ns.len() as u64)]),
             invalid: Vec::new(),
+            measures: Vec::new(),
             latency_ns: h,
             cpu_time: Duration::from_millis(500),
             window: Duration::from_secs(2),
@@ -193,6 +196,7 @@ mod tests {
             latency_ns: t.latency_ns.clone(),
             codes: t.codes.clone(),
             invalid: t.invalid.clone(),
+            measures: t.measures.clone(),
             gso_error: None,
             parts: t.parts.clone(),
             ..*t

@@ -112,6 +112,11 @@ pub struct LoadReport {
     /// over the whole run, warm-up included; each left its request to time out as lost.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub invalid: BTreeMap<String, u64>,
+    /// Measurements of the answers beyond latency, in µs, by name (NTP: `offset`, `delay`,
+    /// `hold`), over the measured window; signed where the value can be negative. Not
+    /// merged by `report merge`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub measures: BTreeMap<String, LatencyUs>,
     pub threads: Vec<ThreadSummary>,
     pub intervals: Vec<Interval>,
     /// Latency taken apart by kernel timestamps (`load --stamps`).
@@ -202,6 +207,7 @@ pub fn summarize(
     let mut hist = new_histogram();
     let mut codes = BTreeMap::new();
     let mut invalid = BTreeMap::new();
+    let mut measures: BTreeMap<&str, crate::measure::SignedHistogram> = BTreeMap::new();
     let (mut completed, mut sent, mut lost, mut stray, mut dup, mut unsent, mut send_errors) =
         (0, 0, 0, 0, 0, 0, 0);
     let mut syscalls = 0;
@@ -238,6 +244,9 @@ pub fn summarize(
             if *n > 0 {
                 *invalid.entry(k.to_string()).or_insert(0) += n;
             }
+        }
+        for (k, h) in &r.measures {
+            measures.entry(k).or_default().add(h);
         }
         let w = r.window.as_secs_f64();
         threads.push(ThreadSummary {
@@ -306,6 +315,10 @@ pub fn summarize(
         client_bound: client_saturated && server_saturated == Some(false),
         codes,
         invalid,
+        measures: measures
+            .iter()
+            .map(|(k, h)| (k.to_string(), h.summary_us()))
+            .collect(),
         threads,
         intervals,
         parts: parts.map(|d| Parts::of(&d, String::new())).transpose()?,

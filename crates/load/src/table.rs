@@ -215,11 +215,14 @@ impl Table {
 /// duplicate of a finished one's, or a stray (not a response of `w`, or a response whose
 /// id is pending but which does not answer that request, e.g. another question), with the
 /// response's result code. The generator's only way of matching a reply to a request.
+/// `arrived` is the kernel's receive stamp where the socket gives one
+/// ([`crate::Workload::matches_at`]).
 pub fn classify<W: crate::Workload + ?Sized>(
     table: &mut Table,
     w: &mut W,
     data: &[u8],
     flow: u32,
+    arrived: Option<u64>,
 ) -> (Answer, u16) {
     let Some((id, code)) = w.response_id(data) else {
         return (Answer::Stray, 0);
@@ -227,7 +230,7 @@ pub fn classify<W: crate::Workload + ?Sized>(
     let answer = if table.pending_flow(id).is_none() {
         // Not pending: a duplicate if it answers a finished request, else stray.
         table.answer(id, flow)
-    } else if w.matches(id, data) {
+    } else if w.matches_at(id, data, arrived) {
         table.answer(id, flow)
     } else {
         Answer::Stray

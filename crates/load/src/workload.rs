@@ -26,10 +26,23 @@ pub trait Workload: Send {
     /// Checks that `resp` really answers request `id` (same question, same size...).
     fn matches(&mut self, id: u64, resp: &[u8]) -> bool;
 
+    /// [`Self::matches`], told when the kernel received `resp` (CLOCK_REALTIME ns since
+    /// the Unix epoch) where the socket stamps arrivals, for a workload that measures with
+    /// it (NTP's destination timestamp). Most workloads ignore it.
+    fn matches_at(&mut self, id: u64, resp: &[u8], _arrived_unix_ns: Option<u64>) -> bool {
+        self.matches(id, resp)
+    }
+
     /// Responses that carried a request's id but failed this workload's checks (a bad
     /// authenticator, an unexpected verdict), by reason, counted since the start; such a
     /// response does not complete its request. Empty for workloads without such checks.
     fn invalid(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Measurements of the answers beyond latency, by name (NTP: offset, delay and hold
+    /// time, ns), over the exchanges sent after the warm-up. Empty for most workloads.
+    fn measures(&self) -> Vec<(&'static str, crate::measure::SignedHistogram)> {
         Vec::new()
     }
 

@@ -4,8 +4,8 @@
 use super::run::{lab_err, run_study, StudyRun};
 use super::side_cpus;
 use crate::args::{
-    comma_list_or_all, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive,
-    whole_secs, Cpus, Usage,
+    comma_list_or_all, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus,
+    Usage,
 };
 use crate::meta::JsonArgs;
 use anyhow::Result;
@@ -139,14 +139,17 @@ fn study(
     peers: Vec<Subject>,
     all: &[&str],
 ) -> Result<PacketStudy> {
-    let duration_s = whole_secs("--duration", c.duration)?;
-    if duration_s == 0 {
-        return Err(Usage("--duration: at least 1 second".into()).into());
+    if c.duration < Duration::from_secs(1) {
+        return Err(Usage(format!(
+            "--duration {:?}: at least 1 second (each trial measures its last 0.5 s less)",
+            c.duration
+        ))
+        .into());
     }
     let mut s = PacketStudy::new(kind, modes, peers);
     s.available = all.iter().map(|m| m.to_string()).collect();
-    s.duration_s = duration_s;
-    s.warmup_s = whole_secs("--warmup", c.warmup)?;
+    s.duration = c.duration;
+    s.warmup = c.warmup;
     Ok(s)
 }
 
@@ -232,7 +235,7 @@ pub(super) fn flood(a: FloodArgs) -> Result<()> {
 }
 
 fn run(c: &Common, mut s: PacketStudy, placement: Placement) -> Result<()> {
-    let guess_s = (s.duration_s + s.warmup_s + 2) as f64;
+    let guess_s = (s.duration + s.warmup).as_secs_f64() + 2.0;
     run_study(
         &mut s,
         StudyRun {

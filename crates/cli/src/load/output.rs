@@ -51,9 +51,10 @@ pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
             .as_ref()
             .map(|c| format!(" on CPUs {:?}", &c[..cfg.threads]))
             .unwrap_or_default(),
-        match &a.queries {
-            Some(q) => format!("queries from {}", q.display()),
-            None => format!("{}-byte requests", a.size),
+        match (&a.queries, a.proto) {
+            (Some(q), _) => format!("queries from {}", q.display()),
+            (None, super::LoadProto::Echo) => format!("{}-byte requests", a.size),
+            (None, p) => format!("{} requests", super::proto_name(p)),
         },
         if cfg.warmup.is_zero() {
             String::new()
@@ -120,6 +121,24 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
     if r.codes.len() > 1 || r.codes.keys().any(|k| k != "ok") {
         let codes: Vec<String> = r.codes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         say!("  codes       {}", codes.join(", "));
+    }
+    // Nothing measured (every answer invalid) prints nothing rather than zeros.
+    for (name, m) in r
+        .measures
+        .iter()
+        .filter(|(_, m)| m.min != 0.0 || m.max != 0.0)
+    {
+        say!(
+            "  {name:<11} us  min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
+            m.min, m.p50, m.p90, m.p99, m.p999, m.max, m.mean
+        );
+    }
+    if !r.invalid.is_empty() {
+        let bad: Vec<String> = r.invalid.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        say!(
+            "  invalid     {} (responses failing the protocol's checks; their requests count lost)",
+            bad.join(", ")
+        );
     }
     if r.send_errors > 0 {
         say!(

@@ -1,6 +1,8 @@
 //! The flags of `firehose serve` and how they merge with a profile into a configuration.
 
-use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_positive, Cpus, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
+};
 use crate::io_paths::IoPath;
 use crate::xdp_args::{XdpArgs, PROFILE_XDP};
 use anyhow::Result;
@@ -19,6 +21,9 @@ pub enum Proto {
     /// Answer RADIUS Access- and Accounting-Requests from --radius-clients and
     /// --radius-users (FreeRADIUS's clients.conf and users file formats).
     Radius,
+    /// Answer NTP client (mode 3) and symmetric active (mode 1) requests from the system
+    /// clock, as chronyd answers them; control and private modes (6, 7) never.
+    Ntp,
 }
 
 /// Arguments of `firehose serve`.
@@ -38,6 +43,9 @@ EXAMPLES:\n  \
   firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
   firehose serve --proto radius --radius-clients examples/radius/clients.conf \\\n      \
 --radius-users examples/radius/users --listen 127.0.0.1:1812\n  \
+  firehose serve --proto ntp --listen 127.0.0.1:12300 --ntp-local-stratum 10\n  \
+  firehose serve --proto ntp --listen 0.0.0.0:123 --ntp-stratum 2 --ntp-refid 192.0.2.1 \\\n      \
+--ntp-ratelimit interval=3,burst=8,kod=1\n  \
   firehose serve --io uring --single-issuer --defer-taskrun --workers 2")]
 pub struct ServeArgs {
     /// Protocol to serve.
@@ -111,6 +119,74 @@ pub struct ServeArgs {
     pub(super) dns: DnsArgs,
     #[command(flatten)]
     pub(super) radius: RadiusArgs,
+    #[command(flatten)]
+    pub(super) ntp: NtpArgs,
+}
+
+/// Options of `--proto ntp`.
+#[derive(Debug, Args)]
+pub(super) struct NtpArgs {
+    /// Stratum announced while the kernel clock is synchronised (1 to 15): the kernel does
+    /// not know it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=15), default_value = "2")]
+    pub(super) ntp_stratum: u8,
+    /// Reference ID announced while synchronised: the upstream server's IPv4 or IPv6
+    /// address, or a code of 1 to 4 capitals (GPS, PPS) for stratum 1 [default: 0,
+    /// unknown].
+    #[arg(long, value_name = "ID", value_parser = firehose_ntpwire::RefId::parse)]
+    pub(super) ntp_refid: Option<firehose_ntpwire::RefId>,
+    /// Root delay announced while synchronised, e.g. 2ms [default: 0].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    pub(super) ntp_root_delay: Option<Duration>,
+    /// Root dispersion announced while synchronised [default: the kernel's maxerror,
+    /// which an NTP daemon sets to its root distance, re-read every second].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    pub(super) ntp_root_dispersion: Option<Duration>,
+    /// Serve an unsynchronised kernel clock at this stratum anyway (1 to 15), as chronyd's
+    /// `local stratum N` does (reference ID 127.127.1.1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=15))]
+    pub(super) ntp_local_stratum: Option<u8>,
+    /// Serve an unsynchronised kernel clock, announced as chronyd announces it (leap 3,
+    /// stratum 0 on the wire); without it (or --ntp-local-stratum) the server refuses to
+    /// start. Clients ignore such a server.
+    #[arg(long)]
+    pub(super) allow_unsynchronised: bool,
+    /// Per-source rate limiting as chronyd's `ratelimit`: `on` (chrony's defaults,
+    /// interval=3,burst=8,leak=2,kod=0) or any of interval=-19..12 (log2 s between
+    /// responses), burst=1..255, leak=1..4 (one in 2^leak limited requests answered anyway),
+    /// kod=0..4 (one in 2^kod of the rest get a Kiss-o'-Death RATE) [default: off].
+    #[arg(long, value_name = "on|K=V,..", value_parser = parse_ratelimit)]
+    pub(super) ntp_ratelimit: Option<firehose_proto::ntp::RateLimitConfig>,
+    /// Sources each worker's rate limiter remembers; the least recently seen is forgotten.
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value = "16384")]
+    pub(super) ntp_ratelimit_sources: usize,
+}
+
+/// `on`, or `key=value,...` over chrony's defaults.
+fn parse_ratelimit(s: &str) -> Result<firehose_proto::ntp::RateLimitConfig, String> {
+    let mut c = firehose_proto::ntp::RateLimitConfig::default();
+    if s == "on" {
+        return Ok(c);
+    }
+    for kv in s.split(',') {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("'{kv}' is not key=value (e.g. interval=3,burst=8)"))?;
+        let bad = |_| format!("'{v}' is not a number for {k}");
+        match k.trim() {
+            "interval" => c.interval = v.trim().parse().map_err(bad)?,
+            "burst" => c.burst = v.trim().parse().map_err(bad)?,
+            "leak" => c.leak = v.trim().parse().map_err(bad)?,
+            "kod" => c.kod = v.trim().parse().map_err(bad)?,
+            other => {
+                return Err(format!(
+                    "unknown rate limit setting '{other}' (valid: interval, burst, leak, kod)"
+                ))
+            }
+        }
+    }
+    c.check()?;
+    Ok(c)
 }
 
 /// Options of `--proto radius`.
@@ -229,6 +305,9 @@ impl ServeArgs {
             Some(ProfileArg::Xdp) => Profile::Tuned,
         };
         let mut cfg = ServeConfig::profile(base, listen, workers);
+        // NTP answers with the arrival time: where the path hands the kernel's stamp over,
+        // the sockets stamp (the others would pay for stamps unread).
+        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps;
         cfg.sockets = self.sockets.unwrap_or(cfg.sockets);
         cfg.steer = self.steer.unwrap_or(cfg.steer);
         if let Some(p) = &self.cpus {

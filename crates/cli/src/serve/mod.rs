@@ -1,6 +1,7 @@
 //! `firehose serve`: the engine with a protocol handler, every technique a switch.
 
 mod args;
+mod ntp;
 mod output;
 mod start;
 
@@ -12,7 +13,7 @@ pub use args::{Proto, ServeArgs};
 use firehose_engine::metrics_http::{Endpoint, Limits};
 use firehose_engine::stats::syscalls_per_packet;
 use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
-use firehose_sys::supervise::Ended;
+use firehose_sys::supervise::{Ended, Health};
 use output::{print_applied, print_counters, reload};
 pub(crate) use start::serve_error;
 use start::{proto_name, start_server, Running};
@@ -34,6 +35,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tcp,
         mut reloader,
         notes,
+        mut clock,
     } = start_server(&cfg, a.proto, &a, on)?;
     print_applied(&server, a.proto);
     for n in notes {
@@ -90,10 +92,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
             if hup.swap(false, Ordering::Relaxed) {
                 match reloader.as_mut() {
                     Some(r) => reload(r),
-                    None => {
-                        say!("firehose serve: SIGHUP ignored: --proto echo has nothing to reload")
-                    }
+                    None => say!(
+                        "firehose serve: SIGHUP ignored: --proto {} has nothing to reload",
+                        proto_name(a.proto)
+                    ),
                 }
+            }
+            // NTP's clock thread is watched as a worker: the answers depend on it.
+            if let Some(f) = clock.as_mut().and_then(|c| match c.health() {
+                Health::Failed(f) => Some(f),
+                _ => None,
+            }) {
+                return Ok(Health::Failed(f));
             }
             Ok::<_, anyhow::Error>(server.borrow_mut().health())
         },
@@ -148,6 +158,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    drop(clock);
     if let Some(t) = tcp {
         handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
     }

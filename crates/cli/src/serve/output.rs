@@ -100,6 +100,9 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
         if let Some(b) = s.busy_poll_budget {
             line.push_str(&format!(" SO_BUSY_POLL_BUDGET={b}"));
         }
+        if s.rx_timestamps {
+            line.push_str(" SO_TIMESTAMPNS=1");
+        }
         say!("{line}");
     }
     if let Some(b) = &a.backend {

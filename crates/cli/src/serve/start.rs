@@ -46,6 +46,8 @@ pub(super) struct Running {
     pub(super) reloader: Option<Reload>,
     /// Lines about what was loaded, printed after the listening line.
     pub(super) notes: Vec<String>,
+    /// For NTP: the thread re-reading the kernel clock state, stopped on drop.
+    pub(super) clock: Option<firehose_proto::ntp::ClockWatch>,
 }
 
 /// What SIGHUP re-reads.
@@ -128,6 +130,7 @@ fn start_radius(
         tcp: None,
         reloader: Some(Reload::Radius(reloader)),
         notes,
+        clock: None,
     })
 }
 
@@ -139,14 +142,16 @@ pub(super) fn start_server(
 ) -> Result<Running> {
     let zones = &a.zones;
     refuse_radius_flags(&a.radius, proto)?;
+    super::ntp::refuse_ntp_flags(&a.ntp, proto)?;
     let res = match proto {
         Proto::Radius => return start_radius(cfg, &a.radius, !zones.is_empty(), on),
-        Proto::Echo if !zones.is_empty() => {
+        Proto::Echo | Proto::Ntp if !zones.is_empty() => {
             return Err(Usage("--zone applies only to --proto dns".into()).into())
         }
-        Proto::Echo if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
+        Proto::Echo | Proto::Ntp if !a.dns.allow_transfer.is_empty() || a.dns.rrl.is_some() => {
             return Err(Usage("--allow-transfer and --rrl apply only to --proto dns".into()).into())
         }
+        Proto::Ntp => return super::ntp::start_ntp(cfg, &a.ntp, a.io, on),
         Proto::Echo => on.start(cfg, &Handlers::Echo),
         Proto::Dns => {
             if zones.is_empty() {
@@ -208,6 +213,7 @@ pub(super) fn start_server(
                 tcp: r.tcp,
                 reloader: Some(Reload::Dns(r.reloader)),
                 notes: Vec::new(),
+                clock: None,
             });
         }
     };
@@ -216,6 +222,7 @@ pub(super) fn start_server(
         tcp: None,
         reloader: None,
         notes: Vec::new(),
+        clock: None,
     })
 }
 
@@ -229,5 +236,6 @@ pub(super) fn proto_name(p: Proto) -> &'static str {
         Proto::Echo => "echo",
         Proto::Dns => "dns",
         Proto::Radius => "radius",
+        Proto::Ntp => "ntp",
     }
 }

@@ -95,6 +95,7 @@ fn load_rejects_bad_input() {
     let fast = ["load", "--target", t, "--rate", "1000"];
     assert_usage_error(&[&fast[..], &["--per-wake", "2000"]].concat(), "--per-wake");
     assert_usage_error(&[&fast[..], &["--per-wake", "0"]].concat(), "--per-wake");
+    assert_usage_error(&["load", "--target", t, "--batch", "2000"], "--batch 2000");
     assert_usage_error(&["load", "--target", t, "--arrivals", "poisson"], "--rate");
     assert_usage_error(&[&fast[..], &["--arrivals", "burst:0"]].concat(), "burst:N");
     assert_usage_error(

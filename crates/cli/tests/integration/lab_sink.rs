@@ -344,7 +344,7 @@ fn bad_input_is_one_line_and_exit_2() {
         &["lab", "flood", "--frames", "65"],
         &["lab", "flood", "--peers", "netperf"],
         &["lab", "sink", "--frame", "100"],
-        &["lab", "sink", "--duration", "1.5"],
+        &["lab", "sink", "--duration", "0.5"],
     ] {
         let o = lab_run(args);
         let err = String::from_utf8_lossy(&o.stderr);

@@ -26,7 +26,19 @@ impl Sink {
     /// Starts `cmd` (a command line running `firehose sink`) and reads its start line
     /// ("firehose sink: ADDR --io ..."), printed once every socket, ring or program is in
     /// place. Fails after 30 s.
-    pub(crate) fn start(mut cmd: Command) -> Sink {
+    pub(crate) fn start(cmd: Command) -> Sink {
+        let (mut sink, first) = Sink::spawn(cmd);
+        sink.addr = first
+            .strip_prefix("firehose sink: ")
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected start line {first:?}"));
+        sink
+    }
+
+    /// Starts `cmd` (any firehose child that prints a start line once set up) and returns
+    /// it with that line. Fails after 30 s.
+    pub(crate) fn spawn(mut cmd: Command) -> (Sink, String) {
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -44,16 +56,28 @@ impl Sink {
             addr: "0.0.0.0:0".parse().unwrap(),
             lines: rx,
         };
-        let first = sink
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the sink's start line within 30 s");
-        sink.addr = first
-            .strip_prefix("firehose sink: ")
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected start line {first:?}"));
-        sink
+        match sink.lines.recv_timeout(Duration::from_secs(30)) {
+            Ok(first) => (sink, first),
+            Err(e) => {
+                sink.kill();
+                let mut err = String::new();
+                if let Some(mut s) = sink.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut s, &mut err);
+                }
+                panic!("no start line within 30 s ({e}): {err}")
+            }
+        }
+    }
+
+    /// SIGKILL now (nothing runs in the child: it can clean up nothing); reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// True while the child runs.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -73,9 +97,20 @@ impl Sink {
         }
     }
 
+    /// The lines printed so far (nothing is waited for).
+    pub(crate) fn lines_so_far(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
     /// Ctrl-C, then the exit (within 30 s) and its JSON report from `json`.
-    pub(crate) fn stop(mut self, json: &std::path::Path) -> Value {
+    pub(crate) fn stop(self, json: &std::path::Path) -> Value {
         signal_pid(self.pid(), "INT");
+        self.exited(json)
+    }
+
+    /// The exit (within 30 s; the sink ends by itself), successful, and its JSON report
+    /// from `json`.
+    pub(crate) fn exited(mut self, json: &std::path::Path) -> Value {
         let st = wait_exit(&mut self.child, Duration::from_secs(30));
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -114,7 +149,7 @@ fn send_gently(to: SocketAddr, n: usize, len: usize, ports: usize) {
 }
 
 /// The receive queue of the UDP socket bound to `port` (/proc/net/udp's rx_queue), if any.
-fn rx_queue(port: u16) -> Option<u64> {
+pub(crate) fn rx_queue(port: u16) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/net/udp").unwrap();
     text.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -127,7 +162,7 @@ fn rx_queue(port: u16) -> Option<u64> {
 }
 
 /// Waits until `done()` holds, checking every 10 ms, at most 20 s.
-fn until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !done() {
         assert!(Instant::now() < deadline, "{what} within 20 s");

@@ -4,7 +4,10 @@
 
 use crate::fs::{FsError, HostFs};
 use crate::nic::{Channels, Feature, Nic, NicError};
+use crate::procfs::socket_owners::{owners_in, Owner};
+use crate::procfs::udp_sockets;
 use crate::text;
+use firehose_sys::clock::KernelClock;
 use firehose_sys::cpu::CpuSet;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -140,6 +143,11 @@ pub struct Facts {
     /// (skb:kfree_skb); the cli attaches the watch around the sample (this crate only
     /// judges): `None` when not watched, `Err` with the reason the kernel refused it.
     pub drop_reasons: Option<Result<DropReasons, String>>,
+    /// The kernel clock (adjtimex), or why it could not be read; `None` when gathered
+    /// from a tree other than the running host's.
+    pub clock: Option<Result<KernelClock, String>>,
+    /// Who holds the UDP sockets on the NTP port and on `--port`, by socket inode.
+    pub udp_owners: BTreeMap<u64, Owner>,
 }
 
 /// What the drop watch saw over the sample window.
@@ -241,6 +249,10 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
             (p, t)
         })
         .collect();
+    let clock = fs
+        .is_live()
+        .then(|| KernelClock::read().map_err(|e| e.to_string()));
+    let udp_owners = gather_udp_owners(fs, &files, scope.port);
     Facts {
         files,
         ifaces,
@@ -250,7 +262,29 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
         sample,
         port: scope.port,
         drop_reasons: None,
+        clock,
+        udp_owners,
     }
+}
+
+/// The UDP port NTP servers listen on.
+pub const NTP_PORT: u16 = 123;
+
+/// The owners of the UDP sockets bound to the NTP port or to `port`.
+fn gather_udp_owners(
+    fs: &HostFs,
+    files: &BTreeMap<String, Text>,
+    port: Option<u16>,
+) -> BTreeMap<u64, Owner> {
+    let inodes = ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|p| files.get(*p)?.as_ref().ok())
+        .filter_map(|t| udp_sockets::parse(t).ok())
+        .flatten()
+        .filter(|s| s.local.port() == NTP_PORT || Some(s.local.port()) == port)
+        .map(|s| s.inode)
+        .collect();
+    owners_in(fs, &inodes)
 }
 
 fn take_sample(fs: &HostFs, d: Duration) -> Sample {

@@ -13,6 +13,7 @@ mod irq;
 mod kernel;
 mod live;
 mod nic;
+mod ntp;
 mod sysctl;
 
 pub use facts::{gather, DropReasons, Facts, Scope};
@@ -190,6 +191,16 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
         "port",
         "drops and steering of the sockets on --port",
         live::port,
+    ),
+    (
+        "ntp-clock",
+        "kernel clock synchronised (adjtimex), for serve --proto ntp",
+        ntp::clock,
+    ),
+    (
+        "ntp-port",
+        "another NTP server on UDP 123 (or --port)",
+        ntp::port,
     ),
 ];
 

@@ -49,26 +49,31 @@ pub fn command(cmdline: &str, comm: &str) -> String {
 /// a socket shared by a fork names one holder). Processes that vanish meanwhile, or whose
 /// fds this reader may not list, are skipped.
 pub fn owners(inodes: &BTreeSet<u64>) -> BTreeMap<u64, Owner> {
+    owners_in(&crate::fs::HostFs::live(), inodes)
+}
+
+/// [`owners`] in the tree `fs` (the doctor gathers from a fake tree in its tests).
+pub fn owners_in(fs: &crate::fs::HostFs, inodes: &BTreeSet<u64>) -> BTreeMap<u64, Owner> {
     let mut out = BTreeMap::new();
     if inodes.is_empty() {
         return out;
     }
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = fs.list("/proc") else {
         return out;
     };
-    for p in procs.filter_map(|e| e.ok()) {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+    for name in procs {
+        let Ok(pid) = name.parse::<u32>() else {
             continue;
         };
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        let Ok(fds) = fs.list(&format!("/proc/{pid}/fd")) else {
             continue;
         };
         let mut found = Vec::new();
-        for fd in fds.filter_map(|e| e.ok()) {
-            let Ok(link) = std::fs::read_link(fd.path()) else {
+        for fd in fds {
+            let Ok(link) = fs.link(&format!("/proc/{pid}/fd/{fd}")) else {
                 continue;
             };
-            if let Some(ino) = socket_inode(&link.to_string_lossy()) {
+            if let Some(ino) = socket_inode(&link) {
                 if inodes.contains(&ino) && !out.contains_key(&ino) {
                     found.push(ino);
                 }
@@ -77,10 +82,8 @@ pub fn owners(inodes: &BTreeSet<u64>) -> BTreeMap<u64, Owner> {
         if found.is_empty() {
             continue;
         }
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
-        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let comm = fs.value(&format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmdline = fs.read(&format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let owner = Owner {
             pid,
             command: command(&cmdline, &comm),

@@ -7,6 +7,7 @@ use crate::study::Lab;
 use crate::topology::Side;
 use crate::{LabError, LabResult};
 use firehose_engine::StatsDocument;
+use firehose_load::document::LoadDocument;
 use firehose_load::LoadReport;
 use serde::Deserialize;
 use serde_json::Value;
@@ -69,17 +70,19 @@ fn read_text(path: &Path) -> LabResult<String> {
     std::fs::read_to_string(path).map_err(|e| LabError::io(path.display(), e))
 }
 
-/// Reads what `firehose load --json-file` wrote: the typed report (a missing field is an
-/// error, never 0), and the whole document.
+/// Reads what `firehose load --json-file` wrote, through load's own document type (the
+/// envelope, the report, its settings and environment: a missing field is an error, never
+/// 0): the report, and the whole document.
 pub fn read_load(path: &Path) -> LabResult<(LoadReport, Value)> {
     let bad = |e: serde_json::Error| {
         LabError::Run(format!(
-            "{}: not a firehose load report: {e}",
+            "{}: not a firehose load document: {e}",
             path.display()
         ))
     };
     let v: Value = serde_json::from_str(&read_text(path)?).map_err(bad)?;
-    Ok((LoadReport::deserialize(&v).map_err(bad)?, v))
+    let doc = LoadDocument::deserialize(&v).map_err(bad)?;
+    Ok((doc.body.report, v))
 }
 
 /// Reads what `firehose serve --json-file` wrote.
@@ -95,6 +98,7 @@ pub fn read_stats(path: &Path) -> LabResult<StatsDocument> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firehose_load::document::{LoadRun, LoadSettings};
 
     #[test]
     fn reports_read_back_through_the_writers_types() {
@@ -102,28 +106,69 @@ mod tests {
         let p = dir.join("load.json");
         std::fs::write(&p, "{\"tps\": 1}").unwrap();
         let e = read_load(&p).unwrap_err().to_string();
-        assert!(e.contains("not a firehose load report"), "{e}");
+        assert!(e.contains("not a firehose load document"), "{e}");
         std::fs::write(&p, "not json").unwrap();
         assert!(read_stats(&p).is_err());
     }
 
     #[test]
     fn what_load_writes_reads_back() {
-        // A report as `firehose load --json` writes it: LoadReport's keys and its config.
+        // A document as `firehose load --json` writes it: the envelope, LoadReport's keys,
+        // its config and environment.
         let mut r =
             firehose_load::summarize(&[], None, None, Vec::new(), 0.0, |c| c.to_string()).unwrap();
         r.tps = 94376.4;
         r.lost = 2;
-        let mut doc = serde_json::to_value(&r).unwrap();
-        doc["config"] = serde_json::json!({"proto": "dns", "window": 100});
+        let config = LoadSettings {
+            target: "10.0.0.2:53".into(),
+            proto: "dns".into(),
+            mode: "closed".into(),
+            flows: 8,
+            window: 100,
+            rate: None,
+            threads: 1,
+            cpus: None,
+            size: None,
+            queries: Some("queries.txt".into()),
+            timeout_s: 1.0,
+            warmup_s: 0.0,
+            batch: 32,
+            per_wake: None,
+            spin: false,
+            gso: true,
+            stamps: false,
+            arrivals: None,
+            io: "socket".into(),
+            xdp: None,
+        };
+        let run = LoadRun {
+            report: r,
+            config,
+            loss_attribution: None,
+            environment: Default::default(),
+        };
+        let build = firehose_host::document::Build {
+            version: "0.1.0".into(),
+            commit: "abc".into(),
+            rustc: "rustc".into(),
+            target: "x86_64-unknown-linux-gnu".into(),
+        };
+        let mut doc = serde_json::to_value(LoadDocument::new(build, run)).unwrap();
         let dir = crate::workdir::WorkDir::new("test").unwrap();
         let path = dir.join("load.json");
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
         let (back, v) = read_load(&path).unwrap();
         assert_eq!((back.tps, back.lost), (94376.4, 2));
         assert_eq!(v["config"]["window"], 100);
-        // A field gone is an error, not a zero.
-        doc.as_object_mut().unwrap().remove("lost");
+        // A field gone (the report's, the settings', the envelope's) is an error, not a zero.
+        for key in ["lost", "config", "schema_version", "environment"] {
+            let mut d = doc.clone();
+            d.as_object_mut().unwrap().remove(key);
+            std::fs::write(&path, serde_json::to_string(&d).unwrap()).unwrap();
+            let e = read_load(&path).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        doc["config"].as_object_mut().unwrap().remove("window");
         std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
         assert!(read_load(&path).is_err());
     }

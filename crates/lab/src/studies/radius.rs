@@ -117,17 +117,16 @@ pub struct Measured {
     pub loss: Option<LossAttribution>,
 }
 
-/// The figures of one trial.
-#[derive(Debug, Clone, Serialize)]
-pub struct Trial {
-    #[serde(flatten)]
-    pub measured: Measured,
-    pub server_cpu_us_per_req: Option<f64>,
-    pub host_cpu_us_per_req: Option<f64>,
-    pub client_cpu_us_per_req: Option<f64>,
-    /// CPUs busy (1.0 = one CPU): the server's and the generator's.
-    pub server_util: f64,
-    pub client_util: f64,
+/// The figures of one trial: what was measured, and per request.
+pub type Trial = super::served::PerRequest<Measured>;
+
+impl super::served::Costs for Measured {
+    fn completed(&self) -> u64 {
+        self.completed
+    }
+    fn seconds(&self) -> (f64, f64, f64, f64) {
+        (self.server_s, self.host_s, self.client_s, self.wall_s)
+    }
 }
 
 /// A clients.conf with one client, the generator's address (this host's loopback, or the
@@ -444,16 +443,7 @@ impl Study for RadiusCompare {
     }
 
     fn metrics(&self, _c: &Cell, m: Measured) -> Trial {
-        let per_req = |secs: f64| (m.completed > 0).then(|| secs * 1e6 / m.completed as f64);
-        let util = |secs: f64| if m.wall_s > 0.0 { secs / m.wall_s } else { 0.0 };
-        Trial {
-            server_cpu_us_per_req: per_req(m.server_s),
-            host_cpu_us_per_req: per_req(m.host_s),
-            client_cpu_us_per_req: per_req(m.client_s),
-            server_util: util(m.server_s),
-            client_util: util(m.client_s),
-            measured: m,
-        }
+        super::served::per_request(m)
     }
 
     fn loss<'t>(&self, t: &'t Trial) -> Option<&'t LossAttribution> {

@@ -145,8 +145,9 @@ pub struct PacketStudy {
     pub queues: Vec<usize>,
     /// Frame sizes (lab flood; lab sink uses the first).
     pub frames: Vec<usize>,
-    pub duration_s: u64,
-    pub warmup_s: u64,
+    /// The measured window of each trial (any fraction of a second, at least 1 s).
+    pub duration: Duration,
+    pub warmup: Duration,
     /// Sample the receiving CPU with perf once per mode (lab sink).
     pub profile: bool,
     /// The receiving CPU's profile per mode, or why there is none (after the repetitions).
@@ -163,8 +164,8 @@ impl PacketStudy {
             peers,
             queues: vec![1],
             frames: vec![64],
-            duration_s: 3,
-            warmup_s: 1,
+            duration: Duration::from_secs(3),
+            warmup: Duration::from_secs(1),
             profile: false,
             profiles: Vec::new(),
             next_port: 7400,
@@ -270,7 +271,9 @@ impl PacketStudy {
         }
         self.next_port += 1;
         let port = self.next_port;
-        let total_s = self.warmup_s + self.duration_s + 1;
+        // Whole seconds for the senders and receivers (peers take no fractions): long
+        // enough to cover the warm-up and the window.
+        let total_s = (self.warmup + self.duration).as_secs_f64().ceil() as u64 + 1;
         let started = match self.kind {
             Kind::Sink => start::sink_cell(lab, cell, port, tag, total_s),
             Kind::Flood => start::flood_cell(lab, cell, port, tag, total_s),
@@ -288,7 +291,7 @@ impl PacketStudy {
             separate_ns: true,
         };
         let t0 = Instant::now();
-        lab.sleep_until(t0 + Duration::from_secs(self.warmup_s) + Duration::from_millis(300))?;
+        lab.sleep_until(t0 + self.warmup + Duration::from_millis(300))?;
         if let Some(st) = run.sender.exited() {
             let why = format!(
                 "the sender exited early ({st}): {}",
@@ -296,9 +299,17 @@ impl PacketStudy {
             );
             return Ok((Outcome::Skip(why), None));
         }
+        // The window opens once the sender sends: a peer's own start-up (sockperf's warm-up
+        // stage takes over a second) would otherwise be measured as 0 pps.
+        if !start::sending(lab, Duration::from_secs(10))? {
+            let why = format!(
+                "the sender sent nothing within 10 s: {}",
+                run.sender.stderr_tail()
+            );
+            return Ok((Outcome::Skip(why), None));
+        }
         let server_cpu = lab.placement.server_cpus[0];
-        let window =
-            Duration::from_secs(self.duration_s).saturating_sub(Duration::from_millis(500));
+        let window = self.duration.saturating_sub(Duration::from_millis(500));
         let rec = profile
             .then(|| Recording::start(server_cpu, window, &lab.workdir, tag))
             .flatten();
@@ -364,6 +375,9 @@ fn counted(
     sent: u64,
 ) -> LabResult<Result<(f64, u64, u64), String>> {
     let secs = w.seconds.max(1e-9);
+    if sent == 0 {
+        return Ok(Err("nothing left the sender over the window".into()));
+    }
     // InErrors holds RcvbufErrors.
     let window_drops = w.udp_server.in_errors + w.softnet_dropped();
     Ok(Ok(match &cell.subject {
@@ -562,7 +576,7 @@ impl Study for PacketStudy {
         rows: &[Row],
     ) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("duration_s".into(), self.duration_s.into());
+        m.insert("duration_s".into(), self.duration.as_secs_f64().into());
         m.insert(
             "targets".into(),
             serde_json::json!(report::targets(self, rows)),

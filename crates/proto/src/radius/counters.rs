@@ -55,42 +55,7 @@ pub const NAMES: [&str; COUNTERS] = [
 ];
 
 /// One handler's counters, cumulative.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RadiusStats {
-    counts: [(&'static str, u64); COUNTERS],
-}
-
-impl Default for RadiusStats {
-    fn default() -> Self {
-        RadiusStats {
-            counts: std::array::from_fn(|i| (NAMES[i], 0)),
-        }
-    }
-}
-
-impl RadiusStats {
-    /// Adds one to counter `slot`.
-    #[inline]
-    pub fn bump(&mut self, slot: usize) {
-        self.counts[slot].1 += 1;
-    }
-
-    /// Sets counter `slot` (for counts kept elsewhere, e.g. by the duplicate cache).
-    #[inline]
-    pub fn set(&mut self, slot: usize, v: u64) {
-        self.counts[slot].1 = v;
-    }
-
-    /// Counter `slot`.
-    pub fn get(&self, slot: usize) -> u64 {
-        self.counts[slot].1
-    }
-
-    /// The counters as (name, value), fixed names in a fixed order.
-    pub fn named(&self) -> &[(&'static str, u64)] {
-        &self.counts
-    }
-}
+pub type RadiusStats = crate::counters::Counters<COUNTERS>;
 
 #[cfg(test)]
 mod tests {
@@ -98,7 +63,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_in_slot_order() {
-        let mut s = RadiusStats::default();
+        let mut s = RadiusStats::new(&NAMES);
         s.bump(slot::DROPPED_TOO_BIG);
         assert_eq!(s.named()[COUNTERS - 1], ("radius_dropped_too_big", 1));
         assert_eq!(NAMES[slot::DUPLICATES], "radius_duplicates");

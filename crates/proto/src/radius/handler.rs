@@ -73,7 +73,7 @@ impl RadiusHandler {
             live,
             generation,
             db,
-            stats: RadiusStats::default(),
+            stats: RadiusStats::new(&super::counters::NAMES),
             dup: (opts.dup_entries > 0).then(|| DupCache::new(opts.dup_entries, opts.dup_window)),
             scratch: Box::new([0; MAX_PACKET]),
             matched: Vec::with_capacity(64),

@@ -3,7 +3,7 @@
 
 use super::{Cell, RadiusCompare, Trial};
 use crate::report::mmm;
-use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
+use crate::report::page::Page;
 use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::study::Ran;
@@ -147,40 +147,15 @@ pub fn page(d: &RadiusCompare, ran: &Ran<Cell, Trial>, rows: &[RadiusRow]) -> Pa
         ),
         ran.host_line(),
     ];
-    let table = Table {
-        title: None,
-        columns: Column::fixed_all(&COLUMNS),
-        rows: rows.iter().map(cells).collect(),
-        dim: Vec::new(),
-        text: TextTable::Padded {
-            gap: 1,
-            blank_before: false,
-        },
-    };
-    let list = |title: &str, items: Vec<String>, prefix: &str| {
-        Block::List(List {
-            title: title.into(),
-            items,
-            text: TextList::prefixed(prefix),
-        })
-    };
-    Page {
-        title: "firehose lab compare --proto radius".into(),
+    super::super::served::page(
+        "firehose lab compare --proto radius",
         preamble,
-        blocks: vec![
-            Block::Table(table),
-            list("Ratios", ratios(d, rows), ""),
-            list("Notes", ran.notes.clone(), "note: "),
-            list(
-                "Skipped",
-                ran.skipped
-                    .iter()
-                    .map(|s| format!("{}: {}", s.name, s.reason))
-                    .collect(),
-                "skipped: ",
-            ),
-        ],
-    }
+        &COLUMNS,
+        rows.iter().map(cells).collect(),
+        ratios(d, rows),
+        &ran.notes,
+        &ran.skipped,
+    )
 }
 
 /// firehose against FreeRADIUS per worker count: requests/s and server CPU per request

@@ -256,7 +256,7 @@ pub fn page(s: &PacketStudy, ran: &Ran<Cell, Figures>, rows: &[Row]) -> Page {
             p.server_cpus[0],
             p.client_cpus,
             ran.repetitions,
-            s.duration_s
+            s.duration.as_secs_f64()
         ),
         ran.host_line(),
     ];

@@ -34,6 +34,22 @@ pub(super) fn tx_packets(lab: &Lab<'_>) -> LabResult<u64> {
         .map_err(|_| LabError::Command(format!("{path}: not a number: {t}")))
 }
 
+/// Waits (at most `within`) until the client veth transmits: more than a few packets (an
+/// ARP or neighbour exchange) between two reads 20 ms apart. False when it never does.
+pub(super) fn sending(lab: &Lab<'_>, within: Duration) -> LabResult<bool> {
+    let by = Instant::now() + within;
+    let mut last = tx_packets(lab)?;
+    while Instant::now() < by {
+        lab.sleep_until(Instant::now() + Duration::from_millis(20))?;
+        let now = tx_packets(lab)?;
+        if now.saturating_sub(last) > 16 {
+            return Ok(true);
+        }
+        last = now;
+    }
+    Ok(false)
+}
+
 /// Reads what `firehose sink --json-file` wrote, through the sink's own document type (a
 /// missing field is an error, never 0).
 pub(super) fn read_sink(path: &std::path::Path) -> LabResult<SinkReport> {
@@ -88,7 +104,17 @@ pub(super) fn sink_cell(
     let (args, sink_json) = match &cell.subject {
         Subject::Sink(mode) => {
             let limit = (total_s + 10).to_string();
-            let mut a = lab.firehose(&["sink", "--listen", &listen, "--io", mode, "--quiet"]);
+            // No drop watch: its program on every dropped skb would cost the sink what its
+            // peers do not pay, and its teardown can outlast the stop's grace on a busy host.
+            let mut a = lab.firehose(&[
+                "sink",
+                "--listen",
+                &listen,
+                "--io",
+                mode,
+                "--quiet",
+                "--no-drops",
+            ]);
             // AF_XDP takes one worker per receive queue (a queue without a socket would
             // drop its share); every other mode is one receiving worker.
             if mode != "xdp" {

@@ -1,0 +1,125 @@
+//! `firehose load --proto ntp` against `firehose serve --proto ntp`: every response
+//! validated, offset, delay and hold time reported in text and JSON; Kiss-o'-Death and
+//! unsynchronised answers counted as invalid.
+
+use crate::ntp::serve_ntp as serve;
+use crate::util::{json_of, run, stderr, tmp, Served};
+
+fn load(srv: &Served, extra: &[&str], json: &std::path::Path) -> std::process::Output {
+    let target = srv.addr.to_string();
+    let mut args = vec![
+        "load",
+        "--proto",
+        "ntp",
+        "--target",
+        &target,
+        "--json-file",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn load_measures_offset_delay_and_hold_time() {
+    let srv = serve(&["--ntp-local-stratum", "10"]);
+    let json = tmp("ntp-load.json");
+    let out = load(&srv, &["--rate", "2k", "-t", "2", "--warmup", "0.5"], &json);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in ["offset      us", "delay       us", "hold        us"] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(j["config"]["proto"], "ntp");
+    assert!(j.get("invalid").is_none(), "{}", j["invalid"]);
+    assert!(
+        j["completed"].as_u64().unwrap() >= 3000,
+        "{}",
+        j["completed"]
+    );
+    let m = &j["measures"];
+    // Both clocks are this host's: the offset is the path's asymmetry, microseconds (p50).
+    let p50 = m["offset"]["p50"].as_f64().unwrap();
+    assert!(p50.abs() < 100.0, "offset p50 {p50} µs: {m}");
+    // The hold time is the server's transmit minus its receive: positive, within the delay's
+    // order of magnitude, and the delay positive.
+    assert!(m["hold"]["min"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["delay"]["p50"].as_f64().unwrap() > 0.0, "{m}");
+    srv.stop();
+}
+
+#[test]
+fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
+    let srv = serve(&[
+        "--ntp-local-stratum",
+        "10",
+        "--ntp-ratelimit",
+        "interval=3,burst=4,leak=4,kod=1",
+    ]);
+    let json = tmp("ntp-load-kod.json");
+    // One source at 1000/s against 1 every 8 s: nearly everything is limited.
+    let out = load(
+        &srv,
+        &["--rate", "1k", "-t", "1", "--timeout", "0.2"],
+        &json,
+    );
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    assert!(out.status.code().is_some(), "{}", stderr(&out));
+    let (lost, done) = (
+        j["lost"].as_u64().unwrap(),
+        j["completed"].as_u64().unwrap(),
+    );
+    assert!(lost > done, "mostly lost: {lost} lost, {done} completed");
+    assert!(
+        j["invalid"]["kod_rate"].as_u64().unwrap() > 100,
+        "{}",
+        j["invalid"]
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("invalid     kod_rate"));
+    srv.stop();
+
+    if firehose_sys::clock::KernelClock::read()
+        .unwrap()
+        .synchronised()
+    {
+        eprintln!("this host's clock is synchronised: the unsynchronised answer is not checked");
+        return;
+    }
+    let srv = serve(&["--allow-unsynchronised"]);
+    let json = tmp("ntp-load-unsync.json");
+    let out = load(
+        &srv,
+        &["--rate", "500", "-t", "1", "--timeout", "0.2"],
+        &json,
+    );
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        j["invalid"]["unsynchronised"].as_u64().unwrap() >= 400,
+        "{}",
+        j["invalid"]
+    );
+    assert_eq!(j["completed"], 0);
+    srv.stop();
+}
+
+#[test]
+fn ntp_load_flags_are_checked() {
+    let out = run(&["load", "--target", "127.0.0.1:9", "--ntp-version", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--ntp-version applies only to --proto ntp"));
+    let out = run(&[
+        "load",
+        "--target",
+        "127.0.0.1:9",
+        "--proto",
+        "ntp",
+        "--ntp-version",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
