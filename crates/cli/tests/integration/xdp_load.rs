@@ -309,7 +309,8 @@ fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
         for k in ["lost", "stray", "dup", "unsent", "send_errors"] {
             assert_eq!(doc[k], 0, "{k}: {what}");
         }
-        assert_eq!(doc["invalid"], serde_json::json!({}), "{what}");
+        // An empty map of invalid answers is left out of the document.
+        assert!(doc.get("invalid").is_none(), "invalid answers: {what}");
         let accepts = doc["codes"]["Access-Accept"].as_u64().unwrap_or(0);
         let rejects = doc["codes"]["Access-Reject"].as_u64().unwrap_or(0);
         assert!(accepts > 0 && rejects > 0, "both verdicts: {what}");
