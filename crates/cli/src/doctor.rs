@@ -144,7 +144,12 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         // The audit judges drops happening now; --apply only reads settings.
         sample: a.sample.or((!a.apply).then_some(DEFAULT_SAMPLE)),
     };
-    let facts = doctor::gather(&fs, &nic, &scope);
+    // The audit's window is also watched by the drop watch of `firehose drops` (as root),
+    // so the live checks name the kernel's reason for each drop, not only its count.
+    let watch =
+        (!a.apply && scope.sample.is_some()).then(firehose_observe::attribution::LossWatch::start);
+    let mut facts = doctor::gather(&fs, &nic, &scope);
+    facts.drop_reasons = watch.map(|w| drop_reasons(w, a.port));
     if !a.apply {
         let rows = doctor::audit(&facts, &a.checks);
         if json {
@@ -206,6 +211,27 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
 }
 
 /// A reader that went away (`firehose doctor | head`) is not an error of the doctor.
+/// The watch's drops over the window: at `port`, or all of them.
+fn drop_reasons(
+    w: Result<firehose_observe::attribution::LossWatch, firehose_observe::ObserveError>,
+    port: Option<u16>,
+) -> Result<doctor::DropReasons, String> {
+    let w = w.map_err(|e| e.to_string())?;
+    let a = match port {
+        Some(p) => w.finish(&firehose_observe::attribution::Scope {
+            ports: vec![p],
+            pids: Vec::new(),
+        }),
+        None => w.finish_all(),
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(doctor::DropReasons {
+        via: a.via,
+        total: a.drops,
+        lines: a.lines,
+    })
+}
+
 fn pipe_ok(r: std::io::Result<()>) -> std::io::Result<()> {
     match r {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -477,3 +477,52 @@ fn the_live_host_audits_without_panicking() {
         "{rows:#?}"
     );
 }
+
+/// The drop watch's counts over the window: at --port a drop is `bad` with the kernel's
+/// reason in the value; none is `ok`; a refused watch is `n/a` with its reason; no window
+/// (--apply reads settings only) is `n/a`.
+#[test]
+fn drop_reasons_row_reads_the_drop_watch() {
+    let mut facts = sampled_bigbox();
+    facts.drop_reasons = Some(Ok(doctor::DropReasons {
+        via: "bpf".into(),
+        total: 137,
+        lines: vec!["137 NO_SOCKET at __udp4_lib_rcv, port 9000".into()],
+    }));
+    let rows = doctor::audit(&facts, &["drop-reasons".to_string()]);
+    let r = row(&rows, "drop-reasons");
+    assert_eq!(r.status, Status::Bad, "{r:?}");
+    assert!(
+        r.value.ends_with(
+            "137 dropped at port 9000: 137 NO_SOCKET at __udp4_lib_rcv, port 9000 (watched by bpf)"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.fix.as_deref(),
+        Some("firehose drops --duration 10 --port 9000 (the full table, by socket and process)")
+    );
+    facts.port = None;
+    let r = doctor::audit(&facts, &["drop-reasons".to_string()]).remove(0);
+    assert_eq!(r.status, Status::Warn, "{r:?}");
+    facts.drop_reasons = Some(Ok(doctor::DropReasons {
+        via: "perf".into(),
+        total: 0,
+        lines: Vec::new(),
+    }));
+    let r = doctor::audit(&facts, &["drop-reasons".to_string()]).remove(0);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.value
+            .ends_with("the kernel dropped nothing anywhere on the host (watched by perf)"),
+        "{r:?}"
+    );
+    facts.drop_reasons = Some(Err("needs CAP_BPF or CAP_PERFMON".into()));
+    let r = doctor::audit(&facts, &["drop-reasons".to_string()]).remove(0);
+    assert_eq!(
+        (r.status, r.value.as_str()),
+        (Status::NotApplicable, "needs CAP_BPF or CAP_PERFMON")
+    );
+    let r = doctor::audit(&bigbox(), &["drop-reasons".to_string()]).remove(0);
+    assert_eq!(r.status, Status::NotApplicable, "no window: {r:?}");
+}

@@ -46,17 +46,29 @@ impl LossWatch {
     }
 
     /// The drops since start that concern `scope`; detaches the watch.
-    pub fn finish(mut self, scope: &Scope) -> Result<Attribution, ObserveError> {
-        let c = self.watch.counts()?.since(&self.before);
-        // Symbols are read at the end: a run starts as fast as the watch attaches.
-        let namer = Namer::load();
-        let mut rows = report::rows(&c, self.watch.format(), &namer, true);
-        rows.retain(|r| {
+    pub fn finish(self, scope: &Scope) -> Result<Attribution, ObserveError> {
+        self.finish_where(|r| {
             r.port.is_some_and(|p| scope.ports.contains(&p))
                 || r.process
                     .as_ref()
                     .is_some_and(|o| scope.pids.contains(&o.pid))
-        });
+        })
+    }
+
+    /// Every drop since start, wherever it was (the doctor's host-wide window).
+    pub fn finish_all(self) -> Result<Attribution, ObserveError> {
+        self.finish_where(|_| true)
+    }
+
+    fn finish_where(
+        mut self,
+        keep: impl Fn(&DropRow) -> bool,
+    ) -> Result<Attribution, ObserveError> {
+        let c = self.watch.counts()?.since(&self.before);
+        // Symbols are read at the end: a run starts as fast as the watch attaches.
+        let namer = Namer::load();
+        let mut rows = report::rows(&c, self.watch.format(), &namer, true);
+        rows.retain(|r| keep(r));
         let m = self.watch.method();
         let mut notes = m.limits.clone();
         notes.extend(namer.note.clone());

@@ -103,6 +103,7 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
         "port",
         "udp-errors",
         "softnet",
+        "drop-reasons",
     ]);
     done.store(true, Ordering::Relaxed);
     flood.join().unwrap();
@@ -141,6 +142,21 @@ fn sample_sees_drops_of_a_flooded_socket_on_port() {
     let u = find("udp-errors");
     assert_eq!(u["status"], "bad", "{u}");
     assert!(u["value"].as_str().unwrap().starts_with("over 1."), "{u}");
+    // The same window through the drop watch of `firehose drops`: the kernel's reason.
+    let d = find("drop-reasons");
+    if firehose_sys::cpu::is_root() {
+        assert_eq!(d["status"], "bad", "{d}");
+        let v = d["value"].as_str().unwrap();
+        assert!(v.contains(&format!(" dropped at port {port}: ")), "{v}");
+        assert!(
+            v.contains(&format!(
+                " SOCKET_RCVBUFF at udp_queue_rcv_one_skb, port {port}"
+            )),
+            "{v}"
+        );
+    } else {
+        assert_eq!(d["status"], "n/a", "without root the watch is refused: {d}");
+    }
 }
 
 #[test]

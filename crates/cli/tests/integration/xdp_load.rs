@@ -41,32 +41,37 @@ fn load(lab: &Lab, args: &[&str]) -> Output {
     load_cmd(lab, args).output().unwrap()
 }
 
-/// Runs `load --io xdp` for exactly `n` requests against `target`; returns its JSON.
-fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str) -> serde_json::Value {
+/// Runs `load --io xdp` for exactly `n` requests against `target` (echo, or as `proto`
+/// says); returns its JSON.
+fn load_exactly(lab: &Lab, target: &str, n: usize, tag: &str, proto: &[&str]) -> serde_json::Value {
     let json = tmp(&format!("xdpload-{tag}.json"));
     let out = load(
         lab,
         &[
-            "--io",
-            "xdp",
-            "--iface",
-            &cli_dev(lab),
-            "--target",
-            target,
-            "--requests",
-            &n.to_string(),
-            "--flows",
-            "32",
-            "--window",
-            "4",
-            "--interval",
-            "0",
-            // A loaded host can stall for a second: a late answer still counts.
-            "--timeout",
-            "10s",
-            "--json-file",
-            &json.to_string_lossy(),
-        ],
+            proto,
+            &[
+                "--io",
+                "xdp",
+                "--iface",
+                &cli_dev(lab),
+                "--target",
+                target,
+                "--requests",
+                &n.to_string(),
+                "--flows",
+                "32",
+                "--window",
+                "4",
+                "--interval",
+                "0",
+                // A loaded host can stall for a second: a late answer still counts.
+                "--timeout",
+                "10s",
+                "--json-file",
+                &json.to_string_lossy(),
+            ],
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = json_of(&json);
@@ -91,7 +96,7 @@ fn load_over_xdp_counts_every_request_against_both_server_paths() {
                 args.extend(["--iface", lab.dev.as_str()]);
             }
             let srv = Served::start(&lab, &args);
-            let doc = load_exactly(&lab, &addr, N, &format!("{server_io}{family}"));
+            let doc = load_exactly(&lab, &addr, N, &format!("{server_io}{family}"), &[]);
             let what = format!("server --io {server_io}, {family}: {doc}");
             assert_eq!(doc["completed"], N, "{what}");
             assert_eq!(doc["sent"], N, "{what}");
@@ -238,4 +243,82 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_attached() {
         now
     });
     assert_eq!(still, foreign_id, "the foreign program was replaced");
+}
+
+/// `load --proto radius --io xdp` against `serve --proto radius` (socket and AF_XDP paths)
+/// across the veth pair: every Access-Request answered and validated (authenticators, and
+/// the verdict the users file promises: one user accepted, one rejected), each counted once.
+#[test]
+fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
+    if !root_or_skip() {
+        return;
+    }
+    let lab = Lab::new("rr");
+    let dir = tmp("xdpload-radius");
+    std::fs::create_dir_all(&dir).unwrap();
+    let clients = dir.join("clients.conf");
+    std::fs::write(
+        &clients,
+        format!("client veth {{\n\tipaddr = {CLI4}\n\tsecret = s3cret\n\trequire_message_authenticator = yes\n}}\n"),
+    )
+    .unwrap();
+    let users = dir.join("users");
+    std::fs::write(
+        &users,
+        "alice\tCleartext-Password := \"pw-a\"\n\tReply-Message = \"hello alice\"\n\n\
+         bob\tCleartext-Password := \"pw-b\", Auth-Type := Reject\n\tReply-Message = \"no\"\n",
+    )
+    .unwrap();
+    let (c, u) = (clients.to_string_lossy(), users.to_string_lossy());
+    const N: usize = 4000;
+    let addr = format!("{SRV4}:1812");
+    for server_io in ["socket", "xdp"] {
+        let mut args = vec![
+            "--proto",
+            "radius",
+            "--radius-clients",
+            &c,
+            "--radius-users",
+            &u,
+            "--listen",
+            addr.as_str(),
+            "--io",
+            server_io,
+        ];
+        if server_io == "xdp" {
+            args.extend(["--iface", lab.dev.as_str()]);
+        }
+        let srv = Served::start(&lab, &args);
+        let doc = load_exactly(
+            &lab,
+            &addr,
+            N,
+            &format!("radius-{server_io}"),
+            &[
+                "--proto",
+                "radius",
+                "--radius-clients",
+                &c,
+                "--radius-users",
+                &u,
+            ],
+        );
+        let what = format!("serve --proto radius --io {server_io}: {doc}");
+        assert_eq!(doc["completed"], N, "{what}");
+        assert_eq!(doc["sent"], N, "{what}");
+        for k in ["lost", "stray", "dup", "unsent", "send_errors"] {
+            assert_eq!(doc[k], 0, "{k}: {what}");
+        }
+        // An empty map of invalid answers is left out of the document.
+        assert!(doc.get("invalid").is_none(), "invalid answers: {what}");
+        let accepts = doc["codes"]["Access-Accept"].as_u64().unwrap_or(0);
+        let rejects = doc["codes"]["Access-Reject"].as_u64().unwrap_or(0);
+        assert!(accepts > 0 && rejects > 0, "both verdicts: {what}");
+        assert_eq!(accepts + rejects, N as u64, "{what}");
+        assert_eq!(doc["send_path"], "af_xdp", "{what}");
+        assert!(!client_has_xdp(&lab), "program left after the run ({what})");
+        let (rest, st) = srv.stop("-TERM");
+        assert!(st.success(), "{rest}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

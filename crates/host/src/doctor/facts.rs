@@ -139,11 +139,26 @@ pub struct Facts {
     pub sample: Option<Sample>,
     /// `--port`: the UDP port a server listens on.
     pub port: Option<u16>,
+    /// The kernel's drops by reason over the sample window, as `firehose drops` counts them
+    /// (skb:kfree_skb); the cli attaches the watch around the sample (this crate only
+    /// judges): `None` when not watched, `Err` with the reason the kernel refused it.
+    pub drop_reasons: Option<Result<DropReasons, String>>,
     /// The kernel clock (adjtimex), or why it could not be read; `None` when gathered
     /// from a tree other than the running host's.
     pub clock: Option<Result<KernelClock, String>>,
     /// Who holds the UDP sockets on the NTP port and on `--port`, by socket inode.
     pub udp_owners: BTreeMap<u64, Owner>,
+}
+
+/// What the drop watch saw over the sample window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DropReasons {
+    /// `bpf` or `perf`.
+    pub via: String,
+    /// Drops at `--port` (or anywhere on the host without it).
+    pub total: u64,
+    /// `137 NO_SOCKET at __udp4_lib_rcv, port 9101`, busiest first.
+    pub lines: Vec<String>,
 }
 
 impl Facts {
@@ -246,6 +261,7 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
         audit_rules,
         sample,
         port: scope.port,
+        drop_reasons: None,
         clock,
         udp_owners,
     }

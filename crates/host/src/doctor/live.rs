@@ -141,6 +141,48 @@ pub(super) fn udp_errors(facts: &Facts) -> Vec<Row> {
     )]
 }
 
+const WHY_DROPS: &str = "the kernel's own reason for every packet it freed unsent or unread (skb:kfree_skb, the counters of firehose drops): which limit was hit and where, not only that one was";
+
+pub(super) fn drop_reasons(facts: &Facts) -> Vec<Row> {
+    let row = Row::new("drop-reasons", "host", WHY_DROPS).from("skb:kfree_skb tracepoint");
+    let Some(sample) = &facts.sample else {
+        return vec![row.na("judged over a sample window only (--sample)")];
+    };
+    let r = match &facts.drop_reasons {
+        None => return vec![row.na("the drop watch was not attached")],
+        Some(Err(e)) => return vec![row.na(e.clone())],
+        Some(Ok(r)) => r,
+    };
+    let at = facts.port.map_or("anywhere on the host".to_string(), |p| {
+        format!("at port {p}")
+    });
+    let span = format!("over {:.1} s", sample.seconds);
+    if r.total == 0 {
+        return vec![row.status(
+            Status::Ok,
+            format!(
+                "{span}: the kernel dropped nothing {at} (watched by {})",
+                r.via
+            ),
+        )];
+    }
+    let value = format!(
+        "{span}: {} dropped {at}: {} (watched by {})",
+        r.total,
+        r.lines.join("; "),
+        r.via
+    );
+    // At a server's port every drop is a lost request; host-wide, some are the kernel's
+    // routine (a closed port, a TCP reset) and only worth a look.
+    let (status, port) = match facts.port {
+        Some(p) => (Status::Bad, format!(" --port {p}")),
+        None => (Status::Warn, String::new()),
+    };
+    vec![row.status(status, value).fix(format!(
+        "firehose drops --duration 10{port} (the full table, by socket and process)"
+    ))]
+}
+
 const WHY_PORT: &str = "per-socket drops show which worker of a reuseport group falls behind; an uneven group means the steering (hash or CBPF by CPU) does not match the queues";
 
 fn sockets(udp: &Text, udp6: &Text, port: u16) -> Result<Vec<udp_sockets::UdpSocketRow>, String> {

@@ -16,7 +16,7 @@ mod nic;
 mod ntp;
 mod sysctl;
 
-pub use facts::{gather, Facts, Scope};
+pub use facts::{gather, DropReasons, Facts, Scope};
 pub use plan::Step;
 
 /// The verdict of a check.
@@ -182,6 +182,11 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
         live::softnet,
     ),
     ("udp-errors", "UDP receive errors", live::udp_errors),
+    (
+        "drop-reasons",
+        "the kernel's drop reasons over the window (skb:kfree_skb, as firehose drops)",
+        live::drop_reasons,
+    ),
     (
         "port",
         "drops and steering of the sockets on --port",

@@ -190,6 +190,29 @@ impl RadiusCompare {
 
     /// The generator's arguments after `load --target ADDR`.
     fn load_args(&self, clients: &std::path::Path, users: &std::path::Path) -> Vec<String> {
+        let g = Generator {
+            flows: self.flows,
+            window: self.window,
+            duration: self.duration,
+            rate: self.rate,
+            timeout: self.timeout,
+        };
+        g.args(clients, users)
+    }
+}
+
+/// What the one generator thread is asked to do.
+struct Generator {
+    flows: usize,
+    window: usize,
+    duration: Duration,
+    rate: Option<u64>,
+    timeout: Option<Duration>,
+}
+
+impl Generator {
+    /// `load --proto radius` on the generated files, one thread.
+    fn args(&self, clients: &std::path::Path, users: &std::path::Path) -> Vec<String> {
         let mut a: Vec<String> = [
             "--proto",
             "radius",
@@ -231,27 +254,16 @@ impl RadiusCompare {
     ) -> LabResult<Result<(), String>> {
         let (clients, users) = self.files.clone().expect("planned");
         let json = lab.workdir.join("probe.json");
-        let mut args: Vec<String> = [
-            "--proto",
-            "radius",
-            "--radius-users",
-            &users.display().to_string(),
-            "--radius-clients",
-            &clients.display().to_string(),
-            "--flows",
-            "1",
-            "--window",
-            "1",
-            "--duration",
-            "0.2",
-            "--timeout",
-            "100ms",
-            "--no-drops",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.push("--threads".into());
-        args.push("1".into());
+        // One request at a time, briefly; no drop watch (it takes a second to attach).
+        let mut args = Generator {
+            flows: 1,
+            window: 1,
+            duration: Duration::from_millis(200),
+            rate: None,
+            timeout: Some(Duration::from_millis(100)),
+        }
+        .args(&clients, &users);
+        args.push("--no-drops".into());
         let argv = firehose::load(lab, &listen.to_string(), &args, &json, None);
         let cpus = lab.placement.client_cpus[..1].to_vec();
         let by = Instant::now() + within;
