@@ -125,6 +125,32 @@ fn runnable_ns(pid: u32, comm: &str) -> Option<u64> {
     None
 }
 
+/// Waits (up to 20 s) until thread `comm` of process `pid` sleeps in accept4(2) or
+/// accept(2), read from /proc/PID/task/TID/syscall (x86_64 numbers 288 and 43; root reads
+/// it, as this test runs). Panics naming what it saw otherwise.
+fn wait_blocked_in_accept(pid: u32, comm: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::from("no such thread");
+    while Instant::now() < deadline {
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if name.trim() == comm {
+                seen = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+                let nr = seen.split_whitespace().next().unwrap_or("");
+                if nr == "288" || nr == "43" {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("thread {comm} of pid {pid} never waited in accept: /proc syscall says {seen:?}");
+}
+
 #[test]
 fn accept_without_file_descriptors_backs_off_instead_of_spinning() {
     if Command::new("prlimit").arg("--version").output().is_err() {
@@ -142,8 +168,11 @@ fn accept_without_file_descriptors_backs_off_instead_of_spinning() {
             .unwrap();
         assert!(st.success(), "prlimit {lim}");
     };
-    // No descriptor below 3 is free: every accept fails with EMFILE. (An accept already
-    // waiting has its descriptor; one scrape uses it up.)
+    // No descriptor below 3 is free: every accept fails with EMFILE. An accept already
+    // waiting in the kernel took its descriptor before it slept, so one scrape still gets
+    // through: wait until the accept thread is there (after the start-up scrape it may still
+    // be on its way back on a busy host, and its next accept would fail at once).
+    wait_blocked_in_accept(pid, "fh-metrics");
     soft("3");
     assert_eq!(
         scrape(addr, Duration::from_secs(5)).as_deref(),
