@@ -160,7 +160,8 @@ impl<'a> Btf<'a> {
         let mut cur = id;
         for part in member.split('.') {
             let (b, ty) = self.find_member(cur, part, 0)?;
-            bits += b;
+            // A dotted path adds one offset per part: a sum that overflows is a broken file.
+            bits = bits.checked_add(b)?;
             cur = ty;
         }
         bits.is_multiple_of(8).then_some(bits / 8)
