@@ -307,7 +307,7 @@ impl ServeArgs {
         let mut cfg = ServeConfig::profile(base, listen, workers);
         // NTP answers with the arrival time: where the path hands the kernel's stamp over,
         // the sockets stamp (the others would pay for stamps unread).
-        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps;
+        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps.is_some();
         cfg.sockets = self.sockets.unwrap_or(cfg.sockets);
         cfg.steer = self.steer.unwrap_or(cfg.steer);
         if let Some(p) = &self.cpus {
