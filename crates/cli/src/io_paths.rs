@@ -28,6 +28,9 @@ pub struct IoPath {
     /// configuration asks for it (`ServeConfig::rx_timestamps`, NTP's receive timestamp);
     /// who takes it, for the start-up line. `None`: this path has none.
     pub rx_timestamps: Option<&'static str>,
+    /// Serve: the workers can send before a received batch is done (`--send-batch`); the
+    /// io_uring and AF_XDP drivers give the batch's buffers back at a send.
+    pub send_batch: bool,
     /// Serve: why this path's own flags cannot be given when another path is chosen.
     serve_flags: fn(&ServeArgs) -> Option<String>,
     /// Load: each generator thread's flows on this path, for requests up to
@@ -50,6 +53,7 @@ pub static IO_PATHS: &[IoPath] = &[
         help: "Kernel UDP sockets (recvfrom/recvmmsg)",
         serve: |_, cfg| Ok(ServeOn::again(SocketIo::new(cfg))),
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS)"),
+        send_batch: true,
         serve_flags: crate::serve::socket_only_flags,
         load: |_, cfg, _| {
             let flows = firehose_load::socket_flows(cfg).map_err(crate::load::load_error)?;
@@ -70,6 +74,7 @@ pub static IO_PATHS: &[IoPath] = &[
         rx_timestamps: Some(
             "the XDP program (CLOCK_TAI in each frame's metadata; the fallback socket's SO_TIMESTAMPNS)",
         ),
+        send_batch: false,
         serve_flags: crate::serve::xdp_only_flags,
         load: |a, cfg, max_payload| {
             let (io, settings) = crate::load::xdp_flows(a, cfg, max_payload)?;
@@ -83,6 +88,7 @@ pub static IO_PATHS: &[IoPath] = &[
                sends, one ring per worker (or generator thread)",
         serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS, in each provided buffer's control room)"),
+        send_batch: false,
         serve_flags: |a| a.uring_flags(),
         load: |a, cfg, max_payload| {
             let flows = crate::load::uring_flows(a, cfg, max_payload)?;

@@ -172,6 +172,12 @@ pub trait Backend {
     /// Sends every queued reply: what the kernel accepted, what it refused (dropped,
     /// never retried: UDP may drop) and the system calls made.
     fn flush(&mut self) -> Flushed;
+    /// True when [`Self::flush`] may run before the batch's last reply and later slots of
+    /// the batch stay readable (the socket path). io_uring gives its provided buffers back
+    /// and AF_XDP its frames at a flush, so the worker sends once per batch there.
+    fn sends_mid_batch(&self) -> bool {
+        false
+    }
     /// The backend's own counters as (name, cumulative value), the same names in the same
     /// order on every call; empty for a backend without any. Read once per batch.
     fn counters(&self) -> &[(&'static str, u64)] {

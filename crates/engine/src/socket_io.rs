@@ -119,6 +119,11 @@ impl Backend for SocketBackend {
     fn flush(&mut self) -> Flushed {
         self.slots.flush(&self.sock, 0)
     }
+
+    fn sends_mid_batch(&self) -> bool {
+        // The received datagrams stay in their slots; a flush only empties the send queue.
+        true
+    }
 }
 
 #[cfg(test)]

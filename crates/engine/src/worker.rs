@@ -16,7 +16,11 @@ pub fn run<B: Backend, H: Handler>(
     stop: &AtomicBool,
     send_every: usize,
 ) {
-    let send_every = send_every.max(1);
+    let send_every = if backend.sends_mid_batch() {
+        send_every.max(1)
+    } else {
+        usize::MAX
+    };
     while !stop.load(Ordering::Relaxed) {
         let r = backend.recv();
         c.add(&c.syscalls, r.syscalls);
@@ -94,6 +98,8 @@ mod tests {
         refuse_every: Option<usize>,
         /// What the loop asked for, in order: `r0` for request 0, `f2` for a flush of 2.
         log: Vec<String>,
+        /// Whether the fake says a flush may come before the batch's last reply.
+        mid_batch: bool,
         stop: &'s AtomicBool,
         stats: [(&'static str, u64); 1],
     }
@@ -107,6 +113,7 @@ mod tests {
                 out: Vec::new(),
                 refuse_every: None,
                 log: Vec::new(),
+                mid_batch: true,
                 stop,
                 stats: [("fake_batches", 0)],
             }
@@ -174,6 +181,10 @@ mod tests {
 
         fn counters(&self) -> &[(&'static str, u64)] {
             &self.stats
+        }
+
+        fn sends_mid_batch(&self) -> bool {
+            self.mid_batch
         }
     }
 
@@ -309,5 +320,15 @@ mod tests {
             ["r0", "f1", "r1", "f1", "r2", "r3", "f1", "r4", "f1"]
         );
         assert_eq!((s.packets_in, s.packets_out), (5, 4));
+
+        // A backend whose flush gives the batch back (io_uring, AF_XDP) sends once per
+        // batch whatever is asked: a send mid-batch would leave later slots unreadable.
+        let stop = AtomicBool::new(false);
+        let batch: Vec<_> = (0..3).map(|i| (vec![b'a' + i], peer(i as u16))).collect();
+        let mut fake = Fake::new(vec![batch], 64, &stop);
+        fake.mid_batch = false;
+        let s = drive_sending_every(&mut fake, 1);
+        assert_eq!(fake.log, ["r0", "r1", "r2", "f3"]);
+        assert_eq!(s.packets_out, 3);
     }
 }

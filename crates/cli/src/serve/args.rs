@@ -314,9 +314,18 @@ impl ServeArgs {
         cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps.is_some();
         // A batched send leaves the k-th reply's transmit timestamp early by the sending of
         // the k-1 before it (~2 us each here): 64 replies made NTP's offset 60-75 us wrong.
+        // io_uring and AF_XDP send once per batch (their drivers give the batch's buffers
+        // back at a send), so their NTP transmit timestamps keep that error (docs/ntp.md).
         cfg.send_batch = match (self.send_batch, self.proto) {
+            (Some(_), _) if !self.io.send_batch => {
+                return Err(Usage(format!(
+                    "--send-batch works with --io socket only: the {} path sends once per received batch (its driver gives the batch's buffers back at a send); leave --send-batch out",
+                    self.io.name
+                ))
+                .into())
+            }
             (Some(n), _) => Some(n),
-            (None, Proto::Ntp) => Some(1),
+            (None, Proto::Ntp) if self.io.send_batch => Some(1),
             (None, _) => None,
         };
         cfg.sockets = self.sockets.unwrap_or(cfg.sockets);

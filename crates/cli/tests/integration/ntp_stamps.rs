@@ -74,6 +74,60 @@ fn io_uring_answers_with_the_kernels_receive_stamps() {
 }
 
 #[test]
+fn io_uring_answers_a_burst_sent_at_once_and_refuses_a_send_batch() {
+    // A burst queues up and is received as one batch: every request is answered and the
+    // worker lives (a send in the middle of an io_uring batch once gave its buffers back
+    // and the next request of the batch panicked the worker).
+    if !crate::util::uring_or_skip("recvmsg") {
+        return;
+    }
+    let json = tmp("ntp-uring-burst.json");
+    let srv = serve_ntp(&[
+        "--ntp-local-stratum",
+        "10",
+        "--io",
+        "uring",
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let n = 40u64;
+    for i in 0..n {
+        s.send(&request(0x3333_0000_0000_0000 + i)).unwrap();
+    }
+    let mut answered = 0u64;
+    while answered < n && recv(&s).is_some() {
+        answered += 1;
+    }
+    let out = srv.stop();
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(answered, n, "{out}");
+    assert_eq!(j["handler"]["ntp_client"], n, "{j}");
+    assert!(j["applied"].get("send_batch").is_none(), "{j}");
+
+    let o = crate::util::run(&[
+        "serve",
+        "--proto",
+        "ntp",
+        "--io",
+        "uring",
+        "--send-batch",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = crate::util::stderr(&o);
+    assert!(
+        err.contains("--send-batch works with --io socket only") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
 fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
     if !crate::xdp_util::is_root() {
         eprintln!("skipped: AF_XDP on a veth pair in namespaces needs root");
