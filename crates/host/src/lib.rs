@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod document;
 pub mod env;
 pub mod fs;
+pub mod napi;
 pub mod kernel;
 pub mod nic;
 pub mod nic_stats;
