@@ -19,13 +19,15 @@ pub fn check(data: &[u8]) {
             // The pid is not written back (a threaded NAPI's, read only).
             let n = Napi { pid: None, ..n };
             for wide in [false, true] {
-                if !wide && [n.gro_flush_timeout_ns, n.irq_suspend_timeout_ns]
-                    .iter()
-                    .any(|v| v.is_some_and(|v| v > u64::from(u32::MAX)))
+                if !wide
+                    && [n.gro_flush_timeout_ns, n.irq_suspend_timeout_ns]
+                        .iter()
+                        .any(|v| v.is_some_and(|v| v > u64::from(u32::MAX)))
                 {
                     continue;
                 }
-                let back = parse_replies(&sample_dump(family, &[n.clone()], wide), family);
+                let back =
+                    parse_replies(&sample_dump(family, std::slice::from_ref(&n), wide), family);
                 assert_eq!(back.first(), Some(&Reply::Napi(n.clone())), "wide {wide}");
             }
         }

@@ -2,8 +2,8 @@
 //! bound (port-in-use checked even for reuseport), steered, and read back.
 
 use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
-use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
 use firehose_sys::epoll::{Epoll, EpollParams};
+use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
 use firehose_sys::{bpf, cpu, SetupError, SysError};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

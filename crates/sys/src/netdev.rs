@@ -275,7 +275,10 @@ impl Netdev {
                 _ => {}
             }
         }
-        Err(refused(format!("{what}: no NAPI in the answer"), libc::EPROTO))
+        Err(refused(
+            format!("{what}: no NAPI in the answer"),
+            libc::EPROTO,
+        ))
     }
 
     /// Sets one setting of NAPI `id` (`napi-set`; needs CAP_NET_ADMIN, else EPERM; EINVAL

@@ -3,7 +3,9 @@
 
 use super::run::{lab_err, run_study, StudyRun};
 use super::side_cpus;
-use crate::args::{parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage};
+use crate::args::{
+    parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
+};
 use anyhow::Result;
 use clap::builder::TypedValueParser as _;
 use clap::Args;
@@ -77,7 +79,12 @@ pub struct LatencyArgs {
 /// Runs the study, prints its table, writes its document and report.
 pub(super) fn run(a: LatencyArgs) -> Result<()> {
     let mut profiles = Vec::new();
-    for p in a.profiles.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for p in a
+        .profiles
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         if !PROFILES.contains(&p) {
             return Err(Usage(format!(
                 "--profiles: unknown profile {p:?}; use {}",

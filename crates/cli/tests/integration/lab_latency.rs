@@ -26,7 +26,11 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
     assert_eq!(v["study"], "latency");
     assert_eq!(v["topology"], "loopback");
     assert_eq!(v["percents"], serde_json::json!([50, 100]));
-    assert!(v["environment"]["kernel"].is_string(), "{}", v["environment"]);
+    assert!(
+        v["environment"]["kernel"].is_string(),
+        "{}",
+        v["environment"]
+    );
     assert!(v["load_average_after"].is_string());
     for p in ["tuned", "latency"] {
         let m = &v["max_tps"][p];
@@ -40,12 +44,19 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
     // Per profile and rate: ours, and sockperf's when installed (else skipped with why).
     assert_eq!(rows.len(), if sockperf { 8 } else { 4 }, "{rows:#?}");
     for r in rows {
-        let figures = r["latency_p50_us"]["median"].as_f64().is_some_and(|x| x > 0.0)
+        let figures = r["latency_p50_us"]["median"]
+            .as_f64()
+            .is_some_and(|x| x > 0.0)
             && r["latency_p99_us"]["median"].as_f64().is_some()
             && r["tps"]["median"].as_f64().is_some_and(|x| x > 0.0);
         let reason = r["reason"].as_str().is_some_and(|s| !s.is_empty());
-        assert!(figures || reason, "a row with neither figures nor a reason: {r}");
-        assert!(r["options"].as_str().unwrap().contains("serve --profile") || r["who"] == "sockperf");
+        assert!(
+            figures || reason,
+            "a row with neither figures nor a reason: {r}"
+        );
+        assert!(
+            r["options"].as_str().unwrap().contains("serve --profile") || r["who"] == "sockperf"
+        );
         if figures && r["who"] == "firehose" {
             // Kernel stamps: rtt from departure to arrival, never above latency's p99.9.
             assert!(r["rtt_p50_us"]["median"].as_f64().is_some(), "{r}");
@@ -64,8 +75,17 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
     }
     // Both sides' options are in the notes; the sampling and full round trips are stated.
     let notes = v["notes"].to_string();
-    assert!(notes.contains("--reply-every 100") && notes.contains("--full-rtt"), "{notes}");
-    assert!(text.contains("Latency against load") || text.contains("% max"), "{text}");
+    assert!(
+        notes.contains("--reply-every 100") && notes.contains("--full-rtt"),
+        "{notes}"
+    );
+    assert!(
+        text.contains("Latency against load") || text.contains("% max"),
+        "{text}"
+    );
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
-    assert!(html.contains("<svg") && html.contains("p99 against load"), "no chart");
+    assert!(
+        html.contains("<svg") && html.contains("p99 against load"),
+        "no chart"
+    );
 }

@@ -65,7 +65,11 @@ impl Lines {
         while let Ok(l) = self.rx.recv_timeout(Duration::from_secs(5)) {
             self.seen.push(l);
         }
-        assert!(status.success(), "serve exited with {status}: {:#?}", self.seen);
+        assert!(
+            status.success(),
+            "serve exited with {status}: {:#?}",
+            self.seen
+        );
         self.seen
     }
 }
@@ -90,7 +94,10 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
     let ns = PathBuf::from(format!("/run/netns/{}", pair.srv.name));
     let dev = pair.srv_dev.clone();
     // A veth has NAPI only with GRO on (or XDP attached).
-    assert!(napis_in(&pair.srv, &dev).is_empty(), "GRO is off by default");
+    assert!(
+        napis_in(&pair.srv, &dev).is_empty(),
+        "GRO is off by default"
+    );
     firehose_sys::ifaddr::in_netns(&ns, || {
         firehose_sys::ethtool::Ethtool::new()?.set_gro(&dev, true)
     })
@@ -151,7 +158,8 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
     let after = napis_in(&pair.srv, &dev);
     assert_eq!(after, before, "restored after SIGTERM: {rest:#?}");
     assert!(
-        rest.iter().any(|l| l.contains("napi restore:") && l.contains("done")),
+        rest.iter()
+            .any(|l| l.contains("napi restore:") && l.contains("done")),
         "{rest:#?}"
     );
     assert!(!path.exists(), "the journal is removed once restored");

@@ -3,9 +3,9 @@
 //! journal (see `journal.rs`).
 
 use crate::nic::Feature;
-pub use firehose_sys::netdev::NapiParam;
 use crate::text;
 use firehose_sys::cpu::CpuSet;
+pub use firehose_sys::netdev::NapiParam;
 
 /// How two readings of a target are compared (the kernel reformats what it is given: writing
 /// `3` to xps_cpus reads back `03`, udp_mem comes back tab-separated).

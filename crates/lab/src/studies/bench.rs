@@ -107,7 +107,10 @@ pub struct ProfileMeasured {
 pub fn syscalls_per_txn_in(records: &[IntervalRecord], from: f64, to: f64) -> Option<f64> {
     let first = records.iter().find(|r| r.t >= from)?;
     let last = records.iter().rev().find(|r| r.t <= to)?;
-    let packets = last.totals.packets_in.checked_sub(first.totals.packets_in)?;
+    let packets = last
+        .totals
+        .packets_in
+        .checked_sub(first.totals.packets_in)?;
     let calls = last.totals.syscalls.checked_sub(first.totals.syscalls)?;
     (packets > 0).then(|| calls as f64 / packets as f64)
 }

@@ -173,17 +173,14 @@ impl LatencyCurve {
         let json = lab.workdir.join(format!("{tag}-load.json"));
         let cpu = lab.placement.client_cpus[..1].to_vec();
         let mut a = flags.to_vec();
-        a.extend(
-            [
-                "--warmup".to_string(),
-                format!("{}", self.warmup.as_secs_f64()),
-                "--duration".into(),
-                format!("{}", self.duration.as_secs_f64()),
-                "--cpus".into(),
-                cpu[0].to_string(),
-            ]
-            .into_iter(),
-        );
+        a.extend([
+            "--warmup".to_string(),
+            format!("{}", self.warmup.as_secs_f64()),
+            "--duration".into(),
+            format!("{}", self.duration.as_secs_f64()),
+            "--cpus".into(),
+            cpu[0].to_string(),
+        ]);
         let argv = firehose::load(lab, &srv.listen, &a, &json, Some(srv.proc.pid()));
         let within = self.duration + self.warmup + Duration::from_secs(60);
         lab.run_to_end(Side::Client, &cpu, &argv, &format!("{tag}-load"), within)?;
@@ -252,8 +249,8 @@ impl LatencyCurve {
             lab.sleep_until(Instant::now() + Duration::from_millis(20))?;
         }
         // sockperf's own warm-up comes out of its run time.
-        let secs = (self.duration + self.warmup).as_secs().max(1)
-            + sockperf::WARMUP_MS.div_ceil(1000);
+        let secs =
+            (self.duration + self.warmup).as_secs().max(1) + sockperf::WARMUP_MS.div_ceil(1000);
         let cpu = lab.placement.client_cpus[..1].to_vec();
         let argv = sockperf::under_load(&addr, port, self.size, secs, c.rate as u64, flags);
         let within = Duration::from_secs(secs + 30);
@@ -268,7 +265,10 @@ impl LatencyCurve {
         let done = done?;
         let text = done.proc.stdout() + &done.proc.stderr();
         let r = sockperf::parse_client(&text).map_err(|e| {
-            LabError::Run(format!("could not read sockperf's output ({e}): {}", text.trim()))
+            LabError::Run(format!(
+                "could not read sockperf's output ({e}): {}",
+                text.trim()
+            ))
         })?;
         Ok(Trial {
             tps: if r.runtime_s > 0.0 {
@@ -422,7 +422,11 @@ impl Study for LatencyCurve {
         page(self, ran, rows)
     }
 
-    fn extra(&self, _ran: &Ran<Cell, Trial>, rows: &[Row]) -> serde_json::Map<String, serde_json::Value> {
+    fn extra(
+        &self,
+        _ran: &Ran<Cell, Trial>,
+        rows: &[Row],
+    ) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("topology".into(), self.topology.name().into());
         m.insert("duration_s".into(), self.duration.as_secs_f64().into());
@@ -587,7 +591,10 @@ fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
     for p in &s.profiles {
         for (who, name) in [(Who::Firehose, "firehose"), (Who::Sockperf, "sockperf")] {
             for (what, f) in [
-                ("latency p99", (|r: &Row| r.latency_p99_us) as fn(&Row) -> Option<Summary>),
+                (
+                    "latency p99",
+                    (|r: &Row| r.latency_p99_us) as fn(&Row) -> Option<Summary>,
+                ),
                 ("rtt p99", |r: &Row| r.rtt_p99_us),
             ] {
                 let pts: Vec<(f64, f64)> = rows
@@ -676,7 +683,10 @@ mod tests {
 
     #[test]
     fn ratios_pair_each_profile_and_rate_with_sockperf() {
-        let rows = [row(Who::Firehose, 8.0, 40.0), row(Who::Sockperf, 10.0, 100.0)];
+        let rows = [
+            row(Who::Firehose, 8.0, 40.0),
+            row(Who::Sockperf, 10.0, 100.0),
+        ];
         assert_eq!(
             ratios(&rows),
             [Ratio {
