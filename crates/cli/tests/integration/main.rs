@@ -34,6 +34,7 @@ mod napi;
 mod ntp;
 mod ntp_chronyd;
 mod ntp_load;
+mod ntp_stamps;
 mod radius;
 mod report_merge;
 mod serve;
