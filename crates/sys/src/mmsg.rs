@@ -73,6 +73,18 @@ pub struct Flushed {
     pub gso_unavailable: bool,
 }
 
+impl Flushed {
+    /// Adds the figures of a later send of the same batch (its refusal, if any, is the last).
+    pub fn add(&mut self, later: Flushed) {
+        self.sent += later.sent;
+        self.failed += later.failed;
+        self.syscalls += later.syscalls;
+        self.last_error = later.last_error.or(self.last_error);
+        self.gso_sends += later.gso_sends;
+        self.gso_unavailable |= later.gso_unavailable;
+    }
+}
+
 /// The sender of a received datagram, converted to a `SocketAddr` only on demand.
 #[derive(Clone, Copy)]
 pub struct PeerView<'a> {
