@@ -311,7 +311,7 @@ impl ServeArgs {
         let mut cfg = ServeConfig::profile(base, listen, workers);
         // NTP answers with the arrival time: where the path hands the kernel's stamp over,
         // the sockets stamp (the others would pay for stamps unread).
-        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps;
+        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps.is_some();
         // A batched send leaves the k-th reply's transmit timestamp early by the sending of
         // the k-1 before it (~2 us each here): 64 replies made NTP's offset 60-75 us wrong.
         cfg.send_batch = match (self.send_batch, self.proto) {
