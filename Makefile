@@ -90,8 +90,9 @@ bench-sink: build
 
 # Before/after of the I/O drivers (root): this build against BASELINE, a firehose binary
 # from before a change, interleaved (before, after, ...) over 3 rounds: load --io socket and
-# uring, serve --io uring against the tuned socket path (loopback at 10k/s; veth saturated),
-# lab sink and lab flood socket, io_uring and AF_PACKET modes at 64 B. Medians (min-max) per
+# uring, serve --io uring against the tuned socket path (loopback at 10k/s), serve and load
+# --io socket, xdp and uring on veth, lab sink and lab flood socket, io_uring, AF_PACKET and
+# AF_XDP modes at 64 B. Medians (min-max) per
 # binary, the load average before each run (mk/io-before-after).
 BASELINE ?=
 bench-io: build
