@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-ntp lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-ntp lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -90,8 +90,9 @@ bench-sink: build
 
 # Before/after of the I/O drivers (root): this build against BASELINE, a firehose binary
 # from before a change, interleaved (before, after, ...) over 3 rounds: load --io socket and
-# uring, serve --io uring against the tuned socket path (loopback at 10k/s; veth saturated),
-# lab sink and lab flood socket, io_uring and AF_PACKET modes at 64 B. Medians (min-max) per
+# uring, serve --io uring against the tuned socket path (loopback at 10k/s), serve and load
+# --io socket, xdp and uring on veth, lab sink and lab flood socket, io_uring, AF_PACKET and
+# AF_XDP modes at 64 B. Medians (min-max) per
 # binary, the load average before each run (mk/io-before-after).
 BASELINE ?=
 bench-io: build
@@ -133,6 +134,23 @@ bench-ntp: build
 bench-latency: build
 	@sh mk/deps lab
 	sh mk/bench-latency $(BIN)
+
+# Latency against load (firehose lab latency): each server profile's max tps, then p50/p99/p99.9
+# of latency and kernel-stamped rtt at 10%...100% of it, beside sockperf sr + sockperf
+# under-load --mps at the same rates (tuned with blocking sockperf, latency with --spin and
+# sockperf --nonblocked), on loopback then on veth (root). Server on CPU 0, both clients on
+# CPU 1, 3 interleaved repetitions; tables, results JSON and report.html (the curve) under
+# $(LAB_OUT)/latency-<topology>; the load average before and after. About 25 minutes.
+LATENCY_CURVE_ARGS ?= --repetitions 3 --duration 3 --warmup 1 --server-cpus 0 --client-cpus 1
+bench-latency-curve: build
+	@sh mk/deps lab
+	@uptime
+	mkdir -p $(LAB_OUT)
+	$(BIN) lab latency --topology loopback $(LATENCY_CURVE_ARGS) \
+		--json-file $(LAB_OUT)/latency-loopback.json --report $(LAB_OUT)/latency-loopback
+	$(BIN) lab latency --topology veth $(LATENCY_CURVE_ARGS) \
+		--json-file $(LAB_OUT)/latency-veth.json --report $(LAB_OUT)/latency-veth
+	@uptime
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -18,6 +18,7 @@ pub mod input;
 pub mod kernel_text;
 pub mod load_match;
 pub mod metrics_http;
+pub mod netdev_reply;
 pub mod ntp_handler;
 pub mod observe_text;
 pub mod radius_files;
@@ -76,6 +77,11 @@ pub const TARGETS: &[Target] = &[
         name: "doctor_journal",
         check: doctor_journal::check,
         seeds: doctor_journal::seeds,
+    },
+    Target {
+        name: "netdev_reply",
+        check: netdev_reply::check,
+        seeds: netdev_reply::seeds,
     },
     Target {
         name: "load_match",

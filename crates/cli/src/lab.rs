@@ -5,6 +5,7 @@
 //! the page, the JSON and the report.
 
 mod dns;
+mod latency;
 mod ntp;
 mod radius;
 pub(crate) mod run;
@@ -49,6 +50,8 @@ enum LabCommand {
     Ladder(LadderArgs),
     /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS; ntp: vs chronyd).
     Compare(CompareArgs),
+    /// Latency against load (10%...100% of max tps) per server profile, beside sockperf's under-load mode.
+    Latency(latency::LatencyArgs),
     /// The Bloomberg talk's bulk TCP matrix on veth: MTU, GRO, TSO, BIG TCP x stream modes, iperf3; ROI.
     Stream(stream::StreamArgs),
     /// The Red Hat UDP receive study on veth: pps per receive mode by queue count, CPU, drops, perf.
@@ -299,6 +302,7 @@ pub fn run(a: LabArgs) -> Result<()> {
     match a.command {
         LabCommand::Ladder(l) => ladder_cmd(l),
         LabCommand::Compare(c) => compare_cmd(c),
+        LabCommand::Latency(l) => latency::run(l),
         LabCommand::Stream(s) => stream::run(s),
         LabCommand::Sink(s) => sink::sink(s),
         LabCommand::Flood(f) => sink::flood(f),

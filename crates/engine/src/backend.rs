@@ -195,6 +195,10 @@ pub struct WorkerSeat {
     /// The UDP socket this worker is assigned (bound to the listen address with every
     /// option applied). A backend that does not read it still keeps the port owned.
     pub socket: Arc<UdpSock>,
+    /// The epoll busy-poll parameters the kernel granted at start-up (EPIOCSPARAMS), for
+    /// the epoll a busy-polling worker sleeps in when its socket stays empty; `None` when
+    /// the server does not busy-poll or the kernel refused them (a note says why).
+    pub epoll: Option<firehose_sys::epoll::EpollParams>,
 }
 
 /// A backend as configured for a server: makes one [`Backend`] per worker.

@@ -36,6 +36,11 @@ pub struct Applied {
     pub socket_detail: Vec<AppliedSocket>,
     /// Notes on choices made at run time (e.g. an option the kernel lacks).
     pub notes: Vec<String>,
+    /// The epoll busy-poll parameters read back (EPIOCGPARAMS) from the epoll a
+    /// busy-polling worker waits in once its socket has stayed empty for the busy-poll
+    /// time; absent when not busy-polling or refused (the refusal is in `notes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoll_busy_poll: Option<firehose_sys::epoll::EpollParams>,
     /// What a backend other than the socket path set up; absent for the socket path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendApplied>,
@@ -122,6 +127,7 @@ impl Server {
                 index,
                 cpu,
                 socket: sockets[worker_sockets[index]].clone(),
+                epoll: set.epoll,
             })
             .collect();
         let applied = Applied {
@@ -135,6 +141,7 @@ impl Server {
             worker_cpus: cpus,
             worker_sockets,
             socket_detail: set.detail,
+            epoll_busy_poll: set.epoll,
             notes: set.notes,
             backend: io.applied(),
         };

@@ -1,13 +1,24 @@
 //! The socket backend: recvfrom/sendto for batches of one, recvmmsg/sendmmsg otherwise;
-//! blocking with a receive timeout, or busy-polling a non-blocking socket.
+//! blocking with a receive timeout, or busy-polling a non-blocking socket. A busy-polling
+//! worker whose socket has stayed empty for the busy-poll time sleeps in an epoll_wait
+//! instead (with the epoll busy-poll parameters the kernel granted: it polls the NAPI
+//! first, then sleeps until the socket is readable), so an idle server gives its CPU back
+//! and the kernel's epoll-based busy polling (irq-suspend-timeout) has a waiter to serve.
 
 use crate::backend::{Backend, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
+use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
 use firehose_sys::SetupError;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an idle busy-polling worker sleeps in epoll_wait before looking at its stop
+/// flag again (the blocking path's receive timeout).
+const IDLE_WAIT: Duration = Duration::from_millis(100);
 
 /// Largest UDP payload over IPv4, plus room: every slot can hold any datagram.
 pub const SLOT_SIZE: usize = 65536;
@@ -18,6 +29,8 @@ pub const SLOT_SIZE: usize = 65536;
 pub struct SocketIo {
     batch: usize,
     busy: bool,
+    /// How long a busy-polling worker spins on an empty socket before it sleeps.
+    spin: Duration,
     rxq_ovfl: bool,
     rx_timestamps: bool,
 }
@@ -28,6 +41,7 @@ impl SocketIo {
         SocketIo {
             batch: cfg.batch,
             busy: cfg.busy_poll.is_some(),
+            spin: Duration::from_micros(u64::from(cfg.busy_poll.unwrap_or(0))),
             rxq_ovfl: cfg.rxq_ovfl,
             rx_timestamps: cfg.rx_timestamps,
         }
@@ -44,6 +58,16 @@ impl Io for SocketIo {
             1 => (RecvMode::Single, SendMode::Single),
             _ => (RecvMode::Batch, SendMode::Batch),
         };
+        let waiter = if self.busy {
+            let ep = Epoll::new(1)?;
+            ep.add_readable(seat.socket.as_raw_fd(), 0)?;
+            if let Some(p) = &seat.epoll {
+                ep.set_busy_poll_params(p)?;
+            }
+            Some(ep)
+        } else {
+            None
+        };
         Ok(SocketBackend {
             sock: seat.socket.clone(),
             slots: Batch::new(self.batch, SLOT_SIZE)
@@ -54,6 +78,9 @@ impl Io for SocketIo {
             busy: self.busy,
             stamps: self.rx_timestamps,
             idle: false,
+            waiter,
+            spin: self.spin,
+            idle_since: Instant::now(),
         })
     }
 }
@@ -68,6 +95,11 @@ pub struct SocketBackend {
     stamps: bool,
     /// The last busy poll found nothing: poll with recvfrom until something arrives.
     idle: bool,
+    /// Where a busy-polling worker sleeps once idle for `spin` (see the module doc).
+    waiter: Option<Epoll>,
+    spin: Duration,
+    /// When the socket was last found empty after holding something (or the last wait).
+    idle_since: Instant,
 }
 
 impl Backend for SocketBackend {
@@ -77,6 +109,15 @@ impl Backend for SocketBackend {
             syscalls: 1,
             ..Received::default()
         };
+        if self.idle && self.idle_since.elapsed() >= self.spin {
+            if let Some(w) = self.waiter.as_mut() {
+                r.syscalls += 1;
+                if w.wait(IDLE_WAIT).is_err() {
+                    r.errors += 1;
+                }
+                self.idle_since = Instant::now();
+            }
+        }
         // A busy poll of an empty socket with recvfrom costs less than with recvmmsg, and
         // so does reading the one datagram a quiet server wakes to; the poll after it
         // batches again, so a queue that builds up is read by recvmmsg.
@@ -84,7 +125,12 @@ impl Backend for SocketBackend {
         match self.slots.recv_some(&self.sock, max, flags) {
             // No pause between polls: the syscall spaces them, and a pause only delays
             // seeing the next datagram.
-            Ok(0) if self.busy => self.idle = true,
+            Ok(0) if self.busy => {
+                if !self.idle {
+                    self.idle_since = Instant::now();
+                }
+                self.idle = true;
+            }
             Ok(n) => {
                 r.count = n;
                 self.idle = false;
@@ -155,6 +201,7 @@ mod tests {
             index: 0,
             cpu: None,
             socket: Arc::new(sock),
+            epoll: None,
         };
         let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
         let before = wall_ns();
@@ -170,6 +217,52 @@ mod tests {
             assert!(t >= before && t <= wall_ns(), "{before} <= {t}");
         }
         t
+    }
+
+    /// A busy-polling worker spins while its socket is empty for the busy-poll time, then
+    /// sleeps in epoll_wait (one more system call), with the parameters the kernel granted.
+    #[test]
+    fn an_idle_busy_poller_waits_in_epoll_after_its_spin() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let sock = UdpSock::new_for(&addr).unwrap();
+        sock.bind(&addr).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let to = sock.local_addr().unwrap();
+        let cfg = ServeConfig::profile(Profile::Latency, to, 1);
+        let mut notes = Vec::new();
+        let granted = crate::sockets::epoll_params(50, cfg.batch, &mut notes);
+        // Granted as asked, or refused with the errno named (a kernel before 6.9).
+        match granted {
+            Some(p) => {
+                assert_eq!(
+                    (p.busy_poll_usecs, p.busy_poll_budget, p.prefer_busy_poll),
+                    (50, 8, 1)
+                );
+                assert!(notes.is_empty(), "{notes:?}");
+            }
+            None => assert!(notes[0].contains("ENOTTY"), "{notes:?}"),
+        }
+        let seat = WorkerSeat {
+            index: 0,
+            cpu: None,
+            socket: Arc::new(sock),
+            epoll: granted,
+        };
+        let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
+        let empty = b.recv();
+        assert_eq!((empty.count, empty.syscalls), (0, 1));
+        // Still within the spin: another poll, no wait.
+        b.idle_since = Instant::now();
+        assert_eq!(b.recv().syscalls, 1);
+        // Past it, with a datagram waiting: the epoll_wait returns at once, then the read.
+        b.idle_since = Instant::now() - Duration::from_millis(1);
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .send_to(b"tock", to)
+            .unwrap();
+        let r = b.recv();
+        assert_eq!((r.count, r.syscalls, r.errors), (1, 2, 0));
+        assert_eq!(b.request(0).data(), b"tock");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! bound (port-in-use checked even for reuseport), steered, and read back.
 
 use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
+use firehose_sys::epoll::{Epoll, EpollParams};
 use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
 use firehose_sys::{bpf, cpu, SetupError, SysError};
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,8 @@ pub(crate) struct SocketSet {
     pub detail: Vec<AppliedSocket>,
     /// Options the kernel refused that the server can run without.
     pub notes: Vec<String>,
+    /// The epoll busy-poll parameters granted, when busy-polling (see [`epoll_params`]).
+    pub epoll: Option<EpollParams>,
 }
 
 impl SocketSet {
@@ -86,12 +89,16 @@ impl SocketSet {
                 s.set_recv_timeout(Duration::from_millis(100))?;
             }
         }
+        let epoll = cfg
+            .busy_poll
+            .and_then(|us| epoll_params(us, cfg.batch, &mut notes));
         dedup_notes(&mut notes);
         Ok(SocketSet {
             sockets,
             listen,
             detail,
             notes,
+            epoll,
         })
     }
 }
@@ -105,6 +112,48 @@ fn busy_poll_extras(s: &UdpSock, batch: usize, notes: &mut Vec<String>) {
     let want = (batch as i32).max(8);
     if let Err(e) = s.set_busy_poll_budget(want) {
         notes.push(format!("SO_BUSY_POLL_BUDGET={want} not applied: {e}"));
+    }
+}
+
+/// The epoll busy-poll parameters for a busy-polling worker's idle wait (EPIOCSPARAMS,
+/// kernel 6.9+): poll the NAPI for the profile's busy-poll time, with its budget, preferring
+/// busy polling (so defer-hard-irqs, gro-flush-timeout and irq-suspend-timeout apply).
+/// Asked of a probe instance and read back (EPIOCGPARAMS); what the kernel refused goes to
+/// `notes` with its errno and the workers wait without it.
+pub(crate) fn epoll_params(
+    busy_us: u32,
+    batch: usize,
+    notes: &mut Vec<String>,
+) -> Option<EpollParams> {
+    let want = EpollParams::new(
+        busy_us.min(i32::MAX as u32),
+        batch.clamp(8, 64) as u16,
+        true,
+    );
+    let probe = match Epoll::new(1) {
+        Ok(p) => p,
+        Err(e) => {
+            notes.push(format!("epoll busy-poll parameters not applied: {e}"));
+            return None;
+        }
+    };
+    let granted = probe
+        .set_busy_poll_params(&want)
+        .and_then(|()| probe.busy_poll_params());
+    match granted {
+        Ok(got) if got == want => Some(got),
+        Ok(got) => {
+            notes.push(format!(
+                "EPIOCSPARAMS: asked {want:?}, the kernel holds {got:?}; not used"
+            ));
+            None
+        }
+        Err(e) => {
+            notes.push(format!(
+                "epoll busy-poll parameters (EPIOCSPARAMS, kernel 6.9+) not applied: {e}"
+            ));
+            None
+        }
     }
 }
 

@@ -315,6 +315,7 @@ mod tests {
                 worker_cpus: vec![Some(0)],
                 worker_sockets: vec![0],
                 socket_detail: Vec::new(),
+                epoll_busy_poll: None,
                 notes: Vec::new(),
                 backend: None,
             },

@@ -9,6 +9,7 @@ pub mod document;
 pub mod env;
 pub mod fs;
 pub mod kernel;
+pub mod napi;
 pub mod nic;
 pub mod nic_stats;
 pub mod procfs;

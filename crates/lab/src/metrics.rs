@@ -72,8 +72,8 @@ pub struct Metrics {
     pub mbps: f64,
     pub server_cpu_us_per_txn: Option<f64>,
     pub client_cpu_us_per_txn: Option<f64>,
-    /// Busy CPU time of the whole host (all CPUs, /proc/stat) per transaction: the server,
-    /// the generator and the kernel's work for both, wherever it ran.
+    /// Busy CPU time of the whole host (all CPUs: wall x CPUs - idle, /proc/stat) per
+    /// transaction: the server, the generator and the kernel's work for both, wherever it ran.
     pub host_cpu_us_per_txn: Option<f64>,
     /// Server CPU time over the window / (window x server CPUs).
     pub server_cpu_util: f64,
@@ -124,7 +124,7 @@ pub fn of_window(w: &Window, i: &Inputs) -> Metrics {
         mbps: wire_mbps(i.tps, i.size),
         server_cpu_us_per_txn: per_txn(w.server_cpu_s),
         client_cpu_us_per_txn: w.client_cpu_s.and_then(per_txn),
-        host_cpu_us_per_txn: per_txn(w.host_cpu_s),
+        host_cpu_us_per_txn: w.host_cpu_s.and_then(per_txn),
         server_cpu_util,
         client_cpu_util,
         syscalls_per_txn,
@@ -151,7 +151,7 @@ mod tests {
     const SNET: &str = "00000010 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
     const SNET_DROPS: &str = "00000110 00000004 00000003 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
 
-    /// A sample at `at` s: /proc/stat with `busy` and `idle` ticks on one CPU, the server
+    /// A sample at `at` s: /proc/stat with `busy` and `idle` ticks on two CPUs, the server
     /// and client at the given CPU seconds, `drops` everywhere a drop is counted.
     fn sample(
         at: f64,
@@ -164,8 +164,11 @@ mod tests {
         // One fixed origin, so that two samples are exactly `at` apart.
         static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         let t0 = *T0.get_or_init(Instant::now);
-        let stat_text =
-            format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n");
+        let (b0, i0) = (busy / 2, idle / 2);
+        let (b1, i1) = (busy - b0, idle - i0);
+        let stat_text = format!(
+            "cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {b0} 0 0 {i0} 0 0 0 0 0 0\ncpu1 {b1} 0 0 {i1} 0 0 0 0 0 0\n"
+        );
         HostSample {
             at: t0 + Duration::from_secs_f64(at),
             stat: stat::parse(&stat_text).unwrap(),
@@ -197,7 +200,8 @@ mod tests {
 
     #[test]
     fn costs_per_transaction_over_two_seconds() {
-        // 2 s at 100,000 tps; server 1.2 s of CPU, client 1.0 s, host 3.0 s busy.
+        // 2 s at 100,000 tps; server 1.2 s of CPU, client 1.0 s, host 3.0 s busy (4 CPU
+        // seconds less 1 s idle).
         let a = sample(0.0, 1000, 1000, 10.0, 5.0, 0);
         let b = sample(2.0, 1300, 1100, 11.2, 6.0, 0);
         let (w, m) = of_samples(&a, &b, &inputs(100_000.0));

@@ -6,7 +6,7 @@
 
 use crate::cputime::{self, Scope};
 use crate::LabResult;
-use firehose_host::cputime::busy_ticks;
+use firehose_host::cputime::{busy_s, StatReading};
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
 use std::time::Instant;
@@ -151,9 +151,12 @@ impl HostSample {
             .map(|row| sirq.cpus.iter().copied().zip(row.iter().copied()).collect())
             .unwrap_or_default();
         let snmp_of = |pid: u32| procfs::read(&format!("/proc/{pid}/net/snmp"), snmp::parse_udp);
+        let reading = StatReading::now()?;
         Ok(HostSample {
-            at: Instant::now(),
-            stat: procfs::read("/proc/stat", stat::parse)?,
+            // The time /proc/stat was read: host CPU is the wall time since the other edge
+            // less the idle time in it.
+            at: reading.at,
+            stat: reading.stat,
             net_rx,
             softnet: procfs::read("/proc/net/softnet_stat", softnet::parse)?,
             udp_server: snmp_of(w.server_pid)?,
@@ -168,6 +171,14 @@ impl HostSample {
             ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec().max(1),
         })
     }
+}
+
+/// Busy CPU seconds of the whole host from `before` to now ([`busy_s`]), for a study that
+/// needs no other instrument; a CPU going on- or offline meanwhile fails the trial.
+pub fn host_cpu_since(before: &StatReading) -> LabResult<f64> {
+    before
+        .busy_s_until(&StatReading::now()?)
+        .ok_or_else(|| crate::LabError::Run("host CPU unknown: a CPU went on- or offline".into()))
 }
 
 /// One CPU over the window: percent split (the NTT talk's `sar -u ALL -P ALL`) and NET_RX count.
@@ -217,11 +228,13 @@ impl UdpDelta {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Window {
     pub seconds: f64,
-    /// All CPUs together.
+    /// All CPUs together: the split of /proc/stat's columns, whose busy ones are sampled at
+    /// each tick (a paced load can hide between ticks: read host CPU from `host_cpu_s`).
     pub all: stat::CpuSplit,
-    /// CPU seconds the whole host spent busy (user, nice, system, irq, softirq; all CPUs,
-    /// /proc/stat): the server, the generator, the kernel's packet work and everything else.
-    pub host_cpu_s: f64,
+    /// CPU seconds the whole host spent busy (all CPUs: wall time x CPUs - idle - iowait -
+    /// steal from /proc/stat, [`busy_s`]): the server, the generator, the kernel's packet
+    /// work and everything else. `None` when a CPU went on- or offline in the window.
+    pub host_cpu_s: Option<f64>,
     pub cpus: Vec<CpuRow>,
     pub softnet: Vec<SoftnetDelta>,
     pub udp_server: UdpDelta,
@@ -271,8 +284,13 @@ impl Window {
         Window {
             seconds: b.at.duration_since(a.at).as_secs_f64(),
             all: stat::split(&a.stat.total, &b.stat.total),
-            host_cpu_s: busy_ticks(&b.stat.total).saturating_sub(busy_ticks(&a.stat.total)) as f64
-                / b.ticks_per_s.max(1) as f64,
+            host_cpu_s: busy_s(
+                &a.stat,
+                &b.stat,
+                b.at.saturating_duration_since(a.at),
+                b.ticks_per_s,
+                &[],
+            ),
             cpus,
             softnet,
             udp_server: UdpDelta::between(&a.udp_server, &b.udp_server),
@@ -371,8 +389,8 @@ mod tests {
         assert_eq!(w.socket_drops, 100);
         assert_eq!(w.server_cpu_s, 2.0);
         assert_eq!(w.client_cpu_s, Some(4.0));
-        // Busy ticks (usr + sys + soft) of all CPUs: 200 -> 600, at 100 per second.
-        assert_eq!(w.host_cpu_s, 4.0);
+        // 2 s x 2 CPUs and no idle time: 4 CPU seconds busy.
+        assert_eq!(w.host_cpu_s, Some(4.0));
         assert!(w.udp_client.is_none());
     }
 

@@ -1,7 +1,9 @@
-//! CPU and power over a measured window: the host's /proc/stat split (usr, sys, softirq,
-//! irq) on the CPUs the run used, the process's own user+system time, and package energy
+//! CPU and power over a measured window: the host's busy CPU on the CPUs the run used (wall
+//! time less idle, `firehose_host::cputime::busy_s`) and its /proc/stat split (usr, sys,
+//! softirq, irq: sampled at each tick), the process's own user+system time, and package energy
 //! from RAPL under /sys/class/powercap when it is readable. Power is never estimated.
 
+use firehose_host::cputime::{self, StatReading};
 use firehose_host::procfs::{self, stat::Stat};
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,8 @@ struct Energy {
     max_uj: u64,
 }
 
-/// Host CPU over the window, in cores (1.0 = one CPU fully busy).
+/// Host CPU over the window, in cores (1.0 = one CPU fully busy). `usr`, `sys`, `softirq`
+/// and `irq` are /proc/stat's tick samples; `busy` is not (see the field).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HostCpu {
     /// The CPUs summed; empty means all of them.
@@ -31,7 +34,9 @@ pub struct HostCpu {
     pub sys: f64,
     pub softirq: f64,
     pub irq: f64,
-    /// usr + sys + softirq + irq + steal.
+    /// Wall time less idle, iowait and steal on those CPUs, over the wall time: measured
+    /// from the idle times, which are exact, where the split above is sampled at each tick
+    /// and may miss (or over-count) a load paced between ticks.
     pub busy: f64,
 }
 
@@ -84,9 +89,13 @@ fn read_energy() -> Option<Vec<Energy>> {
 /// Takes a sample now.
 pub fn sample() -> Sample {
     let (user, sys) = firehose_sys::cpu::process_rusage().unwrap_or_default();
+    let (at, stat) = match StatReading::now() {
+        Ok(r) => (r.at, Some(r.stat)),
+        Err(_) => (Instant::now(), None),
+    };
     Sample {
-        at: Instant::now(),
-        stat: procfs::read("/proc/stat", procfs::stat::parse).ok(),
+        at,
+        stat,
         user,
         sys,
         energy: read_energy(),
@@ -100,49 +109,52 @@ impl Sample {
     }
 }
 
-/// Host CPU between two samples, summed over `cpus` (all when empty).
+/// Host CPU between two samples, summed over `cpus` (all when empty); `None` without
+/// /proc/stat or when a CPU counted went on- or offline.
 pub fn host_cpu(a: &Sample, b: &Sample, cpus: &[usize]) -> Option<HostCpu> {
     let (sa, sb) = (a.stat.as_ref()?, b.stat.as_ref()?);
-    Some(host_cpu_between(sa, sb, cpus))
+    let hz = firehose_sys::cpu::clock_ticks_per_sec();
+    host_cpu_between(sa, sb, b.at.saturating_duration_since(a.at), hz, cpus)
 }
 
-/// The pure part of [`host_cpu`]: tick deltas turned into cores (busy ticks / wall ticks, where
-/// wall is the delta of the summed ticks of one CPU).
-pub fn host_cpu_between(a: &Stat, b: &Stat, cpus: &[usize]) -> HostCpu {
-    let mut out = HostCpu {
-        cpus: cpus.to_vec(),
-        ..HostCpu::default()
-    };
+/// The pure part of [`host_cpu`]: busy from the idle times over `wall`, the split from the
+/// sampled ticks, both in cores.
+pub fn host_cpu_between(
+    a: &Stat,
+    b: &Stat,
+    wall: Duration,
+    ticks_per_s: u64,
+    cpus: &[usize],
+) -> Option<HostCpu> {
+    let secs = wall.as_secs_f64();
+    let busy = cputime::busy_s(a, b, wall, ticks_per_s, cpus)?;
     let pick: Vec<(&procfs::stat::CpuTimes, &procfs::stat::CpuTimes)> = b
         .cpus
         .iter()
         .filter(|(id, _)| cpus.is_empty() || cpus.contains(id))
         .filter_map(|(id, tb)| a.cpus.iter().find(|(i, _)| i == id).map(|(_, ta)| (ta, tb)))
         .collect();
-    // Wall time in ticks: the largest per-CPU total delta (every CPU's ticks advance with time).
-    let total = |t: &procfs::stat::CpuTimes| {
-        t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
-    };
-    let wall = pick
-        .iter()
-        .map(|(ta, tb)| total(tb).saturating_sub(total(ta)))
-        .max()
-        .unwrap_or(0);
-    if wall == 0 {
-        return out;
+    let wall_ticks = secs * ticks_per_s.max(1) as f64;
+    if wall_ticks <= 0.0 {
+        return Some(HostCpu {
+            cpus: cpus.to_vec(),
+            ..HostCpu::default()
+        });
     }
     let cores = |f: fn(&procfs::stat::CpuTimes) -> u64| {
         pick.iter()
             .map(|(ta, tb)| f(tb).saturating_sub(f(ta)))
             .sum::<u64>() as f64
-            / wall as f64
+            / wall_ticks
     };
-    out.usr = cores(|t| t.user + t.nice);
-    out.sys = cores(|t| t.system);
-    out.softirq = cores(|t| t.softirq);
-    out.irq = cores(|t| t.irq);
-    out.busy = out.usr + out.sys + out.softirq + out.irq + cores(|t| t.steal);
-    out
+    Some(HostCpu {
+        cpus: cpus.to_vec(),
+        usr: cores(|t| t.user + t.nice),
+        sys: cores(|t| t.system),
+        softirq: cores(|t| t.softirq),
+        irq: cores(|t| t.irq),
+        busy: busy / secs,
+    })
 }
 
 /// The process's CPU between two samples.
@@ -209,8 +221,15 @@ mod tests {
             softirq: v[6],
             steal: v[7],
         };
+        // The aggregate line is the sum of the CPUs' lines.
+        let mut sum = [0; 8];
+        for (_, v) in rows {
+            for (s, x) in sum.iter_mut().zip(v) {
+                *s += x;
+            }
+        }
         Stat {
-            total: t([0; 8]),
+            total: t(sum),
             cpus: rows.iter().map(|(i, v)| (*i, t(*v))).collect(),
         }
     }
@@ -218,16 +237,31 @@ mod tests {
     #[test]
     fn host_cpu_counts_cores_on_the_chosen_cpus() {
         let a = stat(&[(0, [0; 8]), (1, [0; 8])]);
-        // CPU 0: 50 usr + 30 sys + 20 softirq of 100 ticks; CPU 1: 100 idle.
+        // One second at 100 ticks/s. CPU 0: never idle, its ticks sampled 50 usr + 30 sys
+        // + 20 softirq; CPU 1: idle all along.
         let b = stat(&[
             (0, [50, 0, 30, 0, 0, 0, 20, 0]),
             (1, [0, 0, 0, 100, 0, 0, 0, 0]),
         ]);
-        let all = host_cpu_between(&a, &b, &[]);
+        let s = Duration::from_secs(1);
+        let all = host_cpu_between(&a, &b, s, 100, &[]).unwrap();
         assert!((all.busy - 1.0).abs() < 1e-9);
         assert!((all.softirq - 0.2).abs() < 1e-9);
-        let one = host_cpu_between(&a, &b, &[1]);
+        let one = host_cpu_between(&a, &b, s, 100, &[1]).unwrap();
         assert_eq!(one.busy, 0.0);
+        // CPU 1 busy half the second between ticks: no tick saw it, its idle time did.
+        let b = stat(&[
+            (0, [50, 0, 30, 0, 0, 0, 20, 0]),
+            (1, [0, 0, 0, 50, 0, 0, 0, 0]),
+        ]);
+        let one = host_cpu_between(&a, &b, s, 100, &[1]).unwrap();
+        assert!((one.busy - 0.5).abs() < 1e-9, "{one:?}");
+        assert_eq!(
+            one.usr + one.sys + one.softirq + one.irq,
+            0.0,
+            "sampled: none"
+        );
+        assert!(host_cpu_between(&a, &b, s, 100, &[7]).is_none(), "no CPU 7");
     }
 
     #[test]

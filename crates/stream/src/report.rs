@@ -62,7 +62,8 @@ pub struct FlowReport {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CpuReport {
     pub process: ProcessCpu,
-    /// /proc/stat over the CPUs the run used; includes softirq and anything else that ran there.
+    /// The CPUs the run used (busy: wall time less /proc/stat idle); includes softirq and
+    /// anything else that ran there.
     pub host: Option<HostCpu>,
     /// Process CPU seconds per GB (1e9 bytes) moved.
     pub process_cpu_s_per_gb: f64,

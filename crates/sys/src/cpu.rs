@@ -54,6 +54,13 @@ fn clock(id: libc::clockid_t, name: &str) -> SysResult<Duration> {
     Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// CLOCK_MONOTONIC as a duration since boot (suspend excluded): the clock the kernel's
+/// idle accounting uses (ktime_get), so a wall time read here and the idle times of
+/// /proc/stat are in the same time base, and tick boundaries are multiples of the tick.
+pub fn monotonic_time() -> SysResult<Duration> {
+    clock(libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC")
+}
+
 /// CPU time (user + system) consumed by the calling thread.
 pub fn thread_cpu_time() -> SysResult<Duration> {
     clock(libc::CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID")

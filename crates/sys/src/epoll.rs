@@ -4,6 +4,7 @@
 //! interest switched per connection).
 
 use crate::{cvt, SysResult};
+use serde::{Deserialize, Serialize};
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,6 +148,57 @@ impl Epoll {
     }
 }
 
+/// `struct epoll_params` (linux/eventpoll.h, kernel 6.9+): how an epoll_wait busy-polls the
+/// NAPI of the sockets it watches before it sleeps.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpollParams {
+    /// How long each wait polls the NAPI before sleeping (µs; 0: no busy poll).
+    pub busy_poll_usecs: u32,
+    /// Packets per NAPI poll (above 64 needs CAP_NET_ADMIN: EPERM).
+    pub busy_poll_budget: u16,
+    /// 1: the kernel leaves the NAPI to the poller (with defer-hard-irqs and
+    /// gro-flush-timeout), and irq-suspend-timeout applies.
+    pub prefer_busy_poll: u8,
+    #[serde(skip)]
+    pad: u8,
+}
+
+impl EpollParams {
+    pub fn new(busy_poll_usecs: u32, busy_poll_budget: u16, prefer_busy_poll: bool) -> Self {
+        EpollParams {
+            busy_poll_usecs,
+            busy_poll_budget,
+            prefer_busy_poll: u8::from(prefer_busy_poll),
+            pad: 0,
+        }
+    }
+}
+
+/// `_IOW(0x8A, 0x01, struct epoll_params)` and `_IOR(0x8A, 0x02, struct epoll_params)`.
+const EPIOCSPARAMS: libc::c_ulong = 0x4008_8A01;
+const EPIOCGPARAMS: libc::c_ulong = 0x8008_8A02;
+
+impl Epoll {
+    /// Sets the instance's busy-poll parameters (EPIOCSPARAMS). ENOTTY on a kernel before
+    /// 6.9 or without CONFIG_NET_RX_BUSY_POLL; EPERM for a budget above 64 without
+    /// CAP_NET_ADMIN; EINVAL for a value out of range.
+    pub fn set_busy_poll_params(&self, p: &EpollParams) -> SysResult<()> {
+        let mut p = *p;
+        // SAFETY: p is a live struct epoll_params the kernel only reads.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), EPIOCSPARAMS as _, &mut p) };
+        cvt(r, || "ioctl(EPIOCSPARAMS)".into()).map(|_| ())
+    }
+
+    /// The instance's busy-poll parameters as the kernel holds them (EPIOCGPARAMS).
+    pub fn busy_poll_params(&self) -> SysResult<EpollParams> {
+        let mut p = EpollParams::default();
+        // SAFETY: p is a live struct epoll_params the kernel fills.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), EPIOCGPARAMS as _, &mut p) };
+        cvt(r, || "ioctl(EPIOCGPARAMS)".into()).map(|_| p)
+    }
+}
+
 /// What an fd is watched for: readable, writable, both or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interest(u32);
@@ -209,6 +261,25 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn busy_poll_params_read_back_or_the_refusal_names_its_errno() {
+        assert_eq!(mem::size_of::<EpollParams>(), 8);
+        let ep = Epoll::new(1).unwrap();
+        let want = EpollParams::new(50, 8, true);
+        match ep.set_busy_poll_params(&want) {
+            Ok(()) => assert_eq!(ep.busy_poll_params().unwrap(), want),
+            // A kernel before 6.9 or without CONFIG_NET_RX_BUSY_POLL.
+            Err(e) => assert_eq!(e.errno(), Some(libc::ENOTTY), "{e}"),
+        }
+        if ep.busy_poll_params().is_ok() {
+            let e = ep
+                .set_busy_poll_params(&EpollParams::new(u32::MAX, 8, true))
+                .unwrap_err();
+            assert_eq!(e.errno(), Some(libc::EINVAL), "{e}");
+            assert!(e.to_string().contains("EPIOCSPARAMS"), "{e}");
+        }
+    }
 
     #[test]
     fn interest_follows_add_and_modify() {

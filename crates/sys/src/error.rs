@@ -75,6 +75,8 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ENETDOWN => "ENETDOWN",
         libc::ENXIO => "ENXIO",
         libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENOTTY => "ENOTTY",
+        libc::EPROTO => "EPROTO",
         _ => "errno",
     }
 }

@@ -35,6 +35,7 @@ pub mod file;
 pub mod ifaddr;
 mod interrupt;
 pub mod mmsg;
+pub mod netdev;
 pub mod netns;
 pub mod route;
 pub mod sockaddr;

@@ -35,11 +35,17 @@ pub enum Proto {
   steered    reuseport + CPU steering (CBPF) + workers pinned 1:1\n  \
   tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
   latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
+Busy polling (latency, --busy-poll): SO_BUSY_POLL/SO_PREFER_BUSY_POLL/SO_BUSY_POLL_BUDGET;\n\
+an idle worker sleeps in an epoll_wait with EPIOCSPARAMS (kernel 6.9+); as root, the NAPIs\n\
+of the interface holding the listen address get defer-hard-irqs, gro-flush-timeout and\n\
+irq-suspend-timeout (kernel 6.13+), journaled and restored when serve ends. Each is read\n\
+back and printed, or its refusal with the errno.\n\n\
 Steering: the program returns cpu % workers, and socket j is read by the worker pinned\n\
 to a CPU c with c % workers == j, so a packet is read on the CPU that received it.\n\n\
 EXAMPLES:\n  \
   firehose serve --listen '[::1]:9000' --workers 2\n  \
   firehose serve --profile naive --interval 1\n  \
+  firehose serve --profile latency --listen 10.0.0.1:9000 --workers 1\n  \
   firehose serve --proto dns --zone examples/example.zone --listen 127.0.0.1:5300\n  \
   firehose serve --proto radius --radius-clients examples/radius/clients.conf \\\n      \
 --radius-users examples/radius/users --listen 127.0.0.1:1812\n  \

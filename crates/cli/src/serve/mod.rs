@@ -1,6 +1,7 @@
 //! `firehose serve`: the engine with a protocol handler, every technique a switch.
 
 mod args;
+mod napi;
 mod ntp;
 mod output;
 mod start;
@@ -38,6 +39,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         mut clock,
     } = start_server(&cfg, a.proto, &a, on)?;
     print_applied(&server, a.proto);
+    // Restored when this function returns, whichever way (dropped last but the server).
+    let _napi = cfg.busy_poll.is_some().then(|| {
+        let listen = server.local_addr();
+        napi::start(listen)
+    });
     for n in notes {
         say!("{n}");
     }

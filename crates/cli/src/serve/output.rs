@@ -110,6 +110,14 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
         }
         say!("{line}");
     }
+    if let Some(p) = &a.epoll_busy_poll {
+        say!(
+            "  epoll (idle wait, EPIOCGPARAMS): busy_poll_usecs={} busy_poll_budget={} prefer_busy_poll={}",
+            p.busy_poll_usecs,
+            p.busy_poll_budget,
+            p.prefer_busy_poll
+        );
+    }
     if let Some(b) = &a.backend {
         say!("  {b}");
     }

@@ -7,6 +7,7 @@ use super::plan::{self, Phase, Step, Target};
 use super::Row;
 use crate::fs::HostFs;
 use crate::nic::Nic;
+use firehose_sys::netdev::Netdev;
 
 /// A refused read or write, with the errno when the kernel gave one.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +44,18 @@ fn fs_err(e: crate::fs::FsError) -> ActError {
     }
 }
 
+fn sys_err(e: firehose_sys::SysError) -> ActError {
+    ActError {
+        errno: e.errno(),
+        message: e.to_string(),
+    }
+}
+
+/// EOPNOTSUPP, without a libc dependency in this crate.
+fn libc_eopnotsupp() -> i32 {
+    95
+}
+
 fn nic_err(e: crate::nic::NicError) -> ActError {
     ActError {
         message: e.to_string(),
@@ -68,6 +81,18 @@ impl Actuator for LiveActuator<'_> {
                 Err(e) if e.is_absent() => Ok(plan::ABSENT.into()),
                 r => r.map_err(fs_err),
             },
+            Target::Napi { napi, param, .. } => {
+                let n = Netdev::open()
+                    .and_then(|mut nd| nd.napi(*napi))
+                    .map_err(sys_err)?;
+                param.of(&n).map(|v| v.to_string()).ok_or_else(|| ActError {
+                    message: format!(
+                        "napi-get id {napi} does not report {} (a kernel before 6.13)",
+                        param.name()
+                    ),
+                    errno: Some(libc_eopnotsupp()),
+                })
+            }
             Target::Service { name } => {
                 let out = std::process::Command::new("systemctl")
                     .args(["is-active", name])
@@ -102,6 +127,15 @@ impl Actuator for LiveActuator<'_> {
                         errno: None,
                     })?;
                 self.nic.set_rss_table(iface, &table).map_err(nic_err)
+            }
+            Target::Napi { napi, param, .. } => {
+                let v = value.trim().parse::<u64>().map_err(|_| ActError {
+                    message: format!("bad NAPI setting {value:?}"),
+                    errno: None,
+                })?;
+                Netdev::open()
+                    .and_then(|mut nd| nd.set(*napi, *param, v))
+                    .map_err(sys_err)
             }
             Target::Service { name } => {
                 let verb = if value.trim() == "active" {

@@ -116,6 +116,19 @@ impl Entry {
                     return Err(format!("{iface:?} is not an interface name"));
                 }
             }
+            Target::Napi { iface, napi, .. } => {
+                if !iface_name(iface) {
+                    return Err(format!("{iface:?} is not an interface name"));
+                }
+                if *napi == 0 {
+                    return Err("NAPI id 0 names no instance".into());
+                }
+                for v in [&self.old, &self.new] {
+                    if v.trim().parse::<u64>().is_err() {
+                        return Err(format!("NAPI setting {v:?} is not a number"));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -403,7 +416,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::plan::Kind;
+    use crate::doctor::plan::{self, Kind};
 
     fn entry(target: Target) -> Entry {
         Entry {
@@ -460,6 +473,20 @@ mod tests {
         let rss = |i: &str| entry(Target::Rss { iface: i.into() }).validate();
         assert!(rss("eth0").is_ok());
         assert!(rss("../x").is_err() && rss("").is_err() && rss("a very long name").is_err());
+        let napi = |i: &str, id: u32, old: &str| {
+            let mut e = entry(Target::Napi {
+                iface: i.into(),
+                napi: id,
+                param: plan::NapiParam::DeferHardIrqs,
+            });
+            e.check = "busy-poll".into();
+            e.old = old.into();
+            e.validate()
+        };
+        assert!(napi("veth0", 8193, "0").is_ok());
+        assert!(napi("../x", 8193, "0").is_err());
+        assert!(napi("veth0", 0, "0").is_err());
+        assert!(napi("veth0", 8193, "0; reboot").is_err());
         let mut e = entry(Target::file("/proc/sys/x", Kind::Text));
         e.check = "\x1b[2Jevil".into();
         assert!(e.validate().is_err());

@@ -5,6 +5,7 @@
 use crate::nic::Feature;
 use crate::text;
 use firehose_sys::cpu::CpuSet;
+pub use firehose_sys::netdev::NapiParam;
 
 /// How two readings of a target are compared (the kernel reformats what it is given: writing
 /// `3` to xps_cpus reads back `03`, udp_mem comes back tab-separated).
@@ -45,6 +46,14 @@ pub enum Target {
     Rss { iface: String },
     /// A systemd service; values are `active`/`inactive`.
     Service { name: String },
+    /// One busy-polling setting of one NAPI instance (netdev netlink `napi-set`, kernel
+    /// 6.13+); values are decimal numbers. `iface` names the interface it serves, for
+    /// messages and validation; the instance is found by `napi` (its id).
+    Napi {
+        iface: String,
+        napi: u32,
+        param: NapiParam,
+    },
     /// A whole configuration file that `--apply --persist` writes (a file under
     /// /etc/sysctl.d/); its value is the file's text, [`ABSENT`] when there is no file.
     Config { path: String },
@@ -110,6 +119,9 @@ impl Target {
             Target::Rss { iface } => format!("{iface} rss indirection table"),
             Target::Service { name } => format!("{name}.service"),
             Target::Config { path } => path.clone(),
+            Target::Napi { iface, napi, param } => {
+                format!("{iface} napi {napi} {}", param.name())
+            }
         }
     }
 
@@ -138,6 +150,11 @@ impl Target {
                 "inactive" => format!("systemctl stop {name}"),
                 _ => format!("systemctl start {name}"),
             },
+            Target::Napi { napi, param, .. } => format!(
+                "ynl --family netdev --do napi-set --json '{{\"id\": {napi}, \"{}\": {}}}'",
+                param.name(),
+                value.trim()
+            ),
             Target::Config { path } if value == ABSENT => format!("rm {path}"),
             Target::Config { path } => format!("(write {} lines to {path})", value.lines().count()),
         }
@@ -280,6 +297,16 @@ mod tests {
             name: "irqbalance".into(),
         };
         assert_eq!(t.command("inactive"), "systemctl stop irqbalance");
+        let n = Target::Napi {
+            iface: "eth0".into(),
+            napi: 8193,
+            param: NapiParam::GroFlushTimeout,
+        };
+        assert_eq!(
+            n.command("200000\n"),
+            r#"ynl --family netdev --do napi-set --json '{"id": 8193, "gro-flush-timeout": 200000}'"#
+        );
+        assert_eq!(n.label(), "eth0 napi 8193 gro-flush-timeout");
         assert_eq!(t.command("active"), "systemctl start irqbalance");
     }
 }

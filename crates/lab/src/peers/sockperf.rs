@@ -41,6 +41,37 @@ pub fn ping_pong(
     argv("ping-pong", addr, port, &rest)
 }
 
+/// How many messages `sockperf under-load` sends per reply it asks for and times
+/// (`--reply-every`, its default): its latency figures sample 1 in this many.
+pub const REPLY_EVERY: u64 = 100;
+
+/// `sockperf under-load --full-rtt`: `size`-byte messages for `secs` seconds at `mps`
+/// messages per second, every [`REPLY_EVERY`]th asking for a reply that is timed (round
+/// trips, not sockperf's default half), `flags` such as `--nonblocked`.
+pub fn under_load(
+    addr: &str,
+    port: u16,
+    size: usize,
+    secs: u64,
+    mps: u64,
+    flags: &[&str],
+) -> Vec<String> {
+    let (size, secs) = (size.to_string(), secs.to_string());
+    let (mps, every) = (format!("--mps={mps}"), REPLY_EVERY.to_string());
+    let mut rest = vec![
+        "-m",
+        &size,
+        "--full-rtt",
+        "-t",
+        &secs,
+        &mps,
+        "--reply-every",
+        &every,
+    ];
+    rest.extend(flags);
+    argv("under-load", addr, port, &rest)
+}
+
 /// `sockperf tp`: its throughput mode's sender, one sendto() per `payload`-byte message,
 /// flat out for `secs` seconds, waiting for no answer.
 pub fn throughput(addr: &str, port: u16, payload: usize, secs: u64) -> Vec<String> {
@@ -207,6 +238,10 @@ mod tests {
         assert!(ping_pong("a", 9, 100, 3, None, &["--nonblocked"])
             .join(" ")
             .ends_with("--mps=max --nonblocked"));
+        assert_eq!(
+            under_load("127.0.0.1", 9, 100, 2, 5000, &["--nonblocked"]).join(" "),
+            "sockperf under-load -i 127.0.0.1 -p 9 -m 100 --full-rtt -t 2 --mps=5000 --reply-every 100 --nonblocked"
+        );
         assert_eq!(
             throughput("a", 9, 18, 4).join(" "),
             "sockperf tp -i a -p 9 -m 18 -t 4 --mps max"

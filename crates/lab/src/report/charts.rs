@@ -38,6 +38,12 @@ pub enum Chart {
         names: Vec<String>,
         latency: Vec<Latency>,
     },
+    /// Lines of (x, y) points, y on a log scale, one per name (latency against load).
+    Curves {
+        title: String,
+        x_axis: String,
+        series: Vec<(String, Vec<(f64, f64)>)>,
+    },
 }
 
 impl Chart {
@@ -72,6 +78,18 @@ impl Chart {
                 ))
             }
             Chart::Latency { names, latency } => latency_lines(names, latency),
+            Chart::Curves {
+                title,
+                x_axis,
+                series,
+            } => {
+                let xs = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0));
+                let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(x), h.max(x)));
+                let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
+                let pad = ((hi - lo) * 0.05).max(0.5);
+                let fmt = |x: &f64| super::num(*x);
+                log_lines(title, series, (lo - pad)..(hi + pad), x_axis, 6, &fmt)
+            }
         }
     }
 }
@@ -304,6 +322,27 @@ pub fn latency_lines(names: &[String], latency: &[Latency]) -> LabResult<String>
             (name.clone(), pts)
         })
         .collect();
+    let names: Vec<String> = TICKS.iter().map(|s| s.to_string()).collect();
+    let fmt = |x: &f64| label(&names, *x);
+    log_lines(
+        "Round-trip latency by percentile",
+        &series,
+        -0.2..4.2,
+        "",
+        5,
+        &fmt,
+    )
+}
+
+/// Lines of points, y on a log scale of whole decades, legend in the upper left.
+fn log_lines(
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    x: std::ops::Range<f64>,
+    x_desc: &str,
+    x_labels: usize,
+    x_fmt: &dyn Fn(&f64) -> String,
+) -> LabResult<String> {
     let all = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1));
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     // Whole decades, so the log axis always has labelled ticks.
@@ -320,17 +359,17 @@ pub fn latency_lines(names: &[String], latency: &[Latency]) -> LabResult<String>
         let root = SVGBackend::with_string(&mut svg, (540, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Round-trip latency by percentile", ("sans-serif", 20))
+            .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(-0.2..4.2, (lo..hi).log_scale())
+            .build_cartesian_2d(x, (lo..hi).log_scale())
             .map_err(err)?;
-        let names: Vec<String> = TICKS.iter().map(|s| s.to_string()).collect();
         chart
             .configure_mesh()
-            .x_labels(5)
-            .x_label_formatter(&|x| label(&names, *x))
+            .x_labels(x_labels)
+            .x_label_formatter(x_fmt)
+            .x_desc(x_desc)
             .y_desc("microseconds (log)")
             .y_label_formatter(&|y| super::num(*y))
             .draw()

@@ -17,7 +17,7 @@ use crate::stats::Summary;
 use crate::study::{Lab, Outcome, Plan, Ran, Study};
 use crate::topology::Side;
 use crate::{LabError, LabResult};
-use firehose_engine::StatsDocument;
+use firehose_engine::{IntervalRecord, StatsDocument};
 use firehose_load::LoadReport;
 use pingpong::PingPong;
 use serde::Serialize;
@@ -88,12 +88,35 @@ pub enum Measured {
     PingPong(Vec<PingPong>),
 }
 
-/// A profile's closed-loop load, its server's stats, its open-loop load.
+/// A profile's closed-loop load, its server's stats, when that load ran (seconds since the
+/// server started: from just before it was started to just after it ended), its open-loop
+/// load.
 pub struct ProfileMeasured {
     max: LoadReport,
     stats: StatsDocument,
+    window: (f64, f64),
     rate: LoadReport,
 }
+
+/// The server's system calls per transaction over the load's run only, from its interval
+/// records (cumulative totals every [`SERVE_INTERVAL`]): the first record at or after `from`
+/// to the last at or before `to` (seconds since the server started). Counted over the
+/// server's whole life, its idle receive timeouts (one system call each, 100 ms apart,
+/// before the load starts and after it ends) went into the figure, and on a short run
+/// where a stalled host let few transactions through they pushed `naive` past 2.01.
+pub fn syscalls_per_txn_in(records: &[IntervalRecord], from: f64, to: f64) -> Option<f64> {
+    let first = records.iter().find(|r| r.t >= from)?;
+    let last = records.iter().rev().find(|r| r.t <= to)?;
+    let packets = last
+        .totals
+        .packets_in
+        .checked_sub(first.totals.packets_in)?;
+    let calls = last.totals.syscalls.checked_sub(first.totals.syscalls)?;
+    (packets > 0).then(|| calls as f64 / packets as f64)
+}
+
+/// How often the bench's servers record their counters (`serve --interval`).
+pub const SERVE_INTERVAL: &str = "100ms";
 
 /// A profile over its repetitions.
 #[derive(Debug, Clone, Serialize)]
@@ -124,6 +147,8 @@ impl Bench {
             "1",
             "--profile",
             profile,
+            "--interval",
+            SERVE_INTERVAL,
             "--json-file",
             &stats.display().to_string(),
         ]
@@ -186,8 +211,11 @@ impl Bench {
         // Max tps: closed loop with enough requests in flight to fill batches.
         let tag = format!("{profile}-{rep}-max");
         let (srv, stats) = self.serve(lab, profile, &tag)?;
+        let served = Instant::now();
         let flags = ["--flows", "4", "--window", "32", "--batch", "64"];
+        let from = served.elapsed().as_secs_f64();
         let max = self.load(lab, &srv, "1", &flags, &tag)?;
+        let window = (from, served.elapsed().as_secs_f64());
         let stats = finish(srv, &stats)?;
         // Latency at a fixed rate, open loop.
         let tag = format!("{profile}-{rep}-rate");
@@ -198,6 +226,7 @@ impl Bench {
         Ok(Measured::Profile(Box::new(ProfileMeasured {
             max,
             stats,
+            window,
             rate,
         })))
     }
@@ -247,7 +276,12 @@ impl Study for Bench {
     fn metrics(&self, c: &Cell, m: Measured) -> Trial {
         match (c, m) {
             (Cell::Profile(profile), Measured::Profile(m)) => {
-                let ProfileMeasured { max, stats, rate } = *m;
+                let ProfileMeasured {
+                    max,
+                    stats,
+                    window,
+                    rate,
+                } = *m;
                 Trial::Profile(ProfileRun {
                     profile: profile.clone(),
                     repetition: 0,
@@ -255,7 +289,11 @@ impl Study for Bench {
                     lost: max.lost as f64,
                     server_cpu_us_per_txn: max.server_cpu_us_per_txn,
                     client_cpu_us_per_txn: max.client_cpu_us_per_txn,
-                    server_syscalls_per_txn: stats.syscalls_per_packet,
+                    server_syscalls_per_txn: syscalls_per_txn_in(
+                        &stats.intervals,
+                        window.0,
+                        window.1,
+                    ),
                     client_bound: max.client_bound,
                     rate_p50_us: Some(rate.latency_us.p50),
                     rate_p99_us: Some(rate.latency_us.p99),
@@ -494,4 +532,53 @@ fn targets(rows: &[Row], pp: &[PingPong], sockperf: bool, no_pingpong: bool) -> 
         out.push(show(&name, ok, detail));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firehose_engine::WorkerStats;
+
+    /// Records every 100 ms of a server that idles 1 s (a receive timeout per record), then
+    /// answers 128 transactions at 2 system calls each over 1 s (a stalled host's short
+    /// run), then idles 0.5 s until it is stopped.
+    fn records() -> Vec<IntervalRecord> {
+        let (mut calls, mut packets) = (0, 0);
+        (1..=25)
+            .map(|i| {
+                let t = f64::from(i) * 0.1;
+                if (11..=20).contains(&i) {
+                    let n = if i <= 18 { 16 } else { 0 };
+                    packets += n;
+                    calls += 2 * n;
+                } else {
+                    calls += 1;
+                }
+                IntervalRecord {
+                    t,
+                    rx_pps: 0.0,
+                    tx_pps: 0.0,
+                    totals: WorkerStats {
+                        packets_in: packets,
+                        syscalls: calls,
+                        ..WorkerStats::default()
+                    },
+                    kernel_drops: 0,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn syscalls_are_counted_over_the_load_only_not_the_idle_around_it() {
+        let r = records();
+        let whole = r.last().unwrap().totals.syscalls as f64 / 128.0;
+        // The old counting (the server's whole life): past the bench test's 2.01 bound.
+        assert!(whole > 2.01, "{whole}");
+        // Over the load's window (it ran from 0.95 s to 2.05 s): exactly 2.
+        assert_eq!(syscalls_per_txn_in(&r, 0.95, 2.05), Some(2.0));
+        // A window with no transaction, or before any record, has no figure.
+        assert_eq!(syscalls_per_txn_in(&r, 2.15, 2.5), None);
+        assert_eq!(syscalls_per_txn_in(&r, 0.0, 0.05), None);
+    }
 }

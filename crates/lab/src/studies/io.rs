@@ -17,7 +17,7 @@
 //!
 //! Per trial: two host samples around the measured window give server and client process
 //! CPU per transaction and the headline, total host CPU per transaction: busy time of every
-//! CPU in /proc/stat over the window, divided by the transactions in it (on veth the receive
+//! CPU over the window (wall time less /proc/stat idle: `cputime::busy_s`), divided by the transactions in it (on veth the receive
 //! softirq runs on the sender's CPU, so process CPU alone flatters whoever receives). On a
 //! shared host that total also holds everyone else's work: read it beside the load average.
 

@@ -7,6 +7,7 @@ pub mod dns;
 pub mod echo;
 pub mod io;
 pub mod ladder;
+pub mod latency;
 pub mod ntp;
 pub mod radius;
 pub mod served;

@@ -7,8 +7,8 @@
 //!
 //! A cell is a (server, workers); the server is started once per repetition (its group) and
 //! the generator runs against it. The server's CPU is the delta of utime+stime over its
-//! processes' trees across the generator's run, the host's the delta of /proc/stat's busy
-//! time. Besides rate and latency, each trial keeps what ntpperf looks at: the server's
+//! processes' trees across the generator's run, the host's its busy time (/proc/stat: wall
+//! x CPUs - idle). Besides rate and latency, each trial keeps what ntpperf looks at: the server's
 //! hold time (transmit - receive) and the offset the client measures.
 
 mod report;
@@ -313,13 +313,13 @@ impl Study for NtpCompare {
         // The instances share the port and the network namespace: one reads the host's
         // Udp counters, every socket on the port is counted once.
         let loss_before = SocketLoss::read(pids[0], listen.port())?;
-        let host_before = cputime::host_busy_s()?;
+        let host_before = cputime::StatReading::now()?;
         let server_before = server_cpu(&pids)?;
         let cpus = lab.placement.client_cpus[..1].to_vec();
         let within = self.duration + Duration::from_secs(30);
         let done = lab.run_to_end(Side::Client, &cpus, &argv, "firehose-load", within)?;
         let server_s = (server_cpu(&pids)? - server_before).max(0.0);
-        let host_s = (cputime::host_busy_s()? - host_before).max(0.0);
+        let host_s = crate::sample::host_cpu_since(&host_before)?;
         let loss = SocketLoss::read(pids[0], listen.port())?.since(&loss_before);
         let (r, _) = firehose::read_load(&json)?;
         let m = |name: &str, f: fn(&firehose_load::report::LatencyUs) -> f64| {

@@ -6,7 +6,8 @@
 //!
 //! A cell is a (server, workers); the server is started once per repetition (its group) and
 //! the generator runs against it. The server's CPU is the delta of utime+stime over its
-//! process tree across the generator's run, the host's the delta of /proc/stat's busy time.
+//! process tree across the generator's run, the host's its busy time (/proc/stat: wall x
+//! CPUs - idle).
 
 mod report;
 
@@ -414,13 +415,13 @@ impl Study for RadiusCompare {
             None,
         );
         let loss_before = SocketLoss::read(pid, listen.port())?;
-        let host_before = cputime::host_busy_s()?;
+        let host_before = cputime::StatReading::now()?;
         let server_before = cputime::seconds(pid, Scope::Tree)?;
         let cpus = lab.placement.client_cpus[..1].to_vec();
         let within = self.duration + Duration::from_secs(30);
         let done = lab.run_to_end(Side::Client, &cpus, &argv, "firehose-load", within)?;
         let server_s = (cputime::seconds(pid, Scope::Tree)? - server_before).max(0.0);
-        let host_s = (cputime::host_busy_s()? - host_before).max(0.0);
+        let host_s = crate::sample::host_cpu_since(&host_before)?;
         let loss = SocketLoss::read(pid, listen.port())?.since(&loss_before);
         let (r, doc) = firehose::read_load(&json)?;
         Ok(Outcome::Done(Measured {

@@ -513,7 +513,7 @@ impl Study for PacketStudy {
                 .then(|| per(m.window.server_cpu_s))
                 .flatten(),
             sender_cpu_us_per_packet: m.sender_cpu_s.and_then(per),
-            host_cpu_us_per_packet: per(m.window.host_cpu_s),
+            host_cpu_us_per_packet: m.window.host_cpu_s.and_then(per),
             own_drops: m.own_drops,
             kernel_drops: m.kernel_drops,
             loss: m.loss,

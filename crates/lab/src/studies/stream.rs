@@ -6,8 +6,8 @@
 //! runs once, then again.
 //!
 //! Both tools are measured alike, from outside: process CPU is what each child used over
-//! its life (read from our own cutime/cstime around reaping it), host CPU is /proc/stat
-//! over the CPUs the run used, from the sender's start to its exit, and throughput is what
+//! its life (read from our own cutime/cstime around reaping it), host CPU is wall time
+//! less /proc/stat idle on the CPUs the run used, from the sender's start to its exit, and throughput is what
 //! the receiving side counted. ROI = (Gbit/s)^2 / CPU cores, as in the talk.
 
 mod report;

@@ -110,23 +110,29 @@ fn parse_link(reply: &[u8]) -> Attached {
     out
 }
 
-/// A route netlink socket for one request/response at a time.
+/// A netlink socket for one request/response at a time (route netlink unless opened with
+/// another protocol).
 pub(crate) struct Nl {
     fd: OwnedFd,
 }
 
 impl Nl {
     pub(crate) fn new() -> SysResult<Self> {
+        Self::open(libc::NETLINK_ROUTE)
+    }
+
+    /// A netlink socket of `protocol` (NETLINK_ROUTE, NETLINK_GENERIC).
+    pub(crate) fn open(protocol: i32) -> SysResult<Self> {
         // SAFETY: socket() takes no pointers; checked before use.
         let fd = cvt(
             unsafe {
                 libc::socket(
                     libc::AF_NETLINK,
                     libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                    libc::NETLINK_ROUTE,
+                    protocol,
                 )
             },
-            || "socket(AF_NETLINK)".into(),
+            || format!("socket(AF_NETLINK, {protocol})"),
         )?;
         // SAFETY: fresh fd owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };

@@ -34,7 +34,7 @@ pub struct Row {
     pub verdict_on: String,
     pub server_cpu_us_per_txn: Option<Summary>,
     pub client_cpu_us_per_txn: Option<Summary>,
-    /// Busy CPU of the whole host per transaction (all CPUs, /proc/stat).
+    /// Busy CPU of the whole host per transaction (all CPUs: wall time less /proc/stat idle).
     pub host_cpu_us_per_txn: Option<Summary>,
     pub syscalls_per_txn: Option<Summary>,
     pub syscalls_source: String,

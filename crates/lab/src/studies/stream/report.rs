@@ -22,7 +22,8 @@ pub struct MatrixRow {
     pub gbps: Option<Summary>,
     /// Sender + receiver process CPU, in cores.
     pub process_cores: Option<Summary>,
-    /// Busy cores on the CPUs used (/proc/stat, softirq included), and its split.
+    /// Busy cores on the CPUs used (wall time less /proc/stat idle, softirq included), and
+    /// its softirq share (a tick sample).
     pub host_cores: Option<Summary>,
     pub host_softirq_cores: Option<Summary>,
     /// (Gbit/s)^2 / process cores: the ranking figure.
@@ -221,7 +222,7 @@ pub fn page(m: &StreamMatrix, ran: &Ran<Cell, MatrixTrial>, rows: &[MatrixRow]) 
             p.client_cpus
         ),
         ran.host_line(),
-        "ROI = (Gbit/s)^2 / CPU cores: \"ROI\" over the sender and receiver processes, \"ROI host\" over /proc/stat busy time on the CPUs used (softirq included); median (min-max)".into(),
+        "ROI = (Gbit/s)^2 / CPU cores: \"ROI\" over the sender and receiver processes, \"ROI host\" over the busy time on the CPUs used (wall time less /proc/stat idle, softirq included); median (min-max)".into(),
     ];
     let names: Vec<String> = rows.iter().map(|r| r.cell.clone()).collect();
     let pick = |f: fn(&MatrixRow) -> Option<Summary>| rows.iter().map(f).collect::<Vec<_>>();

@@ -87,7 +87,7 @@ pub(crate) fn trial(name: &str, rep: usize, tps: f64, client_bound: bool) -> Tri
             udp_server: UdpDelta::default(),
             udp_client: None,
             socket_drops: 3,
-            host_cpu_s: 2.0,
+            host_cpu_s: Some(2.0),
             server_cpu_s: 0.8,
             client_cpu_s: Some(0.99),
         },

@@ -1,0 +1,91 @@
+//! `firehose lab latency` bounded on loopback (two rates, one repetition of one second): the
+//! document's shape, and every row with figures or the reason it has none.
+
+use crate::util::{installed, lab_run, short_run, tempdir, tmp};
+use serde_json::Value;
+
+#[test]
+fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
+    let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipping: the lab needs 2 CPUs to keep server and client apart, have {cpus:?}");
+        return;
+    }
+    let json = tmp("latency.json");
+    let dir = tempdir("latency-report");
+    let report = dir.join("r");
+    let mut args = short_run(&["lab", "latency", "--percents", "50,100"], &json);
+    args.extend(["--report".into(), report.display().to_string()]);
+    let out = lab_run(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(v["schema_version"], firehose_host::document::SCHEMA_VERSION);
+    assert_eq!(v["study"], "latency");
+    assert_eq!(v["topology"], "loopback");
+    assert_eq!(v["percents"], serde_json::json!([50, 100]));
+    assert!(
+        v["environment"]["kernel"].is_string(),
+        "{}",
+        v["environment"]
+    );
+    assert!(v["load_average_after"].is_string());
+    for p in ["tuned", "latency"] {
+        let m = &v["max_tps"][p];
+        assert!(
+            m["tps"].as_f64().is_some_and(|t| t > 0.0) || m["reason"].is_string(),
+            "{p}: {m}"
+        );
+    }
+    let rows = v["rows"].as_array().unwrap();
+    let sockperf = installed("sockperf");
+    // Per profile and rate: ours, and sockperf's when installed (else skipped with why).
+    assert_eq!(rows.len(), if sockperf { 8 } else { 4 }, "{rows:#?}");
+    for r in rows {
+        let figures = r["latency_p50_us"]["median"]
+            .as_f64()
+            .is_some_and(|x| x > 0.0)
+            && r["latency_p99_us"]["median"].as_f64().is_some()
+            && r["tps"]["median"].as_f64().is_some_and(|x| x > 0.0);
+        let reason = r["reason"].as_str().is_some_and(|s| !s.is_empty());
+        assert!(
+            figures || reason,
+            "a row with neither figures nor a reason: {r}"
+        );
+        assert!(
+            r["options"].as_str().unwrap().contains("serve --profile") || r["who"] == "sockperf"
+        );
+        if figures && r["who"] == "firehose" {
+            // Kernel stamps: rtt from departure to arrival, never above latency's p99.9.
+            assert!(r["rtt_p50_us"]["median"].as_f64().is_some(), "{r}");
+            assert_eq!(r["sampling"], "every reply");
+        }
+        if r["who"] == "sockperf" {
+            assert_eq!(r["sampling"], "1 reply in 100");
+            assert!(r["rtt_p50_us"].is_null(), "{r}");
+        }
+    }
+    if !sockperf {
+        let skipped = v["skipped"].as_array().unwrap();
+        assert!(skipped
+            .iter()
+            .all(|s| s["reason"].as_str().unwrap().contains("not installed")));
+    }
+    // Both sides' options are in the notes; the sampling and full round trips are stated.
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("--reply-every 100") && notes.contains("--full-rtt"),
+        "{notes}"
+    );
+    assert!(
+        text.contains("Latency against load") || text.contains("% max"),
+        "{text}"
+    );
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("p99 against load"),
+        "no chart"
+    );
+}

@@ -1,0 +1,710 @@
+//! `firehose lab latency`: latency against load, per server profile, beside sockperf's
+//! under-load mode at the same rates (issue 25 item 4).
+//!
+//! A first step measures each profile's max tps (closed loop, one worker on the server CPU,
+//! `firehose load` on the client CPU). Then, at each fraction of it (10% ... 100% by
+//! default), interleaved: `serve --profile P` with `firehose load --rate R --stamps`, giving
+//! p50/p99/p99.9 of `latency` (from the intended send time) and of `rtt` (kernel departure
+//! to kernel arrival), and sockperf's server with its under-load client at the same rate.
+//! The pairs are like for like in how they wait: `tuned` (and every profile but `latency`)
+//! sleeps in the kernel, so its load uses the default pacing and sockperf runs blocking;
+//! `latency` polls, so its load runs `--spin` and both sockperf sides `--nonblocked`. Both
+//! clients run on the same client CPU, both servers on the same server CPU.
+//!
+//! sockperf's under-load client times one reply in [`sockperf::REPLY_EVERY`] and runs with
+//! `--full-rtt`, so its figures are round trips from its send to its receive, like our
+//! `latency` (it has no kernel stamps, so its `rtt` columns stay empty).
+
+use crate::cmd;
+use crate::metrics::Latency;
+use crate::peers::{firehose, sockperf};
+use crate::proc;
+use crate::report::charts::Chart;
+use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
+use crate::report::thousands;
+use crate::sample::port_bound;
+use crate::stats::Summary;
+use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
+use crate::topology::{run_id, Kind, Side, Topology};
+use crate::{LabError, LabResult};
+use firehose_load::LoadReport;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LatencyCurve {
+    pub profiles: Vec<String>,
+    /// Fractions of the max tps, in percent.
+    pub percents: Vec<u32>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub topology: Kind,
+    pub flows: usize,
+    pub size: usize,
+    /// Each profile's max tps (or why it could not be measured), from [`Study::plan`].
+    max_tps: Vec<(String, Result<f64, String>)>,
+}
+
+impl LatencyCurve {
+    pub fn new(profiles: Vec<String>, percents: Vec<u32>, duration: Duration) -> LatencyCurve {
+        LatencyCurve {
+            profiles,
+            percents,
+            duration,
+            warmup: Duration::from_secs(1),
+            topology: Kind::Loopback,
+            flows: 4,
+            size: 100,
+            max_tps: Vec::new(),
+        }
+    }
+}
+
+/// Who ran a cell: our server and client, or sockperf's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Who {
+    Firehose,
+    Sockperf,
+}
+
+/// One profile's pair at one rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub profile: String,
+    pub who: Who,
+    pub percent: u32,
+    /// Requests per second offered.
+    pub rate: f64,
+}
+
+/// Whether `profile`'s pair polls (the `latency` profile) or sleeps in the kernel.
+fn polls(profile: &str) -> bool {
+    profile == "latency"
+}
+
+/// Our side's options, as the report prints them.
+pub fn ours_options(profile: &str, flows: usize, size: usize) -> String {
+    format!(
+        "serve --profile {profile} --workers 1 + load --rate R --stamps --flows {flows} --size {size}{}",
+        if polls(profile) {
+            " --spin"
+        } else {
+            " (default pacing)"
+        }
+    )
+}
+
+/// sockperf's options, as the report prints them.
+pub fn theirs_options(profile: &str, size: usize) -> String {
+    let nb = if polls(profile) { " --nonblocked" } else { "" };
+    format!(
+        "sockperf sr{nb} + sockperf under-load --mps R -m {size} --full-rtt --reply-every {}{nb}",
+        sockperf::REPLY_EVERY
+    )
+}
+
+/// What one trial gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    /// Requests per second sent over the measured window.
+    pub tps: f64,
+    pub lost: u64,
+    /// Round trips from the send (ours: from the intended send) to the read.
+    pub latency: Latency,
+    /// Kernel departure to kernel arrival (ours only).
+    pub rtt: Option<Latency>,
+    /// How many round trips the figures are from.
+    pub samples: u64,
+}
+
+/// One cell over its repetitions: figures, or the reason there are none.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub profile: String,
+    pub who: Who,
+    pub percent: u32,
+    pub rate: f64,
+    pub options: String,
+    /// What the latency figures are a sample of.
+    pub sampling: String,
+    pub tps: Option<Summary>,
+    pub lost: u64,
+    pub latency_p50_us: Option<Summary>,
+    pub latency_p99_us: Option<Summary>,
+    pub latency_p999_us: Option<Summary>,
+    pub rtt_p50_us: Option<Summary>,
+    pub rtt_p99_us: Option<Summary>,
+    pub rtt_p999_us: Option<Summary>,
+    /// Why there are no figures (the cell was skipped or every trial failed).
+    pub reason: Option<String>,
+}
+
+impl LatencyCurve {
+    fn listen(&self, lab: &Lab<'_>) -> String {
+        format!("{}:0", lab.topo.server_addr())
+    }
+
+    /// `firehose serve --profile P`, one worker, on the server CPUs.
+    fn serve(&self, lab: &Lab<'_>, profile: &str, tag: &str) -> LabResult<firehose::Serving> {
+        let args: Vec<String> = [
+            "--listen",
+            &self.listen(lab),
+            "--workers",
+            "1",
+            "--profile",
+            profile,
+        ]
+        .map(String::from)
+        .to_vec();
+        let cpus = lab.placement.server_cpus.clone();
+        firehose::serve(lab, Side::Server, &cpus, &args, &format!("{tag}-serve"))
+    }
+
+    /// `firehose load` on the client CPU against `srv`, to its end.
+    fn load(
+        &self,
+        lab: &Lab<'_>,
+        srv: &firehose::Serving,
+        flags: &[String],
+        tag: &str,
+    ) -> LabResult<LoadReport> {
+        let json = lab.workdir.join(format!("{tag}-load.json"));
+        let cpu = lab.placement.client_cpus[..1].to_vec();
+        let mut a = flags.to_vec();
+        a.extend([
+            "--warmup".to_string(),
+            format!("{}", self.warmup.as_secs_f64()),
+            "--duration".into(),
+            format!("{}", self.duration.as_secs_f64()),
+            "--cpus".into(),
+            cpu[0].to_string(),
+        ]);
+        let argv = firehose::load(lab, &srv.listen, &a, &json, Some(srv.proc.pid()));
+        let within = self.duration + self.warmup + Duration::from_secs(60);
+        lab.run_to_end(Side::Client, &cpu, &argv, &format!("{tag}-load"), within)?;
+        Ok(firehose::read_load(&json)?.0)
+    }
+
+    /// Closed loop with enough requests in flight to fill batches: the profile's max tps.
+    fn max_tps(&self, lab: &Lab<'_>, profile: &str) -> LabResult<f64> {
+        let tag = format!("max-{profile}");
+        let mut srv = self.serve(lab, profile, &tag)?;
+        let flags: Vec<String> = ["--flows", "4", "--window", "32", "--size"]
+            .map(String::from)
+            .into_iter()
+            .chain([self.size.to_string()])
+            .collect();
+        let r = self.load(lab, &srv, &flags, &tag);
+        srv.proc.stop("TERM", Duration::from_secs(10));
+        Ok(r?.tps)
+    }
+
+    fn ours(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
+        let mut srv = self.serve(lab, &c.profile, tag)?;
+        let mut flags: Vec<String> = vec![
+            "--rate".into(),
+            format!("{:.0}", c.rate),
+            "--stamps".into(),
+            "--flows".into(),
+            self.flows.to_string(),
+            "--size".into(),
+            self.size.to_string(),
+        ];
+        if polls(&c.profile) {
+            flags.push("--spin".into());
+        }
+        let r = self.load(lab, &srv, &flags, tag);
+        srv.proc.stop("TERM", Duration::from_secs(10));
+        let r = r?;
+        Ok(Trial {
+            tps: r.tps,
+            lost: r.lost,
+            latency: Latency::from(&r.latency_us),
+            rtt: r.parts.as_ref().map(|p| Latency::from(&p.rtt_us)),
+            samples: r.completed,
+        })
+    }
+
+    fn theirs(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
+        let flags: &[&str] = if polls(&c.profile) {
+            &["--nonblocked"]
+        } else {
+            &[]
+        };
+        let port = proc::free_port()?;
+        let addr = lab.topo.server_addr().to_string();
+        let cpus = lab.placement.server_cpus.clone();
+        let argv = sockperf::server(&addr, port, flags);
+        let mut srv = lab.spawn(Side::Server, &cpus, &argv, &format!("{tag}-sockperf-sr"))?;
+        let by = Instant::now() + Duration::from_secs(10);
+        while !port_bound(srv.pid(), port) {
+            if srv.exited().is_some() || Instant::now() > by {
+                return Err(LabError::Run(format!(
+                    "sockperf sr did not listen on port {port}: {}",
+                    srv.stderr_tail()
+                )));
+            }
+            lab.sleep_until(Instant::now() + Duration::from_millis(20))?;
+        }
+        // sockperf's own warm-up comes out of its run time.
+        let secs =
+            (self.duration + self.warmup).as_secs().max(1) + sockperf::WARMUP_MS.div_ceil(1000);
+        let cpu = lab.placement.client_cpus[..1].to_vec();
+        let argv = sockperf::under_load(&addr, port, self.size, secs, c.rate as u64, flags);
+        let within = Duration::from_secs(secs + 30);
+        let done = lab.run_to_end(
+            Side::Client,
+            &cpu,
+            &argv,
+            &format!("{tag}-sockperf-ul"),
+            within,
+        );
+        srv.stop("TERM", Duration::from_secs(5));
+        let done = done?;
+        let text = done.proc.stdout() + &done.proc.stderr();
+        let r = sockperf::parse_client(&text).map_err(|e| {
+            LabError::Run(format!(
+                "could not read sockperf's output ({e}): {}",
+                text.trim()
+            ))
+        })?;
+        Ok(Trial {
+            tps: if r.runtime_s > 0.0 {
+                r.sent as f64 / r.runtime_s
+            } else {
+                0.0
+            },
+            lost: r.dropped,
+            latency: r.latency(),
+            rtt: None,
+            samples: r.received,
+        })
+    }
+}
+
+impl Study for LatencyCurve {
+    type Cell = Cell;
+    type Measured = Trial;
+    type Trial = Trial;
+    type Row = Row;
+
+    fn name(&self) -> String {
+        "latency".into()
+    }
+
+    fn plan(&mut self, lab: &mut Lab<'_>) -> LabResult<Plan<Cell>> {
+        if self.topology == Kind::Veth {
+            lab.topo = Topology::veth(&run_id(None), 1)?;
+        }
+        let sockperf_here = cmd::installed("sockperf");
+        let mut skipped = Vec::new();
+        let mut cells = Vec::new();
+        self.max_tps.clear();
+        for p in self.profiles.clone() {
+            lab.check()?;
+            let m = match self.max_tps(lab, &p) {
+                Ok(t) if t > 0.0 => Ok(t),
+                Ok(t) => Err(format!("the closed-loop run measured {t} tps")),
+                Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+                Err(e) => Err(e.to_string()),
+            };
+            match &m {
+                Ok(max) => {
+                    for &pct in &self.percents {
+                        let rate = (max * f64::from(pct) / 100.0).round().max(1.0);
+                        cells.push(Cell {
+                            profile: p.clone(),
+                            who: Who::Firehose,
+                            percent: pct,
+                            rate,
+                        });
+                        let c = Cell {
+                            profile: p.clone(),
+                            who: Who::Sockperf,
+                            percent: pct,
+                            rate,
+                        };
+                        if sockperf_here {
+                            cells.push(c);
+                        } else {
+                            skipped.push(Skipped {
+                                name: self.cell_name(&c),
+                                reason: format!(
+                                    "sockperf is not installed ({})",
+                                    cmd::install_hint("sockperf")
+                                ),
+                            });
+                        }
+                    }
+                }
+                Err(why) => skipped.push(Skipped {
+                    name: p.clone(),
+                    reason: format!("its max tps could not be measured: {why}"),
+                }),
+            }
+            self.max_tps.push((p, m));
+        }
+        let mut notes = vec![
+            format!(
+                "{} topology; servers on CPUs {:?}, both clients on CPU {}; {} flows of {} B requests; {:.0} s warm-up + {:.0} s measured per run",
+                self.topology.name(),
+                lab.placement.server_cpus,
+                lab.placement.client_cpus[0],
+                self.flows,
+                self.size,
+                self.warmup.as_secs_f64(),
+                self.duration.as_secs_f64()
+            ),
+            format!(
+                "sockperf times 1 reply in {} (--reply-every {}) and prints round trips with --full-rtt (its default prints half of one); its figures are from its send to its receive, like firehose's latency, so its rtt columns are empty",
+                sockperf::REPLY_EVERY,
+                sockperf::REPLY_EVERY
+            ),
+        ];
+        for (p, m) in &self.max_tps {
+            if let Ok(max) = m {
+                notes.push(format!(
+                    "{p}: max {} tps (closed loop, 4 flows x window 32); firehose: {}; sockperf: {}",
+                    thousands(*max),
+                    ours_options(p, self.flows, self.size),
+                    theirs_options(p, self.size)
+                ));
+            }
+        }
+        Ok(Plan {
+            cells,
+            skipped,
+            notes,
+        })
+    }
+
+    fn cell_name(&self, c: &Cell) -> String {
+        let who = match c.who {
+            Who::Firehose => "firehose",
+            Who::Sockperf => "sockperf",
+        };
+        format!("{} {who} {}%", c.profile, c.percent)
+    }
+
+    fn trial(&mut self, lab: &mut Lab<'_>, c: &Cell, rep: usize) -> LabResult<Outcome<Trial>> {
+        let tag = format!(
+            "{}-{}-{}-{}",
+            c.profile,
+            match c.who {
+                Who::Firehose => "fh",
+                Who::Sockperf => "sp",
+            },
+            c.percent,
+            rep + 1
+        );
+        let r = match c.who {
+            Who::Firehose => self.ours(lab, c, &tag),
+            Who::Sockperf => self.theirs(lab, c, &tag),
+        };
+        match r {
+            Ok(t) => Ok(Outcome::Done(t)),
+            Err(LabError::Interrupted) => Err(LabError::Interrupted),
+            Err(e) => Ok(Outcome::Failed(e.to_string())),
+        }
+    }
+
+    fn metrics(&self, _c: &Cell, m: Trial) -> Trial {
+        m
+    }
+
+    fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<Row> {
+        ran.cells.iter().map(|c| row(self, c)).collect()
+    }
+
+    fn page(&self, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
+        page(self, ran, rows)
+    }
+
+    fn extra(
+        &self,
+        _ran: &Ran<Cell, Trial>,
+        rows: &[Row],
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("topology".into(), self.topology.name().into());
+        m.insert("duration_s".into(), self.duration.as_secs_f64().into());
+        m.insert("percents".into(), serde_json::json!(self.percents));
+        let max: serde_json::Map<String, serde_json::Value> = self
+            .max_tps
+            .iter()
+            .map(|(p, m)| {
+                let v = match m {
+                    Ok(t) => serde_json::json!({ "tps": t }),
+                    Err(e) => serde_json::json!({ "reason": e }),
+                };
+                (p.clone(), v)
+            })
+            .collect();
+        m.insert("max_tps".into(), max.into());
+        m.insert("ratios".into(), serde_json::json!(ratios(rows)));
+        m
+    }
+}
+
+fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
+    let t = &c.trials;
+    let sum = |f: fn(&Trial) -> Option<f64>| Summary::of(t.iter().filter_map(f));
+    let reason = if !t.is_empty() {
+        None
+    } else if let Some(why) = &c.skipped {
+        Some(why.clone())
+    } else if !c.failures.is_empty() {
+        Some(format!("every trial failed: {}", c.failures.join("; ")))
+    } else {
+        Some("not run".into())
+    };
+    let (options, sampling) = match c.cell.who {
+        Who::Firehose => (
+            ours_options(&c.cell.profile, s.flows, s.size),
+            "every reply".to_string(),
+        ),
+        Who::Sockperf => (
+            theirs_options(&c.cell.profile, s.size),
+            format!("1 reply in {}", sockperf::REPLY_EVERY),
+        ),
+    };
+    Row {
+        profile: c.cell.profile.clone(),
+        who: c.cell.who,
+        percent: c.cell.percent,
+        rate: c.cell.rate,
+        options,
+        sampling,
+        tps: sum(|t| Some(t.tps)),
+        lost: t.iter().map(|t| t.lost).sum(),
+        latency_p50_us: sum(|t| t.latency.p50),
+        latency_p99_us: sum(|t| t.latency.p99),
+        latency_p999_us: sum(|t| t.latency.p999),
+        rtt_p50_us: sum(|t| t.rtt.as_ref()?.p50),
+        rtt_p99_us: sum(|t| t.rtt.as_ref()?.p99),
+        rtt_p999_us: sum(|t| t.rtt.as_ref()?.p999),
+        reason,
+    }
+}
+
+/// firehose's latency over sockperf's at one profile and rate (the issue's goal: <= 0.8).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Ratio {
+    pub profile: String,
+    pub percent: u32,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// A ratio per profile and rate where both sides have figures.
+pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
+    let ratio = |a: &Option<Summary>, b: &Option<Summary>| match (a, b) {
+        (Some(a), Some(b)) if b.median > 0.0 => Some(a.median / b.median),
+        _ => None,
+    };
+    rows.iter()
+        .filter(|r| r.who == Who::Firehose)
+        .filter_map(|ours| {
+            let theirs = rows.iter().find(|t| {
+                t.who == Who::Sockperf && t.profile == ours.profile && t.percent == ours.percent
+            })?;
+            Some(Ratio {
+                profile: ours.profile.clone(),
+                percent: ours.percent,
+                p50: ratio(&ours.latency_p50_us, &theirs.latency_p50_us),
+                p99: ratio(&ours.latency_p99_us, &theirs.latency_p99_us),
+            })
+        })
+        .filter(|r| r.p50.is_some() || r.p99.is_some())
+        .collect()
+}
+
+fn fmt(s: &Option<Summary>) -> String {
+    match s {
+        Some(s) => format!(
+            "{} ({}-{})",
+            crate::report::num(s.median),
+            crate::report::num(s.min),
+            crate::report::num(s.max)
+        ),
+        None => "-".into(),
+    }
+}
+
+fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
+    let right = |h: &str| Column {
+        header: h.into(),
+        width: None,
+        align: Align::Right,
+    };
+    let table = Table {
+        title: Some(format!("Latency against load ({})", s.topology.name())),
+        columns: vec![
+            Column::auto("profile"),
+            Column::auto("side"),
+            right("% max"),
+            right("rate"),
+            right("tps"),
+            right("latency p50 us"),
+            right("latency p99 us"),
+            right("latency p99.9 us"),
+            right("rtt p50 us"),
+            right("rtt p99 us"),
+            right("rtt p99.9 us"),
+            right("lost"),
+            Column::auto("sampled / why none"),
+        ],
+        rows: rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.profile.clone(),
+                    format!("{:?}", r.who).to_lowercase(),
+                    format!("{}%", r.percent),
+                    thousands(r.rate),
+                    r.tps.map_or("-".into(), |t| thousands(t.median)),
+                    fmt(&r.latency_p50_us),
+                    fmt(&r.latency_p99_us),
+                    fmt(&r.latency_p999_us),
+                    fmt(&r.rtt_p50_us),
+                    fmt(&r.rtt_p99_us),
+                    fmt(&r.rtt_p999_us),
+                    r.lost.to_string(),
+                    r.reason.clone().unwrap_or_else(|| r.sampling.clone()),
+                ]
+            })
+            .collect(),
+        dim: rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.reason.is_some())
+            .map(|(i, _)| i)
+            .collect(),
+        text: TextTable::Padded {
+            gap: 1,
+            blank_before: true,
+        },
+    };
+    let mut series = Vec::new();
+    for p in &s.profiles {
+        for (who, name) in [(Who::Firehose, "firehose"), (Who::Sockperf, "sockperf")] {
+            for (what, f) in [
+                (
+                    "latency p99",
+                    (|r: &Row| r.latency_p99_us) as fn(&Row) -> Option<Summary>,
+                ),
+                ("rtt p99", |r: &Row| r.rtt_p99_us),
+            ] {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| &r.profile == p && r.who == who)
+                    .filter_map(|r| Some((f64::from(r.percent), f(r)?.median)))
+                    .filter(|(_, v)| *v > 0.0)
+                    .collect();
+                if !pts.is_empty() {
+                    series.push((format!("{p} {name} {what}"), pts));
+                }
+            }
+        }
+    }
+    let ratio_lines: Vec<String> = ratios(rows)
+        .iter()
+        .map(|r| {
+            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
+            format!(
+                "{} at {}% of max: firehose / sockperf latency p50 {}, p99 {} (goal <= 0.8x)",
+                r.profile,
+                r.percent,
+                f(r.p50),
+                f(r.p99)
+            )
+        })
+        .collect();
+    let mut blocks = vec![
+        Block::Table(table),
+        Block::Charts(vec![Chart::Curves {
+            title: "p99 against load".into(),
+            x_axis: "% of the profile's max tps".into(),
+            series,
+        }]),
+    ];
+    if !ratio_lines.is_empty() {
+        blocks.push(Block::List(List {
+            title: "firehose against sockperf, like for like".into(),
+            items: ratio_lines,
+            text: TextList::Lines {
+                heading: Some("ratios:".into()),
+                prefix: "  ".into(),
+                blank_before: true,
+            },
+        }));
+    }
+    Page {
+        title: "firehose lab latency".into(),
+        preamble: vec![
+            format!(
+                "firehose lab latency: {} x {:.0} s per cell, interleaved; profiles {}",
+                ran.repetitions,
+                s.duration.as_secs_f64(),
+                s.profiles.join(", ")
+            ),
+            ran.host_line(),
+        ],
+        blocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(who: Who, p50: f64, p99: f64) -> Row {
+        let s = |v: f64| Summary::of([v]);
+        Row {
+            profile: "tuned".into(),
+            who,
+            percent: 50,
+            rate: 1000.0,
+            options: String::new(),
+            sampling: String::new(),
+            tps: s(1000.0),
+            lost: 0,
+            latency_p50_us: s(p50),
+            latency_p99_us: s(p99),
+            latency_p999_us: None,
+            rtt_p50_us: None,
+            rtt_p99_us: None,
+            rtt_p999_us: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn ratios_pair_each_profile_and_rate_with_sockperf() {
+        let rows = [
+            row(Who::Firehose, 8.0, 40.0),
+            row(Who::Sockperf, 10.0, 100.0),
+        ];
+        assert_eq!(
+            ratios(&rows),
+            [Ratio {
+                profile: "tuned".into(),
+                percent: 50,
+                p50: Some(0.8),
+                p99: Some(0.4)
+            }]
+        );
+        assert!(ratios(&rows[..1]).is_empty());
+    }
+
+    #[test]
+    fn both_sides_options_name_how_they_wait() {
+        assert!(ours_options("latency", 4, 100).ends_with("--spin"));
+        assert!(ours_options("tuned", 4, 100).ends_with("(default pacing)"));
+        assert!(theirs_options("latency", 100).contains("sr --nonblocked"));
+        assert!(!theirs_options("tuned", 100).contains("nonblocked"));
+        assert!(theirs_options("tuned", 100).contains("--reply-every 100"));
+    }
+}
