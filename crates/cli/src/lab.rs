@@ -5,9 +5,8 @@
 //! the page, the JSON and the report.
 
 mod dns;
-mod ntp;
-mod radius;
 pub(crate) mod run;
+mod served;
 mod sink;
 mod stream;
 mod xdp;
@@ -27,6 +26,8 @@ use firehose_lab::plain_echo::PlainEcho;
 use firehose_lab::studies::compare::Compare;
 use firehose_lab::studies::echo::EchoOptions;
 use firehose_lab::studies::ladder::Ladder;
+use firehose_lab::studies::ntp::Ntp;
+use firehose_lab::studies::radius::Radius;
 use firehose_lab::study::Placement;
 use firehose_lab::topology::{self, Kind};
 use run::{run_study, StudyRun};
@@ -394,19 +395,17 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
 }
 
 impl CompareArgs {
-    /// Refuses, rather than ignores, the flags a loopback comparison against a peer server
-    /// (`--proto radius`, `ntp`: `name` in messages, lower case `proto`) has no use for;
-    /// `size` says why `--size` does not apply.
-    fn refuse_for_peer_compare(&self, name: &str, proto: &str, size: &str) -> Result<()> {
+    /// Refuses, rather than ignores, the flags a served-protocol comparison (`--proto
+    /// radius`, `ntp`: `title` in messages, lower case `proto`) has no use for; `size` says
+    /// why `--size` does not apply, `veth` whether it runs on `--topology veth`.
+    fn refuse_for_served(&self, title: &str, proto: &str, size: &str, veth: bool) -> Result<()> {
         let r = &self.run;
-        let veth = format!("--topology veth: the {name} comparison runs on loopback only");
+        let on_veth = format!("--topology veth: the {title} comparison runs on loopback only");
+        let queues = format!("--queues: the {title} comparison's veth pair has one queue a side");
         let size = format!("--size: {size}");
         let given = [
-            (r.topology == Some(Kind::Veth), veth.as_str()),
-            (
-                r.queues.is_some(),
-                "--queues: the comparison runs on loopback, which has no queues to set",
-            ),
+            (!veth && r.topology == Some(Kind::Veth), on_veth.as_str()),
+            (r.queues.is_some(), queues.as_str()),
             (
                 r.warmup.is_some(),
                 "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
@@ -528,10 +527,18 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Radius {
-        return radius::compare(c);
+        let flags = served::Flags {
+            size: "RADIUS requests are Access-Requests of the generated users",
+            veth: true,
+        };
+        return served::compare(c, Radius::default(), flags);
     }
     if c.proto == Proto::Ntp {
-        return ntp::compare(c);
+        let flags = served::Flags {
+            size: "NTP requests are 48 bytes",
+            veth: false,
+        };
+        return served::compare(c, Ntp::default(), flags);
     }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);

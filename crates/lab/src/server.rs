@@ -57,6 +57,14 @@ impl ServerKind {
         }
     }
 
+    /// The program's name as its authors write it, for sentences ("FreeRADIUS").
+    pub fn title(&self) -> &'static str {
+        match self {
+            ServerKind::FreeRadius => "FreeRADIUS",
+            other => other.name(),
+        }
+    }
+
     /// The short key of a DNS server in JSON ("firehose", "knot", "nsd").
     pub fn key(&self) -> &'static str {
         match self {

@@ -2,8 +2,7 @@
 //! CPU each in turn, one short repetition of the same generator; every answer validated,
 //! hold time and offset measured for both, and nothing left running.
 
-use crate::util::{bin, installed, lab_cmd, tmp};
-use serde_json::Value;
+use crate::util::{bin, installed, lab_compare};
 
 #[test]
 fn ntp_compare_gives_a_row_per_server_with_hold_times() {
@@ -15,38 +14,13 @@ fn ntp_compare_gives_a_row_per_server_with_hold_times() {
         eprintln!("skipped: chronyd is not installed (apt-get install chrony)");
         return;
     }
-    let json = tmp("ntp-compare.json");
-    let report = tmp("ntp-compare-report");
-    let mut cmd = std::process::Command::new(bin());
-    cmd.args([
-        "lab",
-        "compare",
-        "--proto",
-        "ntp",
-        "--repetitions",
-        "1",
-        "--duration",
-        "1",
-        "--workers",
-        "1",
-        "--flows",
-        "2",
-        "--window",
-        "8",
-        "--json-file",
-    ])
-    .arg(&json)
-    .arg("--report")
-    .arg(&report);
-    let out = lab_cmd(cmd);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("resp/s median (min-max)"), "{stdout}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
-    let md = std::fs::read_to_string(report.join("report.md")).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&report);
+    let run = lab_compare("ntp", &["--flows", "2", "--window", "8"]);
+    assert!(
+        run.stdout.contains("resp/s median (min-max)"),
+        "{}",
+        run.stdout
+    );
+    let v = &run.doc;
     assert_eq!(v["study"], "compare --proto ntp");
     let rows = v["rows"].as_array().unwrap();
     let servers: Vec<&str> = rows.iter().map(|r| r["server"].as_str().unwrap()).collect();
@@ -74,14 +48,10 @@ fn ntp_compare_gives_a_row_per_server_with_hold_times() {
         .unwrap()
         .starts_with("responses/s per server CPU, firehose / chronyd, 1 CPU(s): "));
     assert!(
-        md.contains("| chronyd | 1 instance(s), reuseport |"),
-        "{md}"
+        run.md.contains("| chronyd | 1 instance(s), reuseport |"),
+        "{}",
+        run.md
     );
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", &format!("{}", report.display())])
-        .output()
-        .unwrap();
-    assert!(left.stdout.is_empty(), "left running: {:?}", left.stdout);
 }
 
 #[test]

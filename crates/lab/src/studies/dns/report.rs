@@ -8,9 +8,6 @@ use crate::stats::Summary;
 use crate::study::Ran;
 use serde::Serialize;
 
-/// A busy side uses at least this share of its CPUs.
-const SATURATED: f64 = 0.95;
-
 /// One (server, config, driver) over all repetitions.
 #[derive(Debug, Clone, Serialize)]
 pub struct DnsRow {
@@ -54,8 +51,7 @@ pub fn row_of(c: &Cell, samples: &[Sample]) -> Option<DnsRow> {
     };
     let server_util = med(&|s| Some(s.server_s / s.result.wall_s)).unwrap_or(0.0);
     let client_util = med(&|s| Some(s.result.client_cpu_s / s.result.wall_s)).unwrap_or(0.0);
-    let server_busy = server_util >= SATURATED * c.workers as f64;
-    let client_busy = client_util >= SATURATED;
+    let bound = super::super::served::bound(server_util, client_util, c.workers);
     Some(DnsRow {
         config: c.server.config(c.workers),
         server: c.server.clone(),
@@ -73,12 +69,8 @@ pub fn row_of(c: &Cell, samples: &[Sample]) -> Option<DnsRow> {
         udp_rcvbuf_errors: samples.iter().map(|s| s.rcvbuf_errors).sum(),
         server_util,
         client_util,
-        client_bound: client_busy && !server_busy,
-        bound: match (server_busy, client_busy) {
-            (true, _) => "server",
-            (false, true) => "client",
-            (false, false) => "neither",
-        },
+        client_bound: bound == "client",
+        bound,
     })
 }
 
