@@ -227,7 +227,9 @@ mod tests {
                 server_s: 0.0,
                 host_s: 0.0,
                 client_s: 0.0,
-                wall_s: 1.0,
+                wall_s: 1.1,
+                load_s: 1.0,
+                client_window_util: 0.5,
                 server_drops: 2,
                 rcvbuf_errors: 0,
                 loss: None,
@@ -287,6 +289,9 @@ mod tests {
         open.rate = Some(1000);
         let r = served::ratios(&open, &[a, b]);
         assert!(r.iter().all(|l| !l.contains("responses/s per")), "{r:?}");
+        // At one offered load the CPU ratio is stated, the goal (at saturation) is not.
+        assert!(r.iter().all(|l| !l.contains("goal >=")), "{r:?}");
+        assert!(r.iter().any(|l| l.contains("(same offered load, 1000 requests/s)")), "{r:?}");
         assert!(r.last().unwrap().contains("at 1000 requests/s"), "{r:?}");
         assert!(row_of(&Ntp::default(), &fh, &[]).is_none());
         // The JSON keeps the row's fields flat.

@@ -223,7 +223,9 @@ mod tests {
             server_s,
             host_s,
             client_s,
-            wall_s: 2.0,
+            wall_s: 2.2,
+            load_s: 2.0,
+            client_window_util: 0.5,
             server_drops: 0,
             rcvbuf_errors: 0,
             loss: None,
@@ -242,6 +244,27 @@ mod tests {
             none.server_cpu_us_per_req, None,
             "no request, no cost per request"
         );
+    }
+
+    /// Session 4's quiet run (make bench-radius): firehose answered 142,883 requests/s for
+    /// 5.0 s at 6.98 us of server CPU each, 99.7% of its one CPU, while the generator took
+    /// 5.25 s from its start to its exit. The server limited the rate: over the 5.25 s its
+    /// utilisation read 0.95 - 0.0002 and the row said "neither".
+    #[test]
+    fn a_server_busy_while_the_load_ran_is_the_bound() {
+        let completed = 142_883 * 5;
+        let us = |per_req: f64| per_req * 1e-6 * completed as f64;
+        let mut m = measured(completed, us(6.98), us(12.18), us(4.98));
+        m.rps = 142_883.0;
+        (m.wall_s, m.load_s, m.client_window_util) = (5.25, 5.0, 0.70);
+        let t = per_request(m);
+        assert!((t.server_util - 0.9973).abs() < 1e-3, "{}", t.server_util);
+        let fh = Cell {
+            server: ServerKind::FirehoseRadius,
+            workers: 1,
+        };
+        let row = row_of(&Radius::default(), &fh, &[t.clone(), t.clone(), t]).unwrap();
+        assert_eq!(row.bound, "server", "{row:?}");
     }
 
     #[test]
@@ -271,7 +294,6 @@ mod tests {
         m.p50_us = 40.0;
         m.p99_us = 100.0;
         m.proto = Codes { codes };
-        m.wall_s = 1.0;
         m.server_drops = 2;
         PerRequest {
             measured: m,
@@ -327,6 +349,9 @@ mod tests {
             r.iter().all(|l| !l.contains("Access-Requests/s per")),
             "{r:?}"
         );
+        // At one offered load the CPU ratio is stated, the goal (at saturation) is not.
+        assert!(r.iter().all(|l| !l.contains("goal >=")), "{r:?}");
+        assert!(r.iter().any(|l| l.contains("(same offered load, 1000 requests/s)")), "{r:?}");
         assert!(
             r.last().unwrap().contains("p99 at 1000 requests/s"),
             "{r:?}"

@@ -491,6 +491,13 @@ pub struct Measured<F> {
     pub host_s: f64,
     pub client_s: f64,
     pub wall_s: f64,
+    /// Seconds the generator offered load (its measured window; it runs no warm-up). The
+    /// server works only then, while `wall_s` also holds the generator's start-up and exit:
+    /// the server's utilisation is its CPU over this.
+    pub load_s: f64,
+    /// The generator thread's CPU over that same window, as its report gives it (1.0 = one
+    /// CPU busy): its utilisation.
+    pub client_window_util: f64,
     /// Datagrams the server's sockets dropped (/proc/net/udp) during the run.
     pub server_drops: u64,
     /// Growth of the host's Udp RcvbufErrors during the run (the generator's sockets too).
@@ -517,7 +524,9 @@ pub struct PerRequest<M> {
 /// A served study's trial.
 pub type Trial<F> = PerRequest<Measured<F>>;
 
-/// `m`'s CPU per request (none without a completed request) and utilisation.
+/// `m`'s CPU per request (none without a completed request) and utilisation: each side's
+/// CPU over the window the generator offered load in, so a server that used its whole CPU
+/// while loaded reads 1.0 however long the generator took to start and exit.
 pub fn per_request<F>(m: Measured<F>) -> Trial<F> {
     let n = m.completed;
     let per_req = |secs: f64| (n > 0).then(|| secs * 1e6 / n as f64);
@@ -525,8 +534,8 @@ pub fn per_request<F>(m: Measured<F>) -> Trial<F> {
         server_cpu_us_per_req: per_req(m.server_s),
         host_cpu_us_per_req: per_req(m.host_s),
         client_cpu_us_per_req: per_req(m.client_s),
-        server_util: utilisation(m.server_s, m.wall_s),
-        client_util: utilisation(m.client_s, m.wall_s),
+        server_util: utilisation(m.server_s, m.load_s),
+        client_util: m.client_window_util,
         measured: m,
     }
 }
@@ -652,6 +661,8 @@ impl<P: Served> Study for ServedCompare<P> {
             host_s: spent.host_s,
             client_s: done.cpu_s,
             wall_s: done.wall_s,
+            load_s: r.duration_s,
+            client_window_util: r.client_cpu_util,
             server_drops: spent.server_drops,
             rcvbuf_errors: spent.rcvbuf_errors,
         }))

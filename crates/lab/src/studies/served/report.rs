@@ -225,13 +225,16 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
                 ));
             }
             if let (Some(a), Some(b)) = (ours.server_cpu_us_per_req, peer.server_cpu_us_per_req) {
+                // The goal is at saturation; at one offered load the ratio is only that.
+                let how = match d.rate {
+                    Some(r) => format!("same offered load, {r} requests/s"),
+                    None => format!("{}at saturation", goal_note(goal)),
+                };
                 out.push(format!(
-                    "server CPU per {unit}, {name} / firehose, {w} CPU(s): {:.2} / {:.2} us = {:.2}x ({}{})",
+                    "server CPU per {unit}, {name} / firehose, {w} CPU(s): {:.2} / {:.2} us = {:.2}x ({how})",
                     b.median,
                     a.median,
                     b.median / a.median,
-                    goal_note(goal),
-                    if d.rate.is_some() { "same offered load" } else { "at saturation" }
                 ));
             }
             if let (Some(a), Some(b)) = (ours.host_cpu_us_per_req, peer.host_cpu_us_per_req) {
