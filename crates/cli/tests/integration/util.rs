@@ -364,6 +364,7 @@ pub fn lab_compare<S: AsRef<OsStr>>(proto: &str, extra: &[S]) -> LabCompare {
     let mut args: Vec<&OsStr> = ["lab", "compare", "--proto", proto, "--repetitions", "1"]
         .iter()
         .chain(&["--duration", "1", "--workers", "1"])
+        .copied()
         .map(OsStr::new)
         .collect();
     args.extend(extra.iter().map(AsRef::as_ref));
