@@ -57,7 +57,11 @@ fn radius_compare_gives_a_row_per_server_with_both_verdicts() {
         .as_str()
         .unwrap()
         .starts_with("Access-Requests/s per server CPU, firehose / FreeRADIUS, 1 CPU(s): "));
-    assert!(run.md.contains("| freeradius | thread pool 1 |"), "{}", run.md);
+    assert!(
+        run.md.contains("| freeradius | thread pool 1 |"),
+        "{}",
+        run.md
+    );
 }
 
 /// A lab run that loses requests says where they went: the server's receive buffer is

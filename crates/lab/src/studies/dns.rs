@@ -14,13 +14,13 @@ mod report;
 pub use drivers::{Driver, DriverResult};
 pub use report::DnsRow;
 
+use super::served;
 use crate::cputime;
 use crate::peers::dns_server::{self, wait_answering, DnsServer};
 use crate::peers::dnsperf::TcpLoad;
 use crate::peers::perf::{SyscallCount, SyscallCounter};
 use crate::proc::Proc;
 use crate::report::Page;
-use super::served;
 use crate::server::{ServerKind, DNS_SERVERS};
 use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
 use crate::{cmd, LabError, LabResult};

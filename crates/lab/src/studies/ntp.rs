@@ -291,12 +291,23 @@ mod tests {
         assert!(r.iter().all(|l| !l.contains("responses/s per")), "{r:?}");
         // At one offered load the CPU ratio is stated, the goal (at saturation) is not.
         assert!(r.iter().all(|l| !l.contains("goal >=")), "{r:?}");
-        assert!(r.iter().any(|l| l.contains("(same offered load, 1000 requests/s)")), "{r:?}");
+        assert!(
+            r.iter()
+                .any(|l| l.contains("(same offered load, 1000 requests/s)")),
+            "{r:?}"
+        );
         assert!(r.last().unwrap().contains("at 1000 requests/s"), "{r:?}");
         assert!(row_of(&Ntp::default(), &fh, &[]).is_none());
         // The JSON keeps the row's fields flat.
-        let v = serde_json::to_value(row_of(&Ntp::default(), &fh, &[trial(1.0, 1.0, 1.0, 2.0)])).unwrap();
-        for k in ["rps", "hold_p99_us", "offset_p50_us", "bound", "udp_rcvbuf_errors"] {
+        let v = serde_json::to_value(row_of(&Ntp::default(), &fh, &[trial(1.0, 1.0, 1.0, 2.0)]))
+            .unwrap();
+        for k in [
+            "rps",
+            "hold_p99_us",
+            "offset_p50_us",
+            "bound",
+            "udp_rcvbuf_errors",
+        ] {
             assert!(v.get(k).is_some(), "{k}: {v}");
         }
     }

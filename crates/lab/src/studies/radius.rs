@@ -351,7 +351,11 @@ mod tests {
         );
         // At one offered load the CPU ratio is stated, the goal (at saturation) is not.
         assert!(r.iter().all(|l| !l.contains("goal >=")), "{r:?}");
-        assert!(r.iter().any(|l| l.contains("(same offered load, 1000 requests/s)")), "{r:?}");
+        assert!(
+            r.iter()
+                .any(|l| l.contains("(same offered load, 1000 requests/s)")),
+            "{r:?}"
+        );
         assert!(
             r.last().unwrap().contains("p99 at 1000 requests/s"),
             "{r:?}"

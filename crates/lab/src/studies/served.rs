@@ -90,7 +90,12 @@ pub fn fits(lab: &Lab<'_>, kind: &ServerKind, workers: usize, skipped: &mut Vec<
 }
 
 /// A directory of the run's own for server start `n` of `kind` with `workers`.
-pub fn server_dir(lab: &Lab<'_>, kind: &ServerKind, workers: usize, n: usize) -> LabResult<PathBuf> {
+pub fn server_dir(
+    lab: &Lab<'_>,
+    kind: &ServerKind,
+    workers: usize,
+    n: usize,
+) -> LabResult<PathBuf> {
     let dir = lab
         .workdir
         .join(format!("{}-{}-{}", kind.name(), workers, n));
