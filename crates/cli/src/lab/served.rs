@@ -10,19 +10,11 @@ use firehose_lab::studies::dns::parse_names;
 use firehose_lab::studies::served::{Served, ServedCompare};
 use firehose_lab::topology::Kind;
 
-/// What the command line says about one protocol's comparison beyond its study.
-pub(super) struct Flags {
-    /// Why `--size` does not apply.
-    pub size: &'static str,
-    /// Whether `--topology veth` runs (otherwise it is refused).
-    pub veth: bool,
-}
-
 /// Runs the comparison of `proto`, prints the table, writes JSON and (with --report) the
-/// pages.
-pub(super) fn compare<P: Served>(c: CompareArgs, proto: P, flags: Flags) -> Result<()> {
+/// pages; `size` says why `--size` does not apply.
+pub(super) fn compare<P: Served>(c: CompareArgs, proto: P, size: &str) -> Result<()> {
     let spec = proto.spec();
-    c.refuse_for_served(spec.title, spec.proto, flags.size, flags.veth)?;
+    c.refuse_for_served(spec.proto, size)?;
     let r = &c.run;
     let names: Vec<&str> = spec.servers.iter().map(|k| k.name()).collect();
     let servers = parse_names(

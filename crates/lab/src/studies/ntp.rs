@@ -1,27 +1,30 @@
-//! `lab compare --proto ntp`: `firehose serve --proto ntp` against chronyd, like for like:
-//! both serve this host's clock as a local stratum 10 server with no rate limit, on the same
-//! server CPUs (firehose's workers, as many chronyd instances on one SO_REUSEPORT port as
-//! chrony's documentation advises for several cores, one per CPU), and the same generator
-//! (`firehose load --proto ntp`: client requests with random transmit timestamps, every
-//! answer checked) pinned to the client CPU, interleaved repetitions ([`ServedCompare`]).
+//! `lab compare --proto ntp`: `firehose serve --proto ntp` against chronyd and ntpsec's ntpd,
+//! like for like: all serve this host's clock as a stratum 10 server with no rate limit, on
+//! the same server CPUs (firehose's workers, as many chronyd instances on one SO_REUSEPORT
+//! port as chrony's documentation advises for several cores, one per CPU; ntpd is one
+//! process on port 123, so it runs on veth only, at one worker: `peers/ntpd.rs`), and the
+//! same generator (`firehose load --proto ntp`: client requests with random transmit
+//! timestamps, every answer checked) pinned to the client CPU, interleaved repetitions
+//! ([`ServedCompare`]), on loopback or across the lab's veth pair.
 //! Besides rate and latency, each trial keeps what ntpperf looks at: the server's hold time
 //! (transmit - receive) and the offset the client measures.
 
 use super::served::{self, Row, Served, ServedCompare, Spec, Start, Trial};
 use crate::peers::chronyd::{self, ChronydConf};
+use crate::peers::ntpd::{self, NtpdConf};
 use crate::proc::Proc;
 use crate::server::{ServerKind, NTP_SERVERS};
 use crate::stats::Summary;
 use crate::study::Lab;
-use crate::topology::Side;
-use crate::LabResult;
+use crate::topology::{Kind, Side};
+use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-/// The stratum both servers claim (chronyd's `local stratum`, firehose's
-/// `--ntp-local-stratum`): neither needs a synchronised host clock.
+/// The stratum every server claims (chronyd's `local stratum`, ntpd's orphan stratum,
+/// firehose's `--ntp-local-stratum`): none needs a synchronised host clock.
 pub const STRATUM: u8 = 10;
 
 /// The NTP comparison.
@@ -90,11 +93,45 @@ impl Served for Ntp {
         }
     }
 
-    fn prepare(&mut self, _lab: &Lab<'_>, client: IpAddr) -> LabResult<Vec<String>> {
+    fn prepare(
+        &mut self,
+        lab: &Lab<'_>,
+        client: IpAddr,
+        servers: &[ServerKind],
+    ) -> LabResult<Vec<String>> {
         self.client = client.to_string();
-        Ok(vec![format!(
-            "both serve this host's clock at local stratum {STRATUM} with no rate limit (chronyd: `local stratum {STRATUM}`, `noclientlog`, no `ratelimit`, -x so it never touches the clock; firehose: --ntp-local-stratum {STRATUM}); chronyd runs one instance per worker on one SO_REUSEPORT port, each pinned to one of the same server CPUs firehose's workers use"
-        )])
+        let mut notes = vec![format!(
+            "all serve this host's clock at stratum {STRATUM} with no rate limit (firehose: --ntp-local-stratum {STRATUM}; chronyd: `local stratum {STRATUM}`, `noclientlog`, no `ratelimit`, -x so it never touches the clock); chronyd runs one instance per worker on one SO_REUSEPORT port, each pinned to one of the same server CPUs firehose's workers use"
+        )];
+        if servers.contains(&ServerKind::Ntpd) && lab.topo.kind() == Kind::Veth {
+            notes.push(format!(
+                "ntpd (ntpsec) runs as one process on port {port} (it has no option for another port, and binds it without SO_REUSEPORT, so never one instance per CPU), pinned to the first server CPU; orphan mode at stratum {STRATUM} (`tos orphan {STRATUM} orphanwait 0`: run this way, ntpsec 1.2.2's local clock driver never became its source in 150 s), `unrestrict default limited` (no rate limit; `noquery` stays), `disable monitor` (no client log), `disable ntp`, `disable kernel`, and no CAP_SYS_TIME (setpriv), so it never touches the clock",
+                port = ntpd::PORT
+            ));
+        }
+        Ok(notes)
+    }
+
+    fn cannot(&self, kind: &ServerKind, workers: usize, topology: Kind) -> Option<String> {
+        if *kind != ServerKind::Ntpd {
+            return None;
+        }
+        if topology == Kind::Loopback {
+            return Some(format!(
+                "ntpd serves port {} only (ntpsec has no option for another port), which on loopback is this host's NTP port: it runs with --topology veth, in the lab's server namespace",
+                ntpd::PORT
+            ));
+        }
+        (workers > 1).then(|| {
+            format!(
+                "ntpd is one process on port {} without SO_REUSEPORT: it cannot run one instance per CPU (it runs at --workers 1)",
+                ntpd::PORT
+            )
+        })
+    }
+
+    fn fixed_port(&self, kind: &ServerKind) -> Option<u16> {
+        (*kind == ServerKind::Ntpd).then_some(ntpd::PORT)
     }
 
     fn start(&self, lab: &Lab<'_>, s: &Start<'_>) -> LabResult<Vec<Proc>> {
@@ -114,6 +151,21 @@ impl Served for Ntp {
                     s.workers,
                     Duration::from_secs(15),
                 )
+            }
+            ServerKind::Ntpd => {
+                let program = ntpd::find().ok_or_else(|| {
+                    LabError::Run(format!(
+                        "ntpd is gone ({})",
+                        crate::cmd::install_hint(ntpd::PROGRAM)
+                    ))
+                })?;
+                let argv = NtpdConf {
+                    dir: s.dir,
+                    stratum: STRATUM,
+                }
+                .write(&program)
+                .map_err(|e| LabError::io(s.dir.display(), e))?;
+                Ok(vec![lab.spawn(Side::Server, s.cpus, &argv, s.tag)?])
             }
             _ => {
                 let w = s.workers.to_string();

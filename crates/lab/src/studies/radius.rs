@@ -115,7 +115,12 @@ impl Served for Radius {
         }
     }
 
-    fn prepare(&mut self, lab: &Lab<'_>, client: IpAddr) -> LabResult<Vec<String>> {
+    fn prepare(
+        &mut self,
+        lab: &Lab<'_>,
+        client: IpAddr,
+        _servers: &[ServerKind],
+    ) -> LabResult<Vec<String>> {
         if self.users == 0 {
             return Err(LabError::Usage("users must be positive".into()));
         }

@@ -15,7 +15,7 @@
 
 mod report;
 
-pub use report::{median, page, ratios, row_of, Row};
+pub use report::{median, page, preamble, ratios, row_of, Row};
 
 use crate::cputime::{self, Scope};
 use crate::loss::LossAttribution;
@@ -249,8 +249,14 @@ pub trait Served {
     fn spec(&self) -> Spec;
 
     /// Writes what every server reads (RADIUS: clients.conf and users) into the run's
-    /// directory, for a generator sending from `client`; the notes of the run.
-    fn prepare(&mut self, lab: &Lab<'_>, client: IpAddr) -> LabResult<Vec<String>>;
+    /// directory (its test host built), for a generator sending from `client` to
+    /// `servers`; the notes of the run.
+    fn prepare(
+        &mut self,
+        lab: &Lab<'_>,
+        client: IpAddr,
+        servers: &[ServerKind],
+    ) -> LabResult<Vec<String>>;
 
     /// Why `kind` with `workers` cannot run on `topology`, if it cannot.
     fn cannot(&self, _kind: &ServerKind, _workers: usize, _topology: Kind) -> Option<String> {
@@ -308,12 +314,14 @@ pub struct ServedCompare<P> {
     /// Loopback (one namespace), or veth: each server in the server namespace, the
     /// generator in the client namespace, requests crossing the veth pair.
     pub topology: Kind,
-    /// Queues per veth end (veth only) [default: 1].
+    /// Queues per veth end (veth only) [default: one per allowed CPU].
     pub queues: Option<usize>,
     /// The server processes of the group entered last, and their address.
     server: Option<(Vec<Proc>, SocketAddr)>,
     /// Server starts so far (each gets its own directory).
     starts: usize,
+    /// The veth pair's queues a side, once built (`None` on loopback).
+    queues_used: Option<usize>,
 }
 
 impl<P: Served> ServedCompare<P> {
@@ -332,6 +340,7 @@ impl<P: Served> ServedCompare<P> {
             queues: None,
             server: None,
             starts: 0,
+            queues_used: None,
         }
     }
 
@@ -560,13 +569,18 @@ impl<P: Served> Study for ServedCompare<P> {
         let client_ip = match self.topology {
             Kind::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
             Kind::Veth => {
-                lab.topo = Topology::veth(&run_id(None), self.queues.unwrap_or(1))?;
+                // As every veth study: one queue a side per allowed CPU unless told.
+                let queues = self
+                    .queues
+                    .unwrap_or_else(|| firehose_sys::cpu::allowed_cpus().map_or(1, |c| c.len()));
+                lab.topo = Topology::veth(&run_id(None), queues)?;
+                self.queues_used = Some(queues);
                 IpAddr::V4(VETH_CLIENT_ADDR)
             }
         };
-        let mut notes = self.proto.prepare(lab, client_ip)?;
         let mut skipped = Vec::new();
         let servers = crate::server::installed(&self.servers, &mut skipped);
+        let mut notes = self.proto.prepare(lab, client_ip, &servers)?;
         let mut cells = Vec::new();
         for &w in &self.workers {
             for kind in &servers {
@@ -588,7 +602,8 @@ impl<P: Served> Study for ServedCompare<P> {
         }
         if self.topology == Kind::Veth {
             notes.push(format!(
-                "topology veth: each server listens on {} in the server namespace, the generator sends from {client_ip} in the client namespace",
+                "topology veth ({} queue(s) a side): each server listens on {} in the server namespace, the generator sends from {client_ip} in the client namespace",
+                lab.topo.queues(),
                 lab.topo.server_addr()
             ));
         }
@@ -703,6 +718,7 @@ impl<P: Served> Study for ServedCompare<P> {
         m.insert("flows".into(), self.flows.into());
         m.insert("window".into(), self.window.into());
         m.insert("topology".into(), self.topology.name().into());
+        m.insert("queues".into(), serde_json::json!(self.queues_used));
         self.proto.extra(&mut m);
         m.insert("ratios".into(), serde_json::json!(ratios(self, rows)));
         m

@@ -1,7 +1,7 @@
 //! The comparison's rows (one per server, workers and driver), the ratios the targets ask
 //! for, and the page.
 
-use super::super::served::{bound, utilisation};
+use super::super::served::{bound, preamble, utilisation};
 use super::{Cell, DnsCompare, Driver, Sample};
 use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::server::ServerKind;
@@ -134,17 +134,7 @@ fn load(d: &DnsCompare) -> String {
 
 /// The table, the ratios the targets ask for, and what was skipped.
 pub fn page(d: &DnsCompare, ran: &Ran<Cell, Sample>, rows: &[DnsRow]) -> Page {
-    let preamble = vec![
-        format!(
-            "DNS: {} repetition(s) of {:.1} s, interleaved; {}; server CPUs {:?}, client CPU {:?}",
-            ran.repetitions,
-            d.duration.as_secs_f64(),
-            load(d),
-            ran.placement.server_cpus,
-            &ran.placement.client_cpus[..ran.placement.client_cpus.len().min(1)]
-        ),
-        ran.host_line(),
-    ];
+    let preamble = preamble("DNS", ran, d.duration, load(d));
     let table = Table {
         title: None,
         columns: Column::fixed_all(&COLUMNS),

@@ -9,6 +9,7 @@ use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::study::Ran;
 use serde::Serialize;
+use std::time::Duration;
 
 /// One (server, workers) over all repetitions: figures as median, min, max.
 #[derive(Debug, Clone, Serialize)]
@@ -143,6 +144,26 @@ fn load<P: Served>(d: &ServedCompare<P>) -> String {
     )
 }
 
+/// A comparison's preamble: what ran (`title`, the repetitions of `duration`, the offered
+/// `load`, each side's CPUs) and on what host.
+pub fn preamble<C, T>(
+    title: &str,
+    ran: &Ran<C, T>,
+    duration: Duration,
+    load: String,
+) -> Vec<String> {
+    vec![
+        format!(
+            "{title}: {} repetition(s) of {:.1} s, interleaved; {load}; server CPUs {:?}, client CPU {:?}",
+            ran.repetitions,
+            duration.as_secs_f64(),
+            ran.placement.server_cpus,
+            &ran.placement.client_cpus[..ran.placement.client_cpus.len().min(1)]
+        ),
+        ran.host_line(),
+    ]
+}
+
 /// The table, the ratios, the notes and what was skipped.
 pub fn page<P: Served>(
     d: &ServedCompare<P>,
@@ -150,18 +171,7 @@ pub fn page<P: Served>(
     rows: &[Row<P::RowFigures>],
 ) -> Page {
     let spec = d.proto.spec();
-    let preamble = vec![
-        format!(
-            "{}: {} repetition(s) of {:.1} s, interleaved; {}; server CPUs {:?}, client CPU {:?}",
-            spec.title,
-            ran.repetitions,
-            d.duration.as_secs_f64(),
-            load(d),
-            ran.placement.server_cpus,
-            &ran.placement.client_cpus[..ran.placement.client_cpus.len().min(1)]
-        ),
-        ran.host_line(),
-    ];
+    let preamble = preamble(spec.title, ran, d.duration, load(d));
     let table = Table {
         title: None,
         columns: Column::fixed_all(&columns(&d.proto)),
