@@ -23,6 +23,7 @@ pub mod observe_text;
 pub mod radius_files;
 pub mod radius_handler;
 pub mod radius_request;
+pub mod uring_recvmsg;
 pub mod zone;
 pub mod zone_reader;
 
@@ -115,6 +116,11 @@ pub const TARGETS: &[Target] = &[
         name: "ntp_handler",
         check: ntp_handler::check,
         seeds: ntp_handler::seeds,
+    },
+    Target {
+        name: "uring_recvmsg",
+        check: uring_recvmsg::check,
+        seeds: uring_recvmsg::seeds,
     },
 ];
 

@@ -25,8 +25,9 @@ pub struct IoPath {
     /// count to its queues').
     serve: fn(&ServeArgs, &mut ServeConfig) -> Result<ServeOn>,
     /// Serve: the workers hand each request the kernel's arrival stamp when the
-    /// configuration asks for it (`ServeConfig::rx_timestamps`, NTP's receive timestamp).
-    pub rx_timestamps: bool,
+    /// configuration asks for it (`ServeConfig::rx_timestamps`, NTP's receive timestamp);
+    /// who takes it, for the start-up line. `None`: this path has none.
+    pub rx_timestamps: Option<&'static str>,
     /// Serve: why this path's own flags cannot be given when another path is chosen.
     serve_flags: fn(&ServeArgs) -> Option<String>,
     /// Load: each generator thread's flows on this path, for requests up to
@@ -48,7 +49,7 @@ pub static IO_PATHS: &[IoPath] = &[
         name: "socket",
         help: "Kernel UDP sockets (recvfrom/recvmmsg)",
         serve: |_, cfg| Ok(ServeOn::again(SocketIo::new(cfg))),
-        rx_timestamps: true,
+        rx_timestamps: Some("the socket (SO_TIMESTAMPNS)"),
         serve_flags: crate::serve::socket_only_flags,
         load: |_, cfg, _| {
             let flows = firehose_load::socket_flows(cfg).map_err(crate::load::load_error)?;
@@ -66,7 +67,9 @@ pub static IO_PATHS: &[IoPath] = &[
             cfg.workers = io.queues().len();
             Ok(ServeOn::once(io))
         },
-        rx_timestamps: false,
+        rx_timestamps: Some(
+            "the XDP program (CLOCK_TAI in each frame's metadata; the fallback socket's SO_TIMESTAMPNS)",
+        ),
         serve_flags: crate::serve::xdp_only_flags,
         load: |a, cfg, max_payload| {
             let (io, settings) = crate::load::xdp_flows(a, cfg, max_payload)?;
@@ -79,7 +82,7 @@ pub static IO_PATHS: &[IoPath] = &[
         help: "io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched \
                sends, one ring per worker (or generator thread)",
         serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
-        rx_timestamps: false,
+        rx_timestamps: Some("the socket (SO_TIMESTAMPNS, in each provided buffer's control room)"),
         serve_flags: |a| a.uring_flags(),
         load: |a, cfg, max_payload| {
             let flows = crate::load::uring_flows(a, cfg, max_payload)?;

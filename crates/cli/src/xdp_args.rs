@@ -206,6 +206,7 @@ impl XdpArgs {
             options: o,
             batch: cfg.batch,
             verify_checksum: self.verify_checksum,
+            rx_timestamps: cfg.rx_timestamps,
         })
     }
 }

@@ -24,7 +24,8 @@
 //!
 //! Arrival and departure times: a backend whose socket stamps arrivals (SO_TIMESTAMPNS,
 //! SO_TIMESTAMPING) hands the kernel's receive time over with the request
-//! ([`Request::with_rx_time_ns`]); none does yet. A protocol that also wants its transmit
+//! ([`Request::with_rx_time_ns`]): the socket path (recvmmsg's control messages) and the
+//! io_uring path (control room in each provided buffer) do when asked. A protocol that also wants its transmit
 //! time written as late as possible (NTP) needs one more step between [`Backend::reply`]
 //! and [`Backend::flush`]: the reply's bytes are final when `reply` is called, so such a
 //! stamp would be written by the backend just before it sends the batch.

@@ -192,6 +192,11 @@ pub struct ServeConfig {
     /// protocol that answers with it (NTP). Off for the others: a control message per
     /// packet costs what SO_RXQ_OVFL's does.
     pub rx_timestamps: bool,
+    /// Replies per send call at most, `None` for one send per received batch. A reply
+    /// whose content is a clock reading (NTP's transmit timestamp) is only as true as the
+    /// time between that reading and its send: in a batch of 64 the last reply waits for
+    /// the 63 before it to be sent, and its timestamp is early by that much.
+    pub send_batch: Option<usize>,
 }
 
 impl ServeConfig {
@@ -210,6 +215,7 @@ impl ServeConfig {
             sndbuf: None,
             rxq_ovfl: true,
             rx_timestamps: false,
+            send_batch: None,
         };
         match p {
             Profile::Naive => base,

@@ -25,6 +25,9 @@ pub struct Applied {
     pub sockets: SocketMode,
     pub steer: Steer,
     pub batch: usize,
+    /// Replies per send call at most, when less than a received batch (NTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_batch: Option<usize>,
     pub busy_poll: bool,
     /// CPU of each worker, `None` when unpinned.
     pub worker_cpus: Vec<Option<usize>>,
@@ -127,6 +130,7 @@ impl Server {
             sockets: cfg.sockets,
             steer: cfg.steer,
             batch: cfg.batch,
+            send_batch: cfg.send_batch,
             busy_poll: cfg.busy_poll.is_some(),
             worker_cpus: cpus,
             worker_sockets,
@@ -137,7 +141,8 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let counters: Arc<Vec<WorkerCounters>> =
             Arc::new(seats.iter().map(|_| WorkerCounters::default()).collect());
-        let threads = spawn_workers(Arc::new(io), seats, make, &counters, &stop)?;
+        let send_every = cfg.send_batch.unwrap_or(usize::MAX);
+        let threads = spawn_workers(Arc::new(io), seats, make, &counters, &stop, send_every)?;
         Ok(Server {
             stop,
             sockets,
@@ -230,6 +235,7 @@ fn spawn_workers<I, H, F>(
     make: F,
     counters: &Arc<Vec<WorkerCounters>>,
     stop: &Arc<AtomicBool>,
+    send_every: usize,
 ) -> Result<Workers<Finished, Infallible>, SetupError>
 where
     I: Io,
@@ -260,7 +266,7 @@ where
                     }
                 };
                 let _ = ready.send(Ok(()));
-                crate::worker::run(&mut backend, &mut handler, &counters[i], &quit);
+                crate::worker::run(&mut backend, &mut handler, &counters[i], &quit, send_every);
                 Ok(handler.counters().to_vec())
             });
         match spawned {

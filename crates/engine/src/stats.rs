@@ -310,6 +310,7 @@ mod tests {
                 sockets: crate::SocketMode::Shared,
                 steer: crate::Steer::None,
                 batch: 1,
+                send_batch: None,
                 busy_poll: false,
                 worker_cpus: vec![Some(0)],
                 worker_sockets: vec![0],

@@ -4,6 +4,10 @@
 //! by SEND with that address, all replies of a batch in one io_uring_enter (the buffer life
 //! cycle is the driver's contract, [`firehose_sys::uring`]).
 //!
+//! With `rx_timestamps` (NTP's receive timestamp; the socket has SO_TIMESTAMPNS, set with
+//! the other socket options) the ring reserves control room in each buffer and each request
+//! carries the kernel's arrival stamp, as on the socket path.
+//!
 //! The ring is created in [`Io::open`], inside the worker's thread after pinning, so
 //! IORING_SETUP_SINGLE_ISSUER holds and the ring's memory is first touched on its CPU. A
 //! kernel that refuses io_uring (kernel.io_uring_disabled, seccomp, a kernel before 6.0
@@ -12,7 +16,7 @@
 use crate::backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
-use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup};
+use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup, STAMP_ROOM};
 use firehose_sys::SetupError;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
@@ -22,10 +26,10 @@ use std::time::Duration;
 /// Provided buffers per worker (at least twice the batch): room for the datagrams that
 /// arrive while a batch is handled.
 pub const BUFFERS: u16 = 256;
-/// Each provided buffer holds the header, the sender's address and any UDP datagram (IPv6
-/// loopback carries up to 65527 bytes), so every reply up to 64 KiB fits in place. Only
-/// the pages a datagram touches become resident.
-pub const BUFFER_SIZE: usize = 65536 + 64;
+/// Each provided buffer holds the header, the sender's address, the control room of a
+/// stamped ring and any UDP datagram (IPv6 loopback carries up to 65527 bytes), so every
+/// reply up to 64 KiB fits in place. Only the pages a datagram touches become resident.
+pub const BUFFER_SIZE: usize = 65536 + 64 + STAMP_ROOM;
 /// Longest wait in the kernel before the loop looks at its stop flag, as the socket
 /// path's receive timeout.
 const WAIT: Duration = Duration::from_millis(100);
@@ -41,6 +45,8 @@ pub struct UringIo {
     setup: UringSetup,
     batch: usize,
     busy: bool,
+    /// Requests carry the kernel's arrival stamp (control room in every buffer).
+    stamps: bool,
 }
 
 impl UringIo {
@@ -51,6 +57,7 @@ impl UringIo {
             setup,
             batch: cfg.batch.clamp(1, 4096),
             busy: cfg.busy_poll.is_some(),
+            stamps: cfg.rx_timestamps,
         }
     }
 
@@ -61,6 +68,7 @@ impl UringIo {
             buffers: BUFFERS.max((self.batch * 2).min(32768) as u16),
             buffer_size: BUFFER_SIZE,
             names: true,
+            control: if self.stamps { STAMP_ROOM } else { 0 },
             sends: self.batch,
             ..DgramConfig::default()
         }
@@ -99,6 +107,12 @@ impl Io for UringIo {
             "io_uring_enter"
         };
         settings.insert("wait".into(), wait.into());
+        let stamps = if self.stamps {
+            "kernel (SO_TIMESTAMPNS, control room in each buffer)"
+        } else {
+            "off"
+        };
+        settings.insert("rx_timestamps".into(), stamps.into());
         Some(BackendApplied {
             name: "io_uring".into(),
             settings,
@@ -148,7 +162,10 @@ impl Backend for UringBackend {
         let d = self.ring.datagram(i);
         let truncated = d.truncated();
         let peer = d.peer.map_or(Peer::unknown(), Peer::from_addr);
-        Request::new(d.buf, d.len, peer).cut(truncated)
+        let stamp = d.rx_time_ns;
+        Request::new(d.buf, d.len, peer)
+            .cut(truncated)
+            .with_rx_time_ns(stamp)
     }
 
     fn reply(&mut self, i: usize, len: usize) {

@@ -1,18 +1,22 @@
 //! The worker loop: a batch in through the [`Backend`], each request through the
 //! [`Handler`] in place, a batch out; the engine's counters from what the backend returns.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Flushed};
 use crate::handler::{Handler, Verdict};
 use crate::stats::WorkerCounters;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Runs until `stop` is set; every counter of `c` is written here and only here.
+/// Runs until `stop` is set; every counter of `c` is written here and only here. Replies
+/// go out in one send per received batch, or every `send_every` replies when that is
+/// fewer (a reply carrying a clock reading is sent right after it is written).
 pub fn run<B: Backend, H: Handler>(
     backend: &mut B,
     handler: &mut H,
     c: &WorkerCounters,
     stop: &AtomicBool,
+    send_every: usize,
 ) {
+    let send_every = send_every.max(1);
     while !stop.load(Ordering::Relaxed) {
         let r = backend.recv();
         c.add(&c.syscalls, r.syscalls);
@@ -23,10 +27,14 @@ pub fn run<B: Backend, H: Handler>(
         if r.count == 0 {
             continue;
         }
+        // Count the requests before replying, so whoever sees a reply also sees it counted.
+        c.add(&c.packets_in, r.count as u64);
         let mut bytes_in = 0;
         let mut errors = 0;
         let mut drops = 0;
         let mut unknown_peer = 0;
+        let mut queued = 0;
+        let mut sent = Flushed::default();
         for i in 0..r.count {
             let mut req = backend.request(i);
             bytes_in += req.len() as u64;
@@ -40,18 +48,23 @@ pub fn run<B: Backend, H: Handler>(
             }
             let cap = req.capacity();
             match handler.handle(&mut req) {
-                Verdict::Reply(out) if out <= cap => backend.reply(i, out),
+                Verdict::Reply(out) if out <= cap => {
+                    backend.reply(i, out);
+                    queued += 1;
+                    if queued == send_every && i + 1 < r.count {
+                        sent.add(backend.flush());
+                        queued = 0;
+                    }
+                }
                 Verdict::Reply(_) | Verdict::Error => errors += 1,
                 Verdict::Drop => drops += 1,
             }
         }
-        // Count the requests before replying, so whoever sees a reply also sees it counted.
-        c.add(&c.packets_in, r.count as u64);
         c.add(&c.bytes_in, bytes_in);
-        let s = backend.flush();
-        c.add(&c.packets_out, s.sent as u64);
-        c.add(&c.send_errors, s.failed as u64);
-        c.add(&c.syscalls, s.syscalls as u64);
+        sent.add(backend.flush());
+        c.add(&c.packets_out, sent.sent as u64);
+        c.add(&c.send_errors, sent.failed as u64);
+        c.add(&c.syscalls, sent.syscalls as u64);
         c.add(&c.batches, 1);
         c.add(&c.handler_errors, errors);
         c.add(&c.handler_drops, drops);
@@ -79,6 +92,8 @@ mod tests {
         queued: Vec<(usize, usize)>,
         out: Vec<(Vec<u8>, SocketAddr)>,
         refuse_every: Option<usize>,
+        /// What the loop asked for, in order: `r0` for request 0, `f2` for a flush of 2.
+        log: Vec<String>,
         stop: &'s AtomicBool,
         stats: [(&'static str, u64); 1],
     }
@@ -91,6 +106,7 @@ mod tests {
                 queued: Vec::new(),
                 out: Vec::new(),
                 refuse_every: None,
+                log: Vec::new(),
                 stop,
                 stats: [("fake_batches", 0)],
             }
@@ -123,6 +139,7 @@ mod tests {
         }
 
         fn request(&mut self, i: usize) -> Request<'_> {
+            self.log.push(format!("r{i}"));
             let (buf, len, from) = &mut self.slots[i];
             // Like AF_XDP: the length of what arrived, which may pass the slot's end.
             // Port 65535 stands for a sender the backend cannot address.
@@ -138,6 +155,7 @@ mod tests {
         }
 
         fn flush(&mut self) -> Flushed {
+            self.log.push(format!("f{}", self.queued.len()));
             let mut s = Flushed {
                 syscalls: 1,
                 ..Flushed::default()
@@ -185,8 +203,12 @@ mod tests {
     }
 
     fn drive(fake: &mut Fake<'_>) -> crate::stats::WorkerStats {
+        drive_sending_every(fake, usize::MAX)
+    }
+
+    fn drive_sending_every(fake: &mut Fake<'_>, send_every: usize) -> crate::stats::WorkerStats {
         let c = WorkerCounters::default();
-        run(fake, &mut Shout, &c, fake.stop);
+        run(fake, &mut Shout, &c, fake.stop, send_every);
         c.snapshot(0, None)
     }
 
@@ -258,5 +280,34 @@ mod tests {
         let s = drive(&mut fake);
         assert_eq!((s.packets_in, s.packets_out, s.send_errors), (6, 4, 2));
         assert_eq!(fake.out.len(), 4);
+    }
+
+    #[test]
+    fn a_send_batch_sends_every_n_replies_right_after_the_nth_is_written() {
+        let stop = AtomicBool::new(false);
+        let batch = vec![
+            (b"a".to_vec(), peer(1)),
+            (b"b".to_vec(), peer(2)),
+            (b"drop".to_vec(), peer(3)),
+            (b"c".to_vec(), peer(4)),
+            (b"d".to_vec(), peer(5)),
+        ];
+        let mut fake = Fake::new(vec![batch.clone()], 64, &stop);
+        let s = drive_sending_every(&mut fake, 2);
+        // Replies 0 and 1 leave before request 2 is read; the dropped request does not
+        // count toward the next send; the last send follows the last reply (no empty one).
+        assert_eq!(fake.log, ["r0", "r1", "f2", "r2", "r3", "r4", "f2"]);
+        assert_eq!((s.packets_in, s.packets_out, s.syscalls), (5, 4, 1 + 2 + 1));
+        assert_eq!(fake.out.len(), 4);
+
+        // One send per reply: every reply's send follows it at once.
+        let stop = AtomicBool::new(false);
+        let mut fake = Fake::new(vec![batch], 64, &stop);
+        let s = drive_sending_every(&mut fake, 1);
+        assert_eq!(
+            fake.log,
+            ["r0", "f1", "r1", "f1", "r2", "r3", "f1", "r4", "f1"]
+        );
+        assert_eq!((s.packets_in, s.packets_out), (5, 4));
     }
 }

@@ -5,7 +5,9 @@
 //! Per batch: the driver reaps, refills and takes up to `batch` descriptors (waiting in
 //! `poll()` on both sockets when there are none, unless busy polling); each frame is parsed
 //! to its UDP payload, and the payload (with the rest of the frame, bounded by the MTU) is
-//! lent to the handler. A reply is turned into a frame in place
+//! lent to the handler, with the arrival time the XDP program wrote in the frame's metadata
+//! when the server asked for stamps (converted from CLOCK_TAI; the fallback socket's
+//! requests carry SO_TIMESTAMPNS's). A reply is turned into a frame in place
 //! ([`firehose_frame::reply_in_place`]) and transmitted from the frame it arrived in;
 //! frames not answered go back to the driver. The kick policy is the driver's. The fallback
 //! socket is read when the poll says it is readable, and every [`SOCKET_EVERY`] batches
@@ -16,6 +18,7 @@ use crate::handler::Peer;
 use firehose_frame::{checksums_ok, parse, reply_in_place, Udp};
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
+use firehose_sys::xdp::prog::{read_stamp, STAMP_META_LEN};
 use firehose_sys::xdp::queue::{Wait, XdpQueue};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -44,10 +47,13 @@ const XSK_RX_RING_FULL: usize = 6;
 const XSK_FILL_EMPTY: usize = 7;
 const BAD_FRAMES: usize = 8;
 const BAD_CHECKSUM: usize = 9;
+const RX_STAMPED: usize = 10;
 
 struct Slot {
     addr: u64,
     udp: Udp,
+    /// The arrival time from the frame's metadata (CLOCK_REALTIME ns).
+    rx_time_ns: Option<u64>,
     /// Length of the reply frame once queued.
     reply: Option<u32>,
 }
@@ -67,7 +73,9 @@ pub struct XdpBackend {
     syscalls_seen: u64,
     /// Drop requests whose IPv4 header or UDP checksum is wrong.
     verify_checksum: bool,
-    counters: [(&'static str, u64); 10],
+    /// Read the XDP program's arrival stamps (and the fallback socket's).
+    stamps: bool,
+    counters: [(&'static str, u64); 11],
 }
 
 impl XdpBackend {
@@ -78,6 +86,7 @@ impl XdpBackend {
         batch: usize,
         mtu: usize,
         verify_checksum: bool,
+        stamps: bool,
     ) -> Self {
         let batch = (batch as u32).clamp(1, queue.xsk().rx.size());
         XdpBackend {
@@ -87,13 +96,15 @@ impl XdpBackend {
             sock,
             sock_batch: Batch::new(SOCKET_BATCH, SOCKET_SLOT)
                 .with_recv(RecvMode::Batch)
-                .with_send(SendMode::Batch),
+                .with_send(SendMode::Batch)
+                .with_control(stamps),
             n_sock: 0,
             batch,
             mtu,
             batches: 0,
             syscalls_seen: 0,
             verify_checksum,
+            stamps,
             counters: [
                 ("xdp_requests", 0),
                 ("xdp_replies", 0),
@@ -105,6 +116,7 @@ impl XdpBackend {
                 ("xsk_fill_ring_empty", 0),
                 ("xdp_bad_frames", 0),
                 ("xdp_bad_checksum", 0),
+                ("xdp_rx_stamped", 0),
             ],
         }
     }
@@ -115,14 +127,26 @@ impl XdpBackend {
     fn parse_rx(&mut self) -> u64 {
         self.slots.clear();
         let mut bad = 0;
+        // CLOCK_TAI to CLOCK_REALTIME, read once per batch (a daemon may set it any time).
+        let tai_offset = if self.stamps && !self.queue.rx().is_empty() {
+            firehose_sys::clock::tai_offset_ns()
+        } else {
+            0
+        };
         for i in 0..self.queue.rx().len() {
             let d = self.queue.rx()[i];
+            let rx_time_ns = if self.stamps {
+                self.take_stamp(d.addr, tai_offset)
+            } else {
+                None
+            };
             let frame = self.queue.data(d.addr, d.len as usize);
             let refused = match parse(frame) {
                 Ok(udp) if !self.verify_checksum || checksums_ok(frame, &udp) => {
                     self.slots.push(Slot {
                         addr: d.addr,
                         udp,
+                        rx_time_ns,
                         reply: None,
                     });
                     continue;
@@ -136,6 +160,22 @@ impl XdpBackend {
         }
         self.n_xdp = self.slots.len();
         bad
+    }
+
+    /// The arrival stamp the XDP program left before the frame at `addr`, as system time;
+    /// the metadata is wiped once read, so a frame reused without a stamp never shows an
+    /// old one.
+    fn take_stamp(&mut self, addr: u64, tai_offset: i64) -> Option<u64> {
+        // The metadata lies in the frame's headroom (256 bytes in front of the packet).
+        if addr % u64::from(self.queue.frame_size()) < STAMP_META_LEN as u64 {
+            return None;
+        }
+        let at = addr - STAMP_META_LEN as u64;
+        let meta = self.queue.frame_mut(at);
+        let tai = read_stamp(meta)?;
+        meta[..STAMP_META_LEN].fill(0);
+        self.counters[RX_STAMPED].1 += 1;
+        u64::try_from(i128::from(tai) - i128::from(tai_offset)).ok()
     }
 
     /// The driver's system calls since the last call.
@@ -192,8 +232,15 @@ impl Backend for XdpBackend {
             let j = i - self.n_xdp;
             let len = self.sock_batch.len(j);
             let truncated = self.sock_batch.truncated(j);
+            let stamp = if self.stamps {
+                self.sock_batch.rx_timestamp_ns(j)
+            } else {
+                None
+            };
             let (buf, view) = self.sock_batch.slot_and_peer(j);
-            return Request::new(buf, len, Peer::from_view(view)).cut(truncated);
+            return Request::new(buf, len, Peer::from_view(view))
+                .cut(truncated)
+                .with_rx_time_ns(stamp);
         }
         let s = &self.slots[i];
         let frame = self.queue.frame_mut(s.addr);
@@ -201,11 +248,13 @@ impl Backend for XdpBackend {
         // The reply must fit the frame and leave the interface unfragmented.
         let mtu_room = (self.mtu + s.udp.l3).saturating_sub(start);
         let end = frame.len().min(start + mtu_room);
+        let stamp = s.rx_time_ns;
         Request::new(
             &mut frame[start..end],
             s.udp.len,
             Peer::from_addr(s.udp.src),
         )
+        .with_rx_time_ns(stamp)
     }
 
     fn reply(&mut self, i: usize, len: usize) {

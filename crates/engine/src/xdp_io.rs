@@ -29,6 +29,9 @@ pub struct XdpConfig {
     /// Drop (and count) a request whose IPv4 header or UDP checksum is wrong: the kernel
     /// verifies them on the socket path, AF_XDP hands frames over unchecked.
     pub verify_checksum: bool,
+    /// Hand each request its arrival time (NTP's receive timestamp): the XDP program stamps
+    /// each frame it redirects, the fallback socket has SO_TIMESTAMPNS.
+    pub rx_timestamps: bool,
 }
 
 /// The AF_XDP path of a server, shared by its workers.
@@ -39,6 +42,7 @@ pub struct XdpIo {
     batch: usize,
     mtu: usize,
     verify_checksum: bool,
+    rx_timestamps: bool,
     applied: BackendApplied,
     /// The attached program; dropping it detaches (workers hold the sockets).
     _steered: Steered,
@@ -63,19 +67,28 @@ impl XdpIo {
         let iface = Iface::open(&cfg.iface)?;
         iface.check_listen(&listen)?;
         let mtu = iface.mtu;
-        let (steered, drivers) = setup::steer(&iface, &iface.server_match(&listen)?, &cfg.options)?;
+        let mut m = iface.server_match(&listen)?;
+        m.stamp = cfg.rx_timestamps;
+        let (steered, drivers) = setup::steer(&iface, &m, &cfg.options)?;
         let g = &steered.granted;
         let mut settings = g.settings();
         settings.insert("batch".into(), cfg.batch.to_string());
         settings.insert("mtu".into(), mtu.to_string());
         settings.insert("fallback".into(), format!("kernel UDP socket on {listen}"));
         settings.insert("verify_checksum".into(), cfg.verify_checksum.to_string());
+        if cfg.rx_timestamps {
+            settings.insert(
+                "rx_timestamps".into(),
+                "XDP program (bpf_ktime_get_tai_ns in the frame's metadata)".into(),
+            );
+        }
         Ok(XdpIo {
             queues: g.queues.clone(),
             drivers: Mutex::new(drivers.into_iter().map(Some).collect()),
             batch: cfg.batch,
             mtu,
             verify_checksum: cfg.verify_checksum,
+            rx_timestamps: cfg.rx_timestamps,
             applied: BackendApplied {
                 name: "af_xdp".into(),
                 settings,
@@ -119,6 +132,7 @@ impl Io for XdpIo {
             self.batch,
             self.mtu,
             self.verify_checksum,
+            self.rx_timestamps,
         ))
     }
 

@@ -55,6 +55,7 @@ pub fn open(
                     // two buffers to a page.
                     buffer_size: (slot_size + 16).max(2048),
                     names: false,
+                    control: 0,
                     receive: true,
                     sends: slots,
                     tx_slots: slots,

@@ -76,9 +76,35 @@ pub fn realtime_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// CLOCK_TAI minus CLOCK_REALTIME in ns: the kernel's TAI offset (adjtimex's `tai`, whole
+/// seconds; 0 until a daemon sets it), read from the two clocks (no system call with the
+/// vDSO), to turn a CLOCK_TAI stamp (`bpf_ktime_get_tai_ns`) into the system time.
+pub fn tai_offset_ns() -> i64 {
+    let read = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec, which lives on this stack.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+    };
+    let real = read(libc::CLOCK_REALTIME);
+    let tai = read(libc::CLOCK_TAI);
+    // Whole seconds: the reads are nanoseconds apart.
+    let secs = ((tai - real) as f64 / 1e9).round() as i64;
+    secs * 1_000_000_000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tai_offset_is_the_one_adjtimex_reports() {
+        let k = KernelClock::read().unwrap();
+        assert_eq!(tai_offset_ns(), i64::from(k.tai) * 1_000_000_000);
+    }
 
     #[test]
     fn reading_the_state_changes_nothing() {

@@ -1,6 +1,7 @@
-//! Control messages (cmsg(3)): one encoder for those we send (UDP_SEGMENT) and one
-//! iterator for those the kernel returns (SO_RXQ_OVFL, SO_TIMESTAMPNS), so no caller walks or writes
-//! `cmsghdr`s by hand.
+//! Control messages (cmsg(3)): one encoder for those we send (UDP_SEGMENT), one iterator for
+//! those the kernel returns in a `msghdr` (SO_RXQ_OVFL, SO_TIMESTAMPNS) and one walk over
+//! control bytes found in a buffer ([`walk`]: io_uring's multishot receive), so no caller
+//! walks or writes `cmsghdr`s by hand.
 //!
 //! Buffers are [`Space`]: aligned for `cmsghdr` (the kernel and libc's `CMSG_*` macros
 //! assume it). Values are plain integers ([`Plain`]), copied unaligned in and out.
@@ -195,6 +196,48 @@ impl<'a> Iterator for Iter<'a> {
     }
 }
 
+/// Walks control messages laid out in `bytes` as the kernel writes them (`cmsghdr`s each
+/// padded to 8 bytes, offsets relative to the start of the area), without a `msghdr` and
+/// at any alignment: the control area of an io_uring multishot receive sits inside a
+/// provided buffer, after the sender's address. A header claiming less than itself or more
+/// than is left ends the walk; a value is cut at the end of the area.
+pub fn walk(bytes: &[u8]) -> Walk<'_> {
+    Walk { rest: bytes }
+}
+
+/// The iterator of [`walk`].
+pub struct Walk<'a> {
+    rest: &'a [u8],
+}
+
+/// `struct cmsghdr` on 64-bit Linux: `cmsg_len` (size_t), then level and type (int each).
+const HDR_LEN: usize = 16;
+
+impl<'a> Iterator for Walk<'a> {
+    type Item = Cmsg<'a>;
+
+    fn next(&mut self) -> Option<Cmsg<'a>> {
+        let h = self.rest.get(..HDR_LEN)?;
+        let word = |i: usize| [h[i], h[i + 1], h[i + 2], h[i + 3]];
+        let len = u64::from_ne_bytes(h[..8].try_into().expect("8 bytes"));
+        let (level, ty) = (i32::from_ne_bytes(word(8)), i32::from_ne_bytes(word(12)));
+        let Ok(len) = usize::try_from(len) else {
+            self.rest = &[];
+            return None;
+        };
+        if len < HDR_LEN {
+            self.rest = &[];
+            return None;
+        }
+        let end = len.min(self.rest.len());
+        let data = &self.rest[HDR_LEN..end];
+        // The next header starts at the length rounded up to the 8-byte alignment.
+        let next = len.checked_add(7).map_or(usize::MAX, |l| l & !7);
+        self.rest = self.rest.get(next..).unwrap_or(&[]);
+        Some(Cmsg { level, ty, data })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +292,42 @@ mod tests {
         assert!(h.msg_control.is_null());
         assert_eq!(h.msg_controllen, 0);
         assert_eq!(Iter::new(&h, space.bytes()).count(), 0);
+    }
+
+    #[test]
+    fn walking_the_bytes_finds_what_the_iterator_finds_at_any_offset() {
+        let mut space = Space::<96>::default();
+        let mut h = empty_hdr();
+        let mut e = Encoder::new(&mut h, &mut space);
+        e.push(libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 7u32).unwrap();
+        e.push(libc::SOL_SOCKET, libc::SO_MARK, 0x1122_3344_5566_7788u64)
+            .unwrap();
+        e.finish();
+        // msg_controllen is size_t with glibc but socklen_t with musl.
+        #[allow(clippy::unnecessary_cast)]
+        let len = h.msg_controllen as usize;
+        let want: Vec<Cmsg<'_>> = Iter::new(&h, space.bytes()).collect();
+        // At an odd offset, as a control area after a 28-byte name is.
+        let mut moved = vec![0xAAu8; 3];
+        moved.extend_from_slice(&space.bytes()[..len]);
+        let got: Vec<Cmsg<'_>> = walk(&moved[3..]).collect();
+        assert_eq!(got, want);
+        assert_eq!(got[1].read::<u64>(), Some(0x1122_3344_5566_7788));
+    }
+
+    #[test]
+    fn a_broken_header_ends_the_walk_and_a_cut_value_stays_inside() {
+        let mut b = [0u8; 40];
+        b[..8].copy_from_slice(&200u64.to_ne_bytes()); // claims more than is there
+        b[8..12].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
+        let c: Vec<Cmsg<'_>> = walk(&b).collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].data.len(), 24, "cut at the end of the area");
+        b[..8].copy_from_slice(&3u64.to_ne_bytes()); // shorter than a header
+        assert_eq!(walk(&b).count(), 0);
+        assert_eq!(walk(&b[..15]).count(), 0, "no room for a header");
+        b[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(walk(&b).count(), 1);
     }
 
     #[test]

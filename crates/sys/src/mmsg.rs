@@ -73,6 +73,18 @@ pub struct Flushed {
     pub gso_unavailable: bool,
 }
 
+impl Flushed {
+    /// Adds the figures of a later send of the same batch (its refusal, if any, is the last).
+    pub fn add(&mut self, later: Flushed) {
+        self.sent += later.sent;
+        self.failed += later.failed;
+        self.syscalls += later.syscalls;
+        self.last_error = later.last_error.or(self.last_error);
+        self.gso_sends += later.gso_sends;
+        self.gso_unavailable |= later.gso_unavailable;
+    }
+}
+
 /// The sender of a received datagram, converted to a `SocketAddr` only on demand.
 #[derive(Clone, Copy)]
 pub struct PeerView<'a> {
@@ -407,17 +419,7 @@ impl Batch {
     /// SO_TIMESTAMPNS (set with [`UdpSock::set_timestamp_ns`]) or SO_TIMESTAMPING's software
     /// stamp (set with [`UdpSock::set_timestamping`]); `None` without either.
     pub fn rx_timestamp_ns(&self, i: usize) -> Option<u64> {
-        // SCM_TIMESTAMPING's first timespec is the software stamp: the same layout.
-        let c = self.cmsgs(i).find(|c| {
-            c.level == libc::SOL_SOCKET
-                && (c.ty == libc::SCM_TIMESTAMPNS || c.ty == libc::SCM_TIMESTAMPING)
-        })?;
-        // struct timespec on 64-bit Linux: i64 seconds, then i64 nanoseconds.
-        let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
-        u64::try_from(sec)
-            .ok()?
-            .checked_mul(1_000_000_000)?
-            .checked_add(u64::try_from(nsec).ok()?)
+        crate::timestamping::rx_stamp(self.cmsgs(i))
     }
 
     /// Queues slot `i`'s first `len` bytes to go back to the slot's sender.

@@ -180,6 +180,23 @@ pub fn tx_stamp<'a>(cmsgs: impl Iterator<Item = Cmsg<'a>>) -> Option<TxStamp> {
     Some(TxStamp { key: key?, ns: ns? })
 }
 
+/// The receive stamp among one datagram's control messages: SO_TIMESTAMPNS's
+/// (SCM_TIMESTAMPNS) or SO_TIMESTAMPING's software stamp (SCM_TIMESTAMPING's first
+/// timespec: the same layout), in ns since the Unix epoch (CLOCK_REALTIME). `None` without
+/// either, or when the software stamp is zero (only a hardware stamp was asked for).
+pub fn rx_stamp<'a>(mut cmsgs: impl Iterator<Item = Cmsg<'a>>) -> Option<u64> {
+    let c = cmsgs.find(|c| {
+        c.level == libc::SOL_SOCKET
+            && (c.ty == libc::SCM_TIMESTAMPNS || c.ty == libc::SCM_TIMESTAMPING)
+    })?;
+    // struct timespec on 64-bit Linux: i64 seconds, then i64 nanoseconds.
+    let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
+    if sec == 0 && nsec == 0 {
+        return None;
+    }
+    timespec_ns(sec, nsec)
+}
+
 fn timespec_ns(sec: i64, nsec: i64) -> Option<u64> {
     u64::try_from(sec)
         .ok()?

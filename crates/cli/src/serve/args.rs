@@ -78,6 +78,10 @@ pub struct ServeArgs {
     /// Datagrams per recvmmsg/sendmmsg; 1 uses recvfrom/sendto.
     #[arg(long, value_parser = parse_positive)]
     pub(super) batch: Option<usize>,
+    /// Replies per send call at most [default: one send per received batch; --proto ntp: 1,
+    /// so each transmit timestamp is read right before its own send, as chronyd sends]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    pub(super) send_batch: Option<usize>,
     /// SO_BUSY_POLL microseconds; workers then poll instead of sleeping (0 turns it off).
     #[arg(long)]
     pub(super) busy_poll: Option<u32>,
@@ -307,7 +311,14 @@ impl ServeArgs {
         let mut cfg = ServeConfig::profile(base, listen, workers);
         // NTP answers with the arrival time: where the path hands the kernel's stamp over,
         // the sockets stamp (the others would pay for stamps unread).
-        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps;
+        cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps.is_some();
+        // A batched send leaves the k-th reply's transmit timestamp early by the sending of
+        // the k-1 before it (~2 us each here): 64 replies made NTP's offset 60-75 us wrong.
+        cfg.send_batch = match (self.send_batch, self.proto) {
+            (Some(n), _) => Some(n),
+            (None, Proto::Ntp) => Some(1),
+            (None, _) => None,
+        };
         cfg.sockets = self.sockets.unwrap_or(cfg.sockets);
         cfg.steer = self.steer.unwrap_or(cfg.steer);
         if let Some(p) = &self.cpus {
@@ -320,6 +331,8 @@ impl ServeArgs {
         if let Some(b) = self.batch {
             cfg.batch = b;
         }
+        // As many as a batch holds is one send per batch already.
+        cfg.send_batch = cfg.send_batch.filter(|&n| n < cfg.batch);
         if let Some(us) = self.busy_poll {
             cfg.busy_poll = (us > 0).then_some(us);
         }

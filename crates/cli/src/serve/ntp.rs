@@ -88,10 +88,9 @@ pub(super) fn start_ntp(
     )];
     notes.push(format!(
         "  ntp: receive timestamps {}; rate limit {}",
-        if io.rx_timestamps {
-            "from the kernel (SO_TIMESTAMPNS)"
-        } else {
-            "read by the handler (this I/O path gives no kernel arrival stamp)"
+        match io.rx_timestamps {
+            Some(by) => format!("stamped in the kernel by {by}"),
+            None => "read by the handler (this I/O path gives no kernel arrival stamp)".into(),
         },
         match n.ntp_ratelimit {
             None => "off".to_string(),

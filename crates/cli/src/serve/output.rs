@@ -58,7 +58,7 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
     let a = server.applied();
     say!("firehose serve: listening on {}", a.listen);
     say!(
-        "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}, busy-poll {}",
+        "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}{}, busy-poll {}",
         proto_name(proto),
         a.workers,
         a.sockets.name(),
@@ -74,6 +74,11 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
             " (recvfrom/sendto)"
         } else {
             " (recvmmsg/sendmmsg)"
+        },
+        match a.send_batch {
+            Some(1) => ", one send per reply (--send-batch 1)".to_string(),
+            Some(n) => format!(", a send every {n} replies (--send-batch)"),
+            None => String::new(),
         },
         if a.busy_poll {
             "on (workers poll)"

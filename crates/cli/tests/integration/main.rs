@@ -32,6 +32,7 @@ mod metrics_abuse;
 mod ntp;
 mod ntp_chronyd;
 mod ntp_load;
+mod ntp_stamps;
 mod radius;
 mod report_merge;
 mod serve;

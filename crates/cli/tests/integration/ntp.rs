@@ -328,3 +328,31 @@ fn bad_ntp_flags_exit_2_with_one_line() {
         assert!(!e.contains("panicked"), "{e}");
     }
 }
+
+#[test]
+fn each_response_has_its_own_send_unless_asked_otherwise() {
+    // The serve document says how replies were sent: one send per reply by default for NTP
+    // (a batched send leaves each transmit timestamp early by the sends before it); a
+    // --send-batch as large as the receive batch is one send per batch, and says nothing.
+    for (extra, want) in [
+        (&[][..], Some(1)),
+        (&["--send-batch", "8"][..], Some(8)),
+        (&["--send-batch", "64", "--batch", "64"][..], None),
+    ] {
+        let json = tmp("ntp-send-batch.json");
+        let mut args = vec!["--ntp-local-stratum", "10"];
+        args.extend_from_slice(extra);
+        let srv = serve(&args, &json);
+        let s = client(&srv);
+        s.send(&request(0x5000_0000_0000_0001)).unwrap();
+        assert!(recv(&s).is_some(), "{extra:?}: an answer");
+        srv.stop();
+        let doc = json_of(&json);
+        assert_eq!(
+            doc["applied"]["send_batch"].as_u64(),
+            want,
+            "{extra:?}: {doc}"
+        );
+        let _ = std::fs::remove_file(&json);
+    }
+}

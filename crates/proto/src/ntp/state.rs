@@ -14,6 +14,7 @@ use crate::live::Live;
 use firehose_ntpwire::{refid, Leap, RefId, Short};
 use firehose_sys::clock::{realtime_ns, KernelClock, STA_DEL, STA_INS};
 use firehose_sys::supervise::{Health, Label, Workers};
+use firehose_sys::SysResult;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -160,7 +161,16 @@ impl ClockWatch {
     /// Reads the state once (refusing an unsynchronised clock unless `cfg` allows or
     /// serves it) and starts the thread that refreshes it.
     pub fn start(cfg: ClockConfig) -> Result<ClockWatch, StateError> {
-        let k = KernelClock::read().map_err(|e| StateError::Kernel(e.to_string()))?;
+        Self::start_with(cfg, KernelClock::read)
+    }
+
+    /// [`Self::start`] with the kernel's clock state read by `read` (tests give one that
+    /// fails or panics).
+    fn start_with(
+        cfg: ClockConfig,
+        mut read: impl FnMut() -> SysResult<KernelClock> + Send + 'static,
+    ) -> Result<ClockWatch, StateError> {
+        let k = read().map_err(|e| StateError::Kernel(e.to_string()))?;
         if !k.synchronised() && !cfg.allow_unsynchronised && cfg.local_stratum.is_none() {
             return Err(StateError::Unsynchronised {
                 state: k.state_name(),
@@ -187,7 +197,7 @@ impl ClockWatch {
                     }
                     read_at = std::time::Instant::now();
                     let now = realtime_ns();
-                    let k = KernelClock::read().map_err(|e| StateError::Kernel(e.to_string()))?;
+                    let k = read().map_err(|e| StateError::Kernel(e.to_string()))?;
                     let at = reference.update(&k, now);
                     let st = state_of(&k, &cfg, now, at);
                     if st != last {
@@ -339,6 +349,64 @@ mod tests {
         let p = measure_precision();
         // A clock read costs between 1 ns and 1 ms on anything that runs this.
         assert!((-30..=-10).contains(&p), "{p}");
+    }
+
+    /// A clock watch whose reads after the first go through `then`, and its health once
+    /// it is no longer running (within 10 s: one read a second).
+    fn failing_after_start(
+        then: impl FnMut() -> SysResult<KernelClock> + Send + 'static,
+    ) -> Health {
+        let mut first = true;
+        let mut then = then;
+        let mut w = ClockWatch::start_with(
+            ClockConfig {
+                local_stratum: Some(10),
+                ..cfg()
+            },
+            move || {
+                if std::mem::take(&mut first) {
+                    Ok(kernel(0, 0, 100))
+                } else {
+                    then()
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(w.health(), Health::Running);
+        let by = std::time::Instant::now() + Duration::from_secs(10);
+        while w.health() == Health::Running && std::time::Instant::now() < by {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        w.health()
+    }
+
+    #[test]
+    fn a_clock_that_can_no_longer_be_read_fails_the_run() {
+        let h = failing_after_start(|| {
+            Err(firehose_sys::SysError {
+                what: "adjtimex".into(),
+                source: std::io::Error::from_raw_os_error(1), // EPERM
+            })
+        });
+        let Health::Failed(f) = h else {
+            panic!("a failed read must fail the run, not keep serving: {h:?}");
+        };
+        let m = f.to_string();
+        assert!(
+            m.contains("ntp clock thread")
+                && m.contains("failed: reading the kernel clock state: adjtimex")
+                && m.contains("Operation not permitted"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_clock_thread_that_panics_fails_the_run() {
+        let h = failing_after_start(|| panic!("injected"));
+        let Health::Failed(f) = h else {
+            panic!("a panic must fail the run: {h:?}");
+        };
+        assert!(f.to_string().contains("panicked: injected"), "{f}");
     }
 
     #[test]

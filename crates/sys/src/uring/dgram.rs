@@ -2,6 +2,7 @@
 //! [`crate::uring`]).
 
 use super::mem::{cancel_sync, enter, push_recvmsg_multi, BufRing};
+use super::recvmsg::{self, RecvmsgOut, OUT_HDR};
 use super::setup::UringSetup;
 use super::{cqe_err, Flushed};
 use crate::{SysError, SysResult};
@@ -15,10 +16,11 @@ const BGID: u16 = 1;
 /// Set in a receive's user_data; the low bits are the socket's index. A send's is 0.
 const RECV_TAG: u64 = 1 << 63;
 const SEND_UD: u64 = 0;
-/// Size of `struct io_uring_recvmsg_out`, at the start of every filled buffer.
-const OUT_HDR: usize = 16;
 /// Room for a sender's address (a `sockaddr_in6`) when the ring keeps names.
 pub const NAME_ROOM: usize = 28;
+/// Control room for a receive stamp: SCM_TIMESTAMPING (three timespecs, 64 bytes with its
+/// header; SCM_TIMESTAMPNS takes 32) beside SO_RXQ_OVFL's count (24), rounded up.
+pub const STAMP_ROOM: usize = 128;
 
 /// What a [`DgramRing`] is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,11 +29,16 @@ pub struct DgramConfig {
     pub receive: bool,
     /// Provided buffers (rounded up to a power of two, at most 32768).
     pub buffers: u16,
-    /// Bytes per provided buffer: the 16-byte header, the name room, then the payload.
+    /// Bytes per provided buffer: the 16-byte header, the name room, the control room,
+    /// then the payload.
     pub buffer_size: usize,
     /// Keep each datagram's sender (a server answering many peers); off for connected
     /// sockets, whose peer is known.
     pub names: bool,
+    /// Bytes reserved in each buffer for the datagram's control messages (0: none); with
+    /// [`STAMP_ROOM`] on a socket with SO_TIMESTAMPNS or SO_TIMESTAMPING, each datagram
+    /// carries the kernel's arrival stamp ([`Datagram::rx_time_ns`]).
+    pub control: usize,
     /// The most sends queued between two flushes (replies and slot sends together).
     pub sends: usize,
     /// Send slots of the ring's own, and their size.
@@ -46,6 +53,7 @@ impl Default for DgramConfig {
             buffers: 256,
             buffer_size: 2048,
             names: false,
+            control: 0,
             sends: 0,
             tx_slots: 0,
             tx_slot_size: 0,
@@ -82,6 +90,9 @@ pub struct Datagram<'a> {
     pub peer: Option<SocketAddr>,
     /// Index of the socket it arrived on.
     pub sock: usize,
+    /// When the kernel received it (ns since the Unix epoch, CLOCK_REALTIME), when the
+    /// ring has control room and the socket stamps arrivals.
+    pub rx_time_ns: Option<u64>,
 }
 
 impl Datagram<'_> {
@@ -98,6 +109,7 @@ struct Slot {
     name_len: u32,
     len: u32,
     full_len: u32,
+    rx_time_ns: Option<u64>,
 }
 
 /// UDP sockets' receives and sends through one io_uring and one provided-buffer ring.
@@ -106,10 +118,12 @@ pub struct DgramRing {
     ring: IoUring,
     fds: Vec<i32>,
     armed: Vec<bool>,
-    /// The receives' template: a name of `payload_at - OUT_HDR` bytes, no control data.
-    /// The kernel copies it when a request is prepared.
+    /// The receives' template: room for a name of `name_room` bytes and `control_room`
+    /// bytes of control messages. The kernel copies it when a request is prepared.
     msghdr: Box<libc::msghdr>,
     bufs: Option<BufRing>,
+    name_room: usize,
+    control_room: usize,
     /// Where the payload starts in a provided buffer.
     payload_at: usize,
     /// Receives collected as (socket, buffer id), oldest first.
@@ -148,6 +162,17 @@ impl DgramRing {
     /// `setup`. Arms every socket's receive at once, so a kernel without multishot RECVMSG
     /// (before 6.0) or provided-buffer rings (before 5.19) refuses here, with the errno.
     pub fn new(fds: Vec<i32>, cfg: &DgramConfig, setup: &UringSetup) -> SysResult<Self> {
+        let name_room = if cfg.names { NAME_ROOM } else { 0 };
+        let payload_at = RecvmsgOut::payload_at(name_room, cfg.control);
+        if cfg.receive && payload_at >= cfg.buffer_size {
+            return Err(crate::SysError {
+                what: format!(
+                    "io_uring provided buffers of {} bytes: no room for a payload after {payload_at} bytes of header, name and control",
+                    cfg.buffer_size
+                ),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
         let receivers = if cfg.receive { fds.len() } else { 0 };
         let mut entries = ((cfg.sends + receivers).max(1) as u32).next_power_of_two();
         if cfg.receive {
@@ -164,10 +189,12 @@ impl DgramRing {
         } else {
             None
         };
-        let name_room = if cfg.names { NAME_ROOM } else { 0 };
         // SAFETY: an all-zero msghdr is valid (no name, no iovec, no control).
         let mut msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         msghdr.msg_namelen = name_room as libc::socklen_t;
+        // A multishot receive reads only the lengths: the kernel puts the name and the
+        // control messages in each provided buffer, after the header.
+        msghdr.msg_controllen = cfg.control as _;
         let n = fds.len();
         let mut me = DgramRing {
             ring,
@@ -175,7 +202,9 @@ impl DgramRing {
             fds,
             msghdr,
             bufs,
-            payload_at: OUT_HDR + name_room,
+            name_room,
+            control_room: cfg.control,
+            payload_at,
             ready: VecDeque::new(),
             slots: Vec::new(),
             lent: Vec::new(),
@@ -331,21 +360,26 @@ impl DgramRing {
         n
     }
 
-    /// Reads a filled buffer's `io_uring_recvmsg_out` header.
+    /// Reads a filled buffer: its `io_uring_recvmsg_out` header, and the arrival stamp when
+    /// the ring reserved control room.
     fn parse(&self, sock: u32, bid: u16) -> Slot {
         let bufs = self.bufs.as_ref().expect("a receiving ring");
         // SAFETY: buffer `bid` was just handed to us by a completion; the kernel does not
         // write it again until give_back() returns it.
-        let b = unsafe { std::slice::from_raw_parts(bufs.ptr(bid), OUT_HDR) };
-        let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let (name_len, full_len) = (word(0), word(8));
-        let room = (bufs.size() - self.payload_at) as u32;
+        let b = unsafe { std::slice::from_raw_parts(bufs.ptr(bid), self.payload_at) };
+        let out = recvmsg::parse(b, self.name_room, self.control_room);
+        let room = bufs.size() - self.payload_at;
         Slot {
             sock,
             bid,
-            name_len: name_len.min((self.payload_at - OUT_HDR) as u32),
-            len: full_len.min(room),
-            full_len,
+            name_len: out.name.len() as u32,
+            len: out.full_len.min(room) as u32,
+            full_len: out.full_len.min(u32::MAX as usize) as u32,
+            rx_time_ns: if self.control_room > 0 {
+                out.rx_stamp()
+            } else {
+                None
+            },
         }
     }
 
@@ -367,6 +401,7 @@ impl DgramRing {
             full_len: s.full_len as usize,
             peer,
             sock: s.sock as usize,
+            rx_time_ns: s.rx_time_ns,
         }
     }
 

@@ -19,10 +19,12 @@
 //! 1. **In.** [`DgramRing::poll`] (re)arms every receive that ended, waits up to a timeout
 //!    (zero: looks without sleeping) and returns how many datagrams are ready;
 //!    [`DgramRing::take`] lends up to `max` of them as slots `0..n`. Each slot is a buffer
-//!    the kernel filled: a 16-byte `io_uring_recvmsg_out`, the sender's address when the
-//!    ring keeps names ([`DgramConfig::names`]), then the payload. [`DgramRing::datagram`]
+//!    the kernel filled ([`recvmsg`]): a 16-byte `io_uring_recvmsg_out`, the sender's
+//!    address when the ring keeps names ([`DgramConfig::names`]), the control messages
+//!    when it reserves room for them ([`DgramConfig::control`]: the kernel's arrival
+//!    stamp on a socket with SO_TIMESTAMPNS), then the payload. [`DgramRing::datagram`]
 //!    lends slot `i` (payload, the rest of its buffer as reply room, the full length the
-//!    kernel reported with MSG_TRUNC, the sender, the socket it came from).
+//!    kernel reported with MSG_TRUNC, the sender, the socket it came from, the stamp).
 //! 2. **Out.** [`DgramRing::reply`] queues a SEND of slot `i`'s buffer back to its sender,
 //!    address and data read from that very buffer (no header for the kernel to copy);
 //!    [`DgramRing::queue_sends`] queues SENDs of the ring's own send slots
@@ -46,13 +48,14 @@
 mod dgram;
 mod mem;
 mod readback;
+pub mod recvmsg;
 mod setup;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use crate::mmsg::Flushed;
-pub use dgram::{Datagram, DgramConfig, DgramRing, DgramStats, NAME_ROOM};
+pub use dgram::{Datagram, DgramConfig, DgramRing, DgramStats, NAME_ROOM, STAMP_ROOM};
 pub use readback::{read_back, rings_of, RingFlags};
 pub use setup::{UringSetup, UringSupport};
 pub use stream::{probe_zcrx, RecvRing, SendRing, UringRecvStats, UringSendStats};

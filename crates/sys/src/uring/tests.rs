@@ -129,6 +129,82 @@ fn an_empty_buffer_ring_is_counted_and_the_queue_still_drains() {
     assert!(r.stats.arms >= 2, "armed again: {:?}", r.stats);
 }
 
+fn wall_ns() -> u64 {
+    crate::clock::realtime_ns()
+}
+
+/// What a server ring with `control` bytes of control room hands over for three
+/// datagrams on a socket with or without SO_TIMESTAMPNS: (payload, stamp) each, and the
+/// (send, answer) times around each.
+fn stamped(control: usize, option: bool) -> Vec<(Vec<u8>, Option<u64>, u64, u64)> {
+    let (srv, client) = pair("127.0.0.1:0").unwrap();
+    srv.set_timestamp_ns(option).unwrap();
+    let to = srv.local_addr().unwrap();
+    let cfg = DgramConfig {
+        buffers: 8,
+        buffer_size: 2048,
+        names: true,
+        control,
+        sends: 8,
+        ..DgramConfig::default()
+    };
+    let mut r = DgramRing::new(vec![srv.as_raw_fd()], &cfg, &UringSetup::default()).unwrap();
+    let mut out = Vec::new();
+    for k in 0..3u8 {
+        let sent = wall_ns();
+        client.send_to(&[k; 20], to).unwrap();
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut got = None;
+        while got.is_none() && Instant::now() < end {
+            r.poll(Duration::from_millis(100)).unwrap();
+            if r.take(1) == 1 {
+                let d = r.datagram(0);
+                assert_eq!(d.peer, Some(client.local_addr().unwrap()));
+                got = Some((d.buf[..d.len].to_vec(), d.rx_time_ns));
+            }
+        }
+        let (data, stamp) = got.expect("a datagram in 5 s");
+        out.push((data, stamp, sent, wall_ns()));
+    }
+    out
+}
+
+#[test]
+fn a_ring_with_control_room_hands_over_the_kernels_arrival_stamp() {
+    if !supported("recvmsg") {
+        return;
+    }
+    for (k, (data, stamp, sent, seen)) in stamped(STAMP_ROOM, true).into_iter().enumerate() {
+        assert_eq!(data, vec![k as u8; 20]);
+        let t = stamp.expect("SO_TIMESTAMPNS and control room: a stamp");
+        assert!(sent <= t && t <= seen, "{sent} <= {t} <= {seen}");
+    }
+    // No stamp without the option, nor without the room (the payload is intact either way).
+    for (control, option) in [(STAMP_ROOM, false), (0, true)] {
+        for (k, (data, stamp, ..)) in stamped(control, option).into_iter().enumerate() {
+            assert_eq!(
+                (data, stamp),
+                (vec![k as u8; 20], None),
+                "{control} {option}"
+            );
+        }
+    }
+}
+
+#[test]
+fn buffers_with_no_room_left_for_a_payload_are_refused() {
+    let cfg = DgramConfig {
+        buffer_size: 16 + NAME_ROOM + STAMP_ROOM,
+        names: true,
+        control: STAMP_ROOM,
+        ..DgramConfig::default()
+    };
+    let e = DgramRing::new(vec![0], &cfg, &UringSetup::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("no room for a payload"), "{e}");
+}
+
 /// A connected socket to `to`, bound on loopback.
 fn connected(to: std::net::SocketAddr) -> UdpSock {
     let s = UdpSock::new_for(&to).unwrap();

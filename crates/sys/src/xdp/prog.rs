@@ -12,6 +12,13 @@
 //! would have done (drops a martian source, delivers a broadcast to the fallback socket).
 //! No C toolchain, no object file: addresses and ports are patched in as immediates when
 //! the program is built.
+//!
+//! A program built with [`UdpMatch::stamp`] also stamps each frame it redirects: it grows
+//! the frame's metadata area by [`STAMP_META_LEN`] bytes (`bpf_xdp_adjust_meta`) and writes
+//! [`STAMP_MAGIC`] then CLOCK_TAI in ns (`bpf_ktime_get_tai_ns`, Linux 6.1+) there, just
+//! before the packet; AF_XDP copies the metadata with the frame (copy mode too), so the
+//! reader finds the arrival time at `addr - 16` ([`read_stamp`]). A driver without room
+//! for metadata makes the helper fail: the frame is redirected unstamped.
 
 use crate::bpf::Insn;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -48,6 +55,8 @@ pub struct UdpMatch {
     pub not_from: Vec<IpAddr>,
     /// Frames with one 802.1Q tag match too (else they take XDP_PASS).
     pub tagged: bool,
+    /// Write the arrival time into each redirected frame's metadata (see the module doc).
+    pub stamp: bool,
 }
 
 impl UdpMatch {
@@ -61,6 +70,7 @@ impl UdpMatch {
             from: None,
             not_from: Vec::new(),
             tagged: true,
+            stamp: false,
         }
     }
 }
@@ -68,6 +78,13 @@ impl UdpMatch {
 const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+const BPF_FUNC_KTIME_GET_TAI_NS: i32 = 208;
+
+/// Bytes of metadata a stamping program puts before each frame it redirects.
+pub const STAMP_META_LEN: usize = 16;
+/// The first 8 bytes of that metadata ("fh-stamp"): a frame without them was not stamped.
+pub const STAMP_MAGIC: u64 = 0x706d_6174_732d_6866;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 // Opcodes (class | op | source).
@@ -78,6 +95,7 @@ const AND64_K: u8 = 0x57;
 const LDX_W: u8 = 0x61;
 const LDX_H: u8 = 0x69;
 const LDX_B: u8 = 0x71;
+const STX_DW: u8 = 0x7b;
 const LD_IMM64: u8 = 0x18;
 const JA: u8 = 0x05;
 const JEQ_K: u8 = 0x15;
@@ -294,6 +312,26 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     }
 
     a.label(Label::Redirect);
+    if m.stamp {
+        let send = a.fresh();
+        // bpf_xdp_adjust_meta(ctx, -16): room before the packet; a refusal sends unstamped.
+        a.op(MOV64_X, 1, 6, 0, 0);
+        a.op(MOV64_K, 2, 0, 0, -(STAMP_META_LEN as i32));
+        a.op(CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META);
+        a.jump(JNE_K, 0, 0, 0, send);
+        a.op(CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_TAI_NS);
+        // r2 = data_meta, r3 = data: the bounds check the verifier wants for the stores.
+        a.op(LDX_W, 2, 6, 8, 0);
+        a.op(LDX_W, 3, 6, 0, 0);
+        a.op(MOV64_X, 4, 2, 0, 0);
+        a.op(ADD64_K, 4, 0, 0, STAMP_META_LEN as i32);
+        a.jump(JGT_X, 4, 3, 0, send);
+        a.op(STX_DW, 2, 0, 8, 0);
+        a.op(LD_IMM64, 1, 0, 0, STAMP_MAGIC as u32 as i32);
+        a.op(0, 0, 0, 0, (STAMP_MAGIC >> 32) as u32 as i32);
+        a.op(STX_DW, 2, 1, 0, 0);
+        a.label(send);
+    }
     a.op(LDX_W, 2, 6, 16, 0); // rx_queue_index
     a.op(LD_IMM64, 1, BPF_PSEUDO_MAP_FD, 0, map_fd);
     a.op(0, 0, 0, 0, 0);
@@ -305,6 +343,15 @@ pub fn udp_redirect(m: &UdpMatch, map_fd: i32) -> Vec<Insn> {
     a.op(MOV64_K, 0, 0, 0, XDP_PASS);
     a.op(EXIT, 0, 0, 0, 0);
     a.finish()
+}
+
+/// The arrival time a stamping program wrote before the packet at `meta` (the
+/// [`STAMP_META_LEN`] bytes before a received frame's data), in CLOCK_TAI ns; `None` when
+/// they do not start with [`STAMP_MAGIC`] (the frame was not stamped).
+pub fn read_stamp(meta: &[u8]) -> Option<u64> {
+    let m = meta.get(..STAMP_META_LEN)?;
+    let word = |i: usize| u64::from_ne_bytes(m[i..i + 8].try_into().expect("8 bytes"));
+    (word(0) == STAMP_MAGIC).then(|| word(8))
 }
 
 /// The name of the discard program, as `bpftool prog` and `ip link` show it.
@@ -351,6 +398,13 @@ mod tests {
             prog(AddrMatch::Is(Ipv4Addr::new(10, 0, 0, 200)), AddrMatch::Any),
             prog(AddrMatch::Off, AddrMatch::Is(Ipv6Addr::LOCALHOST)),
             prog(AddrMatch::Any, AddrMatch::Off),
+            udp_redirect(
+                &UdpMatch {
+                    stamp: true,
+                    ..UdpMatch::to(123, AddrMatch::Any, AddrMatch::Any)
+                },
+                7,
+            ),
             udp_redirect(
                 &UdpMatch {
                     not_from: vec!["10.0.0.9".parse().unwrap(), "fd00::9".parse().unwrap()],
@@ -418,6 +472,43 @@ mod tests {
         assert!(p.iter().any(|i| i.code() == JGT_K && i.imm() == 40063));
         assert!(p.iter().any(|i| i.imm() == 0x581b)); // source port 7000 = 0x1b58
         assert!(p.iter().any(|i| i.imm() == 0x0100000a)); // source 10.0.0.1
+    }
+
+    #[test]
+    fn a_stamping_program_writes_magic_and_time_before_redirecting() {
+        let mut m = UdpMatch::to(123, AddrMatch::Any, AddrMatch::Any);
+        let plain = udp_redirect(&m, 7);
+        m.stamp = true;
+        let p = udp_redirect(&m, 7);
+        let calls: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code() == CALL)
+            .map(|i| i.imm())
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                BPF_FUNC_XDP_ADJUST_META,
+                BPF_FUNC_KTIME_GET_TAI_NS,
+                BPF_FUNC_REDIRECT_MAP
+            ]
+        );
+        assert!(
+            !plain.iter().any(|i| i.code() == STX_DW),
+            "no stores unless asked"
+        );
+        // Both 64-bit stores go to data_meta (r2): the time at +8, the magic at +0.
+        let stores: Vec<Insn> = p.iter().filter(|i| i.code() == STX_DW).copied().collect();
+        assert_eq!(
+            stores,
+            vec![Insn::new(STX_DW, 2, 0, 8, 0), Insn::new(STX_DW, 2, 1, 0, 0)]
+        );
+        let mut meta = [0u8; 16];
+        assert_eq!(read_stamp(&meta), None);
+        meta[..8].copy_from_slice(&STAMP_MAGIC.to_ne_bytes());
+        meta[8..].copy_from_slice(&42u64.to_ne_bytes());
+        assert_eq!(read_stamp(&meta), Some(42));
+        assert_eq!(read_stamp(&meta[..15]), None);
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! Where `serve --proto ntp` takes its receive timestamps on the other I/O paths: io_uring
+//! hands over the kernel's arrival stamp (control room in each provided buffer), as the
+//! socket path does; AF_XDP the time its XDP program wrote into each frame's metadata.
+//! Each answer's receive timestamp lies between the client's send and its receipt of the
+//! answer, and before the transmit timestamp; the counters say who stamped.
+
+use crate::ntp::{recv, request, serve_ntp};
+use crate::util::{json_of, tmp};
+use crate::xdp_util::{udp, Lab, Served, CLI4, SRV4};
+use firehose_ntpwire::{parse, Header, Timestamp};
+use firehose_sys::clock::realtime_ns;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// Timestamps are fuzzed below the clock's precision (about 2^-24 s here) and carry one
+/// marker bit: a nanosecond-scale slack, well under any path's delay.
+const SLACK_NS: i128 = 1_000;
+
+/// Sends `n` requests to `to` from `s`, each answered before the next; checks each answer
+/// and returns the (send, receive, transmit, back) times in ns.
+pub fn exchange(s: &UdpSocket, n: u64) -> Vec<[i128; 4]> {
+    (0..n)
+        .map(|i| {
+            let t = 0x2222_0000_0000_0000 + i;
+            let sent = realtime_ns();
+            s.send(&request(t)).unwrap();
+            let r = recv(s).expect("an answer");
+            let back = realtime_ns();
+            let h: Header = parse(&r).unwrap().header;
+            assert_eq!(
+                (h.mode, h.stratum, h.origin),
+                (4, 10, Timestamp(t)),
+                "{h:?}"
+            );
+            let (rx, tx) = (h.receive.to_unix_ns(sent), h.transmit.to_unix_ns(sent));
+            let (sent, back) = (i128::from(sent), i128::from(back));
+            assert!(
+                sent - SLACK_NS <= rx && rx <= tx + SLACK_NS && tx <= back + SLACK_NS,
+                "send {sent} <= receive {rx} <= transmit {tx} <= back {back}"
+            );
+            [sent, rx, tx, back]
+        })
+        .collect()
+}
+
+#[test]
+fn io_uring_answers_with_the_kernels_receive_stamps() {
+    if !crate::util::uring_or_skip("recvmsg") {
+        return;
+    }
+    let json = tmp("ntp-uring.json");
+    let srv = serve_ntp(&[
+        "--ntp-local-stratum",
+        "10",
+        "--io",
+        "uring",
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    exchange(&s, 5);
+    srv.stop();
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    let h = &j["handler"];
+    // Every answer's receive timestamp is the kernel's stamp, none the handler's reading.
+    assert_eq!(
+        (&h["ntp_client"], &h["ntp_rx_kernel"], &h["ntp_rx_daemon"]),
+        (&5.into(), &5.into(), &0.into()),
+        "{h}"
+    );
+}
+
+#[test]
+fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
+    if !crate::xdp_util::is_root() {
+        eprintln!("skipped: AF_XDP on a veth pair in namespaces needs root");
+        return;
+    }
+    let lab = Lab::new("nt");
+    let json = tmp("ntp-xdp.json");
+    let listen = format!("{SRV4}:12300");
+    let srv = Served::start(
+        &lab,
+        &[
+            "--proto",
+            "ntp",
+            "--ntp-local-stratum",
+            "10",
+            "--io",
+            "xdp",
+            "--iface",
+            &lab.dev,
+            "--listen",
+            &listen,
+            "--json-file",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        srv.banner.contains("rx_timestamps=XDP program"),
+        "{}",
+        srv.banner
+    );
+    let to: std::net::SocketAddr = listen.parse().unwrap();
+    let times = Lab::in_ns(&lab.cli, move || {
+        let s = udp(&format!("{CLI4}:0"));
+        s.connect(to).unwrap();
+        exchange(&s, 20)
+    });
+    assert_eq!(times.len(), 20);
+    let (out, st) = srv.stop("-INT");
+    assert!(st.success(), "{out}");
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    let (h, b) = (&j["handler"], &j["totals"]["backend"]);
+    // Every request came through the XDP program, stamped there, and was answered with it.
+    assert_eq!(
+        (
+            &b["xdp_requests"],
+            &b["xdp_rx_stamped"],
+            &b["socket_requests"]
+        ),
+        (&20.into(), &20.into(), &0.into()),
+        "{b}"
+    );
+    assert_eq!(
+        (&h["ntp_client"], &h["ntp_rx_kernel"], &h["ntp_rx_daemon"]),
+        (&20.into(), &20.into(), &0.into()),
+        "{h}"
+    );
+}
