@@ -117,11 +117,12 @@ bench-radius: build
 	@sh mk/deps lab
 	sh mk/bench-radius $(BIN)
 
-# NTP against chronyd on loopback (mk/bench-ntp: lab compare --proto ntp twice): both serve
-# the clock as a local stratum 10, no rate limit or client log, servers on CPU 0 (one
-# chronyd instance per CPU on a reuseport port), firehose load --proto ntp on CPU 1, 3
-# interleaved repetitions: responses/s and CPU per response at saturation, then the hold
-# time p99 at half of chronyd's maximum for both; medians (min-max), ratios, the load
+# NTP against chronyd on loopback, then (root) against chronyd and ntpsec's ntpd across the
+# lab's veth pair (mk/bench-ntp: lab compare --proto ntp four times): all serve the clock
+# at stratum 10, no rate limit or client log, servers on CPU 0 (one chronyd instance per
+# CPU on a reuseport port; ntpd one process on port 123), firehose load --proto ntp on
+# CPU 1, 3 interleaved repetitions: responses/s and CPU per response at saturation, then the
+# hold time p99 at half of chronyd's maximum for all; medians (min-max), ratios, the load
 # average at both ends.
 bench-ntp: build
 	@sh mk/deps lab

@@ -6,9 +6,8 @@
 
 mod dns;
 mod latency;
-mod ntp;
-mod radius;
 pub(crate) mod run;
+mod served;
 mod sink;
 mod stream;
 mod xdp;
@@ -28,6 +27,8 @@ use firehose_lab::plain_echo::PlainEcho;
 use firehose_lab::studies::compare::Compare;
 use firehose_lab::studies::echo::EchoOptions;
 use firehose_lab::studies::ladder::Ladder;
+use firehose_lab::studies::ntp::Ntp;
+use firehose_lab::studies::radius::Radius;
 use firehose_lab::study::Placement;
 use firehose_lab::topology::{self, Kind};
 use run::{run_study, StudyRun};
@@ -48,7 +49,7 @@ pub struct LabArgs {
 enum LabCommand {
     /// Climb the NTT ladder: each step adds one technique; tps, CPU, syscalls, latency, drops.
     Ladder(LadderArgs),
-    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS; ntp: vs chronyd).
+    /// Run servers and generators under the same load, interleaved; ratios (--proto dns: vs Knot, NSD; radius: vs FreeRADIUS; ntp: vs chronyd, ntpd).
     Compare(CompareArgs),
     /// Latency against load (10%...100% of max tps) per server profile, beside sockperf's under-load mode.
     Latency(latency::LatencyArgs),
@@ -194,21 +195,26 @@ users file. Generator: firehose load --proto radius (PAP, Message-Authenticator)
 on the client CPU; closed loop, or open loop at --rate. On loopback, or --topology veth\n\
 (servers in the server namespace, the generator in the client namespace; root).\n\
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
---flows --window (flows x window <= 256) --rate --timeout --topology --json --json-file\n\
---report --firehose-bin.\n\n\
+--flows --window (flows x window <= 256: RADIUS ids are 8 bits, one id space per generator\n\
+thread) --rate --timeout --topology --queues (veth) --json --json-file --report\n\
+--firehose-bin.\n\n\
 --proto ntp:\n\
 Servers: firehose (serve --proto ntp --ntp-local-stratum 10), chronyd (local stratum 10, no\n\
-ratelimit, one instance per worker on one SO_REUSEPORT port), on the same CPUs. Generator:\n\
-firehose load --proto ntp (every answer checked; hold time and offset), one thread on the\n\
-client CPU; closed loop, or open loop at --rate. Loopback only.\n\
+ratelimit, one instance per worker on one SO_REUSEPORT port), ntpd (ntpsec: orphan stratum\n\
+10, no rate limit; port 123 only, one process: --topology veth and one worker only), on\n\
+the same CPUs. Generator: firehose load --proto ntp (every answer checked; hold time and\n\
+offset), one thread on the client CPU; closed loop, or open loop at --rate. On loopback,\n\
+or --topology veth (servers in the server namespace, the generator in the client one; root).\n\
 Applies: --repetitions --duration --server-cpus --client-cpus (one) --workers (a list)\n\
---flows --window --rate --timeout --json --json-file --report --firehose-bin.\n\n\
+--flows --window --rate --timeout --topology --queues (veth) --json --json-file --report\n\
+--firehose-bin.\n\n\
 EXAMPLES:\n  \
   firehose lab compare --servers naive,tuned --rate 10k\n  \
   firehose lab compare --proto dns --duration 5 --report results/dns\n  \
   firehose lab compare --proto radius --server-cpus 0 --client-cpus 1\n  \
   firehose lab compare --proto radius --topology veth --duration 5\n  \
-  firehose lab compare --proto ntp --server-cpus 0 --client-cpus 1 --rate 50k")]
+  firehose lab compare --proto ntp --server-cpus 0 --client-cpus 1 --rate 50k\n  \
+  firehose lab compare --proto ntp --topology veth --servers firehose,chronyd,ntpd")]
 struct CompareArgs {
     #[command(flatten)]
     run: RunArgs,
@@ -217,8 +223,9 @@ struct CompareArgs {
     proto: Proto,
     /// Servers to compare, comma-separated, of (echo) naive, reuseport, steered, tuned,
     /// latency, uring (tuned over io_uring), plain, sockperf, (dns) firehose, knotd, nsd, (radius)
-    /// firehose, freeradius or (ntp) firehose, chronyd [default: echo naive,tuned,plain,sockperf;
-    /// dns firehose,knotd,nsd; radius firehose,freeradius; ntp firehose,chronyd].
+    /// firehose, freeradius or (ntp) firehose, chronyd, ntpd [default: echo
+    /// naive,tuned,plain,sockperf; dns firehose,knotd,nsd; radius firehose,freeradius; ntp
+    /// firehose,chronyd,ntpd].
     #[arg(long, value_name = "SERVERS")]
     servers: Option<String>,
     /// Generators to drive them with, of (echo) firehose, sockperf or (dns) dnsperf,
@@ -398,19 +405,13 @@ fn xdp_drop_cmd(x: XdpDropArgs) -> Result<()> {
 }
 
 impl CompareArgs {
-    /// Refuses, rather than ignores, the flags a loopback comparison against a peer server
-    /// (`--proto radius`, `ntp`: `name` in messages, lower case `proto`) has no use for;
-    /// `size` says why `--size` does not apply.
-    fn refuse_for_peer_compare(&self, name: &str, proto: &str, size: &str) -> Result<()> {
+    /// Refuses, rather than ignores, the flags a served-protocol comparison (`--proto
+    /// radius`, `ntp`: `title` in messages, lower case `proto`) has no use for; `size` says
+    /// why `--size` does not apply.
+    fn refuse_for_served(&self, proto: &str, size: &str) -> Result<()> {
         let r = &self.run;
-        let veth = format!("--topology veth: the {name} comparison runs on loopback only");
         let size = format!("--size: {size}");
         let given = [
-            (r.topology == Some(Kind::Veth), veth.as_str()),
-            (
-                r.queues.is_some(),
-                "--queues: the comparison runs on loopback, which has no queues to set",
-            ),
             (
                 r.warmup.is_some(),
                 "--warmup: the servers' CPU is measured over the whole generator run, so there is none",
@@ -532,10 +533,11 @@ fn ladder_cmd(l: LadderArgs) -> Result<()> {
 
 fn compare_cmd(c: CompareArgs) -> Result<()> {
     if c.proto == Proto::Radius {
-        return radius::compare(c);
+        let size = "RADIUS requests are Access-Requests of the generated users";
+        return served::compare(c, Radius::default(), size);
     }
     if c.proto == Proto::Ntp {
-        return ntp::compare(c);
+        return served::compare(c, Ntp::default(), "NTP requests are 48 bytes");
     }
     if let Some(io) = c.io.clone() {
         return xdp::compare(c, &io);

@@ -63,6 +63,10 @@ pub enum LoadProto {
 Open loop (--rate): requests leave on a fixed schedule; latency is measured from the\n\
 intended send time, so a slow server cannot hide its delay (coordinated omission).\n\
 A request unanswered within --timeout counts as lost and the run goes on.\n\
+Each thread tells its answers apart by request id, one id space for all its flows: DNS\n\
+and NTP ids hold 65536 requests in flight per thread, RADIUS's 8-bit Identifier 256, so\n\
+with --proto radius a thread's flows x --window may not exceed 256 (closed or open loop;\n\
+add --threads for more). In open loop, what the ids cannot hold is counted as unsent.\n\
 Exit code 1 when no transaction completed, or more were lost than --max-loss.\n\n\
 EXAMPLES:\n  \
   firehose load --target 127.0.0.1:9000 -t 5\n  \

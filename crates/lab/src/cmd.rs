@@ -54,6 +54,14 @@ pub fn installed(program: &str) -> bool {
 
 /// The Debian package that provides a tool the lab uses.
 pub fn install_hint(program: &str) -> String {
+    if program == "ntpd" {
+        // Debian's ntpsec conflicts with chrony (both provide time-daemon): mk/deps unpacks
+        // its ntpd instead of installing the package.
+        return format!(
+            "as root, sh mk/deps lab unpacks ntpsec's ntpd into {}",
+            crate::peers::ntpd::UNPACKED
+        );
+    }
     let pkg = match program {
         "ip" => "iproute2",
         "ethtool" => "ethtool",

@@ -1,6 +1,6 @@
 //! The servers an experiment can put under load: ours and the peers a user would pick
-//! instead, for echo (the ladder, `compare`), for DNS (`compare --proto dns`) and for
-//! RADIUS (`compare --proto radius`).
+//! instead, for echo (the ladder, `compare`), for DNS (`compare --proto dns`), for RADIUS
+//! (`compare --proto radius`) and for NTP (`compare --proto ntp`).
 
 use serde::Serialize;
 
@@ -28,6 +28,8 @@ pub enum ServerKind {
     FirehoseNtp,
     /// N chronyd instances on one SO_REUSEPORT port (`local stratum 10`, no rate limit).
     Chronyd,
+    /// ntpsec's ntpd: one process on port 123 (orphan stratum 10, no rate limit).
+    Ntpd,
 }
 
 /// The DNS servers, in the order `compare --proto dns` lists them.
@@ -38,7 +40,11 @@ pub const DNS_SERVERS: [ServerKind; 3] =
 pub const RADIUS_SERVERS: [ServerKind; 2] = [ServerKind::FirehoseRadius, ServerKind::FreeRadius];
 
 /// The NTP servers, in the order `compare --proto ntp` lists them.
-pub const NTP_SERVERS: [ServerKind; 2] = [ServerKind::FirehoseNtp, ServerKind::Chronyd];
+pub const NTP_SERVERS: [ServerKind; 3] = [
+    ServerKind::FirehoseNtp,
+    ServerKind::Chronyd,
+    ServerKind::Ntpd,
+];
 
 impl ServerKind {
     /// The program's name, as tables and the command line show it.
@@ -54,6 +60,15 @@ impl ServerKind {
             ServerKind::Nsd => "nsd",
             ServerKind::FreeRadius => "freeradius",
             ServerKind::Chronyd => "chronyd",
+            ServerKind::Ntpd => "ntpd",
+        }
+    }
+
+    /// The program's name as its authors write it, for sentences ("FreeRADIUS").
+    pub fn title(&self) -> &'static str {
+        match self {
+            ServerKind::FreeRadius => "FreeRADIUS",
+            other => other.name(),
         }
     }
 
@@ -102,6 +117,18 @@ impl ServerKind {
             ServerKind::FreeRadius => format!("thread pool {workers}"),
             ServerKind::FirehoseNtp => format!("workers {workers}"),
             ServerKind::Chronyd => format!("{workers} instance(s), reuseport"),
+            ServerKind::Ntpd => "1 process, port 123".into(),
+        }
+    }
+
+    /// True when the server's program can be run here (ours always; ntpd on PATH or where
+    /// mk/deps unpacks it).
+    pub fn found(&self) -> bool {
+        match self {
+            ServerKind::Ntpd => crate::peers::ntpd::find().is_some(),
+            other => other
+                .program()
+                .is_none_or(|(p, _)| crate::cmd::installed(p)),
         }
     }
 
@@ -116,6 +143,7 @@ impl ServerKind {
                 crate::peers::chronyd::PROGRAM,
                 crate::peers::chronyd::PACKAGE,
             )),
+            ServerKind::Ntpd => Some((crate::peers::ntpd::PROGRAM, crate::peers::ntpd::PACKAGE)),
             _ => None,
         }
     }
@@ -130,7 +158,7 @@ pub fn installed(
     servers
         .iter()
         .filter(|k| match k.program() {
-            Some((prog, _)) if !crate::cmd::installed(prog) => {
+            Some((prog, _)) if !k.found() => {
                 skipped.push(crate::study::Skipped::not_installed(prog));
                 false
             }
@@ -180,5 +208,7 @@ mod tests {
             Some(ServerKind::FirehoseNtp)
         );
         assert_eq!(ServerKind::Chronyd.config(2), "2 instance(s), reuseport");
+        assert_eq!(ServerKind::ntp_from_name("ntpd"), Some(ServerKind::Ntpd));
+        assert_eq!(ServerKind::FreeRadius.title(), "FreeRADIUS");
     }
 }

@@ -297,22 +297,24 @@ fn max_ids(bits: u32) -> usize {
     }
 }
 
-/// Refuses a plan whose requests in flight outnumber the protocol's ids. Closed loop needs
-/// every window slot; open loop only sizes its table from the rate and the timeout, and
-/// counts as unsent what does not fit.
-fn check_ids(plan: &ThreadPlan, bits: u32) -> Result<(), SetupError> {
+/// Refuses a plan that promises more requests in flight on one thread than the protocol's
+/// ids tell apart (the ids are one space per thread: one table of outstanding requests,
+/// shared by its flows). Closed loop keeps `--window` on each of the thread's flows; open
+/// loop caps each at `--window` (0: no cap, and what the ids cannot hold is counted as
+/// unsent), so a cap above the ids would be a promise silently broken.
+fn check_ids(cfg: &LoadConfig, t: usize, bits: u32) -> Result<(), SetupError> {
     let max_ids = max_ids(bits);
-    if plan.interval_ns.is_none() && plan.in_flight > max_ids {
+    let flows_here = (cfg.flows + cfg.threads - 1 - t) / cfg.threads;
+    let promised = flows_here.saturating_mul(cfg.window);
+    if promised > max_ids {
         return Err(Usage::new(
             Setting::Window,
             format!(
-                "thread {} would keep up to {} requests in flight but this protocol's ids only distinguish {}; lower {}/{}/{} or add {}",
-                plan.index,
-                plan.in_flight,
-                max_ids,
+                "thread {t} would keep up to {promised} requests in flight ({flows_here} flow(s) x {} {}) but this protocol's ids only distinguish {max_ids} per thread; lower {}/{} or add {}",
+                Setting::Window.r(),
+                cfg.window,
                 Setting::Window.r(),
                 Setting::Flows.r(),
-                Setting::Timeout.r(),
                 Setting::Threads.r()
             ),
         )
@@ -333,7 +335,7 @@ where
     // Every thread's plan is checked before any thread starts.
     let bits = make(0).id_bits();
     for t in 0..cfg.threads {
-        check_ids(&ThreadPlan::new(cfg, t), bits)?;
+        check_ids(cfg, t, bits)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     let live: Arc<Vec<Live>> = Arc::new((0..cfg.threads).map(|_| Live::default()).collect());

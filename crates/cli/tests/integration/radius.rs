@@ -369,7 +369,34 @@ fn bad_radius_input_is_one_line_and_exit_2() {
             vec!["lab", "compare", "--proto", "radius", "--size", "100"],
             "--size: RADIUS requests are Access-Requests of the generated users",
         ),
+        (
+            vec!["lab", "compare", "--proto", "radius", "--queues", "2"],
+            "--queues sets the veth pair's queues: use it with --topology veth",
+        ),
     ];
+    // One id space of 256 per generator thread, shared by its flows: a window above it is
+    // refused in closed loop and in open loop (where it caps each flow).
+    let u = example("users");
+    let load = [
+        "load",
+        "--proto",
+        "radius",
+        "--target",
+        "127.0.0.1:9",
+        "--radius-users",
+        &u,
+        "--radius-clients",
+        &c,
+    ];
+    let mut cases = cases;
+    for extra in [
+        &["--flows", "2", "--window", "129"][..],
+        &["--rate", "1000", "--window", "300"][..],
+    ] {
+        let mut a = load.to_vec();
+        a.extend_from_slice(extra);
+        cases.push((a, "ids only distinguish 256 per thread"));
+    }
     for (args, want) in cases {
         let o = run(&args);
         let e = stderr(&o);

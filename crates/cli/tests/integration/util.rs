@@ -343,6 +343,53 @@ pub fn lab_cmd(cmd: Command) -> Output {
     Bounded::spawn(cmd).wait(LAB_LIMIT)
 }
 
+/// What a bounded `lab compare` run left: what it printed, its JSON document, and its
+/// report.md and report.html.
+pub struct LabCompare {
+    pub stdout: String,
+    pub doc: serde_json::Value,
+    pub md: String,
+    pub html: String,
+}
+
+/// Runs `firehose lab compare --proto PROTO` bounded (one repetition of 1 s, one worker,
+/// then `extra`: flows, window, servers, topology...) within [`LAB_LIMIT`], with its JSON
+/// and report in a scratch directory of the call's own (removed after reading); fails the
+/// test when the run fails or leaves a process behind that names that directory.
+pub fn lab_compare<S: AsRef<OsStr>>(proto: &str, extra: &[S]) -> LabCompare {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = tempdir(&format!("lab-compare-{proto}-{n}"));
+    let (json, report) = (dir.join("run.json"), dir.join("report"));
+    let mut args: Vec<&OsStr> = ["lab", "compare", "--proto", proto, "--repetitions", "1"]
+        .iter()
+        .chain(&["--duration", "1", "--workers", "1"])
+        .copied()
+        .map(OsStr::new)
+        .collect();
+    args.extend(extra.iter().map(AsRef::as_ref));
+    args.extend([
+        OsStr::new("--json-file"),
+        json.as_os_str(),
+        OsStr::new("--report"),
+        report.as_os_str(),
+    ]);
+    let out = lab_run(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", stderr(&out));
+    let left = Command::new("pgrep")
+        .args(["-f", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "left running: {:?}", left.stdout);
+    LabCompare {
+        stdout,
+        doc: json_of(&json),
+        md: std::fs::read_to_string(report.join("report.md")).unwrap_or_default(),
+        html: std::fs::read_to_string(report.join("report.html")).unwrap_or_default(),
+    }
+}
+
 /// A port on `ip` free right now for UDP and TCP.
 pub fn free_port(ip: &str) -> u16 {
     firehose_sys::socket::free_port(ip.parse().expect("an IP address")).expect("a free port")

@@ -77,6 +77,8 @@ pub struct Statistics {
     /// dnsperf reports the mean latency only.
     pub mean_us: Option<f64>,
     pub codes: BTreeMap<String, u64>,
+    /// "Run time (s)": how long it sent queries.
+    pub run_s: Option<f64>,
 }
 
 /// Reads dnsperf's "Statistics" block; `None` when it is not there.
@@ -108,6 +110,7 @@ pub fn parse(text: &str) -> Option<Statistics> {
         lost,
         mean_us,
         codes,
+        run_s: field("Run time (s):").and_then(first_num),
     })
 }
 
@@ -123,6 +126,7 @@ mod tests {
         assert_eq!(r.lost, 0);
         assert!((r.qps - 193817.688403).abs() < 1e-6);
         assert_eq!(r.mean_us, Some(75.0));
+        assert_eq!(r.run_s, Some(1.000079));
         assert_eq!(r.codes["NOERROR"], 145375);
         assert_eq!(r.codes["NXDOMAIN"], 48458);
         assert!(parse("no statistics here").is_none());

@@ -19,6 +19,7 @@ pub mod freeradius;
 pub mod iperf3;
 pub mod knot;
 pub mod nsd;
+pub mod ntpd;
 pub mod perf;
 pub mod radius_server;
 pub mod sockperf;

@@ -1,16 +1,13 @@
 //! The RADIUS servers the lab compares, started one way: ours (`firehose serve --proto
 //! radius`) and FreeRADIUS ([`super::freeradius`]), both on the same clients.conf and users
-//! file, and ready once they answer a Status-Server. `lab compare --proto radius` starts
-//! its servers here.
+//! file (readiness is [`super::freeradius::answers_status`], a Status-Server).
+//! `lab compare --proto radius` starts its servers here.
 
 use super::freeradius::{self, FreeRadiusPlan};
-use crate::proc::Proc;
 use crate::server::ServerKind;
-use crate::study::Lab;
 use crate::{LabError, LabResult};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// Everything a RADIUS server start needs.
 #[derive(Debug, Clone)]
@@ -73,42 +70,6 @@ impl RadiusServer<'_> {
                 other.config(self.workers)
             ))),
         }
-    }
-}
-
-/// Waits until the server `proc` answers a Status-Server on `addr` (signed with `secret`),
-/// at most `within`. `Ok(Err(why))` when it exited or never answered: the reason quotes
-/// what it wrote.
-pub fn wait_answering(
-    lab: &Lab<'_>,
-    proc: &mut Proc,
-    addr: SocketAddr,
-    secret: &[u8],
-    within: Duration,
-) -> LabResult<Result<(), String>> {
-    let by = Instant::now() + within;
-    let mut id = 0u8;
-    loop {
-        if let Some(st) = proc.exited() {
-            return Ok(Err(format!(
-                "{} exited ({st}) before answering: {}",
-                proc.name(),
-                proc.stderr_tail()
-            )));
-        }
-        id = id.wrapping_add(1);
-        if freeradius::answers_status(addr, secret, id, Duration::from_millis(50)) {
-            return Ok(Ok(()));
-        }
-        if Instant::now() >= by {
-            return Ok(Err(format!(
-                "{} did not answer a Status-Server on {addr} within {:.0} s: {}",
-                proc.name(),
-                within.as_secs_f64(),
-                proc.stderr_tail()
-            )));
-        }
-        lab.check()?;
     }
 }
 

@@ -14,13 +14,13 @@ mod report;
 pub use drivers::{Driver, DriverResult};
 pub use report::DnsRow;
 
-use crate::cputime::{self, Scope};
+use super::served;
+use crate::cputime;
 use crate::peers::dns_server::{self, wait_answering, DnsServer};
 use crate::peers::dnsperf::TcpLoad;
 use crate::peers::perf::{SyscallCount, SyscallCounter};
 use crate::proc::Proc;
 use crate::report::Page;
-use crate::sample::SocketLoss;
 use crate::server::{ServerKind, DNS_SERVERS};
 use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
 use crate::{cmd, LabError, LabResult};
@@ -170,7 +170,7 @@ pub fn generate_queries(exist: &[(String, &'static str)], count: usize) -> Strin
 pub fn parse_names<T>(
     flag: &str,
     list: &str,
-    from_name: fn(&str) -> Option<T>,
+    from_name: impl Fn(&str) -> Option<T>,
     known: &str,
 ) -> Result<Vec<T>, LabError> {
     list.split(',')
@@ -186,9 +186,10 @@ impl DnsCompare {
     fn check(&self, lab: &Lab<'_>) -> LabResult<()> {
         let usage = |m: String| Err(LabError::Usage(m));
         let (server_cpus, client_cpus) = (&lab.placement.server_cpus, &lab.placement.client_cpus);
-        if self.servers.is_empty() || self.drivers.is_empty() || self.workers.is_empty() {
-            return usage("name at least one server, driver and worker count".into());
+        if self.drivers.is_empty() {
+            return usage("name at least one driver".into());
         }
+        served::check_sides(lab, &self.servers, &self.workers)?;
         if let Some(k) = self.servers.iter().find(|k| !k.speaks_dns()) {
             return usage(format!(
                 "{} is not a DNS server (use firehose, knotd or nsd)",
@@ -197,9 +198,6 @@ impl DnsCompare {
         }
         if self.duration.is_zero() || self.names == 0 || self.queries == 0 {
             return usage("duration, names and queries must be positive".into());
-        }
-        if client_cpus.is_empty() || server_cpus.is_empty() {
-            return usage("give at least one server CPU and one client CPU".into());
         }
         if let Some(c) = client_cpus.iter().find(|c| server_cpus.contains(c)) {
             return usage(format!(
@@ -256,13 +254,10 @@ impl Study for DnsCompare {
             skipped.push(Skipped::not_installed("dnsperf"));
             drivers.retain(|d| *d != Driver::Dnsperf);
         }
-        let n_cpus = lab.placement.server_cpus.len();
         let mut cells = Vec::new();
         for kind in &servers {
             for &w in &self.workers {
-                if w > n_cpus {
-                    let name = format!("{} {}", kind.name(), kind.config(w));
-                    skipped.push(Skipped::too_few_cpus(name, w, &lab.placement.server_cpus));
+                if !served::fits(lab, kind, w, &mut skipped) {
                     continue;
                 }
                 for &driver in &drivers {
@@ -294,10 +289,7 @@ impl Study for DnsCompare {
         let (zone, _) = self.files.clone().expect("planned");
         let port = crate::proc::free_port()?;
         self.starts += 1;
-        let dir = lab
-            .workdir
-            .join(format!("{}-{}-{}", c.server.name(), c.workers, self.starts));
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display(), e))?;
+        let dir = served::server_dir(lab, &c.server, c.workers, self.starts)?;
         let argv = DnsServer {
             kind: &c.server,
             firehose: &lab.bin,
@@ -353,16 +345,14 @@ impl Study for DnsCompare {
         } else {
             None
         };
-        let loss_before = SocketLoss::read(pid, port)?;
-        let before = cputime::seconds(pid, Scope::Tree)?;
+        let busy = served::Busy::start(vec![pid], port)?;
         let result = drivers::run(lab, &plan)?;
-        let server_s = (cputime::seconds(pid, Scope::Tree)? - before).max(0.0);
-        let loss = SocketLoss::read(pid, port)?.since(&loss_before);
+        let spent = busy.finish()?;
         Ok(Outcome::Done(Sample {
             result,
-            server_s,
-            server_drops: loss.socket_drops,
-            rcvbuf_errors: loss.rcvbuf_errors,
+            server_s: spent.server_s,
+            server_drops: spent.server_drops,
+            rcvbuf_errors: spent.rcvbuf_errors,
             syscalls: perf.and_then(SyscallCounter::finish),
             syscalls_per_query: None,
         }))

@@ -1,401 +1,366 @@
-//! `lab compare --proto ntp`: `firehose serve --proto ntp` against chronyd, like for like on
-//! loopback: both serve this host's clock as a local stratum 10 server with no rate limit,
-//! on the same server CPUs (firehose's workers, as many chronyd instances on one
-//! SO_REUSEPORT port as chrony's documentation advises for several cores, one per CPU), and
-//! the same generator (`firehose load --proto ntp`: client requests with random transmit
-//! timestamps, every answer checked) pinned to the client CPU, interleaved repetitions.
-//!
-//! A cell is a (server, workers); the server is started once per repetition (its group) and
-//! the generator runs against it. The server's CPU is the delta of utime+stime over its
-//! processes' trees across the generator's run, the host's its busy time (/proc/stat: wall
-//! x CPUs - idle). Besides rate and latency, each trial keeps what ntpperf looks at: the server's
-//! hold time (transmit - receive) and the offset the client measures.
+//! `lab compare --proto ntp`: `firehose serve --proto ntp` against chronyd and ntpsec's ntpd,
+//! like for like: all serve this host's clock as a stratum 10 server with no rate limit, on
+//! the same server CPUs (firehose's workers, as many chronyd instances on one SO_REUSEPORT
+//! port as chrony's documentation advises for several cores, one per CPU; ntpd is one
+//! process on port 123, so it runs on veth only, at one worker: `peers/ntpd.rs`), and the
+//! same generator (`firehose load --proto ntp`: client requests with random transmit
+//! timestamps, every answer checked) pinned to the client CPU, interleaved repetitions
+//! ([`ServedCompare`]), on loopback or across the lab's veth pair.
+//! Besides rate and latency, each trial keeps what ntpperf looks at: the server's hold time
+//! (transmit - receive) and the offset the client measures.
 
-mod report;
-
-pub use report::NtpRow;
-
-use crate::cputime::{self, Scope};
+use super::served::{self, Row, Served, ServedCompare, Spec, Start, Trial};
 use crate::peers::chronyd::{self, ChronydConf};
-use crate::peers::firehose;
+use crate::peers::ntpd::{self, NtpdConf};
 use crate::proc::Proc;
-use crate::report::Page;
-use crate::sample::SocketLoss;
 use crate::server::{ServerKind, NTP_SERVERS};
-use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
-use crate::topology::Side;
+use crate::stats::Summary;
+use crate::study::Lab;
+use crate::topology::{Kind, Side};
 use crate::{LabError, LabResult};
+use firehose_load::LoadReport;
 use serde::Serialize;
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
-/// The stratum both servers claim (chronyd's `local stratum`, firehose's
-/// `--ntp-local-stratum`): neither needs a synchronised host clock.
+/// The stratum every server claims (chronyd's `local stratum`, ntpd's orphan stratum,
+/// firehose's `--ntp-local-stratum`): none needs a synchronised host clock.
 pub const STRATUM: u8 = 10;
 
-/// What to compare and how.
-pub struct NtpCompare {
-    pub servers: Vec<ServerKind>,
-    /// Worker counts to try for every server (firehose's workers, chronyd's instances).
-    pub workers: Vec<usize>,
-    pub duration: Duration,
-    /// The generator's sockets and requests outstanding on each.
-    pub flows: usize,
-    pub window: usize,
-    /// Offered load in requests/s; `None` is closed loop at saturation.
-    pub rate: Option<u64>,
-    /// How long the generator waits for an answer before counting it lost.
-    pub timeout: Option<Duration>,
-    /// The server processes of the group entered last, and their address.
-    server: Option<(Vec<Proc>, SocketAddr)>,
-    /// Server starts so far (each gets its own directory).
-    starts: usize,
-}
+/// The NTP comparison.
+pub type NtpCompare = ServedCompare<Ntp>;
 
 impl Default for NtpCompare {
     fn default() -> Self {
-        NtpCompare {
-            servers: NTP_SERVERS.to_vec(),
-            workers: vec![1],
-            duration: Duration::from_secs(5),
-            flows: 4,
-            window: 32,
-            rate: None,
-            timeout: None,
-            server: None,
-            starts: 0,
+        ServedCompare::new(Ntp::default())
+    }
+}
+
+/// NTP as [`ServedCompare`] serves it.
+#[derive(Debug, Clone)]
+pub struct Ntp {
+    /// The generator's address, the one client chronyd allows (set in `prepare`).
+    client: String,
+}
+
+impl Default for Ntp {
+    fn default() -> Self {
+        Ntp {
+            client: "127.0.0.1".into(),
         }
     }
 }
 
-/// One (server, workers).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Cell {
-    #[serde(serialize_with = "crate::server::serialize_key")]
-    pub server: ServerKind,
-    pub workers: usize,
-}
-
-/// What one generator run against a running server saw.
+/// The server's hold time (its transmit - receive timestamps) and the offset the client
+/// computes, µs, over the measured window; `None` with no valid answer.
 #[derive(Debug, Clone, Serialize)]
-pub struct Measured {
-    /// Completed (validated) requests per second, as the generator reports it.
-    pub rps: f64,
-    pub completed: u64,
-    pub lost: u64,
-    pub unsent: u64,
-    /// Responses that failed validation, by reason (origin, mode, KoD, unsynchronised...).
-    pub invalid: BTreeMap<String, u64>,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    /// The server's hold time (its transmit - receive timestamps) and the offset the
-    /// client computes, µs, over the measured window; `None` with no valid answer.
+pub struct NtpFigures {
     pub hold_p50_us: Option<f64>,
     pub hold_p99_us: Option<f64>,
     pub offset_p50_us: Option<f64>,
     pub offset_p99_us: Option<f64>,
-    /// CPU seconds over the generator's run: the server's processes' trees, the whole
-    /// host's busy time, and the generator's own (to its exit).
-    pub server_s: f64,
-    pub host_s: f64,
-    pub client_s: f64,
-    pub wall_s: f64,
-    /// Datagrams the server's sockets dropped (/proc/net/udp) during the run.
-    pub server_drops: u64,
-    /// Growth of the host's Udp RcvbufErrors during the run (the generator's sockets too).
-    pub rcvbuf_errors: u64,
 }
 
-/// The figures of one trial: what was measured, and per request.
-pub type Trial = super::served::PerRequest<Measured>;
-
-impl super::served::Costs for Measured {
-    fn completed(&self) -> u64 {
-        self.completed
-    }
-    fn seconds(&self) -> (f64, f64, f64, f64) {
-        (self.server_s, self.host_s, self.client_s, self.wall_s)
-    }
+/// [`NtpFigures`] over a cell's repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct NtpRowFigures {
+    pub hold_p50_us: Option<Summary>,
+    pub hold_p99_us: Option<Summary>,
+    pub offset_p50_us: Option<Summary>,
+    pub offset_p99_us: Option<Summary>,
 }
 
-impl NtpCompare {
-    fn check(&self, lab: &Lab<'_>) -> LabResult<()> {
-        let usage = |m: String| Err(LabError::Usage(m));
-        let (server_cpus, client_cpus) = (&lab.placement.server_cpus, &lab.placement.client_cpus);
-        if self.servers.is_empty() || self.workers.is_empty() {
-            return usage("name at least one server and one worker count".into());
+/// A row of the NTP comparison.
+pub type NtpRow = Row<NtpRowFigures>;
+
+impl Served for Ntp {
+    type Figures = NtpFigures;
+    type RowFigures = NtpRowFigures;
+
+    fn spec(&self) -> Spec {
+        Spec {
+            proto: "ntp",
+            title: "NTP",
+            servers: NTP_SERVERS.to_vec(),
+            requests: "NTPv4 client requests with random transmit timestamps",
+            unit: "response",
+            rate: "responses/s",
+            rate_column: "resp/s median (min-max)",
+            widths: (9, 24),
+            goal: (ServerKind::Chronyd, 4.0),
+            id_bits: 16,
+            latency: ("hold-time p99 (transmit - receive)", 2),
         }
-        if let Some(k) = self.servers.iter().find(|k| !NTP_SERVERS.contains(k)) {
-            return usage(format!(
-                "{} is not an NTP server (use firehose or chronyd)",
-                k.name()
+    }
+
+    fn prepare(
+        &mut self,
+        lab: &Lab<'_>,
+        client: IpAddr,
+        servers: &[ServerKind],
+    ) -> LabResult<Vec<String>> {
+        self.client = client.to_string();
+        let mut notes = vec![format!(
+            "all serve this host's clock at stratum {STRATUM} with no rate limit (firehose: --ntp-local-stratum {STRATUM}; chronyd: `local stratum {STRATUM}`, `noclientlog`, no `ratelimit`, -x so it never touches the clock); chronyd runs one instance per worker on one SO_REUSEPORT port, each pinned to one of the same server CPUs firehose's workers use"
+        )];
+        if servers.contains(&ServerKind::Ntpd) && lab.topo.kind() == Kind::Veth {
+            notes.push(format!(
+                "ntpd (ntpsec) runs as one process on port {port} (it has no option for another port, and binds it without SO_REUSEPORT, so never one instance per CPU), pinned to the first server CPU; orphan mode at stratum {STRATUM} (`tos orphan {STRATUM} orphanwait 0`: run this way, ntpsec 1.2.2's local clock driver never became its source in 150 s), `unrestrict default limited` (no rate limit; `noquery` stays), `disable monitor` (no client log), `disable ntp`, `disable kernel`, and no CAP_SYS_TIME (setpriv), so it never touches the clock",
+                port = ntpd::PORT
             ));
         }
-        if self.duration.is_zero() || self.flows == 0 || self.window == 0 {
-            return usage("duration, flows and window must be positive".into());
+        Ok(notes)
+    }
+
+    fn cannot(&self, kind: &ServerKind, workers: usize, topology: Kind) -> Option<String> {
+        if *kind != ServerKind::Ntpd {
+            return None;
         }
-        if client_cpus.is_empty() || server_cpus.is_empty() {
-            return usage("give at least one server CPU and one client CPU".into());
+        if topology == Kind::Loopback {
+            return Some(format!(
+                "ntpd serves port {} only (ntpsec has no option for another port), which on loopback is this host's NTP port: it runs with --topology veth, in the lab's server namespace",
+                ntpd::PORT
+            ));
         }
-        Ok(())
+        (workers > 1).then(|| {
+            format!(
+                "ntpd is one process on port {} without SO_REUSEPORT: it cannot run one instance per CPU (it runs at --workers 1)",
+                ntpd::PORT
+            )
+        })
     }
 
-    /// The generator's arguments after `load --target ADDR`.
-    fn load_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--proto",
-            "ntp",
-            "--threads",
-            "1",
-            "--flows",
-            &self.flows.to_string(),
-            "--window",
-            &self.window.to_string(),
-            "--duration",
-            &format!("{}", self.duration.as_secs_f64()),
-        ]
-        .map(String::from)
-        .to_vec();
-        if let Some(r) = self.rate {
-            a.extend(["--rate".into(), r.to_string()]);
-        }
-        if let Some(t) = self.timeout {
-            a.extend(["--timeout".into(), format!("{}ms", t.as_millis().max(1))]);
-        }
-        a
+    fn fixed_port(&self, kind: &ServerKind) -> Option<u16> {
+        (*kind == ServerKind::Ntpd).then_some(ntpd::PORT)
     }
 
-    /// Starts firehose on `cpus` and waits until it answers a client request.
-    fn start_firehose(
-        &self,
-        lab: &Lab<'_>,
-        cpus: &[usize],
-        listen: SocketAddr,
-        tag: &str,
-    ) -> LabResult<Proc> {
-        let w = cpus.len().to_string();
-        let stratum = STRATUM.to_string();
-        let listen_s = listen.to_string();
-        let argv = lab.firehose(&[
-            "serve",
-            "--proto",
-            "ntp",
-            "--ntp-local-stratum",
-            &stratum,
-            "--listen",
-            &listen_s,
-            "--workers",
-            &w,
-            "--cpus",
-            "auto",
-        ]);
-        let mut p = lab.spawn(Side::Server, cpus, &argv, tag)?;
-        let by = Instant::now() + Duration::from_secs(15);
-        let mut transmit = 1u64 << 62;
-        loop {
-            if let Some(st) = p.exited() {
-                return Err(LabError::Run(format!(
-                    "{} exited ({st}) before answering: {}",
-                    p.name(),
-                    p.stderr_tail()
-                )));
-            }
-            transmit += 1;
-            if chronyd::answers(listen, transmit, Duration::from_millis(50)) {
-                return Ok(p);
-            }
-            if Instant::now() >= by {
-                return Err(LabError::Run(format!(
-                    "{} did not answer on {listen} within 15 s: {}",
-                    p.name(),
-                    p.stderr_tail()
-                )));
-            }
-            lab.check()?;
-        }
-    }
-}
-
-impl Study for NtpCompare {
-    type Cell = Cell;
-    type Measured = Measured;
-    type Trial = Trial;
-    type Row = NtpRow;
-
-    fn name(&self) -> String {
-        "compare --proto ntp".into()
-    }
-
-    fn plan(&mut self, lab: &mut Lab<'_>) -> LabResult<Plan<Cell>> {
-        self.check(lab)?;
-        let mut skipped = Vec::new();
-        let servers = crate::server::installed(&self.servers, &mut skipped);
-        let n_cpus = lab.placement.server_cpus.len();
-        let mut cells = Vec::new();
-        for &w in &self.workers {
-            for kind in &servers {
-                if w > n_cpus {
-                    let name = format!("{} {}", kind.name(), kind.config(w));
-                    skipped.push(Skipped::too_few_cpus(name, w, &lab.placement.server_cpus));
-                    continue;
-                }
-                cells.push(Cell {
-                    server: kind.clone(),
-                    workers: w,
-                });
-            }
-        }
-        let notes = vec![format!(
-            "both serve this host's clock at local stratum {STRATUM} with no rate limit (chronyd: `local stratum {STRATUM}`, `noclientlog`, no `ratelimit`, -x so it never touches the clock; firehose: --ntp-local-stratum {STRATUM}); chronyd runs one instance per worker on one SO_REUSEPORT port, each pinned to one of the same server CPUs firehose's workers use"
-        )];
-        Plan::compare(cells, skipped, notes)
-    }
-
-    fn cell_name(&self, c: &Cell) -> String {
-        format!("{} {}", c.server.name(), c.server.config(c.workers))
-    }
-
-    fn group(&self, c: &Cell) -> Option<String> {
-        Some(self.cell_name(c))
-    }
-
-    fn enter(&mut self, lab: &mut Lab<'_>, c: &Cell) -> LabResult<Option<String>> {
-        let port = crate::proc::free_port()?;
-        self.starts += 1;
-        let listen: SocketAddr = ([127, 0, 0, 1], port).into();
-        let cpus = lab.placement.server_cpus[..c.workers].to_vec();
-        let tag = format!("{}-{}-server", c.server.name(), self.starts);
-        let procs = match c.server {
+    fn start(&self, lab: &Lab<'_>, s: &Start<'_>) -> LabResult<Vec<Proc>> {
+        match s.kind {
             ServerKind::Chronyd => {
-                let dir = lab.workdir.join(format!("chronyd-{}", self.starts));
-                std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display(), e))?;
                 let conf = ChronydConf {
-                    listen,
-                    allow: "127.0.0.1",
+                    listen: s.listen,
+                    allow: &self.client,
                     stratum: STRATUM,
                 };
                 chronyd::start(
                     lab,
                     Side::Server,
-                    &cpus,
-                    &dir,
+                    s.cpus,
+                    s.dir,
                     &conf,
-                    c.workers,
+                    s.workers,
                     Duration::from_secs(15),
-                )?
+                )
             }
-            _ => vec![self.start_firehose(lab, &cpus, listen, &tag)?],
-        };
-        self.server = Some((procs, listen));
-        Ok(None)
+            ServerKind::Ntpd => {
+                let program = ntpd::find().ok_or_else(|| {
+                    LabError::Run(format!(
+                        "ntpd is gone ({})",
+                        crate::cmd::install_hint(ntpd::PROGRAM)
+                    ))
+                })?;
+                let argv = NtpdConf {
+                    dir: s.dir,
+                    stratum: STRATUM,
+                }
+                .write(&program)
+                .map_err(|e| LabError::io(s.dir.display(), e))?;
+                Ok(vec![lab.spawn(Side::Server, s.cpus, &argv, s.tag)?])
+            }
+            _ => {
+                let w = s.workers.to_string();
+                let stratum = STRATUM.to_string();
+                let listen = s.listen.to_string();
+                let argv = lab.firehose(&[
+                    "serve",
+                    "--proto",
+                    "ntp",
+                    "--ntp-local-stratum",
+                    &stratum,
+                    "--listen",
+                    &listen,
+                    "--workers",
+                    &w,
+                    "--cpus",
+                    "auto",
+                ]);
+                Ok(vec![lab.spawn(Side::Server, s.cpus, &argv, s.tag)?])
+            }
+        }
     }
 
-    fn leave(&mut self, _lab: &mut Lab<'_>) -> LabResult<()> {
-        self.server = None;
-        Ok(())
+    fn answers(&self, addr: SocketAddr, n: u64, timeout: Duration) -> bool {
+        chronyd::answers(addr, (1u64 << 62) + n, timeout)
     }
 
-    fn trial(&mut self, lab: &mut Lab<'_>, _c: &Cell, _rep: usize) -> LabResult<Outcome<Measured>> {
-        let (procs, listen) = self.server.as_ref().expect("entered");
-        let pids: Vec<u32> = procs.iter().map(Proc::pid).collect();
-        let listen = *listen;
-        let json = lab.workdir.join("load.json");
-        let _ = std::fs::remove_file(&json);
-        let argv = firehose::load(lab, &listen.to_string(), &self.load_args(), &json, None);
-        let server_cpu = |pids: &[u32]| -> LabResult<f64> {
-            let mut s = 0.0;
-            for p in pids {
-                s += cputime::seconds(*p, Scope::Tree)?;
-            }
-            Ok(s)
-        };
-        // The instances share the port and the network namespace: one reads the host's
-        // Udp counters, every socket on the port is counted once.
-        let loss_before = SocketLoss::read(pids[0], listen.port())?;
-        let host_before = cputime::StatReading::now()?;
-        let server_before = server_cpu(&pids)?;
-        let cpus = lab.placement.client_cpus[..1].to_vec();
-        let within = self.duration + Duration::from_secs(30);
-        let done = lab.run_to_end(Side::Client, &cpus, &argv, "firehose-load", within)?;
-        let server_s = (server_cpu(&pids)? - server_before).max(0.0);
-        let host_s = crate::sample::host_cpu_since(&host_before)?;
-        let loss = SocketLoss::read(pids[0], listen.port())?.since(&loss_before);
-        let (r, _) = firehose::read_load(&json)?;
+    fn load_args(&self) -> Vec<String> {
+        vec!["--proto".into(), "ntp".into()]
+    }
+
+    fn figures(&self, r: &LoadReport) -> NtpFigures {
         let m = |name: &str, f: fn(&firehose_load::report::LatencyUs) -> f64| {
             r.measures.get(name).filter(|_| r.completed > 0).map(f)
         };
-        Ok(Outcome::Done(Measured {
-            rps: r.tps,
-            completed: r.completed,
-            lost: r.lost,
-            unsent: r.unsent,
-            invalid: r.invalid.clone(),
-            p50_us: r.latency_us.p50,
-            p99_us: r.latency_us.p99,
+        NtpFigures {
             hold_p50_us: m("hold", |l| l.p50),
             hold_p99_us: m("hold", |l| l.p99),
             offset_p50_us: m("offset", |l| l.p50),
             offset_p99_us: m("offset", |l| l.p99),
-            server_s,
-            host_s,
-            client_s: done.cpu_s,
-            wall_s: done.wall_s,
-            server_drops: loss.socket_drops,
-            rcvbuf_errors: loss.rcvbuf_errors,
-        }))
+        }
     }
 
-    fn metrics(&self, _c: &Cell, m: Measured) -> Trial {
-        super::served::per_request(m)
+    fn row_figures(&self, trials: &[Trial<NtpFigures>]) -> NtpRowFigures {
+        let sum = |f: fn(&NtpFigures) -> Option<f64>| {
+            Summary::of(trials.iter().filter_map(|t| f(&t.measured.proto)))
+        };
+        NtpRowFigures {
+            hold_p50_us: sum(|f| f.hold_p50_us),
+            hold_p99_us: sum(|f| f.hold_p99_us),
+            offset_p50_us: sum(|f| f.offset_p50_us),
+            offset_p99_us: sum(|f| f.offset_p99_us),
+        }
     }
 
-    fn rows(&self, ran: &Ran<Cell, Trial>) -> Vec<NtpRow> {
-        ran.cells
-            .iter()
-            .filter_map(|c| report::row_of(&c.cell, &c.trials))
-            .collect()
+    fn columns(&self) -> Vec<(&'static str, usize, bool)> {
+        vec![("hold p99 us", 11, false), ("offset p50 us", 13, false)]
     }
 
-    fn page(&self, ran: &Ran<Cell, Trial>, rows: &[NtpRow]) -> Page {
-        report::page(self, ran, rows)
+    fn cells(&self, f: &NtpRowFigures) -> Vec<String> {
+        vec![
+            served::median(&f.hold_p99_us, 2),
+            served::median(&f.offset_p50_us, 2),
+        ]
     }
 
-    fn extra(
-        &self,
-        _ran: &Ran<Cell, Trial>,
-        rows: &[NtpRow],
-    ) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
-        m.insert("duration_s".into(), self.duration.as_secs_f64().into());
-        m.insert("rate".into(), serde_json::json!(self.rate));
-        m.insert("flows".into(), self.flows.into());
-        m.insert("window".into(), self.window.into());
+    fn latency(&self, r: &NtpRow) -> Option<f64> {
+        r.proto.hold_p99_us.map(|s| s.median)
+    }
+
+    fn extra(&self, m: &mut serde_json::Map<String, serde_json::Value>) {
         m.insert("stratum".into(), STRATUM.into());
-        m.insert(
-            "ratios".into(),
-            serde_json::json!(report::ratios(self, rows)),
-        );
-        m
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::served::{row_of, Cell, Measured, PerRequest};
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_generator_is_told_the_same_for_every_server() {
-        let a = NtpCompare {
-            rate: Some(5000),
-            timeout: Some(Duration::from_millis(200)),
-            ..NtpCompare::default()
-        }
-        .load_args();
+        let mut d = NtpCompare::default();
+        d.rate = Some(5000);
+        d.timeout = Some(Duration::from_millis(200));
+        let a = d.load_args();
         assert_eq!(a[..4], ["--proto", "ntp", "--threads", "1"]);
         assert!(a.windows(2).any(|w| w == ["--rate", "5000"]), "{a:?}");
         assert!(a.ends_with(&["--timeout".to_string(), "200ms".to_string()]));
         let closed = NtpCompare::default().load_args();
         assert!(!closed.contains(&"--rate".to_string()));
+    }
+
+    fn trial(rps: f64, server_us: f64, util: f64, hold_p99: f64) -> Trial<NtpFigures> {
+        PerRequest {
+            measured: Measured {
+                rps,
+                completed: 4,
+                lost: 1,
+                unsent: 0,
+                invalid: BTreeMap::from([("bad_origin".to_string(), 1)]),
+                p50_us: 40.0,
+                p99_us: 100.0,
+                proto: NtpFigures {
+                    hold_p50_us: Some(hold_p99 / 2.0),
+                    hold_p99_us: Some(hold_p99),
+                    offset_p50_us: Some(-1.5),
+                    offset_p99_us: Some(3.0),
+                },
+                server_s: 0.0,
+                host_s: 0.0,
+                client_s: 0.0,
+                wall_s: 1.1,
+                load_s: 1.0,
+                client_window_util: 0.5,
+                server_drops: 2,
+                rcvbuf_errors: 0,
+                loss: None,
+            },
+            server_cpu_us_per_req: Some(server_us),
+            host_cpu_us_per_req: Some(server_us * 2.0),
+            client_cpu_us_per_req: Some(3.0),
+            server_util: util,
+            client_util: 0.5,
+        }
+    }
+
+    #[test]
+    fn rows_and_ratios() {
+        let fh = Cell {
+            server: ServerKind::FirehoseNtp,
+            workers: 1,
+        };
+        let ch = Cell {
+            server: ServerKind::Chronyd,
+            workers: 1,
+        };
+        let a = row_of(
+            &Ntp::default(),
+            &fh,
+            &[
+                trial(800_000.0, 1.0, 1.0, 2.0),
+                trial(600_000.0, 1.5, 1.0, 4.0),
+            ],
+        )
+        .unwrap();
+        let b = row_of(
+            &Ntp::default(),
+            &ch,
+            &[
+                trial(100_000.0, 8.0, 1.0, 10.0),
+                trial(100_000.0, 10.0, 1.0, 12.0),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            (a.rps.median, a.rps.min, a.rps.max),
+            (700_000.0, 600_000.0, 800_000.0)
+        );
+        assert_eq!((a.lost, a.invalid, a.server_drops), (2, 2, 4));
+        assert_eq!(a.proto.hold_p99_us.unwrap().median, 3.0);
+        assert_eq!(a.proto.offset_p50_us.unwrap().median, -1.5);
+        assert_eq!((a.bound, b.bound), ("server", "server"));
+        let r = served::ratios(&NtpCompare::default(), &[a.clone(), b.clone()]);
+        assert!(
+            r[0].contains("firehose / chronyd, 1 CPU(s): 7.00x (goal >= 4;"),
+            "{r:?}"
+        );
+        assert!(r[1].contains("9.00 / 1.25 us = 7.20x (goal"), "{r:?}");
+        assert!(r[3].contains("3.00 / 11.00 us = 0.27x"), "{r:?}");
+        let mut open = NtpCompare::default();
+        open.rate = Some(1000);
+        let r = served::ratios(&open, &[a, b]);
+        assert!(r.iter().all(|l| !l.contains("responses/s per")), "{r:?}");
+        // At one offered load the CPU ratio is stated, the goal (at saturation) is not.
+        assert!(r.iter().all(|l| !l.contains("goal >=")), "{r:?}");
+        assert!(
+            r.iter()
+                .any(|l| l.contains("(same offered load, 1000 requests/s)")),
+            "{r:?}"
+        );
+        assert!(r.last().unwrap().contains("at 1000 requests/s"), "{r:?}");
+        assert!(row_of(&Ntp::default(), &fh, &[]).is_none());
+        // The JSON keeps the row's fields flat.
+        let v = serde_json::to_value(row_of(&Ntp::default(), &fh, &[trial(1.0, 1.0, 1.0, 2.0)]))
+            .unwrap();
+        for k in [
+            "rps",
+            "hold_p99_us",
+            "offset_p50_us",
+            "bound",
+            "udp_rcvbuf_errors",
+        ] {
+            assert!(v.get(k).is_some(), "{k}: {v}");
+        }
     }
 }

@@ -53,6 +53,12 @@ pub struct DriverResult {
     /// CPU the driver used, over its whole run.
     pub client_cpu_s: f64,
     pub wall_s: f64,
+    /// Seconds it sent queries (dnsperf's run time, firehose load's measured window):
+    /// the server works only then, so its utilisation is over this.
+    pub load_s: f64,
+    /// The driver's CPUs busy over that window: firehose load's thread from its own
+    /// report; dnsperf's whole CPU (start-up included) over its run time.
+    pub client_util: f64,
 }
 
 /// How a driver is run.
@@ -130,12 +136,15 @@ pub fn run(lab: &Lab<'_>, p: &DriverPlan<'_>) -> LabResult<DriverResult> {
             let text = done.proc.stdout();
             let s = dnsperf::parse(&text)
                 .ok_or_else(|| LabError::Run(format!("unexpected dnsperf output:\n{text}")))?;
+            let load_s = s.run_s.unwrap_or(p.duration.as_secs_f64());
             DriverResult {
                 qps: s.qps,
                 completed: s.completed,
                 lost: s.lost,
                 mean_us: s.mean_us,
                 codes: s.codes,
+                load_s,
+                client_util: super::super::served::utilisation(done.cpu_s, load_s),
                 ..DriverResult::default()
             }
         }
@@ -157,6 +166,8 @@ impl From<&LoadReport> for DriverResult {
             p99_us: Some(r.latency_us.p99),
             mean_us: Some(r.latency_us.mean),
             codes: r.codes.clone(),
+            load_s: r.duration_s,
+            client_util: r.client_cpu_util,
             ..DriverResult::default()
         }
     }

@@ -1,15 +1,13 @@
 //! The comparison's rows (one per server, workers and driver), the ratios the targets ask
 //! for, and the page.
 
+use super::super::served::{bound, preamble, utilisation};
 use super::{Cell, DnsCompare, Driver, Sample};
 use crate::report::page::{Block, Column, List, Page, Table, TextList, TextTable};
 use crate::server::ServerKind;
 use crate::stats::Summary;
 use crate::study::Ran;
 use serde::Serialize;
-
-/// A busy side uses at least this share of its CPUs.
-const SATURATED: f64 = 0.95;
 
 /// One (server, config, driver) over all repetitions.
 #[derive(Debug, Clone, Serialize)]
@@ -52,10 +50,10 @@ pub fn row_of(c: &Cell, samples: &[Sample]) -> Option<DnsRow> {
     let per_query = |secs: f64, s: &Sample| {
         (s.result.completed > 0).then(|| secs * 1e6 / s.result.completed as f64)
     };
-    let server_util = med(&|s| Some(s.server_s / s.result.wall_s)).unwrap_or(0.0);
-    let client_util = med(&|s| Some(s.result.client_cpu_s / s.result.wall_s)).unwrap_or(0.0);
-    let server_busy = server_util >= SATURATED * c.workers as f64;
-    let client_busy = client_util >= SATURATED;
+    // Over the time the driver sent, when the server works (not the driver's start-up).
+    let server_util = med(&|s| Some(utilisation(s.server_s, s.result.load_s))).unwrap_or(0.0);
+    let client_util = med(&|s| Some(s.result.client_util)).unwrap_or(0.0);
+    let bound = bound(server_util, client_util, c.workers);
     Some(DnsRow {
         config: c.server.config(c.workers),
         server: c.server.clone(),
@@ -73,12 +71,8 @@ pub fn row_of(c: &Cell, samples: &[Sample]) -> Option<DnsRow> {
         udp_rcvbuf_errors: samples.iter().map(|s| s.rcvbuf_errors).sum(),
         server_util,
         client_util,
-        client_bound: client_busy && !server_busy,
-        bound: match (server_busy, client_busy) {
-            (true, _) => "server",
-            (false, true) => "client",
-            (false, false) => "neither",
-        },
+        client_bound: bound == "client",
+        bound,
     })
 }
 
@@ -140,17 +134,7 @@ fn load(d: &DnsCompare) -> String {
 
 /// The table, the ratios the targets ask for, and what was skipped.
 pub fn page(d: &DnsCompare, ran: &Ran<Cell, Sample>, rows: &[DnsRow]) -> Page {
-    let preamble = vec![
-        format!(
-            "DNS: {} repetition(s) of {:.1} s, interleaved; {}; server CPUs {:?}, client CPU {:?}",
-            ran.repetitions,
-            d.duration.as_secs_f64(),
-            load(d),
-            ran.placement.server_cpus,
-            &ran.placement.client_cpus[..ran.placement.client_cpus.len().min(1)]
-        ),
-        ran.host_line(),
-    ];
+    let preamble = preamble("DNS", ran, d.duration, load(d));
     let table = Table {
         title: None,
         columns: Column::fixed_all(&COLUMNS),
@@ -254,4 +238,41 @@ pub fn ratios(d: &DnsCompare, rows: &[DnsRow]) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::DriverResult;
+    use super::*;
+
+    /// A server busy for the 5.0 s the driver sent is the bound, though the driver took
+    /// 5.3 s from its start to its exit (over those its CPU read 0.92 and the row
+    /// "neither").
+    #[test]
+    fn a_server_busy_while_the_driver_sent_is_the_bound() {
+        let s = Sample {
+            result: DriverResult {
+                qps: 200_000.0,
+                completed: 1_000_000,
+                client_cpu_s: 3.0,
+                wall_s: 5.3,
+                load_s: 5.0,
+                client_util: 0.58,
+                ..DriverResult::default()
+            },
+            server_s: 4.9,
+            server_drops: 0,
+            rcvbuf_errors: 0,
+            syscalls: None,
+            syscalls_per_query: None,
+        };
+        let c = Cell {
+            server: ServerKind::Knot,
+            workers: 1,
+            driver: Driver::Dnsperf,
+        };
+        let r = row_of(&c, &[s]).unwrap();
+        assert!((r.server_util - 0.98).abs() < 1e-9, "{r:?}");
+        assert_eq!((r.bound, r.client_bound), ("server", false), "{r:?}");
+    }
 }
