@@ -10,6 +10,7 @@
 pub mod pingpong;
 
 use crate::cmd;
+use crate::loss::LossAttribution;
 use crate::peers::firehose::{self, Serving};
 use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
 use crate::report::{mmm, thousands};
@@ -71,6 +72,10 @@ pub struct ProfileRun {
     pub rate_p50_us: Option<f64>,
     pub rate_p99_us: Option<f64>,
     pub rate_tps: f64,
+    /// Where the closed-loop run's `lost` went (as root); listed once in the document,
+    /// under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<Box<LossAttribution>>,
 }
 
 /// What a trial gave.
@@ -91,6 +96,8 @@ pub enum Measured {
 /// A profile's closed-loop load, its server's stats, its open-loop load.
 pub struct ProfileMeasured {
     max: LoadReport,
+    /// The closed-loop load's document (its `loss_attribution`).
+    max_doc: serde_json::Value,
     stats: StatsDocument,
     rate: LoadReport,
 }
@@ -145,7 +152,7 @@ impl Bench {
         warmup: &str,
         flags: &[&str],
         tag: &str,
-    ) -> LabResult<LoadReport> {
+    ) -> LabResult<(LoadReport, serde_json::Value)> {
         let json = lab.workdir.join(format!("{tag}-load.json"));
         let mut a: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         let client = firehose_sys::cpu::CpuSet::from(&lab.placement.client_cpus).to_string();
@@ -174,7 +181,7 @@ impl Bench {
         )?;
         let by = Instant::now() + self.duration + Duration::from_secs(60);
         match p.wait_until(by, Some(lab.stop))? {
-            Some(s) if s.success() => Ok(firehose::read_load(&json)?.0),
+            Some(s) if s.success() => firehose::read_load(&json),
             Some(_) => Err(LabError::Run(format!("load failed: {}", p.stderr_tail()))),
             None => Err(LabError::Run(
                 "load did not finish within a minute of its duration".into(),
@@ -187,16 +194,17 @@ impl Bench {
         let tag = format!("{profile}-{rep}-max");
         let (srv, stats) = self.serve(lab, profile, &tag)?;
         let flags = ["--flows", "4", "--window", "32", "--batch", "64"];
-        let max = self.load(lab, &srv, "1", &flags, &tag)?;
+        let (max, max_doc) = self.load(lab, &srv, "1", &flags, &tag)?;
         let stats = finish(srv, &stats)?;
         // Latency at a fixed rate, open loop.
         let tag = format!("{profile}-{rep}-rate");
         let (srv, s) = self.serve(lab, profile, &tag)?;
         let rate_s = format!("{}", self.rate);
-        let rate = self.load(lab, &srv, "1", &["--rate", &rate_s, "--flows", "4"], &tag)?;
+        let (rate, _) = self.load(lab, &srv, "1", &["--rate", &rate_s, "--flows", "4"], &tag)?;
         finish(srv, &s)?;
         Ok(Measured::Profile(Box::new(ProfileMeasured {
             max,
+            max_doc,
             stats,
             rate,
         })))
@@ -247,8 +255,14 @@ impl Study for Bench {
     fn metrics(&self, c: &Cell, m: Measured) -> Trial {
         match (c, m) {
             (Cell::Profile(profile), Measured::Profile(m)) => {
-                let ProfileMeasured { max, stats, rate } = *m;
+                let ProfileMeasured {
+                    max,
+                    max_doc,
+                    stats,
+                    rate,
+                } = *m;
                 Trial::Profile(ProfileRun {
+                    loss: LossAttribution::from_document("load", max.lost, &max_doc).map(Box::new),
                     profile: profile.clone(),
                     repetition: 0,
                     max_tps: max.tps,
@@ -296,6 +310,13 @@ impl Study for Bench {
 
     fn page(&self, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
         page(self, ran, rows)
+    }
+
+    fn loss<'t>(&self, t: &'t Trial) -> Option<&'t LossAttribution> {
+        match t {
+            Trial::Profile(r) => r.loss.as_deref(),
+            Trial::PingPong { .. } => None,
+        }
     }
 
     fn extra(

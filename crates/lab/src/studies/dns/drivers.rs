@@ -2,6 +2,7 @@
 //! driver's CPU time is the growth of this process's reaped-children time across reaping
 //! it: exact to its exit, and the same for both drivers.
 
+use crate::loss::LossAttribution;
 use crate::peers::dnsperf::{self, Dnsperf, TcpLoad};
 use crate::peers::firehose;
 use crate::study::Lab;
@@ -53,6 +54,10 @@ pub struct DriverResult {
     /// CPU the driver used, over its whole run.
     pub client_cpu_s: f64,
     pub wall_s: f64,
+    /// Where `firehose load`'s lost queries went (as root; dnsperf: none). Listed once in
+    /// the document, under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// How a driver is run.
@@ -139,7 +144,13 @@ pub fn run(lab: &Lab<'_>, p: &DriverPlan<'_>) -> LabResult<DriverResult> {
                 ..DriverResult::default()
             }
         }
-        Driver::Firehose => DriverResult::from(&firehose::read_load(p.json)?.0),
+        Driver::Firehose => {
+            let (report, doc) = firehose::read_load(p.json)?;
+            DriverResult {
+                loss: LossAttribution::from_document("load", report.lost, &doc),
+                ..DriverResult::from(&report)
+            }
+        }
     };
     r.client_cpu_s = done.cpu_s;
     r.wall_s = done.wall_s;
