@@ -20,7 +20,7 @@ D=${D:-5}
 T=${T:-30}
 PORT=${PORT:-9190}
 TMP=$(mktemp -d /tmp/fh-bench-observe.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT INT TERM
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT INT TERM
 
 median() { sort -n | awk '{v[NR]=$1} END {if (NR%2) m=v[(NR+1)/2]; else m=(v[NR/2]+v[NR/2+1])/2; printf "%.0f (%.0f-%.0f)", m, v[1], v[NR]}'; }
 

@@ -13,8 +13,18 @@ fn run(cmd: &str, args: &[&str]) -> Option<String> {
 
 fn main() {
     let commit = run("git", &["rev-parse", "--short=12", "HEAD"]);
-    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    // --no-optional-locks: a plain `git status` refreshes the index file, which this script
+    // watches below, so every build would schedule the next one.
+    let dirty = run(
+        "git",
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ],
+    )
+    .is_some_and(|s| !s.is_empty());
     let commit = match commit {
         Some(c) if dirty => format!("{c}-dirty"),
         Some(c) => c,
