@@ -38,6 +38,10 @@ pub struct BenchArgs {
     /// Skip the ping-pong comparison with sockperf.
     #[arg(long)]
     no_pingpong: bool,
+    /// Serve and load with this firehose binary instead of this one, e.g. a build from
+    /// before a change.
+    #[arg(long, value_name = "PATH")]
+    firehose_bin: Option<std::path::PathBuf>,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
 }
@@ -61,6 +65,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         a.profiles.clone()
     };
+    let bin = crate::lab::run::firehose_bin(&a.firehose_bin)?;
     let mut study = Bench::new(profiles, a.duration, a.rate, !a.no_pingpong);
     let guess_s = 2.0 * (a.duration.as_secs_f64() + 1.5);
     run_study(
@@ -71,7 +76,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             placement,
             repetitions: a.repetitions,
             guess_s,
-            bin: None,
+            bin,
         },
     )
 }

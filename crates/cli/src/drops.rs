@@ -20,7 +20,8 @@ pub enum ViaArg {
     Auto,
     /// A BPF program on skb:kfree_skb counting in per-CPU maps.
     Bpf,
-    /// perf sampling of skb:kfree_skb into per-CPU rings (reason and location only).
+    /// perf sampling of skb:kfree_skb into per-CPU rings (reason and location; a port only
+    /// for UDP receive-buffer drops; no socket or process).
     Perf,
 }
 

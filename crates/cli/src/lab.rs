@@ -444,14 +444,7 @@ impl CompareArgs {
 
     /// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
     fn firehose_bin(&self) -> Result<Option<PathBuf>> {
-        match &self.firehose_bin {
-            Some(p) if !p.is_file() => Err(Usage(format!(
-                "--firehose-bin {}: no such file; give the path of a firehose binary",
-                p.display()
-            ))
-            .into()),
-            other => Ok(other.clone()),
-        }
+        run::firehose_bin(&self.firehose_bin)
     }
 
     /// The placement of a study whose generator runs one thread: the server CPUs, and the

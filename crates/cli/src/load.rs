@@ -9,9 +9,10 @@ mod output;
 mod radius;
 
 use crate::io_paths::{IoPath, LoadOn};
+use crate::proto::Proto;
 use crate::xdp_args::{xdp_mode_parser, zerocopy_parser};
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use firehose_host::cputime::{self, Scope};
 use firehose_host::env::Environment;
 use firehose_load::dns::DnsWorkload;
@@ -39,21 +40,6 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The protocol the generator speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LoadProto {
-    /// Fixed-size requests carrying an id and timestamp; the answer must be identical.
-    Echo,
-    /// DNS queries from --queries; an answer must echo the question.
-    Dns,
-    /// RADIUS Access-Requests (PAP or CHAP) or Accounting-Requests for the users of
-    /// --radius-users; every response's authenticators and verdict are checked.
-    Radius,
-    /// NTP client requests with random transmit timestamps; every response is checked
-    /// (mode, origin, stratum, leap) and its offset, delay and hold time measured.
-    Ntp,
-}
 
 /// Arguments of `firehose load`.
 #[derive(Debug, Args)]
@@ -83,7 +69,7 @@ pub struct LoadArgs {
     target: String,
     /// Protocol to speak.
     #[arg(long, value_enum, default_value = "echo")]
-    proto: LoadProto,
+    proto: Proto,
     /// Query file for --proto dns, dnsperf's format: "NAME TYPE" per line.
     #[arg(short = 'q', long, value_name = "FILE", conflicts_with = "size")]
     queries: Option<std::path::PathBuf>,
@@ -252,7 +238,7 @@ fn check_server_pid(pid: u32) -> Result<()> {
 }
 
 /// The workload of a run.
-enum Proto {
+enum Requests {
     Echo(EchoWorkload),
     Dns(DnsWorkload),
     Radius(RadiusWorkload),
@@ -320,28 +306,28 @@ pub fn run(a: LoadArgs) -> Result<()> {
     let radius = radius_workload(&a, target)?;
     let ntp = ntp_workload(&a)?;
     let workload = match (a.proto, &a.queries) {
-        (LoadProto::Ntp, Some(_)) => {
+        (Proto::Ntp, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
-        (LoadProto::Ntp, None) => match ntp {
-            Some(w) => Proto::Ntp(Box::new(w)),
+        (Proto::Ntp, None) => match ntp {
+            Some(w) => Requests::Ntp(Box::new(w)),
             None => unreachable!("ntp_workload returns one for --proto ntp"),
         },
-        (LoadProto::Radius, Some(_)) => {
+        (Proto::Radius, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
-        (LoadProto::Radius, None) => match radius {
-            Some(w) => Proto::Radius(w),
+        (Proto::Radius, None) => match radius {
+            Some(w) => Requests::Radius(w),
             None => unreachable!("radius_workload returns one for --proto radius"),
         },
-        (LoadProto::Echo, None) => Proto::Echo(EchoWorkload::new(a.size).map_err(load_error)?),
-        (LoadProto::Echo, Some(_)) => {
+        (Proto::Echo, None) => Requests::Echo(EchoWorkload::new(a.size).map_err(load_error)?),
+        (Proto::Echo, Some(_)) => {
             return Err(Usage("--queries applies only to --proto dns".into()).into())
         }
-        (LoadProto::Dns, Some(q)) => {
-            Proto::Dns(DnsWorkload::load(q, None).map_err(|e| Usage(e.to_string()))?)
+        (Proto::Dns, Some(q)) => {
+            Requests::Dns(DnsWorkload::load(q, None).map_err(|e| Usage(e.to_string()))?)
         }
-        (LoadProto::Dns, None) => {
+        (Proto::Dns, None) => {
             return Err(
                 Usage("--proto dns needs --queries FILE (lines of \"NAME TYPE\")".into()).into(),
             )
@@ -358,20 +344,20 @@ pub fn run(a: LoadArgs) -> Result<()> {
     }
     // A DNS query from a query file stays far below 512 bytes.
     let max_payload = match &workload {
-        Proto::Echo(_) => a.size,
-        Proto::Dns(_) | Proto::Radius(_) | Proto::Ntp(_) => 512,
+        Requests::Echo(_) => a.size,
+        Requests::Dns(_) | Requests::Radius(_) | Requests::Ntp(_) => 512,
     };
     let LoadOn { flows, settings } = a.io.load_on(&a, &cfg, max_payload)?;
     let config_doc = LoadSettings {
         target: target.to_string(),
-        proto: proto_name(a.proto).into(),
+        proto: a.proto.name().into(),
         mode: if a.rate.is_some() { "open" } else { "closed" }.into(),
         flows: a.flows,
         window: cfg.window,
         rate: a.rate,
         threads: a.threads,
         cpus,
-        size: (a.proto == LoadProto::Echo).then_some(a.size),
+        size: (a.proto == Proto::Echo).then_some(a.size),
         queries: a.queries.as_ref().map(|q| q.display().to_string()),
         timeout_s: a.timeout.as_secs_f64(),
         warmup_s: a.warmup.as_secs_f64(),
@@ -386,15 +372,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
     };
     let loss_watch = crate::drops::watch_loss(a.no_drops, "load");
     let mut report = match workload {
-        Proto::Echo(w) => drive(&a, &cfg, flows, |_| w.clone())?,
+        Requests::Echo(w) => drive(&a, &cfg, flows, |_| w.clone())?,
         // Each thread starts at its own place in the file.
-        Proto::Dns(w) => drive(&a, &cfg, flows, |i| w.clone().starting_at(i * 7919))?,
-        Proto::Radius(w) => drive(&a, &cfg, flows, |i| {
+        Requests::Dns(w) => drive(&a, &cfg, flows, |i| w.clone().starting_at(i * 7919))?,
+        Requests::Radius(w) => drive(&a, &cfg, flows, |i| {
             let mut w = w.clone().starting_at(i * 7919);
             w.reseed(i as u64);
             w
         })?,
-        Proto::Ntp(w) => drive(&a, &cfg, flows, |i| {
+        Requests::Ntp(w) => drive(&a, &cfg, flows, |i| {
             let mut w = (*w).clone();
             w.reseed(i as u64);
             w
@@ -417,16 +403,6 @@ pub fn run(a: LoadArgs) -> Result<()> {
         environment: Environment::capture(),
     })?;
     lost
-}
-
-/// The protocol's name in reports and JSON.
-fn proto_name(p: LoadProto) -> &'static str {
-    match p {
-        LoadProto::Echo => "echo",
-        LoadProto::Dns => "dns",
-        LoadProto::Radius => "radius",
-        LoadProto::Ntp => "ntp",
-    }
 }
 
 pub(crate) fn load_error(e: SetupError) -> anyhow::Error {

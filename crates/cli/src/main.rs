@@ -28,6 +28,7 @@ mod io_paths;
 mod lab;
 mod load;
 mod meta;
+mod proto;
 mod refusal;
 mod report;
 mod serve;

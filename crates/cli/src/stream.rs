@@ -10,8 +10,7 @@ use firehose_stream::report::{ReceiverRun, SenderRun, SideReport, StreamReport};
 use firehose_stream::sender::{self, SenderConfig};
 use firehose_stream::{Interval, RecvMode, SendMode, StreamError};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -81,6 +80,10 @@ pub struct StreamArgs {
     /// Interval between progress lines.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     interval: Option<Duration>,
+    /// Sender: do not attribute retransmits (as root, a drop watch on skb:kfree_skb runs
+    /// with the sender and the summary says where the kernel dropped segments).
+    #[arg(long)]
+    no_drops: bool,
     #[command(flatten)]
     json: crate::meta::JsonArgs,
 }
@@ -102,14 +105,6 @@ fn stream_err(e: StreamError) -> anyhow::Error {
         StreamError::Setup { .. } => anyhow::anyhow!("{e} (0 bytes transferred)"),
         other => other.into(),
     }
-}
-
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
-    }
-    Ok(stop)
 }
 
 /// Runs `firehose stream`.
@@ -175,14 +170,23 @@ fn send(a: &StreamArgs, target: SocketAddr, cpus: Vec<usize>) -> Result<()> {
         cfg.interval = i;
     }
     let mut json = a.json.open()?;
-    let stop = stop_flag()?;
+    let stop = crate::supervise::stop_on_signals()?;
+    let loss_watch = crate::drops::watch_loss(a.no_drops, "stream");
     let report = sender::run(&cfg, &stop, &mut print_interval).map_err(stream_err)?;
+    let attribution = crate::drops::attribute(loss_watch, &[target.port()], &[], "stream");
     print_report(&report);
+    if let Some(at) = &attribution {
+        crate::drops::print_attribution(
+            &format!("retransmits {}", retransmits(&report.sender)),
+            at,
+        );
+    }
     if stop.load(Ordering::Relaxed) {
         say!("(stopped early by a signal)");
     }
     json.write(&SenderRun {
         report,
+        loss_attribution: attribution,
         environment: Environment::capture(),
     })
 }
@@ -203,6 +207,7 @@ fn receive(a: &StreamArgs, listen: SocketAddr, cpus: Vec<usize>) -> Result<()> {
     reject(a.congestion.is_some(), "--congestion", side)?;
     reject(a.buffers.is_some(), "--buffers", side)?;
     reject(a.rewrite_buffers, "--rewrite-buffers", side)?;
+    reject(a.no_drops, "--no-drops", side)?;
     let mut cfg = ReceiverConfig::new(listen, a.recv.unwrap_or(RecvMode::Copy));
     cfg.cpus = cpus;
     cfg.rcvbuf = a
@@ -216,7 +221,7 @@ fn receive(a: &StreamArgs, listen: SocketAddr, cpus: Vec<usize>) -> Result<()> {
     }
     let mut json = a.json.open()?;
     let rx = Receiver::bind(cfg).map_err(stream_err)?;
-    let stop = stop_flag()?;
+    let stop = crate::supervise::stop_on_signals()?;
     say!(
         "listening on {} (--recv {}), Ctrl-C to stop",
         rx.local_addr().map_err(stream_err)?,
@@ -295,11 +300,7 @@ fn print_side(s: &SideReport, gbps: f64) {
         c.process.sys_s,
         c.process_cpu_s_per_gb
     );
-    let retrans: u32 = s
-        .flows
-        .iter()
-        .filter_map(|f| f.tcp_info.as_ref()?.total_retrans)
-        .sum();
+    let retrans = retransmits(s);
     if let Some(f) = s.flows.first() {
         let rtt = f.tcp_info.as_ref().and_then(|t| t.rtt_us);
         say!(
@@ -379,4 +380,13 @@ fn print_report(r: &StreamReport) {
         Some(p) => say!("ROI-power = (Gbit/s)^2 / W: {p:.2} ({})", roi.power_source),
         None => say!("ROI-power: {}", roi.power_source),
     }
+}
+
+/// The segments TCP retransmitted over a side's flows (TCP_INFO's total_retrans).
+fn retransmits(s: &SideReport) -> u64 {
+    s.flows
+        .iter()
+        .filter_map(|f| f.tcp_info.as_ref()?.total_retrans)
+        .map(u64::from)
+        .sum()
 }

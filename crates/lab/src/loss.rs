@@ -9,10 +9,10 @@ use serde_json::Value;
 /// What one trial's generator or receiver saw dropped, and where the kernel dropped it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LossAttribution {
-    /// The program that watched the drops: `load` or `sink`.
+    /// The program that watched the drops: `load`, `sink` or `stream`.
     pub by: String,
     /// What that program counted lost (load: requests never answered; sink: datagrams the
-    /// kernel dropped before it read them).
+    /// kernel dropped before it read them; stream: segments TCP retransmitted).
     pub lost: u64,
     /// `bpf` or `perf`.
     pub via: String,

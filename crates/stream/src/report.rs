@@ -243,6 +243,10 @@ pub type ReceiverDocument = firehose_host::document::Document<ReceiverRun>;
 pub struct SenderRun {
     #[serde(flatten)]
     pub report: StreamReport,
+    /// As root: where the kernel dropped the run's segments (what TCP retransmitted), at
+    /// the target's port or of this process's sockets; null without root or with
+    /// `--no-drops`.
+    pub loss_attribution: Option<firehose_observe::attribution::Attribution>,
     pub environment: firehose_host::env::Environment,
 }
 

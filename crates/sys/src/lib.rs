@@ -34,6 +34,7 @@ pub mod ethtool;
 pub mod file;
 pub mod ifaddr;
 mod interrupt;
+pub mod limits;
 pub mod mmsg;
 pub mod netdev;
 pub mod netns;

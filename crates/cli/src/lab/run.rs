@@ -143,3 +143,15 @@ pub(crate) fn write_outputs<T: serde::Serialize>(
     }
     Ok(())
 }
+
+/// `--firehose-bin`, checked: the binary that serves and loads instead of this one.
+pub fn firehose_bin(given: &Option<std::path::PathBuf>) -> Result<Option<std::path::PathBuf>> {
+    match given {
+        Some(p) if !p.is_file() => Err(crate::args::Usage(format!(
+            "--firehose-bin {}: no such file; give the path of a firehose binary",
+            p.display()
+        ))
+        .into()),
+        other => Ok(other.clone()),
+    }
+}

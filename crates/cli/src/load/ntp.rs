@@ -1,6 +1,6 @@
 //! The flags of `firehose load --proto ntp` and the workload they make.
 
-use super::{LoadArgs, LoadProto};
+use super::{LoadArgs, Proto};
 use crate::args::Usage;
 use anyhow::Result;
 use clap::Args;
@@ -17,7 +17,7 @@ pub(crate) struct NtpLoadArgs {
 
 /// The NTP workload from the flags (refusing them with another protocol).
 pub(super) fn ntp_workload(a: &LoadArgs) -> Result<Option<NtpWorkload>> {
-    if a.proto != LoadProto::Ntp {
+    if a.proto != Proto::Ntp {
         if a.ntp.ntp_version.is_some() {
             return Err(Usage("--ntp-version applies only to --proto ntp".into()).into());
         }

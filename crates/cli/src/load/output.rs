@@ -53,8 +53,8 @@ pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
             .unwrap_or_default(),
         match (&a.queries, a.proto) {
             (Some(q), _) => format!("queries from {}", q.display()),
-            (None, super::LoadProto::Echo) => format!("{}-byte requests", a.size),
-            (None, p) => format!("{} requests", super::proto_name(p)),
+            (None, super::Proto::Echo) => format!("{}-byte requests", a.size),
+            (None, p) => format!("{} requests", p.name()),
         },
         if cfg.warmup.is_zero() {
             String::new()

@@ -1,6 +1,6 @@
 //! The flags of `firehose load --proto radius` and the workload they make.
 
-use super::{LoadArgs, LoadProto};
+use super::{LoadArgs, Proto};
 use crate::args::{parse_positive, Usage};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -47,7 +47,7 @@ pub(crate) struct RadiusLoadArgs {
 /// The RADIUS workload from the flags (refusing them with another protocol).
 pub(super) fn radius_workload(a: &LoadArgs, target: SocketAddr) -> Result<Option<RadiusWorkload>> {
     let r = &a.radius;
-    if a.proto != LoadProto::Radius {
+    if a.proto != Proto::Radius {
         let given = [
             (r.radius_users.is_some(), "--radius-users"),
             (r.radius_clients.is_some(), "--radius-clients"),

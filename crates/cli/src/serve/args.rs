@@ -4,27 +4,13 @@ use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
 };
 use crate::io_paths::IoPath;
+pub use crate::proto::Proto;
 use crate::xdp_args::{XdpArgs, PROFILE_XDP};
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use firehose_engine::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// The protocol a server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Proto {
-    /// Send every datagram back to its sender, byte for byte.
-    Echo,
-    /// Answer DNS queries authoritatively from the --zone files.
-    Dns,
-    /// Answer RADIUS Access- and Accounting-Requests from --radius-clients and
-    /// --radius-users (FreeRADIUS's clients.conf and users file formats).
-    Radius,
-    /// Answer NTP client (mode 3) and symmetric active (mode 1) requests from the system
-    /// clock, as chronyd answers them; control and private modes (6, 7) never.
-    Ntp,
-}
 
 /// Arguments of `firehose serve`.
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use firehose_engine::{IntervalRecord, ProcessCpu, StatsDocument, WorkerStats};
 use firehose_sys::supervise::{Ended, Health};
 use output::{print_applied, print_counters, reload};
 pub(crate) use start::serve_error;
-use start::{proto_name, start_server, Running};
+use start::{start_server, Running};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,7 +67,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // Serves scrapes until the server stops (dropped at the end of this function).
     let mut _metrics = None;
     if let Some(addr) = a.metrics {
-        let mut source = server.metrics_source(proto_name(a.proto));
+        let mut source = server.metrics_source(a.proto.name());
         if let Some(t) = &tcp {
             source = source.with_provider(std::sync::Arc::new(t.counter_reader()));
         }
@@ -100,7 +100,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
                     Some(r) => reload(r),
                     None => say!(
                         "firehose serve: SIGHUP ignored: --proto {} has nothing to reload",
-                        proto_name(a.proto)
+                        a.proto.name()
                     ),
                 }
             }
@@ -176,12 +176,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .filter(|(_, v)| **v > 0)
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        say!("  {}: {}", proto_name(a.proto), line.join(", "));
+        say!("  {}: {}", a.proto.name(), line.join(", "));
     }
     if json.wanted() {
         let (u, s) = firehose_sys::cpu::process_rusage()?;
         let stats = StatsDocument {
-            proto: proto_name(a.proto).to_string(),
+            proto: a.proto.name().to_string(),
             applied,
             elapsed_s: elapsed,
             syscalls_per_packet: syscalls_per_packet(&totals),

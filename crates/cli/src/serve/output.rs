@@ -1,7 +1,7 @@
 //! What `firehose serve` prints: the applied configuration, the counters at exit, reloads.
 
 use super::args::Proto;
-use super::start::{proto_name, Reload};
+use super::start::Reload;
 use firehose_engine::{Server, WorkerStats};
 use firehose_proto::dns::{Outcome, Reloader};
 use std::time::Instant;
@@ -59,7 +59,7 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
     say!("firehose serve: listening on {}", a.listen);
     say!(
         "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}{}, busy-poll {}",
-        proto_name(proto),
+        proto.name(),
         a.workers,
         a.sockets.name(),
         a.socket_detail

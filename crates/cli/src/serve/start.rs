@@ -230,12 +230,3 @@ pub(super) fn start_server(
 pub(crate) fn serve_error(e: SetupError) -> anyhow::Error {
     crate::refusal::setup_error(e, None)
 }
-
-pub(super) fn proto_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Echo => "echo",
-        Proto::Dns => "dns",
-        Proto::Radius => "radius",
-        Proto::Ntp => "ntp",
-    }
-}

@@ -159,7 +159,7 @@ fn request_frame(lab: &Lab, to: SocketAddr, vlan: Option<u16>, payload: &[u8]) -
         format!("{CLI4}:40000").parse().unwrap()
     };
     let e = Endpoints {
-        src_mac: mac(&lab.cli, &format!("{}p", lab.dev)),
+        src_mac: mac(&lab.cli, &lab.cli_dev),
         dst_mac: mac(&lab.srv, &lab.dev),
         vlan,
         src: from,
@@ -424,7 +424,7 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
         return;
     }
     let lab = Lab::new("ae");
-    let peer = format!("{}p", lab.dev);
+    let peer = lab.cli_dev.clone();
     let json = crate::util::tmp("attack-echo.json");
     let listen = format!("[{SRV6}]:7000");
     let js = json.display().to_string();
@@ -478,7 +478,7 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
 
 fn hostile_dns(io: &str) {
     let lab = Lab::new(if io == "xdp" { "ax" } else { "as" });
-    let peer = format!("{}p", lab.dev);
+    let peer = lab.cli_dev.clone();
     // The client may send IPv4 packets of up to 1504 bytes; the server's MTU stays 1500.
     let st = Command::new("ip")
         .args(["-n", &lab.cli, "link", "set", "dev", &peer, "mtu", "1504"])

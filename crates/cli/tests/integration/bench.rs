@@ -1,7 +1,7 @@
 //! `firehose bench`, a short run: profiles interleaved repetition by repetition, a row per
 //! profile, the target lines, and every repetition in the JSON with the environment.
 
-use crate::util::{lab_run, tmp};
+use crate::util::{lab_run, rcvbuf_line, squeezed_serve, tempdir, tmp};
 
 #[test]
 fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
@@ -145,4 +145,49 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
             assert!((2.0..2.01).contains(&s), "{r}");
         }
     }
+}
+
+/// As root, a profile's lost transactions are attributed: the server's receive buffer is
+/// squeezed (a `--firehose-bin` that adds `--rcvbuf 1` to `serve`), so the kernel drops
+/// requests at its socket; the summary and the document name SOCKET_RCVBUFF.
+#[test]
+fn a_profiles_loss_is_attributed() {
+    if !firehose_sys::cpu::is_root() {
+        eprintln!("skipped: the drop watch that attributes loss needs root");
+        return;
+    }
+    let cpus = firehose_sys::cpu::allowed_cpus().unwrap();
+    if !(cpus.contains(&0) && cpus.contains(&1)) {
+        eprintln!("skipping: the bench puts the server on CPU 0 and the client on CPU 1");
+        return;
+    }
+    let dir = tempdir("bench-loss");
+    let json = dir.join("bench.json");
+    let wrapper = squeezed_serve(&dir);
+    let out = lab_run(&[
+        "bench",
+        "--repetitions",
+        "1",
+        "--duration",
+        "1",
+        "--profiles",
+        "naive",
+        "--no-pingpong",
+        "--firehose-bin",
+        wrapper.to_str().unwrap(),
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lost = v["profiles"][0]["lost"].as_f64().unwrap() as u64;
+    assert!(lost > 0, "the squeezed server lost nothing: {v}");
+    assert_eq!(v["loss_attribution"][0]["cell"], "naive", "{v}");
+    rcvbuf_line(&v, "load", lost, &text);
 }

@@ -5,32 +5,10 @@
 //! take every connection and a limit kept per thread would pass). Exactly the limit is
 //! admitted and answered; every other connection is closed unanswered and counted rejected.
 
-use crate::util::{signal_pid, Served};
+use crate::util::{example_zone, framed_query, freeze, signal_pid, Served};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn zone() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../proto/tests/data/example.zone")
-        .display()
-        .to_string()
-}
-
-/// A query for www.example.com A with ID `id`, length-prefixed.
-fn framed_query(id: u16) -> Vec<u8> {
-    let mut m = id.to_be_bytes().to_vec();
-    m.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in ["www", "example", "com"] {
-        m.push(label.len() as u8);
-        m.extend_from_slice(label.as_bytes());
-    }
-    m.extend_from_slice(&[0, 0, 1, 0, 1]);
-    let mut framed = (m.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&m);
-    framed
-}
 
 /// The answer's ID, or None when the server closed the connection unanswered.
 fn answer(s: &mut TcpStream) -> Option<u16> {
@@ -39,28 +17,6 @@ fn answer(s: &mut TcpStream) -> Option<u16> {
     let mut m = vec![0u8; u16::from_be_bytes(len) as usize];
     s.read_exact(&mut m).ok()?;
     Some(u16::from_be_bytes([m[0], m[1]]))
-}
-
-/// SIGSTOP, then waits until every thread of `pid` is stopped (kill(2) returns before a
-/// thread running on another CPU stops).
-fn freeze(pid: u32) {
-    signal_pid(pid, "STOP");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let stopped = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .flatten()
-            .all(|t| {
-                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                stat.rsplit_once(") ")
-                    .is_some_and(|(_, rest)| rest.starts_with('T'))
-            });
-        if stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "server not stopped in 20 s");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Connections each TCP thread holds: the descriptors its epoll set watches beyond the
@@ -93,7 +49,7 @@ fn the_connection_limit_holds_over_the_sum_of_all_tcp_threads() {
     // More than one accept batch (64) of the first thread to wake, so others take some,
     // and fewer than the listener's backlog (128), which holds them all while frozen.
     const TRIED: usize = 100;
-    let z = zone();
+    let z = example_zone();
     let srv = Served::start(&[
         "--proto",
         "dns",

@@ -5,7 +5,7 @@
 //! by the veth's queue counter; nothing stays attached after Ctrl-C or SIGKILL; bad input
 //! and a missing permission are one line and exit code 2.
 
-use crate::util::{bin, root_or_skip, run, signal_pid, stderr, wait_exit};
+use crate::util::{bin, root_or_skip, run, signal_pid, stderr, wait_exit, Netns};
 use crate::xdp_util::Lab;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -80,24 +80,6 @@ fn ip(args: &[&str]) {
     assert!(st.success(), "ip {args:?}");
 }
 
-/// One namespace with lo up, removed on drop (shared with the `top` tests).
-pub(crate) struct Ns(pub(crate) String);
-
-impl Ns {
-    pub(crate) fn new(tag: &str) -> Ns {
-        let ns = Ns(format!("fhd{tag}{}", std::process::id()));
-        ip(&["netns", "add", &ns.0]);
-        ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
-        ns
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// A `firehose serve` on 127.0.0.1:`port` in namespace `ns`, stopped with SIGSTOP once it
 /// listens (its socket fills and overflows); continued and killed on drop.
 pub(crate) struct Stopped(pub(crate) Child);
@@ -163,9 +145,9 @@ fn closed_port_is_n_no_socket() {
     if !root_or_skip() {
         return;
     }
-    let ns = Ns::new("c");
-    let w = Watching::start(None, &["--netns", &ns.0]);
-    send(&ns.0, "127.0.0.1:9101", 137, 32);
+    let ns = Netns::new("dc");
+    let w = Watching::start(None, &["--netns", &ns.name]);
+    send(&ns.name, "127.0.0.1:9101", 137, 32);
     let doc = w.finish();
     assert_eq!(count(&doc, "NO_SOCKET", 9101), 137, "{doc:#}");
     let row = &doc["rows"][0];
@@ -183,17 +165,17 @@ fn an_nft_drop_rule_is_n_netfilter_drop() {
     if !root_or_skip() || !crate::util::installed("nft") {
         return;
     }
-    let ns = Ns::new("n");
+    let ns = Netns::new("dn");
     let rules = "table inet fhdrops {\n chain input {\n  type filter hook input priority 0;\n  udp dport 9102 drop\n }\n}\n";
     let mut nft = Command::new("ip")
-        .args(["netns", "exec", &ns.0, "nft", "-f", "-"])
+        .args(["netns", "exec", &ns.name, "nft", "-f", "-"])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
     std::io::Write::write_all(&mut nft.stdin.take().unwrap(), rules.as_bytes()).unwrap();
     assert!(nft.wait().unwrap().success(), "nft -f refused {rules}");
-    let w = Watching::start(None, &["--netns", &ns.0, "--port", "9102"]);
-    send(&ns.0, "127.0.0.1:9102", 211, 32);
+    let w = Watching::start(None, &["--netns", &ns.name, "--port", "9102"]);
+    send(&ns.name, "127.0.0.1:9102", 211, 32);
     let doc = w.finish();
     assert_eq!(count(&doc, "NETFILTER_DROP", 9102), 211, "{doc:#}");
     assert_eq!(doc["drops"], 211, "{doc:#}");
@@ -234,12 +216,12 @@ fn a_stopped_receiver_s_rcvbuff_drops_equal_its_socket_s() {
     if !root_or_skip() || !crate::util::installed("ss") {
         return;
     }
-    let ns = Ns::new("s");
-    let serve = Stopped::new(&ns.0, 9103);
-    let w = Watching::start(None, &["--netns", &ns.0, "--port", "9103"]);
-    send(&ns.0, "127.0.0.1:9103", 3000, 1000);
+    let ns = Netns::new("ds");
+    let serve = Stopped::new(&ns.name, 9103);
+    let w = Watching::start(None, &["--netns", &ns.name, "--port", "9103"]);
+    send(&ns.name, "127.0.0.1:9103", 3000, 1000);
     let doc = w.finish();
-    let d = meminfo_drops(&ns.0, 9103);
+    let d = meminfo_drops(&ns.name, 9103);
     assert!(d > 0, "the flood did not overflow the socket");
     assert_eq!(count(&doc, "SOCKET_RCVBUFF", 9103), d, "{doc:#}");
     assert_eq!(doc["drops"], d, "only SOCKET_RCVBUFF at this port: {doc:#}");
@@ -288,7 +270,7 @@ fn an_xdp_drop_program_is_counted_by_tracepoint_and_queue_counter() {
                 .to_string()
         }
     };
-    let peer = format!("{}p", lab.dev);
+    let peer = lab.cli_dev.clone();
     let srv4 = crate::xdp_util::SRV4;
     ip(&[
         "-n",
@@ -345,7 +327,7 @@ fn an_xdp_drop_program_is_counted_by_tracepoint_and_queue_counter() {
 }
 
 /// The ids of the BPF programs an fd of `pid` holds (fdinfo's `prog_id:`).
-fn prog_ids(pid: u32) -> Vec<u32> {
+pub(crate) fn prog_ids(pid: u32) -> Vec<u32> {
     let mut ids = Vec::new();
     for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
         .unwrap()
@@ -441,11 +423,11 @@ fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
     if !root_or_skip() {
         return;
     }
-    let ns = Ns::new("l");
-    let serve = Stopped::new(&ns.0, 9108);
+    let ns = Netns::new("dl");
+    let serve = Stopped::new(&ns.name, 9108);
     let json = crate::util::tmp("drops-load-attribution.json");
     let o = Command::new("ip")
-        .args(["netns", "exec", &ns.0, bin(), "load"])
+        .args(["netns", "exec", &ns.name, bin(), "load"])
         .args([
             "--target",
             "127.0.0.1:9108",

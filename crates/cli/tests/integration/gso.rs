@@ -33,7 +33,7 @@ fn a_refused_gso_send_falls_back_and_the_summary_says_so() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let srv = Spawned { child: srv };
+    let srv = Spawned::of(srv);
     // `ip netns exec` execs the server, so its /proc entry shows the namespace's sockets:
     // wait until it is bound, or a busy host starts the load first and a window is lost.
     wait_for_udp_port(srv.id(), 9400, std::time::Duration::from_secs(10));

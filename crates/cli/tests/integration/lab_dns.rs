@@ -2,7 +2,7 @@
 //! driven by dnsperf and `firehose load`, one short repetition; a peer that is not
 //! installed is skipped with an install hint, not failed.
 
-use crate::util::{bin, installed, lab_cmd, lab_run, tmp};
+use crate::util::{bin, installed, lab_cmd, lab_run, rcvbuf_line, squeezed_serve, tempdir, tmp};
 use serde_json::Value;
 use std::path::Path;
 
@@ -339,4 +339,46 @@ fn library_comparison_gives_figures_for_every_row_and_cleans_up() {
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
     assert!(!ps.contains(&prefix), "a server outlived the run:\n{ps}");
+}
+
+/// As root, the firehose driver's lost queries are attributed: our server's receive buffer
+/// is squeezed (`--firehose-bin` adding `--rcvbuf 1` to `serve`), 100 queries in flight;
+/// the summary and the document name SOCKET_RCVBUFF.
+#[test]
+fn the_firehose_drivers_loss_is_attributed() {
+    if !firehose_sys::cpu::is_root() {
+        eprintln!("skipped: the drop watch that attributes loss needs root");
+        return;
+    }
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempdir("dns-loss");
+    let json = dir.join("dns.json");
+    let wrapper = squeezed_serve(&dir);
+    let args = short_dns_run(
+        &json,
+        &[
+            "--servers",
+            "firehose",
+            "--generators",
+            "firehose",
+            "--workers",
+            "1",
+            "--no-syscalls",
+            "--firehose-bin",
+            wrapper.to_str().unwrap(),
+        ],
+    );
+    let out = lab_run(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lost = v["trials"][0]["result"]["lost"].as_u64().unwrap();
+    assert!(lost > 0, "the squeezed server lost nothing: {v}");
+    rcvbuf_line(&v, "load", lost, &text);
 }

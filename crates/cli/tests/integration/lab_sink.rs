@@ -5,7 +5,7 @@
 
 use crate::lab_stream::ready;
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, lab_run, signal_pid, tmp, Bounded};
+use crate::util::{bin, installed, json_of, lab_run, signal_pid, tmp, Spawned};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -16,9 +16,9 @@ fn lab(args: &[&str], tag: &str) -> (Value, u32) {
     let json = tmp(&format!("lab-{tag}.json"));
     let mut c = Command::new(bin());
     c.arg("lab").args(args).arg("--json-file").arg(&json);
-    let child = Bounded::spawn(c);
+    let child = Spawned::bounded(c);
     let pid = child.id();
-    let out = child.wait(crate::util::LAB_LIMIT);
+    let out = child.output(crate::util::LAB_LIMIT);
     assert!(
         out.status.success(),
         "{}{}",
@@ -304,7 +304,7 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
     ])
     .args(["--repetitions", "5", "--duration", "5", "--json-file"])
     .arg(&json);
-    let child = Bounded::spawn(c);
+    let child = Spawned::bounded(c);
     let id = child.id();
     let srv = format!("fh-srv-{id}");
     // Wait until the drop program is on the server veth and the flood runs.
@@ -323,7 +323,7 @@ fn ctrl_c_mid_flood_leaves_no_namespace_program_or_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     signal_pid(id, "INT");
-    let out = child.wait(Duration::from_secs(30));
+    let out = child.output(Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");

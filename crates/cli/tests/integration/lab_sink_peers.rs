@@ -7,7 +7,7 @@
 
 use crate::lab_stream::ready;
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, tmp, Bounded, LAB_LIMIT};
+use crate::util::{bin, installed, json_of, tmp, Spawned, LAB_LIMIT};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
@@ -20,7 +20,7 @@ fn lab_watched(args: &[&str], tag: &str, watch: impl Fn(u32) + Send + 'static) -
     let json = tmp(&format!("lab-peers-{tag}.json"));
     let mut c = Command::new(bin());
     c.arg("lab").args(args).arg("--json-file").arg(&json);
-    let child = Bounded::spawn(c);
+    let child = Spawned::bounded(c);
     let pid = child.id();
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -32,7 +32,7 @@ fn lab_watched(args: &[&str], tag: &str, watch: impl Fn(u32) + Send + 'static) -
             }
         })
     };
-    let out = child.wait(LAB_LIMIT);
+    let out = child.output(LAB_LIMIT);
     done.store(true, Ordering::Relaxed);
     watcher.join().unwrap();
     assert!(

@@ -4,7 +4,7 @@
 //! (and ethtool); skips with a reason otherwise.
 
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, lab_run, root_or_skip, stderr, tempdir, tmp, Bounded};
+use crate::util::{bin, installed, json_of, lab_run, root_or_skip, stderr, tempdir, tmp, Spawned};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -190,7 +190,7 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         "--json-file",
         json.to_str().unwrap(),
     ]);
-    let child = Bounded::spawn(c);
+    let child = Spawned::bounded(c);
     let id = child.id();
     let (srv, cli) = (format!("fh-srv-{id}"), format!("fh-cli-{id}"));
     let dev = format!("fhv0-{id}");
@@ -224,7 +224,7 @@ fn ctrl_c_mid_cell_leaves_nothing_behind() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = child.wait(Duration::from_secs(30));
+    let out = child.output(Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");

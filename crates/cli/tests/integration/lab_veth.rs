@@ -3,7 +3,7 @@
 //! them) are gone afterwards: after a normal run, after SIGINT or SIGTERM mid-run, and after
 //! SIGKILL once `firehose lab down` has run. Needs root; skips with a reason otherwise.
 
-use crate::util::{bin, lab_cmd, lab_run, root_or_skip, short_run, tmp, Bounded};
+use crate::util::{bin, lab_cmd, lab_run, root_or_skip, short_run, tmp, Spawned};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -57,7 +57,7 @@ fn alive(pid: u32) -> bool {
 /// Returns the child, its namespaces and the pids running in them.
 // The child is handed to the caller, which waits for it.
 #[allow(clippy::zombie_processes)]
-fn start_long_ladder(json: &str, duration: &str) -> (Bounded, [String; 2], Vec<u32>) {
+fn start_long_ladder(json: &str, duration: &str) -> (Spawned, [String; 2], Vec<u32>) {
     let mut c = Command::new(bin());
     c.args([
         "lab",
@@ -75,7 +75,7 @@ fn start_long_ladder(json: &str, duration: &str) -> (Bounded, [String; 2], Vec<u
         "--json-file",
         json,
     ]);
-    let child = Bounded::spawn(c);
+    let child = Spawned::bounded(c);
     let id = child.id();
     let nss = [format!("fh-srv-{id}"), format!("fh-cli-{id}")];
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -211,7 +211,7 @@ fn interrupted_run_cleans_up(signal: &str) {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = child.wait(Duration::from_secs(30));
+    let out = child.output(Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
@@ -286,7 +286,7 @@ fn a_run_whose_server_dies_mid_way_fails_and_removes_the_test_host() {
             .args(["-KILL", &pid.to_string()])
             .status();
     }
-    let out = child.wait(Duration::from_secs(60));
+    let out = child.output(Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let workdir = workdir_of(id).expect("a failed run keeps its logs");

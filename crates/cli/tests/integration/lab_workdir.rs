@@ -40,7 +40,7 @@ fn planted_links_are_not_followed(args: &[&str], tag: &str) {
     .arg(&go)
     .arg(bin())
     .args(args);
-    let child = crate::util::Bounded::spawn(c);
+    let child = crate::util::Spawned::bounded(c);
     let links: Vec<_> = predictable_names(child.id())
         .iter()
         .map(|n| std::env::temp_dir().join(n))
@@ -49,7 +49,7 @@ fn planted_links_are_not_followed(args: &[&str], tag: &str) {
         std::os::unix::fs::symlink(&*target, l).unwrap();
     }
     std::fs::write(&go, "").unwrap();
-    let out = child.wait(crate::util::LAB_LIMIT);
+    let out = child.output(crate::util::LAB_LIMIT);
     let _ = std::fs::remove_file(&go);
     for l in &links {
         let _ = std::fs::remove_file(l);

@@ -268,7 +268,7 @@ pub(crate) fn open_loop_with_a_stall(
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut child = Spawned { child };
+    let mut child = Spawned::of(child);
     // The first line is printed when the run starts.
     let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();

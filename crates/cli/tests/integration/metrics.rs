@@ -85,7 +85,7 @@ fn promtool_check(text: &str) -> bool {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut p = Spawned { child: p };
+    let mut p = Spawned::of(p);
     p.child
         .stdin
         .take()

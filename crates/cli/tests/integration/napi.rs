@@ -7,7 +7,7 @@ use crate::util::*;
 use firehose_sys::netdev::{Napi, NapiParam, Netdev};
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,11 +19,8 @@ struct Lines {
 }
 
 impl Lines {
-    fn start(mut cmd: Command) -> Lines {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = Spawned {
-            child: cmd.spawn().expect("spawn firehose serve"),
-        };
+    fn start(cmd: Command) -> Lines {
+        let mut child = Spawned::start(cmd);
         let out = child.child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -74,8 +71,8 @@ impl Lines {
     }
 }
 
-fn napis_in(ns: &Netns, dev: &str) -> Vec<Napi> {
-    let path = PathBuf::from(format!("/run/netns/{}", ns.name));
+fn napis_in(ns: &str, dev: &str) -> Vec<Napi> {
+    let path = PathBuf::from(format!("/run/netns/{ns}"));
     let dev = dev.to_string();
     firehose_sys::ifaddr::in_netns(&path, move || {
         let idx = firehose_sys::ifaddr::ifindex(&dev)?;
@@ -89,15 +86,15 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
     if !root_or_skip() {
         return;
     }
-    let pair = VethPair::new("np", 1);
-    pair.srv_addr("10.77.0.1/24");
-    let ns = PathBuf::from(format!("/run/netns/{}", pair.srv.name));
-    let dev = pair.srv_dev.clone();
+    let pair = veth("np", 1);
+    let srv_ns = pair
+        .netns(Side::Server)
+        .expect("a veth topology has namespaces");
+    let ns = PathBuf::from(format!("/run/netns/{srv_ns}"));
+    let dev = pair.dev(Side::Server);
+    let listen = format!("{}:0", pair.server_addr());
     // A veth has NAPI only with GRO on (or XDP attached).
-    assert!(
-        napis_in(&pair.srv, &dev).is_empty(),
-        "GRO is off by default"
-    );
+    assert!(napis_in(&srv_ns, &dev).is_empty(), "GRO is off by default");
     firehose_sys::ifaddr::in_netns(&ns, || {
         firehose_sys::ethtool::Ethtool::new()?.set_gro(&dev, true)
     })
@@ -125,15 +122,17 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
             .all(|n| want.iter().any(|&(p, v)| p.of(n) != Some(v))),
         "the test needs values that differ from the defaults: {before:?}"
     );
-    let mut srv = Lines::start(pair.srv.firehose(&[
+    let mut serve = Command::new("ip");
+    serve.args(["netns", "exec", &srv_ns, bin()]).args([
         "serve",
         "--profile",
         "latency",
         "--listen",
-        "10.77.0.1:0",
+        &listen,
         "--workers",
         "1",
-    ]));
+    ]);
+    let mut srv = Lines::start(serve);
     srv.until("firehose serve: listening on");
     let head = srv.until("napi: ");
     assert!(head.contains(&format!("{dev} (veth, GRO on)")), "{head}");
@@ -141,7 +140,7 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
     let path = firehose_host::napi::journal_path(srv.child.id());
     assert!(journal.contains(&path.display().to_string()), "{journal}");
     assert!(path.exists(), "{}", path.display());
-    let during = napis_in(&pair.srv, &dev);
+    let during = napis_in(&srv_ns, &dev);
     assert_eq!(during.len(), before.len());
     for n in &during {
         for &(p, v) in &want {
@@ -155,7 +154,7 @@ fn latency_serve_sets_napi_values_on_a_gro_veth_and_restores_them_on_sigterm() {
         "{printed}"
     );
     let rest = srv.stop();
-    let after = napis_in(&pair.srv, &dev);
+    let after = napis_in(&srv_ns, &dev);
     assert_eq!(after, before, "restored after SIGTERM: {rest:#?}");
     assert!(
         rest.iter()

@@ -48,7 +48,7 @@ fn two_agents_merge_to_the_sum_of_their_counts_and_histograms() {
                 .spawn()
                 .unwrap()
         })
-        .map(|child| Spawned { child })
+        .map(Spawned::of)
         .collect();
     for a in agents {
         let o = a.output(Duration::from_secs(60));

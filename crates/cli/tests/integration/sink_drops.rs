@@ -5,19 +5,19 @@
 //! kernel stack. A receive buffer or ring that never overflowed, or a counter that stayed
 //! zero, fails the test. AF_PACKET and AF_XDP need root and skip with a reason otherwise.
 
-use crate::util::{bin, json_of, signal_pid, tmp, wait_exit};
+use crate::util::{bin, freeze, json_of, send_paced, signal_pid, tmp, until, Spawned};
 use crate::xdp_util::{Lab, SRV4};
 use firehose_sys::cpu::is_root;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A sink child: started, its listen address read from its start line, its later lines
 /// kept for [`Sink::wait_line`]; killed on drop.
 pub(crate) struct Sink {
-    child: Child,
+    proc: Spawned,
     pub(crate) addr: SocketAddr,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -38,13 +38,9 @@ impl Sink {
 
     /// Starts `cmd` (any firehose child that prints a start line once set up) and returns
     /// it with that line. Fails after 30 s.
-    pub(crate) fn spawn(mut cmd: Command) -> (Sink, String) {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
+    pub(crate) fn spawn(cmd: Command) -> (Sink, String) {
+        let mut proc = Spawned::start(cmd);
+        let out = proc.child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for l in BufReader::new(out).lines().map_while(Result::ok) {
@@ -52,7 +48,7 @@ impl Sink {
             }
         });
         let mut sink = Sink {
-            child,
+            proc,
             addr: "0.0.0.0:0".parse().unwrap(),
             lines: rx,
         };
@@ -61,7 +57,7 @@ impl Sink {
             Err(e) => {
                 sink.kill();
                 let mut err = String::new();
-                if let Some(mut s) = sink.child.stderr.take() {
+                if let Some(mut s) = sink.proc.child.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut s, &mut err);
                 }
                 panic!("no start line within 30 s ({e}): {err}")
@@ -71,17 +67,16 @@ impl Sink {
 
     /// SIGKILL now (nothing runs in the child: it can clean up nothing); reaps it.
     pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.kill();
     }
 
     /// True while the child runs.
     pub(crate) fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        matches!(self.proc.child.try_wait(), Ok(None))
     }
 
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        self.proc.id()
     }
 
     /// Waits (at most 30 s) for a line of stdout starting with `prefix` (after trimming).
@@ -111,40 +106,15 @@ impl Sink {
     /// The exit (within 30 s; the sink ends by itself), successful, and its JSON report
     /// from `json`.
     pub(crate) fn exited(mut self, json: &std::path::Path) -> Value {
-        let st = wait_exit(&mut self.child, Duration::from_secs(30));
+        let st = self.proc.wait(Duration::from_secs(30));
         let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
+        if let Some(mut e) = self.proc.child.stderr.take() {
             let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
         assert!(st.success(), "sink exited with {st}: {err}");
         let v = json_of(json);
         let _ = std::fs::remove_file(json);
         v
-    }
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends `n` datagrams of `len` bytes to `to` from `ports` source ports, gently (a pause
-/// every 20), so the loopback backlog never overflows: only the frozen sink's socket or
-/// ring can drop.
-fn send_gently(to: SocketAddr, n: usize, len: usize, ports: usize) {
-    let any = if to.is_ipv6() {
-        "[::1]:0"
-    } else {
-        "127.0.0.1:0"
-    };
-    let socks: Vec<_> = (0..ports).map(|_| UdpSocket::bind(any).unwrap()).collect();
-    for i in 0..n {
-        socks[i % ports].send_to(&vec![i as u8; len], to).unwrap();
-        if i % 20 == 19 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
     }
 }
 
@@ -159,32 +129,6 @@ pub(crate) fn rx_queue(port: u16) -> Option<u64> {
             u64::from_str_radix(q, 16).ok()
         })?
     })
-}
-
-/// Waits until `done()` holds, checking every 10 ms, at most 20 s.
-pub(crate) fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} within 20 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// SIGSTOP to `pid`, then waits until every thread of it is stopped (state T in
-/// /proc/PID/task/*/stat): kill(2) returns before a thread running on another CPU stops.
-fn freeze(pid: u32) {
-    signal_pid(pid, "STOP");
-    until("every thread stopped", || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .flatten()
-            .all(|t| {
-                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                // The state follows the parenthesised command name.
-                stat.rsplit_once(") ")
-                    .is_some_and(|(_, rest)| rest.starts_with('T'))
-            })
-    });
 }
 
 fn sink_cmd(args: &[&str]) -> Command {
@@ -211,7 +155,7 @@ fn a_frozen_sinks_socket_drops_are_counted_exactly() {
         j.to_str().unwrap(),
     ]));
     freeze(sink.pid());
-    send_gently(sink.addr, 2000, 64, 1);
+    send_paced(sink.addr, 2000, 64, 1);
     signal_pid(sink.pid(), "CONT");
     let port = sink.addr.port();
     until("the sink reading its queue", || rx_queue(port) == Some(0));
@@ -255,7 +199,7 @@ fn a_frozen_packet_sinks_ring_drops_and_held_port_are_counted_exactly() {
     freeze(sink.pid());
     // 20,000 datagrams of 1400 bytes: 28 MB, over the 16 MiB ring.
     let n = 20_000;
-    send_gently(sink.addr, n, 1400, 4);
+    send_paced(sink.addr, n, 1400, 4);
     signal_pid(sink.pid(), "CONT");
     let v = sink.stop(&j);
     let packets = v["packets"].as_u64().unwrap();
@@ -330,4 +274,31 @@ fn a_frozen_xdp_sinks_ring_drops_are_counted() {
     );
     assert!(packets + dropped <= n as u64, "{v}");
     assert!(!lab.has_xdp(), "program left after the run");
+}
+
+/// A root sink started in the background of a non-interactive shell inherits SIGINT
+/// ignored (`trap "" INT` does the same): Ctrl-C sent as soon as it has started (its drop
+/// watch attached) still stops it cleanly, with its report, and nothing stays attached.
+#[test]
+fn sigint_right_after_start_stops_a_root_sink_that_inherited_it_ignored() {
+    if !is_root() {
+        eprintln!("skipping: the sink's drop watch attaches as root only");
+        return;
+    }
+    let j = tmp("sink-drops-sigint.json");
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(format!(
+        "trap '' INT; exec {} sink --listen 127.0.0.1:0 --duration 60 --json-file {}",
+        bin(),
+        j.display()
+    ));
+    let sink = Sink::start(sh);
+    let ids = crate::drops::prog_ids(sink.pid());
+    assert!(!ids.is_empty(), "no drop watch held by a root sink");
+    let v = sink.stop(&j);
+    assert_eq!(v["packets"], 0, "{v}");
+    for id in ids {
+        let e = firehose_sys::xdp::attach::prog_info(id).unwrap_err();
+        assert_eq!(e.errno(), Some(2), "program {id} remains: {e}");
+    }
 }

@@ -3,12 +3,14 @@
 //! workers, ENOBUFS counted under a rate-limited qdisc in namespaces this test creates, and
 //! bad input. AF_PACKET and namespace tests need root and skip with a reason otherwise.
 
-use crate::util::{bin, free_port, root_or_skip, wait_for_udp_port, Spawned, VethPair};
+use crate::util::{
+    bin, free_port, root_or_skip, send_paced, veth, wait_for_udp_port, Side, Spawned, Topology,
+};
 use firehose_sys::cpu::is_root;
 use firehose_sys::socket::UdpSock;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,20 +41,9 @@ fn finish(c: Spawned) -> Output {
     o
 }
 
-/// Sends `n` datagrams of `len` bytes to `to`, gently (no receive-side drops).
+/// Sends `n` datagrams of `len` bytes to `to` (see [`send_paced`]).
 fn send_gently(to: &str, n: usize, len: usize) {
-    let any = if to.starts_with('[') {
-        "[::1]:0"
-    } else {
-        "127.0.0.1:0"
-    };
-    let s = UdpSocket::bind(any).unwrap();
-    for i in 0..n {
-        s.send_to(&vec![i as u8; len], to).unwrap();
-        if i % 20 == 19 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    send_paced(to.parse().unwrap(), n, len, 1);
 }
 
 fn sink_counts_exactly(io: &str, ip: &str, bracket: bool) {
@@ -253,7 +244,7 @@ fn flood_sends_exactly(io: &str, bind: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut c = Spawned { child: c };
+    let mut c = Spawned::of(c);
     let (n, lens, ports) = receive(&rx, 3000);
     let st = c.wait(FINISH);
     assert!(st.success(), "flood --io {io} to {target} failed");
@@ -394,33 +385,29 @@ fn bad_input_is_one_line_and_exit_2() {
     }
 }
 
-/// Two namespaces joined by a veth pair, removed on drop (also when the test fails).
-/// Two namespaces `a` and `b` joined by a veth pair ([`VethPair`]: removed on drop, and a
-/// step that fails as root fails the test rather than skip it).
+/// Two namespaces `a` and `b` joined by the lab's veth pair ([`veth`]: removed on drop,
+/// and a step that fails as root fails the test rather than skip it).
 struct Pair {
     a: String,
     b: String,
     /// The veth end in `a`.
     a_dev: String,
-    _pair: VethPair,
+    _topo: Topology,
 }
 
 impl Pair {
     fn new(tag: &str) -> Pair {
-        let pair = VethPair::new(tag, 1);
-        let sub = std::process::id() % 200 + 20;
-        pair.srv_addr(&format!("10.201.{sub}.1/24"));
-        pair.cli_addr(&format!("10.201.{sub}.2/24"));
+        let topo = veth(tag, 1);
         Pair {
-            a: pair.srv.name.clone(),
-            b: pair.cli.name.clone(),
-            a_dev: pair.srv_dev.clone(),
-            _pair: pair,
+            a: topo.netns(Side::Server).unwrap(),
+            b: topo.netns(Side::Client).unwrap(),
+            a_dev: topo.dev(Side::Server),
+            _topo: topo,
         }
     }
 
     fn b_addr(&self) -> String {
-        format!("10.201.{}.2", std::process::id() % 200 + 20)
+        firehose_lab::topology::VETH_CLIENT_ADDR.to_string()
     }
 }
 
@@ -429,7 +416,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
     if !root_or_skip() {
         return;
     }
-    let pair = Pair::new("nobuf");
+    let pair = Pair::new("nb");
     // A token bucket of 2 Mbit/s with a one-frame queue: sendmmsg flat out overflows it.
     let tbf = Command::new("ip")
         .args([
@@ -477,7 +464,7 @@ fn enobufs_under_a_full_queue_is_counted_and_the_run_completes() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let sink = Spawned { child: sink };
+    let sink = Spawned::of(sink);
     wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args([
@@ -518,7 +505,7 @@ fn packet_flood_sends_exactly_count_over_a_veth_pair() {
     if !root_or_skip() {
         return;
     }
-    let pair = Pair::new("pktfl");
+    let pair = Pair::new("pk");
     // The smallest and largest RFC 2544 payloads and one between: each frame is written
     // into the ring once, with a vnet header asking for it whole in the linear area.
     for (port, size) in [(9998, 120usize), (9997, 18), (9996, 1472)] {
@@ -545,7 +532,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let sink = Spawned { child: sink };
+    let sink = Spawned::of(sink);
     wait_for_udp_port(sink.id(), port, Duration::from_secs(30));
     let o = Command::new("ip")
         .args(["netns", "exec", &pair.a, bin(), "flood", "--target"])
@@ -608,15 +595,7 @@ fn every_packet_fanout_mode_counts_exactly() {
             "--json-file",
             j.to_str().unwrap(),
         ]);
-        let socks: Vec<_> = (0..16)
-            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-            .collect();
-        for i in 0..480 {
-            socks[i % 16].send_to(&[i as u8; 64], &addr).unwrap();
-            if i % 20 == 19 {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
+        send_paced(addr.parse().unwrap(), 480, 64, 16);
         finish(c);
         let v = read_json(&j);
         let per = per_worker_packets(&v);

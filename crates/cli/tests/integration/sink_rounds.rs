@@ -4,8 +4,8 @@
 //! never a guessed sleep; the pauses between sends only make a wrong clock visible, as
 //! bounds that hold however slow the host is.
 
-use crate::sink_drops::{rx_queue, until, Sink};
-use crate::util::{bin, tmp};
+use crate::sink_drops::{rx_queue, Sink};
+use crate::util::{bin, tmp, until};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
 use std::time::{Duration, Instant};

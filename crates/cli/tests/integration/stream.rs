@@ -15,7 +15,7 @@ fn receiver(listen: &str, args: &[&str]) -> (Spawned, String) {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn receiver");
-    let mut child = Spawned { child };
+    let mut child = Spawned::of(child);
     let mut out = BufReader::new(child.child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -27,6 +27,20 @@ fn receiver(listen: &str, args: &[&str]) -> (Spawned, String) {
     // Keep draining its output so it never blocks on a full pipe.
     std::thread::spawn(move || for _ in out.lines() {});
     (child, addr)
+}
+
+/// TCP connections established to local port `port` (/proc/net/tcp, state 01).
+fn established(port: u16) -> usize {
+    let want = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&want) && f[3] == "01"
+        })
+        .count()
 }
 
 fn usage(args: &[&str], mention: &str) {
@@ -176,7 +190,9 @@ fn receiver_killed_mid_run_is_exit_1_with_bytes_so_far() {
         "20",
     ]);
     let sender = Spawned::start(sender);
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // Mid-run: once both flows are connected (an event, however slow the host).
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    crate::util::until("both flows connected", || established(port) >= 2);
     rx.child.kill().unwrap();
     rx.wait(Duration::from_secs(10));
     let out = sender.output(Duration::from_secs(60));
@@ -235,4 +251,70 @@ fn mss_and_congestion_are_applied_and_read_back() {
         }
         assert!(rx.wait(Duration::from_secs(30)).success());
     }
+}
+
+/// As root, what TCP retransmitted is attributed: an nft rule in a namespace of the test
+/// drops every tenth segment to the receiver's port; the sender's summary and document say
+/// `retransmits N:` with NETFILTER_DROP at that port.
+#[test]
+fn retransmits_are_attributed_to_the_drops_that_caused_them() {
+    if !crate::util::root_or_skip() || !crate::util::installed("nft") {
+        return;
+    }
+    let ns = crate::util::Netns::new("st");
+    let port = 9200;
+    let rules = format!(
+        "table inet fhstream {{\n chain input {{\n  type filter hook input priority 0;\n  tcp dport {port} numgen inc mod 10 == 5 drop\n }}\n}}\n"
+    );
+    let mut nft = ns.command("nft");
+    nft.args(["-f", "-"]).stdin(Stdio::piped());
+    let mut nft = nft.spawn().unwrap();
+    std::io::Write::write_all(&mut nft.stdin.take().unwrap(), rules.as_bytes()).unwrap();
+    assert!(nft.wait().unwrap().success(), "nft -f refused {rules}");
+    let mut rx = ns.firehose(&["stream", "--listen", &format!("127.0.0.1:{port}"), "--once"]);
+    rx.stdin(Stdio::null());
+    let rx = Spawned::started(rx, Duration::from_secs(30));
+    let dir = crate::util::tempdir("stream-loss");
+    let json = dir.join("sender.json");
+    let mut tx = ns.firehose(&[
+        "stream",
+        "--target",
+        &format!("127.0.0.1:{port}"),
+        "--flows",
+        "1",
+        "--bytes",
+        "16M",
+        "--json-file",
+        json.to_str().unwrap(),
+    ]);
+    tx.stdin(Stdio::null());
+    let out = Spawned::start(tx).output(Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(rx);
+    let v = crate::util::json_of(&json);
+    let retrans: u64 = v["sender"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["tcp_info"]["total_retrans"].as_u64())
+        .sum();
+    assert!(
+        retrans > 0,
+        "no retransmits with every tenth segment dropped: {v}"
+    );
+    let a = &v["loss_attribution"];
+    let line = a["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .find(|l| l.contains(" NETFILTER_DROP at ") && l.contains(&format!(", port {port}")))
+        .unwrap_or_else(|| panic!("no NETFILTER_DROP line at port {port}: {a}"));
+    assert!(text.contains(&format!("retransmits {retrans}: ")), "{text}");
+    assert!(text.contains(line), "{text}");
 }

@@ -57,7 +57,7 @@ fn pair(srv: &str, cli: &str, addr: &str, send: &str, recv: &str) -> serde_json:
         .spawn()
         .unwrap();
     // Killed when dropped: a failing assertion below leaves no receiver behind.
-    let mut rx = Spawned { child: rx };
+    let mut rx = Spawned::of(rx);
     let mut lines = BufReader::new(rx.child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.starts_with("listening on"), "{first}");

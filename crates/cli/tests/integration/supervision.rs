@@ -2,7 +2,7 @@
 //! that fails stops the run at once, and the run exits 1 with one line naming the worker and
 //! the cause. The failure is a real one: the interface under an AF_PACKET sink goes down.
 
-use crate::util::{root_or_skip, Spawned, VethPair};
+use crate::util::{bin, ip, root_or_skip, veth, Side, Spawned};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -10,21 +10,14 @@ fn a_sink_whose_interface_goes_down_stops_and_names_the_worker() {
     if !root_or_skip() {
         return;
     }
-    let pair = VethPair::new("sup", 1);
-    pair.srv_addr("10.204.0.1/24");
-    let sink = pair.srv.firehose(&[
-        "sink",
-        "--listen",
-        "10.204.0.1:7310",
-        "--io",
-        "packet",
-        "--iface",
-        &pair.srv_dev,
-        "--duration",
-        "60",
-    ]);
+    let pair = veth("su", 1);
+    let (srv, dev) = (pair.netns(Side::Server).unwrap(), pair.dev(Side::Server));
+    let mut sink = std::process::Command::new("ip");
+    sink.args(["netns", "exec", &srv, bin(), "sink", "--listen"])
+        .arg(format!("{}:7310", pair.server_addr()))
+        .args(["--io", "packet", "--iface", &dev, "--duration", "60"]);
     let sink = Spawned::started(sink, Duration::from_secs(20));
-    pair.srv.ip(&["link", "set", "dev", &pair.srv_dev, "down"]);
+    ip(&["-n", &srv, "link", "set", "dev", &dev, "down"]).unwrap();
     let t0 = Instant::now();
     let out = sink.output(Duration::from_secs(20));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -3,15 +3,16 @@
 //! socket, queue and drops, with the process); the screen in a real terminal (tmux) with
 //! its keys for sort, filter and freeze; bad input.
 
-use crate::drops::{Ns, Stopped};
+use crate::drops::Stopped;
+use crate::util::Netns;
 use crate::util::{bin, installed, root_or_skip, run, stderr};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// `firehose top --once --json ARGS` inside namespace `ns`.
-fn top_json(ns: &Ns, args: &[&str]) -> serde_json::Value {
+fn top_json(ns: &Netns, args: &[&str]) -> serde_json::Value {
     let o = Command::new("ip")
-        .args(["netns", "exec", &ns.0, bin(), "top", "--once", "--json"])
+        .args(["netns", "exec", &ns.name, bin(), "top", "--once", "--json"])
         .args(args)
         .output()
         .unwrap();
@@ -24,7 +25,7 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
     if !root_or_skip() {
         return;
     }
-    let ns = Ns::new("tq");
+    let ns = Netns::new("dtq");
     let doc = top_json(&ns, &["--interval", "0.3"]);
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let n = firehose_sys::cpu::CpuSet::parse_list(online.trim())
@@ -48,12 +49,12 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
     if !root_or_skip() || !installed("ss") {
         return;
     }
-    let ns = Ns::new("tf");
-    let serve = Stopped::new(&ns.0, 9106);
+    let ns = Netns::new("dtf");
+    let serve = Stopped::new(&ns.name, 9106);
     // A bounded flood runs through top's whole window (top measures 1 s; the flood sends
     // until top has answered, at most 20 s).
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (name, d2) = (ns.0.clone(), done.clone());
+    let (name, d2) = (ns.name.clone(), done.clone());
     let flood = std::thread::spawn(move || {
         firehose_sys::netns::enter(&name).unwrap();
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

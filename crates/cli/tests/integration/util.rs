@@ -1,7 +1,7 @@
 //! The integration tests' helpers, in one place: the real `firehose` binary run to completion
 //! or as a child ([`Served`], [`Spawned`]: killed on drop, every wait with a deadline), the
 //! root skip with a printed reason ([`root_or_skip`]), network namespaces and veth pairs
-//! removed on drop even when a setup step fails half-way ([`Netns`], [`VethPair`]), free
+//! removed on drop even when a setup step fails half-way ([`Netns`], [`veth`]), free
 //! ports, waiting for a bound port or an exit, and scratch paths.
 
 use std::ffi::OsStr;
@@ -9,6 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+
+pub use firehose_lab::topology::{Side, Topology};
 
 /// Path of the binary under test.
 pub fn bin() -> &'static str {
@@ -233,101 +235,14 @@ pub fn wait_exit(
     }
 }
 
-/// A child with a deadline, stopped when dropped (a test that fails half-way leaves nothing
-/// running): SIGTERM first, so a lab run removes the namespaces, processes and files it made,
-/// then SIGKILL after a grace period. Its stdout and stderr are collected as it runs.
-pub struct Bounded {
-    child: Child,
-    out: Option<std::thread::JoinHandle<Vec<u8>>>,
-    err: Option<std::thread::JoinHandle<Vec<u8>>>,
-}
-
 /// How long a stopped lab run may take to clean up after SIGTERM before it gets SIGKILL.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
-impl Bounded {
-    /// Starts `cmd` with its output piped.
-    pub fn spawn(mut cmd: Command) -> Bounded {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        let drain = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = r.read_to_end(&mut v);
-                v
-            })
-        };
-        let out = Some(drain(Box::new(child.stdout.take().unwrap())));
-        let err = Some(drain(Box::new(child.stderr.take().unwrap())));
-        Bounded { child, out, err }
-    }
-
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits for the exit at most `limit`; past it the child is stopped and the test fails,
-    /// quoting what it wrote.
-    pub fn wait(mut self, limit: std::time::Duration) -> Output {
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Output {
-                    status,
-                    stdout: self.out.take().unwrap().join().unwrap_or_default(),
-                    stderr: self.err.take().unwrap().join().unwrap_or_default(),
-                };
-            }
-            if std::time::Instant::now() >= deadline {
-                self.stop();
-                let err = self.err.take().unwrap().join().unwrap_or_default();
-                panic!(
-                    "process {} did not finish in {limit:?}; stopped. stderr:\n{}",
-                    self.child.id(),
-                    String::from_utf8_lossy(&err)
-                );
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL now (nothing can run in the child: what it made is left behind); reaps it.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM, then SIGKILL once the grace period is over; reaps the child.
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let by = std::time::Instant::now() + STOP_GRACE;
-            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < by {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Bounded {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Runs firehose with `args` to completion within `limit` (see [`Bounded`]).
+/// Runs firehose with `args` to completion within `limit` (see [`Spawned::bounded`]).
 pub fn run_within<S: AsRef<OsStr>>(args: &[S], limit: std::time::Duration) -> Output {
     let mut c = Command::new(bin());
     c.args(args);
-    Bounded::spawn(c).wait(limit)
+    Spawned::bounded(c).output(limit)
 }
 
 /// How long any lab run of a test may take before it is stopped and the test fails.
@@ -340,7 +255,7 @@ pub fn lab_run<S: AsRef<OsStr>>(args: &[S]) -> Output {
 
 /// Runs `cmd` (a shell around a lab run) within [`LAB_LIMIT`].
 pub fn lab_cmd(cmd: Command) -> Output {
-    Bounded::spawn(cmd).wait(LAB_LIMIT)
+    Spawned::bounded(cmd).output(LAB_LIMIT)
 }
 
 /// What a bounded `lab compare` run left: what it printed, its JSON document, and its
@@ -475,84 +390,36 @@ impl Drop for Netns {
     }
 }
 
-/// Two namespaces joined by a veth pair with `queues` rx and tx queues on each end, both
-/// ends up. The namespaces exist (and are deleted on drop) before anything else is set up,
-/// so a step that fails half-way leaves nothing behind.
-pub struct VethPair {
-    pub srv: Netns,
-    pub cli: Netns,
-    /// The server end (in `srv`) and the client end (in `cli`).
-    pub srv_dev: String,
-    pub cli_dev: String,
+/// The lab's test host for a test: two namespaces joined by a veth pair with `queues` rx
+/// and tx queues per end, addressed and up ([`Topology::veth`]: the same host `firehose lab`
+/// builds, deleted on drop with what still runs in it, and a step that fails half-way leaves
+/// nothing). `tag` (at most 2 characters: interface names are short) keeps the pairs of one
+/// test process apart.
+pub fn veth(tag: &str, queues: usize) -> Topology {
+    Topology::veth(&format!("{}-{tag}", std::process::id()), queues)
+        .unwrap_or_else(|e| panic!("veth pair {tag}: {e}"))
 }
 
-impl VethPair {
-    /// `tag` keeps pairs of one test process apart (at most 5 characters: interface names
-    /// are short).
-    pub fn new(tag: &str, queues: u32) -> VethPair {
-        let srv = Netns::new(&format!("s{tag}"));
-        let cli = Netns::new(&format!("c{tag}"));
-        let srv_dev = format!("fv{tag}{}", std::process::id());
-        let cli_dev = format!("{srv_dev}p");
-        let q = queues.to_string();
-        ip(&[
-            "link",
-            "add",
-            &srv_dev,
-            "netns",
-            &srv.name,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &cli_dev,
-            "netns",
-            &cli.name,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ])
-        .unwrap();
-        let pair = VethPair {
-            srv,
-            cli,
-            srv_dev,
-            cli_dev,
-        };
-        pair.srv.ip(&["link", "set", &pair.srv_dev, "up"]);
-        pair.cli.ip(&["link", "set", &pair.cli_dev, "up"]);
-        pair
-    }
-
-    /// Adds `cidr` (e.g. 10.1.0.1/24, fd00::1/64) to the server end.
-    pub fn srv_addr(&self, cidr: &str) {
-        add_addr(&self.srv, &self.srv_dev, cidr);
-    }
-
-    /// Adds `cidr` to the client end.
-    pub fn cli_addr(&self, cidr: &str) {
-        add_addr(&self.cli, &self.cli_dev, cidr);
-    }
-}
-
-fn add_addr(ns: &Netns, dev: &str, cidr: &str) {
-    let mut args = vec!["addr", "add", cidr, "dev", dev];
-    if cidr.contains(':') {
-        // No duplicate address detection: the address is usable at once.
-        args.push("nodad");
-    }
-    ns.ip(&args);
-}
-
-/// A child process the test started: killed and reaped when dropped, so a failing test
-/// leaves no process behind; every wait has a deadline.
+/// A child process the test started, the one kind the tests have: stopped and reaped when
+/// dropped, so a failing test leaves no process behind, and every wait has a deadline.
+/// [`Spawned::bounded`] children (lab runs) get SIGTERM first and a grace period to remove
+/// the namespaces, processes and files they made, then SIGKILL; the others get SIGKILL.
 pub struct Spawned {
     pub child: Child,
+    /// stdout and stderr, read to the end by threads as the child runs (bounded children).
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// SIGTERM and this long before SIGKILL, when stopped.
+    grace: Option<std::time::Duration>,
+}
+
+/// A thread that reads `r` to its end.
+fn drain(mut r: Box<dyn std::io::Read + Send>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
 }
 
 impl Spawned {
@@ -562,8 +429,24 @@ impl Spawned {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn");
-        Spawned { child }
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        Spawned {
+            child,
+            out: None,
+            err: None,
+            grace: None,
+        }
+    }
+
+    /// Starts `cmd` (a lab run) with no stdin and its output collected as it runs; stopped
+    /// with SIGTERM and a grace period (see the type).
+    pub fn bounded(mut cmd: Command) -> Spawned {
+        cmd.stdin(Stdio::null());
+        let mut s = Spawned::start(cmd);
+        s.out = Some(drain(Box::new(s.child.stdout.take().unwrap())));
+        s.err = Some(drain(Box::new(s.child.stderr.take().unwrap())));
+        s.grace = Some(STOP_GRACE);
+        s
     }
 
     /// Starts `cmd` and waits (at most `within`) for its first byte of stdout, the start line
@@ -590,49 +473,219 @@ impl Spawned {
         self.child.id()
     }
 
-    /// What the child wrote to stderr, once it has exited.
-    fn stderr_now(&mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let mut e = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut err, &mut e);
+    /// A child spawned by the caller with stdio of its own choosing.
+    pub fn of(child: Child) -> Spawned {
+        Spawned {
+            child,
+            out: None,
+            err: None,
+            grace: None,
         }
-        e
     }
 
-    /// Waits for the child to exit, at most `within` (then kills it and fails the test).
+    /// What the child wrote to stderr, once it has been stopped (what came within 5 s: a
+    /// grandchild may hold the pipe open).
+    fn stderr_now(&mut self) -> String {
+        self.stop();
+        let reader = match (self.err.take(), self.child.stderr.take()) {
+            (Some(t), _) => t,
+            (None, Some(p)) => drain(Box::new(p)),
+            (None, None) => return String::new(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.join().unwrap_or_default());
+        });
+        let bytes = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Waits for the child to exit, at most `within`; past it the child is stopped and the
+    /// test fails, quoting what it wrote to stderr.
     pub fn wait(&mut self, within: std::time::Duration) -> std::process::ExitStatus {
-        wait_exit(&mut self.child, within)
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() >= deadline {
+                let err = self.stderr_now();
+                panic!(
+                    "process {} did not exit in {within:?}; stopped. stderr:\n{err}",
+                    self.child.id()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
-    /// Waits for the exit (at most `within`) and returns the status, stdout (what was not
-    /// already read) and stderr.
+    /// Waits for the exit (at most `within`, see [`Spawned::wait`]) and returns the status,
+    /// stdout (what was not already read) and stderr.
     pub fn output(mut self, within: std::time::Duration) -> Output {
         // Read both pipes while waiting, so a chatty child never blocks on a full pipe.
-        let read = |p: Option<Box<dyn std::io::Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                if let Some(mut p) = p {
-                    let _ = p.read_to_end(&mut v);
-                }
-                v
-            })
-        };
-        let out = read(self.child.stdout.take().map(|p| Box::new(p) as _));
-        let err = read(self.child.stderr.take().map(|p| Box::new(p) as _));
+        if let Some(p) = self.child.stdout.take() {
+            self.out = Some(drain(Box::new(p)));
+        }
+        if let Some(p) = self.child.stderr.take() {
+            self.err = Some(drain(Box::new(p)));
+        }
         let status = self.wait(within);
+        let join = |t: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            t.map(|t| t.join().unwrap_or_default()).unwrap_or_default()
+        };
         Output {
             status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
+            stdout: join(self.out.take()),
+            stderr: join(self.err.take()),
         }
+    }
+
+    /// SIGKILL now (nothing can run in the child: what it made is left behind); reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and the grace period when it has one, then SIGKILL; reaps the child.
+    fn stop(&mut self) {
+        if let (Some(grace), Ok(None)) = (self.grace, self.child.try_wait()) {
+            signal_pid(self.child.id(), "TERM");
+            let by = std::time::Instant::now() + grace;
+            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < by {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        self.kill();
     }
 }
 
 impl Drop for Spawned {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
+}
+
+/// Waits until `done()` holds, checking every 10 ms, at most 20 s.
+pub fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// SIGSTOP to `pid`, then waits until every thread of it is stopped (state T in
+/// /proc/PID/task/*/stat): kill(2) returns before a thread running on another CPU stops.
+pub fn freeze(pid: u32) {
+    signal_pid(pid, "STOP");
+    until("every thread stopped", || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+    });
+}
+
+/// The DNS tests' zone (example.com, in the proto crate's test data).
+pub fn example_zone() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../proto/tests/data/example.zone")
+        .display()
+        .to_string()
+}
+
+/// A query for www.example.com A with ID `id`, framed for DNS over TCP (length first).
+pub fn framed_query(id: u16) -> Vec<u8> {
+    let mut m = id.to_be_bytes().to_vec();
+    m.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in ["www", "example", "com"] {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let mut framed = (m.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&m);
+    framed
+}
+
+/// A `--firehose-bin` for lab runs that lose: `firehose serve` with its receive buffer
+/// squeezed to the kernel's minimum (`--rcvbuf 1`), every other subcommand as it is. Written
+/// into `dir`.
+pub fn squeezed_serve(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = dir.join("firehose-small-rcvbuf");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = serve ]; then shift; exec {} serve --rcvbuf 1 \"$@\"; fi\nexec {} \"$@\"\n",
+            bin(),
+            bin()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// The document's first `loss_attribution` (a lab document's list of them), checked to
+/// name SOCKET_RCVBUFF, with `lost` as given, and the same line in `text`: that line.
+pub fn rcvbuf_line(v: &serde_json::Value, by: &str, lost: u64, text: &str) -> String {
+    let a = &v["loss_attribution"][0];
+    assert_eq!(a["by"], by, "{v}");
+    assert_eq!(a["lost"], lost, "{a}");
+    assert!(a["drops"].as_u64().unwrap() > 0, "{a}");
+    let line = a["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .find(|l| l.contains(" SOCKET_RCVBUFF at "))
+        .unwrap_or_else(|| panic!("no SOCKET_RCVBUFF line: {a}"))
+        .to_string();
+    assert!(text.contains("where the loss went"), "{text}");
+    assert!(text.contains(&line), "{text}");
+    line
+}
+
+/// Sends `n` datagrams of `len` bytes (byte `i as u8`, datagram `i` from source port
+/// `i % ports`) to `to` over loopback without ever overflowing the kernel's backlog, which
+/// would drop them before any socket: from one thread pinned to one CPU (whose backlog is
+/// first in, first out), in batches of 100, each followed by a datagram to a socket of the
+/// test that must arrive before the next batch goes. An event, not a pause: it holds however
+/// slowly a busy host runs the softirq.
+pub fn send_paced(to: SocketAddr, n: usize, len: usize, ports: usize) {
+    std::thread::spawn(move || {
+        let cpu = firehose_sys::cpu::current_cpu().unwrap();
+        firehose_sys::cpu::pin_current_thread(cpu).unwrap();
+        let any: SocketAddr = if to.is_ipv6() {
+            "[::1]:0".parse().unwrap()
+        } else {
+            "127.0.0.1:0".parse().unwrap()
+        };
+        let socks: Vec<_> = (0..ports)
+            .map(|_| std::net::UdpSocket::bind(any).unwrap())
+            .collect();
+        let mark = std::net::UdpSocket::bind(any).unwrap();
+        mark.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let mark_at = mark.local_addr().unwrap();
+        for i in 0..n {
+            socks[i % ports].send_to(&vec![i as u8; len], to).unwrap();
+            if i % 100 == 99 || i + 1 == n {
+                socks[i % ports].send_to(b"mark", mark_at).unwrap();
+                let mut b = [0u8; 8];
+                firehose_sys::retry_interrupted(|| mark.recv(&mut b))
+                    .expect("the batch's mark within 30 s");
+            }
+        }
+    })
+    .join()
+    .unwrap();
 }

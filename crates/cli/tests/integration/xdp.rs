@@ -175,7 +175,7 @@ fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
             "--zone",
             &z2,
             "--listen",
-            "10.203.0.1:5300",
+            "10.199.0.1:5300",
             "--io",
             io,
         ];
@@ -187,7 +187,7 @@ fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
             let s = udp(&format!("{CLI4}:0"));
             dns_queries()
                 .iter()
-                .map(|q| ask(&s, "10.203.0.1:5300".parse().unwrap(), q))
+                .map(|q| ask(&s, "10.199.0.1:5300".parse().unwrap(), q))
                 .collect::<Vec<_>>()
         });
         let (out, st) = srv.stop("-TERM");
@@ -213,7 +213,7 @@ fn after_sigkill_the_program_is_gone_and_the_next_serve_starts() {
         "--iface",
         &lab.dev,
         "--listen",
-        "10.203.0.1:7000",
+        "10.199.0.1:7000",
         "--queues",
         "1",
     ];
@@ -258,7 +258,7 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
             "--io",
             "xdp",
             "--listen",
-            "10.203.0.1:7000",
+            "10.199.0.1:7000",
             "--duration",
             "1",
         ];
@@ -303,7 +303,7 @@ fn bad_input_is_one_line_exit_2_and_leaves_nothing_attached() {
                 "--clear-groups",
             ])
             .arg(env!("CARGO_BIN_EXE_firehose"))
-            .args(xdp_on("10.203.0.1:7000"))
+            .args(xdp_on("10.199.0.1:7000"))
             .output()
             .unwrap();
         refused(&out, "needs root");

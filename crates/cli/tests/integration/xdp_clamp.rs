@@ -30,7 +30,7 @@ fn an_xdp_datagram_longer_than_its_frame_room_is_counted_not_handled() {
     }
     let lab = Lab::new("L");
     // The client may send IPv4 packets of 1501-1504 bytes; the server's MTU stays 1500.
-    let peer = format!("{}p", lab.dev);
+    let peer = lab.cli_dev.clone();
     let st = Command::new("ip")
         .args(["-n", &lab.cli, "link", "set", "dev", &peer, "mtu", "1504"])
         .status()

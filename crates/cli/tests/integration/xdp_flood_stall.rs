@@ -56,7 +56,7 @@ fn frames_that_never_complete_are_counted_and_end_the_flood() {
     }
     let down = Instant::now();
     let st = Command::new("ip")
-        .args(["-n", &lab.cli, "link", "set", "dev", &lab.peer(), "down"])
+        .args(["-n", &lab.cli, "link", "set", "dev", &lab.cli_dev, "down"])
         .status()
         .unwrap();
     assert!(st.success());

@@ -15,7 +15,7 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
         return;
     }
     let lab = Lab::new("f");
-    let peer = format!("{}p", lab.dev);
+    let peer = lab.cli_dev.clone();
     let (smac, cmac) = (mac(&lab.srv, &lab.dev), mac(&lab.cli, &peer));
     let serve = |listen: String| {
         Served::start(

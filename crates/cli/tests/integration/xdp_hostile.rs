@@ -28,7 +28,7 @@ struct Wire {
 
 impl Wire {
     fn new(lab: &Lab) -> Wire {
-        let peer = format!("{}p", lab.dev);
+        let peer = lab.cli_dev.clone();
         Wire {
             smac: mac(&lab.srv, &lab.dev),
             cmac: mac(&lab.cli, &peer),
@@ -113,7 +113,7 @@ fn a_wildcard_listener_answers_only_its_own_untagged_addresses() {
     let src = format!("{CLI4}:40000");
     let frames = [
         w.frame(&src, &format!("{SRV4}:7000"), None, b"own-request"),
-        w.frame(&src, "10.203.0.99:7000", None, b"other-request"),
+        w.frame(&src, "10.199.0.99:7000", None, b"other-request"),
         w.frame(&src, &format!("{SRV4}:7000"), Some(100), b"tagged-request"),
     ];
     let markers = ["own-request", "other-request", "tagged-request"];

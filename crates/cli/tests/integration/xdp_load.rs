@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// The client end of the lab's veth pair.
 fn cli_dev(lab: &Lab) -> String {
-    format!("{}p", lab.dev)
+    lab.cli_dev.clone()
 }
 
 fn client_has_xdp(lab: &Lab) -> bool {
@@ -143,7 +143,7 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let child = Spawned { child };
+    let child = Spawned::of(child);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !client_has_xdp(&lab) {
         assert!(Instant::now() < deadline, "the program never appeared");

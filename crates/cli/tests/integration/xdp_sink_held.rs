@@ -7,7 +7,7 @@
 //! drop). Needs root; skips with a reason otherwise.
 
 use crate::sink_drops::Sink;
-use crate::util::{bin, root_or_skip, tmp, Bounded};
+use crate::util::{bin, root_or_skip, tmp, Spawned};
 use crate::xdp_util::{Lab, CLI4, SRV4};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Output};
@@ -53,7 +53,7 @@ fn refused(out: &Output, needle: &str) {
 
 /// Runs `cmd` to its end within 30 s.
 fn run(cmd: Command) -> Output {
-    Bounded::spawn(cmd).wait(Duration::from_secs(30))
+    Spawned::bounded(cmd).output(Duration::from_secs(30))
 }
 
 #[test]

@@ -1,45 +1,46 @@
-//! A veth pair between two namespaces for the AF_XDP tests ([`crate::util::VethPair`] with
-//! their addresses), and a served child inside the server namespace. Everything is removed
-//! on drop.
+//! A veth pair between two namespaces for the AF_XDP tests (the lab's, [`crate::util::veth`],
+//! with IPv6 too), and a served child inside the server namespace. Everything is removed on
+//! drop.
 
 #![allow(dead_code)]
 
-use crate::util::VethPair;
+use crate::util::{veth, Side, Topology};
 use firehose_sys::retry_interrupted;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub const SRV4: &str = "10.203.0.1";
-pub const CLI4: &str = "10.203.0.2";
-pub const SRV6: &str = "fd00:203::1";
-pub const CLI6: &str = "fd00:203::2";
+// The addresses of the lab's veth pair (firehose_lab::topology::VETH_*_ADDR*).
+pub const SRV4: &str = "10.199.0.1";
+pub const CLI4: &str = "10.199.0.2";
+pub const SRV6: &str = "fd00:199::1";
+pub const CLI6: &str = "fd00:199::2";
 
 pub use firehose_sys::cpu::is_root;
 
-/// Two namespaces and a 2-queue veth pair, IPv4 and IPv6 on both ends; removed on drop
-/// (by [`VethPair`], which exists before any step that could fail).
+/// The lab's veth pair with 2 queues, IPv4 and IPv6 on both ends ([`veth`]); removed on
+/// drop.
 pub struct Lab {
     pub srv: String,
     pub cli: String,
+    /// The server's end (in `srv`) and the client's (in `cli`).
     pub dev: String,
-    _pair: VethPair,
+    pub cli_dev: String,
+    _topo: Topology,
 }
 
 impl Lab {
-    /// `tag` keeps concurrent tests in one process apart.
+    /// `tag` (at most 2 characters) keeps concurrent tests in one process apart.
     pub fn new(tag: &str) -> Lab {
-        let pair = VethPair::new(&format!("x{tag}"), 2);
-        pair.srv_addr(&format!("{SRV4}/24"));
-        pair.srv_addr(&format!("{SRV6}/64"));
-        pair.cli_addr(&format!("{CLI4}/24"));
-        pair.cli_addr(&format!("{CLI6}/64"));
+        let topo = veth(tag, 2);
+        topo.add_ipv6().unwrap();
         Lab {
-            srv: pair.srv.name.clone(),
-            cli: pair.cli.name.clone(),
-            dev: pair.srv_dev.clone(),
-            _pair: pair,
+            srv: topo.netns(Side::Server).unwrap(),
+            cli: topo.netns(Side::Client).unwrap(),
+            dev: topo.dev(Side::Server),
+            cli_dev: topo.dev(Side::Client),
+            _topo: topo,
         }
     }
 
@@ -57,18 +58,13 @@ impl Lab {
         self.link_show().contains("prog/xdp")
     }
 
-    /// The client's end of the pair (where `flood --io xdp` binds its sockets).
-    pub fn peer(&self) -> String {
-        format!("{}p", self.dev)
-    }
-
     /// True when a program is attached to the client's end.
     pub fn client_has_xdp(&self) -> bool {
         let out = Command::new("ip")
-            .args(["-n", &self.cli, "link", "show", "dev", &self.peer()])
+            .args(["-n", &self.cli, "link", "show", "dev", &self.cli_dev])
             .output()
             .unwrap();
-        assert!(out.status.success(), "ip link show {}", self.peer());
+        assert!(out.status.success(), "ip link show {}", self.cli_dev);
         String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
     }
 
@@ -275,4 +271,13 @@ pub fn raw_exchange(lab: &Lab, dev: &str, marker: &[u8], frames: &[&[u8]]) -> Ve
             (tci.parse().unwrap(), bytes.collect())
         })
         .collect()
+}
+
+#[test]
+fn the_addresses_are_the_labs() {
+    use firehose_lab::topology as t;
+    assert_eq!(SRV4, t::VETH_SERVER_ADDR.to_string());
+    assert_eq!(CLI4, t::VETH_CLIENT_ADDR.to_string());
+    assert_eq!(SRV6, t::VETH_SERVER_ADDR6.to_string());
+    assert_eq!(CLI6, t::VETH_CLIENT_ADDR6.to_string());
 }

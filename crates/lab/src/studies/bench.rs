@@ -10,6 +10,7 @@
 pub mod pingpong;
 
 use crate::cmd;
+use crate::loss::LossAttribution;
 use crate::peers::firehose::{self, Serving};
 use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
 use crate::report::{mmm, thousands};
@@ -71,6 +72,10 @@ pub struct ProfileRun {
     pub rate_p50_us: Option<f64>,
     pub rate_p99_us: Option<f64>,
     pub rate_tps: f64,
+    /// Where the closed-loop run's `lost` went (as root); listed once in the document,
+    /// under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<Box<LossAttribution>>,
 }
 
 /// What a trial gave.
@@ -93,6 +98,8 @@ pub enum Measured {
 /// load.
 pub struct ProfileMeasured {
     max: LoadReport,
+    /// The closed-loop load's document (its `loss_attribution`).
+    max_doc: serde_json::Value,
     stats: StatsDocument,
     window: (f64, f64),
     rate: LoadReport,
@@ -170,7 +177,7 @@ impl Bench {
         warmup: &str,
         flags: &[&str],
         tag: &str,
-    ) -> LabResult<LoadReport> {
+    ) -> LabResult<(LoadReport, serde_json::Value)> {
         let json = lab.workdir.join(format!("{tag}-load.json"));
         let mut a: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         let client = firehose_sys::cpu::CpuSet::from(&lab.placement.client_cpus).to_string();
@@ -199,7 +206,7 @@ impl Bench {
         )?;
         let by = Instant::now() + self.duration + Duration::from_secs(60);
         match p.wait_until(by, Some(lab.stop))? {
-            Some(s) if s.success() => Ok(firehose::read_load(&json)?.0),
+            Some(s) if s.success() => firehose::read_load(&json),
             Some(_) => Err(LabError::Run(format!("load failed: {}", p.stderr_tail()))),
             None => Err(LabError::Run(
                 "load did not finish within a minute of its duration".into(),
@@ -214,17 +221,18 @@ impl Bench {
         let served = Instant::now();
         let flags = ["--flows", "4", "--window", "32", "--batch", "64"];
         let from = served.elapsed().as_secs_f64();
-        let max = self.load(lab, &srv, "1", &flags, &tag)?;
+        let (max, max_doc) = self.load(lab, &srv, "1", &flags, &tag)?;
         let window = (from, served.elapsed().as_secs_f64());
         let stats = finish(srv, &stats)?;
         // Latency at a fixed rate, open loop.
         let tag = format!("{profile}-{rep}-rate");
         let (srv, s) = self.serve(lab, profile, &tag)?;
         let rate_s = format!("{}", self.rate);
-        let rate = self.load(lab, &srv, "1", &["--rate", &rate_s, "--flows", "4"], &tag)?;
+        let (rate, _) = self.load(lab, &srv, "1", &["--rate", &rate_s, "--flows", "4"], &tag)?;
         finish(srv, &s)?;
         Ok(Measured::Profile(Box::new(ProfileMeasured {
             max,
+            max_doc,
             stats,
             window,
             rate,
@@ -278,11 +286,13 @@ impl Study for Bench {
             (Cell::Profile(profile), Measured::Profile(m)) => {
                 let ProfileMeasured {
                     max,
+                    max_doc,
                     stats,
                     window,
                     rate,
                 } = *m;
                 Trial::Profile(ProfileRun {
+                    loss: LossAttribution::from_document("load", max.lost, &max_doc).map(Box::new),
                     profile: profile.clone(),
                     repetition: 0,
                     max_tps: max.tps,
@@ -334,6 +344,13 @@ impl Study for Bench {
 
     fn page(&self, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
         page(self, ran, rows)
+    }
+
+    fn loss<'t>(&self, t: &'t Trial) -> Option<&'t LossAttribution> {
+        match t {
+            Trial::Profile(r) => r.loss.as_deref(),
+            Trial::PingPong { .. } => None,
+        }
     }
 
     fn extra(

@@ -377,6 +377,10 @@ impl Study for DnsCompare {
         report::page(self, ran, rows)
     }
 
+    fn loss<'t>(&self, t: &'t Sample) -> Option<&'t crate::loss::LossAttribution> {
+        t.result.loss.as_ref()
+    }
+
     fn extra(
         &self,
         _ran: &Ran<Cell, Sample>,

@@ -206,18 +206,16 @@ pub fn payload_of(frame: usize) -> usize {
     frame.saturating_sub(14 + 20 + 8 + 4)
 }
 
-/// Why a peer is not run here, `None` when it can be.
+/// Why a peer is not run here (the reason after "not measured: "), `None` when it can be.
 pub fn peer_absent(s: &Subject) -> Option<String> {
     let prog = s.program()?;
     if cmd::installed(prog) {
         return None;
     }
     Some(match s {
-        Subject::UdpSink => format!("not measured (udp_sink not installed): {}", udp_sink::HINT),
-        Subject::Trafgen => {
-            "not measured (trafgen not installed: apt-get install netsniff-ng)".into()
-        }
-        _ => format!("not measured ({prog} not installed: apt-get install {prog})"),
+        Subject::UdpSink => format!("udp_sink not installed: {}", udp_sink::HINT),
+        Subject::Trafgen => "trafgen not installed: apt-get install netsniff-ng".into(),
+        _ => format!("{prog} not installed: apt-get install {prog}"),
     })
 }
 

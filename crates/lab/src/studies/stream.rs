@@ -280,6 +280,10 @@ impl Study for StreamMatrix {
         report::rows(self, ran)
     }
 
+    fn loss<'t>(&self, t: &'t MatrixTrial) -> Option<&'t crate::loss::LossAttribution> {
+        t.loss.as_ref()
+    }
+
     fn page(&self, ran: &Ran<Cell, MatrixTrial>, rows: &[MatrixRow]) -> Page {
         report::page(self, ran, rows)
     }

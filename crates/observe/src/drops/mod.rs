@@ -4,8 +4,9 @@
 //!
 //! Two ways to count, chosen once at start: a BPF program on the tracepoint that counts in
 //! per-CPU maps ([`bpf`]; nothing leaves the kernel per drop), or where BPF is refused, perf
-//! sampling of every hit into per-CPU rings decoded here ([`perf`]; reason and location
-//! only, and a ring that overflows says how many it lost). Reason names come from the
+//! sampling of every hit into per-CPU rings decoded here ([`perf`]; reason and location,
+//! the port of UDP receive-queue drops only, and a ring that overflows says how many it
+//! lost). Reason names come from the
 //! tracepoint's `format` file, so a kernel that adds reasons needs no code change; locations
 //! are named with /proc/kallsyms ([`report`]).
 
@@ -159,13 +160,14 @@ impl DropWatch {
                 Err(e) => return Err(e),
             }
         }
-        let p = perf::PerfDrops::start(&format, id).map_err(|e| match (&bpf_refused, e) {
-            (Some(b), ObserveError::Permission { what, needs }) => ObserveError::Permission {
-                what: format!("BPF refused ({b}) and perf refused ({what})"),
-                needs,
-            },
-            (_, e) => e,
-        })?;
+        let (p, limits) =
+            perf::PerfDrops::start(&format, id).map_err(|e| match (&bpf_refused, e) {
+                (Some(b), ObserveError::Permission { what, needs }) => ObserveError::Permission {
+                    what: format!("BPF refused ({b}) and perf refused ({what})"),
+                    needs,
+                },
+                (_, e) => e,
+            })?;
         Ok(DropWatch {
             backend: Backend::Perf(p),
             format,
@@ -173,10 +175,7 @@ impl DropWatch {
                 via: "perf",
                 tracefs: tracefs_at,
                 bpf_refused,
-                limits: vec![
-                    "perf samples carry no socket: drops are counted by reason and location only"
-                        .into(),
-                ],
+                limits,
             },
         })
     }

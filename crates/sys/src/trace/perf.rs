@@ -10,9 +10,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_SAMPLE_RAW: u64 = 1 << 10;
+/// The event's id first in every sample, to tell the events sharing a ring apart.
+const PERF_SAMPLE_IDENTIFIER: u64 = 1 << 16;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+/// `_IOR('$', 7, __u64 *)`: the id that samples carry.
+const PERF_EVENT_IOC_ID: libc::c_ulong = 0x8008_2407;
 const PERF_RECORD_LOST: u32 = 2;
 const PERF_RECORD_SAMPLE: u32 = 9;
 /// The `disabled` bit of perf_event_attr's flag word.
@@ -82,13 +87,14 @@ pub struct TracepointLink {
 /// Attaches the loaded tracepoint program `prog` to tracepoint `id` (the `id` file of
 /// tracefs). The program runs on every CPU: the kernel keeps tracepoint programs on the
 /// tracepoint itself, whichever CPU the event was opened on.
+///
+/// The event is a counting one (no sample period): the program passes every event on to
+/// perf for other users of the tracepoint, and a sampling event with no ring would cost a
+/// failed output per event on its CPU for nothing.
 pub fn attach_tracepoint(prog: RawFd, id: u64, name: &str) -> SysResult<TracepointLink> {
     let mut attr = PerfEventAttr {
         kind: PERF_TYPE_TRACEPOINT,
         config: id,
-        sample_period: 1,
-        sample_type: PERF_SAMPLE_RAW,
-        wakeup: 1,
         flags: ATTR_DISABLED,
         ..Default::default()
     };
@@ -110,11 +116,24 @@ pub fn attach_tracepoint(prog: RawFd, id: u64, name: &str) -> SysResult<Tracepoi
     Ok(TracepointLink { _event: event })
 }
 
+/// The id of an event's samples (PERF_EVENT_IOC_ID).
+fn event_id(fd: RawFd, name: &str) -> SysResult<u64> {
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which lives across
+    // the call.
+    let r = unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
+    cvt(r, || {
+        format!("ioctl(PERF_EVENT_IOC_ID) on tracepoint {name}")
+    })?;
+    Ok(id)
+}
+
 /// One record taken from a ring.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Record<'a> {
-    /// The raw tracepoint record (common fields first, as the `format` file lays out).
-    Sample(&'a [u8]),
+    /// A sample of the event with sample id `id` ([`PerfRing::id`], [`PerfRing::also`]):
+    /// the raw tracepoint record (common fields first, as the `format` file lays out).
+    Sample { id: u64, raw: &'a [u8] },
     /// The kernel could not write this many samples: the ring was full.
     Lost(u64),
 }
@@ -122,6 +141,9 @@ pub enum Record<'a> {
 /// One CPU's sampling event on a tracepoint and its mmap ring.
 pub struct PerfRing {
     fd: OwnedFd,
+    /// Other tracepoints sampled into this ring ([`PerfRing::also`]).
+    others: Vec<OwnedFd>,
+    id: u64,
     base: *mut u8,
     /// Bytes mapped: one header page plus the data area.
     len: usize,
@@ -140,24 +162,16 @@ impl PerfRing {
     pub fn open(id: u64, name: &str, cpu: usize, pages: usize) -> SysResult<Self> {
         let page = super::page_size();
         let data_size = pages.next_power_of_two() * page;
-        let mut attr = PerfEventAttr {
-            kind: PERF_TYPE_TRACEPOINT,
-            config: id,
-            sample_period: 1,
-            sample_type: PERF_SAMPLE_RAW,
-            wakeup: (data_size / 4) as u32,
-            flags: ATTR_DISABLED | ATTR_WATERMARK,
-            ..Default::default()
-        };
-        let fd = open(&mut attr, cpu as i32, || {
-            format!("perf_event_open(tracepoint {name}, id {id}, cpu {cpu})")
-        })?;
+        let fd = sampling(id, name, cpu, (data_size / 4) as u32)?;
         let len = page + data_size;
         let base = crate::map_shared(fd.as_raw_fd(), len, 0, 0, || {
             format!("mmap(perf ring of tracepoint {name}, cpu {cpu}, {len} bytes)")
         })?;
+        let id = event_id(fd.as_raw_fd(), name)?;
         let ring = PerfRing {
             fd,
+            others: Vec::new(),
+            id,
             base,
             len,
             data_size,
@@ -170,6 +184,33 @@ impl PerfRing {
             &format!("ioctl(PERF_EVENT_IOC_ENABLE) on tracepoint {name}, cpu {cpu}"),
         )?;
         Ok(ring)
+    }
+
+    /// The sample id of the ring's own tracepoint.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Samples tracepoint `id` on the same CPU into this ring too, and returns the sample
+    /// id its records carry. Records of one CPU land in the order the events fired, so a
+    /// reader can pair an event with the one that follows it.
+    pub fn also(&mut self, id: u64, name: &str, cpu: usize) -> SysResult<u64> {
+        let fd = sampling(id, name, cpu, 0)?;
+        ioctl(
+            fd.as_raw_fd(),
+            PERF_EVENT_IOC_SET_OUTPUT,
+            self.fd.as_raw_fd() as libc::c_ulong,
+            &format!("ioctl(PERF_EVENT_IOC_SET_OUTPUT) of tracepoint {name}, cpu {cpu}"),
+        )?;
+        let sample_id = event_id(fd.as_raw_fd(), name)?;
+        ioctl(
+            fd.as_raw_fd(),
+            PERF_EVENT_IOC_ENABLE,
+            0,
+            &format!("ioctl(PERF_EVENT_IOC_ENABLE) on tracepoint {name}, cpu {cpu}"),
+        )?;
+        self.others.push(fd);
+        Ok(sample_id)
     }
 
     fn head(&self) -> &AtomicU64 {
@@ -211,10 +252,11 @@ impl PerfRing {
             copy_wrapped(data, at, &mut scratch);
             let body = &scratch[8..];
             match kind {
-                PERF_RECORD_SAMPLE if body.len() >= 4 => {
-                    let n = u32::from_ne_bytes([body[0], body[1], body[2], body[3]]) as usize;
-                    if let Some(raw) = body.get(4..4 + n) {
-                        f(Record::Sample(raw));
+                PERF_RECORD_SAMPLE if body.len() >= 12 => {
+                    let id = u64::from_ne_bytes(body[..8].try_into().expect("8 bytes"));
+                    let n = u32::from_ne_bytes(body[8..12].try_into().expect("4 bytes")) as usize;
+                    if let Some(raw) = body.get(12..12 + n) {
+                        f(Record::Sample { id, raw });
                     }
                 }
                 PERF_RECORD_LOST if body.len() >= 16 => {
@@ -229,6 +271,23 @@ impl PerfRing {
         self.scratch = scratch;
         self.tail().store(tail, Ordering::Release);
     }
+}
+
+/// A sampling event on tracepoint `id` on `cpu`: every hit, its id and raw record; with
+/// `watermark` bytes, the reader is woken by bytes rather than by events.
+fn sampling(id: u64, name: &str, cpu: usize, watermark: u32) -> SysResult<OwnedFd> {
+    let mut attr = PerfEventAttr {
+        kind: PERF_TYPE_TRACEPOINT,
+        config: id,
+        sample_period: 1,
+        sample_type: PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_RAW,
+        wakeup: watermark,
+        flags: ATTR_DISABLED | if watermark > 0 { ATTR_WATERMARK } else { 0 },
+        ..Default::default()
+    };
+    open(&mut attr, cpu as i32, || {
+        format!("perf_event_open(tracepoint {name}, id {id}, cpu {cpu})")
+    })
 }
 
 /// Copies `out.len()` bytes starting at `at` of the ring `data`, wrapping at its end.

@@ -152,6 +152,16 @@ fn net_inum(a: &mut Asm, net: NetLayout) {
     a.op(stx(4), 10, 1, KEY + 24, 0);
 }
 
+/// Returns 1: a tracepoint program's 0 tells the kernel not to hand the event to perf, which
+/// would blind every perf user of the tracepoint while the program is attached (the perf
+/// path of another `firehose drops`, `perf record -e skb:kfree_skb`). The kernel overwrites
+/// the record's first 8 bytes (its common fields) with a pointer before running the program
+/// and perf samples keep that: readers must not rely on `common_type` or `common_pid`.
+fn pass_on(a: &mut Asm) {
+    a.op(MOV64_K, 0, 0, 0, 1);
+    a.op(EXIT, 0, 0, 0, 0);
+}
+
 fn load_field(a: &mut Asm, dst: u8, f: Field) {
     a.op(ldx(f.size), dst, 6, f.offset as i16, 0);
 }
@@ -267,8 +277,7 @@ pub fn drops(s: &DropSpec, map: i32, overflow: i32) -> Vec<Insn> {
     a.label(COUNT);
     a.count(map, overflow, KEY, VAL, EXIT_L);
     a.label(EXIT_L);
-    a.op(MOV64_K, 0, 0, 0, 0);
-    a.op(EXIT, 0, 0, 0, 0);
+    pass_on(&mut a);
     a.finish()
 }
 
@@ -286,8 +295,7 @@ pub fn fields(fields: &[Field], map: i32, overflow: i32) -> Vec<Insn> {
     }
     a.count(map, overflow, key, val, EXIT_L);
     a.label(EXIT_L);
-    a.op(MOV64_K, 0, 0, 0, 0);
-    a.op(EXIT, 0, 0, 0, 0);
+    pass_on(&mut a);
     a.finish()
 }
 
@@ -363,6 +371,18 @@ mod tests {
         jumps_land_inside(&p);
         assert!(p.len() < drops(&full, 3, 4).len());
         jumps_land_inside(&fields(&[Field { offset: 8, size: 4 }], 3, 4));
+    }
+
+    #[test]
+    fn every_program_passes_the_event_on_to_perf() {
+        for p in [
+            drops(&spec(), 3, 4),
+            fields(&[Field { offset: 8, size: 4 }], 3, 4),
+        ] {
+            let n = p.len();
+            assert_eq!(p[n - 1].code(), EXIT);
+            assert_eq!((p[n - 2].code(), p[n - 2].imm()), (MOV64_K, 1));
+        }
     }
 
     #[test]

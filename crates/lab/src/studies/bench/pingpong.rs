@@ -154,7 +154,7 @@ pub fn measure(
         let (srv, stats) = b.serve(lab, profile, &tag)?;
         let mut all = vec!["--flows", "1", "--window", "1", "--size", "100"];
         all.extend(flags);
-        let l = b.load(lab, &srv, "0.5", &all, &tag)?;
+        let (l, _) = b.load(lab, &srv, "0.5", &all, &tag)?;
         super::finish(srv, &stats)?;
         out.push(PingPong {
             pair,

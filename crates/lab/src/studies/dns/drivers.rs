@@ -2,6 +2,7 @@
 //! driver's CPU time is the growth of this process's reaped-children time across reaping
 //! it: exact to its exit, and the same for both drivers.
 
+use crate::loss::LossAttribution;
 use crate::peers::dnsperf::{self, Dnsperf, TcpLoad};
 use crate::peers::firehose;
 use crate::study::Lab;
@@ -59,6 +60,10 @@ pub struct DriverResult {
     /// The driver's CPUs busy over that window: firehose load's thread from its own
     /// report; dnsperf's whole CPU (start-up included) over its run time.
     pub client_util: f64,
+    /// Where `firehose load`'s lost queries went (as root; dnsperf: none). Listed once in
+    /// the document, under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 /// How a driver is run.
@@ -148,7 +153,13 @@ pub fn run(lab: &Lab<'_>, p: &DriverPlan<'_>) -> LabResult<DriverResult> {
                 ..DriverResult::default()
             }
         }
-        Driver::Firehose => DriverResult::from(&firehose::read_load(p.json)?.0),
+        Driver::Firehose => {
+            let (report, doc) = firehose::read_load(p.json)?;
+            DriverResult {
+                loss: LossAttribution::from_document("load", report.lost, &doc),
+                ..DriverResult::from(&report)
+            }
+        }
     };
     r.client_cpu_s = done.cpu_s;
     r.wall_s = done.wall_s;

@@ -231,7 +231,7 @@ const COLUMNS: [(&str, usize); 8] = [
 
 fn cells(r: &Row) -> Vec<String> {
     if let Some(why) = &r.not_measured {
-        return vec![r.name.clone(), why.clone()];
+        return vec![r.name.clone(), format!("not measured: {why}")];
     }
     let us = |v: f64| format!("{v:.3}");
     vec![

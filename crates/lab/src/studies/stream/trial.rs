@@ -4,6 +4,7 @@
 
 use super::StreamMatrix;
 use crate::cputime::{self, Scope};
+use crate::loss::LossAttribution;
 use crate::peers::iperf3;
 use crate::proc::{self, Proc};
 use crate::study::{Lab, Outcome};
@@ -12,7 +13,7 @@ use crate::{LabError, LabResult};
 use firehose_stream::cpu::{self as scpu, HostCpu};
 use firehose_stream::report::SenderDocument;
 use firehose_stream::{RecvMode, SendMode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -69,6 +70,10 @@ pub struct MatrixTrial {
     pub notes: Vec<String>,
     pub sender_command: String,
     pub receiver_command: String,
+    /// Where the kernel dropped what was retransmitted (firehose's sender, as root); listed
+    /// once in the document, under `loss_attribution`.
+    #[serde(skip)]
+    pub loss: Option<LossAttribution>,
 }
 
 #[cfg(test)]
@@ -90,6 +95,7 @@ impl MatrixTrial {
             notes: Vec::new(),
             sender_command: String::new(),
             receiver_command: String::new(),
+            loss: None,
         }
     }
 }
@@ -251,6 +257,7 @@ pub fn run(lab: &Lab<'_>, s: &Spec<'_>, e: &Engine) -> LabResult<Outcome<MatrixT
         notes: Vec::new(),
         sender_command: tx_line,
         receiver_command: rx_line,
+        loss: None,
     };
     let out = tx.stdout();
     match e {
@@ -280,8 +287,9 @@ fn bad(cell: &str, what: &str, e: impl std::fmt::Display) -> LabError {
 /// Takes throughput and counters from `firehose stream --json` (the receiver's figures
 /// come back to the sender on flow 0).
 pub fn read_firehose(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
-    let doc: SenderDocument = serde_json::from_str(json)
-        .map_err(|e| bad(&t.cell, "firehose stream printed no report", e))?;
+    let no_report = |e| bad(&t.cell, "firehose stream printed no report", e);
+    let v: serde_json::Value = serde_json::from_str(json).map_err(no_report)?;
+    let doc = SenderDocument::deserialize(&v).map_err(no_report)?;
     let r = doc.body.report;
     let Some(rx) = &r.receiver else {
         return Err(LabError::Run(format!(
@@ -299,6 +307,7 @@ pub fn read_firehose(t: &mut MatrixTrial, json: &str) -> LabResult<()> {
             .map(u64::from)
             .sum(),
     );
+    t.loss = LossAttribution::from_document("stream", t.retransmits.unwrap_or(0), &v);
     let zc: Vec<_> = r
         .sender
         .flows
