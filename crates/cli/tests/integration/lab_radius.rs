@@ -2,7 +2,7 @@
 //! on one CPU each in turn, one short repetition of the same generator; every answer
 //! validated, accepts and rejects from both, and nothing left running.
 
-use crate::util::{bin, installed, lab_compare, tempdir};
+use crate::util::{installed, lab_compare, squeezed_serve, tempdir};
 use serde_json::Value;
 
 /// Two CPUs to pin server and client apart, and FreeRADIUS; otherwise says why not.
@@ -79,19 +79,7 @@ fn lab_loss_is_attributed_in_the_summary_report_and_document() {
         return;
     }
     let dir = tempdir("lab-loss");
-    let wrapper = dir.join("firehose-small-rcvbuf");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = serve ]; then shift; exec {} serve --rcvbuf 1 \"$@\"; fi\nexec {} \"$@\"\n",
-            bin(),
-            bin()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let wrapper = wrapper.display().to_string();
+    let wrapper = squeezed_serve(&dir).display().to_string();
     let run = lab_compare(
         "radius",
         &[
