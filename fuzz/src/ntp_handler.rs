@@ -140,8 +140,14 @@ pub fn check(data: &[u8]) {
         assert_eq!((r.mode, r.version, r.origin), (want, q.version, origin));
         assert_eq!((r.receive.0 & 1, r.transmit.0 & 1), (1, 0));
         if let Some(t) = tag {
-            assert!(c & 16 != 0, "a transmit stamp asked with interleaved mode off");
-            assert_eq!(t, r.receive.0, "the stamp is tagged with the receive timestamp sent");
+            assert!(
+                c & 16 != 0,
+                "a transmit stamp asked with interleaved mode off"
+            );
+            assert_eq!(
+                t, r.receive.0,
+                "the stamp is tagged with the receive timestamp sent"
+            );
             h.transmitted(t, firehose_sys::clock::realtime_ns());
         }
         next[24..32].copy_from_slice(&r.receive.0.to_be_bytes());
