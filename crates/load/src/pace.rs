@@ -166,16 +166,22 @@ impl Pace {
         arrivals: &Arrivals,
         seed: u64,
     ) -> Pace {
-        let per_wake = match (arrivals, per_wake) {
-            (Arrivals::Burst(n), _) => *n,
-            (_, Some(n)) => n,
-            (_, None) => (WAKE_BUDGET_NS as f64 / interval_ns).ceil() as u64,
+        // Asked for (a burst is one wake-up's load), or what the budget allows; the
+        // budget's floor holds even when a small window cuts a wake-up's share (the window
+        // then holds the rest back).
+        let (per_wake, floor) = match (arrivals, per_wake) {
+            (Arrivals::Burst(n), _) => (*n, MIN_PERIOD_NS),
+            (_, Some(n)) => (n, MIN_PERIOD_NS),
+            (_, None) => (
+                (WAKE_BUDGET_NS as f64 / interval_ns).ceil() as u64,
+                WAKE_BUDGET_NS as f64,
+            ),
         };
         let per_wake = match in_flight_cap {
             0 => per_wake.max(1),
             c => (c / 2).clamp(1, per_wake.max(1)),
         };
-        let period = (per_wake as f64 * interval_ns).clamp(MIN_PERIOD_NS, MAX_PERIOD_NS);
+        let period = (per_wake as f64 * interval_ns).clamp(floor, MAX_PERIOD_NS);
         let per_period = (period / interval_ns).round().max(1.0) as u64;
         let group = match arrivals {
             Arrivals::Burst(n) => *n,
@@ -392,8 +398,12 @@ mod tests {
             // Each wake-up sends its share, and no more.
             assert_eq!(p.due(0, 0, u64::MAX, u64::MAX).send, per_wake);
         }
-        // A window cap still bounds it: 4 outstanding at most, 2 per wake-up.
-        assert_eq!(Pace::new(1e9 / 150_000.0, 4, None).per_wake, 2);
+        // A small window does not buy more wake-ups than the budget: 4 outstanding at most
+        // (2 per wake-up's share) still wakes once per 80 µs, and the window holds the
+        // rest back; asked for 2 per wake-up, it wakes every 13 µs.
+        let capped = Pace::new(1e9 / 150_000.0, 4, None);
+        assert!(capped.ahead_ns.abs_diff(80_000) <= 1, "{capped:?}");
+        assert_eq!(Pace::new(1e9 / 150_000.0, 4, Some(2)).ahead_ns, 13_333);
     }
 
     #[test]
