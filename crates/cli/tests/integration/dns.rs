@@ -138,9 +138,11 @@ fn load_at_a_fixed_rate_sends_the_schedule_in_few_wake_ups() {
     assert_eq!(doc["config"]["wake_period_us"], 800.0, "{doc}");
     // Two per wake-up cost more calls; how many more depends on how late a loaded host
     // wakes the thread (a late wake-up catches up in one burst), so only the order is fixed.
+    // (On a host at load average 12, 0.48 against 0.40: a thread that runs late catches up
+    // in bursts.)
     let small = one["client_syscalls_per_txn"].as_f64().unwrap();
     assert!(
-        small > 2.0 * paced,
+        small > paced,
         "{small} syscalls per query with two per wake-up against {paced} with 16: {one}"
     );
     assert_eq!(one["config"]["per_wake"], 2, "{one}");
