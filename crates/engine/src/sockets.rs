@@ -27,9 +27,13 @@ pub struct AppliedSocket {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll_budget_unread: Option<String>,
     pub rxq_ovfl: bool,
-    /// SO_TIMESTAMPNS, read back.
+    /// Arrival stamps, read back: SO_TIMESTAMPNS, or SO_TIMESTAMPING's software RX stamps.
     #[serde(default)]
     pub rx_timestamps: bool,
+    /// SO_TIMESTAMPING read back reports keyed software transmit stamps for the replies
+    /// that ask for one (NTP's interleaved mode).
+    #[serde(default)]
+    pub tx_timestamps: bool,
 }
 
 /// The bound, configured sockets of a server, in bind order.
@@ -212,7 +216,11 @@ fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, SetupError
     if cfg.rxq_ovfl {
         s.set_rxq_ovfl(true)?;
     }
-    if cfg.rx_timestamps {
+    if cfg.tx_timestamps {
+        // Arrival stamps come as SCM_TIMESTAMPING then: both options would put two stamps
+        // in each datagram's control room.
+        s.set_timestamping(firehose_sys::timestamping::TX_ON_REQUEST)?;
+    } else if cfg.rx_timestamps {
         s.set_timestamp_ns(true)?;
     }
     Ok(s)
@@ -238,6 +246,7 @@ fn read_back(
         },
     };
     let busy = busy.is_some();
+    let tx_stamps = s.timestamping()? == firehose_sys::timestamping::TX_ON_REQUEST;
     Ok(AppliedSocket {
         index,
         local: s.local_addr()?.to_string(),
@@ -255,7 +264,9 @@ fn read_back(
         busy_poll_budget: budget,
         busy_poll_budget_unread: budget_unread,
         rxq_ovfl: s.rxq_ovfl()?,
-        rx_timestamps: s.timestamp_ns()?,
+        // TX_ON_REQUEST stamps arrivals too.
+        rx_timestamps: s.timestamp_ns()? || tx_stamps,
+        tx_timestamps: tx_stamps,
     })
 }
 
