@@ -116,8 +116,9 @@ pub struct LoadArgs {
     /// Datagrams per sendmmsg/recvmmsg.
     #[arg(long, default_value = "64", value_parser = parse_positive)]
     batch: usize,
-    /// Open loop: requests sent per wake-up [default: 64], at most half of --window per
-    /// flow; fewer give a smoother schedule for more CPU per request, 1 wakes for each.
+    /// Open loop: requests sent per wake-up, at most half of --window per flow [default:
+    /// as many as one wake-up per 80 µs needs: 4 at 50k/s, 12 at 150k/s]; fewer give a
+    /// smoother schedule for more CPU per request, 1 wakes for each (every 10 µs at most).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     per_wake: Option<usize>,
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread. In open loop
@@ -283,7 +284,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         spin: a.spin,
         gso: !a.no_gso,
-        per_wake: a.per_wake.unwrap_or(firehose_load::pace::PER_WAKE as usize),
+        per_wake: a.per_wake,
         tx_stamps: a.stamps,
         arrivals: a.arrivals.clone().unwrap_or(Arrivals::Uniform),
     };
@@ -349,6 +350,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Requests::Dns(_) | Requests::Radius(_) | Requests::Ntp(_) => 512,
     };
     let LoadOn { flows, settings } = a.io.load_on(&a, &cfg, max_payload)?;
+    let pacing = firehose_load::pacing(&cfg);
     let config_doc = LoadSettings {
         target: target.to_string(),
         proto: a.proto.name().into(),
@@ -363,7 +365,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
         timeout_s: a.timeout.as_secs_f64(),
         warmup_s: a.warmup.as_secs_f64(),
         batch: a.batch,
-        per_wake: a.rate.map(|_| cfg.per_wake),
+        per_wake: pacing.as_ref().map(|p| p.per_wake as usize),
+        wake_period_us: pacing.as_ref().map(|p| p.ahead_ns as f64 / 1e3),
         spin: a.spin,
         gso: !a.no_gso && a.io.name == "socket" && !a.stamps,
         stamps: a.stamps,

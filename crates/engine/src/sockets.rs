@@ -4,7 +4,7 @@
 use crate::config::{PmtuDisc, ServeConfig, SocketMode, Steer};
 use firehose_sys::epoll::{Epoll, EpollParams};
 use firehose_sys::socket::{consts, pmtudisc_name, UdpSock};
-use firehose_sys::{bpf, cpu, SetupError, SysError};
+use firehose_sys::{bpf, cpu, SetupError};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,6 +22,10 @@ pub struct AppliedSocket {
     pub busy_poll_us: i32,
     pub prefer_busy_poll: Option<bool>,
     pub busy_poll_budget: Option<i32>,
+    /// When SO_BUSY_POLL_BUDGET was set but cannot be read back: the value set and
+    /// getsockopt's error (ENOPROTOOPT: the kernel's getsockopt has no case for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll_budget_unread: Option<String>,
     pub rxq_ovfl: bool,
     /// Arrival stamps, read back: SO_TIMESTAMPNS, or SO_TIMESTAMPING's software RX stamps.
     #[serde(default)]
@@ -64,10 +68,11 @@ impl SocketSet {
         let mut notes = Vec::new();
         let mut sockets = Vec::with_capacity(n_sockets);
         let mut listen = cfg.listen;
+        let mut budget_set = None;
         for i in 0..n_sockets {
             let s = open_socket(cfg, reuseport)?;
             if cfg.busy_poll.is_some() {
-                busy_poll_extras(&s, cfg.batch, &mut notes);
+                budget_set = busy_poll_extras(&s, cfg.batch, &mut notes);
             }
             s.bind(&listen)?;
             if i == 0 {
@@ -80,7 +85,7 @@ impl SocketSet {
         let busy = cfg.busy_poll.is_some();
         let mut detail = Vec::new();
         for (i, s) in sockets.iter().enumerate() {
-            detail.push(read_back(s, i, steering, busy)?);
+            detail.push(read_back(s, i, steering, busy.then_some(budget_set))?);
             let granted = detail[i].rcvbuf;
             if let Some(asked) = cfg.rcvbuf.filter(|&b| (granted as usize) < b) {
                 notes.push(format!(
@@ -108,14 +113,19 @@ impl SocketSet {
 }
 
 /// SO_PREFER_BUSY_POLL and SO_BUSY_POLL_BUDGET: wanted, not required (kernel 5.11+).
-fn busy_poll_extras(s: &UdpSock, batch: usize, notes: &mut Vec<String>) {
+/// Returns the budget set, if the kernel took it.
+fn busy_poll_extras(s: &UdpSock, batch: usize, notes: &mut Vec<String>) -> Option<i32> {
     if let Err(e) = s.set_prefer_busy_poll(true) {
         notes.push(format!("SO_PREFER_BUSY_POLL not applied: {e}"));
     }
     // The default budget is 8; ask for the batch size, which needs CAP_NET_ADMIN above 8.
     let want = (batch as i32).max(8);
-    if let Err(e) = s.set_busy_poll_budget(want) {
-        notes.push(format!("SO_BUSY_POLL_BUDGET={want} not applied: {e}"));
+    match s.set_busy_poll_budget(want) {
+        Ok(()) => Some(want),
+        Err(e) => {
+            notes.push(format!("SO_BUSY_POLL_BUDGET={want} not applied: {e}"));
+            None
+        }
     }
 }
 
@@ -220,13 +230,22 @@ fn clamp_i32(v: usize) -> i32 {
     v.min(i32::MAX as usize / 2) as i32
 }
 
+/// The socket's options as the kernel holds them. `busy`: busy-polling, with the
+/// SO_BUSY_POLL_BUDGET set (if the kernel took it), which only some kernels read back.
 fn read_back(
     s: &UdpSock,
     index: usize,
     steering: &'static str,
-    busy: bool,
+    busy: Option<Option<i32>>,
 ) -> Result<AppliedSocket, SetupError> {
-    let opt = |r: Result<i32, SysError>| r.ok();
+    let (budget, budget_unread) = match busy {
+        None => (None, None),
+        Some(set) => match s.busy_poll_budget() {
+            Ok(b) => (Some(b), None),
+            Err(e) => (None, set.map(|v| format!("set to {v}; not read back: {e}"))),
+        },
+    };
+    let busy = busy.is_some();
     let tx_stamps = s.timestamping()? == firehose_sys::timestamping::TX_ON_REQUEST;
     Ok(AppliedSocket {
         index,
@@ -242,11 +261,8 @@ fn read_back(
         } else {
             None
         },
-        busy_poll_budget: if busy {
-            opt(s.busy_poll_budget())
-        } else {
-            None
-        },
+        busy_poll_budget: budget,
+        busy_poll_budget_unread: budget_unread,
         rxq_ovfl: s.rxq_ovfl()?,
         // TX_ON_REQUEST stamps arrivals too.
         rx_timestamps: s.timestamp_ns()? || tx_stamps,

@@ -68,6 +68,19 @@ fn options_are_applied_and_read_back() {
         .socket_detail
         .iter()
         .all(|d| d.mtu_discover == "omit" && d.busy_poll_us == 50));
+    // SO_BUSY_POLL_BUDGET (16, the batch; above 8 it needs CAP_NET_ADMIN): read back, or
+    // the value set and why it cannot be read (getsockopt has no case for it on many
+    // kernels: ENOPROTOOPT), never silently absent.
+    for d in &a.socket_detail {
+        match (d.busy_poll_budget, &d.busy_poll_budget_unread) {
+            (Some(b), None) => assert_eq!(b, 16),
+            (None, Some(why)) => assert!(why.starts_with("set to 16; not read back: "), "{why}"),
+            (None, None) if !cpu::is_root() => {
+                assert!(a.notes.iter().any(|n| n.contains("SO_BUSY_POLL_BUDGET=16")))
+            }
+            other => panic!("SO_BUSY_POLL_BUDGET: {other:?}"),
+        }
+    }
     srv.shutdown().expect("no worker failed");
 }
 

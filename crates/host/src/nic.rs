@@ -3,6 +3,7 @@
 
 pub use firehose_sys::ethtool::Channels;
 use firehose_sys::ethtool::{self, Ethtool};
+pub use firehose_sys::netdev::Napi;
 
 /// A refused ethtool command: which one and the errno, e.g. EOPNOTSUPP on a virtio NIC.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -66,6 +67,9 @@ pub trait Nic {
     fn feature(&self, iface: &str, f: Feature) -> Result<bool, NicError>;
     /// Sets an offload switch (`ethtool -K`).
     fn set_feature(&self, iface: &str, f: Feature, on: bool) -> Result<(), NicError>;
+    /// The interface's NAPI instances with their busy-polling settings (netdev netlink
+    /// `napi-get`; not ethtool, but asked of the same device): empty without NAPI.
+    fn napis(&self, iface: &str) -> Result<Vec<Napi>, NicError>;
 }
 
 /// The NICs of the running host, in the caller's network namespace.
@@ -119,5 +123,9 @@ impl Nic for LiveNic {
             Feature::Gso => e.set_gso(iface, on)?,
         }
         Ok(())
+    }
+    fn napis(&self, iface: &str) -> Result<Vec<Napi>, NicError> {
+        let index = firehose_sys::ifaddr::ifindex(iface)?;
+        Ok(firehose_sys::netdev::Netdev::open()?.napis(index)?)
     }
 }

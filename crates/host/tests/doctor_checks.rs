@@ -5,7 +5,7 @@
 use firehose_host::doctor::facts::Sample;
 use firehose_host::doctor::{self, plan::Target, Facts, Row, Scope, Status};
 use firehose_host::fs::HostFs;
-use firehose_host::nic::{Channels, Feature, Nic, NicError};
+use firehose_host::nic::{Channels, Feature, Napi, Nic, NicError};
 use std::collections::BTreeMap;
 
 /// A NIC that answers from fields; `None` means the driver refuses with EOPNOTSUPP.
@@ -16,6 +16,7 @@ struct FakeNic {
     udp4: Option<u64>,
     gro: Option<bool>,
     gso: Option<bool>,
+    napis: Option<Vec<Napi>>,
 }
 
 fn eopnotsupp(what: &str) -> NicError {
@@ -51,6 +52,13 @@ impl Nic for FakeNic {
     fn set_feature(&self, _: &str, _: Feature, _: bool) -> Result<(), NicError> {
         Err(eopnotsupp("ETHTOOL_SGRO"))
     }
+    fn napis(&self, _: &str) -> Result<Vec<Napi>, NicError> {
+        self.napis.clone().ok_or_else(|| NicError {
+            what: "netlink netdev napi-get dump ifindex 2".into(),
+            errno: Some(2),
+            message: "No such file or directory (ENOENT)".into(),
+        })
+    }
 }
 
 fn tree(name: &str) -> HostFs {
@@ -73,6 +81,19 @@ fn ixgbe() -> FakeNic {
         udp4: Some(0x30),
         gro: Some(true),
         gso: Some(true),
+        napis: Some(
+            (0..2)
+                .map(|q| Napi {
+                    id: 8193 + q,
+                    ifindex: 2,
+                    irq: Some(40 + q),
+                    pid: None,
+                    defer_hard_irqs: Some(2 * q),
+                    gro_flush_timeout_ns: Some(200_000 * u64::from(q)),
+                    irq_suspend_timeout_ns: Some(0),
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -198,7 +219,17 @@ fn bigbox_finds_every_mistuning() {
     assert_eq!(row(&rows, "optmem").steps[0].value, "2097152");
     expect(&rows, "backlog", Warn, &["netdev_max_backlog=1000"]);
     expect(&rows, "budget", Warn, &["netdev_budget=300"]);
-    expect(&rows, "busy-poll", Warn, &["only one of them is set"]);
+    // With each NAPI instance's busy-polling settings, as netdev netlink reports them.
+    expect(
+        &rows,
+        "busy-poll",
+        Warn,
+        &[
+            "only one of them is set",
+            "; eth0 napi 8193 defer-hard-irqs=0 gro-flush-timeout=0 irq-suspend-timeout=0 (timeouts in ns)",
+            "; eth0 napi 8194 defer-hard-irqs=2 gro-flush-timeout=200000 irq-suspend-timeout=0",
+        ],
+    );
     // Drops since boot are only a warning.
     expect(&rows, "softnet", Warn, &["cpu0 dropped 37 squeezed 26"]);
     expect(&rows, "udp-errors", Warn, &["since boot"]);

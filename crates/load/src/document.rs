@@ -50,9 +50,13 @@ pub struct LoadSettings {
     pub timeout_s: f64,
     pub warmup_s: f64,
     pub batch: usize,
-    /// Open loop: requests per wake-up asked for.
+    /// Open loop, sleeping between wake-ups: requests per wake-up in force (`--per-wake`,
+    /// or the wake-up budget's choice); null in closed loop or with `--spin`.
     #[serde(deserialize_with = "required")]
     pub per_wake: Option<usize>,
+    /// The wake-up period those requests share, in µs; null where `per_wake` is.
+    #[serde(default)]
+    pub wake_period_us: Option<f64>,
     pub spin: bool,
     pub gso: bool,
     /// Latency taken apart by kernel timestamps (`--stamps`).

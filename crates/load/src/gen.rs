@@ -73,9 +73,10 @@ pub struct LoadConfig {
     /// Send runs of equal-sized requests as UDP GSO super-datagrams (UDP_SEGMENT), which
     /// pass the sender's IP stack once per run; falls back to sendmmsg if refused.
     pub gso: bool,
-    /// Open loop: requests per wake-up ([`crate::pace::PER_WAKE`] by default); fewer make
-    /// a smoother schedule at more CPU per request.
-    pub per_wake: usize,
+    /// Open loop: requests per wake-up; `None`: as many as the wake-up budget needs
+    /// ([`crate::pace::WAKE_BUDGET_NS`]). Fewer make a smoother schedule at more CPU per
+    /// request.
+    pub per_wake: Option<usize>,
     /// Stamp every request as the kernel sends it and every response as it arrives
     /// (socket path), and take latency apart ([`crate::decompose`]); sends then go by
     /// sendmmsg, not GSO.
@@ -129,6 +130,8 @@ pub struct ThreadResult {
     pub parts: Option<crate::decompose::Decomposition>,
     /// This thread's CPU time during the measurement window.
     pub cpu_time: Duration,
+    /// Its involuntary context switches during the window.
+    pub preempted: u64,
     /// Length of the measurement window this thread saw.
     pub window: Duration,
 }
@@ -176,7 +179,8 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), SetupError> {
     if cfg.window == 0 && cfg.rate.is_none() {
         return bad(S::Window, format!("{} must be at least 1", S::Window.r()));
     }
-    for (s, v) in [(S::PerWake, cfg.per_wake), (S::Batch, cfg.batch)] {
+    let per_wake = cfg.per_wake.map(|v| (S::PerWake, v));
+    for (s, v) in per_wake.into_iter().chain([(S::Batch, cfg.batch)]) {
         if !(1..=1024).contains(&v) {
             return bad(s, format!("{} {v} is out of range; use 1 to 1024", s.r()));
         }
@@ -374,6 +378,15 @@ where
     })
 }
 
+/// How the first thread paces an open loop while sleeping between wake-ups (what the
+/// `pacing:` line and the document report): `None` in closed loop or spinning.
+pub fn pacing(cfg: &LoadConfig) -> Option<Pace> {
+    if cfg.spin {
+        return None;
+    }
+    ThreadPlan::new(cfg, 0).pace
+}
+
 /// One thread's share of the schedule, in ns since the run started.
 #[derive(Debug, Clone)]
 struct ThreadPlan {
@@ -420,7 +433,8 @@ impl ThreadPlan {
                 (flows_here * cfg.window) as u64
             };
             // Each thread its own Poisson pattern.
-            Pace::shaped(iv, cap, cfg.per_wake as u64, &cfg.arrivals, t as u64 + 1)
+            let per_wake = cfg.per_wake.map(|n| n as u64);
+            Pace::shaped(iv, cap, per_wake, &cfg.arrivals, t as u64 + 1)
         });
         ThreadPlan {
             pace,
@@ -486,6 +500,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     wall_at_start: Option<u64>,
     cpu_at_end: Option<Duration>,
     wall_at_end: Option<u64>,
+    /// Involuntary context switches at the window's start and end.
+    preempted: [Option<u64>; 2],
 }
 
 impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
@@ -550,6 +566,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             wall_at_start: None,
             cpu_at_end: None,
             wall_at_end: None,
+            preempted: [None; 2],
         })
     }
 
@@ -571,6 +588,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         if self.wall_at_start.is_none() && now >= self.plan.measure_from_ns {
             self.wall_at_start = Some(now);
             self.cpu_at_start = cpu::thread_cpu_time().ok();
+            self.preempted[0] = cpu::thread_preemptions().ok();
         }
     }
 
@@ -588,6 +606,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             if done_sending && self.wall_at_end.is_none() {
                 self.wall_at_end = Some(now);
                 self.cpu_at_end = cpu::thread_cpu_time().ok();
+                self.preempted[1] = cpu::thread_preemptions().ok();
                 drain_until = Some(now + self.plan.timeout_ns);
                 self.give_up_owed(now);
             }
@@ -838,6 +857,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             latency_ns: self.total,
             parts: self.stamps.map(|s| s.figures),
             cpu_time,
+            preempted: match self.preempted {
+                [Some(a), Some(b)] => b.saturating_sub(a),
+                _ => 0,
+            },
             window,
         })
     }

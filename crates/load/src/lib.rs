@@ -23,6 +23,8 @@ pub mod watch;
 pub mod workload;
 pub mod xdp;
 
-pub use gen::{socket_flows, start, start_with, validate, Length, LoadConfig, Run, ThreadResult};
+pub use gen::{
+    pacing, socket_flows, start, start_with, validate, Length, LoadConfig, Run, ThreadResult,
+};
 pub use report::{summarize, LoadReport};
 pub use workload::{EchoWorkload, Workload};

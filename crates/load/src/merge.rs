@@ -187,6 +187,7 @@ mod tests {
             measures: Vec::new(),
             latency_ns: h,
             cpu_time: Duration::from_millis(500),
+            preempted: 3,
             window: Duration::from_secs(2),
         }
     }

@@ -48,6 +48,10 @@ pub struct ThreadSummary {
     pub flows: usize,
     pub completed: u64,
     pub cpu_util: f64,
+    /// Times the thread lost its CPU while it could run (involuntary context switches)
+    /// over the window: what makes a spinning sender leave late.
+    #[serde(default)]
+    pub preempted: u64,
 }
 
 /// CPU use of the server process, measured from outside over the window.
@@ -254,6 +258,7 @@ pub fn summarize(
             cpu: r.cpu,
             flows: r.flows,
             completed: r.completed,
+            preempted: r.preempted,
             cpu_util: if w > 0.0 {
                 r.cpu_time.as_secs_f64() / w
             } else {

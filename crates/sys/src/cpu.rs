@@ -66,6 +66,18 @@ pub fn thread_cpu_time() -> SysResult<Duration> {
     clock(libc::CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID")
 }
 
+/// How often the calling thread lost its CPU while it could still run (involuntary
+/// context switches, getrusage RUSAGE_THREAD's ru_nivcsw): another task or a kernel thread
+/// preempted it. A sleep or a blocking call is a voluntary switch and not counted.
+pub fn thread_preemptions() -> SysResult<u64> {
+    // SAFETY: rusage is plain data; all-zero is a valid value for the kernel to overwrite.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live, writable rusage.
+    let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    cvt(ret, || "getrusage(RUSAGE_THREAD)".into())?;
+    Ok(u.ru_nivcsw as u64)
+}
+
 /// CPU time (user + system) consumed by the whole process, all threads.
 pub fn process_cpu_time() -> SysResult<Duration> {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID")

@@ -4,6 +4,7 @@
 use super::LoadArgs;
 use crate::args::thousands;
 use firehose_load::decompose::Parts;
+use firehose_load::pace::{Arrivals, Pace, WAKE_BUDGET_NS};
 use firehose_load::report::Interval;
 use firehose_load::{LoadConfig, LoadReport};
 use std::time::Duration;
@@ -62,6 +63,27 @@ pub(super) fn print_header(a: &LoadArgs, cfg: &LoadConfig) {
             format!(", warm-up {:.1} s", cfg.warmup.as_secs_f64())
         }
     );
+    if let Some(p) = firehose_load::pacing(cfg) {
+        say!("{}", pacing_line(&p, cfg));
+    }
+}
+
+/// How an open loop that sleeps between wake-ups delivers its schedule, and why.
+fn pacing_line(p: &Pace, cfg: &LoadConfig) -> String {
+    let why = match (&cfg.arrivals, cfg.per_wake) {
+        (Arrivals::Burst(n), _) => format!("--arrivals burst:{n}"),
+        (_, Some(n)) => format!("--per-wake {n}"),
+        (_, None) => format!(
+            "the CPU budget: at most one wake-up per {} µs per thread; --per-wake N or --spin for another",
+            WAKE_BUDGET_NS / 1000
+        ),
+    };
+    format!(
+        "pacing: {} request{} per wake-up, sent back to back, a wake-up every {:.0} µs per thread ({why})",
+        p.per_wake,
+        if p.per_wake == 1 { "" } else { "s" },
+        p.ahead_ns as f64 / 1e3
+    )
 }
 
 /// Prints a load report (one agent's or several merged) as `firehose load` does.
@@ -100,11 +122,12 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
     }
     if let Some(c) = r.client_cpu_us_per_txn {
         say!(
-            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}",
+            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}, preempted {} times",
             c,
             r.client_cpu_util * 100.0,
             r.client_syscalls_per_txn.unwrap_or(0.0),
-            r.send_path
+            r.send_path,
+            r.threads.iter().map(|t| t.preempted).sum::<u64>()
         );
     }
     if let Some(e) = &r.gso_error {

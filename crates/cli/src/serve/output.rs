@@ -105,6 +105,9 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
         if let Some(b) = s.busy_poll_budget {
             line.push_str(&format!(" SO_BUSY_POLL_BUDGET={b}"));
         }
+        if let Some(why) = &s.busy_poll_budget_unread {
+            line.push_str(&format!(" SO_BUSY_POLL_BUDGET ({why})"));
+        }
         if s.rx_timestamps {
             line.push_str(" SO_TIMESTAMPNS=1");
         }

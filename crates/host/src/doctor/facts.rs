@@ -3,7 +3,7 @@
 //! [`HostFs`] rooted at a sample directory and a fake [`Nic`]).
 
 use crate::fs::{FsError, HostFs};
-use crate::nic::{Channels, Feature, Nic, NicError};
+use crate::nic::{Channels, Feature, Napi, Nic, NicError};
 use crate::procfs::socket_owners::{owners_in, Owner};
 use crate::procfs::udp_sockets;
 use crate::text;
@@ -92,6 +92,8 @@ pub struct Iface {
     pub udp4_hash: Result<u64, NicError>,
     pub gro: Result<bool, NicError>,
     pub gso: Result<bool, NicError>,
+    /// Its NAPI instances and their busy-polling settings (netdev netlink).
+    pub napis: Result<Vec<Napi>, NicError>,
     /// The NIC's queue interrupts (its MSI vectors minus config/event ones).
     pub irqs: Vec<Irq>,
     pub rp_filter: Text,
@@ -381,6 +383,7 @@ fn gather_iface(fs: &HostFs, nic: &dyn Nic, name: &str, interrupts: &[text::IrqL
         udp4_hash: nic.udp4_hash(name),
         gro: nic.feature(name, Feature::Gro),
         gso: nic.feature(name, Feature::Gso),
+        napis: nic.napis(name),
         irqs,
         rp_filter: fs.read(&format!("{conf}/rp_filter")),
         accept_local: fs.read(&format!("{conf}/accept_local")),

@@ -2,7 +2,7 @@
 //! busy polling. Buffer-like values are only ever raised.
 
 use super::facts::Facts;
-use super::plan::{Kind, Phase, Step, Target};
+use super::plan::{Kind, NapiParam, Phase, Step, Target};
 use super::{Row, Status};
 use crate::text;
 
@@ -230,8 +230,8 @@ pub(super) fn optmem(facts: &Facts) -> Vec<Row> {
 const WHY_BUSY: &str = "busy polling spins on the NIC queue instead of sleeping, cutting wake-up latency at the cost of CPU (Herbert; NFV sheet: busy_poll=busy_read=50)";
 
 pub(super) fn busy_poll(facts: &Facts) -> Vec<Row> {
-    let row =
-        Row::new("busy-poll", "host", WHY_BUSY).from("net.core.busy_poll, net.core.busy_read");
+    let row = Row::new("busy-poll", "host", WHY_BUSY)
+        .from("net.core.busy_poll, net.core.busy_read, netdev netlink napi-get per interface");
     let get = |k: &str| {
         facts
             .file(&format!("/proc/sys/net/core/{k}"))
@@ -242,18 +242,46 @@ pub(super) fn busy_poll(facts: &Facts) -> Vec<Row> {
         (Err(e), _) | (_, Err(e)) => return vec![row.na(e.to_string())],
     };
     let value = format!("busy_poll={poll} busy_read={read} (us)");
+    let napis: String = facts.ifaces.iter().map(napi_text).collect();
     if (poll == 0) != (read == 0) {
         let fix = if poll == 0 {
             format!("sysctl -w net.core.busy_poll={read}")
         } else {
             format!("sysctl -w net.core.busy_read={poll}")
         };
-        return vec![row.status(Status::Warn, format!("{value}: only one of them is set, so epoll and blocking reads behave differently")).fix(fix)];
+        return vec![row.status(Status::Warn, format!("{value}: only one of them is set, so epoll and blocking reads behave differently{napis}")).fix(fix)];
     }
     let note = if poll == 0 {
         "off: fine for throughput; for lowest latency set both to 50"
     } else {
         "on"
     };
-    vec![row.status(Status::Ok, format!("{value} {note}"))]
+    vec![row.status(Status::Ok, format!("{value} {note}{napis}"))]
+}
+
+/// The busy-polling settings of each NAPI instance of `iface` (what `serve --profile
+/// latency` and `doctor --apply` change), as "; eth0 napi 8193 defer-hard-irqs=0 ...".
+fn napi_text(iface: &super::facts::Iface) -> String {
+    let name = &iface.name;
+    match &iface.napis {
+        Err(e) => format!("; {name}: per-NAPI settings not read: {e}"),
+        Ok(list) if list.is_empty() => format!("; {name}: no NAPI instance"),
+        Ok(list) => list
+            .iter()
+            .map(|n| {
+                let values: Vec<String> = NapiParam::ALL
+                    .iter()
+                    .map(|p| match p.of(n) {
+                        Some(v) => format!("{}={v}", p.name()),
+                        None => format!("{}=? (not reported: a kernel before 6.13)", p.name()),
+                    })
+                    .collect();
+                format!(
+                    "; {name} napi {} {} (timeouts in ns)",
+                    n.id,
+                    values.join(" ")
+                )
+            })
+            .collect(),
+    }
 }

@@ -134,6 +134,7 @@ mod tests {
             warmup_s: 0.0,
             batch: 32,
             per_wake: None,
+            wake_period_us: None,
             spin: false,
             gso: true,
             stamps: false,
