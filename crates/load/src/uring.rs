@@ -199,7 +199,7 @@ mod tests {
             batch: 8,
             spin: false,
             gso: false,
-            per_wake: 1,
+            per_wake: Some(1),
             tx_stamps: false,
             arrivals: crate::pace::Arrivals::Uniform,
         };
