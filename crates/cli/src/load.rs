@@ -364,7 +364,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         batch: a.batch,
         per_wake: a.rate.map(|_| cfg.per_wake),
         spin: a.spin,
-        gso: !a.no_gso && a.io.name == "socket" && !a.stamps,
+        gso: !a.no_gso && a.io.gso && !a.stamps,
         stamps: a.stamps,
         arrivals: a.rate.map(|_| cfg.arrivals.name()),
         io: a.io.name.into(),
