@@ -16,7 +16,8 @@
 //! dropped or refused by the handler, and counted so. N is `FH_ATTACK_N` (20,000 in
 //! `make test`; `make attack` runs 1,000,000 of each on a release build).
 
-use crate::xdp_util::{ask, is_root, udp, Lab, Served, CLI4, CLI6, SRV4, SRV6};
+use crate::util::Served;
+use crate::xdp_util::{ask, is_root, udp, Lab, CLI4, CLI6, SRV4, SRV6};
 use firehose_frame::{write_request, Endpoints};
 use firehose_sys::af_packet::{PacketSock, TxRing, TxRingConfig};
 use serde_json::Value;
@@ -428,8 +429,8 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
     let json = crate::util::tmp("attack-echo.json");
     let listen = format!("[{SRV6}]:7000");
     let js = json.display().to_string();
-    let srv = Served::start(
-        &lab,
+    let srv = Served::start_in(
+        &lab.srv,
         &[
             "--io",
             "xdp",
@@ -468,8 +469,7 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
     );
     println!("{n} random frames in {:?}", started.elapsed());
     echo_alive(&lab.cli, to);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     assert_adds_up(&doc, "echo over AF_XDP");
     println!("totals {}", doc["totals"]);
@@ -505,7 +505,7 @@ fn hostile_dns(io: &str) {
     if io == "xdp" {
         args.extend(["--io", "xdp", "--iface", &lab.dev]);
     }
-    let srv = Served::start(&lab, &args);
+    let srv = Served::start_in(&lab.srv, &args);
     let to: SocketAddr = listen.parse().unwrap();
     // Issue 20: IPv4 datagrams of 1501-1504 bytes (UDP payloads of 1473-1476).
     Lab::in_ns(&lab.cli, move || {
@@ -547,8 +547,7 @@ fn hostile_dns(io: &str) {
         "{io}: every TCP query before a refused one answered"
     );
     dns_alive(&lab.cli, to);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     assert_adds_up(&doc, &format!("dns over {io}"));
     let tcp_rcodes: u64 = [
@@ -632,7 +631,7 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
     let args = ["--workers", "1", "--listen", &listen, "--json-file", &js];
     // Capacity: what the server answers closed-loop (a server of its own, so the one
     // under overload counts the flood alone).
-    let srv = Served::start(&lab, &args);
+    let srv = Served::start_in(&lab.srv, &args);
     let cap = crate::util::tmp("attack-capacity.json");
     let o = firehose_in(
         &lab.cli,
@@ -654,9 +653,8 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
     let load: Value = serde_json::from_str(&std::fs::read_to_string(&cap).unwrap()).unwrap();
     let tps = load["tps"].as_f64().unwrap();
     let rate = (2.0 * tps) as u64;
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
-    let srv = Served::start(&lab, &args);
+    srv.stop_with("TERM");
+    let srv = Served::start_in(&lab.srv, &args);
     let pid = srv.child.id();
     let seconds: u64 = std::env::var("FH_ATTACK_SECONDS")
         .ok()
@@ -664,7 +662,7 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
         .unwrap_or(4);
     let errors_before = snmp(&lab.srv, "Udp", "RcvbufErrors");
     let flood_json = crate::util::tmp("attack-flood.json");
-    let mut flood = Command::new("ip")
+    let flood = Command::new("ip")
         .args(["netns", "exec", &lab.cli, env!("CARGO_BIN_EXE_firehose")])
         .args([
             "flood",
@@ -683,18 +681,18 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut flood = crate::util::Spawned::of(flood);
     let mut rss = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(seconds + 30);
-    while flood.try_wait().unwrap().is_none() {
+    while flood.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "flood did not end");
         rss.push(rss_kib(pid));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(flood.wait().unwrap().success());
+    assert!(flood.wait(Duration::from_secs(1)).success());
     std::thread::sleep(Duration::from_millis(500)); // the server drains its queue
     echo_alive(&lab.cli, listen.parse().unwrap());
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     let f: Value = serde_json::from_str(&std::fs::read_to_string(&flood_json).unwrap()).unwrap();
     let sent = f["sent"].as_u64().unwrap();

@@ -3,33 +3,19 @@
 //! nothing; a burst from one source gets Kiss-o'-Death RATE; an unsynchronised clock is
 //! announced or refused; bad flags exit 2.
 
-use crate::util::{installed, json_of, run, stderr, tmp, wait_exit, Served};
+use crate::util::{installed, json_of, run, stderr, tmp, Served, Spawned};
 use firehose_ntpwire::{client_request, parse, Header, Leap, RefId, Timestamp};
 use firehose_sys::clock::KernelClock;
 use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `firehose serve --proto ntp` with one worker on a free loopback port, plus `extra`.
-pub fn serve_ntp(extra: &[&str]) -> Served {
-    let mut args = vec![
-        "--proto",
-        "ntp",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Served::start(&args)
-}
-
 /// A server serving the clock as `local stratum 10` (the test host's clock need not be
 /// synchronised) unless `extra` says otherwise, its counters to `json` at exit.
 fn serve(extra: &[&str], json: &std::path::Path) -> Served {
     let mut args = vec!["--json-file", json.to_str().unwrap()];
     args.extend_from_slice(extra);
-    serve_ntp(&args)
+    Served::proto("ntp", &args)
 }
 
 /// A 48-byte client request (version 4, poll 6) with transmit timestamp `transmit`.
@@ -71,7 +57,7 @@ fn chronyd_takes_firehose_as_a_source_within_100_us() {
     let pid = tmp("ntp-chronyd.pid");
     // -Q: measure the offset once and exit, never touching the clock; -u root keeps it
     // able to remove its pid file.
-    let mut c = Command::new("chronyd")
+    let c = Command::new("chronyd")
         .args(["-Q", "-u", "root", "-f", "/dev/null", "-t", "20"])
         .arg(format!(
             "server 127.0.0.1 port {} iburst maxsamples 4",
@@ -82,8 +68,7 @@ fn chronyd_takes_firehose_as_a_source_within_100_us() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn chronyd");
-    wait_exit(&mut c, Duration::from_secs(30));
-    let out = c.wait_with_output().unwrap();
+    let out = Spawned::of(c).output(Duration::from_secs(30));
     let text =
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     let _ = std::fs::remove_file(&pid);
@@ -123,14 +108,13 @@ kill %1; wait",
         bin = crate::util::bin(),
         out = out_file.display()
     );
-    let mut c = Command::new("unshare")
+    let c = Command::new("unshare")
         .args(["-n", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_exit(&mut c, Duration::from_secs(60));
-    let out = c.wait_with_output().unwrap();
+    let out = Spawned::of(c).output(Duration::from_secs(60));
     let _ = std::fs::remove_file(&out_file);
     let text = String::from_utf8_lossy(&out.stdout);
     let runs: Vec<serde_json::Value> = text

@@ -3,9 +3,8 @@
 //! socket, queue and drops, with the process); the screen in a real terminal (tmux) with
 //! its keys for sort, filter and freeze; bad input.
 
-use crate::drops::Stopped;
-use crate::util::Netns;
 use crate::util::{bin, installed, root_or_skip, run, stderr};
+use crate::util::{Netns, Served};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -50,7 +49,7 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
         return;
     }
     let ns = Netns::new("dtf");
-    let serve = Stopped::new(&ns.name, 9106);
+    let serve = Served::frozen(&ns.name, 9106);
     // A bounded flood runs through top's whole window (top measures 1 s; the flood sends
     // until top has answered, at most 20 s).
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
