@@ -17,7 +17,7 @@
 //! `make test`; `make attack` runs 1,000,000 of each on a release build).
 
 use crate::util::Served;
-use crate::xdp_util::{ask, is_root, udp, Lab, CLI4, CLI6, SRV4, SRV6};
+use crate::xdp_util::{ask, is_root, mac, udp, Lab, CLI4, CLI6, SRV4, SRV6};
 use firehose_frame::{write_request, Endpoints};
 use firehose_sys::af_packet::{PacketSock, TxRing, TxRingConfig};
 use serde_json::Value;
@@ -55,20 +55,6 @@ fn skip() -> bool {
         return true;
     }
     false
-}
-
-fn mac(ns: &str, dev: &str) -> [u8; 6] {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{dev}/address"),
-        ])
-        .output()
-        .unwrap();
-    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 /// Sends `n` frames made by `next` raw out of `dev` in namespace `ns` (an AF_PACKET
@@ -117,6 +103,18 @@ fn handler(doc: &Value, k: &str) -> u64 {
     doc["handler"][k].as_u64().unwrap_or(0)
 }
 
+/// The DNS handler's replies by rcode: its counters `dns_RCODE` (UDP) and `dns_tcp_RCODE`.
+const RCODES: [&str; 8] = [
+    "noerror",
+    "formerr",
+    "servfail",
+    "nxdomain",
+    "notimp",
+    "refused",
+    "badvers",
+    "rcode_other",
+];
+
 /// Every request received was answered (sent, or refused by the kernel), dropped by the
 /// handler, not handled (an error) or from a sender it cannot answer: and counted so.
 fn assert_adds_up(doc: &Value, what: &str) {
@@ -129,19 +127,10 @@ fn assert_adds_up(doc: &Value, what: &str) {
         + get("unknown_peer");
     assert_eq!(get("packets_in"), accounted, "{what}: totals {t}");
     if doc["proto"] == "dns" {
-        let rcodes: u64 = [
-            "noerror",
-            "formerr",
-            "servfail",
-            "nxdomain",
-            "notimp",
-            "refused",
-            "badvers",
-            "rcode_other",
-        ]
-        .iter()
-        .map(|r| handler(doc, &format!("dns_{r}")))
-        .sum();
+        let rcodes: u64 = RCODES
+            .iter()
+            .map(|r| handler(doc, &format!("dns_{r}")))
+            .sum();
         let drops = handler(doc, "dns_dropped_short") + handler(doc, "dns_dropped_response");
         assert_eq!(
             rcodes,
@@ -550,19 +539,10 @@ fn hostile_dns(io: &str) {
     srv.stop_with("TERM");
     let doc = stats(&json);
     assert_adds_up(&doc, &format!("dns over {io}"));
-    let tcp_rcodes: u64 = [
-        "noerror",
-        "formerr",
-        "servfail",
-        "nxdomain",
-        "notimp",
-        "refused",
-        "badvers",
-        "rcode_other",
-    ]
-    .iter()
-    .map(|r| handler(&doc, &format!("dns_tcp_{r}")))
-    .sum();
+    let tcp_rcodes: u64 = RCODES
+        .iter()
+        .map(|r| handler(&doc, &format!("dns_tcp_{r}")))
+        .sum();
     let tcp_drops =
         handler(&doc, "dns_tcp_dropped_short") + handler(&doc, "dns_tcp_dropped_response");
     assert_eq!(
