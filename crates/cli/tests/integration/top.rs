@@ -4,7 +4,7 @@
 //! its keys for sort, filter and freeze; bad input.
 
 use crate::util::{bin, installed, root_or_skip, run, stderr};
-use crate::util::{Netns, Served};
+use crate::util::{free_port, Netns, Served};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -25,6 +25,10 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
         return;
     }
     let ns = Netns::new("dtq");
+    // A server with metrics outside the namespace is not this namespace's: top neither
+    // lists nor scrapes it (a scrape would send on the namespace's loopback).
+    let port = free_port("127.0.0.1").to_string();
+    let _elsewhere = Served::tuned(&["--metrics", &format!("127.0.0.1:{port}")]);
     let doc = top_json(&ns, &["--interval", "0.3"]);
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let n = firehose_sys::cpu::CpuSet::parse_list(online.trim())
@@ -40,6 +44,7 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
     assert_eq!(doc["udp"]["no_ports_per_s"], 0.0);
     assert_eq!(doc["sockets"], serde_json::json!([]));
     assert_eq!(doc["drops"], serde_json::json!([]));
+    assert_eq!(doc["servers"], serde_json::json!([]), "{doc:#}");
     assert!(doc["seconds"].as_f64().unwrap() >= 0.3);
 }
 
