@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-ntp lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -127,6 +127,14 @@ bench-radius: build
 bench-ntp: build
 	@sh mk/deps lab
 	sh mk/bench-ntp $(BIN)
+
+# NTP's interleaved mode on loopback (mk/bench-ntp-interleaved): one serve --proto ntp on
+# CPU 0, load --proto ntp on CPU 1 at 20k/s and 80k/s, basic requests against
+# --ntp-interleaved, 3 interleaved repetitions: the server's and the host's CPU per response,
+# offset, delay and hold time p50 from the basic and from the interleaved timestamps.
+bench-ntp-interleaved: build
+	@sh mk/deps lab
+	sh mk/bench-ntp-interleaved $(BIN)
 
 # Where load's latency goes on loopback (mk/bench-latency): rtt p50 under the default pacing
 # against --spin and send_lag p99 with --spin, at 50k/s and 150k/s, from kernel timestamps

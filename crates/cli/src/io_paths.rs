@@ -28,6 +28,10 @@ pub struct IoPath {
     /// configuration asks for it (`ServeConfig::rx_timestamps`, NTP's receive timestamp);
     /// who takes it, for the start-up line. `None`: this path has none.
     pub rx_timestamps: Option<&'static str>,
+    /// Serve: the workers can hand back the kernel's transmit stamp of a reply the handler
+    /// asks one for (`ServeConfig::tx_timestamps`, NTP's interleaved mode); who takes it,
+    /// for the start-up line. `None`: this path has none.
+    pub tx_timestamps: Option<&'static str>,
     /// Serve: the workers can send before a received batch is done (`--send-batch`); the
     /// io_uring and AF_XDP drivers give the batch's buffers back at a send.
     pub send_batch: bool,
@@ -64,6 +68,7 @@ pub static IO_PATHS: &[IoPath] = &[
         help: "Kernel UDP sockets (recvfrom/recvmmsg)",
         serve: |_, cfg| Ok(ServeOn::again(SocketIo::new(cfg))),
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS)"),
+        tx_timestamps: Some("the socket (SO_TIMESTAMPING, asked per reply, read from its error queue)"),
         send_batch: true,
         calls: |batch| {
             if batch == 1 {
@@ -94,6 +99,8 @@ pub static IO_PATHS: &[IoPath] = &[
         rx_timestamps: Some(
             "the XDP program (CLOCK_TAI in each frame's metadata; the fallback socket's SO_TIMESTAMPNS)",
         ),
+        // A frame sent from an AF_XDP socket in copy mode (veth) comes back with no stamp.
+        tx_timestamps: None,
         send_batch: false,
         calls: |_| "AF_XDP rings; fallback socket by recvmmsg/sendmmsg",
         napi_busy_poll: false,
@@ -111,6 +118,8 @@ pub static IO_PATHS: &[IoPath] = &[
                sends, one ring per worker (or generator thread)",
         serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS, in each provided buffer's control room)"),
+        // The ring's sends carry no SO_TIMESTAMPING request and nothing reads the error queue.
+        tx_timestamps: None,
         send_batch: false,
         calls: |_| "io_uring: multishot recvmsg, send batches",
         napi_busy_poll: false,
@@ -186,7 +195,7 @@ fn start_on<I: Io>(cfg: &ServeConfig, io: I, h: &Handlers) -> Result<Server, Set
             })
         }
         Handlers::Ntp(live, opts) => {
-            let (live, opts) = (live.clone(), *opts);
+            let (live, opts) = (live.clone(), opts.clone());
             Server::start_with(cfg, io, move |_| {
                 firehose_proto::NtpHandler::new(live.clone(), &opts)
             })

@@ -61,7 +61,8 @@ EXAMPLES:\n  \
   firehose load --target 127.0.0.1:5300 --proto dns -q examples/queries.txt\n  \
   firehose load --target 127.0.0.1:1812 --proto radius --radius-users examples/radius/users \\\n      \
 --radius-clients examples/radius/clients.conf --rate 20k -t 5\n  \
-  firehose load --target 127.0.0.1:12300 --proto ntp --rate 100k -t 5"
+  firehose load --target 127.0.0.1:12300 --proto ntp --rate 100k -t 5\n  \
+  firehose load --target 127.0.0.1:12300 --proto ntp --rate 20k -t 5 --ntp-interleaved"
 )]
 pub struct LoadArgs {
     /// Server address and port (IPv4, [IPv6] or host:port).

@@ -25,10 +25,14 @@
 //! Arrival and departure times: a backend whose socket stamps arrivals (SO_TIMESTAMPNS,
 //! SO_TIMESTAMPING) hands the kernel's receive time over with the request
 //! ([`Request::with_rx_time_ns`]): the socket path (recvmmsg's control messages) and the
-//! io_uring path (control room in each provided buffer) do when asked. A protocol that also wants its transmit
-//! time written as late as possible (NTP) needs one more step between [`Backend::reply`]
-//! and [`Backend::flush`]: the reply's bytes are final when `reply` is called, so such a
-//! stamp would be written by the backend just before it sends the batch.
+//! io_uring path (control room in each provided buffer) do when asked. A protocol that
+//! also wants to know when a reply really left (NTP's interleaved mode, which sends that
+//! time in its next response to the same client) tags the reply
+//! ([`Request::want_tx_stamp`]); the loop queues it with [`Backend::reply_stamped`], and
+//! after the batch's last flush asks [`Backend::tx_stamps`] for the kernel's transmit
+//! stamps that came back, handing each to [`Handler::transmitted`](crate::Handler::transmitted)
+//! under its tag. Only the socket path stamps (SO_TIMESTAMPING, per send); the others
+//! send a tagged reply as any other and no stamp comes back.
 //!
 //! The engine's counters are computed by the loop from what these calls return
 //! ([`Received`], [`Flushed`]), so a new backend adds no counting code; a backend with
@@ -75,6 +79,17 @@ pub struct Request<'a> {
     peer: Peer<'a>,
     truncated: bool,
     rx_time_ns: Option<u64>,
+    tx_tag: Option<u64>,
+}
+
+/// What one [`Backend::tx_stamps`] read: each stamped reply's tag and when the kernel sent
+/// it (ns since the Unix epoch, CLOCK_REALTIME), and the system calls it took.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TxStamped<'a> {
+    pub stamps: &'a [(u64, u64)],
+    pub syscalls: u64,
+    /// Reads of the stamps the kernel refused with an error.
+    pub errors: u64,
 }
 
 impl<'a> Request<'a> {
@@ -90,6 +105,7 @@ impl<'a> Request<'a> {
             buf,
             peer,
             rx_time_ns: None,
+            tx_tag: None,
         }
     }
 
@@ -152,6 +168,19 @@ impl<'a> Request<'a> {
         self.rx_time_ns
     }
 
+    /// Asks for the kernel's transmit stamp of this request's reply, handed back later
+    /// under `tag` ([`crate::Handler::transmitted`]) where the backend stamps sends.
+    #[inline]
+    pub fn want_tx_stamp(&mut self, tag: u64) {
+        self.tx_tag = Some(tag);
+    }
+
+    /// The tag of [`Self::want_tx_stamp`], if the handler asked.
+    #[inline]
+    pub fn tx_tag(&self) -> Option<u64> {
+        self.tx_tag
+    }
+
     /// The whole buffer (the request is its first [`Self::len`] bytes) to write the reply
     /// into, with the length and the sender.
     #[inline]
@@ -169,6 +198,18 @@ pub trait Backend {
     /// Queues the first `len` bytes of slot `i`'s buffer (`len <= buf.len()`) as the
     /// reply to slot `i`'s peer.
     fn reply(&mut self, i: usize, len: usize);
+    /// As [`Self::reply`], asking for the reply's transmit stamp under `tag` (read by
+    /// [`Self::tx_stamps`]). A backend that cannot stamp sends it as any reply, and no
+    /// stamp comes back for it.
+    fn reply_stamped(&mut self, i: usize, len: usize, tag: u64) {
+        let _ = tag;
+        self.reply(i, len);
+    }
+    /// The transmit stamps of stamped replies that came back since the last call (a
+    /// stamp may come a batch late); empty, with no system call, when none is awaited.
+    fn tx_stamps(&mut self) -> TxStamped<'_> {
+        TxStamped::default()
+    }
     /// Sends every queued reply: what the kernel accepted, what it refused (dropped,
     /// never retried: UDP may drop) and the system calls made.
     fn flush(&mut self) -> Flushed;

@@ -192,6 +192,13 @@ pub struct ServeConfig {
     /// protocol that answers with it (NTP). Off for the others: a control message per
     /// packet costs what SO_RXQ_OVFL's does.
     pub rx_timestamps: bool,
+    /// SO_TIMESTAMPING instead of SO_TIMESTAMPNS (socket path): the same arrival stamps,
+    /// and a software transmit stamp for each reply whose handler asks for one
+    /// ([`crate::Request::want_tx_stamp`]), read from the socket's error queue once per
+    /// batch and handed back ([`crate::Handler::transmitted`]): NTP's interleaved mode.
+    /// Replies that do not ask cost nothing more. Needs one socket per worker (the
+    /// kernel's stamp keys count per socket).
+    pub tx_timestamps: bool,
     /// Replies per send call at most, `None` for one send per received batch. A reply
     /// whose content is a clock reading (NTP's transmit timestamp) is only as true as the
     /// time between that reading and its send: in a batch of 64 the last reply waits for
@@ -215,6 +222,7 @@ impl ServeConfig {
             sndbuf: None,
             rxq_ovfl: true,
             rx_timestamps: false,
+            tx_timestamps: false,
             send_batch: None,
         };
         match p {

@@ -79,6 +79,14 @@ pub trait Handler: Send {
     /// path.
     fn handle(&mut self, req: &mut Request<'_>) -> Verdict;
 
+    /// The reply tagged `tag` ([`Request::want_tx_stamp`]) left at `tx_time_ns` (the
+    /// kernel's software transmit stamp, ns since the Unix epoch): called after the batch
+    /// it was sent in, or a later one. Never called on a backend that does not stamp
+    /// sends, nor for a reply the kernel refused. Nothing by default.
+    fn transmitted(&mut self, tag: u64, tx_time_ns: u64) {
+        let _ = (tag, tx_time_ns);
+    }
+
     /// Protocol-specific counters to report beside the engine's, as (name, value),
     /// cumulative. The engine copies them into atomics once per batch for live reading
     /// (metrics, interval lines), so a scrape never touches the handler, and reads them a

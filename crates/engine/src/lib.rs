@@ -30,7 +30,7 @@ pub mod worker;
 pub mod xdp_backend;
 pub mod xdp_io;
 
-pub use backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
+pub use backend::{Backend, BackendApplied, Flushed, Io, Received, Request, TxStamped, WorkerSeat};
 pub use config::{Pin, PmtuDisc, Profile, ServeConfig, SocketMode, Steer};
 pub use firehose_sys::xdp::xsk::ZeroCopy;
 pub use handler::{Handler, Peer, Verdict};

@@ -5,13 +5,15 @@
 //! first, then sleeps until the socket is readable), so an idle server gives its CPU back
 //! and the kernel's epoll-based busy polling (irq-suspend-timeout) has a waiter to serve.
 
-use crate::backend::{Backend, Flushed, Io, Received, Request, WorkerSeat};
+use crate::backend::{Backend, Flushed, Io, Received, Request, TxStamped, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
 use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
+use firehose_sys::timestamping::{ErrQueue, TxStamp};
 use firehose_sys::SetupError;
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +35,7 @@ pub struct SocketIo {
     spin: Duration,
     rxq_ovfl: bool,
     rx_timestamps: bool,
+    tx_timestamps: bool,
 }
 
 impl SocketIo {
@@ -44,6 +47,7 @@ impl SocketIo {
             spin: Duration::from_micros(u64::from(cfg.busy_poll.unwrap_or(0))),
             rxq_ovfl: cfg.rxq_ovfl,
             rx_timestamps: cfg.rx_timestamps,
+            tx_timestamps: cfg.tx_timestamps,
         }
     }
 }
@@ -52,9 +56,10 @@ impl Io for SocketIo {
     type Backend = SocketBackend;
 
     fn open(&self, seat: &WorkerSeat) -> Result<SocketBackend, SetupError> {
+        let stamps = self.rx_timestamps || self.tx_timestamps;
         let (recv, send) = match self.batch {
             // recvfrom carries no control message: a stamped batch of one is a recvmmsg.
-            1 if self.rx_timestamps => (RecvMode::Batch, SendMode::Single),
+            1 if stamps => (RecvMode::Batch, SendMode::Single),
             1 => (RecvMode::Single, SendMode::Single),
             _ => (RecvMode::Batch, SendMode::Batch),
         };
@@ -73,10 +78,11 @@ impl Io for SocketIo {
             slots: Batch::new(self.batch, SLOT_SIZE)
                 .with_recv(recv)
                 .with_send(send)
-                .with_control(self.rxq_ovfl || self.rx_timestamps),
+                .with_control(self.rxq_ovfl || stamps),
             max: self.batch,
             busy: self.busy,
-            stamps: self.rx_timestamps,
+            stamps,
+            tx: self.tx_timestamps.then(|| TxStamps::new(self.batch)),
             idle: false,
             waiter,
             spin: self.spin,
@@ -91,8 +97,11 @@ pub struct SocketBackend {
     slots: Batch,
     max: usize,
     busy: bool,
-    /// The socket stamps arrivals (SO_TIMESTAMPNS): each request carries its stamp.
+    /// The socket stamps arrivals (SO_TIMESTAMPNS or SO_TIMESTAMPING): each request
+    /// carries its stamp.
     stamps: bool,
+    /// Replies sent asking for their transmit stamp, awaited on the error queue.
+    tx: Option<TxStamps>,
     /// The last busy poll found nothing: poll with recvfrom until something arrives.
     idle: bool,
     /// Where a busy-polling worker sleeps once idle for `spin` (see the module doc).
@@ -162,13 +171,129 @@ impl Backend for SocketBackend {
         self.slots.queue_reply(i, len);
     }
 
+    fn reply_stamped(&mut self, i: usize, len: usize, tag: u64) {
+        match self.tx.as_mut() {
+            Some(tx) => {
+                tx.queued.push((self.slots.queued(), tag));
+                self.slots.queue_reply_stamped(i, len);
+            }
+            None => self.slots.queue_reply(i, len),
+        }
+    }
+
     fn flush(&mut self) -> Flushed {
-        self.slots.flush(&self.sock, 0)
+        let f = self.slots.flush(&self.sock, 0);
+        if let Some(tx) = self.tx.as_mut() {
+            tx.sent(self.slots.refused());
+        }
+        f
+    }
+
+    fn tx_stamps(&mut self) -> TxStamped<'_> {
+        match self.tx.as_mut() {
+            Some(tx) => tx.read(&self.sock),
+            None => TxStamped::default(),
+        }
+    }
+
+    fn counters(&self) -> &[(&'static str, u64)] {
+        match &self.tx {
+            Some(tx) => &tx.counters,
+            None => &[],
+        }
     }
 
     fn sends_mid_batch(&self) -> bool {
         // The received datagrams stay in their slots; a flush only empties the send queue.
         true
+    }
+}
+
+/// Most stamped replies awaited at once; an older one is given up (counted) when more are
+/// sent, as when a device stamps nothing.
+const TX_AWAITED: usize = 4096;
+
+/// The stamped replies of one socket: each accepted send takes the socket's next key
+/// (SO_TIMESTAMPING's OPT_ID counts only the stamped datagrams, from 0 when set), and a
+/// stamp read from the error queue completes the reply with its key.
+struct TxStamps {
+    errq: ErrQueue,
+    /// (position in the send queue, tag) of the stamped replies queued since the last flush.
+    queued: Vec<(usize, u64)>,
+    /// (key, tag) of the replies sent and not yet stamped, in key order.
+    awaited: VecDeque<(u32, u64)>,
+    next_key: u32,
+    read: Vec<TxStamp>,
+    out: Vec<(u64, u64)>,
+    /// `tx_stamped`: stamps handed back; `tx_stamps_missing`: replies whose stamp never
+    /// came (a later key came first, or too many were awaited).
+    counters: [(&'static str, u64); 2],
+}
+
+impl TxStamps {
+    fn new(batch: usize) -> Self {
+        TxStamps {
+            // A batch of stamps in one call (and the call that finds the queue empty only
+            // when more came than that).
+            errq: ErrQueue::new(batch.clamp(16, 64)),
+            queued: Vec::new(),
+            awaited: VecDeque::new(),
+            next_key: 0,
+            read: Vec::new(),
+            out: Vec::new(),
+            counters: [("tx_stamped", 0), ("tx_stamps_missing", 0)],
+        }
+    }
+
+    /// After a flush: the stamped replies the kernel accepted take their keys, in order;
+    /// a refused one takes none.
+    fn sent(&mut self, refused: &[usize]) {
+        for (pos, tag) in self.queued.drain(..) {
+            if refused.contains(&pos) {
+                continue;
+            }
+            if self.awaited.len() == TX_AWAITED {
+                self.awaited.pop_front();
+                self.counters[1].1 += 1;
+            }
+            self.awaited.push_back((self.next_key, tag));
+            self.next_key = self.next_key.wrapping_add(1);
+        }
+    }
+
+    /// Reads the error queue when a stamp is awaited and matches what came by key.
+    fn read(&mut self, sock: &UdpSock) -> TxStamped<'_> {
+        self.out.clear();
+        if self.awaited.is_empty() {
+            return TxStamped::default();
+        }
+        self.read.clear();
+        let (messages, errors) = match self.errq.drain(sock, &mut self.read) {
+            Ok(n) => (n, 0),
+            Err(_) => (0, 1),
+        };
+        for s in &self.read {
+            while let Some(&(key, tag)) = self.awaited.front() {
+                // Keys wrap: `key` is before `s.key` when the distance is positive.
+                let ahead = s.key.wrapping_sub(key) as i32;
+                if ahead < 0 {
+                    break;
+                }
+                self.awaited.pop_front();
+                if ahead == 0 {
+                    self.out.push((tag, s.ns));
+                    self.counters[0].1 += 1;
+                    break;
+                }
+                self.counters[1].1 += 1;
+            }
+        }
+        TxStamped {
+            stamps: &self.out,
+            // drain() reads until a call returns less than its batch.
+            syscalls: (messages / self.errq.batch() + 1) as u64,
+            errors,
+        }
     }
 }
 
@@ -263,6 +388,56 @@ mod tests {
         let r = b.recv();
         assert_eq!((r.count, r.syscalls, r.errors), (1, 2, 0));
         assert_eq!(b.request(0).data(), b"tock");
+    }
+
+    /// With transmit stamps on, a reply sent stamped comes back under its tag with the
+    /// kernel's time, by the error queue; a plain reply costs nothing and yields nothing.
+    #[test]
+    fn a_stamped_reply_comes_back_under_its_tag() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let sock = UdpSock::new_for(&addr).unwrap();
+        sock.bind(&addr).unwrap();
+        sock.set_recv_timeout(Duration::from_secs(2)).unwrap();
+        sock.set_timestamping(firehose_sys::timestamping::TX_ON_REQUEST)
+            .unwrap();
+        let to = sock.local_addr().unwrap();
+        let mut cfg = ServeConfig::profile(Profile::Naive, to, 1);
+        (cfg.batch, cfg.rxq_ovfl, cfg.tx_timestamps) = (1, false, true);
+        let seat = WorkerSeat {
+            index: 0,
+            cpu: None,
+            socket: Arc::new(sock),
+            epoll: None,
+        };
+        let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        for (tagged, tag) in [(false, 0), (true, 42), (false, 0), (true, 43)] {
+            client.send_to(b"tick", to).unwrap();
+            assert_eq!(b.recv().count, 1);
+            let before = wall_ns();
+            if tagged {
+                b.reply_stamped(0, 4, tag);
+            } else {
+                b.reply(0, 4);
+            }
+            assert_eq!(b.flush().sent, 1);
+            let after = wall_ns();
+            let t = b.tx_stamps();
+            if tagged {
+                assert_eq!(t.stamps.len(), 1);
+                assert_eq!(t.stamps[0].0, tag);
+                assert!(t.stamps[0].1 >= before && t.stamps[0].1 <= after);
+                assert_eq!(t.syscalls, 1);
+            } else {
+                assert_eq!((t.stamps.len(), t.syscalls), (0, 0), "nothing awaited");
+            }
+            let mut back = [0u8; 8];
+            assert_eq!(client.recv(&mut back).unwrap(), 4);
+        }
+        assert_eq!(b.counters(), &[("tx_stamped", 2), ("tx_stamps_missing", 0)]);
     }
 
     #[test]

@@ -23,9 +23,13 @@ pub struct AppliedSocket {
     pub prefer_busy_poll: Option<bool>,
     pub busy_poll_budget: Option<i32>,
     pub rxq_ovfl: bool,
-    /// SO_TIMESTAMPNS, read back.
+    /// Arrival stamps, read back: SO_TIMESTAMPNS, or SO_TIMESTAMPING's software RX stamps.
     #[serde(default)]
     pub rx_timestamps: bool,
+    /// SO_TIMESTAMPING read back reports keyed software transmit stamps for the replies
+    /// that ask for one (NTP's interleaved mode).
+    #[serde(default)]
+    pub tx_timestamps: bool,
 }
 
 /// The bound, configured sockets of a server, in bind order.
@@ -202,7 +206,11 @@ fn open_socket(cfg: &ServeConfig, reuseport: bool) -> Result<UdpSock, SetupError
     if cfg.rxq_ovfl {
         s.set_rxq_ovfl(true)?;
     }
-    if cfg.rx_timestamps {
+    if cfg.tx_timestamps {
+        // Arrival stamps come as SCM_TIMESTAMPING then: both options would put two stamps
+        // in each datagram's control room.
+        s.set_timestamping(firehose_sys::timestamping::TX_ON_REQUEST)?;
+    } else if cfg.rx_timestamps {
         s.set_timestamp_ns(true)?;
     }
     Ok(s)
@@ -219,6 +227,7 @@ fn read_back(
     busy: bool,
 ) -> Result<AppliedSocket, SetupError> {
     let opt = |r: Result<i32, SysError>| r.ok();
+    let tx_stamps = s.timestamping()? == firehose_sys::timestamping::TX_ON_REQUEST;
     Ok(AppliedSocket {
         index,
         local: s.local_addr()?.to_string(),
@@ -239,7 +248,9 @@ fn read_back(
             None
         },
         rxq_ovfl: s.rxq_ovfl()?,
-        rx_timestamps: s.timestamp_ns()?,
+        // TX_ON_REQUEST stamps arrivals too.
+        rx_timestamps: s.timestamp_ns()? || tx_stamps,
+        tx_timestamps: tx_stamps,
     })
 }
 

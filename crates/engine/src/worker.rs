@@ -51,9 +51,14 @@ pub fn run<B: Backend, H: Handler>(
                 continue;
             }
             let cap = req.capacity();
-            match handler.handle(&mut req) {
+            let verdict = handler.handle(&mut req);
+            let tag = req.tx_tag();
+            match verdict {
                 Verdict::Reply(out) if out <= cap => {
-                    backend.reply(i, out);
+                    match tag {
+                        Some(t) => backend.reply_stamped(i, out, t),
+                        None => backend.reply(i, out),
+                    }
                     queued += 1;
                     if queued == send_every && i + 1 < r.count {
                         sent.add(backend.flush());
@@ -66,6 +71,12 @@ pub fn run<B: Backend, H: Handler>(
         }
         c.add(&c.bytes_in, bytes_in);
         sent.add(backend.flush());
+        let t = backend.tx_stamps();
+        c.add(&c.syscalls, t.syscalls);
+        c.add(&c.recv_errors, t.errors);
+        for &(tag, ns) in t.stamps {
+            handler.transmitted(tag, ns);
+        }
         c.add(&c.packets_out, sent.sent as u64);
         c.add(&c.send_errors, sent.failed as u64);
         c.add(&c.syscalls, sent.syscalls as u64);
@@ -102,6 +113,9 @@ mod tests {
         mid_batch: bool,
         stop: &'s AtomicBool,
         stats: [(&'static str, u64); 1],
+        /// Stamps of the replies sent stamped, handed back by the next `tx_stamps`.
+        stamped: Vec<(u64, u64)>,
+        handed: Vec<(u64, u64)>,
     }
 
     impl<'s> Fake<'s> {
@@ -116,6 +130,8 @@ mod tests {
                 mid_batch: true,
                 stop,
                 stats: [("fake_batches", 0)],
+                stamped: Vec::new(),
+                handed: Vec::new(),
             }
         }
     }
@@ -183,6 +199,21 @@ mod tests {
             &self.stats
         }
 
+        fn reply_stamped(&mut self, i: usize, len: usize, tag: u64) {
+            self.log.push(format!("s{tag}"));
+            self.stamped.push((tag, 1_000 + tag));
+            self.reply(i, len);
+        }
+
+        fn tx_stamps(&mut self) -> crate::backend::TxStamped<'_> {
+            self.handed = std::mem::take(&mut self.stamped);
+            crate::backend::TxStamped {
+                stamps: &self.handed,
+                syscalls: u64::from(!self.handed.is_empty()),
+                errors: 0,
+            }
+        }
+
         fn sends_mid_batch(&self) -> bool {
             self.mid_batch
         }
@@ -211,6 +242,42 @@ mod tests {
             buf[len..len + 2].copy_from_slice(&port);
             Verdict::Reply(len + 2)
         }
+    }
+
+    /// Tags each reply with its request's first byte; keeps what `transmitted` says.
+    #[derive(Default)]
+    struct Tagger(Vec<(u64, u64)>);
+    impl Handler for Tagger {
+        fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
+            let first = req.data()[0];
+            if first != b'-' {
+                req.want_tx_stamp(u64::from(first));
+            }
+            Verdict::Reply(req.len())
+        }
+        fn transmitted(&mut self, tag: u64, tx_time_ns: u64) {
+            self.0.push((tag, tx_time_ns));
+        }
+    }
+
+    #[test]
+    fn stamped_replies_are_sent_stamped_and_their_stamps_reach_the_handler() {
+        let stop = AtomicBool::new(false);
+        let batch = vec![
+            (b"a".to_vec(), peer(1)),
+            (b"-".to_vec(), peer(2)),
+            (b"c".to_vec(), peer(3)),
+        ];
+        let mut fake = Fake::new(vec![batch], 64, &stop);
+        let c = WorkerCounters::default();
+        let mut h = Tagger::default();
+        run(&mut fake, &mut h, &c, &stop, 1);
+        // Tagged replies go by reply_stamped; every send comes before the stamps are read.
+        assert_eq!(fake.log, ["r0", "s97", "f1", "r1", "f1", "r2", "s99", "f1"]);
+        assert_eq!(h.0, [(97, 1_097), (99, 1_099)]);
+        let s = c.snapshot(0, None);
+        // recv 1 + 3 sends + one read of the stamps + the last empty recv.
+        assert_eq!((s.packets_out, s.syscalls), (3, 1 + 3 + 1 + 1));
     }
 
     fn drive(fake: &mut Fake<'_>) -> crate::stats::WorkerStats {

@@ -15,6 +15,17 @@
 //! clock read when the response is matched (just after its batch is read). The generator's
 //! batching adds to the delay, and any asymmetry of it to the offset, but not to the hold
 //! time, which is the server's.
+//!
+//! With `interleaved` (chronyd's `xleave`), every request is in interleaved form: version
+//! 4, its origin the receive timestamp of an earlier answer this thread has (one each,
+//! oldest first; a random odd value before the first), its receive timestamp carrying the
+//! request id too. An answer whose origin is that receive timestamp is interleaved: its
+//! transmit timestamp is when the earlier answer left the server (the kernel's stamp), so
+//! it completes the earlier exchange, measured again as `interleaved_offset`,
+//! `interleaved_delay` and `interleaved_hold`; it must be no earlier than the transmit
+//! timestamp that earlier answer carried (the server's clock read before sending it). An
+//! answer with the transmit timestamp as origin is basic (the server did not remember the
+//! earlier answer) and measured as any basic answer.
 
 use crate::measure::SignedHistogram;
 use crate::workload::Workload;
@@ -30,6 +41,20 @@ pub struct NtpLoad {
     /// Exchanges whose request was due before this many ns into the run (the warm-up)
     /// are validated but not measured.
     pub warmup_ns: u64,
+    /// Requests in interleaved form (version 4 only; see the module documentation).
+    pub interleaved: bool,
+}
+
+/// A completed exchange an interleaved request may ask about.
+#[derive(Debug, Clone, Copy, Default)]
+struct Done {
+    t1_unix_ns: u64,
+    /// The server's receive timestamp (t2), which the next request sends as its origin.
+    receive: Timestamp,
+    /// The transmit timestamp the answer carried (zero when it was interleaved itself).
+    transmit: Timestamp,
+    t4_unix_ns: u64,
+    measured: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,7 +62,15 @@ struct Sent {
     transmit: Timestamp,
     t1_unix_ns: u64,
     measured: bool,
+    /// Interleaved form: the request's receive timestamp (an answer's origin when
+    /// interleaved) and the exchange asked about, if any.
+    xleave: Option<(Timestamp, Option<Done>)>,
 }
+
+/// Completed exchanges kept for interleaved requests to ask about; the oldest is dropped.
+const DONE_KEPT: usize = 4096;
+/// Slack for timestamps fuzzed below the server's precision.
+const FUZZ_SLACK_NS: i64 = 1_000;
 
 /// The names of the failed checks, in slot order.
 pub const INVALID: [&str; 9] = [
@@ -75,6 +108,10 @@ pub struct NtpWorkload {
     offset: SignedHistogram,
     delay: SignedHistogram,
     hold: SignedHistogram,
+    done: std::collections::VecDeque<Done>,
+    x_offset: SignedHistogram,
+    x_delay: SignedHistogram,
+    x_hold: SignedHistogram,
 }
 
 impl NtpWorkload {
@@ -84,6 +121,12 @@ impl NtpWorkload {
         if !(1..=4).contains(&cfg.version) {
             return Err(format!("NTP version {} is not 1 to 4", cfg.version));
         }
+        if cfg.interleaved && cfg.version != 4 {
+            return Err(format!(
+                "interleaved mode is NTP version 4's; version {} was asked",
+                cfg.version
+            ));
+        }
         Ok(NtpWorkload {
             cfg,
             rng: XorShift64::new(seed ^ 0x9E37_79B9_7F4A_7C15),
@@ -92,6 +135,10 @@ impl NtpWorkload {
             offset: SignedHistogram::new(),
             delay: SignedHistogram::new(),
             hold: SignedHistogram::new(),
+            done: std::collections::VecDeque::new(),
+            x_offset: SignedHistogram::new(),
+            x_delay: SignedHistogram::new(),
+            x_hold: SignedHistogram::new(),
         })
     }
 
@@ -100,18 +147,46 @@ impl NtpWorkload {
         self.rng = XorShift64::new(self.rng.next_u64() ^ k.wrapping_mul(0xD1B5_4A32_D192_ED03));
     }
 
+    /// A completed exchange, for a later interleaved request to ask about.
+    fn keep(&mut self, sent: Sent, receive: Timestamp, transmit: Timestamp, t4: u64) {
+        if self.done.len() == DONE_KEPT {
+            self.done.pop_front();
+        }
+        self.done.push_back(Done {
+            t1_unix_ns: sent.t1_unix_ns,
+            receive,
+            transmit,
+            t4_unix_ns: t4,
+            measured: sent.measured,
+        });
+    }
+
     fn fail(&mut self, slot: usize) -> bool {
         self.invalid[slot] += 1;
         false
     }
 
-    /// The measured exchanges so far: offset, delay and hold time, in ns.
-    pub fn samples(&self) -> [(&'static str, &SignedHistogram); 3] {
-        [
+    /// The measured exchanges so far: offset, delay and hold time, in ns; and in
+    /// interleaved mode the same from the interleaved answers.
+    pub fn samples(&self) -> Vec<(&'static str, &SignedHistogram)> {
+        let mut v = vec![
             ("offset", &self.offset),
             ("delay", &self.delay),
             ("hold", &self.hold),
-        ]
+        ];
+        if self.cfg.interleaved {
+            v.extend([
+                ("interleaved_offset", &self.x_offset),
+                ("interleaved_delay", &self.x_delay),
+                ("interleaved_hold", &self.x_hold),
+            ]);
+        }
+        v
+    }
+
+    /// An id-carrying random timestamp.
+    fn random_with(&mut self, id: u64) -> Timestamp {
+        Timestamp((self.rng.next_u64() & !ID_MASK) | (id & ID_MASK))
     }
 }
 
@@ -121,12 +196,28 @@ impl Workload for NtpWorkload {
     }
 
     fn write_request(&mut self, id: u64, sent_ns: u64, buf: &mut [u8]) -> usize {
-        let transmit = Timestamp((self.rng.next_u64() & !ID_MASK) | (id & ID_MASK));
+        let transmit = self.random_with(id);
         let n = client_request(buf, self.cfg.version, 6, transmit);
+        let xleave = if self.cfg.interleaved {
+            let prev = self.done.pop_front();
+            // Before any answer, an odd origin of no answer: the server remembers its
+            // answer all the same, so the next request can ask for it.
+            let origin = prev.map_or(Timestamp(self.rng.next_u64() | 1), |d| d.receive);
+            let mut receive = self.random_with(id);
+            if receive == transmit {
+                receive = Timestamp(receive.0 ^ (1 << 63));
+            }
+            origin.write(&mut buf[24..]);
+            receive.write(&mut buf[32..]);
+            Some((receive, prev))
+        } else {
+            None
+        };
         self.sent[(id & ID_MASK) as usize] = Sent {
             transmit,
             t1_unix_ns: realtime_ns(),
             measured: sent_ns >= self.cfg.warmup_ns,
+            xleave,
         };
         n
     }
@@ -150,9 +241,11 @@ impl Workload for NtpWorkload {
             return self.fail(MALFORMED);
         };
         let h = p.header;
-        if h.origin != sent.transmit {
-            return self.fail(BAD_ORIGIN);
-        }
+        let earlier = match sent.xleave {
+            _ if h.origin == sent.transmit => None,
+            Some((receive, prev)) if h.origin == receive => Some(prev),
+            _ => return self.fail(BAD_ORIGIN),
+        };
         if h.mode != mode::SERVER {
             return self.fail(BAD_MODE);
         }
@@ -178,8 +271,33 @@ impl Workload for NtpWorkload {
         if h.stratum > 15 {
             return self.fail(BAD_STRATUM);
         }
+        if let Some(prev) = earlier {
+            // Interleaved: the transmit timestamp completes the earlier exchange.
+            let Some(prev) = prev else {
+                // Nothing was asked about: the server answered interleaved at random.
+                return self.fail(BAD_ORIGIN);
+            };
+            if h.receive.is_zero()
+                || h.transmit.diff_ns(prev.receive) < 0
+                || (!prev.transmit.is_zero() && h.transmit.diff_ns(prev.transmit) < -FUZZ_SLACK_NS)
+            {
+                return self.fail(BAD_TIMESTAMPS);
+            }
+            if prev.measured {
+                let s = Exchange::new(prev.t1_unix_ns, prev.receive, h.transmit, prev.t4_unix_ns)
+                    .sample();
+                self.x_offset.record(s.offset_ns);
+                self.x_delay.record(s.delay_ns);
+                self.x_hold.record(s.hold_ns);
+            }
+            self.keep(sent, h.receive, Timestamp::ZERO, t4);
+            return true;
+        }
         if h.receive.is_zero() || h.transmit.is_zero() || h.transmit.diff_ns(h.receive) < 0 {
             return self.fail(BAD_TIMESTAMPS);
+        }
+        if self.cfg.interleaved {
+            self.keep(sent, h.receive, h.transmit, t4);
         }
         if sent.measured {
             let s = Exchange::new(sent.t1_unix_ns, h.receive, h.transmit, t4).sample();
@@ -212,6 +330,7 @@ mod tests {
             NtpLoad {
                 version: 4,
                 warmup_ns: 0,
+                interleaved: false,
             },
             7,
         )
@@ -278,6 +397,72 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_answers_complete_the_earlier_exchange() {
+        let mut w = NtpWorkload::new(
+            NtpLoad {
+                version: 4,
+                warmup_ns: 0,
+                interleaved: true,
+            },
+            3,
+        )
+        .unwrap();
+        let mut q = [0u8; 48];
+        // The first request asks about no answer of ours: an odd origin, a receive
+        // timestamp with the id, apart from the transmit.
+        w.write_request(0, 0, &mut q);
+        let h0 = Header::read(&q);
+        assert_eq!((h0.origin.0 & 1, h0.receive.0 & ID_MASK), (1, 0));
+        assert_ne!(h0.receive, h0.transmit);
+        let a0 = answer(&q, 0, |_| {});
+        assert!(w.matches(0, &a0), "a basic answer");
+        let a0 = Header::read(&a0);
+        // The next asks about it; the answer carries when it left: 5 µs after its
+        // transmit timestamp, so the interleaved delay is 5 µs less.
+        w.write_request(1, 0, &mut q);
+        let h1 = Header::read(&q);
+        assert_eq!((h1.origin, h1.receive.0 & ID_MASK), (a0.receive, 1));
+        let a1 = answer(&q, 0, |h| {
+            h.origin = h1.receive;
+            h.transmit = a0.transmit.add_ns(5_000);
+        });
+        assert_eq!(w.response_id(&a1), Some((1, 0)));
+        assert!(w.matches(1, &a1), "an interleaved answer");
+        assert_eq!((w.delay.len(), w.x_delay.len()), (1, 1));
+        let (d, xd) = (w.delay.summary_us().p50, w.x_delay.summary_us().p50);
+        assert!((d - xd - 5.0).abs() < 0.1, "{d} vs {xd}");
+        // An interleaved answer saying the earlier answer left before its request arrived
+        // is wrong.
+        let a1_receive = Header::read(&a1).receive;
+        w.write_request(2, 0, &mut q);
+        let h2 = Header::read(&q);
+        let a2 = answer(&q, 0, |h| {
+            h.origin = h2.receive;
+            h.transmit = a1_receive.add_ns(-1_000_000);
+        });
+        assert!(!w.matches(2, &a2));
+        assert_eq!(w.invalid[BAD_TIMESTAMPS], 1);
+        assert!(NtpWorkload::new(
+            NtpLoad {
+                version: 3,
+                warmup_ns: 0,
+                interleaved: true,
+            },
+            1
+        )
+        .is_err());
+        let names: Vec<&str> = w.samples().iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names[3..],
+            [
+                "interleaved_offset",
+                "interleaved_delay",
+                "interleaved_hold"
+            ]
+        );
+    }
+
+    #[test]
     fn failed_checks_are_counted_by_reason() {
         let mut w = workload();
         let mut q = [0u8; 48];
@@ -319,6 +504,7 @@ mod tests {
             NtpLoad {
                 version: 4,
                 warmup_ns: 1_000,
+                interleaved: false,
             },
             1,
         )
@@ -332,7 +518,8 @@ mod tests {
         assert!(NtpWorkload::new(
             NtpLoad {
                 version: 5,
-                warmup_ns: 0
+                warmup_ns: 0,
+                interleaved: false,
             },
             1
         )

@@ -7,7 +7,7 @@ use firehose_ntpwire::{parse, Header, Leap, RefId, Short, Timestamp};
 use firehose_proto::live::Live;
 use firehose_proto::ntp::counters::slot;
 use firehose_proto::ntp::state::{unsynchronised, ServerState, StateSource};
-use firehose_proto::ntp::{NtpHandler, NtpOptions, RateLimitConfig};
+use firehose_proto::ntp::{Interleave, NtpHandler, NtpOptions, RateLimitConfig};
 use std::sync::Arc;
 
 #[path = "../../ntpwire/tests/data/captures.rs"]
@@ -29,6 +29,14 @@ fn local10(now_ns: u64) -> ServerState {
 }
 
 fn handler(state: ServerState, ratelimit: Option<RateLimitConfig>) -> NtpHandler {
+    handler_with(state, ratelimit, None)
+}
+
+fn handler_with(
+    state: ServerState,
+    ratelimit: Option<RateLimitConfig>,
+    interleaved: Option<Arc<Interleave>>,
+) -> NtpHandler {
     NtpHandler::new(
         Live::new(Arc::new(state)),
         &NtpOptions {
@@ -36,6 +44,7 @@ fn handler(state: ServerState, ratelimit: Option<RateLimitConfig>) -> NtpHandler
             precision: -25,
             ratelimit,
             ratelimit_sources: 1024,
+            interleaved,
         },
     )
 }
@@ -48,17 +57,29 @@ const FROM: &str = "192.0.2.10:40123";
 
 /// Runs one request through `h`; the response header, or the verdict if not a reply.
 fn ask(h: &mut NtpHandler, req: &[u8], from: &str, rx: Option<u64>) -> Result<Header, Verdict> {
+    ask_tagged(h, req, from, rx).map(|(h, _)| h)
+}
+
+/// As [`ask`], with the transmit-stamp tag the handler asked for, if any.
+fn ask_tagged(
+    h: &mut NtpHandler,
+    req: &[u8],
+    from: &str,
+    rx: Option<u64>,
+) -> Result<(Header, Option<u64>), Verdict> {
     let mut buf = vec![0u8; 2048];
     buf[..req.len()].copy_from_slice(req);
     let peer = Peer::from_addr(from.parse().unwrap());
     let mut r = Request::new(&mut buf, req.len(), peer).with_rx_time_ns(rx);
-    match h.handle(&mut r) {
+    let v = h.handle(&mut r);
+    let tag = r.tx_tag();
+    match v {
         Verdict::Reply(n) => {
             assert_eq!(
                 n, 48,
                 "never longer than the request, never more than a header"
             );
-            Ok(parse(&buf[..n]).expect("a valid packet").header)
+            Ok((parse(&buf[..n]).expect("a valid packet").header, tag))
         }
         v => Err(v),
     }
@@ -242,4 +263,111 @@ fn a_burst_from_one_source_gets_kiss_of_death_rate() {
     // Another source is not limited.
     let other = ask(&mut h, &req, "198.51.100.1:5000", Some(now)).unwrap();
     assert_eq!(other.stratum, 10);
+}
+
+/// chronyd's client request in interleaved form: version 4, `origin` (one of the server's
+/// receive timestamps), its own receive and transmit timestamps.
+fn xleave(origin: Timestamp, receive: u64, transmit: u64) -> Vec<u8> {
+    let mut r = bytes(CHRONY_CLIENT);
+    r[0] = 0x23;
+    origin.write(&mut r[24..]);
+    Timestamp(receive).write(&mut r[32..]);
+    Timestamp(transmit).write(&mut r[40..]);
+    r
+}
+
+#[test]
+fn an_interleaved_request_gets_the_kernels_transmit_time_of_the_answer_it_names() {
+    let now = now_ns();
+    let table = Arc::new(Interleave::new(64));
+    let mut h = handler_with(local10(now), None, Some(table));
+    // chronyd's basic request (origin zero): answered as without the table, no stamp asked.
+    let (basic, tag) = ask_tagged(&mut h, &bytes(CHRONY_CLIENT), FROM, Some(now)).unwrap();
+    assert_eq!(tag, None);
+    assert_eq!(basic.origin, Header::read(&bytes(CHRONY_CLIENT)).transmit);
+    // A first interleaved request: not found, answered basic, remembered, stamp asked
+    // under the receive timestamp sent.
+    let odd = Timestamp(0x1234_5678_9abc_def1);
+    let (a, tag) = ask_tagged(&mut h, &xleave(odd, 7, 9 << 32), FROM, Some(now)).unwrap();
+    assert_eq!(a.origin, Timestamp(9 << 32));
+    assert_eq!(tag, Some(a.receive.0));
+    // The kernel says it left 3 µs after the server's reading.
+    let left = a.transmit.to_unix_ns(now) as u64 + 3_000;
+    h.transmitted(a.receive.0, left);
+    // The next names it: interleaved, its transmit that time (to the precision, 2^-25 s).
+    let (b, tag) = ask_tagged(
+        &mut h,
+        &xleave(a.receive, 11, 13 << 32),
+        FROM,
+        Some(now + 1),
+    )
+    .unwrap();
+    assert_eq!(
+        b.origin,
+        Timestamp(11),
+        "origin = the request's receive timestamp"
+    );
+    assert!(
+        (b.transmit.to_unix_ns(now) - i128::from(left)).abs() < 60,
+        "{b:?}"
+    );
+    assert_eq!(tag, Some(b.receive.0));
+    assert_eq!((b.receive.0 & 1, b.transmit.0 & 1), (1, 0));
+    let fixed = |h: &Header| (h.leap, h.version, h.mode, h.stratum, h.poll, h.refid);
+    assert_eq!(fixed(&b), fixed(&a));
+    // Once only.
+    let (c, _) = ask_tagged(
+        &mut h,
+        &xleave(a.receive, 11, 15 << 32),
+        FROM,
+        Some(now + 2),
+    )
+    .unwrap();
+    assert_eq!(c.origin, Timestamp(15 << 32));
+    let st = |s| h.stats().get(s);
+    assert_eq!(
+        (
+            st(slot::INTERLEAVED),
+            st(slot::INTERLEAVED_MISSED),
+            st(slot::TX_KERNEL)
+        ),
+        (1, 2, 1)
+    );
+    assert_eq!((st(slot::CLIENT), st(slot::TX_DAEMON)), (4, 3));
+}
+
+#[test]
+fn kod_and_older_versions_never_touch_the_interleaved_table_and_a_full_one_evicts() {
+    let now = now_ns();
+    let table = Arc::new(Interleave::new(16));
+    let kod = RateLimitConfig {
+        interval: 3,
+        burst: 1,
+        leak: 4,
+        kod: 0,
+    };
+    let mut h = handler_with(local10(now), Some(kod), Some(table.clone()));
+    let odd = Timestamp(0x1234_5678_9abc_def1);
+    // The first passes the rate limit, some leak; the rest get KoD RATE or nothing, and a
+    // KoD asks for no stamp.
+    let mut kods = 0;
+    for i in 0..20u64 {
+        if let Ok((r, tag)) = ask_tagged(&mut h, &xleave(odd, 7, i << 32), FROM, Some(now)) {
+            assert_eq!(tag.is_some(), r.stratum != 0, "answer {i}: {r:?}");
+            kods += u32::from(r.stratum == 0);
+        }
+    }
+    assert_eq!(u64::from(kods), h.stats().get(slot::KOD_RATE));
+    let mut h = handler_with(local10(now), None, Some(table));
+    let mut v3 = xleave(odd, 7, 1 << 32);
+    v3[0] = 0x1b;
+    assert_eq!(ask_tagged(&mut h, &v3, FROM, Some(now)).unwrap().1, None);
+    // 16 entries (one per shard): 40 remembered answers forget at least 24.
+    for i in 0..40u64 {
+        let (_, tag) =
+            ask_tagged(&mut h, &xleave(odd, 7, (i + 2) << 32), FROM, Some(now + i)).unwrap();
+        assert!(tag.is_some());
+    }
+    assert!(h.stats().get(slot::INTERLEAVED_EVICTIONS) >= 24);
+    assert_eq!(h.stats().get(slot::INTERLEAVED_MISSED), 40);
 }

@@ -13,7 +13,7 @@
 
 mod gso;
 
-use crate::cmsg::{self, Space};
+use crate::cmsg::{self, Encoder, Space};
 use crate::sockaddr::{storage_to_std, RawAddr};
 use crate::socket::UdpSock;
 use crate::{cvt, SysError, SysResult};
@@ -27,6 +27,9 @@ pub use gso::GSO_MAX_SEGMENTS;
 /// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 and
 /// SO_TIMESTAMPNS's timespec or SO_TIMESTAMPING's three: 24 + 64 bytes).
 const CTRL_LEN: usize = 96;
+/// Room for one control message with a u32 value (CMSG_SPACE(4) is 24 on 64-bit Linux):
+/// the SO_TIMESTAMPING request of a stamped send.
+const TX_CTRL_LEN: usize = 24;
 
 /// How a batch receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +111,9 @@ pub struct Batch {
     ctrl: Vec<Space<CTRL_LEN>>,
     out_iovs: Vec<libc::iovec>,
     out_hdrs: Vec<libc::mmsghdr>,
+    /// Per queued datagram, room for the SO_TIMESTAMPING control message that asks the
+    /// kernel for its transmit stamp ([`Self::queue_reply_stamped`]); empty until used.
+    out_ctrl: Vec<Space<TX_CTRL_LEN>>,
     queued: usize,
     /// Receive headers `0..dirty` may hold what the last receive wrote and must be set
     /// up again; the rest are ready. Resetting only those keeps an empty poll of a
@@ -143,6 +149,7 @@ impl Batch {
             ctrl: Vec::new(),
             out_iovs: vec![iov; slots],
             out_hdrs: vec![hdr; slots],
+            out_ctrl: Vec::new(),
             queued: 0,
             dirty: slots,
             queued_addressed: false,
@@ -427,6 +434,31 @@ impl Batch {
         self.queue(i, len, true);
     }
 
+    /// Queues slot `i`'s first `len` bytes to go back to the slot's sender, asking the
+    /// kernel for this datagram's software transmit stamp (an SO_TIMESTAMPING control
+    /// message with SOF_TIMESTAMPING_TX_SOFTWARE on this send only, as chronyd asks for
+    /// the responses it will serve interleaved). The stamp comes back on the socket's
+    /// error queue ([`crate::timestamping::ErrQueue`]) with the next key of the socket's
+    /// count of stamped datagrams, when the socket reports software stamps with OPT_ID
+    /// ([`crate::timestamping::TX_ON_REQUEST`]); other datagrams take no key. Not for
+    /// [`SendMode::Gso`], which rebuilds the headers.
+    pub fn queue_reply_stamped(&mut self, i: usize, len: usize) {
+        if self.out_ctrl.is_empty() {
+            self.out_ctrl = vec![Space::default(); self.capacity()];
+        }
+        let k = self.queued;
+        self.queue(i, len, true);
+        let mut enc = Encoder::new(&mut self.out_hdrs[k].msg_hdr, &mut self.out_ctrl[k]);
+        // SO_TIMESTAMPING as a control message takes the TX flags only (a u32).
+        let asked = enc.push(
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            libc::SOF_TIMESTAMPING_TX_SOFTWARE,
+        );
+        debug_assert!(asked.is_ok(), "TX_CTRL_LEN holds one u32 message");
+        enc.finish();
+    }
+
     /// Queues slot `i`'s first `len` bytes for a connected socket (no address).
     pub fn queue_send(&mut self, i: usize, len: usize) {
         self.queue(i, len, false);
@@ -542,6 +574,14 @@ impl Batch {
 
     fn send_single(&self, sock: &UdpSock, k: usize, flags: i32) -> SysResult<usize> {
         let h = &self.out_hdrs[k].msg_hdr;
+        if !h.msg_control.is_null() {
+            // sendto carries no control message: a datagram asking for its stamp goes
+            // by sendmsg.
+            // SAFETY: out_hdrs[k] was filled by queue() and queue_reply_stamped(): its
+            // iovec, address and control buffer are live and owned by self.
+            let n = unsafe { libc::sendmsg(sock.as_raw_fd(), h, flags) };
+            return cvt(n, || "sendmsg".into()).map(|n| n as usize);
+        }
         let iov = &self.out_iovs[k];
         // SAFETY: iov points into one of our slots with a length within it.
         let data = unsafe { std::slice::from_raw_parts(iov.iov_base as *const u8, iov.iov_len) };

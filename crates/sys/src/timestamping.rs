@@ -30,6 +30,16 @@ pub const TX_SOFTWARE: u32 = libc::SOF_TIMESTAMPING_TX_SOFTWARE
     | libc::SOF_TIMESTAMPING_OPT_ID
     | libc::SOF_TIMESTAMPING_OPT_TSONLY;
 
+/// Software RX stamps on every datagram, and software TX stamps only for the datagrams
+/// whose send asks for one (`Batch::queue_reply_stamped`: an SO_TIMESTAMPING control
+/// message), each keyed (OPT_ID counts only the stamped datagrams) and without its packet.
+/// What chronyd sets on a server socket: a response that will not be served interleaved
+/// costs no stamp.
+pub const TX_ON_REQUEST: u32 = libc::SOF_TIMESTAMPING_RX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+
 /// `ee_origin` of an error-queue message that carries a timestamp.
 const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 /// `ee_info` of a stamp taken as the device took the packet.
@@ -92,6 +102,11 @@ impl ErrQueue {
             hdrs: vec![hdr; batch],
             ctrl: vec![Space::default(); batch],
         }
+    }
+
+    /// Messages read per call at most.
+    pub fn batch(&self) -> usize {
+        self.hdrs.len()
     }
 
     /// Appends to `out` every transmit stamp queued on `sock` now, without waiting; returns
@@ -315,6 +330,55 @@ mod tests {
         let mut rx = Batch::new(32, 64);
         assert_eq!(rx.recv(&srv, 32, libc::MSG_DONTWAIT).unwrap(), 24);
         assert_eq!(rx.data(23).len(), 10);
+    }
+
+    /// With [`TX_ON_REQUEST`], only the replies queued stamped come back, keyed 0, 1, ...
+    /// in send order, by sendmmsg and by a lone send alike; the others take no key.
+    #[test]
+    fn only_replies_that_ask_are_stamped_and_keyed() {
+        use crate::mmsg::SendMode;
+        let (srv, cli) = connected_pair();
+        srv.set_timestamping(TX_ON_REQUEST).unwrap();
+        assert_eq!(srv.timestamping().unwrap(), TX_ON_REQUEST);
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        };
+        for mode in [SendMode::Batch, SendMode::Single] {
+            let mut rx = Batch::new(4, 64).with_control(true).with_send(mode);
+            for i in 0..4u8 {
+                cli.send_to(&[i], None, 0).unwrap();
+            }
+            srv.set_recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap();
+            // Loopback queues each datagram as it is sent: all four are there.
+            assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 4);
+            let before = now();
+            rx.queue_reply_stamped(0, 1);
+            rx.queue_reply(1, 1);
+            rx.queue_reply_stamped(2, 1);
+            rx.queue_reply(3, 1);
+            assert_eq!(rx.flush(&srv, 0).sent, 4, "{mode:?}");
+            let after = now();
+            let mut stamps = Vec::new();
+            ErrQueue::new(8).drain(&srv, &mut stamps).unwrap();
+            let keys: Vec<u32> = stamps.iter().map(|s| s.key).collect();
+            // The key count goes on from the first round's two.
+            let first = if mode == SendMode::Batch { 0 } else { 2 };
+            assert_eq!(keys, vec![first, first + 1], "{mode:?}");
+            assert!(stamps.iter().all(|s| s.ns >= before && s.ns <= after));
+            // Every reply arrived, stamped or not, with its bytes.
+            let mut back = Batch::new(4, 64);
+            cli.set_recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap();
+            let mut n = 0;
+            while n < 4 {
+                n += back.recv(&cli, 1, 0).unwrap();
+                assert_eq!(back.data(0).len(), 1);
+            }
+        }
     }
 
     #[test]

@@ -156,6 +156,12 @@ pub(super) struct NtpArgs {
     /// Sources each worker's rate limiter remembers; the least recently seen is forgotten.
     #[arg(long, value_name = "N", value_parser = parse_positive, default_value = "16384")]
     pub(super) ntp_ratelimit_sources: usize,
+    /// Responses remembered for interleaved mode (chronyd's `xleave`: a client that asks
+    /// gets, in its next response, when the previous one really left, from the kernel's
+    /// transmit stamp); the oldest is forgotten. 0 answers every request in basic mode.
+    /// Only the socket path stamps sends: with --io uring or xdp every answer is basic.
+    #[arg(long, value_name = "N", default_value_t = firehose_proto::ntp::DEFAULT_INTERLEAVED_ENTRIES)]
+    pub(super) ntp_interleaved_entries: usize,
 }
 
 /// `on`, or `key=value,...` over chrony's defaults.
@@ -343,6 +349,12 @@ impl ServeArgs {
         }
         cfg.rcvbuf = self.rcvbuf.or(cfg.rcvbuf);
         cfg.sndbuf = self.sndbuf.or(cfg.sndbuf);
+        // NTP's interleaved mode: transmit stamps where the path has them and each worker
+        // has a socket of its own (the kernel's stamp keys count per socket).
+        cfg.tx_timestamps = self.proto == Proto::Ntp
+            && self.ntp.ntp_interleaved_entries > 0
+            && self.io.tx_timestamps.is_some()
+            && (cfg.sockets != SocketMode::Shared || cfg.workers == 1);
         Ok(cfg)
     }
 }

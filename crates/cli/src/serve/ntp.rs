@@ -9,7 +9,10 @@ use anyhow::Result;
 use firehose_engine::ServeConfig;
 use firehose_ntpwire::{RefId, Short};
 use firehose_proto::ntp::state::measure_precision;
-use firehose_proto::ntp::{ClockConfig, ClockWatch, NtpOptions, StateError, StateSource};
+use firehose_proto::ntp::{
+    ClockConfig, ClockWatch, Interleave, NtpOptions, StateError, StateSource,
+};
+use std::sync::Arc;
 
 /// Refuses the NTP flags with another protocol.
 pub(super) fn refuse_ntp_flags(n: &NtpArgs, proto: Proto) -> Result<()> {
@@ -65,6 +68,10 @@ pub(super) fn start_ntp(
         precision: measure_precision(),
         ratelimit: n.ntp_ratelimit,
         ratelimit_sources: n.ntp_ratelimit_sources,
+        // cfg.tx_timestamps was set with the path and the sockets (ServeArgs::config).
+        interleaved: cfg
+            .tx_timestamps
+            .then(|| Arc::new(Interleave::new(n.ntp_interleaved_entries))),
     };
     let st = watch.state();
     let mut notes = vec![format!(
@@ -108,9 +115,27 @@ pub(super) fn start_ntp(
             ),
         }
     ));
+    notes.push(format!(
+        "  ntp: interleaved mode {}",
+        match (&opts.interleaved, io.tx_timestamps) {
+            (Some(t), Some(by)) => format!(
+                "on: transmit stamps from {by}; {} responses remembered",
+                t.capacity()
+            ),
+            _ if n.ntp_interleaved_entries == 0 => "off (--ntp-interleaved-entries 0)".into(),
+            (_, None) => format!(
+                "off: the {} path gives no transmit stamps; every answer is basic",
+                io.name
+            ),
+            (None, Some(_)) => format!(
+                "off: {} workers share one socket, whose transmit stamps none of them could tell apart; every answer is basic (--sockets reuseport)",
+                cfg.workers
+            ),
+        }
+    ));
     // cfg.rx_timestamps was set with the path (ServeArgs::config).
     let server = on
-        .start(cfg, &Handlers::Ntp(watch.live(), opts))
+        .start(cfg, &Handlers::Ntp(watch.live(), opts.clone()))
         .map_err(serve_error)?;
     Ok(Running {
         server,

@@ -33,6 +33,7 @@ mod metrics_abuse;
 mod napi;
 mod ntp;
 mod ntp_chronyd;
+mod ntp_interleaved;
 mod ntp_load;
 mod ntp_stamps;
 mod radius;

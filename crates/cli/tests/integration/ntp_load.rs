@@ -49,6 +49,56 @@ fn load_measures_offset_delay_and_hold_time() {
     srv.stop();
 }
 
+/// In interleaved mode nearly every answer is interleaved (the first of each chain is
+/// not); each is measured again from the kernel's transmit stamp, and the server counts
+/// the same answers interleaved, from that stamp.
+#[test]
+fn load_in_interleaved_mode_measures_from_the_kernels_transmit_stamps() {
+    let json_srv = tmp("ntp-load-xleave-srv.json");
+    let srv = serve(&[
+        "--ntp-local-stratum",
+        "10",
+        "--json-file",
+        json_srv.to_str().unwrap(),
+    ]);
+    let json = tmp("ntp-load-xleave.json");
+    let out = load(
+        &srv,
+        &[
+            "--rate",
+            "2k",
+            "-t",
+            "2",
+            "--warmup",
+            "0.5",
+            "--ntp-interleaved",
+        ],
+        &json,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("interleaved_delay us"), "{text}");
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    assert!(j.get("invalid").is_none(), "{}", j["invalid"]);
+    let m = &j["measures"];
+    let p50 = m["interleaved_offset"]["p50"].as_f64().unwrap();
+    assert!(p50.abs() < 100.0, "interleaved offset p50 {p50} µs: {m}");
+    assert!(m["interleaved_hold"]["min"].as_f64().unwrap() > 0.0, "{m}");
+    srv.stop();
+    let s = json_of(&json_srv);
+    let _ = std::fs::remove_file(&json_srv);
+    let h = &s["handler"];
+    let (client, interleaved) = (
+        h["ntp_client"].as_u64().unwrap(),
+        h["ntp_interleaved"].as_u64().unwrap(),
+    );
+    assert!(client >= 3000, "{h}");
+    // All but the first few are interleaved, and every one from the kernel's stamp.
+    assert!(interleaved * 10 >= client * 9, "{h}");
+    assert_eq!(h["ntp_tx_kernel"], h["ntp_interleaved"], "{h}");
+}
+
 #[test]
 fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
     let srv = Served::proto(
@@ -124,4 +174,16 @@ fn ntp_load_flags_are_checked() {
         "5",
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run(&[
+        "load",
+        "--target",
+        "127.0.0.1:9",
+        "--proto",
+        "ntp",
+        "--ntp-version",
+        "3",
+        "--ntp-interleaved",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--ntp-interleaved is NTP version 4's"));
 }

@@ -38,10 +38,21 @@ pub mod slot {
     pub const TX_DAEMON: usize = 14;
     /// Sources the rate limit's full table forgot to make room (0 without a rate limit).
     pub const RATELIMIT_EVICTIONS: usize = 15;
+    /// Responses sent in interleaved mode (the transmit timestamp of the client's
+    /// previous response).
+    pub const INTERLEAVED: usize = 16;
+    /// Requests that asked for interleaved mode with an origin not remembered (a new
+    /// client's second request, an entry forgotten or used already): answered in basic
+    /// mode, as chronyd answers them.
+    pub const INTERLEAVED_MISSED: usize = 17;
+    /// Entries the interleaved table forgot to make room.
+    pub const INTERLEAVED_EVICTIONS: usize = 18;
+    /// Transmit timestamps from the kernel's transmit stamp (interleaved responses).
+    pub const TX_KERNEL: usize = 19;
 }
 
 /// Number of counters.
-pub const COUNTERS: usize = 16;
+pub const COUNTERS: usize = 20;
 
 /// Each counter's name (stable: they are JSON keys and metric names).
 pub const NAMES: [&str; COUNTERS] = [
@@ -61,6 +72,10 @@ pub const NAMES: [&str; COUNTERS] = [
     "ntp_rx_daemon",
     "ntp_tx_daemon",
     "ntp_ratelimit_evictions",
+    "ntp_interleaved",
+    "ntp_interleaved_missed",
+    "ntp_interleaved_evictions",
+    "ntp_tx_kernel",
 ];
 
 /// One handler's counters, cumulative.
@@ -74,7 +89,8 @@ mod tests {
     fn names_are_unique_and_in_slot_order() {
         let mut s = NtpStats::new(&NAMES);
         s.bump(slot::RATELIMIT_EVICTIONS);
-        assert_eq!(s.named()[COUNTERS - 1], ("ntp_ratelimit_evictions", 1));
+        assert_eq!(s.named()[15], ("ntp_ratelimit_evictions", 1));
+        assert_eq!(NAMES[slot::TX_KERNEL], "ntp_tx_kernel");
         assert_eq!(NAMES[slot::DROPPED_CONTROL], "ntp_dropped_control");
         assert_eq!(NAMES[slot::KOD_RATE], "ntp_kod_rate");
         for (i, n) in NAMES.iter().enumerate() {

@@ -6,8 +6,18 @@
 //! is handed back. As chronyd does, the bits below the clock's precision are random, a
 //! receive timestamp ends in a 1 bit and a transmit timestamp in a 0 bit (so an interleaved
 //! request, whose origin is one of our receive timestamps, can be told apart).
+//!
+//! Interleaved mode (chronyd's rules, `NCR_ProcessRxUnknown`): a version 4 request whose
+//! origin ends in a 1 bit (one of our receive timestamps) and whose receive and transmit
+//! differ asks for it. If that origin is a response we remember ([`Interleave`]), the
+//! answer is interleaved: origin = the request's receive timestamp, transmit = when that
+//! earlier response really left (the kernel's stamp where the socket gave it), and the
+//! entry is used up. Either way the new response is remembered, and the kernel is asked
+//! for its transmit stamp ([`Request::want_tx_stamp`], tagged with the receive timestamp
+//! it carries). A KoD, an older version or a basic request never touches the table.
 
 use super::counters::{slot, NtpStats};
+use super::interleave::{Interleave, Sent};
 use super::ratelimit::{Limit, RateLimitConfig, RateLimiter};
 use super::state::{LiveState, ServerState};
 use firehose_engine::{Handler, Request, Verdict};
@@ -21,7 +31,7 @@ use std::sync::Arc;
 pub const DEFAULT_RATELIMIT_SOURCES: usize = 16384;
 
 /// The server's fixed settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct NtpOptions {
     /// log2 of the clock's precision in seconds (see [`super::state::measure_precision`]).
     pub precision: i8,
@@ -29,6 +39,9 @@ pub struct NtpOptions {
     pub ratelimit: Option<RateLimitConfig>,
     /// Sources the rate limiter remembers per worker.
     pub ratelimit_sources: usize,
+    /// Interleaved mode's table, shared by the workers; `None` answers every request in
+    /// basic mode (an I/O path without transmit stamps).
+    pub interleaved: Option<Arc<Interleave>>,
 }
 
 /// An NTP server for the engine: one per worker.
@@ -42,6 +55,7 @@ pub struct NtpHandler {
     /// The least poll suggested to clients: the rate limit's interval.
     min_poll: i8,
     limiter: Option<RateLimiter>,
+    interleaved: Option<Arc<Interleave>>,
     rng: firehose_ntpwire::XorShift64,
     stats: NtpStats,
 }
@@ -61,6 +75,7 @@ impl NtpHandler {
             limiter: opts
                 .ratelimit
                 .map(|r| RateLimiter::new(r, opts.ratelimit_sources)),
+            interleaved: opts.interleaved.clone(),
             rng: firehose_ntpwire::XorShift64::new(
                 hashbrown::DefaultHashBuilder::default().hash_one(realtime_ns()),
             ),
@@ -159,8 +174,25 @@ impl NtpHandler {
         } else {
             self.fuzz(Timestamp::from_unix_ns(st.reference_ns))
         };
+        // Interleaved mode, asked for (see the module documentation) and found or not.
+        let asks = self.interleaved.is_some()
+            && limit != Limit::Kod
+            && rq.version == 4
+            && rq.origin.0 & 1 == 1
+            && rq.receive != rq.transmit;
+        let earlier = match &self.interleaved {
+            Some(t) if asks => t.take(rq.origin.0),
+            _ => None,
+        };
+        let origin = if earlier.is_some() {
+            rq.receive
+        } else {
+            rq.transmit
+        };
+        // Never a receive timestamp equal to the origin, or to the one the client last
+        // had from us (its interleaved origin).
         let mut receive = Timestamp(self.fuzz(Timestamp::from_unix_ns(rx_ns)).0 | 1);
-        if receive == rq.transmit {
+        while receive == origin || (asks && receive == rq.origin) {
             receive = Timestamp(receive.0.wrapping_add(2));
         }
         let mut h = Header {
@@ -174,19 +206,48 @@ impl NtpHandler {
             root_dispersion: st.root_dispersion,
             refid,
             reference,
-            origin: rq.transmit,
+            origin,
             receive,
             transmit: Timestamp::ZERO,
         };
-        // The transmit timestamp last, as late as this path allows.
-        let mut transmit = Timestamp(self.fuzz(Timestamp::from_unix_ns(realtime_ns())).0 & !1);
-        if transmit == rq.transmit {
+        // The transmit timestamp last, as late as this path allows; in interleaved mode,
+        // when the earlier response left.
+        let tx_ns = earlier.map_or_else(realtime_ns, |e| e.tx_ns);
+        let mut transmit = Timestamp(self.fuzz(Timestamp::from_unix_ns(tx_ns)).0 & !1);
+        if transmit == origin {
             transmit = Timestamp(transmit.0.wrapping_add(2));
         }
         h.transmit = transmit;
         h.write(buf);
+        if let (true, Some(t)) = (asks, &self.interleaved) {
+            // Remembered with the clock read after writing (chronyd reads it again just
+            // before its send), until the kernel says when it left.
+            let sent = Sent {
+                tx_ns: realtime_ns(),
+                kernel: false,
+            };
+            if t.save(receive.0, sent) {
+                self.stats.bump(slot::INTERLEAVED_EVICTIONS);
+            }
+            req.want_tx_stamp(receive.0);
+        }
         self.stats.bump(rx_from);
-        self.stats.bump(slot::TX_DAEMON);
+        match earlier {
+            Some(e) => {
+                self.stats.bump(slot::INTERLEAVED);
+                self.stats.bump(if e.kernel {
+                    slot::TX_KERNEL
+                } else {
+                    slot::TX_DAEMON
+                });
+            }
+            None => {
+                if asks {
+                    self.stats.bump(slot::INTERLEAVED_MISSED);
+                }
+                self.stats.bump(slot::TX_DAEMON);
+            }
+        }
         if limit != Limit::Kod {
             self.stats.bump(kind);
         }
@@ -197,6 +258,12 @@ impl NtpHandler {
 impl Handler for NtpHandler {
     fn handle(&mut self, req: &mut Request<'_>) -> Verdict {
         self.respond(req)
+    }
+
+    fn transmitted(&mut self, tag: u64, tx_time_ns: u64) {
+        if let Some(t) = &self.interleaved {
+            t.transmitted(tag, tx_time_ns);
+        }
     }
 
     fn counters(&self) -> &[(&'static str, u64)] {
