@@ -4,8 +4,8 @@
 //! the previous answer, once; basic clients and the paths without transmit stamps get
 //! basic answers.
 
-use crate::ntp::{recv, request, serve_ntp};
-use crate::util::{installed, json_of, tempdir, tmp, wait_exit};
+use crate::ntp::{recv, request};
+use crate::util::{installed, json_of, tempdir, tmp, Served, Spawned};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use firehose_sys::clock::realtime_ns;
 use std::net::UdpSocket;
@@ -44,12 +44,15 @@ fn unix(t: Timestamp) -> i128 {
 #[test]
 fn an_interleaved_answer_carries_when_the_previous_answer_left() {
     let json = tmp("ntp-xleave.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--json-file",
+            json.to_str().unwrap(),
+        ],
+    );
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -126,7 +129,7 @@ fn without_transmit_stamps_every_answer_is_basic() {
             json.to_str().unwrap(),
         ];
         args.extend_from_slice(&extra);
-        let srv = serve_ntp(&args);
+        let srv = Served::proto("ntp", &args);
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(srv.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -158,17 +161,20 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         return;
     }
     let json = tmp("ntp-xleave-chronyd.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--json-file",
+            json.to_str().unwrap(),
+        ],
+    );
     let dir = tempdir("ntp-xleave-chronyd");
     // -Q: measure and exit, never touching the clock. Its measurements log has a line per
     // answer, whose mode column says 4B (basic) or 4I (interleaved); the third answer is
     // the first that can be interleaved, so it waits for 6 samples.
-    let mut c = Command::new("chronyd")
+    let c = Command::new("chronyd")
         .args(["-Q", "-u", "root", "-f", "/dev/null", "-t", "30"])
         .arg(format!(
             "server 127.0.0.1 port {} iburst xleave minsamples 6 maxsamples 6",
@@ -181,8 +187,7 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn chronyd");
-    wait_exit(&mut c, Duration::from_secs(40));
-    let out = c.wait_with_output().unwrap();
+    let out = Spawned::of(c).output(Duration::from_secs(40));
     let text =
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     let log = std::fs::read_to_string(dir.join("measurements.log")).unwrap_or_default();
