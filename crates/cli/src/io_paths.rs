@@ -114,8 +114,9 @@ pub static IO_PATHS: &[IoPath] = &[
     },
     IoPath {
         name: "uring",
-        help: "io_uring: a multishot IORING_OP_RECVMSG into a provided-buffer ring and batched \
-               sends, one ring per worker (or generator thread)",
+        help: "io_uring: a multishot IORING_OP_RECVMSG (serve; load's connected flows: RECV) into \
+               a provided-buffer ring and batched sends, one ring per worker (or generator \
+               thread)",
         serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS, in each provided buffer's control room)"),
         // The ring's sends carry no SO_TIMESTAMPING request and nothing reads the error queue.

@@ -310,25 +310,39 @@ mod tests {
             .as_nanos() as u64
     }
 
-    /// A backend on a loopback socket with `batch` and `rx_timestamps`, fed one datagram.
-    fn stamped(batch: usize, rx_timestamps: bool) -> Option<u64> {
+    /// A backend of one worker on a fresh loopback socket (a 2 s receive timeout, `opts`
+    /// set on it) configured as the naive profile edited by `edit`; and its address.
+    fn on_loopback(
+        edit: impl FnOnce(&mut ServeConfig),
+        opts: impl FnOnce(&UdpSock),
+    ) -> (SocketBackend, std::net::SocketAddr) {
         let addr = "127.0.0.1:0".parse().unwrap();
         let sock = UdpSock::new_for(&addr).unwrap();
         sock.bind(&addr).unwrap();
         sock.set_recv_timeout(Duration::from_secs(2)).unwrap();
-        if rx_timestamps {
-            sock.set_timestamp_ns(true).unwrap();
-        }
+        opts(&sock);
         let to = sock.local_addr().unwrap();
         let mut cfg = ServeConfig::profile(Profile::Naive, to, 1);
-        (cfg.batch, cfg.rxq_ovfl, cfg.rx_timestamps) = (batch, false, rx_timestamps);
+        edit(&mut cfg);
         let seat = WorkerSeat {
             index: 0,
             cpu: None,
             socket: Arc::new(sock),
             epoll: None,
         };
-        let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
+        (SocketIo::new(&cfg).open(&seat).unwrap(), to)
+    }
+
+    /// A backend on a loopback socket with `batch` and `rx_timestamps`, fed one datagram.
+    fn stamped(batch: usize, rx_timestamps: bool) -> Option<u64> {
+        let (mut b, to) = on_loopback(
+            |cfg| (cfg.batch, cfg.rxq_ovfl, cfg.rx_timestamps) = (batch, false, rx_timestamps),
+            |sock| {
+                if rx_timestamps {
+                    sock.set_timestamp_ns(true).unwrap();
+                }
+            },
+        );
         let before = wall_ns();
         std::net::UdpSocket::bind("127.0.0.1:0")
             .unwrap()
@@ -394,22 +408,13 @@ mod tests {
     /// kernel's time, by the error queue; a plain reply costs nothing and yields nothing.
     #[test]
     fn a_stamped_reply_comes_back_under_its_tag() {
-        let addr = "127.0.0.1:0".parse().unwrap();
-        let sock = UdpSock::new_for(&addr).unwrap();
-        sock.bind(&addr).unwrap();
-        sock.set_recv_timeout(Duration::from_secs(2)).unwrap();
-        sock.set_timestamping(firehose_sys::timestamping::TX_ON_REQUEST)
-            .unwrap();
-        let to = sock.local_addr().unwrap();
-        let mut cfg = ServeConfig::profile(Profile::Naive, to, 1);
-        (cfg.batch, cfg.rxq_ovfl, cfg.tx_timestamps) = (1, false, true);
-        let seat = WorkerSeat {
-            index: 0,
-            cpu: None,
-            socket: Arc::new(sock),
-            epoll: None,
-        };
-        let mut b = SocketIo::new(&cfg).open(&seat).unwrap();
+        let (mut b, to) = on_loopback(
+            |cfg| (cfg.batch, cfg.rxq_ovfl, cfg.tx_timestamps) = (1, false, true),
+            |sock| {
+                sock.set_timestamping(firehose_sys::timestamping::TX_ON_REQUEST)
+                    .unwrap()
+            },
+        );
         let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         client
             .set_read_timeout(Some(Duration::from_secs(2)))

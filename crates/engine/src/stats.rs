@@ -161,7 +161,7 @@ pub struct WorkerStats {
     #[serde(default)]
     pub unknown_peer: u64,
     pub rxq_ovfl: u64,
-    /// Counters the backend adds (e.g. `xdp_answered`); absent for the socket path.
+    /// Counters the backend adds (e.g. `xdp_answered`, `tx_stamped`); absent when it has none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub backend: BTreeMap<String, u64>,
 }

@@ -1,8 +1,8 @@
 //! `load --io uring`: a generator thread's flows on one [`DgramRing`]
 //! ([`firehose_sys::uring`]): the requests of every flow of a round leave from the ring's
 //! send slots with one io_uring_enter, and one wait collects the responses of all flows
-//! from a multishot receive per flow. The ring is made in the thread ([`FlowIo::start`]),
-//! so IORING_SETUP_SINGLE_ISSUER holds.
+//! from a multishot IORING_OP_RECV per flow (a plain ring: no header, no sender). The ring
+//! is made in the thread ([`FlowIo::start`]), so IORING_SETUP_SINGLE_ISSUER holds.
 
 use crate::gen::{open_flows, LoadConfig};
 use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
@@ -28,7 +28,7 @@ pub struct UringFlows {
 /// Checks on the calling thread that this kernel gives an io_uring with `setup` and the
 /// multishot receive, so a refusal stops the run before any thread starts.
 pub fn probe(setup: &UringSetup) -> Result<(), SetupError> {
-    Ok(setup.check("recvmsg")?)
+    Ok(setup.check("recv")?)
 }
 
 /// The flows of `cfg` dealt to its threads, each thread's on its own ring; requests (and
@@ -50,11 +50,12 @@ pub fn open(
                 cfg: DgramConfig {
                     // Room for the responses of a burst that arrives between two polls.
                     buffers: (slots * 4).clamp(512, 4096) as u16,
-                    // A response is at most a request's size, after the ring's 16-byte
-                    // header; a longer one arrives cut and matches none. At least 2 KiB,
-                    // two buffers to a page.
-                    buffer_size: (slot_size + 16).max(2048),
+                    // A response is at most a request's size; a longer one arrives cut and
+                    // matches none. At least 2 KiB, two buffers to a page.
+                    buffer_size: slot_size.max(2048),
                     names: false,
+                    // Connected flows need no sender and no header: a multishot RECV.
+                    plain: true,
                     control: 0,
                     receive: true,
                     sends: slots,
@@ -166,5 +167,68 @@ impl FlowIo for UringFlows {
             syscalls: self.ring.as_ref().map_or(0, |r| r.stats.enters),
             gso_refusal: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::Length;
+
+    /// The flows' ring receives with IORING_OP_RECV (no header to copy per response), and a
+    /// request written into a slot comes back through it to its flow.
+    #[test]
+    fn flows_receive_by_plain_recv_and_responses_reach_their_flow() {
+        let setup = UringSetup::default();
+        if let Err(e) = probe(&setup) {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        echo.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let cfg = LoadConfig {
+            target: echo.local_addr().unwrap(),
+            flows: 2,
+            window: 1,
+            rate: None,
+            threads: 1,
+            cpus: None,
+            length: Length::Requests(2),
+            warmup: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            batch: 8,
+            spin: false,
+            gso: false,
+            per_wake: 1,
+            tx_stamps: false,
+            arrivals: crate::pace::Arrivals::Uniform,
+        };
+        let mut io = open(&cfg, setup, 64).unwrap().pop().unwrap();
+        io.start().unwrap();
+        assert_eq!(io.ring().receive_op(), "IORING_OP_RECV");
+        for flow in 0..2 {
+            assert!(io.tx_capacity() >= 1);
+            io.tx_slot(0)[..2].copy_from_slice(&[0xf1, flow as u8]);
+            io.queue(0, 2);
+            io.send(flow);
+        }
+        assert_eq!(io.flush(), 0, "nothing refused");
+        let mut b = [0u8; 64];
+        for _ in 0..2 {
+            let (n, from) = echo.recv_from(&mut b).unwrap();
+            echo.send_to(&b[..n], from).unwrap();
+        }
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while got.len() < 2 && std::time::Instant::now() < end {
+            if io.poll(Duration::from_millis(50)).unwrap() > 0 {
+                for i in 0..io.recv(0, 8).unwrap() {
+                    let d = io.datagram(i);
+                    got.push((d.flow, d.data.to_vec()));
+                }
+            }
+        }
+        got.sort();
+        assert_eq!(got, vec![(0, vec![0xf1, 0]), (1, vec![0xf1, 1])]);
     }
 }

@@ -46,6 +46,38 @@ pub fn recv(s: &UdpSocket) -> Option<Vec<u8>> {
     }
 }
 
+/// `chronyd -Q` (measure, print the offset and exit, never touching the clock; -u root keeps
+/// it able to remove its pid file) with `directives` (a server line first), given
+/// `timeout_s`: the offset it measured and all it printed.
+pub fn chronyd_query(directives: &[String], timeout_s: u64) -> (f64, String) {
+    let c = Command::new("chronyd")
+        .args([
+            "-Q",
+            "-u",
+            "root",
+            "-f",
+            "/dev/null",
+            "-t",
+            &timeout_s.to_string(),
+        ])
+        .args(directives)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chronyd");
+    let out = Spawned::of(c).output(Duration::from_secs(timeout_s + 10));
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    // "System clock wrong by -0.000011 seconds (ignored)"
+    let offset: f64 = text
+        .lines()
+        .find_map(|l| l.split("System clock wrong by ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("chronyd measured no offset:\n{text}"));
+    (offset, text)
+}
+
 #[test]
 fn chronyd_takes_firehose_as_a_source_within_100_us() {
     if !installed("chronyd") {
@@ -55,30 +87,17 @@ fn chronyd_takes_firehose_as_a_source_within_100_us() {
     let json = tmp("ntp-chronyd.json");
     let srv = serve(&["--ntp-local-stratum", "10"], &json);
     let pid = tmp("ntp-chronyd.pid");
-    // -Q: measure the offset once and exit, never touching the clock; -u root keeps it
-    // able to remove its pid file.
-    let c = Command::new("chronyd")
-        .args(["-Q", "-u", "root", "-f", "/dev/null", "-t", "20"])
-        .arg(format!(
-            "server 127.0.0.1 port {} iburst maxsamples 4",
-            srv.addr.port()
-        ))
-        .arg(format!("pidfile {}", pid.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chronyd");
-    let out = Spawned::of(c).output(Duration::from_secs(30));
-    let text =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let (offset, text) = chronyd_query(
+        &[
+            format!(
+                "server 127.0.0.1 port {} iburst maxsamples 4",
+                srv.addr.port()
+            ),
+            format!("pidfile {}", pid.display()),
+        ],
+        20,
+    );
     let _ = std::fs::remove_file(&pid);
-    // "System clock wrong by -0.000011 seconds (ignored)"
-    let offset: f64 = text
-        .lines()
-        .find_map(|l| l.split("System clock wrong by ").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("chronyd measured no offset:\n{text}"));
     assert!(
         offset.abs() <= 100e-6,
         "chronyd's offset {offset} s:\n{text}"

@@ -4,12 +4,11 @@
 //! the previous answer, once; basic clients and the paths without transmit stamps get
 //! basic answers.
 
-use crate::ntp::{recv, request};
-use crate::util::{installed, json_of, tempdir, tmp, Served, Spawned};
+use crate::ntp::{chronyd_query, recv, request};
+use crate::util::{installed, json_of, tempdir, tmp, Served};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use firehose_sys::clock::realtime_ns;
 use std::net::UdpSocket;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Timestamps are fuzzed below the clock's precision (about 2^-24 s here): ns-scale slack.
@@ -171,25 +170,21 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         ],
     );
     let dir = tempdir("ntp-xleave-chronyd");
-    // -Q: measure and exit, never touching the clock. Its measurements log has a line per
-    // answer, whose mode column says 4B (basic) or 4I (interleaved); the third answer is
-    // the first that can be interleaved, so it waits for 6 samples.
-    let c = Command::new("chronyd")
-        .args(["-Q", "-u", "root", "-f", "/dev/null", "-t", "30"])
-        .arg(format!(
-            "server 127.0.0.1 port {} iburst xleave minsamples 6 maxsamples 6",
-            srv.addr.port()
-        ))
-        .arg(format!("logdir {}", dir.display()))
-        .arg("log measurements")
-        .arg(format!("pidfile {}", dir.join("chronyd.pid").display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chronyd");
-    let out = Spawned::of(c).output(Duration::from_secs(40));
-    let text =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    // Its measurements log has a line per answer, whose mode column says 4B (basic) or 4I
+    // (interleaved); the third answer is the first that can be interleaved, so it waits
+    // for 6 samples.
+    let (offset, text) = chronyd_query(
+        &[
+            format!(
+                "server 127.0.0.1 port {} iburst xleave minsamples 6 maxsamples 6",
+                srv.addr.port()
+            ),
+            format!("logdir {}", dir.display()),
+            "log measurements".into(),
+            format!("pidfile {}", dir.join("chronyd.pid").display()),
+        ],
+        30,
+    );
     let log = std::fs::read_to_string(dir.join("measurements.log")).unwrap_or_default();
     let modes: Vec<&str> = log
         .lines()
@@ -200,12 +195,6 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         modes.contains(&"4I"),
         "no interleaved answer: {modes:?}\n{log}\n{text}"
     );
-    let offset: f64 = text
-        .lines()
-        .find_map(|l| l.split("System clock wrong by ").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("chronyd measured no offset:\n{text}"));
     assert!(
         offset.abs() <= 100e-6,
         "chronyd's offset {offset} s:\n{text}"

@@ -167,26 +167,17 @@ fn ntp_load_flags_are_checked() {
     let out = run(&["load", "--target", "127.0.0.1:9", "--ntp-version", "3"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--ntp-version applies only to --proto ntp"));
-    let out = run(&[
-        "load",
-        "--target",
-        "127.0.0.1:9",
-        "--proto",
-        "ntp",
-        "--ntp-version",
-        "5",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let out = run(&[
-        "load",
-        "--target",
-        "127.0.0.1:9",
-        "--proto",
-        "ntp",
-        "--ntp-version",
-        "3",
-        "--ntp-interleaved",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--ntp-interleaved is NTP version 4's"));
+    for (extra, want) in [
+        (&["--ntp-version", "5"][..], "--ntp-version"),
+        (
+            &["--ntp-version", "3", "--ntp-interleaved"][..],
+            "--ntp-interleaved is NTP version 4's",
+        ),
+    ] {
+        let mut a = vec!["load", "--target", "127.0.0.1:9", "--proto", "ntp"];
+        a.extend_from_slice(extra);
+        let out = run(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{a:?}: {}", stderr(&out));
+    }
 }

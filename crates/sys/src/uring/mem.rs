@@ -201,6 +201,26 @@ pub(crate) unsafe fn push_recvmsg_multi(
     unsafe { ring.submission().push(&entry) }.map_err(|_| super::sq_full())
 }
 
+/// Queues a multishot IORING_OP_RECV on `fd` into buffer group `bgid`, tagged `ud`, with
+/// MSG_TRUNC so a datagram longer than its buffer is reported at its full length.
+///
+/// # Safety
+/// The group's buffers must stay valid until the request has ended (its last completion
+/// seen, or a synchronous cancel confirmed).
+pub(crate) unsafe fn push_recv_multi(
+    ring: &mut IoUring,
+    fd: i32,
+    bgid: u16,
+    ud: u64,
+) -> SysResult<()> {
+    let entry = opcode::RecvMulti::new(types::Fd(fd), bgid)
+        .flags(libc::MSG_TRUNC)
+        .build()
+        .user_data(ud);
+    // SAFETY: the caller keeps the buffers alive for the request's life.
+    unsafe { ring.submission().push(&entry) }.map_err(|_| super::sq_full())
+}
+
 /// Cancels the request tagged `ud` and waits for it; false when the kernel would not confirm,
 /// in which case the caller must leave the request's buffers mapped.
 pub(crate) fn cancel_sync<S: squeue::EntryMarker, C: cqueue::EntryMarker>(

@@ -14,7 +14,9 @@
 //! `buffer_size` bytes, registered as one buffer group) and, optionally, send slots of its
 //! own. It serves any number of UDP sockets, each with one multishot IORING_OP_RECVMSG
 //! feeding the shared buffer ring (one completion per datagram, no re-arming while buffers
-//! last), and sends by IORING_OP_SEND, any number of them per `io_uring_enter`.
+//! last), and sends by IORING_OP_SEND, any number of them per `io_uring_enter`. A plain
+//! ring ([`DgramConfig::plain`]: connected sockets, no names, no control) receives with a
+//! multishot IORING_OP_RECV instead: no header, the payload at the buffer's start.
 //!
 //! 1. **In.** [`DgramRing::poll`] (re)arms every receive that ended, waits up to a timeout
 //!    (zero: looks without sleeping) and returns how many datagrams are ready;

@@ -268,9 +268,15 @@ fn batched_slot_sends_arrive_and_receives_count_each_datagram_at_full_length() {
 
 #[test]
 fn two_flows_send_in_one_round_and_responses_come_back_per_flow() {
-    if !supported("recvmsg") {
-        return;
+    for plain in [false, true] {
+        if supported(if plain { "recv" } else { "recvmsg" }) {
+            two_flows(plain);
+        }
     }
+}
+
+/// The generator's shape on a ring that receives with RECVMSG or (`plain`) RECV.
+fn two_flows(plain: bool) {
     // An echo server on a plain socket, answering 20 datagrams.
     let srv = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     srv.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
@@ -288,6 +294,7 @@ fn two_flows_send_in_one_round_and_responses_come_back_per_flow() {
     let cfg = DgramConfig {
         buffers: 8,
         buffer_size: 256,
+        plain,
         sends: 8,
         tx_slots: 8,
         tx_slot_size: 64,
@@ -295,6 +302,12 @@ fn two_flows_send_in_one_round_and_responses_come_back_per_flow() {
     };
     let mut r = DgramRing::new(fds, &cfg, &UringSetup::default()).unwrap();
     assert_eq!(r.stats.arms, 2);
+    let op = if plain {
+        "IORING_OP_RECV"
+    } else {
+        "IORING_OP_RECVMSG"
+    };
+    assert_eq!(r.receive_op(), op);
     let mut sent = 0;
     for round in 0..5u8 {
         for flow in 0..2usize {
@@ -326,7 +339,66 @@ fn two_flows_send_in_one_round_and_responses_come_back_per_flow() {
         .flat_map(|round| (0..2u8).flat_map(move |f| (0..2u8).map(move |k| vec![f, round, k])))
         .collect();
     want.sort();
+    assert_eq!(got, want, "{op}");
+}
+
+/// A plain ring (IORING_OP_RECV) writes no header: the payload starts the buffer, the
+/// whole buffer is room for it, a longer datagram is cut there but counted at its full
+/// length (MSG_TRUNC), and an empty one (which RECV completes without a buffer) is handed
+/// over too, in its place. Names or control room cannot go with it.
+#[test]
+fn a_plain_ring_receives_into_whole_buffers_at_full_length() {
+    if !supported("recv") {
+        return;
+    }
+    let rx = UdpSock::new_for(&"127.0.0.1:0".parse().unwrap()).unwrap();
+    rx.bind(&"127.0.0.1:0".parse().unwrap()).unwrap();
+    let tx = connected(rx.local_addr().unwrap());
+    rx.connect(&tx.local_addr().unwrap()).unwrap();
+    let cfg = DgramConfig {
+        buffers: 4,
+        buffer_size: 256,
+        plain: true,
+        ..DgramConfig::default()
+    };
+    let mut r = DgramRing::new(vec![rx.as_raw_fd()], &cfg, &UringSetup::default()).unwrap();
+    let sizes = [1usize, 256, 300, 0, 100];
+    for (k, &n) in sizes.iter().enumerate() {
+        let msg: Vec<u8> = (0..n).map(|i| (i + k) as u8).collect();
+        assert_eq!(tx.send_to(&msg, None, 0).unwrap(), n);
+    }
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < sizes.len() && Instant::now() < end {
+        r.poll(Duration::from_millis(100)).unwrap();
+        for i in 0..r.take(usize::MAX) {
+            let (sock, data) = r.payload(i);
+            let (sock, data) = (sock, data.to_vec());
+            let d = r.datagram(i);
+            // The whole buffer is room; an empty datagram comes without one.
+            let room = if d.full_len == 0 { 0 } else { 256 };
+            assert_eq!((sock, d.buf.len(), d.peer), (0, room, None));
+            got.push((data, r.full_len(i)));
+        }
+    }
+    let want: Vec<(Vec<u8>, usize)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| ((0..n.min(256)).map(|i| (i + k) as u8).collect(), n))
+        .collect();
     assert_eq!(got, want);
+    assert!(r.last_recv_error().is_none());
+    for (names, control) in [(true, 0), (false, STAMP_ROOM)] {
+        let bad = DgramConfig {
+            names,
+            control,
+            ..cfg
+        };
+        let e = DgramRing::new(vec![rx.as_raw_fd()], &bad, &UringSetup::default())
+            .err()
+            .unwrap();
+        assert_eq!(e.errno(), Some(libc::EINVAL), "{e}");
+    }
 }
 
 #[test]
