@@ -35,11 +35,22 @@ pub struct IoPath {
     /// Serve: the workers can send before a received batch is done (`--send-batch`); the
     /// io_uring and AF_XDP drivers give the batch's buffers back at a send.
     pub send_batch: bool,
+    /// Serve: how the workers receive and send, for the start-up line, by `--batch`.
+    pub calls: fn(usize) -> &'static str,
+    /// Serve: `--busy-poll` also sets the device's per-NAPI busy-poll parameters: the
+    /// workers' sockets busy-poll the NAPI they receive from. Not AF_XDP: a socket in copy
+    /// mode on veth does not busy-poll the veth's NAPI, so with its hard interrupts deferred
+    /// every packet would wait for the gro-flush-timeout (busy-polled AF_XDP ping-pong fell
+    /// from 120k to 4.7k tps).
+    pub napi_busy_poll: bool,
     /// Serve: why this path's own flags cannot be given when another path is chosen.
     serve_flags: fn(&ServeArgs) -> Option<String>,
     /// Load: each generator thread's flows on this path, for requests up to
     /// `max_payload` bytes.
     load: fn(&LoadArgs, &LoadConfig, usize) -> Result<LoadOn>,
+    /// Load: requests may leave as UDP GSO super-datagrams (unless `--no-gso`, or
+    /// `--stamps`, which stamps each datagram).
+    pub gso: bool,
     /// Load: why this path's own flags cannot be given when another path is chosen.
     load_flags: fn(&LoadArgs) -> Option<String>,
 }
@@ -59,11 +70,20 @@ pub static IO_PATHS: &[IoPath] = &[
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS)"),
         tx_timestamps: Some("the socket (SO_TIMESTAMPING, asked per reply, read from its error queue)"),
         send_batch: true,
+        calls: |batch| {
+            if batch == 1 {
+                "recvfrom/sendto"
+            } else {
+                "recvmmsg/sendmmsg"
+            }
+        },
+        napi_busy_poll: true,
         serve_flags: crate::serve::socket_only_flags,
         load: |_, cfg, _| {
             let flows = firehose_load::socket_flows(cfg).map_err(crate::load::load_error)?;
             Ok(LoadOn::new(flows, None))
         },
+        gso: true,
         load_flags: crate::load::socket_only_flags,
     },
     IoPath {
@@ -82,11 +102,14 @@ pub static IO_PATHS: &[IoPath] = &[
         // A frame sent from an AF_XDP socket in copy mode (veth) comes back with no stamp.
         tx_timestamps: None,
         send_batch: false,
+        calls: |_| "AF_XDP rings; fallback socket by recvmmsg/sendmmsg",
+        napi_busy_poll: false,
         serve_flags: crate::serve::xdp_only_flags,
         load: |a, cfg, max_payload| {
             let (io, settings) = crate::load::xdp_flows(a, cfg, max_payload)?;
             Ok(LoadOn::new(vec![io], Some(settings)))
         },
+        gso: false,
         load_flags: crate::load::xdp_only_flags,
     },
     IoPath {
@@ -99,11 +122,14 @@ pub static IO_PATHS: &[IoPath] = &[
         // The ring's sends carry no SO_TIMESTAMPING request and nothing reads the error queue.
         tx_timestamps: None,
         send_batch: false,
+        calls: |_| "io_uring: multishot recvmsg, send batches",
+        napi_busy_poll: false,
         serve_flags: |a| a.uring_flags(),
         load: |a, cfg, max_payload| {
             let flows = crate::load::uring_flows(a, cfg, max_payload)?;
             Ok(LoadOn::new(flows, None))
         },
+        gso: false,
         load_flags: |a| a.uring_flags(),
     },
 ];

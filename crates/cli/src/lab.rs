@@ -449,8 +449,8 @@ impl CompareArgs {
 
     /// The placement of a study whose generator runs one thread: the server CPUs, and the
     /// first client CPU (more given explicitly is refused, naming `who`).
-    fn one_client_cpu(&self, allowed: &[usize], who: &str) -> Result<Placement> {
-        let place = placement(&self.run, allowed)?;
+    fn one_client_cpu(&self, who: &str) -> Result<Placement> {
+        let place = self.run.placement()?;
         if matches!(self.run.client_cpus, Some(Cpus::List(_))) && place.client_cpus.len() > 1 {
             return Err(Usage(format!(
                 "--client-cpus {}: {who} one thread; give one CPU",
@@ -465,14 +465,24 @@ impl CompareArgs {
     }
 }
 
-/// The server and client CPUs: as given, or the allowed CPUs split in two halves.
-fn placement(r: &RunArgs, allowed: &[usize]) -> Result<Placement> {
-    let server = side_cpus("--server-cpus", &r.server_cpus)?;
-    let client = side_cpus("--client-cpus", &r.client_cpus)?;
-    Placement::resolve(server, client, allowed).map_err(lab_err)
+/// The server and client CPUs of a study (`--server-cpus`, `--client-cpus`): as given, or
+/// the CPUs this process may use split in two halves.
+pub(crate) fn placement(server: &Option<Cpus>, client: &Option<Cpus>) -> Result<Placement> {
+    let allowed = firehose_sys::cpu::allowed_cpus()?;
+    Placement::resolve(
+        side_cpus("--server-cpus", server)?,
+        side_cpus("--client-cpus", client)?,
+        &allowed,
+    )
+    .map_err(lab_err)
 }
 
 impl RunArgs {
+    /// The server and client CPUs ([`placement`]).
+    fn placement(&self) -> Result<Placement> {
+        placement(&self.server_cpus, &self.client_cpus)
+    }
+
     /// The echo options of a ladder or comparison.
     fn options(&self) -> Result<EchoOptions> {
         let workers = match self.workers.as_deref() {
@@ -516,8 +526,7 @@ impl RunArgs {
 }
 
 fn ladder_cmd(l: LadderArgs) -> Result<()> {
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let p = placement(&l.run, &allowed)?;
+    let p = l.run.placement()?;
     let mut study =
         Ladder::new(&l.run.options()?, &p, l.steps.as_deref(), l.keep_hurt).map_err(lab_err)?;
     let guess = study.echo.guess_s();
@@ -554,8 +563,7 @@ fn compare_cmd(c: CompareArgs) -> Result<()> {
             return Err(Usage(format!("{flag} applies only to lab compare --proto {to}")).into());
         }
     }
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let p = placement(&c.run, &allowed)?;
+    let p = c.run.placement()?;
     let mut study = Compare::new(
         &c.run.options()?,
         &p,

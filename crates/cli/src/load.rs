@@ -368,7 +368,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         per_wake: pacing.as_ref().map(|p| p.per_wake as usize),
         wake_period_us: pacing.as_ref().map(|p| p.ahead_ns as f64 / 1e3),
         spin: a.spin,
-        gso: !a.no_gso && a.io.name == "socket" && !a.stamps,
+        gso: !a.no_gso && a.io.gso && !a.stamps,
         stamps: a.stamps,
         arrivals: a.rate.map(|_| cfg.arrivals.name()),
         io: a.io.name.into(),

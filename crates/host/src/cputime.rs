@@ -2,7 +2,7 @@
 //! always the difference of two readings taken around the measured window, never the time
 //! since a process started.
 
-use crate::procfs::stat::{CpuTimes, Stat};
+use crate::procfs::stat::{CpuSplit, CpuTimes, Stat};
 use crate::procfs::{self, pidstat, ReadError};
 use std::time::{Duration, Instant};
 
@@ -113,6 +113,44 @@ pub fn busy_s(a: &Stat, b: &Stat, wall: Duration, ticks_per_s: u64, cpus: &[usiz
     let capacity = wall.as_secs_f64() * n as f64;
     let busy = capacity - (not_busy(&tb) - not_busy(&ta)) / ticks_per_s.max(1) as f64;
     Some(busy.clamp(0.0, capacity))
+}
+
+/// One CPU's time between two readings of /proc/stat taken `wall` apart, in percent of
+/// `wall`, by the rule of [`busy_s`]: idle (with iowait) from the kernel's idle clock, steal
+/// apart, busy the rest (`CpuSplit::busy`). The busy modes (usr with nice, sys, irq, soft)
+/// are the ticks sampled in each over the wall time: with tick-based accounting they may
+/// add up to less or more than the busy time (a paced load hides between ticks, or
+/// straddles each), so they say where busy time went, never how much there was. `None`
+/// when `cpu` is in neither reading or went on- or offline between them. Every view of a
+/// CPU's time (`firehose top`, the doctor's busy CPUs, the lab's per-CPU rows) is this.
+pub fn cpu_split(
+    a: &Stat,
+    b: &Stat,
+    cpu: usize,
+    wall: Duration,
+    ticks_per_s: u64,
+) -> Option<CpuSplit> {
+    fn times(s: &Stat, cpu: usize) -> Option<&CpuTimes> {
+        s.cpus.iter().find(|(id, _)| *id == cpu).map(|(_, t)| t)
+    }
+    let (ta, tb) = (times(a, cpu)?, times(b, cpu)?);
+    let busy = busy_s(a, b, wall, ticks_per_s, &[cpu])?;
+    let secs = wall.as_secs_f64();
+    if secs <= 0.0 {
+        return Some(CpuSplit::default());
+    }
+    let pct = |f: fn(&CpuTimes) -> u64| {
+        f(tb).saturating_sub(f(ta)) as f64 * 100.0 / (secs * ticks_per_s.max(1) as f64)
+    };
+    let steal = pct(|t| t.steal).min(100.0);
+    Some(CpuSplit {
+        usr: pct(|t| t.user + t.nice),
+        sys: pct(|t| t.system),
+        irq: pct(|t| t.irq),
+        soft: pct(|t| t.softirq),
+        idle: (100.0 - busy * 100.0 / secs - steal).max(0.0),
+        steal,
+    })
 }
 
 fn ticks_to_s(ticks: u64) -> f64 {
@@ -306,6 +344,37 @@ mod tests {
         let mut c = b.clone();
         c.cpus.pop();
         assert_eq!(busy_s(&a, &c, s, 100, &[]), None);
+    }
+
+    #[test]
+    fn a_cpus_split_takes_its_busy_time_from_idle() {
+        let a = plus([[0; 8]; 2]);
+        let s = Duration::from_secs(1);
+        // CPU 0 paced between the ticks: idle 50 of 100 ticks, no busy tick sampled. CPU 1
+        // straddling them: 80 user and 40 system ticks charged beside 40 idle.
+        let b = plus([[0, 0, 0, 50, 0, 0, 0, 0], [80, 0, 40, 40, 0, 0, 0, 0]]);
+        let c0 = cpu_split(&a, &b, 0, s, 100).unwrap();
+        assert_eq!((c0.idle, c0.busy(), c0.usr), (50.0, 50.0, 0.0), "{c0:?}");
+        let c1 = cpu_split(&a, &b, 1, s, 100).unwrap();
+        assert_eq!((c1.idle, c1.busy()), (40.0, 60.0), "{c1:?}");
+        // The busy columns are the ticks sampled over the wall time.
+        assert_eq!((c1.usr, c1.sys, c1.soft, c1.irq), (80.0, 40.0, 0.0, 0.0));
+        // The same rule as the host's busy time.
+        let busy = busy_s(&a, &b, s, 100, &[1]).unwrap();
+        assert!((c1.busy() - busy * 100.0).abs() < 1e-9);
+        // The bug this replaces: shares of the ticks counted call CPU 0 all idle, CPU 1
+        // 75% busy.
+        let ticks = |c: usize| procfs::stat::split(&a.cpus[c].1, &b.cpus[c].1);
+        assert_eq!((ticks(0).idle, ticks(1).idle), (100.0, 25.0));
+        // Steal is apart from both; no CPU 2; no time.
+        let b = plus([[0, 0, 0, 50, 0, 0, 0, 20], [0; 8]]);
+        let c0 = cpu_split(&a, &b, 0, s, 100).unwrap();
+        assert_eq!((c0.idle, c0.steal, c0.busy()), (50.0, 20.0, 30.0));
+        assert_eq!(cpu_split(&a, &b, 2, s, 100), None);
+        assert_eq!(
+            cpu_split(&a, &b, 0, Duration::ZERO, 100),
+            Some(CpuSplit::default())
+        );
     }
 
     #[test]

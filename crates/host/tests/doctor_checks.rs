@@ -357,6 +357,7 @@ fn sampled_bigbox() -> Facts {
     let empty6 = before["/proc/net/udp6"].clone();
     facts.sample = Some(Sample {
         seconds: 2.0,
+        ticks_per_s: 100,
         before,
         after,
         polls: (0..19).map(|_| (Ok(udp.clone()), empty6.clone())).collect(),
@@ -422,6 +423,39 @@ fn a_sample_judges_deltas_busy_cpus_and_steering() {
         "softirq-spread",
         Status::NotApplicable,
         &["0 NET_RX softirqs over 2.0 s"],
+    );
+}
+
+#[test]
+fn a_cpu_paced_between_ticks_is_busy_by_its_idle_time() {
+    // cpu1 idle 80 of the window's 200 ticks and no busy tick sampled: a paced load that
+    // ran between the ticks. Busy is wall time less idle, 60%, not the ticks' 0%.
+    let mut facts = sampled_bigbox();
+    let sample = facts.sample.as_mut().unwrap();
+    let stat: String = sample.after["/proc/stat"]
+        .as_ref()
+        .unwrap()
+        .lines()
+        .map(|l| match l.strip_prefix("cpu1 ") {
+            Some(rest) => {
+                let mut f: Vec<u64> = rest
+                    .split_whitespace()
+                    .map(|v| v.parse().unwrap())
+                    .collect();
+                f[3] -= 120;
+                let cols: Vec<String> = f.iter().map(u64::to_string).collect();
+                format!("cpu1 {}\n", cols.join(" "))
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    sample.after.insert("/proc/stat".into(), Ok(stat));
+    let rows = doctor::audit(&facts, &[]);
+    expect(
+        &rows,
+        "smt",
+        Status::Warn,
+        &["busy: cpu0 95% cpu1 60% cpu3 95% cpu4 95%"],
     );
 }
 

@@ -6,7 +6,7 @@
 
 use crate::cputime::{self, Scope};
 use crate::LabResult;
-use firehose_host::cputime::{busy_s, StatReading};
+use firehose_host::cputime::{busy_s, cpu_split, StatReading};
 use firehose_host::procfs::{self, pidstat, snmp, softirqs, softnet, stat, udp_sockets};
 use serde::Serialize;
 use std::time::Instant;
@@ -181,7 +181,8 @@ pub fn host_cpu_since(before: &StatReading) -> LabResult<f64> {
         .ok_or_else(|| crate::LabError::Run("host CPU unknown: a CPU went on- or offline".into()))
 }
 
-/// One CPU over the window: percent split (the NTT talk's `sar -u ALL -P ALL`) and NET_RX count.
+/// One CPU over the window: percent split of the wall time (the NTT talk's `sar -u ALL -P
+/// ALL`; busy from the idle clock, `cpu_split`) and NET_RX count.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuRow {
     pub cpu: usize,
@@ -247,12 +248,13 @@ pub struct Window {
 impl Window {
     /// The differences between two snapshots.
     pub fn between(a: &HostSample, b: &HostSample) -> Window {
+        let wall = b.at.saturating_duration_since(a.at);
         let cpus = b
             .stat
             .cpus
             .iter()
-            .filter_map(|(cpu, after)| {
-                let before = a.stat.cpus.iter().find(|(c, _)| c == cpu)?;
+            .filter_map(|(cpu, _)| {
+                let split = cpu_split(&a.stat, &b.stat, *cpu, wall, b.ticks_per_s)?;
                 let rx = |v: &[(usize, u64)]| v.iter().find(|(c, _)| c == cpu).map(|x| x.1);
                 let net_rx = match (rx(&a.net_rx), rx(&b.net_rx)) {
                     (Some(x), Some(y)) => y.saturating_sub(x),
@@ -260,7 +262,7 @@ impl Window {
                 };
                 Some(CpuRow {
                     cpu: *cpu,
-                    split: stat::split(&before.1, after),
+                    split,
                     net_rx,
                 })
             })
@@ -284,13 +286,7 @@ impl Window {
         Window {
             seconds: b.at.duration_since(a.at).as_secs_f64(),
             all: stat::split(&a.stat.total, &b.stat.total),
-            host_cpu_s: busy_s(
-                &a.stat,
-                &b.stat,
-                b.at.saturating_duration_since(a.at),
-                b.ticks_per_s,
-                &[],
-            ),
+            host_cpu_s: busy_s(&a.stat, &b.stat, wall, b.ticks_per_s, &[]),
             cpus,
             softnet,
             udp_server: UdpDelta::between(&a.udp_server, &b.udp_server),
@@ -366,7 +362,8 @@ mod tests {
         let b = sample(t0 + Duration::from_secs(2), STAT_B, SNET_B, [105, 7], 300);
         let w = Window::between(&a, &b);
         assert_eq!(w.seconds, 2.0);
-        // cpu0: +25 sys, +125 soft of 150 ticks; cpu1: +100 usr, +25 sys, +50 soft of 175.
+        // 2 s of 100 ticks: cpu0 +75 sys, +125 soft; cpu1 +100 usr, +25 sys, +50 soft, 175
+        // ticks sampled and no idle time, so busy all along.
         let c0 = &w.cpus[0];
         assert_eq!((c0.cpu, c0.net_rx), (0, 100));
         assert!((c0.split.sys - 100.0 * 75.0 / 200.0).abs() < 1e-9, "{c0:?}");
@@ -375,10 +372,8 @@ mod tests {
             "{c0:?}"
         );
         let c1 = &w.cpus[1];
-        assert!(
-            (c1.split.usr - 100.0 * 100.0 / 175.0).abs() < 1e-9,
-            "{c1:?}"
-        );
+        assert!((c1.split.usr - 50.0).abs() < 1e-9, "{c1:?}");
+        assert_eq!((c1.split.idle, c1.split.busy()), (0.0, 100.0), "{c1:?}");
         assert_eq!(c1.net_rx, 0);
         assert_eq!(w.softnet[0].processed, 0x100);
         assert_eq!(w.softnet_dropped(), 2);

@@ -2,7 +2,7 @@
 //! writes from several of them ([`MergedDocument`]), as types every reader parses into: a
 //! missing field is an error, never 0 (docs/json.md).
 
-use crate::report::{LatencyUs, LoadReport};
+use crate::report::{LoadReport, Summary};
 use firehose_host::document::{required, Document};
 use firehose_host::env::Environment;
 use firehose_observe::attribution::Attribution;
@@ -87,22 +87,13 @@ pub struct MergedRun {
     pub agents: Vec<AgentRow>,
 }
 
-/// One agent's row in a [`MergedRun`].
+/// One agent's row in a [`MergedRun`]: its summary as its own document gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRow {
     /// The file the agent's document was read from.
     pub source: String,
-    pub start_unix: f64,
-    pub end_unix: f64,
-    pub duration_s: f64,
-    pub tps: f64,
-    pub completed: u64,
-    pub sent: u64,
-    pub lost: u64,
-    pub stray: u64,
-    pub dup: u64,
-    pub unsent: u64,
-    pub latency_us: LatencyUs,
+    #[serde(flatten)]
+    pub summary: Summary,
     pub config: LoadSettings,
     pub environment: Environment,
 }
@@ -110,20 +101,9 @@ pub struct AgentRow {
 impl AgentRow {
     /// The row of the agent whose document `source` held `run`.
     pub fn of(source: &str, run: &LoadRun) -> AgentRow {
-        let r = &run.report;
         AgentRow {
             source: source.to_string(),
-            start_unix: r.start_unix,
-            end_unix: r.end_unix,
-            duration_s: r.duration_s,
-            tps: r.tps,
-            completed: r.completed,
-            sent: r.sent,
-            lost: r.lost,
-            stray: r.stray,
-            dup: r.dup,
-            unsent: r.unsent,
-            latency_us: r.latency_us.clone(),
+            summary: run.report.summary.clone(),
             config: run.config.clone(),
             environment: run.environment.clone(),
         }

@@ -4,6 +4,7 @@
 use crate::decompose::{Decomposition, Parts};
 use crate::report::{
     decode_histogram, encode_histogram, latency_of, new_histogram, HistogramError, LoadReport,
+    Summary,
 };
 use std::collections::BTreeMap;
 
@@ -103,22 +104,24 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
     let (latency_us, percentiles) = latency_of(&hist);
     let report = LoadReport {
         parts: merge_parts(reports)?,
-        tps: if span > 0.0 {
-            completed as f64 / span
-        } else {
-            0.0
+        summary: Summary {
+            tps: if span > 0.0 {
+                completed as f64 / span
+            } else {
+                0.0
+            },
+            completed,
+            sent: sum(|r| r.sent),
+            lost: sum(|r| r.lost),
+            stray: sum(|r| r.stray),
+            dup: sum(|r| r.dup),
+            unsent: sum(|r| r.unsent),
+            duration_s: span,
+            start_unix,
+            end_unix,
+            latency_us,
         },
-        completed,
-        sent: sum(|r| r.sent),
-        lost: sum(|r| r.lost),
-        stray: sum(|r| r.stray),
-        dup: sum(|r| r.dup),
-        unsent: sum(|r| r.unsent),
         send_errors: sum(|r| r.send_errors),
-        duration_s: span,
-        start_unix,
-        end_unix,
-        latency_us,
         latency_histogram: encode_histogram(&hist)
             .map_err(|source| MergeError::Histogram { index: 0, source })?,
         percentiles,

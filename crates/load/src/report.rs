@@ -64,10 +64,11 @@ pub struct ServerCpu {
     pub window_s: f64,
 }
 
-/// The result of a load run: what `firehose load --json` writes (beside its `config`), and
-/// the type every reader of that file (the lab, `firehose bench`) parses it into.
+/// What a run's measured window adds up to: its rate, counts and latency, and when it was.
+/// A [`LoadReport`] holds it (and derefs to it: `report.tps`), and so does each agent's row
+/// of a merged run (`document::AgentRow`), which lists exactly these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadReport {
+pub struct Summary {
     pub tps: f64,
     pub completed: u64,
     pub sent: u64,
@@ -75,7 +76,6 @@ pub struct LoadReport {
     pub stray: u64,
     pub dup: u64,
     pub unsent: u64,
-    pub send_errors: u64,
     pub duration_s: f64,
     /// Start of the measured window (after warm-up), seconds since the Unix epoch: what
     /// `report merge` lines agents up by.
@@ -83,6 +83,15 @@ pub struct LoadReport {
     /// End of the measured window, seconds since the Unix epoch.
     pub end_unix: f64,
     pub latency_us: LatencyUs,
+}
+
+/// The result of a load run: what `firehose load --json` writes (beside its `config`), and
+/// the type every reader of that file (the lab, `firehose bench`) parses it into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub send_errors: u64,
     /// The whole latency histogram (values in ns), HdrHistogram V2 compressed (deflate) and
     /// base64: the encoding of HdrHistogram's interval logs, so `report merge` adds agents'
     /// histograms exactly and HdrHistogram's own tools can decode it.
@@ -126,6 +135,19 @@ pub struct LoadReport {
     /// Latency taken apart by kernel timestamps (`load --stamps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Parts>,
+}
+
+impl std::ops::Deref for LoadReport {
+    type Target = Summary;
+    fn deref(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+impl std::ops::DerefMut for LoadReport {
+    fn deref_mut(&mut self) -> &mut Summary {
+        &mut self.summary
+    }
 }
 
 /// Client CPU use at or above this fraction of a CPU means the generator is saturated.
@@ -282,22 +304,24 @@ pub fn summarize(
     let server_saturated = server_cpu_util.map(|u| u >= 0.9 * server_workers.unwrap_or(1) as f64);
     let client_saturated = client_cpu_util >= SATURATED;
     Ok(LoadReport {
-        tps: if window_s > 0.0 {
-            completed as f64 / window_s
-        } else {
-            0.0
+        summary: Summary {
+            tps: if window_s > 0.0 {
+                completed as f64 / window_s
+            } else {
+                0.0
+            },
+            completed,
+            sent,
+            lost,
+            stray,
+            dup,
+            unsent,
+            duration_s: window_s,
+            start_unix,
+            end_unix: start_unix + window_s,
+            latency_us,
         },
-        completed,
-        sent,
-        lost,
-        stray,
-        dup,
-        unsent,
         send_errors,
-        duration_s: window_s,
-        start_unix,
-        end_unix: start_unix + window_s,
-        latency_us,
         latency_histogram: encode_histogram(&hist)?,
         percentiles,
         client_cpu_us_per_txn: per_txn(cpu_s * 1e6),

@@ -39,16 +39,26 @@ pub fn metrics_addr(cmdline: &str) -> Option<String> {
     None
 }
 
-/// Every running `firehose serve --metrics ADDR`: (pid, ADDR).
+/// Every running `firehose serve --metrics ADDR` in this network namespace: (pid, ADDR).
+/// A server in another namespace is left out: its address means something only there (a
+/// scrape from here would reach another socket, or send on this namespace's loopback).
 pub fn find() -> Vec<(u32, String)> {
     let mut out = Vec::new();
     let Ok(d) = std::fs::read_dir("/proc") else {
         return out;
     };
+    let netns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    let here = netns("self");
     for e in d.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
+        // Unreadable links (another user's process, without root) do not rule it out.
+        if let (Some(a), Some(b)) = (&here, netns(&pid.to_string())) {
+            if *a != b {
+                continue;
+            }
+        }
         if let Ok(c) = std::fs::read_to_string(format!("/proc/{pid}/cmdline")) {
             if let Some(a) = metrics_addr(&c) {
                 out.push((pid, a));

@@ -7,12 +7,13 @@
 use crate::drops::report::{self, DropRow, Namer};
 use crate::drops::{Counts, DropWatch};
 use crate::servers::{self, Server};
+use firehose_host::cputime::{cpu_split, StatReading};
 use firehose_host::nic_stats;
 use firehose_host::procfs::snmp::{self, UdpCounters};
 use firehose_host::procfs::socket_owners::{self, Owner};
 use firehose_host::procfs::softirqs::{self, Softirqs};
-use firehose_host::procfs::stat::{self, Stat};
 use firehose_host::procfs::udp_sockets::{self, UdpSocketRow};
+use firehose_sys::cpu::clock_ticks_per_sec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -32,7 +33,8 @@ pub struct IfaceReading {
 #[derive(Debug, Clone)]
 pub struct Reading {
     pub at: Instant,
-    pub stat: Option<Stat>,
+    /// /proc/stat and the moment it was read (the clock of its idle times).
+    pub stat: Option<StatReading>,
     pub softirqs: Option<Softirqs>,
     pub udp: UdpCounters,
     pub ifaces: Vec<IfaceReading>,
@@ -231,7 +233,7 @@ impl Sampler {
 
     /// Reads everything once.
     pub fn read(&mut self) -> Reading {
-        let stat = firehose_host::procfs::read("/proc/stat", stat::parse).ok();
+        let stat = StatReading::now().ok();
         let softirqs = firehose_host::procfs::read("/proc/softirqs", softirqs::parse).ok();
         let mut udp =
             firehose_host::procfs::read("/proc/net/snmp", snmp::parse_udp).unwrap_or_default();
@@ -432,6 +434,8 @@ impl Sampler {
     }
 }
 
+/// Each CPU's time over the frame ([`cpu_split`]: busy is wall time less idle and steal, the
+/// busy columns the ticks sampled in each).
 fn cpu_rows(a: &Reading, b: &Reading, secs: f64) -> Vec<CpuRow> {
     let (Some(sa), Some(sb)) = (&a.stat, &b.stat) else {
         return Vec::new();
@@ -441,11 +445,15 @@ fn cpu_rows(a: &Reading, b: &Reading, secs: f64) -> Vec<CpuRow> {
             .and_then(|s| s.row(name).map(|row| (s.cpus.clone(), row.to_vec())))
             .and_then(|(cpus, row)| cpus.iter().position(|c| *c == i).map(|k| row[k]))
     };
-    sb.cpus
+    let (wall, hz) = (
+        sb.at.saturating_duration_since(sa.at),
+        clock_ticks_per_sec(),
+    );
+    sb.stat
+        .cpus
         .iter()
-        .filter_map(|(cpu, after)| {
-            let before = &sa.cpus.iter().find(|(c, _)| c == cpu)?.1;
-            let s = stat::split(before, after);
+        .filter_map(|(cpu, _)| {
+            let s = cpu_split(&sa.stat, &sb.stat, *cpu, wall, hz)?;
             let d =
                 |name: &str| match (soft(&a.softirqs, name, *cpu), soft(&b.softirqs, name, *cpu)) {
                     (Some(x), Some(y)) => y.saturating_sub(x) as f64 / secs,

@@ -70,8 +70,7 @@ pub(super) fn compare(c: CompareArgs) -> Result<()> {
         "dnsperf, firehose",
     )
     .map_err(lab_err)?;
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let placement = c.one_client_cpu(&allowed, "both DNS drivers run")?;
+    let placement = c.one_client_cpu("both DNS drivers run")?;
     let workers = r.workers.clone().unwrap_or_else(|| {
         let mut w = vec![1, placement.server_cpus.len()];
         w.dedup();

@@ -1,8 +1,8 @@
 //! `firehose lab latency`: latency against load per server profile, beside sockperf's
 //! under-load mode (the work is in `firehose_lab::studies::latency`).
 
-use super::run::{lab_err, run_study, StudyRun};
-use super::side_cpus;
+use super::placement;
+use super::run::{run_study, StudyRun};
 use crate::args::{
     parse_bytes, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus, Usage,
 };
@@ -11,7 +11,6 @@ use clap::builder::TypedValueParser as _;
 use clap::Args;
 use firehose_lab::studies::bench::PROFILES;
 use firehose_lab::studies::latency::LatencyCurve;
-use firehose_lab::study::Placement;
 use firehose_lab::topology::Kind;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -108,13 +107,7 @@ pub(super) fn run(a: LatencyArgs) -> Result<()> {
     };
     let duration = whole("--duration", a.duration)?;
     let warmup = whole("--warmup", a.warmup)?;
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let placement = Placement::resolve(
-        side_cpus("--server-cpus", &a.server_cpus)?,
-        side_cpus("--client-cpus", &a.client_cpus)?,
-        &allowed,
-    )
-    .map_err(lab_err)?;
+    let placement = placement(&a.server_cpus, &a.client_cpus)?;
     let mut percents = a.percents;
     percents.sort_unstable();
     percents.dedup();

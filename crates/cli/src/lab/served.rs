@@ -31,9 +31,8 @@ pub(super) fn compare<P: Served>(c: CompareArgs, proto: P, size: &str) -> Result
         ))
         .into());
     }
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
     let who = format!("the {} generator runs", spec.title);
-    let placement = c.one_client_cpu(&allowed, &who)?;
+    let placement = c.one_client_cpu(&who)?;
     let mut study = ServedCompare::new(proto);
     study.servers = servers;
     study.workers = r

@@ -1,8 +1,8 @@
 //! `firehose lab sink` and `firehose lab flood`: the packet-rate study on the veth topology
 //! (the work is in `firehose_lab::studies::sink`). Here: flags, defaults, the outputs.
 
-use super::run::{lab_err, run_study, StudyRun};
-use super::side_cpus;
+use super::placement;
+use super::run::{run_study, StudyRun};
 use crate::args::{
     comma_list_or_all, parse_cpus, parse_duration, parse_duration_or_zero, parse_positive, Cpus,
     Usage,
@@ -120,17 +120,6 @@ fn pick(flag: &str, text: Option<&str>, all: &[&str]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The placement both studies share.
-fn placement(c: &Common) -> Result<Placement> {
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    Placement::resolve(
-        side_cpus("--server-cpus", &c.server_cpus)?,
-        side_cpus("--client-cpus", &c.client_cpus)?,
-        &allowed,
-    )
-    .map_err(lab_err)
-}
-
 /// The settings both studies share; `modes` and `peers` already picked.
 fn study(
     c: &Common,
@@ -189,7 +178,7 @@ pub(super) fn sink(a: SinkArgs) -> Result<()> {
         ))
         .into());
     }
-    let p = placement(&a.common)?;
+    let p = placement(&a.common.server_cpus, &a.common.client_cpus)?;
     let mut s = study(&a.common, Kind::Sink, modes, peers, &names)?;
     let n = a
         .queues
@@ -228,7 +217,7 @@ pub(super) fn flood(a: FloodArgs) -> Result<()> {
             .into());
         }
     }
-    let p = placement(&a.common)?;
+    let p = placement(&a.common.server_cpus, &a.common.client_cpus)?;
     let mut s = study(&a.common, Kind::Flood, modes, peers, &names)?;
     s.frames = a.frames.clone();
     run(&a.common, s, p)

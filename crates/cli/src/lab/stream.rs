@@ -1,8 +1,8 @@
 //! `firehose lab stream`: the Bloomberg talk's matrix on the veth topology (the work is in
 //! `firehose_lab::studies::stream`). Here: flags, defaults, the plan of cells, the outputs.
 
-use super::run::{lab_err, run_study, StudyRun};
-use super::side_cpus;
+use super::placement;
+use super::run::{run_study, StudyRun};
 use crate::args::{
     comma_list_or_all as list, parse_bytes, parse_cpus, parse_duration, parse_positive, whole_secs,
     Cpus, Usage,
@@ -11,7 +11,6 @@ use crate::meta::JsonArgs;
 use anyhow::Result;
 use clap::Args;
 use firehose_lab::studies::stream::{Engine, Profile, StreamMatrix};
-use firehose_lab::study::Placement;
 use firehose_stream::{RecvMode, SendMode};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -175,13 +174,7 @@ pub(super) fn run(a: StreamArgs) -> Result<()> {
         )
         .into());
     }
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let place = Placement::resolve(
-        side_cpus("--server-cpus", &a.server_cpus)?,
-        side_cpus("--client-cpus", &a.client_cpus)?,
-        &allowed,
-    )
-    .map_err(lab_err)?;
+    let place = placement(&a.server_cpus, &a.client_cpus)?;
     let mut study = StreamMatrix::new(a.mtus.clone(), profiles, engines);
     study.duration = Duration::from_secs(secs);
     study.flows = a.flows;

@@ -4,7 +4,7 @@
 //! and the outputs.
 
 use super::run::run_study;
-use super::{placement, CompareArgs};
+use super::CompareArgs;
 use crate::args::Usage;
 use anyhow::Result;
 use firehose_lab::studies::io::{IoCompare, IOS};
@@ -56,8 +56,7 @@ pub fn compare(c: CompareArgs, io: &str) -> Result<()> {
         ))
         .into());
     }
-    let allowed = firehose_sys::cpu::allowed_cpus()?;
-    let p = placement(r, &allowed)?;
+    let p = r.placement()?;
     let secs = |d: Duration| d.as_secs().max(u64::from(!d.is_zero()));
     let mut study = IoCompare::new(ios, dns.then(|| c.names.unwrap_or(10_000)));
     study.duration_s = secs(r.duration).max(2);

@@ -38,12 +38,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         notes,
         mut clock,
     } = start_server(&cfg, a.proto, &a, on)?;
-    print_applied(&server, a.proto);
+    print_applied(&server, a.proto, a.io);
     // Restored when this function returns, whichever way (dropped last but the server).
-    // Socket path only: an AF_XDP socket in copy mode on veth does not busy-poll the veth's
-    // NAPI, so with its interrupts deferred every packet waited for the 200 us
-    // gro-flush-timeout (busy-polled AF_XDP ping-pong fell from 120k to 4.7k tps).
-    let _napi = (cfg.busy_poll.is_some() && a.io.name == "socket").then(|| {
+    let _napi = (cfg.busy_poll.is_some() && a.io.napi_busy_poll).then(|| {
         let listen = server.local_addr();
         napi::start(listen)
     });

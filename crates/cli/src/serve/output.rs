@@ -2,6 +2,7 @@
 
 use super::args::Proto;
 use super::start::Reload;
+use crate::io_paths::IoPath;
 use firehose_engine::{Server, WorkerStats};
 use firehose_proto::dns::{Outcome, Reloader};
 use std::time::Instant;
@@ -54,11 +55,11 @@ fn reload_zones(r: &mut Reloader) {
     }
 }
 
-pub(super) fn print_applied(server: &Server, proto: Proto) {
+pub(super) fn print_applied(server: &Server, proto: Proto, io: &IoPath) {
     let a = server.applied();
     say!("firehose serve: listening on {}", a.listen);
     say!(
-        "  proto {}, {} worker(s), sockets {}, steer {}, batch {}{}{}, busy-poll {}",
+        "  proto {}, {} worker(s), sockets {}, steer {}, batch {} ({}){}, busy-poll {}",
         proto.name(),
         a.workers,
         a.sockets.name(),
@@ -66,15 +67,7 @@ pub(super) fn print_applied(server: &Server, proto: Proto) {
             .first()
             .map_or("none", |s| s.steering.as_str()),
         a.batch,
-        if a.backend.as_ref().is_some_and(|b| b.name == "io_uring") {
-            " (io_uring: multishot recvmsg, send batches)"
-        } else if a.backend.is_some() {
-            " (AF_XDP rings; fallback socket by recvmmsg/sendmmsg)"
-        } else if a.batch == 1 {
-            " (recvfrom/sendto)"
-        } else {
-            " (recvmmsg/sendmmsg)"
-        },
+        (io.calls)(a.batch),
         match a.send_batch {
             Some(1) => ", one send per reply (--send-batch 1)".to_string(),
             Some(n) => format!(", a send every {n} replies (--send-batch)"),

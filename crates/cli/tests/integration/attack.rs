@@ -16,7 +16,8 @@
 //! dropped or refused by the handler, and counted so. N is `FH_ATTACK_N` (20,000 in
 //! `make test`; `make attack` runs 1,000,000 of each on a release build).
 
-use crate::xdp_util::{ask, is_root, udp, Lab, Served, CLI4, CLI6, SRV4, SRV6};
+use crate::util::Served;
+use crate::xdp_util::{ask, is_root, mac, udp, Lab, CLI4, CLI6, SRV4, SRV6};
 use firehose_frame::{write_request, Endpoints};
 use firehose_sys::af_packet::{PacketSock, TxRing, TxRingConfig};
 use serde_json::Value;
@@ -54,20 +55,6 @@ fn skip() -> bool {
         return true;
     }
     false
-}
-
-fn mac(ns: &str, dev: &str) -> [u8; 6] {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{dev}/address"),
-        ])
-        .output()
-        .unwrap();
-    firehose_frame::parse_mac(&String::from_utf8_lossy(&out.stdout)).expect("a MAC address")
 }
 
 /// Sends `n` frames made by `next` raw out of `dev` in namespace `ns` (an AF_PACKET
@@ -116,6 +103,18 @@ fn handler(doc: &Value, k: &str) -> u64 {
     doc["handler"][k].as_u64().unwrap_or(0)
 }
 
+/// The DNS handler's replies by rcode: its counters `dns_RCODE` (UDP) and `dns_tcp_RCODE`.
+const RCODES: [&str; 8] = [
+    "noerror",
+    "formerr",
+    "servfail",
+    "nxdomain",
+    "notimp",
+    "refused",
+    "badvers",
+    "rcode_other",
+];
+
 /// Every request received was answered (sent, or refused by the kernel), dropped by the
 /// handler, not handled (an error) or from a sender it cannot answer: and counted so.
 fn assert_adds_up(doc: &Value, what: &str) {
@@ -128,19 +127,10 @@ fn assert_adds_up(doc: &Value, what: &str) {
         + get("unknown_peer");
     assert_eq!(get("packets_in"), accounted, "{what}: totals {t}");
     if doc["proto"] == "dns" {
-        let rcodes: u64 = [
-            "noerror",
-            "formerr",
-            "servfail",
-            "nxdomain",
-            "notimp",
-            "refused",
-            "badvers",
-            "rcode_other",
-        ]
-        .iter()
-        .map(|r| handler(doc, &format!("dns_{r}")))
-        .sum();
+        let rcodes: u64 = RCODES
+            .iter()
+            .map(|r| handler(doc, &format!("dns_{r}")))
+            .sum();
         let drops = handler(doc, "dns_dropped_short") + handler(doc, "dns_dropped_response");
         assert_eq!(
             rcodes,
@@ -428,8 +418,8 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
     let json = crate::util::tmp("attack-echo.json");
     let listen = format!("[{SRV6}]:7000");
     let js = json.display().to_string();
-    let srv = Served::start(
-        &lab,
+    let srv = Served::start_in(
+        &lab.srv,
         &[
             "--io",
             "xdp",
@@ -468,8 +458,7 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
     );
     println!("{n} random frames in {:?}", started.elapsed());
     echo_alive(&lab.cli, to);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     assert_adds_up(&doc, "echo over AF_XDP");
     println!("totals {}", doc["totals"]);
@@ -505,7 +494,7 @@ fn hostile_dns(io: &str) {
     if io == "xdp" {
         args.extend(["--io", "xdp", "--iface", &lab.dev]);
     }
-    let srv = Served::start(&lab, &args);
+    let srv = Served::start_in(&lab.srv, &args);
     let to: SocketAddr = listen.parse().unwrap();
     // Issue 20: IPv4 datagrams of 1501-1504 bytes (UDP payloads of 1473-1476).
     Lab::in_ns(&lab.cli, move || {
@@ -547,23 +536,13 @@ fn hostile_dns(io: &str) {
         "{io}: every TCP query before a refused one answered"
     );
     dns_alive(&lab.cli, to);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     assert_adds_up(&doc, &format!("dns over {io}"));
-    let tcp_rcodes: u64 = [
-        "noerror",
-        "formerr",
-        "servfail",
-        "nxdomain",
-        "notimp",
-        "refused",
-        "badvers",
-        "rcode_other",
-    ]
-    .iter()
-    .map(|r| handler(&doc, &format!("dns_tcp_{r}")))
-    .sum();
+    let tcp_rcodes: u64 = RCODES
+        .iter()
+        .map(|r| handler(&doc, &format!("dns_tcp_{r}")))
+        .sum();
     let tcp_drops =
         handler(&doc, "dns_tcp_dropped_short") + handler(&doc, "dns_tcp_dropped_response");
     assert_eq!(
@@ -632,7 +611,7 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
     let args = ["--workers", "1", "--listen", &listen, "--json-file", &js];
     // Capacity: what the server answers closed-loop (a server of its own, so the one
     // under overload counts the flood alone).
-    let srv = Served::start(&lab, &args);
+    let srv = Served::start_in(&lab.srv, &args);
     let cap = crate::util::tmp("attack-capacity.json");
     let o = firehose_in(
         &lab.cli,
@@ -654,9 +633,8 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
     let load: Value = serde_json::from_str(&std::fs::read_to_string(&cap).unwrap()).unwrap();
     let tps = load["tps"].as_f64().unwrap();
     let rate = (2.0 * tps) as u64;
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
-    let srv = Served::start(&lab, &args);
+    srv.stop_with("TERM");
+    let srv = Served::start_in(&lab.srv, &args);
     let pid = srv.child.id();
     let seconds: u64 = std::env::var("FH_ATTACK_SECONDS")
         .ok()
@@ -664,7 +642,7 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
         .unwrap_or(4);
     let errors_before = snmp(&lab.srv, "Udp", "RcvbufErrors");
     let flood_json = crate::util::tmp("attack-flood.json");
-    let mut flood = Command::new("ip")
+    let flood = Command::new("ip")
         .args(["netns", "exec", &lab.cli, env!("CARGO_BIN_EXE_firehose")])
         .args([
             "flood",
@@ -683,18 +661,18 @@ fn at_twice_capacity_memory_stays_flat_and_every_drop_is_counted() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut flood = crate::util::Spawned::of(flood);
     let mut rss = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(seconds + 30);
-    while flood.try_wait().unwrap().is_none() {
+    while flood.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "flood did not end");
         rss.push(rss_kib(pid));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(flood.wait().unwrap().success());
+    assert!(flood.wait(Duration::from_secs(1)).success());
     std::thread::sleep(Duration::from_millis(500)); // the server drains its queue
     echo_alive(&lab.cli, listen.parse().unwrap());
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    srv.stop_with("TERM");
     let doc = stats(&json);
     let f: Value = serde_json::from_str(&std::fs::read_to_string(&flood_json).unwrap()).unwrap();
     let sent = f["sent"].as_u64().unwrap();

@@ -5,15 +5,16 @@
 //! by the veth's queue counter; nothing stays attached after Ctrl-C or SIGKILL; bad input
 //! and a missing permission are one line and exit code 2.
 
-use crate::util::{bin, root_or_skip, run, signal_pid, stderr, wait_exit, Netns};
+use crate::util::{bin, root_or_skip, run, signal_pid, stderr, Netns, Served, Spawned};
 use crate::xdp_util::Lab;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// A running `firehose drops --json`, started (its watch attached) when `start` returns.
+/// A running `firehose drops --json`, started (its watch attached) when `start` returns;
+/// killed when dropped.
 struct Watching {
-    child: Child,
+    child: Spawned,
 }
 
 impl Watching {
@@ -28,15 +29,9 @@ impl Watching {
             }
             None => Command::new(bin()),
         };
-        let mut child = cmd
-            .arg("drops")
-            .args(args)
-            .arg("--json")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
+        cmd.arg("drops").args(args).arg("--json");
+        let mut child = Spawned::start(cmd);
+        let mut err = BufReader::new(child.child.stderr.take().unwrap());
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
         assert!(line.starts_with("firehose drops: "), "{line}");
@@ -57,63 +52,21 @@ impl Watching {
         signal_pid(self.pid(), "INT");
         let mut out = String::new();
         self.child
+            .child
             .stdout
             .take()
             .unwrap()
             .read_to_string(&mut out)
             .unwrap();
-        let st = wait_exit(&mut self.child, Duration::from_secs(20));
+        let st = self.child.wait(Duration::from_secs(20));
         assert!(st.success(), "drops exited with {st}");
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-    }
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
 fn ip(args: &[&str]) {
     let st = Command::new("ip").args(args).status().unwrap();
     assert!(st.success(), "ip {args:?}");
-}
-
-/// A `firehose serve` on 127.0.0.1:`port` in namespace `ns`, stopped with SIGSTOP once it
-/// listens (its socket fills and overflows); continued and killed on drop.
-pub(crate) struct Stopped(pub(crate) Child);
-
-impl Stopped {
-    pub(crate) fn new(ns: &str, port: u16) -> Stopped {
-        let mut serve = Command::new("ip")
-            .args(["netns", "exec", ns, bin(), "serve", "--listen"])
-            .arg(format!("127.0.0.1:{port}"))
-            .args(["--workers", "1", "--profile", "naive"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(serve.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("listening on"), "{line}");
-        signal_pid(serve.id(), "STOP");
-        Stopped(serve)
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        signal_pid(self.0.id(), "CONT");
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Sends `n` datagrams of `len` bytes to `to` from inside namespace `ns`.
@@ -217,7 +170,7 @@ fn a_stopped_receiver_s_rcvbuff_drops_equal_its_socket_s() {
         return;
     }
     let ns = Netns::new("ds");
-    let serve = Stopped::new(&ns.name, 9103);
+    let serve = Served::frozen(&ns.name, 9103);
     let w = Watching::start(None, &["--netns", &ns.name, "--port", "9103"]);
     send(&ns.name, "127.0.0.1:9103", 3000, 1000);
     let doc = w.finish();
@@ -358,7 +311,7 @@ fn ctrl_c_and_sigkill_leave_no_program_attached() {
             firehose_sys::xdp::attach::prog_info(*id).unwrap();
         }
         signal_pid(w.pid(), signal);
-        let st = wait_exit(&mut w.child, Duration::from_secs(20));
+        let st = w.child.wait(Duration::from_secs(20));
         assert_eq!(st.success(), signal == "INT", "{signal}: {st}");
         for id in ids {
             let e = firehose_sys::xdp::attach::prog_info(id).unwrap_err();
@@ -424,7 +377,7 @@ fn a_load_s_loss_is_attributed_in_its_summary_and_json() {
         return;
     }
     let ns = Netns::new("dl");
-    let serve = Stopped::new(&ns.name, 9108);
+    let serve = Served::frozen(&ns.name, 9108);
     let json = crate::util::tmp("drops-load-attribution.json");
     let o = Command::new("ip")
         .args(["netns", "exec", &ns.name, bin(), "load"])

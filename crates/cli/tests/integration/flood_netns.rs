@@ -3,34 +3,9 @@
 //! reaches it straight out of the veth whose other end holds it; reached through a gateway,
 //! the flood would go wherever that route leads, so it is refused.
 
-use crate::util::root_or_skip;
+use crate::util::{root_or_skip, Netns};
 use crate::xdp_util::{Lab, CLI4, SRV4};
 use std::process::{Command, Output};
-
-/// A third namespace holding `addr` (on its loopback), removed on drop.
-struct Elsewhere(String);
-
-impl Elsewhere {
-    fn new(tag: &str, addr: &str) -> Elsewhere {
-        let ns = format!("fhxo-{}{tag}", std::process::id());
-        let e = Elsewhere(ns);
-        for args in [
-            vec!["netns", "add", &e.0],
-            vec!["-n", &e.0, "addr", "add", addr, "dev", "lo"],
-            vec!["-n", &e.0, "link", "set", "lo", "up"],
-        ] {
-            let st = Command::new("ip").args(&args).status().unwrap();
-            assert!(st.success(), "ip {args:?}");
-        }
-        e
-    }
-}
-
-impl Drop for Elsewhere {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 fn flood_from(ns: &str, target: &str) -> Output {
     Command::new("ip")
@@ -46,7 +21,9 @@ fn a_target_is_local_only_as_the_sending_namespace_routes_to_it() {
         return;
     }
     let lab = Lab::new("fl");
-    let other = Elsewhere::new("fl", "10.207.9.9/32");
+    // A third namespace holding an address (on its loopback).
+    let other = Netns::new("xo");
+    other.ip(&["addr", "add", "10.207.9.9/32", "dev", "lo"]);
     // The client namespace routes everything else through the server end of its veth.
     let st = Command::new("ip")
         .args(["-n", &lab.cli, "route", "add", "default", "via", SRV4])

@@ -5,7 +5,7 @@
 
 use crate::lab_stream::ready;
 use crate::lab_veth::{namespaces, pids_in};
-use crate::util::{bin, installed, json_of, lab_run, signal_pid, tmp, Spawned};
+use crate::util::{bin, installed, json_of, lab_run, signal_pid, tmp, Netns, Spawned};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -172,21 +172,6 @@ fn a_tiny_lab_flood_counts_what_each_mode_sent_and_cleans_up() {
     no_namespace_of(pid);
 }
 
-/// Two namespaces `A`/`B` joined by va/vb, deleted on drop with what runs in them.
-struct Netns(String, String, Vec<std::process::Child>);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for c in &mut self.2 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in [&self.0, &self.1] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 fn sh(script: &str) -> String {
     let o = Command::new("sh").args(["-ec", script]).output().unwrap();
     assert!(
@@ -216,18 +201,14 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
         return;
     }
     let id = std::process::id();
-    let mut n = Netns(
-        format!("fh-xdrop-{id}-a"),
-        format!("fh-xdrop-{id}-b"),
-        Vec::new(),
-    );
+    // Two namespaces joined by va/vb, deleted on drop after what runs in them (declared
+    // later, dropped first).
+    let (na, nb) = (Netns::new("xda"), Netns::new("xdb"));
     let sub = id % 200 + 20;
-    let (a, b) = (n.0.clone(), n.1.clone());
-    let (a, b) = (a.as_str(), b.as_str());
+    let (a, b) = (na.name.as_str(), nb.name.as_str());
     let (addr_a, addr_b) = (format!("10.203.{sub}.1"), format!("10.203.{sub}.2"));
     sh(&format!(
-        "ip netns add {a}; ip netns add {b}
-         ip -n {a} link add va type veth peer name vb netns {b}
+        "ip -n {a} link add va type veth peer name vb netns {b}
          ip -n {a} addr add {addr_a}/24 dev va; ip -n {b} addr add {addr_b}/24 dev vb
          ip -n {a} link set va up; ip -n {b} link set vb up"
     ));
@@ -236,38 +217,23 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
     sh(&format!(
         "ip -n {a} neigh replace {addr_b} lladdr {mac} dev va nud permanent"
     ));
-    let holder = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            b,
-            bin(),
-            "lab",
-            "xdp-drop",
-            "--iface",
-            "vb",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut holder = nb.firehose(&["lab", "xdp-drop", "--iface", "vb"]);
+    holder.stdout(Stdio::piped());
+    let mut holder = Spawned::of(holder.spawn().unwrap());
     let holder_pid = holder.id();
-    n.2.push(holder);
     let mut line = String::new();
-    BufReader::new(n.2[0].stdout.take().unwrap())
+    BufReader::new(holder.child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("drops every packet on vb"), "{line}");
     assert!(sh(&format!("ip -n {b} link show vb")).contains("xdp"));
     let port = 9700 + (id % 200) as u16;
     let target = format!("{addr_b}:{port}");
-    let sink = Command::new("ip")
-        .args(["netns", "exec", b, bin(), "sink", "--listen", &target])
-        .args(["--duration", "6", "--quiet", "-J"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sink = nb.firehose(&["sink", "--listen", &target]);
+    sink.args(["--duration", "6", "--quiet", "-J"])
+        .stdout(Stdio::piped());
+    let sink = Spawned::of(sink.spawn().unwrap());
     let sink_pid = sink.id();
-    n.2.push(sink);
     crate::util::wait_for_udp_port(sink_pid, port, Duration::from_secs(30));
     let tx = || -> u64 {
         sh(&format!(
@@ -281,10 +247,10 @@ fn the_xdp_drop_receiver_drops_everything_and_goes_with_its_holder() {
     assert!(tx() - tx0 >= 300, "the datagrams left the sender");
     // The holder goes: the program goes with it, and datagrams reach the socket again.
     signal_pid(holder_pid, "TERM");
-    assert!(n.2[0].wait().unwrap().success());
+    assert!(holder.wait(Duration::from_secs(30)).success());
     assert!(!sh(&format!("ip -n {b} link show vb")).contains("xdp"));
     flood(a, &target, "200");
-    let out = n.2.pop().unwrap().wait_with_output().unwrap();
+    let out = sink.output(Duration::from_secs(30));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["packets"], 200,

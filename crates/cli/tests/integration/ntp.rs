@@ -3,33 +3,19 @@
 //! nothing; a burst from one source gets Kiss-o'-Death RATE; an unsynchronised clock is
 //! announced or refused; bad flags exit 2.
 
-use crate::util::{installed, json_of, run, stderr, tmp, wait_exit, Served};
+use crate::util::{installed, json_of, run, stderr, tmp, Served, Spawned};
 use firehose_ntpwire::{client_request, parse, Header, Leap, RefId, Timestamp};
 use firehose_sys::clock::KernelClock;
 use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `firehose serve --proto ntp` with one worker on a free loopback port, plus `extra`.
-pub fn serve_ntp(extra: &[&str]) -> Served {
-    let mut args = vec![
-        "--proto",
-        "ntp",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Served::start(&args)
-}
-
 /// A server serving the clock as `local stratum 10` (the test host's clock need not be
 /// synchronised) unless `extra` says otherwise, its counters to `json` at exit.
 fn serve(extra: &[&str], json: &std::path::Path) -> Served {
     let mut args = vec!["--json-file", json.to_str().unwrap()];
     args.extend_from_slice(extra);
-    serve_ntp(&args)
+    Served::proto("ntp", &args)
 }
 
 /// A 48-byte client request (version 4, poll 6) with transmit timestamp `transmit`.
@@ -64,7 +50,7 @@ pub fn recv(s: &UdpSocket) -> Option<Vec<u8>> {
 /// it able to remove its pid file) with `directives` (a server line first), given
 /// `timeout_s`: the offset it measured and all it printed.
 pub fn chronyd_query(directives: &[String], timeout_s: u64) -> (f64, String) {
-    let mut c = Command::new("chronyd")
+    let c = Command::new("chronyd")
         .args([
             "-Q",
             "-u",
@@ -79,8 +65,7 @@ pub fn chronyd_query(directives: &[String], timeout_s: u64) -> (f64, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn chronyd");
-    wait_exit(&mut c, Duration::from_secs(timeout_s + 10));
-    let out = c.wait_with_output().unwrap();
+    let out = Spawned::of(c).output(Duration::from_secs(timeout_s + 10));
     let text =
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     // "System clock wrong by -0.000011 seconds (ignored)"
@@ -142,14 +127,13 @@ kill %1; wait",
         bin = crate::util::bin(),
         out = out_file.display()
     );
-    let mut c = Command::new("unshare")
+    let c = Command::new("unshare")
         .args(["-n", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_exit(&mut c, Duration::from_secs(60));
-    let out = c.wait_with_output().unwrap();
+    let out = Spawned::of(c).output(Duration::from_secs(60));
     let _ = std::fs::remove_file(&out_file);
     let text = String::from_utf8_lossy(&out.stdout);
     let runs: Vec<serde_json::Value> = text

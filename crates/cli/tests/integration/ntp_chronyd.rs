@@ -1,24 +1,17 @@
 //! `firehose serve --proto ntp` and chronyd, both serving this host's clock as a local
 //! stratum 10, asked the same requests: their answers compared field by field.
 
-use crate::util::{installed, tempdir};
+use crate::util::{installed, tempdir, Served, Spawned};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A chronyd of our own serving on loopback, killed when dropped.
 struct Chronyd {
-    child: Child,
+    _child: Spawned,
     addr: SocketAddr,
     _dir: crate::util::TempDir,
-}
-
-impl Drop for Chronyd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn free_port() -> u16 {
@@ -54,7 +47,7 @@ fn start_chronyd() -> Option<Chronyd> {
         .spawn()
         .expect("spawn chronyd");
     let c = Chronyd {
-        child,
+        _child: Spawned::of(child),
         addr: ([127, 0, 0, 1], port).into(),
         _dir: dir,
     };
@@ -96,7 +89,7 @@ fn answers_match_chronyd_field_by_field() {
     let Some(chrony) = start_chronyd() else {
         return;
     };
-    let srv = crate::ntp::serve_ntp(&["--ntp-local-stratum", "10"]);
+    let srv = Served::proto("ntp", &["--ntp-local-stratum", "10"]);
     // Client v4, client v3, symmetric active, NTPv1 (mode 0), a client request with leap 3
     // (as ntpdig sends), then what neither may answer: modes 2, 4, 5, 6, 7.
     let answered = [0x23u8, 0x1b, 0x21, 0x08, 0xe3];

@@ -4,8 +4,8 @@
 //! the previous answer, once; basic clients and the paths without transmit stamps get
 //! basic answers.
 
-use crate::ntp::{chronyd_query, recv, request, serve_ntp};
-use crate::util::{installed, json_of, tempdir, tmp};
+use crate::ntp::{chronyd_query, recv, request};
+use crate::util::{installed, json_of, tempdir, tmp, Served};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use firehose_sys::clock::realtime_ns;
 use std::net::UdpSocket;
@@ -43,12 +43,15 @@ fn unix(t: Timestamp) -> i128 {
 #[test]
 fn an_interleaved_answer_carries_when_the_previous_answer_left() {
     let json = tmp("ntp-xleave.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--json-file",
+            json.to_str().unwrap(),
+        ],
+    );
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -125,7 +128,7 @@ fn without_transmit_stamps_every_answer_is_basic() {
             json.to_str().unwrap(),
         ];
         args.extend_from_slice(&extra);
-        let srv = serve_ntp(&args);
+        let srv = Served::proto("ntp", &args);
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(srv.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -157,12 +160,15 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         return;
     }
     let json = tmp("ntp-xleave-chronyd.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--json-file",
+            json.to_str().unwrap(),
+        ],
+    );
     let dir = tempdir("ntp-xleave-chronyd");
     // Its measurements log has a line per answer, whose mode column says 4B (basic) or 4I
     // (interleaved); the third answer is the first that can be interleaved, so it waits

@@ -2,7 +2,6 @@
 //! validated, offset, delay and hold time reported in text and JSON; Kiss-o'-Death and
 //! unsynchronised answers counted as invalid.
 
-use crate::ntp::serve_ntp as serve;
 use crate::util::{json_of, run, stderr, tmp, Served};
 
 fn load(srv: &Served, extra: &[&str], json: &std::path::Path) -> std::process::Output {
@@ -22,7 +21,7 @@ fn load(srv: &Served, extra: &[&str], json: &std::path::Path) -> std::process::O
 
 #[test]
 fn load_measures_offset_delay_and_hold_time() {
-    let srv = serve(&["--ntp-local-stratum", "10"]);
+    let srv = Served::proto("ntp", &["--ntp-local-stratum", "10"]);
     let json = tmp("ntp-load.json");
     let out = load(&srv, &["--rate", "2k", "-t", "2", "--warmup", "0.5"], &json);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -56,12 +55,15 @@ fn load_measures_offset_delay_and_hold_time() {
 #[test]
 fn load_in_interleaved_mode_measures_from_the_kernels_transmit_stamps() {
     let json_srv = tmp("ntp-load-xleave-srv.json");
-    let srv = serve(&[
-        "--ntp-local-stratum",
-        "10",
-        "--json-file",
-        json_srv.to_str().unwrap(),
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--json-file",
+            json_srv.to_str().unwrap(),
+        ],
+    );
     let json = tmp("ntp-load-xleave.json");
     let out = load(
         &srv,
@@ -102,12 +104,15 @@ fn load_in_interleaved_mode_measures_from_the_kernels_transmit_stamps() {
 
 #[test]
 fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
-    let srv = serve(&[
-        "--ntp-local-stratum",
-        "10",
-        "--ntp-ratelimit",
-        "interval=3,burst=4,leak=4,kod=1",
-    ]);
+    let srv = Served::proto(
+        "ntp",
+        &[
+            "--ntp-local-stratum",
+            "10",
+            "--ntp-ratelimit",
+            "interval=3,burst=4,leak=4,kod=1",
+        ],
+    );
     let json = tmp("ntp-load-kod.json");
     // One source at 1000/s against 1 every 8 s: nearly everything is limited.
     let out = load(
@@ -138,7 +143,7 @@ fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
         eprintln!("this host's clock is synchronised: the unsynchronised answer is not checked");
         return;
     }
-    let srv = serve(&["--allow-unsynchronised"]);
+    let srv = Served::proto("ntp", &["--allow-unsynchronised"]);
     let json = tmp("ntp-load-unsync.json");
     let out = load(
         &srv,

@@ -4,9 +4,9 @@
 //! Each answer's receive timestamp lies between the client's send and its receipt of the
 //! answer, and before the transmit timestamp; the counters say who stamped.
 
-use crate::ntp::{recv, request, serve_ntp};
-use crate::util::{json_of, tmp};
-use crate::xdp_util::{udp, Lab, Served, CLI4, SRV4};
+use crate::ntp::{recv, request};
+use crate::util::{json_of, tmp, Served};
+use crate::xdp_util::{udp, Lab, CLI4, SRV4};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use firehose_sys::clock::realtime_ns;
 use std::net::UdpSocket;
@@ -43,34 +43,42 @@ pub fn exchange(s: &UdpSocket, n: u64) -> Vec<[i128; 4]> {
         .collect()
 }
 
+/// The NTP server's arguments here: serving its clock as local stratum 10, its counters to
+/// `json` at exit, then `extra`.
+fn ntp_args<'a>(json: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--ntp-local-stratum", "10", "--json-file"];
+    args.push(json.to_str().unwrap());
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Stops `srv` and returns its counters (from `json`, then removed), checked to say that
+/// each of its `n` answers carried the kernel's receive stamp, none the handler's reading.
+fn stamped_by_the_kernel(srv: Served, json: &std::path::Path, n: u64) -> serde_json::Value {
+    let out = srv.stop_with("INT");
+    let j = json_of(json);
+    let _ = std::fs::remove_file(json);
+    let h = &j["handler"];
+    assert_eq!(
+        (&h["ntp_client"], &h["ntp_rx_kernel"], &h["ntp_rx_daemon"]),
+        (&n.into(), &n.into(), &0.into()),
+        "{h}\n{out}"
+    );
+    j
+}
+
 #[test]
 fn io_uring_answers_with_the_kernels_receive_stamps() {
     if !crate::util::uring_or_skip("recvmsg") {
         return;
     }
     let json = tmp("ntp-uring.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--io",
-        "uring",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto("ntp", &ntp_args(&json, &["--io", "uring"]));
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     exchange(&s, 5);
-    srv.stop();
-    let j = json_of(&json);
-    let _ = std::fs::remove_file(&json);
-    let h = &j["handler"];
-    // Every answer's receive timestamp is the kernel's stamp, none the handler's reading.
-    assert_eq!(
-        (&h["ntp_client"], &h["ntp_rx_kernel"], &h["ntp_rx_daemon"]),
-        (&5.into(), &5.into(), &0.into()),
-        "{h}"
-    );
+    stamped_by_the_kernel(srv, &json, 5);
 }
 
 #[test]
@@ -82,14 +90,7 @@ fn io_uring_answers_a_burst_sent_at_once_and_refuses_a_send_batch() {
         return;
     }
     let json = tmp("ntp-uring-burst.json");
-    let srv = serve_ntp(&[
-        "--ntp-local-stratum",
-        "10",
-        "--io",
-        "uring",
-        "--json-file",
-        json.to_str().unwrap(),
-    ]);
+    let srv = Served::proto("ntp", &ntp_args(&json, &["--io", "uring"]));
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -136,23 +137,10 @@ fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
     let lab = Lab::new("nt");
     let json = tmp("ntp-xdp.json");
     let listen = format!("{SRV4}:12300");
-    let srv = Served::start(
-        &lab,
-        &[
-            "--proto",
-            "ntp",
-            "--ntp-local-stratum",
-            "10",
-            "--io",
-            "xdp",
-            "--iface",
-            &lab.dev,
-            "--listen",
-            &listen,
-            "--json-file",
-            json.to_str().unwrap(),
-        ],
-    );
+    let xdp = [
+        "--proto", "ntp", "--io", "xdp", "--iface", &lab.dev, "--listen", &listen,
+    ];
+    let srv = Served::start_in(&lab.srv, &ntp_args(&json, &xdp));
     assert!(
         srv.banner.contains("rx_timestamps=XDP program"),
         "{}",
@@ -165,11 +153,8 @@ fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
         exchange(&s, 20)
     });
     assert_eq!(times.len(), 20);
-    let (out, st) = srv.stop("-INT");
-    assert!(st.success(), "{out}");
-    let j = json_of(&json);
-    let _ = std::fs::remove_file(&json);
-    let (h, b) = (&j["handler"], &j["totals"]["backend"]);
+    let j = stamped_by_the_kernel(srv, &json, 20);
+    let b = &j["totals"]["backend"];
     // Every request came through the XDP program, stamped there, and was answered with it.
     assert_eq!(
         (
@@ -179,10 +164,5 @@ fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
         ),
         (&20.into(), &20.into(), &0.into()),
         "{b}"
-    );
-    assert_eq!(
-        (&h["ntp_client"], &h["ntp_rx_kernel"], &h["ntp_rx_daemon"]),
-        (&20.into(), &20.into(), &0.into()),
-        "{h}"
     );
 }

@@ -2,13 +2,13 @@
 //! radclient against firehose and FreeRADIUS with the same clients.conf and users file,
 //! duplicates, malformed packets, reloads under load, bad input.
 
-use crate::util::{installed, json_of, run, signal_pid, stderr, tempdir, wait_exit, Served};
+use crate::util::{installed, json_of, run, signal_pid, stderr, tempdir, Served, Spawned};
 use firehose_lab::peers::freeradius::{self, FreeRadiusPlan};
 use firehose_radiuswire::{attr, parse_request, Header, Secret};
 use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn example(name: &str) -> String {
@@ -27,34 +27,15 @@ fn sample(name: &str) -> Vec<u8> {
 }
 
 fn serve(clients: &str, users: &str, extra: &[&str]) -> Served {
-    let mut args = vec![
-        "--proto",
-        "radius",
-        "--radius-clients",
-        clients,
-        "--radius-users",
-        users,
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Served::start(&args)
+    let files = ["--radius-clients", clients, "--radius-users", users];
+    Served::proto("radius", &[&files, extra].concat())
 }
 
 /// A FreeRADIUS of our own on loopback, killed when dropped.
 struct FreeRadius {
-    child: Child,
+    _child: Spawned,
     addr: SocketAddr,
     _dir: crate::util::TempDir,
-}
-
-impl Drop for FreeRadius {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Two free UDP ports in a row on loopback (FreeRADIUS takes accounting on the second).
@@ -91,7 +72,7 @@ fn start_freeradius(clients: &str, users: &str) -> Option<FreeRadius> {
         .spawn()
         .unwrap();
     let fr = FreeRadius {
-        child,
+        _child: Spawned::of(child),
         addr,
         _dir: dir,
     };
@@ -105,7 +86,7 @@ fn start_freeradius(clients: &str, users: &str) -> Option<FreeRadius> {
 /// radclient's verdict and reply attributes (without Message-Authenticator, which
 /// FreeRADIUS 3.2.1 leaves out and firehose always puts first), or "no reply".
 fn radclient(addr: SocketAddr, kind: &str, attrs: &str) -> String {
-    let mut c = Command::new("radclient")
+    let c = Command::new("radclient")
         .args([
             "-x",
             "-t",
@@ -121,10 +102,10 @@ fn radclient(addr: SocketAddr, kind: &str, attrs: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut c.stdin.take().unwrap(), attrs.as_bytes()).unwrap();
-    wait_exit(&mut c, Duration::from_secs(20));
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut c.stdout.take().unwrap(), &mut out).unwrap();
+    let mut c = Spawned::of(c);
+    std::io::Write::write_all(&mut c.child.stdin.take().unwrap(), attrs.as_bytes()).unwrap();
+    let out = c.output(Duration::from_secs(20));
+    let out = String::from_utf8_lossy(&out.stdout);
     let mut lines = Vec::new();
     let mut after = false;
     for l in out.lines() {
@@ -278,7 +259,7 @@ fn reloads_under_load_lose_nothing() {
     let clients = example("clients.conf");
     let srv = serve(&clients, &u, &[]);
     let load_json = dir.join("load.json");
-    let mut load = Command::new(crate::util::bin())
+    let load = Command::new(crate::util::bin())
         .args([
             "load",
             "--proto",
@@ -313,7 +294,7 @@ fn reloads_under_load_lose_nothing() {
         std::fs::write(&users, text).unwrap();
         signal_pid(srv.pid(), "HUP");
     }
-    let st = wait_exit(&mut load, Duration::from_secs(60));
+    let st = Spawned::of(load).wait(Duration::from_secs(60));
     assert!(st.success(), "load exited with {st}");
     let rest = srv.stop();
     assert!(

@@ -644,7 +644,7 @@ fn flood_rate_paces_and_duration_ends_the_run() {
     assert!(wall >= Duration::from_millis(240), "{wall:?}");
     let j = json_tmp("flood-duration");
     let t0 = Instant::now();
-    let mut c = Command::new(bin())
+    let c = Command::new(bin())
         .args([
             "flood",
             "--target",
@@ -661,7 +661,7 @@ fn flood_rate_paces_and_duration_ends_the_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let st = crate::util::wait_exit(&mut c, Duration::from_secs(30));
+    let st = Spawned::of(c).wait(Duration::from_secs(30));
     let wall = t0.elapsed();
     assert!(st.success(), "flood --duration 1 failed");
     assert!(wall >= Duration::from_secs(1), "ended early: {wall:?}");

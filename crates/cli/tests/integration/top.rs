@@ -3,9 +3,8 @@
 //! socket, queue and drops, with the process); the screen in a real terminal (tmux) with
 //! its keys for sort, filter and freeze; bad input.
 
-use crate::drops::Stopped;
-use crate::util::Netns;
 use crate::util::{bin, installed, root_or_skip, run, stderr};
+use crate::util::{free_port, Netns, Served};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -26,6 +25,10 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
         return;
     }
     let ns = Netns::new("dtq");
+    // A server with metrics outside the namespace is not this namespace's: top neither
+    // lists nor scrapes it (a scrape would send on the namespace's loopback).
+    let port = free_port("127.0.0.1").to_string();
+    let _elsewhere = Served::tuned(&["--metrics", &format!("127.0.0.1:{port}")]);
     let doc = top_json(&ns, &["--interval", "0.3"]);
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let n = firehose_sys::cpu::CpuSet::parse_list(online.trim())
@@ -41,6 +44,7 @@ fn once_json_on_a_quiet_namespace_is_exactly_empty() {
     assert_eq!(doc["udp"]["no_ports_per_s"], 0.0);
     assert_eq!(doc["sockets"], serde_json::json!([]));
     assert_eq!(doc["drops"], serde_json::json!([]));
+    assert_eq!(doc["servers"], serde_json::json!([]), "{doc:#}");
     assert!(doc["seconds"].as_f64().unwrap() >= 0.3);
 }
 
@@ -50,7 +54,7 @@ fn once_json_under_a_flood_shows_the_socket_its_drops_and_process() {
         return;
     }
     let ns = Netns::new("dtf");
-    let serve = Stopped::new(&ns.name, 9106);
+    let serve = Served::frozen(&ns.name, 9106);
     // A bounded flood runs through top's whole window (top measures 1 s; the flood sends
     // until top has answered, at most 20 s).
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -1,8 +1,8 @@
 //! The integration tests' helpers, in one place: the real `firehose` binary run to completion
-//! or as a child ([`Served`], [`Spawned`]: killed on drop, every wait with a deadline), the
-//! root skip with a printed reason ([`root_or_skip`]), network namespaces and veth pairs
-//! removed on drop even when a setup step fails half-way ([`Netns`], [`veth`]), free
-//! ports, waiting for a bound port or an exit, and scratch paths.
+//! or as a child ([`Spawned`], and [`Served`] over it: killed on drop, every wait with a
+//! deadline), the root skip with a printed reason ([`root_or_skip`]), network namespaces and
+//! veth pairs removed on drop even when a setup step fails half-way ([`Netns`], [`veth`]),
+//! free ports, waiting for a bound port or an exit, and scratch paths.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -128,46 +128,60 @@ pub fn short_run(args: &[&str], json: &Path) -> Vec<String> {
     v
 }
 
-/// A `firehose serve` child, stopped with SIGTERM by [`Served::stop`], killed when dropped.
+/// A `firehose serve` child (a [`Spawned`]: killed when dropped): its address, what it
+/// printed at start-up and the rest of its stdout. [`Served::stop`] and its kin signal it
+/// and wait for its exit with a deadline.
 pub struct Served {
-    pub child: Child,
+    pub child: Spawned,
     pub addr: SocketAddr,
+    /// The start-up lines read so far (see the constructors).
+    pub banner: String,
     pub stdout: BufReader<std::process::ChildStdout>,
 }
+
+/// How long a server may take to print its start-up lines, or to exit after a signal or
+/// its `--duration`.
+const SERVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Served {
     /// Starts `firehose serve ARGS` and waits for its "listening on" line.
     pub fn start(args: &[&str]) -> Served {
-        let mut child = Command::new(bin())
-            .arg("serve")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn firehose serve");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("firehose serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .parse()
-            .unwrap();
-        Served {
-            child,
-            addr,
-            stdout,
-        }
+        let mut cmd = Command::new(bin());
+        cmd.arg("serve").args(args);
+        Served::spawn(cmd, |_| true)
     }
 
-    /// Starts one `tuned` worker on a free loopback port, plus `extra` flags.
-    pub fn tuned(extra: &[&str]) -> Served {
+    /// Starts `firehose serve ARGS` in network namespace `ns` and reads its start-up lines
+    /// up to its first worker's: the AF_XDP backend's line with `--io xdp`, else the first
+    /// socket's.
+    pub fn start_in(ns: &str, args: &[&str]) -> Served {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, bin(), "serve"]).args(args);
+        let xdp = args.contains(&"xdp");
+        Served::spawn(cmd, move |line| {
+            line.contains("backend af_xdp") || line.contains("socket 0:") && !xdp
+        })
+    }
+
+    /// One `naive` worker on 127.0.0.1:`port` in namespace `ns`, frozen (SIGSTOP, every
+    /// thread) once it listens, so its socket fills and overflows.
+    pub fn frozen(ns: &str, port: u16) -> Served {
+        let listen = format!("127.0.0.1:{port}");
+        let srv = Served::start_in(
+            ns,
+            &["--listen", &listen, "--workers", "1", "--profile", "naive"],
+        );
+        freeze(srv.pid());
+        srv
+    }
+
+    /// Starts one worker of `--proto PROTO` on a free loopback port, plus `extra` flags.
+    pub fn proto(proto: &str, extra: &[&str]) -> Served {
         let mut args = vec![
+            "--proto",
+            proto,
             "--listen",
             "127.0.0.1:0",
-            "--profile",
-            "tuned",
             "--workers",
             "1",
         ];
@@ -175,35 +189,101 @@ impl Served {
         Served::start(&args)
     }
 
+    /// Starts one `tuned` echo worker on a free loopback port, plus `extra` flags.
+    pub fn tuned(extra: &[&str]) -> Served {
+        Served::proto("echo", &[&["--profile", "tuned"], extra].concat())
+    }
+
+    /// Spawns `cmd` (a `firehose serve`, stderr inherited) and reads stdout up to the line
+    /// `last` accepts, within [`SERVE_WITHIN`]; the first line says where it listens.
+    fn spawn(mut cmd: Command, last: impl Fn(&str) -> bool + Send + 'static) -> Served {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        let mut child = Spawned::of(child);
+        let mut stdout = BufReader::new(child.child.stdout.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut banner = String::new();
+            loop {
+                let mut line = String::new();
+                if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                    let _ = tx.send(Err(banner));
+                    return;
+                }
+                banner.push_str(&line);
+                if last(&line) {
+                    let _ = tx.send(Ok((stdout, banner)));
+                    return;
+                }
+            }
+        });
+        let (stdout, banner) = match rx.recv_timeout(SERVE_WITHIN) {
+            Ok(Ok(read)) => read,
+            Ok(Err(banner)) => panic!("serve ended during start-up: {banner:?}"),
+            Err(_) => panic!("serve's start-up lines not within {SERVE_WITHIN:?}"),
+        };
+        let first = banner.lines().next().unwrap_or_default();
+        let addr = first
+            .strip_prefix("firehose serve: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+            .parse()
+            .unwrap();
+        Served {
+            child,
+            addr,
+            banner,
+            stdout,
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Sends SIGTERM and returns the rest of stdout.
+    /// Sends SIGTERM and returns the rest of stdout; the exit must be clean.
     pub fn stop(self) -> String {
         self.stop_with("TERM")
     }
 
-    /// Sends `signal` (a name for kill(1): TERM, INT) and returns the rest of stdout.
+    /// Sends `signal` (a name for kill(1): TERM, INT) and returns the rest of stdout; the
+    /// exit must be clean.
     pub fn stop_with(self, signal: &str) -> String {
         signal_pid(self.pid(), signal);
         self.rest()
     }
 
-    /// Waits for the server to exit by itself (`--duration`) and returns the rest of stdout.
-    pub fn rest(mut self) -> String {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "serve exited with {status}");
+    /// Sends `signal` (KILL too) and returns the rest of stdout and the exit status.
+    pub fn stop_status(self, signal: &str) -> (String, std::process::ExitStatus) {
+        signal_pid(self.pid(), signal);
+        self.exit()
+    }
+
+    /// Waits for the server to exit by itself (`--duration`) and returns the rest of stdout;
+    /// the exit must be clean.
+    pub fn rest(self) -> String {
+        let (rest, status) = self.exit();
+        assert!(status.success(), "serve exited with {status}: {rest}");
         rest
     }
-}
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// The rest of stdout and the exit status, within [`SERVE_WITHIN`] (past it the server is
+    /// killed and the test fails).
+    fn exit(self) -> (String, std::process::ExitStatus) {
+        let Served {
+            mut child,
+            mut stdout,
+            ..
+        } = self;
+        let reader = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+            rest
+        });
+        let status = child.wait(SERVE_WITHIN);
+        (reader.join().unwrap_or_default(), status)
     }
 }
 
@@ -214,25 +294,6 @@ pub fn signal_pid(pid: u32, signal: &str) {
         .status()
         .expect("run kill");
     assert!(st.success(), "kill -{signal} {pid}");
-}
-
-/// Waits for `child` to exit, at most `within`; kills it and fails the test after that.
-pub fn wait_exit(
-    child: &mut std::process::Child,
-    within: std::time::Duration,
-) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("process {} did not exit in {within:?}", child.id());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
 }
 
 /// How long a stopped lab run may take to clean up after SIGTERM before it gets SIGKILL.

@@ -5,7 +5,7 @@
 //! untouched, DNS answers identical to the socket path, and the program gone after Ctrl-C and
 //! after SIGKILL. Needs root; skips with a reason otherwise.
 
-use crate::util::root_or_skip;
+use crate::util::{root_or_skip, Served};
 use crate::xdp_util::*;
 use firehose_sys::retry_interrupted;
 use firehose_sys::xdp::attach::{XdpMode, XdpProg};
@@ -47,8 +47,8 @@ fn echo_is_exact_over_xdp_and_the_kernel_keeps_everything_else() {
         (format!("{SRV4}:7000"), format!("{CLI4}:0"), 1472),
         (format!("[{SRV6}]:7000"), format!("[{CLI6}]:0"), 1452),
     ] {
-        let srv = Served::start(
-            &lab,
+        let srv = Served::start_in(
+            &lab.srv,
             &["--io", "xdp", "--iface", &lab.dev, "--listen", &listen],
         );
         assert!(srv.banner.contains("xdp_mode=native"), "{}", srv.banner);
@@ -75,8 +75,7 @@ fn echo_is_exact_over_xdp_and_the_kernel_keeps_everything_else() {
         if to.is_ipv4() {
             the_kernel_keeps_everything_else(&lab);
         }
-        let (out, st) = srv.stop("-INT");
-        assert!(st.success(), "{out}");
+        let out = srv.stop_with("INT");
         assert_eq!(counter(&out, "xdp_replies"), sent, "{out}");
         assert_eq!(counter(&out, "socket_replies"), 3, "{out}");
         assert!(
@@ -182,7 +181,7 @@ fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
         if io == "xdp" {
             args.extend(["--iface", &lab.dev]);
         }
-        let srv = Served::start(&lab, &args);
+        let srv = Served::start_in(&lab.srv, &args);
         let got = Lab::in_ns(&lab.cli, || {
             let s = udp(&format!("{CLI4}:0"));
             dns_queries()
@@ -190,8 +189,7 @@ fn dns_answers_are_identical_on_the_socket_and_xdp_paths() {
                 .map(|q| ask(&s, "10.199.0.1:5300".parse().unwrap(), q))
                 .collect::<Vec<_>>()
         });
-        let (out, st) = srv.stop("-TERM");
-        assert!(st.success(), "{out}");
+        let out = srv.stop_with("TERM");
         if io == "xdp" {
             assert_eq!(counter(&out, "xdp_replies"), dns_queries().len() as u64);
         }
@@ -217,9 +215,9 @@ fn after_sigkill_the_program_is_gone_and_the_next_serve_starts() {
         "--queues",
         "1",
     ];
-    let srv = Served::start(&lab, &args);
+    let srv = Served::start_in(&lab.srv, &args);
     assert!(lab.has_xdp());
-    let (_, st) = srv.stop("-KILL");
+    let (_, st) = srv.stop_status("KILL");
     assert!(!st.success());
     // The BPF link closed with the process; give the kernel's deferred release a moment.
     let mut gone = false;
@@ -231,10 +229,9 @@ fn after_sigkill_the_program_is_gone_and_the_next_serve_starts() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(gone, "program left after SIGKILL: {}", lab.link_show());
-    let again = Served::start(&lab, &args);
+    let again = Served::start_in(&lab.srv, &args);
     assert!(again.banner.contains("queues=1"), "{}", again.banner);
-    let (out, st) = again.stop("-TERM");
-    assert!(st.success(), "{out}");
+    again.stop_with("TERM");
     assert!(!lab.has_xdp());
 }
 
@@ -365,8 +362,8 @@ fn load_counts_every_request_against_both_queues() {
     let json = std::env::temp_dir().join(format!("fh-xdp-load-{}.json", std::process::id()));
     let stats = std::env::temp_dir().join(format!("fh-xdp-serve-{}.json", std::process::id()));
     let stats_s = stats.to_string_lossy().into_owned();
-    let srv = Served::start(
-        &lab,
+    let srv = Served::start_in(
+        &lab.srv,
         &[
             "--io",
             "xdp",
@@ -404,8 +401,7 @@ fn load_counts_every_request_against_both_queues() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (rest, st) = srv.stop("-TERM");
-    assert!(st.success(), "{rest}");
+    srv.stop_with("TERM");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);

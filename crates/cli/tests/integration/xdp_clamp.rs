@@ -3,6 +3,7 @@
 //! IPv4 packets up to MTU + 4 bytes) is counted as a handler error, never handed to the
 //! handler with a length past its buffer (which killed the DNS worker). Needs root.
 
+use crate::util::Served;
 use crate::xdp_util::*;
 use std::process::Command;
 
@@ -41,8 +42,8 @@ fn an_xdp_datagram_longer_than_its_frame_room_is_counted_not_handled() {
         env!("CARGO_MANIFEST_DIR")
     );
     let listen = format!("{SRV4}:5300");
-    let srv = Served::start(
-        &lab,
+    let srv = Served::start_in(
+        &lab.srv,
         &[
             "--proto", "dns", "--zone", &zone, "--listen", &listen, "--io", "xdp", "--iface",
             &lab.dev,
@@ -63,8 +64,7 @@ fn an_xdp_datagram_longer_than_its_frame_room_is_counted_not_handled() {
     for (i, a) in answers.iter().enumerate() {
         assert_eq!(&a[..2], &[0x12, i as u8 + 1], "answer {i}");
     }
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(total_handler_errors(&out), 4, "{out}");
     assert_eq!(counter(&out, "xdp_requests"), 7, "{out}");
 }

@@ -3,6 +3,7 @@
 //! the shapes the program must leave to the kernel (IPv4 with options, IPv6 with a fragment
 //! header) reach the fallback socket instead. Needs root and python3; skips otherwise.
 
+use crate::util::Served;
 use crate::xdp_util::*;
 use firehose_frame::{csum, write_request, Endpoints};
 use std::net::SocketAddr;
@@ -18,8 +19,8 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
     let peer = lab.cli_dev.clone();
     let (smac, cmac) = (mac(&lab.srv, &lab.dev), mac(&lab.cli, &peer));
     let serve = |listen: String| {
-        Served::start(
-            &lab,
+        Served::start_in(
+            &lab.srv,
             &["--io", "xdp", "--iface", &lab.dev, "--listen", &listen],
         )
     };
@@ -64,8 +65,7 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
     assert_eq!(u.dst, format!("{CLI4}:40000").parse().unwrap());
     assert!(firehose_frame::udp_checksum_ok(tagged_reply, &u));
     assert_eq!(&tagged_reply[..6], &cmac);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(counter(&out, "xdp_replies"), 1, "the tagged request: {out}");
     assert_eq!(
         counter(&out, "socket_requests"),
@@ -82,8 +82,7 @@ fn tagged_requests_are_answered_tagged_and_odd_shapes_go_to_the_kernel() {
     let plen = u16::from_be_bytes([frag[18], frag[19]]) + 8;
     frag[18..20].copy_from_slice(&plen.to_be_bytes());
     raw_exchange(&lab, &peer, b"-request", &[&frag]);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(counter(&out, "xdp_requests"), 0, "{out}");
     assert_eq!(
         counter(&out, "socket_requests"),

@@ -6,6 +6,7 @@
 //! `--verify-checksum` drops and counts bad checksums. Needs root and python3; skips
 //! otherwise.
 
+use crate::util::Served;
 use crate::xdp_util::*;
 use firehose_frame::{write_request, Endpoints};
 use std::net::SocketAddr;
@@ -73,7 +74,7 @@ impl Wire {
 fn serve_xdp(lab: &Lab, listen: &str, extra: &[&str]) -> Served {
     let mut args = vec!["--io", "xdp", "--iface", &lab.dev, "--listen", listen];
     args.extend(extra);
-    Served::start(lab, &args)
+    Served::start_in(&lab.srv, &args)
 }
 
 #[test]
@@ -95,8 +96,7 @@ fn short_ipv6_udp_frames_are_counted_and_the_server_keeps_answering() {
         .collect();
     frames.push(w.frame(&src, &dst, None, b"after-short-request"));
     let got = w.exchange(&lab, &frames, &["after-short-request"]);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(got, ["after-short-request"], "{out}");
     assert_eq!(counter(&out, "xdp_bad_frames"), 6, "{out}");
     assert_eq!(counter(&out, "xdp_replies"), 1, "{out}");
@@ -118,8 +118,7 @@ fn a_wildcard_listener_answers_only_its_own_untagged_addresses() {
     ];
     let markers = ["own-request", "other-request", "tagged-request"];
     let got = w.exchange(&lab, &frames, &markers);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(got, ["own-request"], "{out}");
     assert_eq!(counter(&out, "xdp_requests"), 1, "{out}");
     assert_eq!(counter(&out, "socket_requests"), 0, "{out}");
@@ -139,8 +138,7 @@ fn a_request_from_our_own_address_is_never_answered() {
         w.frame(&format!("{CLI4}:40000"), &dst, None, b"peer-request"),
     ];
     let got = w.exchange(&lab, &frames, &["self-request", "peer-request"]);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(got, ["peer-request"], "{out}");
     // The program passed it to the kernel, which drops a martian source.
     assert_eq!(counter(&out, "xdp_requests"), 1, "{out}");
@@ -180,8 +178,7 @@ fn verify_checksum_drops_and_counts_bad_checksums() {
         "good-request",
     ];
     let got = w.exchange(&lab, &frames, &markers);
-    let (out, st) = srv.stop("-TERM");
-    assert!(st.success(), "{out}");
+    let out = srv.stop_with("TERM");
     assert_eq!(got, ["good-request", "no-sum-request"], "{out}");
     assert_eq!(counter(&out, "xdp_bad_checksum"), 2, "{out}");
     assert_eq!(counter(&out, "xdp_replies"), 2, "{out}");

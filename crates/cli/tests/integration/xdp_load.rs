@@ -4,7 +4,7 @@
 //! run and after Ctrl-C; bad input refused with one line and exit 2, nothing left attached.
 //! Needs root; skips with a reason otherwise.
 
-use crate::util::{json_of, root_or_skip, stderr, tmp, Spawned};
+use crate::util::{json_of, root_or_skip, stderr, tmp, Served, Spawned};
 use crate::xdp_util::*;
 use firehose_sys::xdp::attach::XdpProg;
 use firehose_sys::xdp::{ifindex, netlink};
@@ -95,7 +95,7 @@ fn load_over_xdp_counts_every_request_against_both_server_paths() {
             if server_io == "xdp" {
                 args.extend(["--iface", lab.dev.as_str()]);
             }
-            let srv = Served::start(&lab, &args);
+            let srv = Served::start_in(&lab.srv, &args);
             let doc = load_exactly(&lab, &addr, N, &format!("{server_io}{family}"), &[]);
             let what = format!("server --io {server_io}, {family}: {doc}");
             assert_eq!(doc["completed"], N, "{what}");
@@ -107,8 +107,7 @@ fn load_over_xdp_counts_every_request_against_both_server_paths() {
             assert_eq!(doc["config"]["io"], "xdp", "{what}");
             assert_eq!(doc["config"]["xdp"]["queues"], "0,1", "{what}");
             assert!(!client_has_xdp(&lab), "program left after the run ({what})");
-            let (rest, st) = srv.stop("-TERM");
-            assert!(st.success(), "{rest}");
+            let rest = srv.stop_with("TERM");
             if server_io == "xdp" {
                 assert_eq!(counter(&rest, "xdp_replies"), N as u64, "{rest}");
             }
@@ -123,7 +122,7 @@ fn ctrl_c_ends_the_run_with_a_summary_and_detaches() {
     }
     let lab = Lab::new("i");
     let addr = format!("{SRV4}:7101");
-    let srv = Served::start(&lab, &["--listen", &addr]);
+    let srv = Served::start_in(&lab.srv, &["--listen", &addr]);
     let child = load_cmd(
         &lab,
         &[
@@ -288,7 +287,7 @@ fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
         if server_io == "xdp" {
             args.extend(["--iface", lab.dev.as_str()]);
         }
-        let srv = Served::start(&lab, &args);
+        let srv = Served::start_in(&lab.srv, &args);
         let doc = load_exactly(
             &lab,
             &addr,
@@ -317,8 +316,7 @@ fn radius_load_over_xdp_validates_every_answer_against_both_server_paths() {
         assert_eq!(accepts + rejects, N as u64, "{what}");
         assert_eq!(doc["send_path"], "af_xdp", "{what}");
         assert!(!client_has_xdp(&lab), "program left after the run ({what})");
-        let (rest, st) = srv.stop("-TERM");
-        assert!(st.success(), "{rest}");
+        srv.stop_with("TERM");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,14 +1,12 @@
 //! A veth pair between two namespaces for the AF_XDP tests (the lab's, [`crate::util::veth`],
-//! with IPv6 too), and a served child inside the server namespace. Everything is removed on
-//! drop.
+//! with IPv6 too), removed on drop; a server in it is [`crate::util::Served::start_in`].
 
 #![allow(dead_code)]
 
 use crate::util::{veth, Side, Topology};
 use firehose_sys::retry_interrupted;
-use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 // The addresses of the lab's veth pair (firehose_lab::topology::VETH_*_ADDR*).
@@ -102,78 +100,6 @@ impl Lab {
         })
         .join()
         .unwrap()
-    }
-}
-
-/// `firehose serve ARGS` in the server namespace, killed on drop.
-pub struct Served {
-    pub child: Child,
-    pub stdout: BufReader<std::process::ChildStdout>,
-    pub banner: String,
-}
-
-impl Served {
-    /// Starts the server and reads its start-up printout up to the first worker line.
-    pub fn start(lab: &Lab, args: &[&str]) -> Served {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &lab.srv,
-                env!("CARGO_BIN_EXE_firehose"),
-                "serve",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = String::new();
-        loop {
-            let mut line = String::new();
-            if stdout.read_line(&mut line).unwrap() == 0 {
-                panic!("serve ended during start-up: {banner}");
-            }
-            banner.push_str(&line);
-            if line.contains("backend af_xdp")
-                || line.contains("socket 0:") && !args.contains(&"xdp")
-            {
-                break;
-            }
-        }
-        Served {
-            child,
-            stdout,
-            banner,
-        }
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        let first = self.banner.lines().next().unwrap();
-        first
-            .trim_start_matches("firehose serve: listening on ")
-            .parse()
-            .unwrap()
-    }
-
-    /// Sends `sig` (e.g. "-INT") and returns the rest of stdout and the exit status.
-    pub fn stop(mut self, sig: &str) -> (String, std::process::ExitStatus) {
-        Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        let mut rest = String::new();
-        let _ = self.stdout.read_to_string(&mut rest);
-        let st = self.child.wait().unwrap();
-        (rest, st)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

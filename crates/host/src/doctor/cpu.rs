@@ -5,11 +5,13 @@ use super::facts::Facts;
 use super::irq::local_cpus;
 use super::plan::{Kind, Phase, Step, Target};
 use super::{per_iface, Row, Status};
+use crate::cputime::cpu_split;
 use crate::procfs::stat;
 use crate::text;
 use firehose_sys::cpu::CpuSet;
 
-/// CPUs busier than 50% over the sample window, with their busy percent.
+/// CPUs busier than 50% over the sample window, with their busy percent (wall time less
+/// idle and steal: [`cpu_split`]).
 fn busy_cpus(facts: &Facts) -> Option<Vec<(usize, f64)>> {
     let s = facts.sample.as_ref()?;
     let get = |m: &std::collections::BTreeMap<String, super::facts::Text>| {
@@ -19,12 +21,12 @@ fn busy_cpus(facts: &Facts) -> Option<Vec<(usize, f64)>> {
             .and_then(|t| stat::parse(t).ok())
     };
     let (a, b) = (get(&s.before)?, get(&s.after)?);
+    let wall = std::time::Duration::from_secs_f64(s.seconds.max(0.0));
     Some(
         b.cpus
             .iter()
-            .filter_map(|(c, after)| {
-                let (_, before) = a.cpus.iter().find(|(x, _)| x == c)?;
-                let busy = 100.0 - stat::split(before, after).idle;
+            .filter_map(|(c, _)| {
+                let busy = cpu_split(&a, &b, *c, wall, s.ticks_per_s)?.busy();
                 (busy >= 50.0).then_some((*c, busy))
             })
             .collect(),

@@ -123,6 +123,8 @@ pub struct Process {
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub seconds: f64,
+    /// /proc/stat's unit (USER_HZ) on the sampled host.
+    pub ticks_per_s: u64,
     pub before: BTreeMap<String, Text>,
     pub after: BTreeMap<String, Text>,
     /// /proc/net/udp and udp6 texts read every 100 ms during the window (queue occupancy).
@@ -308,6 +310,7 @@ fn take_sample(fs: &HostFs, d: Duration) -> Sample {
     let after = read_all();
     Sample {
         seconds: start.elapsed().as_secs_f64(),
+        ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec(),
         before,
         after,
         polls,

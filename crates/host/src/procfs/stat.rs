@@ -86,7 +86,7 @@ pub fn parse(text: &str) -> Result<Stat, ParseError> {
 }
 
 /// Percent split of the time between two samples. All fields are 0 when no time passed.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct CpuSplit {
     /// user + nice
     pub usr: f64,
@@ -98,8 +98,17 @@ pub struct CpuSplit {
     pub steal: f64,
 }
 
+impl CpuSplit {
+    /// Percent busy: neither idle (with iowait) nor stolen.
+    pub fn busy(&self) -> f64 {
+        (100.0 - self.idle - self.steal).max(0.0)
+    }
+}
+
 /// Percent split of a delta between two samples (usr incl. nice, sys, irq, soft, idle incl.
-/// iowait, steal). A counter that went backwards (iowait can) counts as 0.
+/// iowait, steal), each column's share of the ticks counted. A counter that went backwards
+/// (iowait can) counts as 0. With tick-based accounting the busy columns are sampled, so a
+/// paced load skews this split; a CPU's busy time is `cputime::cpu_split`'s.
 pub fn split(before: &CpuTimes, after: &CpuTimes) -> CpuSplit {
     let d = CpuTimes {
         user: after.user.saturating_sub(before.user),

@@ -674,7 +674,7 @@ impl<P: Served> Study for ServedCompare<P> {
             completed: r.completed,
             lost: r.lost,
             unsent: r.unsent,
-            invalid: r.invalid,
+            invalid: r.invalid.clone(),
             p50_us: r.latency_us.p50,
             p99_us: r.latency_us.p99,
             server_s: spent.server_s,
