@@ -592,11 +592,7 @@ fn snmp(ns: &str, proto: &str, name: &str) -> u64 {
 
 /// Runs `firehose ARGS` in namespace `ns` to completion.
 fn firehose_in(ns: &str, args: &[&str]) -> std::process::Output {
-    Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_firehose")])
-        .args(args)
-        .output()
-        .unwrap()
+    crate::xdp_util::firehose_in(ns, args).output().unwrap()
 }
 
 #[test]

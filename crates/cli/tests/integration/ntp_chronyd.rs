@@ -14,21 +14,13 @@ struct Chronyd {
     _dir: crate::util::TempDir,
 }
 
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn start_chronyd() -> Option<Chronyd> {
     if !installed("chronyd") || !firehose_sys::cpu::is_root() {
         eprintln!("skipped: needs root and chronyd (apt-get install chrony)");
         return None;
     }
     let dir = tempdir("ntp-chronyd-server");
-    let port = free_port();
+    let port = crate::util::free_port("127.0.0.1");
     let conf = dir.join("chrony.conf");
     std::fs::write(
         &conf,

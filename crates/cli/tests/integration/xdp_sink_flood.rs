@@ -11,14 +11,6 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::process::{Command, Output};
 use std::sync::mpsc;
-use std::time::Duration;
-
-fn firehose_in(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_firehose")])
-        .args(args);
-    c
-}
 
 /// Starts `sink ARGS` in the server namespace and waits for its start line (printed once
 /// the sockets and the program are in place).
@@ -27,23 +19,6 @@ fn start_sink(lab: &Lab, args: &[&str]) -> Spawned {
         firehose_in(&lab.srv, &[&["sink"], args].concat()),
         crate::sink_flood::START,
     )
-}
-
-/// Sends `n` datagrams of `len` bytes to `to` from the client namespace, gently, from
-/// eight source ports (so both rx queues see traffic).
-fn send_gently(lab: &Lab, to: SocketAddr, n: usize, len: usize) {
-    Lab::in_ns(&lab.cli, move || {
-        let any = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
-        let socks: Vec<_> = (0..8)
-            .map(|_| std::net::UdpSocket::bind(any).unwrap())
-            .collect();
-        for i in 0..n {
-            socks[i % 8].send_to(&vec![i as u8; len], to).unwrap();
-            if i % 20 == 19 {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    });
 }
 
 #[test]
@@ -73,7 +48,7 @@ fn xdp_sink_counts_exactly_n_of_n_v4_and_v6_and_detaches() {
             ],
         );
         assert!(lab.has_xdp(), "{tag}: program attached while running");
-        send_gently(&lab, listen.parse().unwrap(), 1000, 100);
+        lab.send_gently(listen.parse().unwrap(), 1000, 100);
         let o = c.output(crate::sink_flood::FINISH);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v = json_of(&j);
@@ -118,7 +93,7 @@ fn xdp_sink_on_ctrl_c_reports_and_detaches() {
     .arg(&j);
     let sink = crate::sink_drops::Sink::start(cmd);
     assert!(lab.has_xdp());
-    send_gently(&lab, listen.parse().unwrap(), 50, 100);
+    lab.send_gently(listen.parse().unwrap(), 50, 100);
     // The round's line is the event: all 50 were counted before Ctrl-C.
     let line = sink.wait_line("round 1:");
     assert!(line.contains(" 50 datagrams"), "{line}");

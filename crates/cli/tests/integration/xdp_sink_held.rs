@@ -7,17 +7,10 @@
 //! drop). Needs root; skips with a reason otherwise.
 
 use crate::sink_drops::Sink;
-use crate::util::{bin, root_or_skip, tmp, Spawned};
-use crate::xdp_util::{Lab, CLI4, SRV4};
-use std::net::{SocketAddr, UdpSocket};
+use crate::util::{root_or_skip, tmp, Spawned};
+use crate::xdp_util::{firehose_in, Lab, CLI4, SRV4};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn firehose_in(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, bin()]).args(args);
-    c
-}
 
 /// `sink --io xdp ARGS` in the server namespace, writing its report to `json`.
 fn xdp_sink(lab: &Lab, listen: &str, json: &std::path::Path, extra: &[&str]) -> Command {
@@ -25,22 +18,6 @@ fn xdp_sink(lab: &Lab, listen: &str, json: &std::path::Path, extra: &[&str]) -> 
     a.extend_from_slice(extra);
     a.extend_from_slice(&["--duration", "60", "--json-file", json.to_str().unwrap()]);
     firehose_in(&lab.srv, &a)
-}
-
-/// Sends `n` datagrams of 100 bytes to `to` from the client namespace, from eight source
-/// ports (both rx queues see traffic), gently.
-fn send(lab: &Lab, to: SocketAddr, n: usize) {
-    Lab::in_ns(&lab.cli, move || {
-        let socks: Vec<_> = (0..8)
-            .map(|_| UdpSocket::bind("0.0.0.0:0").unwrap())
-            .collect();
-        for i in 0..n {
-            socks[i % 8].send_to(&[i as u8; 100], to).unwrap();
-            if i % 20 == 19 {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    });
 }
 
 /// A refused start: exit 2, one line naming `needle`.
@@ -86,7 +63,7 @@ fn after_sigkill_the_xdp_sinks_program_is_gone_and_the_next_sink_counts_exactly(
         &["--queues", "0,1", "--count", "300"],
     ));
     assert!(lab.has_xdp());
-    send(&lab, listen.parse().unwrap(), 300);
+    lab.send_gently(listen.parse().unwrap(), 300, 100);
     let v = again.exited(&j);
     assert_eq!(v["packets"], 300, "{v}");
     assert_eq!(v["xdp"]["queues"], "0,1", "both queues taken again: {v}");
@@ -168,7 +145,7 @@ fn an_xdp_sink_on_an_interface_another_sink_holds_stops_and_the_holder_keeps_cou
         prog_id(&prog),
         "the holder's program is still the one attached"
     );
-    send(&lab, listen.parse().unwrap(), 200);
+    lab.send_gently(listen.parse().unwrap(), 200, 100);
     let v = holder.exited(&j1);
     assert_eq!(v["packets"], 200, "the holder counts on, exactly: {v}");
     assert!(!lab.has_xdp(), "program left after the holder's run");

@@ -68,11 +68,25 @@ impl Lab {
 
     /// Runs `firehose ARGS` in the server namespace to completion.
     pub fn run_srv(&self, args: &[&str]) -> std::process::Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.srv, env!("CARGO_BIN_EXE_firehose")])
-            .args(args)
-            .output()
-            .unwrap()
+        firehose_in(&self.srv, args).output().unwrap()
+    }
+
+    /// Sends `n` datagrams of `len` bytes (byte `i as u8`) to `to` from the client
+    /// namespace, from eight source ports (so both rx queues see traffic), gently: a 2 ms
+    /// pause after every 20, well under what the veth's backlog holds.
+    pub fn send_gently(&self, to: SocketAddr, n: usize, len: usize) {
+        Lab::in_ns(&self.cli, move || {
+            let any = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
+            let socks: Vec<_> = (0..8)
+                .map(|_| std::net::UdpSocket::bind(any).unwrap())
+                .collect();
+            for i in 0..n {
+                socks[i % 8].send_to(&vec![i as u8; len], to).unwrap();
+                if i % 20 == 19 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
+        });
     }
 
     /// Udp InCsumErrors of the client namespace's kernel.
@@ -101,6 +115,14 @@ impl Lab {
         .join()
         .unwrap()
     }
+}
+
+/// `firehose ARGS` run inside namespace `ns` (not started).
+pub fn firehose_in(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_firehose")])
+        .args(args);
+    c
 }
 
 /// A UDP socket with a 2 s receive timeout, for use inside a namespace thread.
