@@ -43,15 +43,7 @@ fn unix(t: Timestamp) -> i128 {
 #[test]
 fn an_interleaved_answer_carries_when_the_previous_answer_left() {
     let json = tmp("ntp-xleave.json");
-    let srv = Served::proto(
-        "ntp",
-        &[
-            "--ntp-local-stratum",
-            "10",
-            "--json-file",
-            json.to_str().unwrap(),
-        ],
-    );
+    let srv = Served::local_ntp(&json);
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -160,15 +152,7 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         return;
     }
     let json = tmp("ntp-xleave-chronyd.json");
-    let srv = Served::proto(
-        "ntp",
-        &[
-            "--ntp-local-stratum",
-            "10",
-            "--json-file",
-            json.to_str().unwrap(),
-        ],
-    );
+    let srv = Served::local_ntp(&json);
     let dir = tempdir("ntp-xleave-chronyd");
     // Its measurements log has a line per answer, whose mode column says 4B (basic) or 4I
     // (interleaved); the third answer is the first that can be interleaved, so it waits

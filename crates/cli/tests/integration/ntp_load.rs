@@ -55,15 +55,7 @@ fn load_measures_offset_delay_and_hold_time() {
 #[test]
 fn load_in_interleaved_mode_measures_from_the_kernels_transmit_stamps() {
     let json_srv = tmp("ntp-load-xleave-srv.json");
-    let srv = Served::proto(
-        "ntp",
-        &[
-            "--ntp-local-stratum",
-            "10",
-            "--json-file",
-            json_srv.to_str().unwrap(),
-        ],
-    );
+    let srv = Served::local_ntp(&json_srv);
     let json = tmp("ntp-load-xleave.json");
     let out = load(
         &srv,

@@ -189,6 +189,20 @@ impl Served {
         Served::start(&args)
     }
 
+    /// An NTP server on loopback serving the local clock at stratum 10 (so it answers
+    /// whatever the host clock's state), writing its exit document to `json`.
+    pub fn local_ntp(json: &std::path::Path) -> Served {
+        Served::proto(
+            "ntp",
+            &[
+                "--ntp-local-stratum",
+                "10",
+                "--json-file",
+                json.to_str().unwrap(),
+            ],
+        )
+    }
+
     /// Starts one `tuned` echo worker on a free loopback port, plus `extra` flags.
     pub fn tuned(extra: &[&str]) -> Served {
         Served::proto("echo", &[&["--profile", "tuned"], extra].concat())
