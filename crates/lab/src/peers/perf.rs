@@ -106,6 +106,27 @@ pub fn kernel_symbols(report: &str, top: usize) -> Vec<Symbol> {
     out
 }
 
+/// The `perf record` of `cpu` for `window` into `data`.
+fn record_command(cpu: usize, window: Duration, data: &Path) -> Command {
+    let mut c = Command::new("perf");
+    // --no-buildid-cache: without it perf copies every sampled binary (the kernel, firehose
+    // with its debug info) into ~/.debug on each run; a day of lab runs filled this
+    // project's build host's disk that way.
+    c.args([
+        "record",
+        "--no-buildid-cache",
+        "-q",
+        "-e",
+        "cpu-clock",
+        "-C",
+        &cpu.to_string(),
+        "-o",
+    ]);
+    c.arg(data);
+    c.args(["--", "sleep", &window.as_secs_f64().to_string()]);
+    c
+}
+
 /// A `perf record` of one CPU for a fixed time.
 pub struct Recording {
     proc: Proc,
@@ -121,18 +142,7 @@ impl Recording {
             return None;
         }
         let data = logs.join(format!("{tag}.perf.data"));
-        let mut c = Command::new("perf");
-        c.args([
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-C",
-            &cpu.to_string(),
-            "-o",
-        ]);
-        c.arg(&data);
-        c.args(["--", "sleep", &window.as_secs_f64().to_string()]);
+        let c = record_command(cpu, window, &data);
         let proc = Proc::spawn(c, &format!("{tag}-perf-record"), logs).ok()?;
         Some(Recording {
             proc,
@@ -205,6 +215,27 @@ mod tests {
         drop(busy);
         let n = n.expect("perf counted");
         assert!(n.syscalls > 0 && n.seconds >= 0.3, "{n:?}");
+    }
+
+    #[test]
+    fn a_recording_leaves_no_build_id_cache_in_home() {
+        if !cmd::installed("perf") || !firehose_sys::cpu::is_root() {
+            eprintln!("skipped: recording a CPU needs perf and root");
+            return;
+        }
+        let dir = crate::workdir::WorkDir::new("test").unwrap();
+        let home = dir.join("home");
+        std::fs::create_dir(&home).unwrap();
+        let mut c = record_command(0, Duration::from_millis(200), &dir.join("t.perf.data"));
+        let status = c
+            .env("HOME", &home)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "perf record failed: {status}");
+        assert!(dir.join("t.perf.data").exists());
+        assert!(!home.join(".debug").exists(), "perf filled $HOME/.debug");
     }
 
     /// `perf report --stdio --sort sym --no-children` of one CPU of this project's build
