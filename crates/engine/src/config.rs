@@ -142,7 +142,9 @@ impl Profile {
             Profile::Tuned => {
                 "steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO + 4 MiB receive buffer, no SO_RXQ_OVFL"
             }
-            Profile::Latency => "steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO",
+            Profile::Latency => {
+                "steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO + 4 MiB receive buffer"
+            }
         }
     }
 }
@@ -160,12 +162,16 @@ impl FromStr for Profile {
     }
 }
 
-/// The tuned profile's receive buffer. A server well below its capacity still meets
-/// bursts: a generator's wake-up sends 64 to 128 requests per flow back to back, and a
-/// server thread descheduled for a few ms holds everything that arrives meanwhile. The
-/// kernel's default (rmem_default, 208 KiB: about 250 small datagrams) dropped 0.28% of
-/// 150k/s, a third of capacity (issue 25); 4 MiB holds about 30 ms of small requests at
-/// 150k/s. Without CAP_NET_ADMIN the kernel caps it at net.core.rmem_max, and serve says so.
+/// The receive buffer of the tuned and latency profiles. A server well below its capacity
+/// still meets bursts: a generator's wake-up sends 64 to 128 requests per flow back to
+/// back, and a server thread descheduled for a few ms holds everything that arrives
+/// meanwhile. The kernel's default (rmem_default, 208 KiB: about 250 small datagrams)
+/// dropped 0.28% of 150k/s, a third of capacity (issue 25). A busy-polling worker is no
+/// exception: it spins, so the scheduler shares its CPU with any other runnable task in
+/// slices of milliseconds, and at 55k/s the default buffer lost requests from 30% of max
+/// (all SOCKET_RCVBUFF at the server's socket). 4 MiB holds about 30 ms of small requests
+/// at 150k/s; it turns a stall's loss into queueing that the latency figures show. Without
+/// CAP_NET_ADMIN the kernel caps it at net.core.rmem_max, and serve says so.
 pub const TUNED_RCVBUF: usize = 4 << 20;
 
 /// Everything `serve` needs to start.
@@ -254,6 +260,7 @@ impl ServeConfig {
                 batch: 8,
                 busy_poll: Some(50),
                 pmtudisc: PmtuDisc::Do,
+                rcvbuf: Some(TUNED_RCVBUF),
                 rxq_ovfl: false,
                 ..base
             },
@@ -296,10 +303,10 @@ mod tests {
     }
 
     #[test]
-    fn only_tuned_asks_for_a_receive_buffer() {
+    fn only_tuned_and_latency_ask_for_a_receive_buffer() {
         let l: SocketAddr = "127.0.0.1:0".parse().unwrap();
         for p in Profile::ALL {
-            let want = (p == Profile::Tuned).then_some(TUNED_RCVBUF);
+            let want = matches!(p, Profile::Tuned | Profile::Latency).then_some(TUNED_RCVBUF);
             assert_eq!(ServeConfig::profile(p, l, 1).rcvbuf, want, "{p:?}");
         }
     }

@@ -19,8 +19,8 @@ use std::time::Duration;
   naive      one shared socket, N threads, recvfrom/sendto (the talk's baseline)\n  \
   reuseport  one SO_REUSEPORT socket per worker\n  \
   steered    reuseport + CPU steering (CBPF) + workers pinned 1:1\n  \
-  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO, no SO_RXQ_OVFL\n  \
-  latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO\n\n\
+  tuned      steered + recvmmsg/sendmmsg batches of 64 + IP_PMTUDISC_DO + 4 MiB receive buffer, no SO_RXQ_OVFL\n  \
+  latency    steered + busy polling (50 us) + batches of 8 + IP_PMTUDISC_DO + 4 MiB receive buffer\n\n\
 Busy polling (latency, --busy-poll): SO_BUSY_POLL/SO_PREFER_BUSY_POLL/SO_BUSY_POLL_BUDGET;\n\
 an idle worker sleeps in an epoll_wait with EPIOCSPARAMS (kernel 6.9+); as root, the NAPIs\n\
 of the interface holding the listen address get defer-hard-irqs, gro-flush-timeout and\n\
