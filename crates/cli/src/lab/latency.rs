@@ -22,8 +22,11 @@ use std::time::Duration;
 --percents of it, interleaved: serve --profile P with load --rate R --stamps (latency and\n\
 kernel-stamped rtt, p50/p99/p99.9), and sockperf sr with sockperf under-load --mps R\n\
 --full-rtt (1 reply in 100 timed). Like for like: the latency profile polls (load --spin,\n\
-sockperf --nonblocked on both sides), the others sleep in the kernel (default pacing,\n\
-sockperf blocking); both servers on the server CPU, both clients on the same client CPU.\n\n\
+sockperf sr --nonblocked; sockperf's client sender spins in every mode and its receiver\n\
+blocks: a second spinner on the one client CPU would wait for scheduler slices), the others\n\
+sleep in the kernel (default pacing, sockperf blocking); both servers on the server CPU,\n\
+both clients on the same client CPU. The summary ends with issue 25's goals, each met, not\n\
+met, or client-bound (the client did not keep the rate: the row cannot judge the server).\n\n\
 EXAMPLES:\n  \
   firehose lab latency\n  \
   firehose lab latency --topology veth --report results/latency-veth\n  \

@@ -14,6 +14,14 @@
 //! sockperf's under-load client times one reply in [`sockperf::REPLY_EVERY`] and runs with
 //! `--full-rtt`, so its figures are round trips from its send to its receive, like our
 //! `latency` (it has no kernel stamps, so its `rtt` columns stay empty).
+//!
+//! sockperf's under-load client is two threads: a sender that always spins between sends
+//! (a busy-wait on the clock for its `--mps` pacing) and a receiver. With `--nonblocked`
+//! the receiver spins too, and on the one client CPU the two spinners share it in
+//! scheduler slices of milliseconds: every reply waits for the receiver's next slice
+//! (p50 1.8-2.9 ms in session 5's run). So the polling pair runs `sr --nonblocked` but
+//! the client blocking: its sender already polls the clock, its receiver is woken by the
+//! reply, like `load --spin`'s one thread that polls both.
 
 use crate::cmd;
 use crate::metrics::Latency;
@@ -28,8 +36,11 @@ use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
 use crate::topology::{run_id, Kind, Side, Topology};
 use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
+pub use goals::{client_bound, goals, Goal, Verdict};
 use serde::Serialize;
 use std::time::{Duration, Instant};
+
+mod goals;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -96,11 +107,23 @@ pub fn ours_options(profile: &str, flows: usize, size: usize) -> String {
     )
 }
 
-/// sockperf's options, as the report prints them.
+/// sockperf's server flags: `--nonblocked` (it polls) for the polling pair.
+fn sr_flags(profile: &str) -> &'static [&'static str] {
+    if polls(profile) {
+        &["--nonblocked"]
+    } else {
+        &[]
+    }
+}
+
+/// sockperf's options, as the report prints them. Its client never runs `--nonblocked`:
+/// its sender spins anyway, and a spinning receiver beside it on one CPU waits for its
+/// scheduler slice (see the module doc).
 pub fn theirs_options(profile: &str, size: usize) -> String {
-    let nb = if polls(profile) { " --nonblocked" } else { "" };
+    let nb = sr_flags(profile).join(" ");
     format!(
-        "sockperf sr{nb} + sockperf under-load --mps R -m {size} --full-rtt --reply-every {}{nb}",
+        "sockperf sr{}{nb} + sockperf under-load --mps R -m {size} --full-rtt --reply-every {} (its sender spins, its receiver blocks)",
+        if nb.is_empty() { "" } else { " " },
         sockperf::REPLY_EVERY
     )
 }
@@ -115,6 +138,10 @@ pub struct Trial {
     pub latency: Latency,
     /// Kernel departure to kernel arrival (ours only).
     pub rtt: Option<Latency>,
+    /// Intended send to kernel departure: the generator's own lag (ours only).
+    pub send_lag: Option<Latency>,
+    /// Reply's kernel arrival to its read (ours only).
+    pub recv_lag: Option<Latency>,
     /// How many round trips the figures are from.
     pub samples: u64,
 }
@@ -137,6 +164,11 @@ pub struct Row {
     pub rtt_p50_us: Option<Summary>,
     pub rtt_p99_us: Option<Summary>,
     pub rtt_p999_us: Option<Summary>,
+    pub send_lag_p50_us: Option<Summary>,
+    pub send_lag_p99_us: Option<Summary>,
+    pub recv_lag_p99_us: Option<Summary>,
+    /// The client did not keep the rate ([`client_bound`]): the row describes the client.
+    pub client_bound: bool,
     /// Why there are no figures (the cell was skipped or every trial failed).
     pub reason: Option<String>,
 }
@@ -223,16 +255,14 @@ impl LatencyCurve {
             lost: r.lost,
             latency: Latency::from(&r.latency_us),
             rtt: r.parts.as_ref().map(|p| Latency::from(&p.rtt_us)),
+            send_lag: r.parts.as_ref().map(|p| Latency::from(&p.send_lag_us)),
+            recv_lag: r.parts.as_ref().map(|p| Latency::from(&p.recv_lag_us)),
             samples: r.completed,
         })
     }
 
     fn theirs(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
-        let flags: &[&str] = if polls(&c.profile) {
-            &["--nonblocked"]
-        } else {
-            &[]
-        };
+        let flags = sr_flags(&c.profile);
         let port = proc::free_port()?;
         let addr = lab.topo.server_addr().to_string();
         let cpus = lab.placement.server_cpus.clone();
@@ -252,7 +282,7 @@ impl LatencyCurve {
         let secs =
             (self.duration + self.warmup).as_secs().max(1) + sockperf::WARMUP_MS.div_ceil(1000);
         let cpu = lab.placement.client_cpus[..1].to_vec();
-        let argv = sockperf::under_load(&addr, port, self.size, secs, c.rate as u64, flags);
+        let argv = sockperf::under_load(&addr, port, self.size, secs, c.rate as u64, &[]);
         let within = Duration::from_secs(secs + 30);
         let done = lab.run_to_end(
             Side::Client,
@@ -279,6 +309,8 @@ impl LatencyCurve {
             lost: r.dropped,
             latency: r.latency(),
             rtt: None,
+            send_lag: None,
+            recv_lag: None,
             samples: r.received,
         })
     }
@@ -444,6 +476,10 @@ impl Study for LatencyCurve {
             .collect();
         m.insert("max_tps".into(), max.into());
         m.insert("ratios".into(), serde_json::json!(ratios(rows)));
+        m.insert(
+            "goals".into(),
+            serde_json::json!(goals(&self.profiles, rows)),
+        );
         m
     }
 }
@@ -470,7 +506,7 @@ fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
             format!("1 reply in {}", sockperf::REPLY_EVERY),
         ),
     };
-    Row {
+    let mut r = Row {
         profile: c.cell.profile.clone(),
         who: c.cell.who,
         percent: c.cell.percent,
@@ -485,8 +521,14 @@ fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
         rtt_p50_us: sum(|t| t.rtt.as_ref()?.p50),
         rtt_p99_us: sum(|t| t.rtt.as_ref()?.p99),
         rtt_p999_us: sum(|t| t.rtt.as_ref()?.p999),
+        send_lag_p50_us: sum(|t| t.send_lag.as_ref()?.p50),
+        send_lag_p99_us: sum(|t| t.send_lag.as_ref()?.p99),
+        recv_lag_p99_us: sum(|t| t.recv_lag.as_ref()?.p99),
+        client_bound: false,
         reason,
-    }
+    };
+    r.client_bound = client_bound(&r);
+    r
 }
 
 /// firehose's latency over sockperf's at one profile and rate (the issue's goal: <= 0.8).
@@ -553,6 +595,8 @@ fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
             right("rtt p50 us"),
             right("rtt p99 us"),
             right("rtt p99.9 us"),
+            right("send_lag p99 us"),
+            right("recv_lag p99 us"),
             right("lost"),
             Column::auto("sampled / why none"),
         ],
@@ -571,8 +615,14 @@ fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
                     fmt(&r.rtt_p50_us),
                     fmt(&r.rtt_p99_us),
                     fmt(&r.rtt_p999_us),
+                    fmt(&r.send_lag_p99_us),
+                    fmt(&r.recv_lag_p99_us),
                     r.lost.to_string(),
-                    r.reason.clone().unwrap_or_else(|| r.sampling.clone()),
+                    match (&r.reason, r.client_bound) {
+                        (Some(why), _) => why.clone(),
+                        (None, true) => format!("{}; client-bound", r.sampling),
+                        (None, false) => r.sampling.clone(),
+                    },
                 ]
             })
             .collect(),
@@ -641,6 +691,18 @@ fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
             },
         }));
     }
+    blocks.push(Block::List(List {
+        title: "Issue 25's curve goals".into(),
+        items: goals(&s.profiles, rows).iter().map(Goal::line).collect(),
+        text: TextList::Lines {
+            heading: Some(
+                "goals (client-bound: the client did not keep the rate, tps < 95% of it or send_lag p50 > 100 us):"
+                    .into(),
+            ),
+            prefix: "  ".into(),
+            blank_before: true,
+        },
+    }));
     Page {
         title: "firehose lab latency".into(),
         preamble: vec![
@@ -677,6 +739,10 @@ mod tests {
             rtt_p50_us: None,
             rtt_p99_us: None,
             rtt_p999_us: None,
+            send_lag_p50_us: None,
+            send_lag_p99_us: None,
+            recv_lag_p99_us: None,
+            client_bound: false,
             reason: None,
         }
     }
@@ -703,7 +769,11 @@ mod tests {
     fn both_sides_options_name_how_they_wait() {
         assert!(ours_options("latency", 4, 100).ends_with("--spin"));
         assert!(ours_options("tuned", 4, 100).ends_with("(default pacing)"));
-        assert!(theirs_options("latency", 100).contains("sr --nonblocked"));
+        assert!(theirs_options("latency", 100).contains("sr --nonblocked + "));
+        assert_eq!(
+            theirs_options("latency", 100).matches("nonblocked").count(),
+            1
+        );
         assert!(!theirs_options("tuned", 100).contains("nonblocked"));
         assert!(theirs_options("tuned", 100).contains("--reply-every 100"));
     }
