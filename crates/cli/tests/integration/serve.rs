@@ -53,11 +53,8 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.send_to(b"finish", srv.addr).unwrap();
     assert!(echoed(&c, &mut buf, b"finish"), "the last marker's echo");
-    let out = srv.stop_with("INT");
-    let report = out
-        .split_once("firehose serve: stopped after")
-        .unwrap_or_else(|| panic!("no stop report: {out}"))
-        .1;
+    let report = stop_report(srv);
+    let report = report.as_str();
     let header = row(report, "worker");
     let worker = row(report, "0");
     let total = row(report, "total");
@@ -79,6 +76,15 @@ fn sigint_prints_per_worker_counters_and_kernel_drops() {
         burst + markers + 1,
         "every datagram is read or counted as dropped: {report}"
     );
+}
+
+/// Stops the server with SIGINT and returns its stop report (what follows "stopped after").
+fn stop_report(srv: Served) -> String {
+    let out = srv.stop_with("INT");
+    out.split_once("firehose serve: stopped after")
+        .unwrap_or_else(|| panic!("no stop report: {out}"))
+        .1
+        .to_string()
 }
 
 /// The kernel drops count from the stop report's "socket 0: kernel drops N (SO_MEMINFO)".
@@ -122,11 +128,8 @@ fn the_latency_profile_holds_the_requests_that_arrive_while_its_worker_is_off_cp
             break;
         }
     }
-    let out = srv.stop_with("INT");
-    let report = out
-        .split_once("firehose serve: stopped after")
-        .unwrap_or_else(|| panic!("no stop report: {out}"))
-        .1;
+    let report = stop_report(srv);
+    let report = report.as_str();
     let header = row(report, "worker");
     let i = header.iter().position(|h| *h == "packets_in").unwrap();
     let packets_in: u64 = row(report, "total")[i].parse().unwrap();
