@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -143,6 +143,13 @@ bench-ntp-interleaved: build
 bench-latency: build
 	@sh mk/deps lab
 	sh mk/bench-latency $(BIN)
+
+# Whether a token bucket (tbf) on the client's veth smooths load's arrivals, the kernel pacer
+# this host has without fq or etf (mk/bench-shaping, root): departure gaps, send lag and the
+# rate delivered with and without it, at 20k/s and 50k/s, 3 interleaved repetitions (~1 min).
+bench-shaping: build
+	@sh mk/deps lab
+	sh mk/bench-shaping $(BIN)
 
 # Latency against load (firehose lab latency): each server profile's max tps, then p50/p99/p99.9
 # of latency and kernel-stamped rtt at 10%...100% of it, beside sockperf sr + sockperf
