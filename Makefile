@@ -122,7 +122,8 @@ bench-radius: build
 # at stratum 10, no rate limit or client log, servers on CPU 0 (one chronyd instance per
 # CPU on a reuseport port; ntpd one process on port 123), firehose load --proto ntp on
 # CPU 1, 3 interleaved repetitions: responses/s and CPU per response at saturation, then the
-# hold time p99 at half of chronyd's maximum for all; medians (min-max), ratios, the load
+# hold time p99 at half of chronyd's maximum for all; on veth firehose once per I/O path
+# (socket, AF_XDP in copy mode, io_uring), a row each; medians (min-max), ratios, the load
 # average at both ends.
 bench-ntp: build
 	@sh mk/deps lab

@@ -117,10 +117,17 @@ pub static IO_PATHS: &[IoPath] = &[
         help: "io_uring: a multishot IORING_OP_RECVMSG (serve; load's connected flows: RECV) into \
                a provided-buffer ring and batched sends, one ring per worker (or generator \
                thread)",
-        serve: |a, cfg| Ok(ServeOn::again(UringIo::new(cfg, a.uring_setup()?))),
+        serve: |a, cfg| {
+            let io = UringIo::new(cfg, a.uring_setup()?);
+            // A kernel that refuses a stamp's key in the send (before 6.13): no stamps,
+            // with the errno in the backend's notes.
+            cfg.tx_timestamps &= io.tx_stamps();
+            Ok(ServeOn::again(io))
+        },
         rx_timestamps: Some("the socket (SO_TIMESTAMPNS, in each provided buffer's control room)"),
-        // The ring's sends carry no SO_TIMESTAMPING request and nothing reads the error queue.
-        tx_timestamps: None,
+        tx_timestamps: Some(
+            "the socket (SO_TIMESTAMPING, asked per reply by IORING_OP_SENDMSG with its key, read from its error queue)",
+        ),
         send_batch: false,
         calls: |_| "io_uring: multishot recvmsg, send batches",
         napi_busy_poll: false,

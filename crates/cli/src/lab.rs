@@ -257,6 +257,7 @@ struct CompareArgs {
     firehose_bin: Option<std::path::PathBuf>,
     /// Compare I/O paths on veth instead: socket, xdp, uring or a list such as
     /// socket,xdp,uring (echo saturation with two generators, busy-polled ping-pong; root).
+    /// With --proto ntp: firehose's rows, one per path, beside the peers (xdp on veth).
     #[arg(long, value_name = "PATHS")]
     io: Option<String>,
 }
@@ -432,8 +433,8 @@ impl CompareArgs {
                 "--tcp-connections and --queries-per-conn apply to --proto dns",
             ),
             (
-                self.io.is_some(),
-                "--io: the I/O path comparison is for --proto echo and dns",
+                self.io.is_some() && proto != "ntp",
+                "--io: the I/O path comparison is for --proto echo, dns and ntp",
             ),
         ];
         match given.iter().find(|(g, _)| *g) {

@@ -31,8 +31,8 @@
 //! ([`Request::want_tx_stamp`]); the loop queues it with [`Backend::reply_stamped`], and
 //! after the batch's last flush asks [`Backend::tx_stamps`] for the kernel's transmit
 //! stamps that came back, handing each to [`Handler::transmitted`](crate::Handler::transmitted)
-//! under its tag. Only the socket path stamps (SO_TIMESTAMPING, per send); the others
-//! send a tagged reply as any other and no stamp comes back.
+//! under its tag. The socket path and io_uring stamp (SO_TIMESTAMPING, per send:
+//! [`crate::tx_stamps`]); AF_XDP sends a tagged reply as any other and no stamp comes back.
 //!
 //! The engine's counters are computed by the loop from what these calls return
 //! ([`Received`], [`Flushed`]), so a new backend adds no counting code; a backend with

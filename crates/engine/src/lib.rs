@@ -25,6 +25,7 @@ pub mod server;
 pub mod socket_io;
 mod sockets;
 pub mod stats;
+mod tx_stamps;
 pub mod uring_io;
 pub mod worker;
 pub mod xdp_backend;

@@ -8,12 +8,11 @@
 use crate::backend::{Backend, Flushed, Io, Received, Request, TxStamped, WorkerSeat};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
+use crate::tx_stamps::TxStamps;
 use firehose_sys::epoll::Epoll;
 use firehose_sys::mmsg::{Batch, RecvMode, SendMode};
 use firehose_sys::socket::{UdpSock, MSG_DONTWAIT};
-use firehose_sys::timestamping::{ErrQueue, TxStamp};
 use firehose_sys::SetupError;
-use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -174,7 +173,7 @@ impl Backend for SocketBackend {
     fn reply_stamped(&mut self, i: usize, len: usize, tag: u64) {
         match self.tx.as_mut() {
             Some(tx) => {
-                tx.queued.push((self.slots.queued(), tag));
+                tx.queue(self.slots.queued(), tag);
                 self.slots.queue_reply_stamped(i, len);
             }
             None => self.slots.queue_reply(i, len),
@@ -184,7 +183,7 @@ impl Backend for SocketBackend {
     fn flush(&mut self) -> Flushed {
         let f = self.slots.flush(&self.sock, 0);
         if let Some(tx) = self.tx.as_mut() {
-            tx.sent(self.slots.refused());
+            tx.sent_counted(self.slots.refused());
         }
         f
     }
@@ -198,7 +197,7 @@ impl Backend for SocketBackend {
 
     fn counters(&self) -> &[(&'static str, u64)] {
         match &self.tx {
-            Some(tx) => &tx.counters,
+            Some(tx) => tx.counters(),
             None => &[],
         }
     }
@@ -206,94 +205,6 @@ impl Backend for SocketBackend {
     fn sends_mid_batch(&self) -> bool {
         // The received datagrams stay in their slots; a flush only empties the send queue.
         true
-    }
-}
-
-/// Most stamped replies awaited at once; an older one is given up (counted) when more are
-/// sent, as when a device stamps nothing.
-const TX_AWAITED: usize = 4096;
-
-/// The stamped replies of one socket: each accepted send takes the socket's next key
-/// (SO_TIMESTAMPING's OPT_ID counts only the stamped datagrams, from 0 when set), and a
-/// stamp read from the error queue completes the reply with its key.
-struct TxStamps {
-    errq: ErrQueue,
-    /// (position in the send queue, tag) of the stamped replies queued since the last flush.
-    queued: Vec<(usize, u64)>,
-    /// (key, tag) of the replies sent and not yet stamped, in key order.
-    awaited: VecDeque<(u32, u64)>,
-    next_key: u32,
-    read: Vec<TxStamp>,
-    out: Vec<(u64, u64)>,
-    /// `tx_stamped`: stamps handed back; `tx_stamps_missing`: replies whose stamp never
-    /// came (a later key came first, or too many were awaited).
-    counters: [(&'static str, u64); 2],
-}
-
-impl TxStamps {
-    fn new(batch: usize) -> Self {
-        TxStamps {
-            // A batch of stamps in one call (and the call that finds the queue empty only
-            // when more came than that).
-            errq: ErrQueue::new(batch.clamp(16, 64)),
-            queued: Vec::new(),
-            awaited: VecDeque::new(),
-            next_key: 0,
-            read: Vec::new(),
-            out: Vec::new(),
-            counters: [("tx_stamped", 0), ("tx_stamps_missing", 0)],
-        }
-    }
-
-    /// After a flush: the stamped replies the kernel accepted take their keys, in order;
-    /// a refused one takes none.
-    fn sent(&mut self, refused: &[usize]) {
-        for (pos, tag) in self.queued.drain(..) {
-            if refused.contains(&pos) {
-                continue;
-            }
-            if self.awaited.len() == TX_AWAITED {
-                self.awaited.pop_front();
-                self.counters[1].1 += 1;
-            }
-            self.awaited.push_back((self.next_key, tag));
-            self.next_key = self.next_key.wrapping_add(1);
-        }
-    }
-
-    /// Reads the error queue when a stamp is awaited and matches what came by key.
-    fn read(&mut self, sock: &UdpSock) -> TxStamped<'_> {
-        self.out.clear();
-        if self.awaited.is_empty() {
-            return TxStamped::default();
-        }
-        self.read.clear();
-        let (messages, errors) = match self.errq.drain(sock, &mut self.read) {
-            Ok(n) => (n, 0),
-            Err(_) => (0, 1),
-        };
-        for s in &self.read {
-            while let Some(&(key, tag)) = self.awaited.front() {
-                // Keys wrap: `key` is before `s.key` when the distance is positive.
-                let ahead = s.key.wrapping_sub(key) as i32;
-                if ahead < 0 {
-                    break;
-                }
-                self.awaited.pop_front();
-                if ahead == 0 {
-                    self.out.push((tag, s.ns));
-                    self.counters[0].1 += 1;
-                    break;
-                }
-                self.counters[1].1 += 1;
-            }
-        }
-        TxStamped {
-            stamps: &self.out,
-            // drain() reads until a call returns less than its batch.
-            syscalls: (messages / self.errq.batch() + 1) as u64,
-            errors,
-        }
     }
 }
 

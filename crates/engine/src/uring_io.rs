@@ -8,14 +8,25 @@
 //! the other socket options) the ring reserves control room in each buffer and each request
 //! carries the kernel's arrival stamp, as on the socket path.
 //!
+//! With `tx_timestamps` (NTP's interleaved mode; the socket has SO_TIMESTAMPING's
+//! TX_ON_REQUEST, set with the other socket options) a reply the handler wants stamped
+//! leaves by IORING_OP_SENDMSG with its stamp request and a key of its own
+//! (`DgramRing::reply_stamped`: SCM_TS_OPT_ID, Linux 6.13+), and after each batch's flush
+//! the socket's error queue is read as on the socket path ([`crate::tx_stamps`]). A
+//! kernel that refuses a key in the send (EINVAL) leaves the path without transmit stamps,
+//! said in the backend's notes with the errno: every answer is then basic.
+//!
 //! The ring is created in [`Io::open`], inside the worker's thread after pinning, so
 //! IORING_SETUP_SINGLE_ISSUER holds and the ring's memory is first touched on its CPU. A
 //! kernel that refuses io_uring (kernel.io_uring_disabled, seccomp, a kernel before 6.0
 //! without multishot RECVMSG) stops the start with that errno.
 
-use crate::backend::{Backend, BackendApplied, Flushed, Io, Received, Request, WorkerSeat};
+use crate::backend::{
+    Backend, BackendApplied, Flushed, Io, Received, Request, TxStamped, WorkerSeat,
+};
 use crate::config::ServeConfig;
 use crate::handler::Peer;
+use crate::tx_stamps::TxStamps;
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup, STAMP_ROOM};
 use firehose_sys::SetupError;
 use std::collections::BTreeMap;
@@ -40,25 +51,43 @@ const ARMS: usize = 1;
 const RECV_ERRORS: usize = 2;
 
 /// The io_uring path as configured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct UringIo {
     setup: UringSetup,
     batch: usize,
     busy: bool,
     /// Requests carry the kernel's arrival stamp (control room in every buffer).
     stamps: bool,
+    /// Stamped replies carry their stamp request and key (the kernel takes keys in sends).
+    tx_stamps: bool,
+    /// Why transmit stamps were asked for and are off: the kernel's refusal.
+    tx_refused: Option<String>,
 }
 
 impl UringIo {
     /// The io_uring path for `cfg`, with the ring flags of `setup`; busy polling
     /// (`--busy-poll`) makes workers look at the completion queue without sleeping.
     pub fn new(cfg: &ServeConfig, setup: UringSetup) -> Self {
+        let refused = if cfg.tx_timestamps {
+            firehose_sys::timestamping::key_per_send().err()
+        } else {
+            None
+        };
         UringIo {
             setup,
             batch: cfg.batch.clamp(1, 4096),
             busy: cfg.busy_poll.is_some(),
-            stamps: cfg.rx_timestamps,
+            stamps: cfg.rx_timestamps || cfg.tx_timestamps,
+            tx_stamps: cfg.tx_timestamps && refused.is_none(),
+            tx_refused: refused.map(|e| {
+                format!("transmit stamps off, every answer basic: the kernel refused a stamp's key in the send: {e}")
+            }),
         }
+    }
+
+    /// Whether stamped replies come back with the kernel's transmit stamp.
+    pub fn tx_stamps(&self) -> bool {
+        self.tx_stamps
     }
 
     /// The ring of one worker: at least twice the batch in buffers, names kept, a batch of
@@ -82,14 +111,17 @@ impl Io for UringIo {
         let ring = DgramRing::new(vec![seat.socket.as_raw_fd()], &self.ring(), &self.setup)?;
         Ok(UringBackend {
             ring,
-            _sock: seat.socket.clone(),
+            sock: seat.socket.clone(),
             batch: self.batch,
             wait: if self.busy { Duration::ZERO } else { WAIT },
             queued: 0,
+            tx: self.tx_stamps.then(|| TxStamps::new(self.batch)),
             counters: [
                 ("uring_buffer_ring_empty", 0),
                 ("uring_recv_arms", 0),
                 ("uring_recv_errors", 0),
+                ("tx_stamped", 0),
+                ("tx_stamps_missing", 0),
             ],
         })
     }
@@ -107,16 +139,22 @@ impl Io for UringIo {
             "io_uring_enter"
         };
         settings.insert("wait".into(), wait.into());
-        let stamps = if self.stamps {
-            "kernel (SO_TIMESTAMPNS, control room in each buffer)"
+        let stamps = match (self.stamps, self.tx_stamps) {
+            (true, false) => "kernel (SO_TIMESTAMPNS, control room in each buffer)",
+            (true, true) => "kernel (SO_TIMESTAMPING, control room in each buffer)",
+            (false, _) => "off",
+        };
+        settings.insert("rx_timestamps".into(), stamps.into());
+        let tx = if self.tx_stamps {
+            "kernel (SO_TIMESTAMPING asked per reply by IORING_OP_SENDMSG, keyed by SCM_TS_OPT_ID; read from the error queue)"
         } else {
             "off"
         };
-        settings.insert("rx_timestamps".into(), stamps.into());
+        settings.insert("tx_timestamps".into(), tx.into());
         Some(BackendApplied {
             name: "io_uring".into(),
             settings,
-            notes: Vec::new(),
+            notes: self.tx_refused.iter().cloned().collect(),
         })
     }
 }
@@ -124,13 +162,17 @@ impl Io for UringIo {
 /// One worker's ring.
 pub struct UringBackend {
     ring: DgramRing,
-    /// Keeps the socket the ring reads open for as long as the ring lives.
-    _sock: Arc<firehose_sys::socket::UdpSock>,
+    /// Keeps the socket the ring reads open for as long as the ring lives; its error
+    /// queue holds the transmit stamps.
+    sock: Arc<firehose_sys::socket::UdpSock>,
     batch: usize,
     /// How long a receive may sleep in the kernel (zero when busy polling).
     wait: Duration,
     queued: usize,
-    counters: [(&'static str, u64); 3],
+    /// Stamped replies awaited (with `tx_timestamps`).
+    tx: Option<TxStamps>,
+    /// The ring's counters, then `tx_stamped` and `tx_stamps_missing` when stamping.
+    counters: [(&'static str, u64); 5],
 }
 
 impl Backend for UringBackend {
@@ -173,17 +215,47 @@ impl Backend for UringBackend {
         self.queued += 1;
     }
 
+    fn reply_stamped(&mut self, i: usize, len: usize, tag: u64) {
+        let Some(tx) = self.tx.as_mut() else {
+            return self.reply(i, len);
+        };
+        let key = tx.next_key();
+        if self.ring.reply_stamped(i, len, key) {
+            tx.queue(i, tag);
+        }
+        self.queued += 1;
+    }
+
     fn flush(&mut self) -> Flushed {
         let queued = std::mem::take(&mut self.queued);
-        self.ring.flush().unwrap_or(Flushed {
+        let f = self.ring.flush();
+        if let Some(tx) = self.tx.as_mut() {
+            match f {
+                Ok(_) => tx.sent_given(self.ring.refused_keys()),
+                Err(_) => tx.forget_queued(),
+            }
+        }
+        f.unwrap_or(Flushed {
             failed: queued,
             syscalls: 1,
             ..Flushed::default()
         })
     }
 
+    fn tx_stamps(&mut self) -> TxStamped<'_> {
+        match self.tx.as_mut() {
+            Some(tx) => {
+                let (syscalls, errors) = tx.collect(&self.sock);
+                self.counters[3..].copy_from_slice(tx.counters());
+                tx.stamped(syscalls, errors)
+            }
+            None => TxStamped::default(),
+        }
+    }
+
     fn counters(&self) -> &[(&'static str, u64)] {
-        &self.counters
+        let n = if self.tx.is_some() { 5 } else { 3 };
+        &self.counters[..n]
     }
 }
 

@@ -13,7 +13,7 @@
 
 mod gso;
 
-use crate::cmsg::{self, Encoder, Space};
+use crate::cmsg::{self, Space};
 use crate::sockaddr::{storage_to_std, RawAddr};
 use crate::socket::UdpSock;
 use crate::{cvt, SysError, SysResult};
@@ -27,9 +27,6 @@ pub use gso::GSO_MAX_SEGMENTS;
 /// Room for the control messages a receive may carry (SO_RXQ_OVFL's u32 and
 /// SO_TIMESTAMPNS's timespec or SO_TIMESTAMPING's three: 24 + 64 bytes).
 const CTRL_LEN: usize = 96;
-/// Room for one control message with a u32 value (CMSG_SPACE(4) is 24 on 64-bit Linux):
-/// the SO_TIMESTAMPING request of a stamped send.
-const TX_CTRL_LEN: usize = 24;
 
 /// How a batch receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +110,7 @@ pub struct Batch {
     out_hdrs: Vec<libc::mmsghdr>,
     /// Per queued datagram, room for the SO_TIMESTAMPING control message that asks the
     /// kernel for its transmit stamp ([`Self::queue_reply_stamped`]); empty until used.
-    out_ctrl: Vec<Space<TX_CTRL_LEN>>,
+    out_ctrl: Vec<Space<{ crate::timestamping::TX_REQUEST_LEN }>>,
     queued: usize,
     /// Receive headers `0..dirty` may hold what the last receive wrote and must be set
     /// up again; the rest are ready. Resetting only those keeps an empty poll of a
@@ -448,15 +445,13 @@ impl Batch {
         }
         let k = self.queued;
         self.queue(i, len, true);
-        let mut enc = Encoder::new(&mut self.out_hdrs[k].msg_hdr, &mut self.out_ctrl[k]);
-        // SO_TIMESTAMPING as a control message takes the TX flags only (a u32).
-        let asked = enc.push(
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            libc::SOF_TIMESTAMPING_TX_SOFTWARE,
+        // SO_TIMESTAMPING as a control message takes the TX flags only (a u32); the key is
+        // the socket's count.
+        crate::timestamping::request_tx_stamp(
+            &mut self.out_hdrs[k].msg_hdr,
+            &mut self.out_ctrl[k],
+            None,
         );
-        debug_assert!(asked.is_ok(), "TX_CTRL_LEN holds one u32 message");
-        enc.finish();
     }
 
     /// Queues slot `i`'s first `len` bytes for a connected socket (no address).

@@ -40,6 +40,65 @@ pub const TX_ON_REQUEST: u32 = libc::SOF_TIMESTAMPING_RX_SOFTWARE
     | libc::SOF_TIMESTAMPING_OPT_ID
     | libc::SOF_TIMESTAMPING_OPT_TSONLY;
 
+/// The control message that gives one send's stamp its key (Linux 6.13+; not in the libc
+/// crate yet: `SCM_TS_OPT_ID` of asm-generic/socket.h). With it the key is the sender's
+/// own, not the socket's count, so a stamp cannot be matched to the wrong datagram when
+/// sends complete out of order (io_uring retries a send that found the buffer full after
+/// later ones). The socket's count does not move. An older kernel refuses it with EINVAL.
+pub const SCM_TS_OPT_ID: i32 = 81;
+
+/// Room for a stamped send's control messages: SO_TIMESTAMPING's TX flags and, with a key
+/// of the sender's own, SCM_TS_OPT_ID (two u32 messages, CMSG_SPACE(4) = 24 each).
+pub const TX_REQUEST_LEN: usize = 48;
+
+/// Writes a send's request for its software transmit stamp into `space` and points `hdr`
+/// at it: SO_TIMESTAMPING with the TX flags, and with `key` an SCM_TS_OPT_ID carrying it.
+pub fn request_tx_stamp(
+    hdr: &mut libc::msghdr,
+    space: &mut Space<TX_REQUEST_LEN>,
+    key: Option<u32>,
+) {
+    let mut enc = cmsg::Encoder::new(hdr, space);
+    let asked = enc.push(
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPING,
+        libc::SOF_TIMESTAMPING_TX_SOFTWARE,
+    );
+    let keyed = key.map_or(Ok(()), |k| enc.push(libc::SOL_SOCKET, SCM_TS_OPT_ID, k));
+    debug_assert!(asked.is_ok() && keyed.is_ok(), "TX_REQUEST_LEN holds both");
+    enc.finish();
+}
+
+/// Whether this kernel takes a send's stamp key in the send ([`SCM_TS_OPT_ID`]): one
+/// empty datagram from a loopback socket with [`TX_ON_REQUEST`] to itself, asking a stamp
+/// under a key. The kernel reads control messages before it routes, so only EINVAL (the
+/// message unknown) means no; a namespace whose loopback is down (ENETUNREACH) still
+/// answers yes. The stamp and the datagram go with the socket.
+pub fn key_per_send() -> SysResult<()> {
+    let addr: std::net::SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
+    let sock = UdpSock::new_for(&addr)?;
+    sock.set_timestamping(TX_ON_REQUEST)?;
+    let _ = sock.bind(&addr);
+    let to = crate::sockaddr::RawAddr::from_std(&sock.local_addr().unwrap_or(addr));
+    // SAFETY: an all-zero msghdr is valid (no name, no data, no control).
+    let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+    let mut space = Space::<TX_REQUEST_LEN>::default();
+    request_tx_stamp(&mut hdr, &mut space, Some(0));
+    hdr.msg_name = to.as_ptr() as *mut libc::c_void;
+    hdr.msg_namelen = to.len();
+    // SAFETY: hdr points at `space` and `to`, both alive across the call; no data.
+    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_DONTWAIT) };
+    let e = std::io::Error::last_os_error();
+    if r < 0 && e.raw_os_error() == Some(libc::EINVAL) {
+        return Err(crate::SysError {
+            what: "sendmsg with SCM_TS_OPT_ID (a transmit stamp's key in the send: Linux 6.13+)"
+                .into(),
+            source: e,
+        });
+    }
+    Ok(())
+}
+
 /// `ee_origin` of an error-queue message that carries a timestamp.
 const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 /// `ee_info` of a stamp taken as the device took the packet.

@@ -46,6 +46,9 @@ pub(super) fn compare<P: Served>(c: CompareArgs, proto: P, size: &str) -> Result
     study.window = r.window.unwrap_or(study.window);
     study.topology = r.topology.unwrap_or(Kind::Loopback);
     study.queues = r.queues;
+    study.ios =
+        c.io.as_deref()
+            .map(|l| l.split(',').map(|s| s.trim().to_string()).collect());
     let guess_s = r.duration.as_secs_f64() + 1.0;
     let run = StudyRun {
         bin: c.firehose_bin()?,

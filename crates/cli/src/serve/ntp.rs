@@ -6,7 +6,7 @@ use super::start::{serve_error, Running};
 use crate::args::Usage;
 use crate::io_paths::{Handlers, IoPath, ServeOn};
 use anyhow::Result;
-use firehose_engine::ServeConfig;
+use firehose_engine::{ServeConfig, SocketMode};
 use firehose_ntpwire::{RefId, Short};
 use firehose_proto::ntp::state::measure_precision;
 use firehose_proto::ntp::{
@@ -127,9 +127,13 @@ pub(super) fn start_ntp(
                 "off: the {} path gives no transmit stamps; every answer is basic",
                 io.name
             ),
-            (None, Some(_)) => format!(
+            (None, Some(_)) if cfg.sockets == SocketMode::Shared && cfg.workers > 1 => format!(
                 "off: {} workers share one socket, whose transmit stamps none of them could tell apart; every answer is basic (--sockets reuseport)",
                 cfg.workers
+            ),
+            (None, Some(_)) => format!(
+                "off: the kernel refused the {} path's transmit stamps (the backend's note says how); every answer is basic",
+                io.name
             ),
         }
     ));

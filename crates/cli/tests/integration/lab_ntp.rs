@@ -77,15 +77,20 @@ fn ntp_compare_gives_a_row_per_server_with_hold_times() {
     );
 }
 
-/// `--topology veth` (root): firehose, chronyd and ntpsec's ntpd in the server namespace
-/// (ntpd on port 123, which is the lab's own there), the generator in the client
-/// namespace; a peer that is not installed is left out with the reason printed. The
-/// kernel clock's status bits are the same after the run: ntpd, which tries to start the
-/// kernel's loop whatever its configuration says, ran without CAP_SYS_TIME.
+/// `--topology veth` (root): firehose over each of its I/O paths (sockets, AF_XDP on the
+/// server's veth, io_uring where this kernel has it), chronyd and ntpsec's ntpd in the
+/// server namespace (ntpd on port 123, which is the lab's own there), the generator in
+/// the client namespace; a peer that is not installed is left out with the reason
+/// printed. The kernel clock's status bits are the same after the run: ntpd, which tries
+/// to start the kernel's loop whatever its configuration says, ran without CAP_SYS_TIME.
 #[test]
 fn ntp_compare_runs_firehose_chronyd_and_ntpd_across_the_veth_pair() {
     if !root_or_skip() || !two_cpus() {
         return;
+    }
+    let mut ios = vec!["socket", "xdp"];
+    if crate::util::uring_or_skip("recvmsg") {
+        ios.push("uring");
     }
     let mut servers = vec!["firehose"];
     let ntpd = firehose_lab::peers::ntpd::find().is_some();
@@ -112,6 +117,8 @@ fn ntp_compare_runs_firehose_chronyd_and_ntpd_across_the_veth_pair() {
             "veth",
             "--servers",
             &servers.join(","),
+            "--io",
+            &ios.join(","),
             "--flows",
             "2",
             "--window",
@@ -121,9 +128,31 @@ fn ntp_compare_runs_firehose_chronyd_and_ntpd_across_the_veth_pair() {
     assert_eq!(status(), before, "the kernel clock's status changed");
     let v = &run.doc;
     assert_eq!(v["topology"], "veth", "{v}");
-    every_server_answered_well(v, &servers);
+    // A row per path of ours, then the peers.
+    let rows: Vec<&str> = ios
+        .iter()
+        .map(|_| "firehose")
+        .chain(servers[1..].iter().copied())
+        .collect();
+    every_server_answered_well(v, &rows);
+    let paths: Vec<&str> = v["rows"].as_array().unwrap()[..ios.len()]
+        .iter()
+        .map(|r| r["io"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ios, "{v}");
+    // AF_XDP serves the veth's one queue: the pair was built with one queue a side.
+    assert_eq!(v["queues"], 1, "{v}");
+    let ratios = v["ratios"].to_string();
+    assert!(
+        ratios.contains("firehose --io socket / --io xdp, 1 CPU(s): server CPU per response "),
+        "{ratios}"
+    );
     let notes = v["notes"].to_string();
     assert!(notes.contains("10.199.0.2"), "{notes}");
+    assert!(
+        notes.contains("--io xdp --iface DEV --profile xdp"),
+        "{notes}"
+    );
     if servers.contains(&"ntpd") {
         assert!(
             notes.contains("orphan") && notes.contains("port 123"),
@@ -143,6 +172,8 @@ fn ntp_compare_refuses_what_it_cannot_do() {
         (&["--servers", "ntpq"][..], "--servers"),
         (&["--generators", "ntpperf"][..], "one generator"),
         (&["--size", "100"][..], "48 bytes"),
+        (&["--io", "xdp"][..], "--topology veth"),
+        (&["--io", "socket,dpdk"][..], "socket, xdp, uring"),
     ] {
         let out = std::process::Command::new(bin())
             .args(["lab", "compare", "--proto", "ntp"])

@@ -1,8 +1,8 @@
 //! Interleaved mode (chronyd's `xleave`) of `firehose serve --proto ntp`: chronyd as a client
 //! in interleaved mode gets interleaved answers (its measurements log says so) and stays
 //! within 100 µs; on the wire, an interleaved answer carries the kernel's transmit time of
-//! the previous answer, once; basic clients and the paths without transmit stamps get
-//! basic answers.
+//! the previous answer, once, on the socket path and on io_uring; basic clients and a server
+//! with the mode off get basic answers.
 
 use crate::ntp::{chronyd_query, recv, request};
 use crate::util::{installed, json_of, tempdir, tmp, Served};
@@ -40,10 +40,30 @@ fn unix(t: Timestamp) -> i128 {
     t.to_unix_ns(realtime_ns())
 }
 
+/// The I/O paths that stamp sends, as `serve` flags: the socket path, and io_uring where
+/// this kernel has it and takes a stamp's key in the send (SCM_TS_OPT_ID, Linux 6.13+;
+/// otherwise says why not).
+pub fn stamping_paths() -> Vec<Vec<&'static str>> {
+    let mut paths = vec![vec![]];
+    if crate::util::uring_or_skip("recvmsg") {
+        match firehose_sys::timestamping::key_per_send() {
+            Ok(()) => paths.push(vec!["--io", "uring"]),
+            Err(e) => eprintln!("io_uring left out: {e}"),
+        }
+    }
+    paths
+}
+
 #[test]
 fn an_interleaved_answer_carries_when_the_previous_answer_left() {
+    for io in stamping_paths() {
+        interleaved_on_the_wire(&io);
+    }
+}
+
+fn interleaved_on_the_wire(io: &[&str]) {
     let json = tmp("ntp-xleave.json");
-    let srv = Served::local_ntp(&json);
+    let srv = Served::local_ntp_on(&json, io);
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -87,21 +107,25 @@ fn an_interleaved_answer_carries_when_the_previous_answer_left() {
     let doc = json_of(&json);
     let h = &doc["handler"];
     // b interleaved from the kernel's stamp; a and c asked and were not found (c: used up).
-    assert_eq!(h["ntp_interleaved"], 1, "{h}");
-    assert_eq!(h["ntp_tx_kernel"], 1, "{h}");
-    assert_eq!(h["ntp_interleaved_missed"], 2, "{h}");
-    assert_eq!(h["ntp_client"], 5, "{h}");
+    assert_eq!(h["ntp_interleaved"], 1, "{io:?}: {h}");
+    assert_eq!(h["ntp_tx_kernel"], 1, "{io:?}: {h}");
+    assert_eq!(h["ntp_interleaved_missed"], 2, "{io:?}: {h}");
+    assert_eq!(h["ntp_client"], 5, "{io:?}: {h}");
     // Three answers asked for their transmit stamp (a, b, c), and each came back.
     let w = &doc["workers"][0]["backend"];
     assert_eq!(
         (&w["tx_stamped"], &w["tx_stamps_missing"]),
         (&3.into(), &0.into()),
-        "{w}"
+        "{io:?}: {w}"
     );
     assert_eq!(
         doc["applied"]["socket_detail"][0]["tx_timestamps"], true,
         "{doc}"
     );
+    if !io.is_empty() {
+        let tx = doc["applied"]["backend"]["settings"]["tx_timestamps"].to_string();
+        assert!(tx.contains("IORING_OP_SENDMSG"), "{doc}");
+    }
     let _ = std::fs::remove_file(&json);
 }
 
@@ -109,7 +133,7 @@ fn an_interleaved_answer_carries_when_the_previous_answer_left() {
 fn without_transmit_stamps_every_answer_is_basic() {
     let mut cases = vec![vec!["--ntp-interleaved-entries", "0"]];
     if crate::util::uring_or_skip("recvmsg") {
-        cases.push(vec!["--io", "uring"]);
+        cases.push(vec!["--io", "uring", "--ntp-interleaved-entries", "0"]);
     }
     for extra in cases {
         let json = tmp("ntp-xleave-off.json");
@@ -151,8 +175,14 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         eprintln!("skipped: chronyd is not installed (apt-get install chrony)");
         return;
     }
+    for io in stamping_paths() {
+        chronyd_interleaved(&io);
+    }
+}
+
+fn chronyd_interleaved(io: &[&str]) {
     let json = tmp("ntp-xleave-chronyd.json");
-    let srv = Served::local_ntp(&json);
+    let srv = Served::local_ntp_on(&json, io);
     let dir = tempdir("ntp-xleave-chronyd");
     // Its measurements log has a line per answer, whose mode column says 4B (basic) or 4I
     // (interleaved); the third answer is the first that can be interleaved, so it waits
@@ -177,7 +207,7 @@ fn chronyd_in_interleaved_mode_gets_interleaved_answers() {
         .collect();
     assert!(
         modes.contains(&"4I"),
-        "no interleaved answer: {modes:?}\n{log}\n{text}"
+        "{io:?}: no interleaved answer: {modes:?}\n{log}\n{text}"
     );
     assert!(
         offset.abs() <= 100e-6,

@@ -190,17 +190,12 @@ impl Served {
     }
 
     /// An NTP server on loopback serving the local clock at stratum 10 (so it answers
-    /// whatever the host clock's state), writing its exit document to `json`.
-    pub fn local_ntp(json: &std::path::Path) -> Served {
-        Served::proto(
-            "ntp",
-            &[
-                "--ntp-local-stratum",
-                "10",
-                "--json-file",
-                json.to_str().unwrap(),
-            ],
-        )
+    /// whatever the host clock's state), writing its exit document to `json`, with
+    /// `extra` flags (an I/O path).
+    pub fn local_ntp_on(json: &std::path::Path, extra: &[&str]) -> Served {
+        let json = json.to_str().unwrap();
+        let base = ["--ntp-local-stratum", "10", "--json-file", json];
+        Served::proto("ntp", &[&base[..], extra].concat())
     }
 
     /// Starts one `tuned` echo worker on a free loopback port, plus `extra` flags.

@@ -8,6 +8,12 @@
 //! ([`ServedCompare`]), on loopback or across the lab's veth pair.
 //! Besides rate and latency, each trial keeps what ntpperf looks at: the server's hold time
 //! (transmit - receive) and the offset the client measures.
+//!
+//! With `--io socket,xdp,uring` our server runs once per I/O path, each a row beside the
+//! peers under the same generator: AF_XDP (`serve --io xdp --profile xdp` on the server's
+//! veth: copy mode, the XDP program and the copy into the socket's ring run in the veth's
+//! receive softirq on the sending CPU, so the total host CPU per response is the figure to
+//! compare) on veth only, and io_uring.
 
 use super::served::{self, Row, Served, ServedCompare, Spec, Start, Trial};
 use crate::peers::chronyd::{self, ChronydConf};
@@ -93,6 +99,31 @@ impl Served for Ntp {
         }
     }
 
+    fn ios(&self) -> &'static [&'static str] {
+        &["socket", "xdp", "uring"]
+    }
+
+    fn io_cannot(&self, io: &str, topology: Kind) -> Option<String> {
+        (io == "xdp" && topology == Kind::Loopback).then(|| {
+            "AF_XDP serves a device's queues: it runs with --topology veth, on the server namespace's veth".to_string()
+        })
+    }
+
+    fn io_note(&self, ios: &[String]) -> Option<String> {
+        let flags: Vec<String> = ios
+            .iter()
+            .map(|io| match io.as_str() {
+                "socket" => "socket: `serve --proto ntp` as above (recvmmsg/sendmmsg)".to_string(),
+                "xdp" => "xdp: `--io xdp --iface DEV --profile xdp` on the server's veth (copy mode: the XDP program and the copy into the AF_XDP ring run in the veth's receive softirq, on the sending CPU, so compare total host CPU per response)".to_string(),
+                other => format!("{other}: `--io {other}`"),
+            })
+            .collect();
+        Some(format!(
+            "firehose runs once per I/O path, each its own row, on the same CPUs and workers under the same generator; {}",
+            flags.join("; ")
+        ))
+    }
+
     fn prepare(
         &mut self,
         lab: &Lab<'_>,
@@ -168,22 +199,9 @@ impl Served for Ntp {
                 Ok(vec![lab.spawn(Side::Server, s.cpus, &argv, s.tag)?])
             }
             _ => {
-                let w = s.workers.to_string();
-                let stratum = STRATUM.to_string();
-                let listen = s.listen.to_string();
-                let argv = lab.firehose(&[
-                    "serve",
-                    "--proto",
-                    "ntp",
-                    "--ntp-local-stratum",
-                    &stratum,
-                    "--listen",
-                    &listen,
-                    "--workers",
-                    &w,
-                    "--cpus",
-                    "auto",
-                ]);
+                let args = serve_args(s.listen, s.workers, s.io, s.iface.as_deref())?;
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let argv = lab.firehose(&args);
                 Ok(vec![lab.spawn(Side::Server, s.cpus, &argv, s.tag)?])
             }
         }
@@ -241,6 +259,42 @@ impl Served for Ntp {
     }
 }
 
+/// `firehose serve`'s arguments for our server on `listen` with `workers`, over I/O path
+/// `io` (AF_XDP on `iface`).
+pub fn serve_args(
+    listen: SocketAddr,
+    workers: usize,
+    io: Option<&str>,
+    iface: Option<&str>,
+) -> LabResult<Vec<String>> {
+    let mut a: Vec<String> = [
+        "serve",
+        "--proto",
+        "ntp",
+        "--ntp-local-stratum",
+        &STRATUM.to_string(),
+        "--listen",
+        &listen.to_string(),
+        "--workers",
+        &workers.to_string(),
+        "--cpus",
+        "auto",
+    ]
+    .map(String::from)
+    .to_vec();
+    match io {
+        None | Some("socket") => {}
+        Some("xdp") => {
+            let dev = iface.ok_or_else(|| {
+                LabError::Usage("--io xdp serves a veth: use --topology veth".into())
+            })?;
+            a.extend(["--io", "xdp", "--iface", dev, "--profile", "xdp"].map(String::from));
+        }
+        Some(other) => a.extend(["--io".to_string(), other.to_string()]),
+    }
+    Ok(a)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::served::{row_of, Cell, Measured, PerRequest};
@@ -295,14 +349,81 @@ mod tests {
     }
 
     #[test]
-    fn rows_and_ratios() {
-        let fh = Cell {
+    fn each_path_serves_as_asked() {
+        let at: SocketAddr = "10.199.0.1:4123".parse().unwrap();
+        let socket = serve_args(at, 1, None, None).unwrap();
+        assert_eq!(socket, serve_args(at, 1, Some("socket"), None).unwrap());
+        assert!(!socket.contains(&"--io".to_string()), "{socket:?}");
+        let xdp = serve_args(at, 2, Some("xdp"), Some("fhs1-s"))
+            .unwrap()
+            .join(" ");
+        assert!(
+            xdp.ends_with("--workers 2 --cpus auto --io xdp --iface fhs1-s --profile xdp"),
+            "{xdp}"
+        );
+        let uring = serve_args(at, 1, Some("uring"), None).unwrap().join(" ");
+        assert!(uring.ends_with("--io uring"), "{uring}");
+        assert!(serve_args(at, 1, Some("xdp"), None).is_err());
+        let n = Ntp::default();
+        assert!(n.io_cannot("xdp", Kind::Loopback).is_some());
+        assert!(n.io_cannot("xdp", Kind::Veth).is_none());
+        assert!(n.io_cannot("uring", Kind::Loopback).is_none());
+    }
+
+    /// With paths compared, each of ours is a row, named in its config and its ratios, and
+    /// each other path is set against the first.
+    #[test]
+    fn rows_and_ratios_per_path() {
+        let cell = |io: &str| Cell {
             server: ServerKind::FirehoseNtp,
             workers: 1,
+            io: Some(io.into()),
         };
         let ch = Cell {
             server: ServerKind::Chronyd,
             workers: 1,
+            io: None,
+        };
+        let n = Ntp::default();
+        let rows = [
+            row_of(&n, &cell("socket"), &[trial(100_000.0, 8.0, 1.0, 2.0)]).unwrap(),
+            row_of(&n, &cell("xdp"), &[trial(200_000.0, 4.0, 1.0, 2.0)]).unwrap(),
+            row_of(&n, &ch, &[trial(100_000.0, 10.0, 1.0, 2.0)]).unwrap(),
+        ];
+        assert_eq!(rows[1].config, "workers 1, --io xdp");
+        let mut d = NtpCompare::default();
+        d.ios = Some(vec!["socket".into(), "xdp".into()]);
+        let r = served::ratios(&d, &rows);
+        assert!(
+            r.iter().any(|l| l.starts_with(
+                "responses/s per server CPU, firehose --io xdp / chronyd, 1 CPU(s): 2.00x"
+            )),
+            "{r:?}"
+        );
+        assert!(
+            r.iter().any(|l| l.contains("host CPU per response (all CPUs, generator included), chronyd / firehose --io xdp, 1 CPU(s): 20.00 / 8.00 us = 2.50x")),
+            "{r:?}"
+        );
+        assert_eq!(
+            r.last().unwrap(),
+            "firehose --io socket / --io xdp, 1 CPU(s): server CPU per response 8.00 / 4.00 us = 2.00x; host CPU per response 16.00 / 8.00 us = 2.00x"
+        );
+        let v = serde_json::to_value(&rows[1]).unwrap();
+        assert_eq!(v["io"], "xdp");
+        assert!(serde_json::to_value(&rows[2]).unwrap().get("io").is_none());
+    }
+
+    #[test]
+    fn rows_and_ratios() {
+        let fh = Cell {
+            server: ServerKind::FirehoseNtp,
+            workers: 1,
+            io: None,
+        };
+        let ch = Cell {
+            server: ServerKind::Chronyd,
+            workers: 1,
+            io: None,
         };
         let a = row_of(
             &Ntp::default(),

@@ -267,6 +267,7 @@ mod tests {
         let fh = Cell {
             server: ServerKind::FirehoseRadius,
             workers: 1,
+            io: None,
         };
         let row = row_of(&Radius::default(), &fh, &[t.clone(), t.clone(), t]).unwrap();
         assert_eq!(row.bound, "server", "{row:?}");
@@ -315,10 +316,12 @@ mod tests {
         let fh = Cell {
             server: ServerKind::FirehoseRadius,
             workers: 1,
+            io: None,
         };
         let fr = Cell {
             server: ServerKind::FreeRadius,
             workers: 1,
+            io: None,
         };
         let p = Radius::default();
         let a = row_of(

@@ -7,7 +7,9 @@
 //! page. `compare --proto dns` shares the pieces that fit its two drivers ([`fits`],
 //! [`Busy`], [`bound`], [`server_dir`], [`check_sides`]).
 //!
-//! A cell is a (server, workers); the server is started once per repetition (its group) and
+//! A cell is a (server, workers), and for our server an I/O path when the study compares
+//! several (`--io socket,xdp,uring`, [`Served::ios`]: each path its own row beside the
+//! peers); the server is started once per repetition (its group) and
 //! the generator (`firehose load`, one thread on the client CPU) runs against it. The
 //! server's CPU is the delta of utime+stime over its processes' trees across the
 //! generator's run, the host's its busy time (/proc/stat: wall x CPUs - idle, docs/measurement.md); a side's utilisation is
@@ -229,6 +231,10 @@ pub struct Spec {
 /// What a server start needs.
 pub struct Start<'a> {
     pub kind: &'a ServerKind,
+    /// Our server's I/O path (`serve --io`), when the study compares paths.
+    pub io: Option<&'a str>,
+    /// The server namespace's veth device (veth only): what AF_XDP serves.
+    pub iface: Option<String>,
     pub workers: usize,
     /// The server CPUs it is confined to (`workers` of them).
     pub cpus: &'a [usize],
@@ -247,6 +253,21 @@ pub trait Served {
     type RowFigures: Serialize + Clone + Debug;
 
     fn spec(&self) -> Spec;
+
+    /// Our server's I/O paths the study can compare (`--io`), the default first.
+    fn ios(&self) -> &'static [&'static str] {
+        &["socket"]
+    }
+
+    /// Why our server cannot serve over path `io` on `topology`, if it cannot.
+    fn io_cannot(&self, _io: &str, _topology: Kind) -> Option<String> {
+        None
+    }
+
+    /// The note that says how our server runs on each of `ios` (its flags).
+    fn io_note(&self, _ios: &[String]) -> Option<String> {
+        None
+    }
 
     /// Writes what every server reads (RADIUS: clients.conf and users) into the run's
     /// directory (its test host built), for a generator sending from `client` to
@@ -314,8 +335,11 @@ pub struct ServedCompare<P> {
     /// Loopback (one namespace), or veth: each server in the server namespace, the
     /// generator in the client namespace, requests crossing the veth pair.
     pub topology: Kind,
-    /// Queues per veth end (veth only) [default: one per allowed CPU].
+    /// Queues per veth end (veth only) [default: one per allowed CPU; with `xdp` among
+    /// `ios`, the most workers, so every flow reaches a queue with an AF_XDP socket].
     pub queues: Option<usize>,
+    /// Our server's I/O paths, a row each (`None`: the default path, unlabelled).
+    pub ios: Option<Vec<String>>,
     /// The server processes of the group entered last, and their address.
     server: Option<(Vec<Proc>, SocketAddr)>,
     /// Server starts so far (each gets its own directory).
@@ -338,6 +362,7 @@ impl<P: Served> ServedCompare<P> {
             timeout: None,
             topology: Kind::Loopback,
             queues: None,
+            ios: None,
             server: None,
             starts: 0,
             queues_used: None,
@@ -391,7 +416,33 @@ impl<P: Served> ServedCompare<P> {
                 "--queues sets the veth pair's queues: use it with --topology veth".into(),
             );
         }
+        for io in self.ios.iter().flatten() {
+            let known = self.proto.ios();
+            if !known.contains(&io.as_str()) {
+                return usage(format!(
+                    "--io {io}: firehose's {} server compares over {}",
+                    spec.title,
+                    known.join(", ")
+                ));
+            }
+            if let Some(why) = self.proto.io_cannot(io, self.topology) {
+                return usage(format!("--io {io}: {why}"));
+            }
+        }
+        if self.ios.as_ref().is_some_and(|v| v.is_empty()) {
+            return usage("--io names no path".into());
+        }
         Ok(())
+    }
+
+    /// The I/O paths of `kind`'s cells: ours each compared path, a peer none.
+    fn ios_of(&self, kind: &ServerKind) -> Vec<Option<String>> {
+        match &self.ios {
+            Some(ios) if *kind == self.proto.spec().servers[0] => {
+                ios.iter().cloned().map(Some).collect()
+            }
+            _ => vec![None],
+        }
     }
 
     /// Waits until the server answers: on loopback a request from this process; on veth,
@@ -476,12 +527,25 @@ impl<P: Served> ServedCompare<P> {
     }
 }
 
-/// One (server, workers).
+/// One (server, workers), and our server's I/O path when the study compares paths.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
     #[serde(serialize_with = "crate::server::serialize_key")]
     pub server: ServerKind,
     pub workers: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+}
+
+impl Cell {
+    /// The configuration as a row shows it: the worker count's, then the path.
+    pub fn config(&self) -> String {
+        let c = self.server.config(self.workers);
+        match &self.io {
+            Some(io) => format!("{c}, --io {io}"),
+            None => c,
+        }
+    }
 }
 
 /// What one generator run against a running server saw.
@@ -570,9 +634,12 @@ impl<P: Served> Study for ServedCompare<P> {
             Kind::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
             Kind::Veth => {
                 // As every veth study: one queue a side per allowed CPU unless told.
-                let queues = self
-                    .queues
-                    .unwrap_or_else(|| firehose_sys::cpu::allowed_cpus().map_or(1, |c| c.len()));
+                let xdp = self.ios.iter().flatten().any(|io| io == "xdp");
+                let queues = self.queues.unwrap_or_else(|| match xdp {
+                    // `serve --io xdp --workers N` serves queues 0..N-1.
+                    true => self.workers.iter().copied().max().unwrap_or(1),
+                    false => firehose_sys::cpu::allowed_cpus().map_or(1, |c| c.len()),
+                });
                 lab.topo = Topology::veth(&run_id(None), queues)?;
                 self.queues_used = Some(queues);
                 IpAddr::V4(VETH_CLIENT_ADDR)
@@ -594,11 +661,17 @@ impl<P: Served> Study for ServedCompare<P> {
                     });
                     continue;
                 }
-                cells.push(Cell {
-                    server: kind.clone(),
-                    workers: w,
-                });
+                for io in self.ios_of(kind) {
+                    cells.push(Cell {
+                        server: kind.clone(),
+                        workers: w,
+                        io,
+                    });
+                }
             }
+        }
+        if let Some(n) = self.ios.as_deref().and_then(|ios| self.proto.io_note(ios)) {
+            notes.push(n);
         }
         if self.topology == Kind::Veth {
             notes.push(format!(
@@ -611,7 +684,7 @@ impl<P: Served> Study for ServedCompare<P> {
     }
 
     fn cell_name(&self, c: &Cell) -> String {
-        format!("{} {}", c.server.name(), c.server.config(c.workers))
+        format!("{} {}", c.server.name(), c.config())
     }
 
     fn group(&self, c: &Cell) -> Option<String> {
@@ -630,6 +703,8 @@ impl<P: Served> Study for ServedCompare<P> {
         let tag = format!("{}-{}-server", c.server.name(), self.starts);
         let start = Start {
             kind: &c.server,
+            io: c.io.as_deref(),
+            iface: (lab.topo.kind() == Kind::Veth).then(|| lab.topo.dev(Side::Server)),
             workers: c.workers,
             cpus: &cpus,
             listen,

@@ -5,6 +5,8 @@ use super::mem::{cancel_sync, enter, push_recv_multi, push_recvmsg_multi, BufRin
 use super::recvmsg::{self, RecvmsgOut, OUT_HDR};
 use super::setup::UringSetup;
 use super::{cqe_err, Flushed};
+use crate::cmsg::Space;
+use crate::timestamping::{request_tx_stamp, TX_REQUEST_LEN};
 use crate::{SysError, SysResult};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::collections::VecDeque;
@@ -16,6 +18,8 @@ const BGID: u16 = 1;
 /// Set in a receive's user_data; the low bits are the socket's index. A send's is 0.
 const RECV_TAG: u64 = 1 << 63;
 const SEND_UD: u64 = 0;
+/// Set in a stamped reply's user_data, its stamp key in the low 32 bits.
+const STAMPED_TAG: u64 = 1 << 62;
 /// The buffer id of an empty datagram on a plain ring: RECV completes it without a buffer.
 const NO_BUFFER: u16 = u16::MAX;
 /// Room for a sender's address (a `sockaddr_in6`) when the ring keeps names.
@@ -163,6 +167,12 @@ pub struct DgramRing {
     replies: usize,
     /// Sends that found no room in the submission queue, refused at the next flush.
     unqueued: usize,
+    /// The most sends between two flushes: room for as many stamped replies.
+    sends_max: usize,
+    /// The headers of the stamped replies queued since the last flush (made at the first).
+    stamped: Option<Box<Stamped>>,
+    /// Keys of the stamped replies the last flush saw refused.
+    refused_keys: Vec<u32>,
     /// Send results collected since the last flush.
     done: Flushed,
     sqpoll: bool,
@@ -249,6 +259,9 @@ impl DgramRing {
             sending: 0,
             replies: 0,
             unqueued: 0,
+            sends_max: cfg.sends.max(1),
+            stamped: None,
+            refused_keys: Vec::new(),
             done: Flushed::default(),
             sqpoll: setup.sqpoll(),
             broken: false,
@@ -334,6 +347,9 @@ impl DgramRing {
                 } else {
                     self.done.failed += 1;
                     self.done.last_error = Some(-res);
+                    if ud & STAMPED_TAG != 0 {
+                        self.refused_keys.push(ud as u32);
+                    }
                 }
                 continue;
             }
@@ -501,10 +517,12 @@ impl DgramRing {
     /// Pushes one send; with the submission queue full it submits what is there first.
     fn push_send(&mut self, entry: &squeue::Entry) -> bool {
         for _ in 0..2 {
-            // SAFETY: every send's data (and address) lives in a buffer or slot of self
-            // that is not written or given back to the kernel before flush has seen the
-            // send complete (give_back waits for replies, tx_slot hands out only free
-            // slots), and Drop keeps the memory when that was never seen.
+            // SAFETY: every send's data (and address, and a stamped reply's header, data
+            // vector and control messages) lives in a buffer, slot or `Stamped` entry of
+            // self that is not written or given back to the kernel before flush has seen
+            // the send complete (give_back waits for replies, tx_slot hands out only free
+            // slots, stamped entries are reused only after a flush), and Drop keeps the
+            // memory when that was never seen.
             if unsafe { self.ring.submission().push(entry) }.is_ok() {
                 self.sending += 1;
                 return true;
@@ -542,6 +560,56 @@ impl DgramRing {
         if self.push_send(&send.build().user_data(SEND_UD)) {
             self.replies += 1;
         }
+    }
+
+    /// As [`Self::reply`], asking the kernel for the reply's software transmit stamp under
+    /// `key` (SO_TIMESTAMPING and [`crate::timestamping::SCM_TS_OPT_ID`] control messages on
+    /// an IORING_OP_SENDMSG; the socket needs [`crate::timestamping::TX_ON_REQUEST`]). The
+    /// stamp comes back on the socket's error queue, read by
+    /// [`crate::timestamping::ErrQueue`]. False when the reply went unstamped: more stamped
+    /// replies than the ring's `sends` since the last flush.
+    pub fn reply_stamped(&mut self, i: usize, len: usize, key: u32) -> bool {
+        let s = self.slots[i];
+        let n = self.sends_max;
+        let st = self.stamped.get_or_insert_with(|| Stamped::new(n));
+        if st.used == 0 {
+            // The first since a flush: that flush's refusals were read.
+            self.refused_keys.clear();
+        }
+        if s.bid == NO_BUFFER || st.used == st.hdrs.len() {
+            self.reply(i, len);
+            return false;
+        }
+        let bufs = self.bufs.as_ref().expect("a receiving ring");
+        let base = bufs.ptr(s.bid);
+        let k = st.used;
+        st.used += 1;
+        st.iovs[k] = libc::iovec {
+            iov_base: base.wrapping_add(self.payload_at).cast(),
+            iov_len: len.min(bufs.size() - self.payload_at),
+        };
+        let h = &mut st.hdrs[k];
+        h.msg_iov = &mut st.iovs[k];
+        h.msg_iovlen = 1;
+        h.msg_name = base.wrapping_add(OUT_HDR).cast();
+        h.msg_namelen = s.name_len;
+        request_tx_stamp(h, &mut st.ctrl[k], Some(key));
+        let entry = opcode::SendMsg::new(types::Fd(self.fds[s.sock as usize]), &st.hdrs[k])
+            .build()
+            .user_data(STAMPED_TAG | u64::from(key));
+        if self.push_send(&entry) {
+            self.replies += 1;
+        } else {
+            // Never submitted: refused at the flush, as the key's.
+            self.refused_keys.push(key);
+        }
+        true
+    }
+
+    /// Keys of the stamped replies ([`Self::reply_stamped`]) the last [`Self::flush`]
+    /// found refused (until the next stamped reply): no stamp comes for them.
+    pub fn refused_keys(&self) -> &[u32] {
+        &self.refused_keys
     }
 
     /// Send slots free until the next [`Self::flush`].
@@ -605,6 +673,9 @@ impl DgramRing {
         }
         self.tx_used = 0;
         self.replies = 0;
+        if let Some(st) = self.stamped.as_mut() {
+            st.used = 0;
+        }
         self.give_back();
         Ok(out)
     }
@@ -631,8 +702,35 @@ impl Drop for DgramRing {
             b.close(&self.ring, idle);
         }
         if !idle {
-            // Sends may still read the slots: leak them as the buffers are kept.
+            // Sends may still read the slots and the stamped replies' headers: leak them as
+            // the buffers are kept.
             let _ = std::mem::take(&mut self.tx).leak();
+            if let Some(st) = self.stamped.take() {
+                Box::leak(st);
+            }
         }
+    }
+}
+
+/// The headers, data vectors and control messages of the stamped replies of one flush,
+/// allocated once: IORING_OP_SENDMSG reads them until the send completes.
+struct Stamped {
+    hdrs: Vec<libc::msghdr>,
+    iovs: Vec<libc::iovec>,
+    ctrl: Vec<Space<TX_REQUEST_LEN>>,
+    /// Entries `0..used` are queued or in flight.
+    used: usize,
+}
+
+impl Stamped {
+    fn new(n: usize) -> Box<Stamped> {
+        // SAFETY: msghdr and iovec are plain C structs; all-zero is empty.
+        let (hdr, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        Box::new(Stamped {
+            hdrs: vec![hdr; n],
+            iovs: vec![iov; n],
+            ctrl: vec![Space::default(); n],
+            used: 0,
+        })
     }
 }

@@ -29,6 +29,9 @@
 //!    kernel reported with MSG_TRUNC, the sender, the socket it came from, the stamp).
 //! 2. **Out.** [`DgramRing::reply`] queues a SEND of slot `i`'s buffer back to its sender,
 //!    address and data read from that very buffer (no header for the kernel to copy);
+//!    [`DgramRing::reply_stamped`] sends it by IORING_OP_SENDMSG instead, with a request
+//!    for its transmit stamp under a key of the caller's (read from the socket's error
+//!    queue by [`crate::timestamping::ErrQueue`]);
 //!    [`DgramRing::queue_sends`] queues SENDs of the ring's own send slots
 //!    ([`DgramRing::tx_slot`]) on a connected socket. [`DgramRing::flush`] submits them
 //!    with one `io_uring_enter`, waits for every one's completion (a UDP send completes

@@ -191,6 +191,82 @@ fn a_ring_with_control_room_hands_over_the_kernels_arrival_stamp() {
     }
 }
 
+/// A stamped reply leaves by SENDMSG with the request for its stamp: the kernel's
+/// transmit stamp comes back on the error queue under the key the reply gave (not the
+/// socket's count), between the flush's start and end, for v4 and v6; a plain reply in
+/// the same flush takes no stamp, and the reply's bytes reach the sender intact.
+#[test]
+fn a_stamped_reply_comes_back_on_the_error_queue_under_its_own_key() {
+    if !supported("recvmsg") {
+        return;
+    }
+    if let Err(e) = crate::timestamping::key_per_send() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    for addr in ["127.0.0.1:0", "[::1]:0"] {
+        let Some((srv, client)) = pair(addr) else {
+            eprintln!("skipped {addr}: no such loopback");
+            continue;
+        };
+        srv.set_timestamping(crate::timestamping::TX_ON_REQUEST)
+            .unwrap();
+        let to = srv.local_addr().unwrap();
+        let cfg = DgramConfig {
+            buffers: 8,
+            buffer_size: 2048,
+            names: true,
+            control: STAMP_ROOM,
+            sends: 8,
+            ..DgramConfig::default()
+        };
+        let mut r = DgramRing::new(vec![srv.as_raw_fd()], &cfg, &UringSetup::default()).unwrap();
+        for k in 0..3u8 {
+            client.send_to(&[k; 48], to).unwrap();
+        }
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut n = 0;
+        while n < 3 && Instant::now() < end {
+            n = r.poll(Duration::from_millis(100)).unwrap();
+        }
+        assert_eq!(r.take(3), 3);
+        for i in 0..3 {
+            assert!(r.datagram(i).rx_time_ns.is_some(), "stamped arrivals too");
+            r.datagram(i).buf[0] = 0xA0 + i as u8;
+        }
+        let before = wall_ns();
+        assert!(r.reply_stamped(0, 48, 7000));
+        r.reply(1, 48);
+        assert!(r.reply_stamped(2, 48, u32::MAX));
+        let f = r.flush().unwrap();
+        let after = wall_ns();
+        assert_eq!((f.sent, f.failed), (3, 0), "{addr}");
+        assert!(r.refused_keys().is_empty());
+        let mut stamps = Vec::new();
+        let mut q = crate::timestamping::ErrQueue::new(8);
+        q.drain(&srv, &mut stamps).unwrap();
+        let keys: Vec<u32> = stamps.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [7000, u32::MAX], "{addr}");
+        for s in &stamps {
+            assert!(
+                before <= s.ns && s.ns <= after,
+                "{before} <= {} <= {after}",
+                s.ns
+            );
+        }
+        let mut buf = [0u8; 64];
+        let mut firsts = Vec::new();
+        for _ in 0..3 {
+            let (len, from) = client.recv_from(&mut buf).unwrap();
+            assert_eq!((len, from), (48, to));
+            firsts.push(buf[0]);
+            assert_eq!(buf[1..48], [buf[1]; 47]);
+        }
+        firsts.sort();
+        assert_eq!(firsts, [0xA0, 0xA1, 0xA2]);
+    }
+}
+
 #[test]
 fn buffers_with_no_room_left_for_a_payload_are_refused() {
     let cfg = DgramConfig {

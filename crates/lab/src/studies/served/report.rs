@@ -17,6 +17,9 @@ pub struct Row<F> {
     #[serde(serialize_with = "crate::server::serialize_key")]
     pub server: ServerKind,
     pub workers: usize,
+    /// Our server's I/O path, when the study compares paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
     pub config: String,
     /// Requests answered and validated per second.
     pub rps: Summary,
@@ -59,9 +62,10 @@ pub fn row_of<P: Served>(
     let total = |f: &dyn Fn(&T<P::Figures>) -> u64| trials.iter().map(f).sum::<u64>();
     let answered = |t: &T<P::Figures>, v: f64| Some(v).filter(|_| t.measured.completed > 0);
     Some(Row {
-        config: c.server.config(c.workers),
+        config: c.config(),
         server: c.server.clone(),
         workers: c.workers,
+        io: c.io.clone(),
         rps,
         server_cpu_us_per_req: sum(&|t| t.server_cpu_us_per_req),
         host_cpu_us_per_req: sum(&|t| t.host_cpu_us_per_req),
@@ -217,6 +221,10 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
     let (unit, (lat, digits)) = (spec.unit, spec.latency);
     let mut out = Vec::new();
     for ours in rows.iter().filter(|r| &r.server == ours_kind) {
+        let us = match &ours.io {
+            Some(io) => format!("firehose --io {io}"),
+            None => "firehose".into(),
+        };
         for peer in rows
             .iter()
             .filter(|r| &r.server != ours_kind && r.workers == ours.workers)
@@ -226,7 +234,7 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
             let goal_note = |g: Option<f64>| g.map_or(String::new(), |g| format!("goal >= {g}; "));
             if d.rate.is_none() {
                 out.push(format!(
-                    "{} per server CPU, firehose / {name}, {w} CPU(s): {:.2}x ({}ours bound by {}, theirs by {})",
+                    "{} per server CPU, {us} / {name}, {w} CPU(s): {:.2}x ({}ours bound by {}, theirs by {})",
                     spec.rate,
                     ours.rps.median / peer.rps.median,
                     goal_note(goal),
@@ -241,7 +249,7 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
                     None => format!("{}at saturation", goal_note(goal)),
                 };
                 out.push(format!(
-                    "server CPU per {unit}, {name} / firehose, {w} CPU(s): {:.2} / {:.2} us = {:.2}x ({how})",
+                    "server CPU per {unit}, {name} / {us}, {w} CPU(s): {:.2} / {:.2} us = {:.2}x ({how})",
                     b.median,
                     a.median,
                     b.median / a.median,
@@ -249,7 +257,9 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
             }
             if let (Some(a), Some(b)) = (ours.host_cpu_us_per_req, peer.host_cpu_us_per_req) {
                 out.push(format!(
-                    "host CPU per {unit} (all CPUs, generator included), {name} / firehose, {w} CPU(s): {:.2}x",
+                    "host CPU per {unit} (all CPUs, generator included), {name} / {us}, {w} CPU(s): {:.2} / {:.2} us = {:.2}x",
+                    b.median,
+                    a.median,
                     b.median / a.median
                 ));
             }
@@ -258,11 +268,52 @@ pub fn ratios<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> V
                     .rate
                     .map_or("at saturation".into(), |r| format!("at {r} requests/s"));
                 out.push(format!(
-                    "{lat} {at}, firehose / {name}, {w} CPU(s): {a:.digits$} / {b:.digits$} us = {:.2}x{}",
+                    "{lat} {at}, {us} / {name}, {w} CPU(s): {a:.digits$} / {b:.digits$} us = {:.2}x{}",
                     a / b,
                     if d.rate.is_some() { " (goal <= 1)" } else { "" }
                 ));
             }
+        }
+    }
+    out.extend(paths(d, rows));
+    out
+}
+
+/// Each of our other I/O paths against our first (the socket path when compared): server
+/// and host CPU per request. XDP moves work from the server process into the receive
+/// softirq (on veth, on the sending CPU), so the host's figure is the one to read.
+fn paths<P: Served>(d: &ServedCompare<P>, rows: &[Row<P::RowFigures>]) -> Vec<String> {
+    let spec = d.proto.spec();
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|r| r.server == spec.servers[0] && r.io.is_some())
+        .collect();
+    let mut out = Vec::new();
+    for base in ours.iter().filter(|r| r.io == ours[0].io) {
+        for r in ours
+            .iter()
+            .filter(|r| r.io != base.io && r.workers == base.workers)
+        {
+            let (a, b) = (
+                base.io.as_deref().unwrap_or(""),
+                r.io.as_deref().unwrap_or(""),
+            );
+            let ratio = |x: Option<Summary>, y: Option<Summary>| match (x, y) {
+                (Some(x), Some(y)) => format!(
+                    "{:.2} / {:.2} us = {:.2}x",
+                    x.median,
+                    y.median,
+                    x.median / y.median
+                ),
+                _ => "-".into(),
+            };
+            out.push(format!(
+                "firehose --io {a} / --io {b}, {} CPU(s): server CPU per {unit} {}; host CPU per {unit} {}",
+                base.workers,
+                ratio(base.server_cpu_us_per_req, r.server_cpu_us_per_req),
+                ratio(base.host_cpu_us_per_req, r.host_cpu_us_per_req),
+                unit = spec.unit,
+            ));
         }
     }
     out
