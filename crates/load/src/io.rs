@@ -54,6 +54,11 @@ pub struct Caps {
     /// The kernel stamps every request as it leaves ([`FlowIo::tx_stamps`]) and every
     /// response as it arrives: latency can be taken apart ([`crate::decompose`]).
     pub tx_timestamps: bool,
+    /// `poll` names every source without asking the kernel which are ready (sockets read
+    /// in turn, without epoll): the generator then reads only the flows that have
+    /// requests outstanding, so a wake-up reads the one flow its last send went to rather
+    /// than every flow.
+    pub polls_every_source: bool,
 }
 
 /// What a path did, for the thread's result.
@@ -302,6 +307,8 @@ impl FlowIo for SocketFlows {
             source_per_flow: true,
             rx_timestamps: self.stamped,
             tx_timestamps: self.errq.is_some(),
+            // (One blocking socket waits in its read: that read is the thread's sleep.)
+            polls_every_source: self.epoll.is_none() && self.recv_flags == MSG_DONTWAIT,
         }
     }
 

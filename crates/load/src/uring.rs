@@ -95,6 +95,7 @@ impl FlowIo for UringFlows {
             source_per_flow: false,
             rx_timestamps: false,
             tx_timestamps: false,
+            polls_every_source: false,
         }
     }
 

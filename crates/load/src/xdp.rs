@@ -274,6 +274,7 @@ impl FlowIo for XdpIo {
             source_per_flow: false,
             rx_timestamps: false,
             tx_timestamps: false,
+            polls_every_source: false,
         }
     }
 

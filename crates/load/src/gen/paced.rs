@@ -95,6 +95,9 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         self.realtime_offset_ns = super::stamps::realtime_ns() - i128::from(now);
         for r in 0..ready {
             let src = self.io.source(r);
+            if !self.worth_reading(src) {
+                continue;
+            }
             loop {
                 let max = self.read_max(src);
                 let got = self.io.recv(src, max)?;

@@ -1,0 +1,218 @@
+//! The generator's loop over a path that answers at once and logs every call: which flow
+//! each send went to, which flow each read asked and whether it had anything to read.
+
+use super::*;
+use crate::io::{Datagram, Flushed, PathStats};
+use crate::pace::Arrivals;
+use crate::workload::EchoWorkload;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// What the generator asked of the path.
+#[derive(Default)]
+struct Log {
+    /// (flow, requests) of each send.
+    sends: Vec<(usize, usize)>,
+    /// (flow, answers waiting) at each read.
+    reads: Vec<(usize, usize)>,
+    /// Polls: one per turn of the loop (a wake-up, when paced).
+    polls: u64,
+    syscalls: u64,
+}
+
+/// A socket-like path (a source per flow, arrivals stamped, every flow listed at each
+/// poll) whose server answers every request as it is sent.
+struct Instant {
+    log: Arc<Mutex<Log>>,
+    tx: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    waiting: Vec<VecDeque<Vec<u8>>>,
+    read: Vec<Vec<u8>>,
+    read_flow: usize,
+    read_at: u64,
+}
+
+impl Instant {
+    fn new(flows: usize, log: Arc<Mutex<Log>>) -> Self {
+        Instant {
+            log,
+            tx: vec![vec![0; 2048]; 64],
+            lens: vec![0; 64],
+            waiting: vec![VecDeque::new(); flows],
+            read: Vec::new(),
+            read_flow: 0,
+            read_at: 0,
+        }
+    }
+}
+
+impl FlowIo for Instant {
+    fn caps(&self) -> Caps {
+        Caps {
+            path: "socket",
+            source_per_flow: true,
+            rx_timestamps: true,
+            tx_timestamps: false,
+            polls_every_source: true,
+        }
+    }
+    fn flows(&self) -> usize {
+        self.waiting.len()
+    }
+    fn tx_capacity(&mut self) -> usize {
+        self.tx.len()
+    }
+    fn tx_slot(&mut self, k: usize) -> &mut [u8] {
+        &mut self.tx[k]
+    }
+    fn queue(&mut self, k: usize, len: usize) {
+        self.lens[k] = len;
+    }
+    fn send(&mut self, flow: usize) -> Flushed {
+        // The generator fills slots 0..n before each send; the first unset length ends them.
+        let n = self.lens.iter().take_while(|&&l| l > 0).count();
+        for k in 0..n {
+            self.waiting[flow].push_back(self.tx[k][..self.lens[k]].to_vec());
+            self.lens[k] = 0;
+        }
+        let mut log = self.log.lock().unwrap();
+        log.sends.push((flow, n));
+        log.syscalls += 1;
+        Flushed {
+            sent: n,
+            syscalls: 1,
+            ..Flushed::default()
+        }
+    }
+    fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
+        std::thread::sleep(wait);
+        self.log.lock().unwrap().polls += 1;
+        Ok(self.waiting.len())
+    }
+    fn source(&self, i: usize) -> usize {
+        i
+    }
+    fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
+        let mut log = self.log.lock().unwrap();
+        log.reads.push((s, self.waiting[s].len()));
+        log.syscalls += 1;
+        let n = max.min(self.waiting[s].len());
+        self.read = self.waiting[s].drain(..n).collect();
+        self.read_flow = s;
+        self.read_at = stamps::realtime_ns() as u64;
+        Ok(n)
+    }
+    fn datagram(&self, i: usize) -> Datagram<'_> {
+        Datagram {
+            flow: self.read_flow as u32,
+            data: &self.read[i],
+            rx_time_ns: Some(self.read_at),
+        }
+    }
+    fn stats(&self) -> PathStats {
+        PathStats {
+            syscalls: self.log.lock().unwrap().syscalls,
+            gso_refusal: None,
+        }
+    }
+}
+
+fn paced(flows: usize, rate: f64, warmup_ms: u64, ms: u64) -> LoadConfig {
+    LoadConfig {
+        target: "127.0.0.1:9".parse().unwrap(),
+        flows,
+        window: 0,
+        rate: Some(rate),
+        threads: 1,
+        cpus: None,
+        length: Length::Duration(Duration::from_millis(ms)),
+        warmup: Duration::from_millis(warmup_ms),
+        timeout: Duration::from_secs(1),
+        batch: 64,
+        spin: false,
+        gso: false,
+        per_wake: None,
+        tx_stamps: false,
+        arrivals: Arrivals::Uniform,
+    }
+}
+
+/// Runs `cfg` over the answering path; the thread's result and the path's log.
+fn run_paced(cfg: &LoadConfig) -> (ThreadResult, Log) {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let io = Instant::new(cfg.flows, log.clone());
+    let run = start_with(cfg, |_| EchoWorkload::new(100).unwrap(), vec![io]).unwrap();
+    let mut results = run.join().unwrap_or_else(|e| panic!("{e}"));
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    (results.remove(0), log)
+}
+
+#[test]
+fn each_wake_up_sends_on_one_flow_and_reads_only_flows_with_requests_outstanding() {
+    // 20,000/s: two requests per wake-up, one wake-up per 100 µs, over 4 flows.
+    let (r, log) = run_paced(&paced(4, 20_000.0, 0, 300));
+    assert!(
+        r.completed > 1000 && r.lost == 0,
+        "{} completed",
+        r.completed
+    );
+    // A wake-up's requests leave in one send (a late wake-up's catch-up burst too), and
+    // the flows take the sends in turn: every flow its share, so the server sees 4 ports.
+    let mut per_flow = [0usize; 4];
+    for &(f, _) in &log.sends {
+        per_flow[f] += 1;
+    }
+    let (lo, hi) = (
+        per_flow.iter().min().unwrap(),
+        per_flow.iter().max().unwrap(),
+    );
+    assert!(hi - lo <= 1, "send calls per flow {per_flow:?}");
+    let requests: usize = log.sends.iter().map(|s| s.1).sum();
+    assert!(
+        log.sends.len() * 3 / 2 < requests,
+        "{requests} requests in {} sends: not a wake-up's worth each",
+        log.sends.len()
+    );
+    // Each wake-up reads the flow its last send went to (answered by now), not every
+    // flow: no read finds nothing, and there is about one read per send.
+    let empty = log.reads.iter().filter(|r| r.1 == 0).count();
+    assert_eq!(
+        empty,
+        0,
+        "{empty} of {} reads found nothing",
+        log.reads.len()
+    );
+    assert!(
+        log.reads.len() <= log.sends.len() + 1,
+        "{} reads",
+        log.reads.len()
+    );
+}
+
+#[test]
+fn system_calls_are_the_windows_and_about_three_per_wake_up() {
+    // Warm-up 300 ms, window 200 ms: the report counts the window's calls only.
+    let (r, log) = run_paced(&paced(4, 20_000.0, 300, 200));
+    assert!(
+        r.syscalls < log.syscalls,
+        "{} system calls reported, {} made by the path over the whole run (warm-up and drain included)",
+        r.syscalls,
+        log.syscalls
+    );
+    // A wake-up: its sleep, one read, one send (the path's calls and at most one sleep per
+    // turn of the loop, over the whole run).
+    let per_wake = (log.syscalls + log.polls) as f64 / log.polls as f64;
+    assert!(
+        per_wake <= 3.0,
+        "{per_wake:.2} system calls per wake-up: {} sends, {} reads, {} wake-ups",
+        log.sends.len(),
+        log.reads.len(),
+        log.polls
+    );
+    eprintln!(
+        "{per_wake:.2} system calls per wake-up: {} sends, {} reads, {} wake-ups",
+        log.sends.len(),
+        log.reads.len(),
+        log.polls
+    );
+}
