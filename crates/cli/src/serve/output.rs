@@ -101,8 +101,9 @@ pub(super) fn print_applied(server: &Server, proto: Proto, io: &IoPath) {
         if let Some(why) = &s.busy_poll_budget_unread {
             line.push_str(&format!(" SO_BUSY_POLL_BUDGET ({why})"));
         }
-        if s.rx_timestamps {
-            line.push_str(" SO_TIMESTAMPNS=1");
+        if let Some(option) = timestamp_option(s) {
+            line.push(' ');
+            line.push_str(option);
         }
         say!("{line}");
     }
@@ -123,6 +124,18 @@ pub(super) fn print_applied(server: &Server, proto: Proto, io: &IoPath) {
         .chain(a.backend.iter().flat_map(|b| &b.notes))
     {
         say!("  note: {n}");
+    }
+}
+
+/// The stamping option the socket holds, as read back: interleaved NTP asks for
+/// SO_TIMESTAMPING (arrival stamps and keyed transmit stamps), which replaces SO_TIMESTAMPNS.
+fn timestamp_option(s: &firehose_engine::AppliedSocket) -> Option<&'static str> {
+    if s.tx_timestamps {
+        Some("SO_TIMESTAMPING=RX_SOFTWARE|SOFTWARE|OPT_ID|OPT_TSONLY")
+    } else if s.rx_timestamps {
+        Some("SO_TIMESTAMPNS=1")
+    } else {
+        None
     }
 }
 
@@ -185,5 +198,32 @@ pub(super) fn print_counters(
     }
     for (name, v) in &t.backend {
         say!("  {name}: {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp_option;
+
+    fn socket(rx: bool, tx: bool) -> firehose_engine::AppliedSocket {
+        serde_json::from_value(serde_json::json!({
+            "index": 0, "local": "127.0.0.1:123", "reuseport": true, "steering": "kernel",
+            "rcvbuf": 212992, "sndbuf": 212992, "mtu_discover": "dont", "busy_poll_us": 0,
+            "rxq_ovfl": false, "rx_timestamps": rx, "tx_timestamps": tx
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_socket_line_names_the_stamping_option_the_socket_holds() {
+        assert_eq!(
+            timestamp_option(&socket(true, true)),
+            Some("SO_TIMESTAMPING=RX_SOFTWARE|SOFTWARE|OPT_ID|OPT_TSONLY")
+        );
+        assert_eq!(
+            timestamp_option(&socket(true, false)),
+            Some("SO_TIMESTAMPNS=1")
+        );
+        assert_eq!(timestamp_option(&socket(false, false)), None);
     }
 }
