@@ -135,6 +135,9 @@ pub struct ThreadResult {
     pub cpu_time: Duration,
     /// Its involuntary context switches during the window.
     pub preempted: u64,
+    /// Paced open loop: how late each of the window's wake-ups came after the time its
+    /// sleep asked for (ns): the timer's precision as this run met it.
+    pub wake_late_ns: Option<Histogram<u64>>,
     /// Length of the measurement window this thread saw.
     pub window: Duration,
 }
@@ -497,6 +500,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     realtime_offset_ns: i128,
     /// Sleeps between wake-ups (system calls the path does not count).
     sleeps: u64,
+    /// Paced: lateness of the window's wake-ups.
+    wake_late: Option<Histogram<u64>>,
     /// Transmit-stamp bookkeeping, on a path that stamps sends.
     stamps: Option<stamps::Stamps>,
     cpu_at_start: Option<Duration>,
@@ -540,6 +545,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             paced,
             realtime_offset_ns: 0,
             sleeps: 0,
+            wake_late: paced.then(new_histogram),
             stamps: caps
                 .tx_timestamps
                 .then(|| stamps::Stamps::new(io.flows(), capacity)),
@@ -891,6 +897,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 [Some(a), Some(b)] => b.saturating_sub(a),
                 _ => 0,
             },
+            wake_late_ns: self.wake_late,
             window,
         })
     }

@@ -104,6 +104,8 @@ pub fn merge(reports: &[LoadReport]) -> Result<Merged, MergeError> {
     let (latency_us, percentiles) = latency_of(&hist);
     let report = LoadReport {
         parts: merge_parts(reports)?,
+        // Each agent's timer, not a property of the merged load.
+        wake_ups: None,
         summary: Summary {
             tps: if span > 0.0 {
                 completed as f64 / span
@@ -191,6 +193,7 @@ mod tests {
             latency_ns: h,
             cpu_time: Duration::from_millis(500),
             preempted: 3,
+            wake_late_ns: None,
             window: Duration::from_secs(2),
         }
     }
@@ -203,6 +206,7 @@ mod tests {
             measures: t.measures.clone(),
             gso_error: None,
             parts: t.parts.clone(),
+            wake_late_ns: t.wake_late_ns.clone(),
             ..*t
         };
         summarize(&[t], None, None, Vec::new(), start_unix, |c| c.to_string()).unwrap()

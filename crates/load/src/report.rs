@@ -135,6 +135,19 @@ pub struct LoadReport {
     /// Latency taken apart by kernel timestamps (`load --stamps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Parts>,
+    /// The paced open loop's wake-ups over the window and how late each came after the
+    /// time its sleep asked for. Not merged by `report merge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_ups: Option<WakeUps>,
+}
+
+/// The paced generator's wake-ups over the window: how precisely its sleeps ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WakeUps {
+    /// Wake-ups from a sleep, all threads.
+    pub count: u64,
+    /// How late each came after the time asked for, µs.
+    pub late_us: LatencyUs,
 }
 
 impl std::ops::Deref for LoadReport {
@@ -243,7 +256,14 @@ pub fn summarize(
     let mut window_s: f64 = 0.0;
     let mut threads = Vec::new();
     let mut parts: Option<Decomposition> = None;
+    let mut wake_late: Option<Histogram<u64>> = None;
     for r in results {
+        if let Some(h) = &r.wake_late_ns {
+            wake_late
+                .get_or_insert_with(new_histogram)
+                .add(h)
+                .map_err(|e| HistogramError::Range(e.to_string()))?;
+        }
         if let Some(p) = &r.parts {
             parts.get_or_insert_with(Decomposition::new).add(p);
         }
@@ -351,6 +371,10 @@ pub fn summarize(
         threads,
         intervals,
         parts: parts.map(|d| Parts::of(&d, String::new())).transpose()?,
+        wake_ups: wake_late.map(|h| WakeUps {
+            count: h.len(),
+            late_us: latency_of(&h).0,
+        }),
     })
 }
 

@@ -130,6 +130,13 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
             r.threads.iter().map(|t| t.preempted).sum::<u64>()
         );
     }
+    if let Some(w) = &r.wake_ups {
+        let l = &w.late_us;
+        say!(
+            "  wake-ups    {} from sleep, late by p50 {:.1}  p99 {:.1}  max {:.1} us (the timer's precision)",
+            w.count, l.p50, l.p99, l.max
+        );
+    }
     if let Some(e) = &r.gso_error {
         say!("  note: the kernel refused UDP GSO ({e}); requests went by sendmmsg");
     }

@@ -5,6 +5,7 @@
 use super::Thread;
 use crate::io::FlowIo;
 use crate::pace::Pace;
+use crate::report::HIST_MAX_NS;
 use crate::workload::Workload;
 use firehose_sys::SetupError;
 use std::time::Duration;
@@ -87,8 +88,14 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// clock read on waking.
     pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, SetupError> {
         if !wait.is_zero() {
+            let asked = self.now_ns() + wait.as_nanos() as u64;
             std::thread::sleep(wait);
             self.sleeps += 1;
+            let woke = self.now_ns();
+            let in_window = self.wall_at_start.is_some() && self.wall_at_end.is_none();
+            if let (true, Some(h)) = (in_window, self.wake_late.as_mut()) {
+                let _ = h.record(woke.saturating_sub(asked).clamp(1, HIST_MAX_NS));
+            }
         }
         let ready = self.io.poll(Duration::ZERO)?;
         let now = self.now_ns();

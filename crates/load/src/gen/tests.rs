@@ -216,3 +216,24 @@ fn system_calls_are_the_windows_and_about_three_per_wake_up() {
         log.polls
     );
 }
+
+#[test]
+fn a_paced_run_reports_the_windows_wake_ups_and_a_spinning_one_none() {
+    // Warm-up 300 ms, window 200 ms, one wake-up per 80 µs at most.
+    let (r, log) = run_paced(&paced(1, 20_000.0, 300, 200));
+    let late = r.wake_late_ns.expect("a paced run measures its wake-ups");
+    let n = late.len();
+    assert!(
+        n > 0 && n < log.polls && n <= 200_000 / 80 + 1,
+        "{n} wake-ups in a 200 ms window, {} over the whole run",
+        log.polls
+    );
+    // A sleep never ends early: each lateness is at least the histogram's floor of 1 ns,
+    // and none is beyond the run.
+    assert!(late.min() >= 1 && late.max() < 1_000_000_000, "{late:?}");
+    let spin = LoadConfig {
+        spin: true,
+        ..paced(1, 20_000.0, 50, 50)
+    };
+    assert!(run_paced(&spin).0.wake_late_ns.is_none());
+}
