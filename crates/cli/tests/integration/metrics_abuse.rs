@@ -111,22 +111,21 @@ fn a_client_that_never_finishes_its_request_is_cut_off_at_the_deadline() {
 /// on how busy the host is (a backing-off thread waited on a run queue 27% of a second on a
 /// CI host at load average 12).
 fn voluntary_sleeps(pid: u32, comm: &str) -> Option<u64> {
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+    let s = std::fs::read_to_string(thread_dir(pid, comm)?.join("status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// /proc/PID/task/TID of the thread of process `pid` named `comm`, if it is there.
+fn thread_dir(pid: u32, comm: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
-    {
-        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if name.trim() == comm {
-            let s = std::fs::read_to_string(t.path().join("status")).ok()?;
-            return s
-                .lines()
-                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
-                .trim()
-                .parse()
-                .ok();
-        }
-    }
-    None
+        .map(|t| t.path())
+        .find(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|n| n.trim() == comm))
 }
 
 /// Waits (up to 20 s) until thread `comm` of process `pid` sleeps in accept4(2) or
@@ -136,18 +135,11 @@ fn wait_blocked_in_accept(pid: u32, comm: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = String::from("no such thread");
     while Instant::now() < deadline {
-        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            if name.trim() == comm {
-                seen = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
-                let nr = seen.split_whitespace().next().unwrap_or("");
-                if nr == "288" || nr == "43" {
-                    return;
-                }
+        if let Some(t) = thread_dir(pid, comm) {
+            seen = std::fs::read_to_string(t.join("syscall")).unwrap_or_default();
+            let nr = seen.split_whitespace().next().unwrap_or("");
+            if nr == "288" || nr == "43" {
+                return;
             }
         }
         std::thread::sleep(Duration::from_millis(10));
