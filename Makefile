@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -73,6 +73,16 @@ bench-xdp: build
 	$(BIN) lab compare --io socket,xdp $(XDP_ARGS) --json-file bench-xdp-echo.json
 	$(BIN) lab compare --io socket,xdp --proto dns $(XDP_ARGS) --json-file bench-xdp-dns.json
 	@uptime
+
+# Where the AF_XDP server's CPU goes (root): perf record of the server's CPU under load --io
+# xdp on the veth lab for echo, DNS and NTP, samples grouped by call chain into ns per
+# transaction (delivery into the generator, copy-mode transmit, our own code) and the floor
+# without our code; then NTP's offset at saturation by the server's --batch. PROFILE_BINS
+# lists binaries to run interleaved (default this build), e.g. a baseline first.
+PROFILE_BINS ?= $(BIN)
+profile-xdp: build
+	@sh mk/deps lab
+	sh mk/profile-xdp $(PROFILE_BINS)
 
 # The packet-rate study on the veth lab (root), receiver on CPU 0, sender on CPU 1, 3
 # interleaved repetitions: lab sink (every receive mode at 1 and 2 receive queues, 64-byte

@@ -25,6 +25,7 @@
 pub mod af_packet;
 pub mod bpf;
 pub mod bpf_map;
+pub mod cache;
 pub mod clock;
 pub mod cmsg;
 pub mod cpu;

@@ -17,7 +17,8 @@
 //! - transmit: after [`XdpQueue::flush`] publishes the tx ring, a zero-length `sendto` when
 //!   the ring asks (`needs_wakeup`), always without `XDP_USE_NEED_WAKEUP`, and always when
 //!   busy polling. In copy mode the kernel moves at most [`COPY_TX_BATCH`] frames per call
-//!   (`TX_BATCH_SIZE` in net/xdp/xsk.c) and answers EAGAIN while more remain, so the driver
+//!   (`TX_BATCH_SIZE` in net/xdp/xsk.c), or the tx ring's size where it took
+//!   XDP_MAX_TX_SKB_BUDGET ([`Xsk::tx_budget`]), and answers EAGAIN while more remain, so the driver
 //!   kicks again while the kernel's consumer index advances and the ring is not empty; a
 //!   kick that moves nothing (device queue full, ENOBUFS) ends the round and what is left
 //!   goes with the next flush or wait. In zero-copy mode one wakeup starts the driver.
@@ -37,8 +38,7 @@ use crate::SysResult;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 
-/// Frames the copy-mode kernel transmits per `sendto` (TX_BATCH_SIZE in net/xdp/xsk.c).
-pub const COPY_TX_BATCH: u32 = 32;
+pub use super::xsk::COPY_TX_BATCH;
 
 /// How [`XdpQueue::receive`] waits when the rx ring is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,7 @@ impl XdpQueue {
     }
 
     /// True when the kernel copies frames (no zero-copy): transmits go at most
-    /// [`COPY_TX_BATCH`] per kick.
+    /// [`Xsk::tx_budget`] per kick.
     pub fn copy_mode(&self) -> bool {
         self.copy_mode
     }
@@ -248,6 +248,21 @@ impl XdpQueue {
         &self.rx
     }
 
+    /// Starts loading the first `bytes` of every frame of the last receive, and the `head`
+    /// bytes in front of each (an XDP program's metadata) where the frame has them, into
+    /// this CPU's caches ([`crate::cache::prefetch`]). A caller that reads every frame of a
+    /// batch calls it first: in copy mode another CPU's softirq wrote the frames, and their
+    /// cache misses then overlap instead of coming one frame at a time.
+    pub fn prefetch_rx(&self, head: usize, bytes: usize) {
+        let frame = u64::from(self.frame_size());
+        for d in &self.rx {
+            if head > 0 && d.addr % frame >= head as u64 {
+                crate::cache::prefetch(self.data(d.addr - head as u64, head));
+            }
+            crate::cache::prefetch(self.data(d.addr, bytes.min(d.len as usize)));
+        }
+    }
+
     /// Hands every frame of the last receive back (a caller that only reads them); the
     /// descriptor list is empty afterwards, so a second call gives nothing twice.
     pub fn recycle_rx(&mut self) {
@@ -342,7 +357,7 @@ impl XdpQueue {
             return;
         }
         let rounds = if self.copy_mode {
-            left.div_ceil(COPY_TX_BATCH)
+            left.div_ceil(self.xsk.tx_budget())
         } else {
             1
         };

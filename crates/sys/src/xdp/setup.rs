@@ -368,6 +368,24 @@ pub fn zerocopy_note(xsk: &Xsk, iface: &str) -> Option<String> {
         .map(|why| format!("zero-copy refused by {iface} ({why}): copy mode"))
 }
 
+/// The note for a copy-mode socket's transmit budget: raised by XDP_MAX_TX_SKB_BUDGET, or
+/// the kernel's refusal of it.
+pub fn tx_budget_note(xsk: &Xsk) -> Option<String> {
+    if xsk.zerocopy() {
+        return None;
+    }
+    Some(match xsk.tx_budget_refusal() {
+        Some(errno) => format!(
+            "XDP_MAX_TX_SKB_BUDGET refused ({errno}): copy-mode transmit moves {} frames per call",
+            xsk.tx_budget()
+        ),
+        None => format!(
+            "copy-mode transmit moves up to {} frames per call (XDP_MAX_TX_SKB_BUDGET)",
+            xsk.tx_budget()
+        ),
+    })
+}
+
 /// What a server on `listen` has the program match: its port, of its family only (IPv6
 /// sockets here are IPV6_V6ONLY), at its address, and never from one of `host` (the host's
 /// own addresses: nothing answers a request that claims to come from us). On the unspecified
@@ -537,6 +555,7 @@ pub fn steer(
     let (link, mode) = iface.attach(&prog, opts.mode, &mut notes)?;
     let first = sockets.first().expect("at least one queue").xsk();
     notes.extend(zerocopy_note(first, &iface.name));
+    notes.extend(tx_budget_note(first));
     let granted = Granted {
         iface: iface.name.clone(),
         queues,

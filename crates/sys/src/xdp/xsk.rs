@@ -12,6 +12,14 @@ use crate::{cvt, SysError, SysResult};
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// Frames one copy-mode transmit call moves by default (TX_BATCH_SIZE in net/xdp/xsk.c);
+/// the kernel answers EAGAIN while more remain.
+pub const COPY_TX_BATCH: u32 = 32;
+/// The socket option that raises [`COPY_TX_BATCH`] for one socket, from 32 up to the tx
+/// ring's size (linux/if_xdp.h, Linux 6.17; not in the libc crate yet). The kernel offers no
+/// getsockopt for it (EOPNOTSUPP): what it granted shows in how many frames a kick moves.
+pub const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
+
 /// Zero-copy request: probe, insist, or never.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ZeroCopy {
@@ -91,6 +99,10 @@ pub struct Xsk {
     need_wakeup: bool,
     /// Why zero-copy is off when it was probed and refused.
     zerocopy_refusal: Option<String>,
+    /// Frames one copy-mode transmit call moves.
+    tx_budget: u32,
+    /// The errno name when XDP_MAX_TX_SKB_BUDGET was refused.
+    tx_budget_refusal: Option<&'static str>,
 }
 
 impl AsRawFd for Xsk {
@@ -302,6 +314,33 @@ impl Xsk {
             )
         };
         cvt(ret, || "getsockopt(XDP_OPTIONS)".into())?;
+        let zerocopy = opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        // Copy mode: one transmit call may move the whole tx ring instead of 32 frames,
+        // so a batch of replies needs one kick, not one per 32.
+        let (tx_budget, tx_budget_refusal) = if zerocopy || cfg.ring <= COPY_TX_BATCH {
+            (COPY_TX_BATCH, None)
+        } else {
+            let fd = bound.fd.as_raw_fd();
+            let budget = i32::try_from(cfg.ring).unwrap_or(i32::MAX);
+            match set_int_opt(
+                fd,
+                libc::SOL_XDP,
+                XDP_MAX_TX_SKB_BUDGET,
+                budget,
+                "XDP_MAX_TX_SKB_BUDGET",
+            ) {
+                Ok(()) => (cfg.ring, None),
+                Err(e) => (
+                    COPY_TX_BATCH,
+                    Some(
+                        e.source
+                            .raw_os_error()
+                            .map(crate::errno_name)
+                            .unwrap_or("?"),
+                    ),
+                ),
+            }
+        };
         Ok(Xsk {
             fd: bound.fd,
             umem,
@@ -309,10 +348,23 @@ impl Xsk {
             comp: bound.comp,
             rx: bound.rx,
             tx: bound.tx,
-            zerocopy: opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
+            zerocopy,
             need_wakeup: cfg.need_wakeup,
             zerocopy_refusal: refusal,
+            tx_budget,
+            tx_budget_refusal,
         })
+    }
+
+    /// Frames one copy-mode transmit call moves: the tx ring's size when the kernel took
+    /// XDP_MAX_TX_SKB_BUDGET, else [`COPY_TX_BATCH`].
+    pub fn tx_budget(&self) -> u32 {
+        self.tx_budget
+    }
+
+    /// The errno name of a refused XDP_MAX_TX_SKB_BUDGET (a kernel before 6.17).
+    pub fn tx_budget_refusal(&self) -> Option<&str> {
+        self.tx_budget_refusal
     }
 
     /// True when the kernel granted zero-copy (read back, not assumed).
