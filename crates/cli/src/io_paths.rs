@@ -101,7 +101,8 @@ pub static IO_PATHS: &[IoPath] = &[
         ),
         // A frame sent from an AF_XDP socket in copy mode (veth) comes back with no stamp.
         tx_timestamps: None,
-        send_batch: false,
+        // A flush hands back only the frames of the requests already answered.
+        send_batch: true,
         calls: |_| "AF_XDP rings; fallback socket by recvmmsg/sendmmsg",
         napi_busy_poll: false,
         serve_flags: crate::serve::xdp_only_flags,

@@ -214,8 +214,9 @@ pub trait Backend {
     /// never retried: UDP may drop) and the system calls made.
     fn flush(&mut self) -> Flushed;
     /// True when [`Self::flush`] may run before the batch's last reply and later slots of
-    /// the batch stay readable (the socket path). io_uring gives its provided buffers back
-    /// and AF_XDP its frames at a flush, so the worker sends once per batch there.
+    /// the batch stay readable (the socket path; AF_XDP, whose flush hands back only the
+    /// frames already lent). io_uring gives its provided buffers back at a flush, so the
+    /// worker sends once per batch there.
     fn sends_mid_batch(&self) -> bool {
         false
     }

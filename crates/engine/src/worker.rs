@@ -388,7 +388,7 @@ mod tests {
         );
         assert_eq!((s.packets_in, s.packets_out), (5, 4));
 
-        // A backend whose flush gives the batch back (io_uring, AF_XDP) sends once per
+        // A backend whose flush gives the batch back (io_uring) sends once per
         // batch whatever is asked: a send mid-batch would leave later slots unreadable.
         let stop = AtomicBool::new(false);
         let batch: Vec<_> = (0..3).map(|i| (vec![b'a' + i], peer(i as u16))).collect();

@@ -52,6 +52,7 @@ const XSK_FILL_EMPTY: usize = 7;
 const BAD_FRAMES: usize = 8;
 const BAD_CHECKSUM: usize = 9;
 const RX_STAMPED: usize = 10;
+const TX_KICKS: usize = 11;
 
 struct Slot {
     addr: u64,
@@ -67,6 +68,10 @@ pub struct XdpBackend {
     queue: XdpQueue,
     slots: Vec<Slot>,
     n_xdp: usize,
+    /// XSK slots `0..lent` have been lent to the handler ([`Backend::request`]).
+    lent: usize,
+    /// XSK slots `0..flushed` went back to the driver (transmitted or recycled) at a flush.
+    flushed: usize,
     sock: Arc<UdpSock>,
     sock_batch: Batch,
     n_sock: usize,
@@ -79,7 +84,7 @@ pub struct XdpBackend {
     verify_checksum: bool,
     /// Read the XDP program's arrival stamps (and the fallback socket's).
     stamps: bool,
-    counters: [(&'static str, u64); 11],
+    counters: [(&'static str, u64); 12],
 }
 
 impl XdpBackend {
@@ -97,6 +102,8 @@ impl XdpBackend {
             queue,
             slots: Vec::with_capacity(batch as usize),
             n_xdp: 0,
+            lent: 0,
+            flushed: 0,
             sock,
             sock_batch: Batch::new(SOCKET_BATCH, SOCKET_SLOT)
                 .with_recv(RecvMode::Batch)
@@ -121,6 +128,7 @@ impl XdpBackend {
                 ("xdp_bad_frames", 0),
                 ("xdp_bad_checksum", 0),
                 ("xdp_rx_stamped", 0),
+                ("xdp_tx_kicks", 0),
             ],
         }
     }
@@ -131,7 +139,13 @@ impl XdpBackend {
     /// inlined (one call per batch), so a profile names its samples (mk/profile-xdp).
     #[inline(never)]
     fn parse_rx(&mut self) -> u64 {
+        // Frames of the last batch that no flush handed back (none when the worker lent
+        // every slot before its last flush) go back to the driver, never lost.
+        for s in self.slots.drain(self.flushed.min(self.n_xdp)..) {
+            self.queue.recycle(s.addr);
+        }
         self.slots.clear();
+        (self.lent, self.flushed) = (0, 0);
         let mut bad = 0;
         // CLOCK_TAI to CLOCK_REALTIME, read once per batch (a daemon may set it any time).
         let tai_offset = if self.stamps && !self.queue.rx().is_empty() {
@@ -252,6 +266,7 @@ impl Backend for XdpBackend {
                 .cut(truncated)
                 .with_rx_time_ns(stamp);
         }
+        self.lent = self.lent.max(i + 1);
         let s = &self.slots[i];
         let frame = self.queue.frame_mut(s.addr);
         let start = s.udp.payload();
@@ -277,9 +292,14 @@ impl Backend for XdpBackend {
         s.reply = Some(reply_in_place(frame, &s.udp, len, TTL) as u32);
     }
 
+    /// Sends the replies of the slots lent since the last flush; later slots of the batch
+    /// stay readable (their frames are still the backend's), so the worker may flush
+    /// mid-batch (`--send-batch`: NTP's transmit timestamp goes out right after it is read).
     fn flush(&mut self) -> Flushed {
         let mut out = Flushed::default();
-        for s in self.slots.drain(..) {
+        let upto = self.lent.min(self.n_xdp);
+        for i in self.flushed..upto {
+            let s = &self.slots[i];
             match s.reply {
                 Some(len) if self.queue.transmit(s.addr, len) => {}
                 Some(_) => {
@@ -291,20 +311,26 @@ impl Backend for XdpBackend {
                 None => self.queue.recycle(s.addr),
             }
         }
-        self.n_xdp = 0;
+        self.flushed = self.flushed.max(upto);
         let k = self.queue.flush();
         out.sent += k as usize;
         self.counters[XDP_REPLIES].1 += k as u64;
+        self.counters[TX_KICKS].1 = self.queue.counters().tx_kicks;
         if self.n_sock > 0 {
+            // Sends what is queued; the socket slots stay readable until the next receive.
             let f = self.sock_batch.flush(&self.sock, 0);
             out.sent += f.sent;
             out.failed += f.failed;
             out.syscalls += f.syscalls;
             self.counters[SOCKET_REPLIES].1 += f.sent as u64;
-            self.n_sock = 0;
         }
         out.syscalls += self.new_syscalls() as usize;
         out
+    }
+
+    fn sends_mid_batch(&self) -> bool {
+        // A flush hands back only the frames of slots already lent (see flush).
+        true
     }
 
     fn counters(&self) -> &[(&'static str, u64)] {

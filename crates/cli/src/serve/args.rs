@@ -71,7 +71,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_positive)]
     pub(super) batch: Option<usize>,
     /// Replies per send call at most [default: one send per received batch; --proto ntp: 1,
-    /// so each transmit timestamp is read right before its own send, as chronyd sends]
+    /// so each transmit timestamp is read right before its own send, as chronyd sends;
+    /// --io socket and xdp]
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     pub(super) send_batch: Option<usize>,
     /// SO_BUSY_POLL microseconds; workers then poll instead of sleeping (0 turns it off).
@@ -312,12 +313,12 @@ impl ServeArgs {
         cfg.rx_timestamps = self.proto == Proto::Ntp && self.io.rx_timestamps.is_some();
         // A batched send leaves the k-th reply's transmit timestamp early by the sending of
         // the k-1 before it (~2 us each here): 64 replies made NTP's offset 60-75 us wrong.
-        // io_uring and AF_XDP send once per batch (their drivers give the batch's buffers
-        // back at a send), so their NTP transmit timestamps keep that error (docs/ntp.md).
+        // io_uring sends once per batch (its driver gives the batch's buffers back at a
+        // send), so its NTP transmit timestamps keep that error (docs/ntp.md).
         cfg.send_batch = match (self.send_batch, self.proto) {
             (Some(_), _) if !self.io.send_batch => {
                 return Err(Usage(format!(
-                    "--send-batch works with --io socket only: the {} path sends once per received batch (its driver gives the batch's buffers back at a send); leave --send-batch out",
+                    "--send-batch works with --io socket and xdp only: the {} path sends once per received batch (its driver gives the batch's buffers back at a send); leave --send-batch out",
                     self.io.name
                 ))
                 .into())

@@ -5,7 +5,7 @@
 //! answer, and before the transmit timestamp; the counters say who stamped.
 
 use crate::ntp::{recv, request};
-use crate::util::{json_of, tmp, Served};
+use crate::util::{freeze, json_of, signal_pid, tmp, Served};
 use crate::xdp_util::{udp, Lab, CLI4, SRV4};
 use firehose_ntpwire::{parse, Header, Timestamp};
 use firehose_sys::clock::realtime_ns;
@@ -123,7 +123,8 @@ fn io_uring_answers_a_burst_sent_at_once_and_refuses_a_send_batch() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = crate::util::stderr(&o);
     assert!(
-        err.contains("--send-batch works with --io socket only") && err.lines().count() == 1,
+        err.contains("--send-batch works with --io socket and xdp only")
+            && err.lines().count() == 1,
         "{err}"
     );
 }
@@ -165,4 +166,57 @@ fn af_xdp_answers_with_the_xdp_programs_arrival_stamps() {
         (&20.into(), &20.into(), &0.into()),
         "{b}"
     );
+}
+
+/// Over AF_XDP each NTP answer leaves by its own kick of the tx ring right after its
+/// transmit timestamp is read (`--send-batch 1`, NTP's default), even when a whole batch of
+/// requests waits at once: a kick per batch would send the k-th answer after the k-1 before
+/// it, its timestamp early by their transmission (the -60 us offset at saturation).
+#[test]
+fn af_xdp_kicks_each_ntp_answer_out_right_after_writing_it() {
+    if !crate::xdp_util::is_root() {
+        eprintln!("skipped: AF_XDP on a veth pair in namespaces needs root");
+        return;
+    }
+    const N: u64 = 32;
+    let lab = Lab::new("nk");
+    let json = tmp("ntp-xdp-kicks.json");
+    let listen = format!("{SRV4}:12301");
+    let xdp = [
+        "--proto", "ntp", "--io", "xdp", "--iface", &lab.dev, "--listen", &listen,
+    ];
+    let srv = Served::start_in(&lab.srv, &ntp_args(&json, &xdp));
+    assert!(srv.banner.contains("one send per reply"), "{}", srv.banner);
+    // The requests pile up in the rx ring while the server is stopped, so its worker finds
+    // them in one or a few batches.
+    let pid = srv.child.id();
+    freeze(pid);
+    let to: std::net::SocketAddr = listen.parse().unwrap();
+    let answers = Lab::in_ns(&lab.cli, move || {
+        let s = udp(&format!("{CLI4}:0"));
+        s.connect(to).unwrap();
+        for i in 0..N {
+            s.send(&request(0x3333_0000_0000_0000 + i)).unwrap();
+        }
+        signal_pid(pid, "CONT");
+        let mut got = Vec::new();
+        while (got.len() as u64) < N {
+            match recv(&s) {
+                Some(r) => got.push(parse(&r).unwrap().header),
+                None => break,
+            }
+        }
+        got
+    });
+    let origins: std::collections::BTreeSet<u64> = answers.iter().map(|h| h.origin.0).collect();
+    assert_eq!(origins.len() as u64, N, "{answers:?}");
+    assert!(answers.iter().all(|h| h.mode == 4), "{answers:?}");
+    let out = srv.stop_with("INT");
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    let b = &j["totals"]["backend"];
+    assert_eq!(b["xdp_replies"], N, "{out}");
+    let kicks = b["xdp_tx_kicks"].as_u64().expect("xdp_tx_kicks");
+    assert!(kicks >= N, "{kicks} kicks for {N} answers: {b}");
+    assert_eq!(j["applied"]["send_batch"], 1, "{j}");
 }
