@@ -224,25 +224,27 @@ mod tests {
         t.unwrap().as_nanos() as i128
     }
 
-    /// The flows' ring receives with IORING_OP_RECV (no header to copy per response), and a
-    /// request written into a slot comes back through it to its flow.
-    #[test]
-    fn flows_receive_by_plain_recv_and_responses_reach_their_flow() {
-        let setup = UringSetup::default();
-        if let Err(e) = probe(&setup) {
+    /// A local echo socket and a generator configuration aimed at it (`rate` `None`:
+    /// closed loop); `None` when the kernel refuses a ring with `setup` (the test skips).
+    fn echo_and_config(
+        setup: &UringSetup,
+        flows: usize,
+        rate: Option<f64>,
+    ) -> Option<(std::net::UdpSocket, LoadConfig)> {
+        if let Err(e) = probe(setup) {
             eprintln!("skipped: {e}");
-            return;
+            return None;
         }
         let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         echo.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let cfg = LoadConfig {
             target: echo.local_addr().unwrap(),
-            flows: 2,
+            flows,
             window: 1,
-            rate: None,
+            rate,
             threads: 1,
             cpus: None,
-            length: Length::Requests(2),
+            length: Length::Requests(flows as u64),
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),
             batch: 8,
@@ -251,6 +253,17 @@ mod tests {
             per_wake: Some(1),
             tx_stamps: false,
             arrivals: crate::pace::Arrivals::Uniform,
+        };
+        Some((echo, cfg))
+    }
+
+    /// The flows' ring receives with IORING_OP_RECV (no header to copy per response), and a
+    /// request written into a slot comes back through it to its flow.
+    #[test]
+    fn flows_receive_by_plain_recv_and_responses_reach_their_flow() {
+        let setup = UringSetup::default();
+        let Some((echo, cfg)) = echo_and_config(&setup, 2, None) else {
+            return;
         };
         let mut io = open(&cfg, setup, 64).unwrap().pop().unwrap();
         io.start().unwrap();
@@ -291,28 +304,8 @@ mod tests {
             defer_taskrun: true,
             ..UringSetup::default()
         };
-        if let Err(e) = probe(&setup) {
-            eprintln!("skipped: {e}");
+        let Some((echo, cfg)) = echo_and_config(&setup, 1, Some(1000.0)) else {
             return;
-        }
-        let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        echo.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let cfg = LoadConfig {
-            target: echo.local_addr().unwrap(),
-            flows: 1,
-            window: 1,
-            rate: Some(1000.0),
-            threads: 1,
-            cpus: None,
-            length: Length::Requests(1),
-            warmup: Duration::ZERO,
-            timeout: Duration::from_secs(1),
-            batch: 8,
-            spin: false,
-            gso: false,
-            per_wake: Some(1),
-            tx_stamps: false,
-            arrivals: crate::pace::Arrivals::Uniform,
         };
         let answer = std::thread::spawn(move || {
             let mut b = [0u8; 64];
