@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -99,6 +99,15 @@ bench-io: build
 	@sh mk/deps lab
 	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
 	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
+
+# The same rows counted, not timed (root): what each binary asks of the kernel per packet
+# (system calls, io_uring submissions and completions, context switches, page faults, from
+# perf stat in the measured process), this build against BASELINE, 3 interleaved rounds on
+# loopback; counts hold on a busy host where times do not (mk/io-counts).
+bench-io-counts: build
+	@sh mk/deps lab
+	@test -n "$(BASELINE)" || { echo "make bench-io-counts BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
+	sh mk/io-counts $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-counts
 
 # What watching costs (root): the sink's pps at max rate without and with firehose drops
 # beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
