@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack bench-gencpu
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -163,6 +163,15 @@ bench-ntp-interleaved: build
 bench-latency: build
 	@sh mk/deps lab
 	sh mk/bench-latency $(BIN)
+
+# The generator's CPU per DNS query at 50k/s against dnsperf's (mk/bench-gencpu; issue 25):
+# dnsperf, load's default socket path, --io uring and --io uring --defer-taskrun, each on
+# CPU 1 against one serve --proto dns on CPU 0, 3 interleaved repetitions of 5 s: the
+# process's CPU per query (as lab compare counts it), system calls per query, latency p50,
+# the load average (~1.5 min).
+bench-gencpu: build
+	@sh mk/deps lab
+	sh mk/bench-gencpu $(BIN)
 
 # Whether a token bucket (tbf) on the client's veth smooths load's arrivals, the kernel pacer
 # this host has without fq or etf (mk/bench-shaping, root): departure gaps, send lag and the
