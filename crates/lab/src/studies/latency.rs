@@ -21,8 +21,11 @@
 //! thread), so a tail can be told apart from the server being off its CPU.
 //!
 //! sockperf's under-load client times one reply in [`sockperf::REPLY_EVERY`] and runs with
-//! `--full-rtt`, so its figures are round trips from its send to its receive, like our
-//! `latency` (it has no kernel stamps, so its `rtt` columns stay empty).
+//! `--full-rtt`, so its figures are round trips from its `sendto` call to its `recvfrom`'s
+//! return (it has no kernel stamps, so its `rtt` columns stay empty). Our `latency` with
+//! `--stamps` runs from the intended send to the reply's kernel arrival stamp (send_lag +
+//! rtt): the reply's wait for our read (recv_lag) is outside it, sockperf's read is inside
+//! its figure, and sockperf's own send lateness is outside its figure.
 //!
 //! sockperf's under-load client is two threads: a sender that always spins between sends
 //! (a busy-wait on the clock for its `--mps` pacing) and a receiver. With `--nonblocked`
@@ -413,7 +416,7 @@ impl Study for LatencyCurve {
                 self.duration.as_secs_f64()
             ),
             format!(
-                "sockperf times 1 reply in {} (--reply-every {}) and prints round trips with --full-rtt (its default prints half of one); its server answers only those, so at one rate it sends 1 reply where firehose's sends {}; its figures run from its send call to its receive, firehose's latency from the intended send (both clients spin, so the two differ by firehose's send_lag); it has no kernel stamps, so its rtt columns are empty",
+                "sockperf times 1 reply in {} (--reply-every {}) and prints round trips with --full-rtt (its default prints half of one); its server answers only those, so at one rate it sends 1 reply where firehose's sends {}; its figures run from its sendto call to its recvfrom's return, firehose's latency from the intended send to the reply's kernel arrival stamp (send_lag + rtt: the wait for the read, recv_lag, is outside it); it has no kernel stamps, so its rtt columns are empty",
                 sockperf::REPLY_EVERY,
                 sockperf::REPLY_EVERY,
                 sockperf::REPLY_EVERY
