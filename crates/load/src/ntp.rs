@@ -23,7 +23,8 @@
 //! transmit timestamp is when the earlier answer left the server (the kernel's stamp), so
 //! it completes the earlier exchange, measured again as `interleaved_offset`,
 //! `interleaved_delay` and `interleaved_hold`; it must be no earlier than the transmit
-//! timestamp that earlier answer carried (the server's clock read before sending it). An
+//! timestamp that earlier answer carried (the server's clock read before sending it), and
+//! no later than that answer reached us (else the server paired it with another's). An
 //! answer with the transmit timestamp as origin is basic (the server did not remember the
 //! earlier answer) and measured as any basic answer.
 
@@ -277,9 +278,12 @@ impl Workload for NtpWorkload {
                 // Nothing was asked about: the server answered interleaved at random.
                 return self.fail(BAD_ORIGIN);
             };
+            // It left after its request arrived, no earlier than the server's own reading
+            // in it, and before it reached us.
             if h.receive.is_zero()
                 || h.transmit.diff_ns(prev.receive) < 0
                 || (!prev.transmit.is_zero() && h.transmit.diff_ns(prev.transmit) < -FUZZ_SLACK_NS)
+                || h.transmit.diff_ns(Timestamp::from_unix_ns(prev.t4_unix_ns)) > FUZZ_SLACK_NS
             {
                 return self.fail(BAD_TIMESTAMPS);
             }
@@ -414,7 +418,8 @@ mod tests {
         let h0 = Header::read(&q);
         assert_eq!((h0.origin.0 & 1, h0.receive.0 & ID_MASK), (1, 0));
         assert_ne!(h0.receive, h0.transmit);
-        let a0 = answer(&q, 0, |_| {});
+        // Written 20 µs in the past, so the server's times stay before the client's.
+        let a0 = answer(&q, -20_000, |_| {});
         assert!(w.matches(0, &a0), "a basic answer");
         let a0 = Header::read(&a0);
         // The next asks about it; the answer carries when it left: 5 µs after its
@@ -442,6 +447,20 @@ mod tests {
         });
         assert!(!w.matches(2, &a2));
         assert_eq!(w.invalid[BAD_TIMESTAMPS], 1);
+        // Or that it left after it reached us (a stamp the server paired with another
+        // answer).
+        w.write_request(3, 0, &mut q);
+        let a3 = answer(&q, 0, |_| {});
+        assert!(w.matches(3, &a3), "a basic answer");
+        w.write_request(4, 0, &mut q);
+        let h4 = Header::read(&q);
+        assert_eq!(h4.origin, Header::read(&a3).receive);
+        let a4 = answer(&q, 0, |h| {
+            h.origin = h4.receive;
+            h.transmit = Timestamp::from_unix_ns(realtime_ns() + 1_000_000);
+        });
+        assert!(!w.matches(4, &a4));
+        assert_eq!(w.invalid[BAD_TIMESTAMPS], 2);
         assert!(NtpWorkload::new(
             NtpLoad {
                 version: 3,

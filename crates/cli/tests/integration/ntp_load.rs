@@ -100,6 +100,67 @@ fn load_interleaved(io: &[&str]) {
     assert_eq!(h["ntp_tx_kernel"], h["ntp_interleaved"], "{io:?}: {h}");
 }
 
+/// Overloaded (a 64 KiB receive buffer, requests far beyond what one worker answers), the
+/// kernel drops transmit stamps: the error queue shares the receive buffer, full of
+/// requests. The worker counts each stamp that never came (`tx_stamps_missing`), answers
+/// those responses' follow-ups with its own clock reading (`ntp_tx_daemon`), and never
+/// hands a response another's stamp: the generator checks every interleaved transmit time
+/// against when the answer it names arrived.
+#[test]
+fn overloaded_lost_transmit_stamps_are_counted_and_never_paired_with_another_answer() {
+    for io in crate::ntp_interleaved::stamping_paths() {
+        overloaded_interleaved(&io);
+    }
+}
+
+fn overloaded_interleaved(io: &[&str]) {
+    let json_srv = tmp("ntp-load-xleave-over-srv.json");
+    let srv = Served::local_ntp_on(&json_srv, &[&["--rcvbuf", "64K"][..], io].concat());
+    let json = tmp("ntp-load-xleave-over.json");
+    let out = load(
+        &srv,
+        &[
+            "--rate",
+            "400k",
+            "--flows",
+            "16",
+            "-t",
+            "2",
+            "--timeout",
+            "0.5",
+            "--ntp-interleaved",
+        ],
+        &json,
+    );
+    assert!(out.status.code().is_some(), "{}", stderr(&out));
+    let j = json_of(&json);
+    let _ = std::fs::remove_file(&json);
+    // Every answer valid, interleaved ones included; many requests lost to the buffer.
+    assert!(j.get("invalid").is_none(), "{io:?}: {}", j["invalid"]);
+    assert!(
+        j["lost"].as_u64().unwrap() > 0,
+        "{io:?}: not overloaded: {j}"
+    );
+    assert!(j["measures"]["interleaved_delay"]["min"].as_f64().unwrap() > 0.0);
+    srv.stop();
+    let s = json_of(&json_srv);
+    let _ = std::fs::remove_file(&json_srv);
+    let w = &s["workers"][0]["backend"];
+    assert!(
+        w["tx_stamps_missing"].as_u64().unwrap() > 0,
+        "{io:?}: no stamp lost: {w}"
+    );
+    let h = &s["handler"];
+    let (interleaved, kernel) = (
+        h["ntp_interleaved"].as_u64().unwrap(),
+        h["ntp_tx_kernel"].as_u64().unwrap(),
+    );
+    assert!(
+        kernel > 0 && interleaved > kernel,
+        "{io:?}: some interleaved answers from the server's clock: {h}"
+    );
+}
+
 #[test]
 fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
     let srv = Served::proto(

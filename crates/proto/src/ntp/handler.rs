@@ -226,10 +226,15 @@ impl NtpHandler {
                 tx_ns: realtime_ns(),
                 kernel: false,
             };
-            if t.save(receive.0, sent) {
+            let saved = t.save(receive.0, [origin.0, rq.origin.0], sent);
+            if saved.rx != receive.0 {
+                // Another response holds this receive timestamp: carry the key saved.
+                Timestamp(saved.rx).write(&mut buf[32..40]);
+            }
+            if saved.evicted {
                 self.stats.bump(slot::INTERLEAVED_EVICTIONS);
             }
-            req.want_tx_stamp(receive.0);
+            req.want_tx_stamp(saved.rx);
         }
         self.stats.bump(rx_from);
         match earlier {

@@ -25,6 +25,15 @@ const SHARDS: usize = 16;
 /// MAX_TX_DELAY).
 const MAX_TX_DELAY_NS: u64 = 1_000_000_000;
 
+/// Where [`Interleave::save`] put a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    /// The receive timestamp the response must carry: its key.
+    pub rx: u64,
+    /// The oldest entry of its shard was forgotten to make room.
+    pub evicted: bool,
+}
+
 /// When a response left, as saved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
@@ -87,20 +96,31 @@ impl Interleave {
         self.lock(Self::shard_of(rx)).map.remove(&rx)
     }
 
-    /// Saves a response that carried receive timestamp `rx` and left at `sent`; true when
-    /// the oldest entry of its shard was forgotten to make room.
-    pub fn save(&self, rx: u64, sent: Sent) -> bool {
-        let mut s = self.lock(Self::shard_of(rx));
-        let mut evicted = false;
-        if s.order.len() == s.cap {
-            if let Some(old) = s.order.pop_front() {
-                evicted = s.map.remove(&old).is_some();
+    /// Saves a response about to carry receive timestamp `rx` (odd) and leaving at `sent`,
+    /// under `rx` or, when another response still holds `rx`, under the next odd value that
+    /// is free and not in `avoid`; the response must carry the key it is saved under
+    /// ([`Saved::rx`]). Two requests can arrive with one kernel stamp (a GSO or GRO packet
+    /// is stamped once, then split), and two entries under one key would hand the first
+    /// response's follow-up the time the other left.
+    pub fn save(&self, rx: u64, avoid: [u64; 2], sent: Sent) -> Saved {
+        let mut key = rx;
+        loop {
+            let mut s = self.lock(Self::shard_of(key));
+            if avoid.contains(&key) || s.map.contains_key(&key) {
+                drop(s);
+                key = key.wrapping_add(2);
+                continue;
             }
+            let mut evicted = false;
+            if s.order.len() == s.cap {
+                if let Some(old) = s.order.pop_front() {
+                    evicted = s.map.remove(&old).is_some();
+                }
+            }
+            s.map.insert(key, sent);
+            s.order.push_back(key);
+            return Saved { rx: key, evicted };
         }
-        if s.map.insert(rx, sent).is_none() {
-            s.order.push_back(rx);
-        }
-        evicted
     }
 
     /// The kernel says the response that carried `rx` left at `tx_ns`: kept in place of
@@ -125,6 +145,8 @@ impl Interleave {
 mod tests {
     use super::*;
 
+    const NONE: [u64; 2] = [0, 0];
+
     fn daemon(tx_ns: u64) -> Sent {
         Sent {
             tx_ns,
@@ -135,7 +157,7 @@ mod tests {
     #[test]
     fn an_entry_is_served_once_and_the_kernel_stamp_replaces_the_daemons() {
         let t = Interleave::new(64);
-        assert!(!t.save(0xabcd_0001, daemon(1_000)));
+        assert!(!t.save(0xabcd_0001, NONE, daemon(1_000)).evicted);
         // Earlier than the daemon's reading, or over a second later: not believed.
         assert!(!t.transmitted(0xabcd_0001, 999));
         assert!(!t.transmitted(0xabcd_0001, 1_000 + MAX_TX_DELAY_NS + 1));
@@ -169,7 +191,7 @@ mod tests {
                 continue;
             }
             per_shard[s] += 1;
-            evicted += usize::from(t.save(k, daemon(k)));
+            evicted += usize::from(t.save(k, NONE, daemon(k)).evicted);
             kept.push(k);
         }
         assert!(per_shard.iter().all(|&n| n == 8), "{per_shard:?}");
@@ -183,6 +205,23 @@ mod tests {
         }
         // A taken entry leaves its place in the order: the next save evicts nothing live.
         let k = kept[kept.len() - 1];
-        assert!(!t.save(k, daemon(1)));
+        assert!(!t.save(k, NONE, daemon(1)).evicted);
+    }
+
+    #[test]
+    fn a_receive_timestamp_held_by_another_response_moves_to_the_next_free_one() {
+        let t = Interleave::new(64);
+        let rx = 0x5555_0001;
+        assert_eq!(t.save(rx, NONE, daemon(1_000)).rx, rx);
+        // The same stamp again (one GSO packet's requests): the next odd value, skipping
+        // one to avoid (the request's origin).
+        let second = t.save(rx, [rx + 2, 0], daemon(2_000));
+        assert_eq!(second.rx, rx + 4);
+        assert!(t.transmitted(rx, 1_100));
+        assert!(t.transmitted(rx + 4, 2_100));
+        assert_eq!(t.take(rx).map(|s| s.tx_ns), Some(1_100));
+        assert_eq!(t.take(rx + 4).map(|s| s.tx_ns), Some(2_100));
+        // Taken, the key is free again.
+        assert_eq!(t.save(rx, NONE, daemon(3_000)).rx, rx);
     }
 }
