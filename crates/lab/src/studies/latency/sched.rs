@@ -105,9 +105,12 @@ mod tests {
     #[test]
     fn a_watch_counts_a_named_threads_sleeps_from_proc() {
         let (go, wait) = mpsc::channel::<()>();
+        let (ready, is_ready) = mpsc::channel::<()>();
         let t = std::thread::Builder::new()
             .name("fh-sched-test".into())
             .spawn(move || {
+                // The new thread sets its own name as it starts: say when that is done.
+                ready.send(()).unwrap();
                 wait.recv().unwrap();
                 for _ in 0..20 {
                     std::thread::sleep(Duration::from_millis(1));
@@ -115,6 +118,7 @@ mod tests {
                 wait.recv().unwrap();
             })
             .unwrap();
+        is_ready.recv().unwrap();
         let pid = std::process::id();
         let outer = Instant::now();
         let w = Watch::start(pid, Some("fh-sched-test")).expect("the thread is in /proc");
