@@ -68,8 +68,19 @@ pub struct Watch {
 impl Watch {
     /// Starts watching `pid`'s thread `name` (the main thread for `None`); `None` when it
     /// cannot be read (gone, or /proc not mounted).
+    /// A new thread names itself as it starts, so a named thread is looked for until it
+    /// shows (2 s at most).
     pub fn start(pid: u32, name: Option<&str>) -> Option<Watch> {
-        let dir = thread_dir(pid, name)?;
+        let by = Instant::now() + Duration::from_secs(2);
+        let dir = loop {
+            match thread_dir(pid, name) {
+                Some(d) => break d,
+                None if Instant::now() < by && Path::new(&format!("/proc/{pid}")).exists() => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                None => return None,
+            }
+        };
         let first = read(&dir)?;
         Some(Watch {
             dir,
