@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -100,6 +100,15 @@ bench-io: build
 	@test -n "$(BASELINE)" || { echo "make bench-io BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
 	sh mk/io-before-after $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-before-after
 
+# The same rows counted, not timed (root): what each binary asks of the kernel per packet
+# (system calls, io_uring submissions and completions, context switches, page faults, from
+# perf stat in the measured process), this build against BASELINE, 3 interleaved rounds on
+# loopback; counts hold on a busy host where times do not (mk/io-counts).
+bench-io-counts: build
+	@sh mk/deps lab
+	@test -n "$(BASELINE)" || { echo "make bench-io-counts BASELINE=/path/to/firehose (the binary to compare against)"; exit 2; }
+	sh mk/io-counts $(BASELINE) $(BIN) 3 $(LAB_OUT)/io-counts
+
 # What watching costs (root): the sink's pps at max rate without and with firehose drops
 # beside it (3 interleaved repetitions, medians and min-max, target >= 95%), then firehose
 # top's CPU at a 1 s refresh in a pseudo-terminal (target <= 2% of one CPU). The load
@@ -152,6 +161,15 @@ bench-latency: build
 bench-latency-tail: build
 	@sh mk/deps lab
 	sh mk/bench-latency-tail $(BIN)
+
+# The generator's CPU per DNS query at 50k/s against dnsperf's (mk/bench-gencpu; issue 25):
+# dnsperf, load's default socket path, --io uring and --io uring --defer-taskrun, each on
+# CPU 1 against one serve --proto dns on CPU 0, 3 interleaved repetitions of 5 s: the
+# process's CPU per query (as lab compare counts it), system calls per query, latency p50,
+# the load average (~1.5 min).
+bench-gencpu: build
+	@sh mk/deps lab
+	sh mk/bench-gencpu $(BIN)
 
 # Whether a token bucket (tbf) on the client's veth smooths load's arrivals, the kernel pacer
 # this host has without fq or etf (mk/bench-shaping, root): departure gaps, send lag and the

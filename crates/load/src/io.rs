@@ -90,10 +90,18 @@ pub trait FlowIo: Send {
     /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
     /// Requests the kernel refused (`failed`) stay outstanding and end as lost.
     fn send(&mut self, flow: usize) -> Flushed;
-    /// Makes everything `send` queued leave: called once per round of sends. Returns the
-    /// requests the kernel refused that `send` could not report yet.
+    /// Makes everything `send` queued leave: called once per round of sends (a path whose
+    /// [`FlowIo::sleep`] sends leaves them to it). Returns the requests the kernel refused
+    /// that `send` could not report yet.
     fn flush(&mut self) -> usize {
         0
+    }
+    /// Paced open loop: makes what `send` queued leave and sleeps `wait` (zero: not at
+    /// all) in one call of the path's own, so a wake-up costs one system call fewer (an
+    /// io_uring_enter that submits the sends and waits with a timeout). `false`: the path
+    /// has no such call, and the thread sleeps by itself.
+    fn sleep(&mut self, _wait: Duration) -> Result<bool, SetupError> {
+        Ok(false)
     }
     /// Waits up to `wait` for responses (zero: look without waiting) and returns how many
     /// sources to read; [`FlowIo::source`] names them.
@@ -144,6 +152,9 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     }
     fn flush(&mut self) -> usize {
         (**self).flush()
+    }
+    fn sleep(&mut self, wait: Duration) -> Result<bool, SetupError> {
+        (**self).sleep(wait)
     }
     fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         (**self).poll(wait)

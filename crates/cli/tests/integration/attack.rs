@@ -467,17 +467,9 @@ fn crafted_and_random_frames_leave_the_xdp_echo_server_answering() {
 
 fn hostile_dns(io: &str) {
     let lab = Lab::new(if io == "xdp" { "ax" } else { "as" });
-    let peer = lab.cli_dev.clone();
     // The client may send IPv4 packets of up to 1504 bytes; the server's MTU stays 1500.
-    let st = Command::new("ip")
-        .args(["-n", &lab.cli, "link", "set", "dev", &peer, "mtu", "1504"])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let zone = format!(
-        "{}/../proto/tests/data/example.zone",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    lab.client_mtu(1504);
+    let zone = crate::util::example_zone();
     let json = crate::util::tmp(&format!("attack-dns-{io}.json"));
     let js = json.display().to_string();
     let listen = format!("{SRV4}:5300");
@@ -510,7 +502,7 @@ fn hostile_dns(io: &str) {
     let seed = seed();
     if io == "xdp" {
         let frames = random_frames(&lab, to, &base_queries()[1], seed);
-        assert_eq!(send_frames(&lab.cli, &peer, n, frames), n);
+        assert_eq!(send_frames(&lab.cli, &lab.cli_dev, n, frames), n);
         dns_alive(&lab.cli, to);
     }
     let started = Instant::now();

@@ -125,43 +125,6 @@ fn packet_sink_counts_exactly_n_of_n_v4_and_v6() {
     sink_counts_exactly("packet", "::1", true);
 }
 
-#[test]
-fn packet_fanout_spreads_over_workers() {
-    if !is_root() {
-        eprintln!("skipping packet_fanout_spreads_over_workers: AF_PACKET needs root");
-        return;
-    }
-    let port = free_port("127.0.0.1");
-    let addr = format!("127.0.0.1:{port}");
-    let j = json_tmp("fanout");
-    let c = start_sink(&[
-        "--listen",
-        &addr,
-        "--io",
-        "packet",
-        "--workers",
-        "2",
-        "--fanout",
-        "lb",
-        "--count",
-        "400",
-        "--duration",
-        "20",
-        "--json-file",
-        j.to_str().unwrap(),
-    ]);
-    send_gently(&addr, 400, 64);
-    finish(c);
-    let v = read_json(&j);
-    let per = per_worker_packets(&v);
-    assert_eq!(per.iter().sum::<u64>(), 400, "{v}");
-    assert!(
-        per.iter().all(|&n| n > 0),
-        "round robin reaches both workers: {per:?}"
-    );
-    assert_eq!(v["fanout"], "lb");
-}
-
 /// A sink report's packets per worker.
 pub(crate) fn per_worker_packets(v: &Value) -> Vec<u64> {
     v["per_worker"]
@@ -566,7 +529,7 @@ fn packet_flood_once(pair: &Pair, port: u16, size: usize) {
     assert_eq!(v["bytes"], 600 * size as u64, "{size}-byte payloads");
 }
 
-/// Every `--fanout` mode (docs/sink-flood.md), not only `lb`: two workers count exactly
+/// Every `--fanout` mode (docs/sink-flood.md): two workers count exactly
 /// what 16 flows sent, and the report names the mode; `hash` keeps a flow on one worker
 /// and spreads 16 flows over both (all on one: 2^-15).
 #[test]

@@ -7,7 +7,6 @@ use crate::metrics::{parse, scrape_text, serve_with_metrics, sum};
 use crate::util::{json_of, run, tmp, uring_or_skip, Served};
 use firehose_sys::retry_interrupted;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[test]
@@ -60,8 +59,7 @@ fn dns_over_uring_answers_byte_for_byte_as_the_socket_path() {
     if !uring_or_skip("recvmsg") {
         return;
     }
-    let zone = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/data/example.zone");
-    let z = zone.display().to_string();
+    let z = crate::util::example_zone();
     let common = [
         "--proto",
         "dns",

@@ -5,7 +5,6 @@
 
 use crate::util::Served;
 use crate::xdp_util::*;
-use std::process::Command;
 
 /// The `h_err` column of the `total` row serve prints at exit.
 fn total_handler_errors(out: &str) -> u64 {
@@ -31,16 +30,8 @@ fn an_xdp_datagram_longer_than_its_frame_room_is_counted_not_handled() {
     }
     let lab = Lab::new("L");
     // The client may send IPv4 packets of 1501-1504 bytes; the server's MTU stays 1500.
-    let peer = lab.cli_dev.clone();
-    let st = Command::new("ip")
-        .args(["-n", &lab.cli, "link", "set", "dev", &peer, "mtu", "1504"])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let zone = format!(
-        "{}/../proto/tests/data/example.zone",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    lab.client_mtu(1504);
+    let zone = crate::util::example_zone();
     let listen = format!("{SRV4}:5300");
     let srv = Served::start_in(
         &lab.srv,

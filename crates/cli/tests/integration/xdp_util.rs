@@ -66,6 +66,17 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
     }
 
+    /// Sets the client veth's MTU (the server's stays 1500): the client may then send
+    /// datagrams the server's frames cannot hold.
+    pub fn client_mtu(&self, mtu: u32) {
+        let st = Command::new("ip")
+            .args(["-n", &self.cli, "link", "set", "dev", &self.cli_dev, "mtu"])
+            .arg(mtu.to_string())
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip link set {} mtu {mtu}", self.cli_dev);
+    }
+
     /// Runs `firehose ARGS` in the server namespace to completion.
     pub fn run_srv(&self, args: &[&str]) -> std::process::Output {
         firehose_in(&self.srv, args).output().unwrap()

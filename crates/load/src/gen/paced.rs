@@ -83,14 +83,23 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         self.next_seq = self.next_seq.max(owed_to);
     }
 
-    /// Paced open loop: sleeps `wait` (arrivals do not wake it), then reads everything that
-    /// arrived meanwhile, each datagram timed from its kernel receive time; returns the
+    /// Paced open loop: sleeps `wait` (arrivals do not wake it; in the path's own call
+    /// when it has one, [`FlowIo::sleep`]), then reads everything that arrived meanwhile, each datagram timed from its kernel receive time; returns the
     /// clock read on waking.
     pub(super) fn sleep_and_drain(&mut self, wait: Duration) -> Result<u64, SetupError> {
-        if !wait.is_zero() {
-            let asked = self.now_ns() + wait.as_nanos() as u64;
+        let asked = self.now_ns() + wait.as_nanos() as u64;
+        // A path that sleeps in its own call sends there too (even when there is no time
+        // to sleep); otherwise the thread sleeps.
+        let slept = if self.io.sleep(wait)? {
+            !wait.is_zero()
+        } else if !wait.is_zero() {
             std::thread::sleep(wait);
             self.sleeps += 1;
+            true
+        } else {
+            false
+        };
+        if slept {
             let woke = self.now_ns();
             let in_window = self.wall_at_start.is_some() && self.wall_at_end.is_none();
             if let (true, Some(h)) = (in_window, self.wake_late.as_mut()) {

@@ -18,6 +18,9 @@ struct Log {
     /// Polls: one per turn of the loop (a wake-up, when paced).
     polls: u64,
     syscalls: u64,
+    /// Sleeps in the path's own call ([`FlowIo::sleep`]), each of which sent what was
+    /// queued.
+    path_sleeps: u64,
 }
 
 /// A socket-like path (a source per flow, arrivals stamped, every flow listed at each
@@ -30,6 +33,8 @@ struct Instant {
     read: Vec<Vec<u8>>,
     read_flow: usize,
     read_at: u64,
+    /// Sleeps in its own call, sending there what `send` queued (as the io_uring path).
+    sleeps_itself: bool,
 }
 
 impl Instant {
@@ -42,6 +47,7 @@ impl Instant {
             read: Vec::new(),
             read_flow: 0,
             read_at: 0,
+            sleeps_itself: false,
         }
     }
 }
@@ -77,12 +83,24 @@ impl FlowIo for Instant {
         }
         let mut log = self.log.lock().unwrap();
         log.sends.push((flow, n));
-        log.syscalls += 1;
+        // A path that sleeps itself sends in that call.
+        let calls = usize::from(!self.sleeps_itself);
+        log.syscalls += calls as u64;
         Flushed {
             sent: n,
-            syscalls: 1,
+            syscalls: calls,
             ..Flushed::default()
         }
+    }
+    fn sleep(&mut self, wait: Duration) -> Result<bool, SetupError> {
+        if !self.sleeps_itself {
+            return Ok(false);
+        }
+        std::thread::sleep(wait);
+        let mut log = self.log.lock().unwrap();
+        log.path_sleeps += 1;
+        log.syscalls += 1;
+        Ok(true)
     }
     fn poll(&mut self, wait: Duration) -> Result<usize, SetupError> {
         std::thread::sleep(wait);
@@ -139,8 +157,14 @@ fn paced(flows: usize, rate: f64, warmup_ms: u64, ms: u64) -> LoadConfig {
 
 /// Runs `cfg` over the answering path; the thread's result and the path's log.
 fn run_paced(cfg: &LoadConfig) -> (ThreadResult, Log) {
+    run_over(cfg, false)
+}
+
+/// As [`run_paced`], over a path that sleeps in its own call when `sleeps_itself`.
+fn run_over(cfg: &LoadConfig, sleeps_itself: bool) -> (ThreadResult, Log) {
     let log = Arc::new(Mutex::new(Log::default()));
-    let io = Instant::new(cfg.flows, log.clone());
+    let mut io = Instant::new(cfg.flows, log.clone());
+    io.sleeps_itself = sleeps_itself;
     let run = start_with(cfg, |_| EchoWorkload::new(100).unwrap(), vec![io]).unwrap();
     let mut results = run.join().unwrap_or_else(|e| panic!("{e}"));
     let log = std::mem::take(&mut *log.lock().unwrap());
@@ -236,4 +260,38 @@ fn a_paced_run_reports_the_windows_wake_ups_and_a_spinning_one_none() {
         ..paced(1, 20_000.0, 50, 50)
     };
     assert!(run_paced(&spin).0.wake_late_ns.is_none());
+}
+
+#[test]
+fn a_path_that_sleeps_in_its_own_call_makes_a_wake_up_two_system_calls() {
+    // As the io_uring path: the sleep is the path's (an io_uring_enter that also submits
+    // the wake-up's sends), so a wake-up is that call and one read, and the thread never
+    // sleeps by itself.
+    let (r, log) = run_over(&paced(1, 20_000.0, 100, 200), true);
+    assert!(
+        r.completed > 1000 && r.lost == 0,
+        "{} completed",
+        r.completed
+    );
+    assert!(
+        log.path_sleeps + 1 >= log.polls && log.path_sleeps <= log.polls,
+        "{} sleeps in the path for {} wake-ups",
+        log.path_sleeps,
+        log.polls
+    );
+    let per_wake = log.syscalls as f64 / log.polls as f64;
+    assert!(
+        per_wake <= 2.0,
+        "{per_wake:.2} system calls per wake-up: {} reads, {} path sleeps, {} wake-ups",
+        log.reads.len(),
+        log.path_sleeps,
+        log.polls
+    );
+    // The window's calls are the path's alone: none of the thread's own sleeps.
+    let wakes = r.wake_late_ns.as_ref().expect("paced").len();
+    assert!(
+        r.syscalls <= 2 * wakes + 2,
+        "{} system calls in the window for {wakes} wake-ups",
+        r.syscalls
+    );
 }

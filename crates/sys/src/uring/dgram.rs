@@ -412,6 +412,24 @@ impl DgramRing {
         Ok(self.ready.len())
     }
 
+    /// Submits what is queued (sends included) and sleeps `wait` in the same
+    /// io_uring_enter, however many completions come meanwhile: a paced generator's wake-up
+    /// is then one system call, its sends leaving as its sleep begins. What arrived is
+    /// collected for [`Self::take`] (with DEFER_TASKRUN the receives run as the wait ends;
+    /// without it each arrival wakes the thread and the kernel puts it back to sleep).
+    /// Follow with [`Self::flush`] to learn the sends' results and free their slots.
+    pub fn sleep(&mut self, wait: Duration) -> SysResult<()> {
+        self.give_back();
+        self.arm_ended()?;
+        // The kernel caps a wait at the completion queue's size; nothing fills it between
+        // two wake-ups, so the wait ends at its timeout.
+        let all = self.ring.params().cq_entries() as usize;
+        self.stats.enters += 1;
+        enter(&self.ring, all, Some(wait))?;
+        self.collect();
+        Ok(())
+    }
+
     /// Lends up to `max` ready datagrams as slots `0..n`, giving the last batch back.
     pub fn take(&mut self, max: usize) -> usize {
         self.give_back();
@@ -507,6 +525,12 @@ impl DgramRing {
             std::slice::from_raw_parts(bufs.ptr(s.bid).add(self.payload_at), s.len as usize)
         };
         (s.sock as usize, data)
+    }
+
+    /// When slot `i` of the last [`Self::take`] arrived (ns since the Unix epoch), when the
+    /// ring has control room and the socket stamps arrivals.
+    pub fn rx_time_ns(&self, i: usize) -> Option<u64> {
+        self.slots[i].rx_time_ns
     }
 
     /// The length of slot `i` of the last [`Self::take`] as the kernel reported it.
