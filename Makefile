@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-curve bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack bench-gencpu
+.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -163,6 +163,14 @@ bench-ntp-interleaved: build
 bench-latency: build
 	@sh mk/deps lab
 	sh mk/bench-latency $(BIN)
+
+# Where the latency profile's rtt tail comes from (mk/bench-latency-tail): loopback, about 10%
+# and 50% of its max tps, serve --busy-poll 50 against 1000 us, 3 interleaved repetitions of
+# 3 s (~1 min): rtt p50/p90/p99/p99.9 beside the server worker's sleeps, preemptions and
+# run-queue delay, the server CPU's interrupts and softirqs, steal and the load average.
+bench-latency-tail: build
+	@sh mk/deps lab
+	sh mk/bench-latency-tail $(BIN)
 
 # The generator's CPU per DNS query at 50k/s against dnsperf's (mk/bench-gencpu; issue 25):
 # dnsperf, load's default socket path, --io uring and --io uring --defer-taskrun, each on

@@ -21,12 +21,13 @@ use std::time::Duration;
     after_help = "First each profile's max tps (closed loop, 4 flows x window 32). Then, at each\n\
 --percents of it, interleaved: serve --profile P with load --rate R --stamps (latency and\n\
 kernel-stamped rtt, p50/p99/p99.9), and sockperf sr with sockperf under-load --mps R\n\
---full-rtt (1 reply in 100 timed). Like for like: the latency profile polls (load --spin,\n\
-sockperf sr --nonblocked; sockperf's client sender spins in every mode and its receiver\n\
-blocks: a second spinner on the one client CPU would wait for scheduler slices), the others\n\
-sleep in the kernel (default pacing, sockperf blocking); both servers on the server CPU,\n\
-both clients on the same client CPU. The summary ends with issue 25's goals, each met, not\n\
-met, or client-bound (the client did not keep the rate: the row cannot judge the server).\n\n\
+--full-rtt (1 reply in 100 timed and answered). Like for like: the latency profile's server\n\
+polls (sockperf sr --nonblocked), the others sleep in the kernel (sockperf sr blocking); the\n\
+clients spin in every pair (load --spin; sockperf's sender busy-waits in every mode, its\n\
+receiver blocks). Both servers on the server CPU, both clients on the same client CPU. Each\n\
+row says how the server's busy thread was scheduled (sleeps, preemptions, run-queue delay per\n\
+second, from /proc). The summary ends with issue 25's goals, each met, not met, or\n\
+client-bound (the client did not keep the rate: the row cannot judge the server).\n\n\
 EXAMPLES:\n  \
   firehose lab latency\n  \
   firehose lab latency --topology veth --report results/latency-veth\n  \

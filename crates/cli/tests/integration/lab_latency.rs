@@ -57,6 +57,23 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
         assert!(
             r["options"].as_str().unwrap().contains("serve --profile") || r["who"] == "sockperf"
         );
+        if figures {
+            // The server's busy thread was read from /proc around each run, on both sides.
+            for k in [
+                "server_sleeps_per_s",
+                "server_preempted_per_s",
+                "server_run_delay_us_per_s",
+            ] {
+                assert!(
+                    r[k]["median"].as_f64().is_some_and(|x| x >= 0.0),
+                    "{k}: {r}"
+                );
+            }
+        }
+        if r["who"] == "firehose" {
+            // Like sockperf's sender, ours spins in every pair.
+            assert!(r["options"].as_str().unwrap().ends_with("--spin"), "{r}");
+        }
         if figures && r["who"] == "firehose" {
             // Kernel stamps: rtt from departure to arrival, never above latency's p99.9.
             assert!(r["rtt_p50_us"]["median"].as_f64().is_some(), "{r}");

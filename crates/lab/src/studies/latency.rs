@@ -6,14 +6,26 @@
 //! default), interleaved: `serve --profile P` with `firehose load --rate R --stamps`, giving
 //! p50/p99/p99.9 of `latency` (from the intended send time) and of `rtt` (kernel departure
 //! to kernel arrival), and sockperf's server with its under-load client at the same rate.
-//! The pairs are like for like in how they wait: `tuned` (and every profile but `latency`)
-//! sleeps in the kernel, so its load uses the default pacing and sockperf runs blocking;
-//! `latency` polls, so its load runs `--spin` and both sockperf sides `--nonblocked`. Both
-//! clients run on the same client CPU, both servers on the same server CPU.
+//! The pairs are like for like in how they wait. The servers: `tuned` (and every profile
+//! but `latency`) sleeps in the kernel and sockperf's server runs blocking; `latency` polls
+//! and sockperf's server runs `--nonblocked`. The clients: sockperf's sender busy-waits on
+//! the clock between sends in every mode and stamps each send just before its sendto, so our
+//! load runs `--spin` in every pair (with the default pacing, a sleep that wakes 5-20 us late
+//! and sends a wake-up's requests back to back, that lateness is in our `latency`, which
+//! counts from the intended send, and not in sockperf's: session 6's `tuned` rows at 20-30%
+//! compared a p50 of which half was the generator's send_lag). Both clients run on the same
+//! client CPU, both servers on the same server CPU.
+//!
+//! Each trial also reads how the server's busy thread was scheduled ([`sched`]: sleeps,
+//! preemptions and run-queue delay per second; our worker `fh-worker-0`, sockperf's main
+//! thread), so a tail can be told apart from the server being off its CPU.
 //!
 //! sockperf's under-load client times one reply in [`sockperf::REPLY_EVERY`] and runs with
-//! `--full-rtt`, so its figures are round trips from its send to its receive, like our
-//! `latency` (it has no kernel stamps, so its `rtt` columns stay empty).
+//! `--full-rtt`, so its figures are round trips from its `sendto` call to its `recvfrom`'s
+//! return (it has no kernel stamps, so its `rtt` columns stay empty). Our `latency` with
+//! `--stamps` runs from the intended send to the reply's kernel arrival stamp (send_lag +
+//! rtt): the reply's wait for our read (recv_lag) is outside it, sockperf's read is inside
+//! its figure, and sockperf's own send lateness is outside its figure.
 //!
 //! sockperf's under-load client is two threads: a sender that always spins between sends
 //! (a busy-wait on the clock for its `--mps` pacing) and a receiver. With `--nonblocked`
@@ -27,8 +39,7 @@ use crate::cmd;
 use crate::metrics::Latency;
 use crate::peers::{firehose, sockperf};
 use crate::proc;
-use crate::report::charts::Chart;
-use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
+use crate::report::page::Page;
 use crate::report::thousands;
 use crate::sample::port_bound;
 use crate::stats::Summary;
@@ -41,6 +52,10 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 
 mod goals;
+mod page;
+pub mod sched;
+
+use page::page;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -72,6 +87,9 @@ impl LatencyCurve {
     }
 }
 
+/// Our server's busy thread (the engine names its workers `fh-worker-N`).
+const WORKER: &str = "fh-worker-0";
+
 /// Who ran a cell: our server and client, or sockperf's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,20 +108,16 @@ pub struct Cell {
     pub rate: f64,
 }
 
-/// Whether `profile`'s pair polls (the `latency` profile) or sleeps in the kernel.
+/// Whether `profile`'s server polls (the `latency` profile) or sleeps in the kernel.
 fn polls(profile: &str) -> bool {
     profile == "latency"
 }
 
-/// Our side's options, as the report prints them.
+/// Our side's options, as the report prints them. The load spins in every pair, as
+/// sockperf's sender does (see the module doc).
 pub fn ours_options(profile: &str, flows: usize, size: usize) -> String {
     format!(
-        "serve --profile {profile} --workers 1 + load --rate R --stamps --flows {flows} --size {size}{}",
-        if polls(profile) {
-            " --spin"
-        } else {
-            " (default pacing)"
-        }
+        "serve --profile {profile} --workers 1 + load --rate R --stamps --flows {flows} --size {size} --spin"
     )
 }
 
@@ -144,6 +158,8 @@ pub struct Trial {
     pub recv_lag: Option<Latency>,
     /// How many round trips the figures are from.
     pub samples: u64,
+    /// How the server's busy thread was scheduled over the run, when /proc could say.
+    pub server: Option<sched::Sched>,
 }
 
 /// One cell over its repetitions: figures, or the reason there are none.
@@ -167,6 +183,11 @@ pub struct Row {
     pub send_lag_p50_us: Option<Summary>,
     pub send_lag_p99_us: Option<Summary>,
     pub recv_lag_p99_us: Option<Summary>,
+    /// The server's busy thread over the trials ([`sched`]): sleeps, preemptions and
+    /// microseconds waiting on the run queue, each per second.
+    pub server_sleeps_per_s: Option<Summary>,
+    pub server_preempted_per_s: Option<Summary>,
+    pub server_run_delay_us_per_s: Option<Summary>,
     /// The client did not keep the rate ([`client_bound`]): the row describes the client.
     pub client_bound: bool,
     /// Why there are no figures (the cell was skipped or every trial failed).
@@ -244,10 +265,10 @@ impl LatencyCurve {
             "--size".into(),
             self.size.to_string(),
         ];
-        if polls(&c.profile) {
-            flags.push("--spin".into());
-        }
+        flags.push("--spin".into());
+        let watch = sched::Watch::start(srv.proc.pid(), Some(WORKER));
         let r = self.load(lab, &srv, &flags, tag);
+        let server = watch.and_then(sched::Watch::finish);
         srv.proc.stop("TERM", Duration::from_secs(10));
         let r = r?;
         Ok(Trial {
@@ -258,6 +279,7 @@ impl LatencyCurve {
             send_lag: r.parts.as_ref().map(|p| Latency::from(&p.send_lag_us)),
             recv_lag: r.parts.as_ref().map(|p| Latency::from(&p.recv_lag_us)),
             samples: r.completed,
+            server,
         })
     }
 
@@ -284,6 +306,8 @@ impl LatencyCurve {
         let cpu = lab.placement.client_cpus[..1].to_vec();
         let argv = sockperf::under_load(&addr, port, self.size, secs, c.rate as u64, &[]);
         let within = Duration::from_secs(secs + 30);
+        // sockperf's server reads and answers in its main thread.
+        let watch = sched::Watch::start(srv.pid(), None);
         let done = lab.run_to_end(
             Side::Client,
             &cpu,
@@ -291,6 +315,7 @@ impl LatencyCurve {
             &format!("{tag}-sockperf-ul"),
             within,
         );
+        let server = watch.and_then(sched::Watch::finish);
         srv.stop("TERM", Duration::from_secs(5));
         let done = done?;
         let text = done.proc.stdout() + &done.proc.stderr();
@@ -312,6 +337,7 @@ impl LatencyCurve {
             send_lag: None,
             recv_lag: None,
             samples: r.received,
+            server,
         })
     }
 }
@@ -390,10 +416,12 @@ impl Study for LatencyCurve {
                 self.duration.as_secs_f64()
             ),
             format!(
-                "sockperf times 1 reply in {} (--reply-every {}) and prints round trips with --full-rtt (its default prints half of one); its figures are from its send to its receive, like firehose's latency, so its rtt columns are empty",
+                "sockperf times 1 reply in {} (--reply-every {}) and prints round trips with --full-rtt (its default prints half of one); its server answers only those, so at one rate it sends 1 reply where firehose's sends {}; its figures run from its sendto call to its recvfrom's return, firehose's latency from the intended send to the reply's kernel arrival stamp (send_lag + rtt: the wait for the read, recv_lag, is outside it); it has no kernel stamps, so its rtt columns are empty",
+                sockperf::REPLY_EVERY,
                 sockperf::REPLY_EVERY,
                 sockperf::REPLY_EVERY
             ),
+            "server sleeps/s, preempted/s, run delay us/s: the server's busy thread over each run, from /proc (voluntary and involuntary context switches, schedstat's run-queue wait): firehose's fh-worker-0, sockperf's main thread".to_string(),
         ];
         for (p, m) in &self.max_tps {
             if let Ok(max) = m {
@@ -524,6 +552,9 @@ fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
         send_lag_p50_us: sum(|t| t.send_lag.as_ref()?.p50),
         send_lag_p99_us: sum(|t| t.send_lag.as_ref()?.p99),
         recv_lag_p99_us: sum(|t| t.recv_lag.as_ref()?.p99),
+        server_sleeps_per_s: sum(|t| Some(t.server?.sleeps_per_s)),
+        server_preempted_per_s: sum(|t| Some(t.server?.preempted_per_s)),
+        server_run_delay_us_per_s: sum(|t| Some(t.server?.run_delay_us_per_s)),
         client_bound: false,
         reason,
     };
@@ -563,161 +594,6 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         .collect()
 }
 
-fn fmt(s: &Option<Summary>) -> String {
-    match s {
-        Some(s) => format!(
-            "{} ({}-{})",
-            crate::report::num(s.median),
-            crate::report::num(s.min),
-            crate::report::num(s.max)
-        ),
-        None => "-".into(),
-    }
-}
-
-fn page(s: &LatencyCurve, ran: &Ran<Cell, Trial>, rows: &[Row]) -> Page {
-    let right = |h: &str| Column {
-        header: h.into(),
-        width: None,
-        align: Align::Right,
-    };
-    let table = Table {
-        title: Some(format!("Latency against load ({})", s.topology.name())),
-        columns: vec![
-            Column::auto("profile"),
-            Column::auto("side"),
-            right("% max"),
-            right("rate"),
-            right("tps"),
-            right("latency p50 us"),
-            right("latency p99 us"),
-            right("latency p99.9 us"),
-            right("rtt p50 us"),
-            right("rtt p99 us"),
-            right("rtt p99.9 us"),
-            right("send_lag p99 us"),
-            right("recv_lag p99 us"),
-            right("lost"),
-            Column::auto("sampled / why none"),
-        ],
-        rows: rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.profile.clone(),
-                    format!("{:?}", r.who).to_lowercase(),
-                    format!("{}%", r.percent),
-                    thousands(r.rate),
-                    r.tps.map_or("-".into(), |t| thousands(t.median)),
-                    fmt(&r.latency_p50_us),
-                    fmt(&r.latency_p99_us),
-                    fmt(&r.latency_p999_us),
-                    fmt(&r.rtt_p50_us),
-                    fmt(&r.rtt_p99_us),
-                    fmt(&r.rtt_p999_us),
-                    fmt(&r.send_lag_p99_us),
-                    fmt(&r.recv_lag_p99_us),
-                    r.lost.to_string(),
-                    match (&r.reason, r.client_bound) {
-                        (Some(why), _) => why.clone(),
-                        (None, true) => format!("{}; client-bound", r.sampling),
-                        (None, false) => r.sampling.clone(),
-                    },
-                ]
-            })
-            .collect(),
-        dim: rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.reason.is_some())
-            .map(|(i, _)| i)
-            .collect(),
-        text: TextTable::Padded {
-            gap: 1,
-            blank_before: true,
-        },
-    };
-    let mut series = Vec::new();
-    for p in &s.profiles {
-        for (who, name) in [(Who::Firehose, "firehose"), (Who::Sockperf, "sockperf")] {
-            for (what, f) in [
-                (
-                    "latency p99",
-                    (|r: &Row| r.latency_p99_us) as fn(&Row) -> Option<Summary>,
-                ),
-                ("rtt p99", |r: &Row| r.rtt_p99_us),
-            ] {
-                let pts: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| &r.profile == p && r.who == who)
-                    .filter_map(|r| Some((f64::from(r.percent), f(r)?.median)))
-                    .filter(|(_, v)| *v > 0.0)
-                    .collect();
-                if !pts.is_empty() {
-                    series.push((format!("{p} {name} {what}"), pts));
-                }
-            }
-        }
-    }
-    let ratio_lines: Vec<String> = ratios(rows)
-        .iter()
-        .map(|r| {
-            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
-            format!(
-                "{} at {}% of max: firehose / sockperf latency p50 {}, p99 {} (goal <= 0.8x)",
-                r.profile,
-                r.percent,
-                f(r.p50),
-                f(r.p99)
-            )
-        })
-        .collect();
-    let mut blocks = vec![
-        Block::Table(table),
-        Block::Charts(vec![Chart::Curves {
-            title: "p99 against load".into(),
-            x_axis: "% of the profile's max tps".into(),
-            series,
-        }]),
-    ];
-    if !ratio_lines.is_empty() {
-        blocks.push(Block::List(List {
-            title: "firehose against sockperf, like for like".into(),
-            items: ratio_lines,
-            text: TextList::Lines {
-                heading: Some("ratios:".into()),
-                prefix: "  ".into(),
-                blank_before: true,
-            },
-        }));
-    }
-    blocks.push(Block::List(List {
-        title: "Issue 25's curve goals".into(),
-        items: goals(&s.profiles, rows).iter().map(Goal::line).collect(),
-        text: TextList::Lines {
-            heading: Some(
-                "goals (client-bound: the client did not keep the rate, tps < 95% of it or send_lag p50 > 100 us):"
-                    .into(),
-            ),
-            prefix: "  ".into(),
-            blank_before: true,
-        },
-    }));
-    Page {
-        title: "firehose lab latency".into(),
-        preamble: vec![
-            format!(
-                "firehose lab latency: {} x {:.0} s per cell, interleaved; profiles {}",
-                ran.repetitions,
-                s.duration.as_secs_f64(),
-                s.profiles.join(", ")
-            ),
-            ran.host_line(),
-        ],
-        blocks,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -742,6 +618,9 @@ mod tests {
             send_lag_p50_us: None,
             send_lag_p99_us: None,
             recv_lag_p99_us: None,
+            server_sleeps_per_s: None,
+            server_preempted_per_s: None,
+            server_run_delay_us_per_s: None,
             client_bound: false,
             reason: None,
         }
@@ -768,7 +647,7 @@ mod tests {
     #[test]
     fn both_sides_options_name_how_they_wait() {
         assert!(ours_options("latency", 4, 100).ends_with("--spin"));
-        assert!(ours_options("tuned", 4, 100).ends_with("(default pacing)"));
+        assert!(ours_options("tuned", 4, 100).ends_with("--spin"));
         assert!(theirs_options("latency", 100).contains("sr --nonblocked + "));
         assert_eq!(
             theirs_options("latency", 100).matches("nonblocked").count(),

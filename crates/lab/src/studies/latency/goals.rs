@@ -147,9 +147,12 @@ fn tail(p: &str, ours: &[&Row]) -> Goal {
     let (verdict, detail) = match (unloaded, at.and_then(|r| Some((r, r.rtt_p99_us?.median)))) {
         (Some((low, base)), Some((r, p99))) => {
             let x = p99 / base;
-            let figures = format!(
+            let mut figures = format!(
                 "rtt p99 {p99:.1} us at 50% against rtt p50 {base:.2} us at {low}% (the lowest rate run, as unloaded): {x:.1}x"
             );
+            if let Some(w) = worker(r) {
+                figures.push_str(&format!("; the server's worker at 50%: {w}"));
+            }
             if client_bound(r) {
                 (Verdict::ClientBound, figures)
             } else if x <= TAIL_FACTOR {
@@ -169,6 +172,17 @@ fn tail(p: &str, ours: &[&Row]) -> Goal {
         verdict,
         detail,
     }
+}
+
+/// How the server's worker was scheduled in a row (medians), when it was read: what a
+/// tail made of the server's pauses shows.
+fn worker(r: &Row) -> Option<String> {
+    Some(format!(
+        "{:.0} sleeps/s, {:.0} preemptions/s, {:.0} us/s waiting on the run queue",
+        r.server_sleeps_per_s?.median,
+        r.server_preempted_per_s?.median,
+        r.server_run_delay_us_per_s?.median
+    ))
 }
 
 fn peer(p: &str, ours: &[&Row], rows: &[Row]) -> Goal {
@@ -258,6 +272,9 @@ mod tests {
             send_lag_p50_us: s(2.0),
             send_lag_p99_us: None,
             recv_lag_p99_us: None,
+            server_sleeps_per_s: None,
+            server_preempted_per_s: None,
+            server_run_delay_us_per_s: None,
             client_bound: false,
             reason: None,
         }
@@ -286,6 +303,18 @@ mod tests {
         assert_eq!(v[2].1, Verdict::NotMet, "{v:?}");
         let g = goals(&["latency".into()], &rows);
         assert!(g[1].detail.ends_with("5.0x"), "{}", g[1].detail);
+        // With the worker's scheduling read, the tail's verdict carries it.
+        let mut watched = rows.clone();
+        watched[2].server_sleeps_per_s = Summary::of([120.0]);
+        watched[2].server_preempted_per_s = Summary::of([3.0]);
+        watched[2].server_run_delay_us_per_s = Summary::of([450.0]);
+        assert!(
+            goals(&["latency".into()], &watched)[1].detail.ends_with(
+                "5.0x; the server's worker at 50%: 120 sleeps/s, 3 preemptions/s, 450 us/s waiting on the run queue"
+            ),
+            "{}",
+            goals(&["latency".into()], &watched)[1].detail
+        );
         assert!(
             g[2].detail.contains("met at 10% (p50 0.60x, p99 0.67x)"),
             "{}",
