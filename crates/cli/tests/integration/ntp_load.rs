@@ -212,9 +212,15 @@ fn kiss_of_death_and_unsynchronised_answers_are_invalid() {
     let j = json_of(&json);
     let _ = std::fs::remove_file(&json);
     assert_eq!(out.status.code(), Some(1));
+    // Every answer is unsynchronised: none completes, and at least half the requests sent
+    // (500 on an unloaded host; a busy one answers some after the timeout) get one.
+    let (unsynchronised, sent) = (
+        j["invalid"]["unsynchronised"].as_u64().unwrap(),
+        j["sent"].as_u64().unwrap(),
+    );
     assert!(
-        j["invalid"]["unsynchronised"].as_u64().unwrap() >= 400,
-        "{}",
+        sent >= 100 && unsynchronised * 2 >= sent,
+        "{unsynchronised} unsynchronised answers to {sent} requests: {}",
         j["invalid"]
     );
     assert_eq!(j["completed"], 0);
