@@ -312,7 +312,7 @@ impl<'a> Supervisor<'a> {
             if signalled && !self.drain {
                 return Ok(Ended::Signal);
             }
-            if self.duration.is_some_and(|d| now >= started + d) {
+            if end.is_some_and(|e| now >= e) {
                 return Ok(Ended::Duration);
             }
             if let (Some(t), Some(iv)) = (next_tick, self.interval) {
