@@ -111,12 +111,7 @@ fn a_client_that_never_finishes_its_request_is_cut_off_at_the_deadline() {
 /// on how busy the host is (a backing-off thread waited on a run queue 27% of a second on a
 /// CI host at load average 12).
 fn voluntary_sleeps(pid: u32, comm: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(thread_dir(pid, comm)?.join("status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
-        .trim()
-        .parse()
-        .ok()
+    crate::util::voluntary_switches(&thread_dir(pid, comm)?)
 }
 
 /// /proc/PID/task/TID of the thread of process `pid` named `comm`, if it is there.

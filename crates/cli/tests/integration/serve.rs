@@ -1,7 +1,7 @@
 //! What `firehose serve` reports about itself: per-worker counters and each socket's kernel
 //! drops when stopped with SIGINT, a line and a JSON record per `--interval`, and `--duration`.
 
-use crate::util::{freeze, json_of, send_paced, signal_pid, tmp, Served};
+use crate::util::{freeze, json_of, send_paced, signal_pid, tmp, voluntary_switches, Served};
 use firehose_sys::retry_interrupted;
 use std::net::UdpSocket;
 use std::time::Duration;
@@ -146,17 +146,8 @@ fn the_latency_profile_holds_the_requests_that_arrive_while_its_worker_is_off_cp
 fn the_main_thread_of_a_server_wakes_about_ten_times_a_second() {
     let srv = Served::tuned(&[]);
     let pid = srv.pid();
-    let status = format!("/proc/{pid}/task/{pid}/status");
-    let sleeps = || -> u64 {
-        std::fs::read_to_string(&status)
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let main = std::path::PathBuf::from(format!("/proc/{pid}/task/{pid}"));
+    let sleeps = || voluntary_switches(&main).expect("the main thread's status");
     let (t0, s0) = (std::time::Instant::now(), sleeps());
     std::thread::sleep(Duration::from_secs(2));
     let per_s = (sleeps() - s0) as f64 / t0.elapsed().as_secs_f64();

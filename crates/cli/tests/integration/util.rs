@@ -646,6 +646,17 @@ pub fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// How many times the thread at `task` (/proc/PID/task/TID) has slept
+/// (`voluntary_ctxt_switches` in its status), if it is there.
+pub fn voluntary_switches(task: &Path) -> Option<u64> {
+    let s = std::fs::read_to_string(task.join("status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// SIGSTOP to `pid`, then waits until every thread of it is stopped (state T in
 /// /proc/PID/task/*/stat): kill(2) returns before a thread running on another CPU stops.
 pub fn freeze(pid: u32) {
