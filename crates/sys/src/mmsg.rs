@@ -119,6 +119,9 @@ pub struct Batch {
     /// Some queued datagram carries an address (GSO needs a connected socket).
     queued_addressed: bool,
     with_ctrl: bool,
+    /// Receives ask the kernel for each sender's address (off: a connected socket's
+    /// reader, which knows it).
+    with_names: bool,
     recv_mode: RecvMode,
     send_mode: SendMode,
     /// Queued indices the last flush's sendto/sendmmsg calls refused, in order.
@@ -151,6 +154,7 @@ impl Batch {
             dirty: slots,
             queued_addressed: false,
             with_ctrl: false,
+            with_names: true,
             recv_mode: RecvMode::Batch,
             send_mode: SendMode::Batch,
             refused: Vec::new(),
@@ -191,6 +195,15 @@ impl Batch {
         self
     }
 
+    /// With `on` (the default), receives ask for each sender's address ([`Self::peer`]).
+    /// Off, for a connected socket, whose datagrams all come from its peer: the kernel
+    /// then copies no address out per datagram, and [`Self::peer`] is `None`.
+    pub fn with_names(mut self, on: bool) -> Self {
+        self.with_names = on;
+        self.dirty = self.capacity();
+        self
+    }
+
     /// The send mode chosen.
     pub fn send_mode(&self) -> SendMode {
         self.send_mode
@@ -213,8 +226,13 @@ impl Batch {
             self.iovs[i].iov_len = self.slot_size;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
-            h.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
-            h.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            if self.with_names {
+                h.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
+                h.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            } else {
+                h.msg_name = std::ptr::null_mut();
+                h.msg_namelen = 0;
+            }
             if self.with_ctrl {
                 h.msg_control = self.ctrl[i].as_mut_ptr();
                 h.msg_controllen = CTRL_LEN;
@@ -289,6 +307,9 @@ impl Batch {
 
     /// Receives one datagram into slot 0 with recvfrom; returns 1, or -1 with errno set.
     fn recv_one(&mut self, sock: &UdpSock, flags: i32) -> isize {
+        if !self.with_names {
+            return self.recv_plain(sock, flags);
+        }
         self.dirty = self.dirty.max(1);
         let mut namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // SAFETY: slot 0 (slot_size bytes) and addrs[0] (namelen bytes) are live and
@@ -394,6 +415,9 @@ impl Batch {
 
     /// The sender of slot `i`.
     pub fn peer(&self, i: usize) -> Option<SocketAddr> {
+        if !self.with_names {
+            return None;
+        }
         storage_to_std(&self.addrs[i])
     }
 
@@ -708,6 +732,32 @@ pub(crate) mod tests {
         let mut plain = Batch::new(4, 64);
         assert_eq!(plain.recv(&srv, 4, 0).unwrap(), 1);
         assert_eq!(plain.rx_timestamp_ns(0), None);
+    }
+
+    #[test]
+    fn a_batch_without_names_takes_no_sender_address_from_the_kernel() {
+        // The generator's reader: a connected socket, arrival stamps, no addresses.
+        let (srv, cli) = connected_pair();
+        cli.set_timestamp_ns(true).unwrap();
+        let mut rx = Batch::new(4, 64).with_control(true).with_names(false);
+        let mut plain = Batch::new(4, 64).with_names(false);
+        for (batch, max) in [(&mut rx, 4), (&mut plain, 1)] {
+            srv.send_to(
+                b"abc",
+                Some(&RawAddr::from_std(&cli.local_addr().unwrap())),
+                0,
+            )
+            .unwrap();
+            let mut got = 0;
+            while got == 0 {
+                got = batch.recv(&cli, max, 0).unwrap();
+            }
+            assert_eq!(batch.data(0), b"abc");
+            // The kernel wrote no address: the slot's is still all zero.
+            assert_eq!(batch.addrs[0].ss_family, 0, "an address was copied out");
+            assert_eq!(batch.peer(0), None);
+        }
+        assert!(rx.rx_timestamp_ns(0).is_some(), "the stamp still comes");
     }
 
     #[test]
