@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-wake-budget bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -180,6 +180,15 @@ bench-latency-tail: build
 bench-gencpu: build
 	@sh mk/deps lab
 	sh mk/bench-gencpu $(BIN)
+
+# The default pacing's CPU budget against its smoothness (mk/bench-wake-budget; issue 25): DNS
+# (1 flow, dnsperf beside it) and echo (4 flows) at 50k/s and 150k/s with --per-wake
+# 1,2,4,8,16,64, the default pacing and --spin: CPU and system calls per request without
+# stamps, rtt p50 with --stamps and its ratio to --spin's, 3 interleaved repetitions of 3 s
+# (~16 min; PER_WAKE, RATES, PROTOS, REPS and DUR narrow it).
+bench-wake-budget: build
+	@sh mk/deps lab
+	sh mk/bench-wake-budget $(BIN)
 
 # Whether a token bucket (tbf) on the client's veth smooths load's arrivals, the kernel pacer
 # this host has without fq or etf (mk/bench-shaping, root): departure gaps, send lag and the

@@ -100,10 +100,13 @@ fn poisson_offsets(interval_ns: f64, seed: u64) -> (Arc<[u64]>, f64) {
 }
 
 /// The default pacing's CPU budget: a thread wakes at most once per this many ns (12,500
-/// wake-ups a second), each wake-up carrying every request due before the next. On the
-/// 2-vCPU VM of issue 25 a wake-up costs the generator about 10 µs whatever it carries
-/// (docs/load.md), so this is about 12% of a CPU, and it keeps the generator's CPU per
-/// request at 50k/s under half of dnsperf's (10.3 µs); a wake-up carries 4 requests then.
+/// wake-ups a second), each wake-up carrying every request due before the next: 4 at
+/// 50k/s. On the 2-vCPU VM of issue 25 a wake-up's fixed cost was about 26 µs (busy
+/// host; its timer and switch, the server's wake, a cold stack), so this spends at most
+/// about a third of a CPU on waking. Fewer wake-ups would cost less per request but stretch
+/// the server's round trip (its queries leave back to back): the budget keeps rtt p50
+/// within 1.2x of `--spin`'s at 50k/s and gives up half of dnsperf's CPU per query, which
+/// needs about 30 per wake-up (docs/load.md, "the wake budget"; `make bench-wake-budget`).
 pub const WAKE_BUDGET_NS: u64 = 80_000;
 /// Bounds of the wake-up period: below, a sleep on this VM lasts longer than asked
 /// (the timer and the context switch); above, a low rate would leave in lumps.
