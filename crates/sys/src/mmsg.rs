@@ -126,10 +126,6 @@ pub struct Batch {
     send_mode: SendMode,
     /// Queued indices the last flush's sendto/sendmmsg calls refused, in order.
     refused: Vec<usize>,
-    /// [`SendMode::Gso`]'s plan of a flush and the queue's iovecs in its order (room
-    /// for a whole queue, reserved once).
-    gso_plan: Vec<gso::Transmit>,
-    gso_order: Vec<libc::iovec>,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this Batch's own heap
@@ -162,8 +158,6 @@ impl Batch {
             recv_mode: RecvMode::Batch,
             send_mode: SendMode::Batch,
             refused: Vec::new(),
-            gso_plan: Vec::new(),
-            gso_order: Vec::new(),
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..slots {
@@ -183,10 +177,6 @@ impl Batch {
     /// Sends with `mode`.
     pub fn with_send(mut self, mode: SendMode) -> Self {
         self.send_mode = mode;
-        if mode == SendMode::Gso {
-            self.gso_plan = Vec::with_capacity(self.capacity());
-            self.gso_order = Vec::with_capacity(self.capacity());
-        }
         self
     }
 

@@ -22,7 +22,7 @@ const GSO_MAX_BYTES: usize = 65535 - 48;
 
 /// One GSO send: `count` queued datagrams from index `at`, each `segment` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Transmit {
+struct Transmit {
     at: usize,
     count: usize,
     segment: usize,
@@ -41,89 +41,49 @@ fn refuses_gso(e: &SysError, segments: usize) -> bool {
 }
 
 impl Batch {
-    /// Sends the queue (datagrams without addresses, at least two) as GSO transmits of
-    /// two or more datagrams each, and what no such transmit takes by one sendmmsg.
+    /// Sends the queue (datagrams without addresses, at least two) as GSO transmits.
     /// Datagrams are grouped by size (their order on a connected socket does not
-    /// matter). On loopback a GSO send cost the sender about 8 µs plus 0.8 per datagram,
-    /// a datagram inside a sendmmsg about 4.9 (`firehose flood --batch 2` and `4`, busy
-    /// host): two equal datagrams already pay, and a lone one is cheaper inside the
-    /// sendmmsg. So four DNS queries of which one names a longer name leave as one GSO
-    /// send of three and one plain send, not one sendmmsg of four.
+    /// matter); when the sizes are too mixed for transmits to pay (fewer than 3
+    /// datagrams each on average), it uses sendmmsg.
     pub(super) fn flush_gso(&mut self, sock: &UdpSock, f: &mut Flushed) {
         let total = self.queued;
         // Descending and stable: same-size datagrams keep their order.
         self.out_iovs[..total].sort_by_key(|v| Reverse(v.iov_len));
-        let loose = self.plan_gso();
-        let mut i = 0;
-        while i < self.gso_plan.len() {
-            let t = self.gso_plan[i];
+        let transmits = self.transmits();
+        if transmits > 1 && transmits * 3 > total {
+            return self.send_from(sock, 0, 0, false, f);
+        }
+        let mut at = 0;
+        while at < total {
+            let t = self.transmit_at(at);
             f.syscalls += 1;
             match self.send_gso(sock, t) {
                 Ok(()) => {
                     f.sent += t.count;
                     f.gso_sends += 1;
+                    at += t.count;
                 }
-                Err(e) if e.errno() == Some(libc::EINTR) => {
-                    f.syscalls -= 1;
-                    continue;
-                }
+                Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
                 Err(e) if refuses_gso(&e, t.count) => {
                     sock.disable_gso(&e);
                     f.gso_unavailable = true;
-                    return self.send_from(sock, t.at, 0, false, f);
+                    return self.send_from(sock, at, 0, false, f);
                 }
                 Err(e) => {
                     f.failed += t.count;
                     f.last_error = e.errno();
+                    at += t.count;
                 }
             }
-            i += 1;
         }
-        if loose < total {
-            self.send_from(sock, loose, 0, false, f);
-        }
-    }
-
-    /// Plans the sorted queue: its transmits of two or more datagrams first (in
-    /// `gso_plan`), then the datagrams none takes; returns where those begin. Only
-    /// iovecs move (header `k` sends whatever iovec `k` holds).
-    fn plan_gso(&mut self) -> usize {
-        let total = self.queued;
-        self.gso_plan.clear();
-        self.gso_order.clear();
-        let mut at = 0;
-        while at < total {
-            let t = self.transmit_at(at);
-            if t.count >= 2 {
-                self.gso_plan.push(Transmit {
-                    at: self.gso_order.len(),
-                    ..t
-                });
-                self.gso_order
-                    .extend_from_slice(&self.out_iovs[at..at + t.count]);
-            }
-            at += t.count;
-        }
-        let loose = self.gso_order.len();
-        at = 0;
-        while at < total {
-            let t = self.transmit_at(at);
-            if t.count < 2 {
-                self.gso_order
-                    .extend_from_slice(&self.out_iovs[at..at + t.count]);
-            }
-            at += t.count;
-        }
-        self.out_iovs[..total].copy_from_slice(&self.gso_order);
-        loose
     }
 
     /// The next transmit from queued index `at` (the queue sorted by size, descending):
     /// as many datagrams of that size as one GSO send may carry, and when the whole run
-    /// of two or more fits, the next (shorter) datagram too, as the last segment (which
-    /// the kernel allows): four queries of which one is a character shorter leave in one
-    /// send. A lone datagram takes none: it would only move a datagram of the next run
-    /// out of that run's send.
+    /// fits, the next (shorter) datagram too, as the last segment. Four DNS queries of
+    /// which one is a character shorter thus leave in one send, not by sendmmsg: on
+    /// loopback a GSO send of 4 cost the sender about half of a sendmmsg of 4 per
+    /// datagram (docs/load.md).
     fn transmit_at(&self, at: usize) -> Transmit {
         let segment = self.out_iovs[at].iov_len;
         let run = self.out_iovs[at..self.queued]
@@ -131,12 +91,23 @@ impl Batch {
             .take_while(|v| v.iov_len == segment)
             .count();
         let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / segment.max(1)).max(1);
-        let tail = usize::from(run >= 2 && run < per_send && at + run < self.queued);
+        let tail = usize::from(run < per_send && at + run < self.queued);
         Transmit {
             at,
             count: run.min(per_send) + tail,
             segment,
         }
+    }
+
+    /// How many transmits the sorted queue takes.
+    fn transmits(&self) -> usize {
+        let mut at = 0;
+        let mut n = 0;
+        while at < self.queued {
+            at += self.transmit_at(at).count;
+            n += 1;
+        }
+        n
     }
 
     /// One sendmsg of a transmit with its UDP_SEGMENT control message.
@@ -224,17 +195,14 @@ mod tests {
     }
 
     #[test]
-    fn a_wake_ups_mixed_sizes_leave_by_gso_where_two_or_more_share_a_send() {
-        // A wake-up's four DNS queries: one a character shorter (host12 among host123s),
-        // one GSO send; one longer (an nx name among host names), a GSO send of the three
-        // and the lone one by itself; two sizes in pairs, a GSO send of three (the
-        // longer pair and one shorter) and the last by itself; four sizes, one sendmmsg.
+    fn a_run_and_one_shorter_datagram_leave_in_one_gso_send() {
+        // A wake-up's four DNS queries, one a character shorter (host12 among host123s):
+        // one GSO send. Two sizes in pairs would take two transmits for four datagrams,
+        // too few each to pay: one sendmmsg.
         let (srv, cli) = connected_pair();
         for (sizes, gso, calls) in [
             (&[41usize, 41, 40, 41][..], 1, 1),
-            (&[41, 45, 41, 41], 1, 2),
-            (&[44, 41, 41, 44], 1, 2),
-            (&[44, 43, 42, 41], 0, 1),
+            (&[44, 41, 41, 44], 0, 1),
         ] {
             let mut tx = Batch::new(4, 64).with_send(SendMode::Gso);
             for (i, &len) in sizes.iter().enumerate() {
