@@ -196,14 +196,26 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Why a run completed nothing. A run that sent nothing while its schedule came due did not
+/// ask the server at all: its generator thread was not on a CPU in time (a busy host, or a
+/// `--cpus` shared with other work), which is not the server's fault.
+fn nothing_completed(sent: u64, lost: u64, unsent: u64) -> String {
+    if sent == 0 && unsent > 0 {
+        format!(
+            "no transaction completed: 0 sent and {unsent} unsent: the generator did not get a CPU in \
+             time to send on schedule (check the load average and --cpus), so the server was not asked"
+        )
+    } else {
+        format!(
+            "no transaction completed ({sent} sent, {lost} lost): is a server answering at the target?"
+        )
+    }
+}
+
 /// The run's verdict: nothing completed, or more lost than `--max-loss`, fails (exit 1).
 fn verdict(r: &LoadReport, max_loss: Option<f64>) -> Result<()> {
     if r.completed == 0 {
-        anyhow::bail!(
-            "no transaction completed ({} sent, {} lost): is a server answering at the target?",
-            r.sent,
-            r.lost
-        );
+        anyhow::bail!("{}", nothing_completed(r.sent, r.lost, r.unsent));
     }
     let lost = if r.sent > 0 {
         100.0 * r.lost as f64 / r.sent as f64
@@ -630,4 +642,19 @@ fn drive<W: Workload + 'static>(
 
 fn parse_arrivals(s: &str) -> std::result::Result<Arrivals, String> {
     Arrivals::parse(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nothing_completed;
+
+    #[test]
+    fn a_run_that_never_sent_blames_the_generator_not_the_server() {
+        let starved = nothing_completed(0, 0, 25_944);
+        assert!(starved.contains("25944 unsent"), "{starved}");
+        assert!(starved.contains("did not get a CPU"), "{starved}");
+        assert!(!starved.contains("is a server answering"), "{starved}");
+        let silent = nothing_completed(1_000, 1_000, 0);
+        assert!(silent.contains("is a server answering"), "{silent}");
+    }
 }
