@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp profile-stamps bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp profile-stamps bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail trace-latency-tail bench-latency-curve bench-gencpu bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -183,6 +183,15 @@ bench-latency: build
 bench-latency-tail: build
 	@sh mk/deps lab
 	sh mk/bench-latency-tail $(BIN)
+
+# What preempts that worker and makes the tail, traced (mk/trace-latency-tail; root): one cell
+# (RATE=125000 SPIN=50 by default) under perf record of the scheduler, softirqs, IPIs and
+# loopback delivery; prints who ran on the server CPU while the worker was runnable, the IPIs
+# sent to it and by what, where requests waited on the client CPU, and what each slow round
+# trip met.
+trace-latency-tail: build
+	@sh mk/deps lab
+	sh mk/trace-latency-tail $(BIN)
 
 # The generator's CPU per DNS query at 50k/s against dnsperf's (mk/bench-gencpu; issue 25):
 # dnsperf, load's default socket path, --io uring and --io uring --defer-taskrun, each on
