@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-latency-curve bench-gencpu bench-wake-budget bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp profile-stamps bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail trace-latency-tail bench-latency-curve bench-gencpu bench-wake-budget bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -84,6 +84,16 @@ profile-xdp: build
 	@sh mk/deps lab
 	sh mk/profile-xdp $(PROFILE_BINS)
 
+# What load --stamps costs per transaction and where (root): serve --profile latency on CPU
+# 0, load on CPU 1 at 150k/s with --stamps, --stamps --spin and without stamps; per run the
+# generator's system calls per transaction by call (perf stat) and its perf record -g samples
+# grouped (send, stamps made, receive, arrival stamps, error queue, sleep, own code) into us
+# per transaction (mk/profile-stamps; RATE, DUR, REPS, MODES). PROFILE_BINS as above, e.g.
+# PROFILE_BINS="/work/baseline/firehose-x target/release/firehose" (about 10 s a run).
+profile-stamps: build
+	@sh mk/deps lab
+	sh mk/profile-stamps $(PROFILE_BINS)
+
 # The packet-rate study on the veth lab (root), receiver on CPU 0, sender on CPU 1, 3
 # interleaved repetitions: lab sink (every receive mode at 1 and 2 receive queues, 64-byte
 # frames, udp_sink and sockperf sr beside them where installed, perf profile of the
@@ -159,10 +169,12 @@ bench-ntp-interleaved: build
 # Where load's latency goes on loopback (mk/bench-latency): rtt p50 under the default pacing
 # against --spin and send_lag p99 with --spin, at 50k/s and 150k/s, from kernel timestamps
 # (load --stamps); then the stamps' own cost per transaction. 3 interleaved repetitions,
-# medians (min-max), the load average beside every figure.
+# medians (min-max), the load average beside every figure. BENCH_BINS lists binaries to run
+# interleaved cell by cell (default this build), e.g. a build before a change first.
+BENCH_BINS ?= $(BIN)
 bench-latency: build
 	@sh mk/deps lab
-	sh mk/bench-latency $(BIN)
+	sh mk/bench-latency $(BENCH_BINS)
 
 # Where the latency profile's rtt tail comes from (mk/bench-latency-tail): loopback, about 10%
 # and 50% of its max tps, serve --busy-poll 50 against 1000 us, 3 interleaved repetitions of
@@ -171,6 +183,15 @@ bench-latency: build
 bench-latency-tail: build
 	@sh mk/deps lab
 	sh mk/bench-latency-tail $(BIN)
+
+# What preempts that worker and makes the tail, traced (mk/trace-latency-tail; root): one cell
+# (RATE=125000 SPIN=50 by default) under perf record of the scheduler, softirqs, IPIs and
+# loopback delivery; prints who ran on the server CPU while the worker was runnable, the IPIs
+# sent to it and by what, where requests waited on the client CPU, and what each slow round
+# trip met.
+trace-latency-tail: build
+	@sh mk/deps lab
+	sh mk/trace-latency-tail $(BIN)
 
 # The generator's CPU per DNS query at 50k/s against dnsperf's (mk/bench-gencpu; issue 25):
 # dnsperf, load's default socket path, --io uring and --io uring --defer-taskrun, each on

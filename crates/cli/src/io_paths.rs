@@ -48,8 +48,8 @@ pub struct IoPath {
     /// Load: each generator thread's flows on this path, for requests up to
     /// `max_payload` bytes.
     load: fn(&LoadArgs, &LoadConfig, usize) -> Result<LoadOn>,
-    /// Load: requests may leave as UDP GSO super-datagrams (unless `--no-gso`, or
-    /// `--stamps`, which stamps each datagram).
+    /// Load: requests may leave as UDP GSO super-datagrams (unless `--no-gso`; with
+    /// `--stamps` only where each send carries its stamp's key).
     pub gso: bool,
     /// Load: why this path's own flags cannot be given when another path is chosen.
     load_flags: fn(&LoadArgs) -> Option<String>,

@@ -135,7 +135,9 @@ pub struct LoadArgs {
     no_gso: bool,
     /// Take latency apart with kernel timestamps (--io socket): each request stamped as it
     /// leaves, each response as it arrives, giving rtt (the network and the server),
-    /// send_lag and recv_lag (the generator's) beside latency. Sends go by sendmmsg.
+    /// send_lag and recv_lag (the generator's) beside latency. Sends keep UDP GSO where
+    /// the kernel takes a stamp's key in the send (Linux 6.13+: a GSO send's segments share
+    /// its one stamp), else go by sendmmsg.
     #[arg(long)]
     stamps: bool,
     /// Do not attribute losses (as root, a drop watch on skb:kfree_skb runs with the load
@@ -380,7 +382,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         per_wake: pacing.as_ref().map(|p| p.per_wake as usize),
         wake_period_us: pacing.as_ref().map(|p| p.ahead_ns as f64 / 1e3),
         spin: a.spin,
-        gso: !a.no_gso && a.io.gso && !a.stamps,
+        gso: !a.no_gso && a.io.gso,
         stamps: a.stamps,
         arrivals: a.rate.map(|_| cfg.arrivals.name()),
         io: a.io.name.into(),

@@ -12,6 +12,7 @@
 
 use crate::cmd;
 use crate::{LabError, LabResult};
+use firehose_sys::pidfd::PidFd;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,9 @@ use std::time::{Duration, Instant};
 
 /// How often waits look at the child and at the stop flag.
 const POLL: Duration = Duration::from_millis(10);
+
+/// How often a wait for a child's exit (which sleeps until it) looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// A running child; stopped (its whole process group) when dropped.
 pub struct Proc {
@@ -159,15 +163,26 @@ impl Proc {
         deadline: Instant,
         stop: Option<&AtomicBool>,
     ) -> LabResult<Option<ExitStatus>> {
+        // Sleeps until the exit rather than looking every POLL: the lab's thread may share
+        // a CPU with what it measures, and each look is a wake-up there (issue 25).
+        let pidfd = PidFd::open(self.pid()).ok();
         loop {
             if let Some(s) = self.exited() {
                 return Ok(Some(s));
             }
             check(stop)?;
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Ok(None);
             }
-            std::thread::sleep(POLL);
+            match &pidfd {
+                Some(fd) => {
+                    // A signal cuts the wait short; STOP_CHECK bounds it for one that went
+                    // to another thread.
+                    let _ = fd.wait_exit((deadline - now).min(STOP_CHECK));
+                }
+                None => std::thread::sleep(POLL),
+            }
         }
     }
 
@@ -240,6 +255,17 @@ pub fn free_port() -> LabResult<u16> {
         .map_err(|e| LabError::io("finding a free port on 127.0.0.1", e))
 }
 
+/// A field of the calling thread's /proc status (`key` with its colon), for tests.
+#[cfg(test)]
+pub(crate) fn own_status(key: &str) -> String {
+    let s = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +297,36 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("apt-get install"), "{e}");
+    }
+
+    /// The calling thread's voluntary context switches so far (each one a sleep).
+    fn own_sleeps() -> u64 {
+        own_status("voluntary_ctxt_switches:").parse().unwrap()
+    }
+
+    /// Waiting for a child sleeps until its exit: the waiting thread wakes a few times a
+    /// second (to look at the stop flag), not every 10 ms (100 wake-ups a second, each one
+    /// taking a CPU from what the lab measures there).
+    #[test]
+    fn a_wait_for_exit_does_not_wake_every_few_milliseconds() {
+        let dir = logs("quiet-wait");
+        let mut p = Proc::spawn(sh("sleep 1"), "t4", &dir).unwrap();
+        let (t, before) = (Instant::now(), own_sleeps());
+        let st = p
+            .wait_until(Instant::now() + Duration::from_secs(60), None)
+            .unwrap()
+            .unwrap();
+        let (took, sleeps) = (t.elapsed().as_secs_f64(), own_sleeps() - before);
+        assert!(st.success());
+        assert!(
+            took >= 0.9,
+            "returned after {took} s, before the child's end"
+        );
+        // One look per STOP_CHECK (5 a second) and a few for the exit itself.
+        assert!(
+            (sleeps as f64) <= 10.0 * took + 5.0,
+            "{sleeps} sleeps in {took:.2} s of waiting"
+        );
     }
 
     #[test]

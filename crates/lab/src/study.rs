@@ -20,6 +20,7 @@ use crate::topology::{Side, Topology};
 use crate::workdir::WorkDir;
 use crate::{LabError, LabResult};
 use firehose_sys::cpu::CpuSet;
+pub use own_cpus::OffServer;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -640,6 +641,8 @@ pub fn run<S: Study>(
     let result = study
         .plan(&mut lab)
         .and_then(|plan| {
+            // The lab's own waits stay off the server's CPUs while trials run (own_cpus).
+            let _off = OffServer::enter(&lab.placement.server_cpus)?;
             repeat(
                 study,
                 &mut lab,
@@ -848,5 +851,6 @@ fn in_groups<S: Study>(
     result.and(left)
 }
 
+mod own_cpus;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -80,8 +80,9 @@ pub struct LoadConfig {
     /// request.
     pub per_wake: Option<usize>,
     /// Stamp every request as the kernel sends it and every response as it arrives
-    /// (socket path), and take latency apart ([`crate::decompose`]); sends then go by
-    /// sendmmsg, not GSO.
+    /// (socket path), and take latency apart ([`crate::decompose`]); sends keep GSO where
+    /// the kernel takes a stamp's key in the send, else go by sendmmsg
+    /// ([`SocketFlows::with_tx_stamps`]).
     pub tx_stamps: bool,
     /// Open loop: the shape of the schedule.
     pub arrivals: crate::pace::Arrivals,
@@ -273,12 +274,10 @@ pub fn socket_flows(cfg: &LoadConfig) -> Result<Vec<SocketFlows>, SetupError> {
     validate(cfg)?;
     let tx_slots = cfg.batch.max(cfg.window.clamp(1, 1024));
     let open_loop = cfg.rate.is_some();
-    // A UDP GSO super-datagram would carry one transmit stamp for all its segments.
-    let gso = cfg.gso && !cfg.tx_stamps;
     open_flows(cfg)?
         .into_iter()
         .map(|socks| {
-            let io = SocketFlows::new(socks, cfg.batch, tx_slots, gso, cfg.spin, open_loop)?;
+            let io = SocketFlows::new(socks, cfg.batch, tx_slots, cfg.gso, cfg.spin, open_loop)?;
             if cfg.tx_stamps {
                 io.with_tx_stamps()
             } else {
@@ -793,10 +792,13 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             }
             None => (now, 0),
         };
+        // Departures still to be read: the error queue was read right after each send, so
+        // usually none, and no response needs looking at twice.
+        let unread = self.stamps.as_ref().is_some_and(|st| st.unread());
         for i in 0..got {
-            let crate::io::Datagram { flow: f, data, .. } = self.io.datagram(i);
-            if self.stamps.is_some() {
+            if unread {
                 // Its request's departure, read first if it is not there yet.
+                let crate::io::Datagram { flow: f, data, .. } = self.io.datagram(i);
                 if let Some((id, _)) = self.workload.response_id(data) {
                     self.stamp_before_answer(id, f as usize);
                 }

@@ -14,11 +14,11 @@
 //! [`crate::xdp::XdpIo`].
 
 use firehose_sys::epoll::Epoll;
-pub use firehose_sys::mmsg::Flushed;
 use firehose_sys::mmsg::{Batch, SendMode};
+pub use firehose_sys::mmsg::{Flushed, NOT_SENT};
 use firehose_sys::socket::{is_would_block, UdpSock, ECONNREFUSED, MSG_DONTWAIT};
 pub use firehose_sys::timestamping::TxStamp;
-use firehose_sys::timestamping::{ErrQueue, TX_SOFTWARE};
+use firehose_sys::timestamping::{host_rx_stamping, key_per_send, ErrQueue, TX_SOFTWARE};
 use firehose_sys::SetupError;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -114,9 +114,10 @@ pub trait FlowIo: Send {
     fn datagram(&self, i: usize) -> Datagram<'_>;
     /// What the path did so far.
     fn stats(&self) -> PathStats;
-    /// Which requests `k` of the last `send` the kernel refused: they take no transmit
-    /// stamp key. Asked only of a path whose [`Caps::tx_timestamps`] is set.
-    fn refused(&self) -> &[usize] {
+    /// For each request `k` of the last `send`: the key its transmit stamp will carry
+    /// (requests that left in one send share it), or [`NOT_SENT`] when the kernel refused
+    /// it. Asked only of a path whose [`Caps::tx_timestamps`] is set.
+    fn sent_keys(&self) -> &[u32] {
         &[]
     }
     /// Appends the transmit stamps `flow` has queued since the last call, oldest first;
@@ -171,8 +172,8 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     fn stats(&self) -> PathStats {
         (**self).stats()
     }
-    fn refused(&self) -> &[usize] {
-        (**self).refused()
+    fn sent_keys(&self) -> &[u32] {
+        (**self).sent_keys()
     }
     fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
         (**self).tx_stamps(flow, out)
@@ -198,7 +199,16 @@ pub struct SocketFlows {
     gso_refusal: Option<String>,
     /// The error queue reader, when sends are stamped.
     errq: Option<ErrQueue>,
+    /// Stamped sends without a key of their own (a kernel before SCM_TS_OPT_ID): per
+    /// flow, the socket's count of the datagrams it accepted, which keys their stamps.
+    counted_keys: Option<Vec<u32>>,
+    /// The keys of the last send's requests, when counted ([`FlowIo::sent_keys`]).
+    keys: Vec<u32>,
 }
+
+/// How long a stamping generator waits for the host to stamp arrivals before its first
+/// send ([`host_rx_stamping`]); the kernel's work queue takes well under a millisecond.
+const RX_STAMPING_WAIT: Duration = Duration::from_secs(1);
 
 /// Open loop reads every socket at each wake-up, without epoll, up to this many flows.
 const PACED_SCAN_FLOWS: usize = 4;
@@ -281,20 +291,27 @@ impl SocketFlows {
             stamped,
             gso_refusal: None,
             errq: None,
+            counted_keys: None,
+            keys: Vec::new(),
         })
     }
 
     /// Stamps every request as the kernel sends it and every response as it arrives
     /// (SO_TIMESTAMPING software stamps, each flag read back), with the paced receive
-    /// buffer (stamps are charged to it until read). Requests then leave by
-    /// sendmmsg, one datagram each: a UDP GSO super-datagram would carry one stamp for
-    /// all its segments.
+    /// buffer (stamps are charged to it until read).
+    ///
+    /// One receive stamp per response: SO_TIMESTAMPNS is turned off once the host is seen
+    /// to stamp arrivals ([`host_rx_stamping`], before any request leaves, so no response
+    /// can arrive unstamped); only if it is not seen within [`RX_STAMPING_WAIT`] does
+    /// SO_TIMESTAMPNS stay on beside it, stamping a datagram that arrived before that
+    /// when it is read.
+    ///
+    /// Where the kernel takes a send's stamp key in the send (SCM_TS_OPT_ID, Linux
+    /// 6.13+), each send carries its own and requests keep the path's UDP GSO: the
+    /// segments of one GSO send leave together and share its stamp. Otherwise requests
+    /// leave by sendmmsg, one datagram and one counted key each.
     pub fn with_tx_stamps(mut self) -> Result<Self, SetupError> {
         for s in &self.socks {
-            // SO_TIMESTAMPNS stays on beside it: the kernel turns receive stamping on for
-            // the whole host a little after the first socket asks, and only SO_TIMESTAMPNS
-            // stamps a datagram that arrived before that (when it is read).
-            s.set_timestamp_ns(true)?;
             s.set_timestamping(TX_SOFTWARE)?;
             // Stamps wait in the receive buffer's memory until read: room for them too.
             s.set_rcvbuf(PACED_RCVBUF, true)
@@ -306,14 +323,38 @@ impl SocketFlows {
                 )));
             }
         }
+        // The sockets above hold the host's receive stamping on from here.
+        let arrivals_stamped = host_rx_stamping(RX_STAMPING_WAIT).unwrap_or(false);
+        for s in &self.socks {
+            s.set_timestamp_ns(!arrivals_stamped)?;
+        }
         self.rx = Batch::new(self.batch, SLOT)
             .with_control(true)
             .with_names(false);
         let slots = self.tx.capacity();
-        self.tx = Batch::new(slots, SLOT).with_send(SendMode::Batch);
+        let gso = self.tx.send_mode() == SendMode::Gso;
+        self.tx = if key_per_send().is_ok() {
+            self.counted_keys = None;
+            let mode = if gso { SendMode::Gso } else { SendMode::Batch };
+            Batch::new(slots, SLOT).with_send(mode).with_stamp_keys(0)
+        } else {
+            self.counted_keys = Some(vec![0; self.socks.len()]);
+            Batch::new(slots, SLOT).with_send(SendMode::Batch)
+        };
         self.stamped = true;
         self.errq = Some(ErrQueue::new(self.batch.max(64)));
         Ok(self)
+    }
+
+    /// Whether each response carries one receive stamp (SO_TIMESTAMPING's) rather than
+    /// two (SO_TIMESTAMPNS's beside it): what [`Self::with_tx_stamps`] settled.
+    pub fn one_rx_stamp(&self) -> bool {
+        self.errq.is_some() && !self.socks.iter().any(|s| s.timestamp_ns().unwrap_or(true))
+    }
+
+    /// Whether stamped sends carry their own keys (and may go by UDP GSO).
+    pub fn keyed_sends(&self) -> bool {
+        self.errq.is_some() && self.counted_keys.is_none()
     }
 }
 
@@ -346,8 +387,21 @@ impl FlowIo for SocketFlows {
     }
 
     fn send(&mut self, flow: usize) -> Flushed {
+        let queued = self.tx.queued();
         let res = self.tx.flush(&self.socks[flow], 0);
         self.syscalls += res.syscalls as u64;
+        if let Some(next) = self.counted_keys.as_mut().map(|c| &mut c[flow]) {
+            // The socket's count: the accepted datagrams take the next keys in order.
+            self.keys.clear();
+            for k in 0..queued {
+                if self.tx.refused().contains(&k) {
+                    self.keys.push(NOT_SENT);
+                } else {
+                    self.keys.push(*next);
+                    *next = next.wrapping_add(1);
+                }
+            }
+        }
         if res.gso_unavailable && self.gso_refusal.is_none() {
             // The batch fell back to sendmmsg; keep the kernel's reason once.
             self.gso_refusal = self.socks[flow].gso_unavailable().map(str::to_string);
@@ -403,8 +457,11 @@ impl FlowIo for SocketFlows {
         }
     }
 
-    fn refused(&self) -> &[usize] {
-        self.tx.refused()
+    fn sent_keys(&self) -> &[u32] {
+        match self.counted_keys {
+            Some(_) => &self.keys,
+            None => self.tx.carried_by(),
+        }
     }
 
     fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
@@ -420,5 +477,130 @@ impl FlowIo for SocketFlows {
             syscalls: self.syscalls,
             gso_refusal: self.gso_refusal.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firehose_sys::timestamping::{is_rx_stamp, key_per_send};
+
+    /// A server socket on loopback and one stamped, paced flow to it, sending by GSO.
+    fn stamped_flow() -> (UdpSock, SocketFlows) {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let srv = UdpSock::new_for(&any).unwrap();
+        srv.bind(&any).unwrap();
+        srv.set_recv_timeout(Duration::from_secs(5)).unwrap();
+        let flow = open_flow(&srv.local_addr().unwrap()).unwrap();
+        let io = SocketFlows::new(vec![flow], 64, 64, true, false, true)
+            .unwrap()
+            .with_tx_stamps()
+            .unwrap();
+        (srv, io)
+    }
+
+    /// Queues `n` 100-byte requests numbered from `first` and sends them on flow 0.
+    fn send(io: &mut SocketFlows, first: u32, n: usize) -> Flushed {
+        for k in 0..n {
+            io.tx_slot(k)[..4].copy_from_slice(&(first + k as u32).to_ne_bytes());
+            io.queue(k, 100);
+        }
+        io.send(0)
+    }
+
+    /// The receive stamps among datagram `i`'s control messages.
+    fn rx_stamps(io: &SocketFlows, i: usize) -> usize {
+        io.rx.cmsgs(i).filter(is_rx_stamp).count()
+    }
+
+    /// Counted over a real socket: a wake-up's 12 requests leave in one GSO send under one
+    /// key, their one stamp is read in one call, and each response read back carries one
+    /// receive stamp (SO_TIMESTAMPNS is off), never two.
+    #[test]
+    fn twelve_stamped_requests_cost_one_send_one_stamp_read_and_one_rx_stamp_each() {
+        let (srv, mut io) = stamped_flow();
+        assert!(
+            io.one_rx_stamp(),
+            "the host stamps arrivals once a socket asks"
+        );
+        assert!(
+            !io.socks[0].timestamp_ns().unwrap(),
+            "SO_TIMESTAMPNS read back off"
+        );
+        if !io.keyed_sends() {
+            eprintln!("skipped: {:?}", key_per_send().unwrap_err());
+            return;
+        }
+        let mut back = Batch::new(64, 2048);
+        let mut stamps = Vec::new();
+        for round in 0..50u32 {
+            let calls = io.stats().syscalls;
+            let f = send(&mut io, round * 12, 12);
+            assert_eq!(
+                (f.sent, f.syscalls, f.gso_sends),
+                (12, 1, 1),
+                "round {round}"
+            );
+            let keys = io.sent_keys().to_vec();
+            assert_eq!(keys, vec![round * 12; 12], "one send, one key");
+            stamps.clear();
+            io.tx_stamps(0, &mut stamps).unwrap();
+            assert_eq!(stamps.len(), 1, "round {round}: {stamps:?}");
+            assert_eq!(stamps[0].key, round * 12);
+            assert_eq!(
+                io.stats().syscalls - calls,
+                2,
+                "a send and an error-queue read"
+            );
+            // The server echoes the 12; the flow reads them with one stamp each.
+            let mut n = 0;
+            while n < 12 {
+                let got = back.recv(&srv, 64, 0).unwrap();
+                for i in 0..got {
+                    back.queue_reply(i, back.len(i));
+                }
+                back.flush(&srv, 0);
+                n += got;
+            }
+            let mut read = 0;
+            while read < 12 {
+                let got = io.recv(0, 64).unwrap();
+                for i in 0..got {
+                    assert_eq!(rx_stamps(&io, i), 1, "round {round}, datagram {i}");
+                    let d = io.datagram(i);
+                    assert!(
+                        d.rx_time_ns.unwrap() >= stamps[0].ns,
+                        "arrived after it left"
+                    );
+                }
+                read += got;
+            }
+        }
+    }
+
+    /// A burst of 400 sends of 12 whose stamps nobody reads until the end: every send's
+    /// stamp is there, once, in key order (the error queue holds 400, not 4,800).
+    #[test]
+    fn no_stamp_of_a_burst_is_lost() {
+        let (srv, mut io) = stamped_flow();
+        if !io.keyed_sends() {
+            eprintln!("skipped: {:?}", key_per_send().unwrap_err());
+            return;
+        }
+        let mut sink = Batch::new(64, 2048);
+        let mut keys = Vec::new();
+        for round in 0..400u32 {
+            assert_eq!(send(&mut io, round * 12, 12).sent, 12);
+            keys.push(io.sent_keys()[0]);
+            // The server reads what arrived, so nothing is dropped on its side.
+            let mut n = 0;
+            while n < 12 {
+                n += sink.recv(&srv, 64, 0).unwrap();
+            }
+        }
+        let mut stamps = Vec::new();
+        io.tx_stamps(0, &mut stamps).unwrap();
+        assert_eq!(stamps.iter().map(|s| s.key).collect::<Vec<_>>(), keys);
+        assert!(stamps.windows(2).all(|w| w[0].ns <= w[1].ns));
     }
 }

@@ -10,14 +10,31 @@ use std::time::Duration;
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> SysResult<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only touch the local set.
+    confine_current_thread(&[cpu])
+}
+
+/// Confines the calling thread to `cpus` (its affinity mask; threads it starts inherit it).
+pub fn confine_current_thread(cpus: &[usize]) -> SysResult<()> {
+    if let Some(c) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(crate::SysError {
+            what: format!("sched_setaffinity(cpu {c})"),
+            source: std::io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only touch the local set, within
+    // CPU_SETSIZE (checked above).
     let ret = unsafe {
         let mut set: libc::cpu_set_t = mem::zeroed();
         libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
         libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
     };
-    cvt(ret, || format!("sched_setaffinity(cpu {cpu})")).map(|_| ())
+    cvt(ret, || {
+        format!("sched_setaffinity(cpus {})", CpuSet::from(cpus))
+    })
+    .map(|_| ())
 }
 
 /// The CPUs the calling thread may run on (its affinity mask), ascending.
@@ -152,6 +169,20 @@ mod tests {
             pin_current_thread(c).unwrap();
             assert_eq!(allowed_cpus().unwrap(), vec![c]);
             assert_eq!(current_cpu().unwrap(), c);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn confine_sets_the_mask_and_refuses_a_cpu_past_the_set() {
+        let cpus = allowed_cpus().unwrap();
+        std::thread::spawn(move || {
+            confine_current_thread(&cpus).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), cpus);
+            let e = confine_current_thread(&[libc::CPU_SETSIZE as usize]).unwrap_err();
+            assert_eq!(e.errno(), Some(libc::EINVAL));
+            assert_eq!(allowed_cpus().unwrap(), cpus);
         })
         .join()
         .unwrap();

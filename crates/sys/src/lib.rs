@@ -39,6 +39,7 @@ pub mod limits;
 pub mod mmsg;
 pub mod netdev;
 pub mod netns;
+pub mod pidfd;
 pub mod route;
 pub mod sockaddr;
 pub mod socket;

@@ -126,7 +126,16 @@ pub struct Batch {
     send_mode: SendMode,
     /// Queued indices the last flush's sendto/sendmmsg calls refused, in order.
     refused: Vec<usize>,
+    /// Every send carries its transmit stamp's key (SCM_TS_OPT_ID), the next from here;
+    /// `None`: sends carry no key ([`Self::with_stamp_keys`]).
+    next_key: Option<u32>,
+    /// With keys: per queued datagram of the last flush, the key of the send that
+    /// carried it ([`Self::carried_by`]).
+    carried: Vec<u32>,
 }
+
+/// [`Batch::carried_by`] of a datagram the kernel refused.
+pub const NOT_SENT: u32 = u32::MAX;
 
 // SAFETY: the raw pointers inside the headers point only into this Batch's own heap
 // buffers, which move with it; a Batch is used by one thread at a time.
@@ -158,6 +167,8 @@ impl Batch {
             recv_mode: RecvMode::Batch,
             send_mode: SendMode::Batch,
             refused: Vec::new(),
+            next_key: None,
+            carried: Vec::new(),
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..slots {
@@ -177,6 +188,22 @@ impl Batch {
     /// Sends with `mode`.
     pub fn with_send(mut self, mode: SendMode) -> Self {
         self.send_mode = mode;
+        self
+    }
+
+    /// Every send carries the key of its transmit stamp in the send (SCM_TS_OPT_ID,
+    /// Linux 6.13+: [`crate::timestamping::key_per_send`] says whether the kernel takes
+    /// it), on a socket with SO_TIMESTAMPING's TX flags and OPT_ID: datagram `k` of a
+    /// flush goes in a send keyed the flush's first key + the queue index of the send's
+    /// first datagram, so every key is the sender's own, the same whatever the kernel
+    /// refused, and UDP GSO may carry stamped datagrams (its segments share one send and
+    /// one stamp; runs of equal sizes are grouped in queue order, not sorted).
+    /// [`Self::carried_by`] says which key each datagram went under.
+    pub fn with_stamp_keys(mut self, first: u32) -> Self {
+        self.next_key = Some(first);
+        if self.out_ctrl.is_empty() {
+            self.out_ctrl = vec![Space::default(); self.capacity()];
+        }
         self
     }
 
@@ -513,6 +540,30 @@ impl Batch {
         &self.refused
     }
 
+    /// With [`Self::with_stamp_keys`], for each datagram of the last flush in queue order:
+    /// the key of the send that carried it (its transmit stamp's key: the segments of a
+    /// UDP GSO send share theirs), or [`NOT_SENT`] when the kernel refused it.
+    pub fn carried_by(&self) -> &[u32] {
+        &self.carried
+    }
+
+    /// The key of a send whose first datagram is queued at `at`.
+    fn key_at(&self, at: usize) -> Option<u32> {
+        self.next_key.map(|k| k.wrapping_add(at as u32))
+    }
+
+    /// Records that queued datagrams `at..at + n` left, each in its own send (`together`:
+    /// all in one, a GSO send keyed by its first).
+    fn carried(&mut self, at: usize, n: usize, together: bool) {
+        if self.next_key.is_none() {
+            return;
+        }
+        for k in at..at + n {
+            let first = if together { at } else { k };
+            self.carried[k] = self.key_at(first).unwrap_or(NOT_SENT);
+        }
+    }
+
     /// Datagrams queued and not yet flushed.
     pub fn queued(&self) -> usize {
         self.queued
@@ -524,6 +575,10 @@ impl Batch {
     pub fn flush(&mut self, sock: &UdpSock, flags: i32) -> Flushed {
         let mut f = Flushed::default();
         self.refused.clear();
+        if self.next_key.is_some() {
+            self.carried.clear();
+            self.carried.resize(self.queued, NOT_SENT);
+        }
         match self.send_mode {
             SendMode::Single => self.send_from(sock, 0, flags, true, &mut f),
             SendMode::Batch => self.send_from(sock, 0, flags, false, &mut f),
@@ -535,6 +590,9 @@ impl Batch {
                 self.send_from(sock, 0, flags, false, &mut f)
             }
             SendMode::Gso => self.flush_gso(sock, &mut f),
+        }
+        if let Some(k) = self.next_key.as_mut() {
+            *k = k.wrapping_add(self.queued as u32);
         }
         self.queued = 0;
         self.queued_addressed = false;
@@ -552,6 +610,15 @@ impl Batch {
         f: &mut Flushed,
     ) {
         let total = self.queued;
+        for k in from..total {
+            if let Some(key) = self.key_at(k) {
+                let mut enc =
+                    cmsg::Encoder::new(&mut self.out_hdrs[k].msg_hdr, &mut self.out_ctrl[k]);
+                let pushed = enc.push(libc::SOL_SOCKET, crate::timestamping::SCM_TS_OPT_ID, key);
+                debug_assert!(pushed.is_ok(), "TX_REQUEST_LEN holds a key");
+                enc.finish();
+            }
+        }
         let mut at = from;
         while at < total {
             f.syscalls += 1;
@@ -578,6 +645,7 @@ impl Batch {
                 }
                 Ok(n) => {
                     f.sent += n;
+                    self.carried(at, n, false);
                     at += n;
                 }
                 Err(e) if e.errno() == Some(libc::EINTR) => continue,

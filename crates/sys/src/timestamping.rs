@@ -99,6 +99,41 @@ pub fn key_per_send() -> SysResult<()> {
     Ok(())
 }
 
+/// Whether this host stamps datagrams as they arrive, waiting up to `wait` for it to
+/// start. The kernel turns receive stamping on for the whole host (a static key) a little
+/// after the first socket asks for it, from a work queue; a datagram that arrives before
+/// that has no stamp, and SO_TIMESTAMPING reports none for it, while SO_TIMESTAMPNS
+/// stamps it when it is read (and SO_TIMESTAMPING then reports that read-time stamp as
+/// well, so with both set every datagram carries two and neither says which it was).
+/// The probe: a loopback socket with SO_TIMESTAMPING's software receive stamps only
+/// sends itself a datagram until one comes back with its SCM_TIMESTAMPING, which it can
+/// only have been given on arrival. A socket that holds [`TX_SOFTWARE`] keeps stamping
+/// on, so once this says yes every datagram it receives later is stamped on arrival.
+/// `Ok(false)`: not on within `wait`.
+pub fn host_rx_stamping(wait: std::time::Duration) -> SysResult<bool> {
+    let addr: std::net::SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
+    let sock = UdpSock::new_for(&addr)?;
+    sock.set_timestamping(libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE)?;
+    sock.bind(&addr)?;
+    sock.connect(&sock.local_addr()?)?;
+    sock.set_recv_timeout(std::time::Duration::from_millis(100))?;
+    let mut rx = crate::mmsg::Batch::new(1, 16).with_control(true);
+    let end = std::time::Instant::now() + wait;
+    loop {
+        sock.send_to(b"stamp?", None, 0)?;
+        // Loopback delivers inside the send: the datagram is there (the timeout is a
+        // bound, not a wait).
+        if rx.recv(&sock, 1, 0)? == 1 && rx.rx_timestamp_ns(0).is_some() {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= end {
+            return Ok(false);
+        }
+        // The work that turns it on runs on another CPU: give it one.
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
 /// `ee_origin` of an error-queue message that carries a timestamp.
 const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 /// `ee_info` of a stamp taken as the device took the packet.
@@ -259,16 +294,19 @@ pub fn tx_stamp<'a>(cmsgs: impl Iterator<Item = Cmsg<'a>>) -> Option<TxStamp> {
 /// timespec: the same layout), in ns since the Unix epoch (CLOCK_REALTIME). `None` without
 /// either, or when the software stamp is zero (only a hardware stamp was asked for).
 pub fn rx_stamp<'a>(mut cmsgs: impl Iterator<Item = Cmsg<'a>>) -> Option<u64> {
-    let c = cmsgs.find(|c| {
-        c.level == libc::SOL_SOCKET
-            && (c.ty == libc::SCM_TIMESTAMPNS || c.ty == libc::SCM_TIMESTAMPING)
-    })?;
+    let c = cmsgs.find(is_rx_stamp)?;
     // struct timespec on 64-bit Linux: i64 seconds, then i64 nanoseconds.
     let (sec, nsec) = (c.read_at::<i64>(0)?, c.read_at::<i64>(8)?);
     if sec == 0 && nsec == 0 {
         return None;
     }
     timespec_ns(sec, nsec)
+}
+
+/// Whether a received control message is a receive stamp (SO_TIMESTAMPNS's or
+/// SO_TIMESTAMPING's).
+pub fn is_rx_stamp(c: &Cmsg<'_>) -> bool {
+    c.level == libc::SOL_SOCKET && (c.ty == libc::SCM_TIMESTAMPNS || c.ty == libc::SCM_TIMESTAMPING)
 }
 
 fn timespec_ns(sec: i64, nsec: i64) -> Option<u64> {
@@ -466,18 +504,11 @@ mod tests {
         let (srv, cli) = connected_pair();
         srv.set_timestamping(TX_SOFTWARE).unwrap();
         // The host's receive stamping starts a little after the first socket asks for it
-        // (a deferred static key): wait until a datagram carries a stamp.
+        // (a deferred static key): wait until it does.
+        assert!(host_rx_stamping(std::time::Duration::from_secs(5)).unwrap());
         let mut rx = Batch::new(4, 64).with_control(true);
         srv.set_recv_timeout(std::time::Duration::from_secs(5))
             .unwrap();
-        for _ in 0..1000 {
-            cli.send_to(b"warm", None, 0).unwrap();
-            assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
-            if rx.rx_timestamp_ns(0).is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
         cli.send_to(b"ping", None, 0).unwrap();
         assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
         let ns = rx
@@ -488,6 +519,88 @@ mod tests {
             .unwrap()
             .as_nanos() as u64;
         assert!(ns <= now && now - ns < 5_000_000_000, "{ns} vs {now}");
+    }
+
+    /// The receive stamps among a received datagram's control messages, by type.
+    fn rx_stamp_types(rx: &Batch, i: usize) -> Vec<i32> {
+        rx.cmsgs(i).filter(is_rx_stamp).map(|c| c.ty).collect()
+    }
+
+    /// The probe says yes while a socket holds receive stamping on; from then a socket
+    /// with SO_TIMESTAMPING alone gets one stamp per datagram (taken on arrival), while
+    /// SO_TIMESTAMPNS beside it makes two of every datagram.
+    #[test]
+    fn once_the_host_stamps_arrivals_one_option_gives_one_stamp() {
+        let (srv, cli) = connected_pair();
+        srv.set_timestamping(TX_SOFTWARE).unwrap();
+        assert!(host_rx_stamping(std::time::Duration::from_secs(5)).unwrap());
+        srv.set_recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        let mut rx = Batch::new(4, 64).with_control(true);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        for both in [false, true] {
+            srv.set_timestamp_ns(both).unwrap();
+            cli.send_to(b"one", None, 0).unwrap();
+            assert_eq!(rx.recv(&srv, 4, 0).unwrap(), 1);
+            let want = if both {
+                vec![libc::SCM_TIMESTAMPNS, libc::SCM_TIMESTAMPING]
+            } else {
+                vec![libc::SCM_TIMESTAMPING]
+            };
+            assert_eq!(rx_stamp_types(&rx, 0), want, "SO_TIMESTAMPNS {both}");
+            assert!(rx.rx_timestamp_ns(0).unwrap() >= before);
+        }
+    }
+
+    /// With keys in the sends (SCM_TS_OPT_ID), a UDP GSO send of 12 datagrams comes back
+    /// as one stamp under its key, a sendmmsg as one stamp per datagram under each's, and
+    /// a refused datagram burns its key without moving the others'.
+    #[test]
+    fn keyed_sends_give_one_stamp_per_send_under_the_senders_keys() {
+        use crate::mmsg::{SendMode, NOT_SENT};
+        if let Err(e) = key_per_send() {
+            eprintln!("skipped: this kernel takes no stamp key in a send: {e}");
+            return;
+        }
+        let (srv, cli) = connected_pair();
+        cli.set_timestamping(TX_SOFTWARE).unwrap();
+        let mut tx = Batch::new(16, 65536)
+            .with_send(SendMode::Gso)
+            .with_stamp_keys(100);
+        for (round, sizes) in [vec![100; 12], vec![10, 20, 30], vec![10, 65536, 10]]
+            .into_iter()
+            .enumerate()
+        {
+            for (k, &len) in sizes.iter().enumerate() {
+                tx.slot_mut(k)[..len.min(16)].fill(round as u8);
+                tx.queue_send(k, len);
+            }
+            let f = tx.flush(&cli, 0);
+            let want: Vec<u32> = match round {
+                0 => vec![100; 12],
+                1 => vec![112, 113, 114],
+                _ => vec![115, NOT_SENT, 117],
+            };
+            assert_eq!(tx.carried_by(), &want[..], "round {round}");
+            let gso = if round == 0 { 1 } else { 0 };
+            assert_eq!((f.gso_sends, f.failed), (gso, usize::from(round == 2)));
+        }
+        let mut q = ErrQueue::new(64);
+        let mut got = Vec::new();
+        q.drain(&cli, &mut got).unwrap();
+        let keys: Vec<u32> = got.iter().map(|s| s.key).collect();
+        assert_eq!(keys, vec![100, 112, 113, 114, 115, 117]);
+        // Every datagram the kernel took arrived.
+        let mut rx = Batch::new(32, 2048);
+        srv.set_recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        let mut n = 0;
+        while n < 17 {
+            n += rx.recv(&srv, 32, 0).unwrap();
+        }
     }
 
     fn cmsg_bytes(fields: &[(usize, &[u8])], len: usize) -> Vec<u8> {

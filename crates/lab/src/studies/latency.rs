@@ -43,7 +43,7 @@ use crate::report::page::Page;
 use crate::report::thousands;
 use crate::sample::port_bound;
 use crate::stats::Summary;
-use crate::study::{Lab, Outcome, Plan, Ran, Skipped, Study};
+use crate::study::{Lab, OffServer, Outcome, Plan, Ran, Skipped, Study};
 use crate::topology::{run_id, Kind, Side, Topology};
 use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
@@ -356,6 +356,8 @@ impl Study for LatencyCurve {
         if self.topology == Kind::Veth {
             lab.topo = Topology::veth(&run_id(None), 1)?;
         }
+        // The max-tps runs are trials too: the lab's own waits stay off the server's CPUs.
+        let _off = OffServer::enter(&lab.placement.server_cpus)?;
         let sockperf_here = cmd::installed("sockperf");
         let mut skipped = Vec::new();
         let mut cells = Vec::new();

@@ -42,6 +42,8 @@ struct Fake {
     /// Set the stop flag during this cell's trial.
     stop_at: Option<&'static str>,
     stop: Option<&'static AtomicBool>,
+    /// The lab thread's CPUs as /proc said during each trial (Cpus_allowed_list).
+    cpus_seen: Vec<String>,
 }
 
 impl Fake {
@@ -57,6 +59,7 @@ impl Fake {
             revise_after: None,
             stop_at: None,
             stop: None,
+            cpus_seen: Vec::new(),
         }
     }
 }
@@ -106,6 +109,7 @@ impl Study for Fake {
         rep: usize,
     ) -> LabResult<Outcome<usize>> {
         self.log.push(format!("{cell}{rep}"));
+        self.cpus_seen.push(own_cpus_list());
         if self.stop_at == Some(*cell) {
             self.stop.unwrap().store(true, Ordering::Relaxed);
         }
@@ -271,4 +275,43 @@ fn the_stop_flag_ends_the_run_interrupted_and_leaves_the_group() {
     let (r, _) = go(&mut f, 2);
     assert!(matches!(r, Err(LabError::Interrupted)), "{:?}", r.err());
     assert_eq!(f.log, ["enter g1", "g1-a0", "leave"]);
+}
+
+/// The calling thread's CPUs as the kernel reports them.
+fn own_cpus_list() -> String {
+    crate::proc::own_status("Cpus_allowed_list:")
+}
+
+/// While trials run, the lab's own thread may not run on the server's CPUs, where its
+/// wake-ups would take the CPU from a busy-polling worker (issue 25); it gets its CPUs back
+/// after the run.
+#[test]
+fn the_lab_thread_keeps_off_the_server_cpus_during_trials() {
+    let allowed = firehose_sys::cpu::allowed_cpus().unwrap();
+    if allowed.len() < 2 || allowed[0] != 0 {
+        eprintln!("skipped: needs CPU 0 and another CPU allowed (allowed: {allowed:?})");
+        return;
+    }
+    // In a thread of its own, so a failure cannot leave the test harness's thread confined.
+    std::thread::spawn(move || {
+        let before = own_cpus_list();
+        let mut f = Fake::new(&["a", "b"]);
+        let (r, _) = go(&mut f, 2);
+        r.unwrap();
+        let rest = CpuSet::from(&allowed[1..]).to_string();
+        assert_eq!(f.cpus_seen.len(), 4);
+        for seen in &f.cpus_seen {
+            assert_eq!(
+                seen, &rest,
+                "the server's CPU 0 is not among the lab's during a trial"
+            );
+        }
+        assert_eq!(
+            own_cpus_list(),
+            before,
+            "the lab thread's CPUs are given back"
+        );
+    })
+    .join()
+    .unwrap();
 }

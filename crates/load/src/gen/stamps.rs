@@ -3,27 +3,29 @@
 //! generator's own delay), `rtt` (departed -> arrived: the network and the server) and
 //! `recv_lag` (arrived -> read), beside `latency` (from intended, as always).
 //!
-//! A flow's transmit stamps carry the kernel's count of the datagrams it accepted on that
-//! socket; the thread keeps, per flow, the requests it sent in that order (a refused send
-//! takes no key), and reads the stamps from the error queue right after each send, when
-//! they are already there (the device stamps a packet as it takes it). A response whose
-//! request has no departure yet reads the queue once more before it is matched.
+//! A flow's transmit stamps carry a key: the one each send gave (SCM_TS_OPT_ID, where the
+//! kernel takes it: the segments of a UDP GSO send share their send's key and its one
+//! stamp, taken as the device took them all), or else the kernel's count of the datagrams
+//! the socket accepted. The path says which key each request went under
+//! ([`FlowIo::sent_keys`]); the thread keeps, per flow, the requests it sent in key order,
+//! and reads the stamps from the error queue right after each send, when they are already
+//! there (the device stamps a packet as it takes it). A response whose request has no
+//! departure yet reads the queue once more before it is matched.
 //! Departure times also give the gaps between consecutive departures of the thread: the
 //! arrivals the server really saw.
 
 use super::Thread;
 use crate::decompose::Decomposition;
-use crate::io::{FlowIo, TxStamp};
+use crate::io::{FlowIo, TxStamp, NOT_SENT};
 use crate::workload::Workload;
 use firehose_sys::SetupError;
 use std::collections::VecDeque;
 
 /// One thread's stamp bookkeeping.
 pub(super) struct Stamps {
-    /// Per flow: (key, table ticket) of each request sent and not yet stamped, oldest first.
+    /// Per flow: (key, table ticket) of each request sent and not yet stamped, in key
+    /// order (requests of one GSO send share a key).
     sent: Vec<VecDeque<(u32, u64)>>,
-    /// Per flow: the key the next accepted request takes.
-    next_key: Vec<u32>,
     /// Table tickets of the requests of the send being made.
     batch: Vec<u64>,
     read: Vec<TxStamp>,
@@ -46,7 +48,6 @@ impl Stamps {
     pub(super) fn new(flows: usize, keep: usize) -> Self {
         Stamps {
             sent: (0..flows).map(|_| VecDeque::new()).collect(),
-            next_key: vec![0; flows],
             batch: Vec::new(),
             read: Vec::new(),
             last_departure: 0,
@@ -67,6 +68,13 @@ pub(super) fn realtime_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
+impl Stamps {
+    /// Whether some request sent has no departure yet (its stamp is still to be read).
+    pub(super) fn unread(&self) -> bool {
+        self.sent.iter().any(|l| !l.is_empty())
+    }
+}
+
 impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// Notes request `k` of the send being built (wire id `id`).
     pub(super) fn stamp_queued(&mut self, k: usize, id: u64) {
@@ -78,20 +86,18 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
         }
     }
 
-    /// After a send on flow `f`: gives the accepted requests their keys, then reads the
-    /// flow's stamps.
+    /// After a send on flow `f`: notes the key each accepted request went under, then
+    /// reads the flow's stamps.
     pub(super) fn stamp_sent(&mut self, f: usize) {
         let Some(st) = self.stamps.as_mut() else {
             return;
         };
-        let refused = self.io.refused();
+        let keys = self.io.sent_keys();
         let list = &mut st.sent[f];
-        for (k, &ticket) in st.batch.iter().enumerate() {
-            if refused.contains(&k) {
-                continue;
+        for (&ticket, &key) in st.batch.iter().zip(keys) {
+            if key != NOT_SENT {
+                list.push_back((key, ticket));
             }
-            list.push_back((st.next_key[f], ticket));
-            st.next_key[f] = st.next_key[f].wrapping_add(1);
         }
         while list.len() > st.keep {
             list.pop_front();
@@ -118,17 +124,18 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
             {
                 list.pop_front();
             }
-            match list.front() {
-                Some(&(k, ticket)) if k == s.key => {
-                    list.pop_front();
-                    let counted = self.table.set_departed(ticket, s.ns);
-                    if counted == Some(true) && st.last_departure != 0 && s.ns >= st.last_departure
-                    {
-                        st.figures.record_gap(s.ns - st.last_departure);
-                    }
-                    st.last_departure = st.last_departure.max(s.ns);
+            if list.front().is_none_or(|&(k, _)| k != s.key) {
+                st.figures.unmatched += 1;
+                continue;
+            }
+            // Every request the send carried (the segments of a GSO send) left with it.
+            while let Some(&(_, ticket)) = list.front().filter(|&&(k, _)| k == s.key) {
+                list.pop_front();
+                let counted = self.table.set_departed(ticket, s.ns);
+                if counted == Some(true) && st.last_departure != 0 && s.ns >= st.last_departure {
+                    st.figures.record_gap(s.ns - st.last_departure);
                 }
-                _ => st.figures.unmatched += 1,
+                st.last_departure = st.last_departure.max(s.ns);
             }
         }
     }

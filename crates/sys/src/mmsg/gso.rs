@@ -47,8 +47,11 @@ impl Batch {
     /// datagrams each on average), it uses sendmmsg.
     pub(super) fn flush_gso(&mut self, sock: &UdpSock, f: &mut Flushed) {
         let total = self.queued;
-        // Descending and stable: same-size datagrams keep their order.
-        self.out_iovs[..total].sort_by_key(|v| Reverse(v.iov_len));
+        // Descending and stable: same-size datagrams keep their order. A batch that
+        // records which send carried each datagram keeps the queue's order (runs only).
+        if self.next_key.is_none() {
+            self.out_iovs[..total].sort_by_key(|v| Reverse(v.iov_len));
+        }
         let transmits = self.transmits();
         if transmits > 1 && transmits * 3 > total {
             return self.send_from(sock, 0, 0, false, f);
@@ -61,6 +64,7 @@ impl Batch {
                 Ok(()) => {
                     f.sent += t.count;
                     f.gso_sends += 1;
+                    self.carried(at, t.count, true);
                     at += t.count;
                 }
                 Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
@@ -91,7 +95,14 @@ impl Batch {
             .take_while(|v| v.iov_len == segment)
             .count();
         let per_send = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / segment.max(1)).max(1);
-        let tail = usize::from(run < per_send && at + run < self.queued);
+        // The next datagram is shorter in a sorted queue; in the queue's order (sends that
+        // carry keys) it may not be.
+        let tail = usize::from(
+            run < per_send
+                && self.out_iovs[at + run..self.queued]
+                    .first()
+                    .is_some_and(|v| v.iov_len < segment),
+        );
         Transmit {
             at,
             count: run.min(per_send) + tail,
@@ -112,14 +123,19 @@ impl Batch {
 
     /// One sendmsg of a transmit with its UDP_SEGMENT control message.
     fn send_gso(&mut self, sock: &UdpSock, t: Transmit) -> SysResult<()> {
-        let mut space = Space::<32>::default();
+        // UDP_SEGMENT, and the stamp's key when sends carry one: 24 bytes each.
+        let mut space = Space::<48>::default();
         // SAFETY: msghdr is plain data; all-zero is a valid empty header.
         let mut h: libc::msghdr = unsafe { mem::zeroed() };
         h.msg_iov = self.out_iovs[t.at..].as_mut_ptr();
         h.msg_iovlen = t.count;
         let mut enc = Encoder::new(&mut h, &mut space);
         enc.push(libc::SOL_UDP, libc::UDP_SEGMENT, t.segment as u16)
-            .expect("32 bytes hold one u16 control message (24)");
+            .expect("48 bytes hold one u16 control message (24)");
+        if let Some(key) = self.key_at(t.at) {
+            enc.push(libc::SOL_SOCKET, crate::timestamping::SCM_TS_OPT_ID, key)
+                .expect("48 bytes hold two control messages of 24");
+        }
         enc.finish();
         // SAFETY: h points at t.count live iovecs (our slots) and at `space`, both alive
         // for the call; the kernel only reads them.

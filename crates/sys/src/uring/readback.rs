@@ -119,16 +119,7 @@ fn refused(r: libc::c_long, what: &str) -> SysResult<bool> {
 
 /// A duplicate, in this process, of descriptor `fd` of process `pid`.
 fn dup_from(pid: u32, fd: i32) -> SysResult<OwnedFd> {
-    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
-    if pidfd < 0 {
-        return Err(uring_err(
-            format!("pidfd_open({pid})"),
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let pidfd = crate::pidfd::PidFd::open(pid)?;
     let raw = std::os::fd::AsRawFd::as_raw_fd(&pidfd);
     // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number in that process and flags,
     // and returns a new descriptor or -1.
