@@ -211,6 +211,13 @@ fn a_stamped_reply_comes_back_on_the_error_queue_under_its_own_key() {
         };
         srv.set_timestamping(crate::timestamping::TX_ON_REQUEST)
             .unwrap();
+        // The kernel turns arrival stamping on for the host from a work queue a little
+        // after the first socket asks, and SO_TIMESTAMPING does not stamp a datagram that
+        // arrived before: wait until the host stamps (srv keeps it on), as `load` does.
+        assert!(
+            crate::timestamping::host_rx_stamping(Duration::from_secs(5)).unwrap(),
+            "the host never started stamping arrivals"
+        );
         let to = srv.local_addr().unwrap();
         let cfg = DgramConfig {
             buffers: 8,
