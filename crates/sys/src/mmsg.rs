@@ -126,12 +126,25 @@ pub struct Batch {
     send_mode: SendMode,
     /// Queued indices the last flush's sendto/sendmmsg calls refused, in order.
     refused: Vec<usize>,
-    /// Every send carries its transmit stamp's key (SCM_TS_OPT_ID), the next from here;
-    /// `None`: sends carry no key ([`Self::with_stamp_keys`]).
-    next_key: Option<u32>,
+    /// How the transmit stamps of the sends are keyed; `None`: not tracked.
+    keys: Option<StampKeys>,
     /// With keys: per queued datagram of the last flush, the key of the send that
     /// carried it ([`Self::carried_by`]).
     carried: Vec<u32>,
+    /// The GSO transmits of the queue, planned once per flush (room for one per slot).
+    plan: Vec<gso::Transmit>,
+}
+
+/// Where the key of each send's transmit stamp comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StampKeys {
+    /// Every send carries its key (SCM_TS_OPT_ID): the flush's first key is this, and a
+    /// send takes it plus the queue index of its first datagram
+    /// ([`Batch::with_stamp_keys`]).
+    Given(u32),
+    /// The socket counts the datagrams it accepts (a kernel before SCM_TS_OPT_ID): the
+    /// next accepted datagram takes this ([`Batch::count_stamp_keys_from`]).
+    Counted(u32),
 }
 
 /// [`Batch::carried_by`] of a datagram the kernel refused.
@@ -167,8 +180,9 @@ impl Batch {
             recv_mode: RecvMode::Batch,
             send_mode: SendMode::Batch,
             refused: Vec::new(),
-            next_key: None,
+            keys: None,
             carried: Vec::new(),
+            plan: Vec::with_capacity(slots),
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..slots {
@@ -200,11 +214,21 @@ impl Batch {
     /// one stamp; runs of equal sizes are grouped in queue order, not sorted).
     /// [`Self::carried_by`] says which key each datagram went under.
     pub fn with_stamp_keys(mut self, first: u32) -> Self {
-        self.next_key = Some(first);
+        self.keys = Some(StampKeys::Given(first));
         if self.out_ctrl.is_empty() {
             self.out_ctrl = vec![Space::default(); self.capacity()];
         }
         self
+    }
+
+    /// Keys transmit stamps by the socket's own count of the datagrams it accepted (a
+    /// kernel without SCM_TS_OPT_ID, a socket with SO_TIMESTAMPING's OPT_ID): the next
+    /// flush's first accepted datagram takes `next`, the following ones the next keys in
+    /// order, and a refused one none. The count is the socket's: a caller that sends on
+    /// several sockets sets it before each flush. Sends of such a batch never go by UDP
+    /// GSO. [`Self::carried_by`] says which key each datagram took.
+    pub fn count_stamp_keys_from(&mut self, next: u32) {
+        self.keys = Some(StampKeys::Counted(next));
     }
 
     /// With `on`, batched receives also collect control messages (the SO_RXQ_OVFL drop
@@ -547,20 +571,34 @@ impl Batch {
         &self.carried
     }
 
-    /// The key of a send whose first datagram is queued at `at`.
+    /// The key a send whose first datagram is queued at `at` carries in its control
+    /// message (only where sends carry keys).
     fn key_at(&self, at: usize) -> Option<u32> {
-        self.next_key.map(|k| k.wrapping_add(at as u32))
+        match self.keys {
+            Some(StampKeys::Given(k)) => Some(k.wrapping_add(at as u32)),
+            _ => None,
+        }
     }
 
     /// Records that queued datagrams `at..at + n` left, each in its own send (`together`:
-    /// all in one, a GSO send keyed by its first).
+    /// all in one, a GSO send keyed by its first): the one place each datagram's key is
+    /// decided.
     fn carried(&mut self, at: usize, n: usize, together: bool) {
-        if self.next_key.is_none() {
-            return;
-        }
-        for k in at..at + n {
-            let first = if together { at } else { k };
-            self.carried[k] = self.key_at(first).unwrap_or(NOT_SENT);
+        match self.keys.as_mut() {
+            None => {}
+            Some(StampKeys::Given(first)) => {
+                let first = *first;
+                for k in at..at + n {
+                    let send = if together { at } else { k };
+                    self.carried[k] = first.wrapping_add(send as u32);
+                }
+            }
+            Some(StampKeys::Counted(next)) => {
+                for k in at..at + n {
+                    self.carried[k] = *next;
+                    *next = next.wrapping_add(1);
+                }
+            }
         }
     }
 
@@ -573,16 +611,34 @@ impl Batch {
     /// refuses is counted and skipped, never retried forever: UDP may drop, and a full
     /// socket buffer is overload, not an error.
     pub fn flush(&mut self, sock: &UdpSock, flags: i32) -> Flushed {
+        self.flush_as(sock, flags, self.send_mode)
+    }
+
+    /// As [`Self::flush`], one datagram per message whatever the batch's mode: a
+    /// [`SendMode::Gso`] batch sends this queue by sendmmsg, so the receiver gets its
+    /// datagrams one by one as the kernel delivers each (and, with stamp keys, each its
+    /// own stamp) rather than as one super-datagram.
+    pub fn flush_apart(&mut self, sock: &UdpSock, flags: i32) -> Flushed {
+        let mode = match self.send_mode {
+            SendMode::Gso => SendMode::Batch,
+            m => m,
+        };
+        self.flush_as(sock, flags, mode)
+    }
+
+    fn flush_as(&mut self, sock: &UdpSock, flags: i32, mode: SendMode) -> Flushed {
         let mut f = Flushed::default();
         self.refused.clear();
-        if self.next_key.is_some() {
+        if self.keys.is_some() {
             self.carried.clear();
             self.carried.resize(self.queued, NOT_SENT);
         }
-        match self.send_mode {
+        let counted = matches!(self.keys, Some(StampKeys::Counted(_)));
+        match mode {
             SendMode::Single => self.send_from(sock, 0, flags, true, &mut f),
             SendMode::Batch => self.send_from(sock, 0, flags, false, &mut f),
-            SendMode::Gso if self.queued < 2 || self.queued_addressed => {
+            // A GSO send is one count of the socket's, whatever it carries.
+            SendMode::Gso if self.queued < 2 || self.queued_addressed || counted => {
                 self.send_from(sock, 0, flags, false, &mut f)
             }
             SendMode::Gso if !sock.gso_usable() => {
@@ -591,7 +647,7 @@ impl Batch {
             }
             SendMode::Gso => self.flush_gso(sock, &mut f),
         }
-        if let Some(k) = self.next_key.as_mut() {
+        if let Some(StampKeys::Given(k)) = self.keys.as_mut() {
             *k = k.wrapping_add(self.queued as u32);
         }
         self.queued = 0;

@@ -478,25 +478,37 @@ mod tests {
         }
     }
 
+    /// The socket counts the datagrams it accepts; a batch that keys by that count gives
+    /// each accepted datagram the kernel's key and a refused one none, even as a GSO batch
+    /// (a counted batch never sends GSO: one send would be one count for many).
     #[test]
     fn a_refused_send_takes_no_key() {
+        use crate::mmsg::{SendMode, NOT_SENT};
         let (_srv, cli) = connected_pair();
         cli.set_timestamping(TX_SOFTWARE).unwrap();
-        let mut tx = Batch::new(3, 65536);
+        let mut tx = Batch::new(3, 65536).with_send(SendMode::Gso);
+        tx.count_stamp_keys_from(0);
         // The middle datagram is too big for UDP over IPv4 (EMSGSIZE).
         for (i, len) in [10, 65536, 10].into_iter().enumerate() {
             tx.queue_send(i, len);
         }
         let f = tx.flush(&cli, 0);
-        assert_eq!((f.sent, f.failed), (2, 1));
+        assert_eq!((f.sent, f.failed, f.gso_sends), (2, 1, 0));
         assert_eq!(tx.refused(), &[1]);
+        assert_eq!(tx.carried_by(), &[0, NOT_SENT, 1]);
         let mut got = Vec::new();
         ErrQueue::new(8).drain(&cli, &mut got).unwrap();
         assert_eq!(got.iter().map(|s| s.key).collect::<Vec<_>>(), vec![0, 1]);
-        // The next flush forgets the refusal.
-        tx.queue_send(0, 10);
-        tx.flush(&cli, 0);
+        // The next flush forgets the refusal, and its keys go on from the socket's count.
+        tx.count_stamp_keys_from(2);
+        for i in 0..2 {
+            tx.queue_send(i, 10);
+        }
+        assert_eq!((tx.flush(&cli, 0).gso_sends, tx.carried_by()), (0, &[2, 3][..]));
         assert!(tx.refused().is_empty());
+        got.clear();
+        ErrQueue::new(8).drain(&cli, &mut got).unwrap();
+        assert_eq!(got.iter().map(|s| s.key).collect::<Vec<_>>(), vec![2, 3]);
     }
 
     #[test]

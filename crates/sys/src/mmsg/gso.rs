@@ -22,7 +22,7 @@ const GSO_MAX_BYTES: usize = 65535 - 48;
 
 /// One GSO send: `count` queued datagrams from index `at`, each `segment` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Transmit {
+pub(super) struct Transmit {
     at: usize,
     count: usize,
     segment: usize,
@@ -49,23 +49,25 @@ impl Batch {
         let total = self.queued;
         // Descending and stable: same-size datagrams keep their order. A batch that
         // records which send carried each datagram keeps the queue's order (runs only).
-        if self.next_key.is_none() {
+        if self.keys.is_none() {
             self.out_iovs[..total].sort_by_key(|v| Reverse(v.iov_len));
         }
-        let transmits = self.transmits();
+        self.plan_transmits();
+        let transmits = self.plan.len();
         if transmits > 1 && transmits * 3 > total {
             return self.send_from(sock, 0, 0, false, f);
         }
-        let mut at = 0;
-        while at < total {
-            let t = self.transmit_at(at);
+        let mut i = 0;
+        while i < transmits {
+            let t = self.plan[i];
+            let at = t.at;
             f.syscalls += 1;
             match self.send_gso(sock, t) {
                 Ok(()) => {
                     f.sent += t.count;
                     f.gso_sends += 1;
                     self.carried(at, t.count, true);
-                    at += t.count;
+                    i += 1;
                 }
                 Err(e) if e.errno() == Some(libc::EINTR) => f.syscalls -= 1,
                 Err(e) if refuses_gso(&e, t.count) => {
@@ -76,7 +78,7 @@ impl Batch {
                 Err(e) => {
                     f.failed += t.count;
                     f.last_error = e.errno();
-                    at += t.count;
+                    i += 1;
                 }
             }
         }
@@ -110,15 +112,16 @@ impl Batch {
         }
     }
 
-    /// How many transmits the sorted queue takes.
-    fn transmits(&self) -> usize {
+    /// Plans the queue's transmits into `plan`, once per flush: the count decides
+    /// between GSO and sendmmsg, and the sends follow the same plan.
+    fn plan_transmits(&mut self) {
+        self.plan.clear();
         let mut at = 0;
-        let mut n = 0;
         while at < self.queued {
-            at += self.transmit_at(at).count;
-            n += 1;
+            let t = self.transmit_at(at);
+            at += t.count;
+            self.plan.push(t);
         }
-        n
     }
 
     /// One sendmsg of a transmit with its UDP_SEGMENT control message.
