@@ -15,7 +15,7 @@ mod stamps;
 mod tests;
 
 use crate::interval::IntervalSlot;
-use crate::io::{open_flow, Caps, FlowIo, SocketFlows};
+use crate::io::{open_flow, Caps, FlowIo, SendShape, SocketFlows};
 use crate::pace::Pace;
 use crate::report::{new_histogram, HIST_MAX_NS};
 use crate::table::{Answer, Ended, Table};
@@ -673,7 +673,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 for f in 0..self.flows.len() {
                     let room = self.room(f);
                     if room > 0 {
-                        self.send_on(f, room, now, None);
+                        // A closed loop's refill is intended now, all of it.
+                        self.send_on(f, room, now, None, SendShape::Together);
                     }
                 }
             }
@@ -689,10 +690,17 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
     }
 
-    /// Sends up to `n` requests on flow `f`, the first of them request `first_seq` of the
-    /// open-loop schedule (closed loop: `None`, each intended now); returns how many went
-    /// out.
-    fn send_on(&mut self, f: usize, n: usize, now: u64, first_seq: Option<u64>) -> usize {
+    /// Sends up to `n` requests on flow `f` in `shape`, the first of them request
+    /// `first_seq` of the open-loop schedule (closed loop: `None`, each intended now);
+    /// returns how many went out.
+    fn send_on(
+        &mut self,
+        f: usize,
+        n: usize,
+        now: u64,
+        first_seq: Option<u64>,
+        shape: SendShape,
+    ) -> usize {
         let n = n.min(self.io.tx_capacity());
         let mut queued = 0;
         let mut counted_sends = 0u64;
@@ -724,7 +732,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         if queued == 0 {
             return 0;
         }
-        let res = self.io.send(f);
+        let res = self.io.send(f, shape);
         self.stamp_sent(f);
         self.gso_sends += res.gso_sends as u64;
         // Requests the kernel refused stay in the table and will be counted lost at their

@@ -70,6 +70,19 @@ pub struct PathStats {
     pub gso_refusal: Option<String>,
 }
 
+/// How the requests of one send leave (the paced loop's choice: [`crate::pace::Pace::behind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendShape {
+    /// One datagram per message (sendmmsg): the kernel delivers each before it takes the
+    /// next, so the server receives them a few µs apart, as a schedule on time spaces
+    /// them; with stamps, each takes its own transmit stamp and key.
+    Apart,
+    /// Requests intended at one instant, or owed from earlier wake-ups: they may leave
+    /// as one UDP GSO send (where the path has GSO and it is not turned off), one pass
+    /// through the sender's stack for all of them, which is what keeps a high rate.
+    Together,
+}
+
 /// One thread's send/receive path.
 pub trait FlowIo: Send {
     /// What this path can do.
@@ -87,9 +100,10 @@ pub trait FlowIo: Send {
     fn tx_slot(&mut self, k: usize) -> &mut [u8];
     /// Request `k` is written and `len` bytes long.
     fn queue(&mut self, k: usize, len: usize);
-    /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]).
-    /// Requests the kernel refused (`failed`) stay outstanding and end as lost.
-    fn send(&mut self, flow: usize) -> Flushed;
+    /// Sends the queued requests on `flow` (or queues them for [`FlowIo::flush`]), in
+    /// `shape` (a path without UDP GSO sends every request as its own datagram either
+    /// way). Requests the kernel refused (`failed`) stay outstanding and end as lost.
+    fn send(&mut self, flow: usize, shape: SendShape) -> Flushed;
     /// Makes everything `send` queued leave: called once per round of sends (a path whose
     /// [`FlowIo::sleep`] sends leaves them to it). Returns the requests the kernel refused
     /// that `send` could not report yet.
@@ -148,8 +162,8 @@ impl<T: FlowIo + ?Sized> FlowIo for Box<T> {
     fn queue(&mut self, k: usize, len: usize) {
         (**self).queue(k, len)
     }
-    fn send(&mut self, flow: usize) -> Flushed {
-        (**self).send(flow)
+    fn send(&mut self, flow: usize, shape: SendShape) -> Flushed {
+        (**self).send(flow, shape)
     }
     fn flush(&mut self) -> usize {
         (**self).flush()
@@ -200,10 +214,9 @@ pub struct SocketFlows {
     /// The error queue reader, when sends are stamped.
     errq: Option<ErrQueue>,
     /// Stamped sends without a key of their own (a kernel before SCM_TS_OPT_ID): per
-    /// flow, the socket's count of the datagrams it accepted, which keys their stamps.
+    /// flow, the socket's count of the datagrams it accepted, which keys their stamps
+    /// (the batch assigns them: [`Batch::count_stamp_keys_from`]).
     counted_keys: Option<Vec<u32>>,
-    /// The keys of the last send's requests, when counted ([`FlowIo::sent_keys`]).
-    keys: Vec<u32>,
 }
 
 /// How long a stamping generator waits for the host to stamp arrivals before its first
@@ -292,7 +305,6 @@ impl SocketFlows {
             gso_refusal: None,
             errq: None,
             counted_keys: None,
-            keys: Vec::new(),
         })
     }
 
@@ -307,9 +319,9 @@ impl SocketFlows {
     /// when it is read.
     ///
     /// Where the kernel takes a send's stamp key in the send (SCM_TS_OPT_ID, Linux
-    /// 6.13+), each send carries its own and requests keep the path's UDP GSO: the
-    /// segments of one GSO send leave together and share its stamp. Otherwise requests
-    /// leave by sendmmsg, one datagram and one counted key each.
+    /// 6.13+), each send carries its own and requests sent [`SendShape::Together`] keep
+    /// the path's UDP GSO: the segments of one GSO send leave together and share its
+    /// stamp. Otherwise requests leave by sendmmsg, one datagram and one counted key each.
     pub fn with_tx_stamps(mut self) -> Result<Self, SetupError> {
         for s in &self.socks {
             s.set_timestamping(TX_SOFTWARE)?;
@@ -339,6 +351,7 @@ impl SocketFlows {
             Batch::new(slots, SLOT).with_send(mode).with_stamp_keys(0)
         } else {
             self.counted_keys = Some(vec![0; self.socks.len()]);
+            // Counted keys are assigned per send ([`FlowIo::send`]).
             Batch::new(slots, SLOT).with_send(SendMode::Batch)
         };
         self.stamped = true;
@@ -348,12 +361,14 @@ impl SocketFlows {
 
     /// Whether each response carries one receive stamp (SO_TIMESTAMPING's) rather than
     /// two (SO_TIMESTAMPNS's beside it): what [`Self::with_tx_stamps`] settled.
-    pub fn one_rx_stamp(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn one_rx_stamp(&self) -> bool {
         self.errq.is_some() && !self.socks.iter().any(|s| s.timestamp_ns().unwrap_or(true))
     }
 
     /// Whether stamped sends carry their own keys (and may go by UDP GSO).
-    pub fn keyed_sends(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn keyed_sends(&self) -> bool {
         self.errq.is_some() && self.counted_keys.is_none()
     }
 }
@@ -386,21 +401,19 @@ impl FlowIo for SocketFlows {
         self.tx.queue_send(k, len);
     }
 
-    fn send(&mut self, flow: usize) -> Flushed {
-        let queued = self.tx.queued();
-        let res = self.tx.flush(&self.socks[flow], 0);
+    fn send(&mut self, flow: usize, shape: SendShape) -> Flushed {
+        if let Some(c) = &self.counted_keys {
+            self.tx.count_stamp_keys_from(c[flow]);
+        }
+        let sock = &self.socks[flow];
+        let res = match shape {
+            SendShape::Apart => self.tx.flush_apart(sock, 0),
+            SendShape::Together => self.tx.flush(sock, 0),
+        };
         self.syscalls += res.syscalls as u64;
-        if let Some(next) = self.counted_keys.as_mut().map(|c| &mut c[flow]) {
-            // The socket's count: the accepted datagrams take the next keys in order.
-            self.keys.clear();
-            for k in 0..queued {
-                if self.tx.refused().contains(&k) {
-                    self.keys.push(NOT_SENT);
-                } else {
-                    self.keys.push(*next);
-                    *next = next.wrapping_add(1);
-                }
-            }
+        if let Some(c) = self.counted_keys.as_mut() {
+            // The socket counted the datagrams it accepted.
+            c[flow] = c[flow].wrapping_add(res.sent as u32);
         }
         if res.gso_unavailable && self.gso_refusal.is_none() {
             // The batch fell back to sendmmsg; keep the kernel's reason once.
@@ -458,10 +471,7 @@ impl FlowIo for SocketFlows {
     }
 
     fn sent_keys(&self) -> &[u32] {
-        match self.counted_keys {
-            Some(_) => &self.keys,
-            None => self.tx.carried_by(),
-        }
+        self.tx.carried_by()
     }
 
     fn tx_stamps(&mut self, flow: usize, out: &mut Vec<TxStamp>) -> Result<(), SetupError> {
@@ -481,12 +491,12 @@ impl FlowIo for SocketFlows {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use firehose_sys::timestamping::{is_rx_stamp, key_per_send};
 
     /// A server socket on loopback and one stamped, paced flow to it, sending by GSO.
-    fn stamped_flow() -> (UdpSock, SocketFlows) {
+    pub(crate) fn stamped_flow() -> (UdpSock, SocketFlows) {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let srv = UdpSock::new_for(&any).unwrap();
         srv.bind(&any).unwrap();
@@ -500,12 +510,12 @@ mod tests {
     }
 
     /// Queues `n` 100-byte requests numbered from `first` and sends them on flow 0.
-    fn send(io: &mut SocketFlows, first: u32, n: usize) -> Flushed {
+    fn send(io: &mut SocketFlows, first: u32, n: usize, shape: SendShape) -> Flushed {
         for k in 0..n {
             io.tx_slot(k)[..4].copy_from_slice(&(first + k as u32).to_ne_bytes());
             io.queue(k, 100);
         }
-        io.send(0)
+        io.send(0, shape)
     }
 
     /// The receive stamps among datagram `i`'s control messages.
@@ -513,8 +523,8 @@ mod tests {
         io.rx.cmsgs(i).filter(is_rx_stamp).count()
     }
 
-    /// Counted over a real socket: a wake-up's 12 requests leave in one GSO send under one
-    /// key, their one stamp is read in one call, and each response read back carries one
+    /// Counted over a real socket: a wake-up's 12 requests sent together leave in one GSO
+    /// send under one key, their one stamp is read in one call, and each response read back carries one
     /// receive stamp (SO_TIMESTAMPNS is off), never two.
     #[test]
     fn twelve_stamped_requests_cost_one_send_one_stamp_read_and_one_rx_stamp_each() {
@@ -535,7 +545,7 @@ mod tests {
         let mut stamps = Vec::new();
         for round in 0..50u32 {
             let calls = io.stats().syscalls;
-            let f = send(&mut io, round * 12, 12);
+            let f = send(&mut io, round * 12, 12, SendShape::Together);
             assert_eq!(
                 (f.sent, f.syscalls, f.gso_sends),
                 (12, 1, 1),
@@ -590,7 +600,7 @@ mod tests {
         let mut sink = Batch::new(64, 2048);
         let mut keys = Vec::new();
         for round in 0..400u32 {
-            assert_eq!(send(&mut io, round * 12, 12).sent, 12);
+            assert_eq!(send(&mut io, round * 12, 12, SendShape::Together).sent, 12);
             keys.push(io.sent_keys()[0]);
             // The server reads what arrived, so nothing is dropped on its side.
             let mut n = 0;
@@ -602,5 +612,50 @@ mod tests {
         io.tx_stamps(0, &mut stamps).unwrap();
         assert_eq!(stamps.iter().map(|s| s.key).collect::<Vec<_>>(), keys);
         assert!(stamps.windows(2).all(|w| w[0].ns <= w[1].ns));
+    }
+
+    /// Counted over a real socket: 12 requests sent apart leave in one sendmmsg as 12
+    /// datagrams, each under its own key; their 12 stamps come back in one error-queue
+    /// read, one per key in order, and the server reads 12 datagrams, each whole.
+    #[test]
+    fn twelve_requests_sent_apart_leave_as_twelve_datagrams_with_twelve_stamps() {
+        let (srv, mut io) = stamped_flow();
+        if !io.keyed_sends() {
+            eprintln!("skipped: {:?}", key_per_send().unwrap_err());
+            return;
+        }
+        let mut sink = Batch::new(64, 2048);
+        let mut stamps = Vec::new();
+        for round in 0..50u32 {
+            let calls = io.stats().syscalls;
+            let f = send(&mut io, round * 12, 12, SendShape::Apart);
+            assert_eq!(
+                (f.sent, f.syscalls, f.gso_sends),
+                (12, 1, 0),
+                "round {round}"
+            );
+            let keys = io.sent_keys().to_vec();
+            let want: Vec<u32> = (round * 12..round * 12 + 12).collect();
+            assert_eq!(keys, want, "round {round}: a key each");
+            stamps.clear();
+            io.tx_stamps(0, &mut stamps).unwrap();
+            let got: Vec<u32> = stamps.iter().map(|s| s.key).collect();
+            assert_eq!(got, want, "round {round}: a stamp each");
+            assert!(stamps.windows(2).all(|w| w[0].ns <= w[1].ns));
+            assert_eq!(
+                io.stats().syscalls - calls,
+                2,
+                "a send and an error-queue read"
+            );
+            let mut n = 0;
+            while n < 12 {
+                let got = sink.recv(&srv, 64, 0).unwrap();
+                for i in 0..got {
+                    let id = u32::from_ne_bytes(sink.data(i)[..4].try_into().unwrap());
+                    assert_eq!((id, sink.len(i)), (round * 12 + (n + i) as u32, 100));
+                }
+                n += got;
+            }
+        }
     }
 }

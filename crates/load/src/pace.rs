@@ -14,6 +14,7 @@
 //! is owed beyond that and a short backlog is counted unsent instead of being queued
 //! behind (which would hide the stall).
 
+use crate::io::SendShape;
 use std::sync::Arc;
 
 /// The shape of the open-loop schedule: when each request is intended to leave
@@ -261,6 +262,23 @@ impl Pace {
         }
     }
 
+    /// How a wake-up at `now` whose next scheduled request is `next_seq` sends:
+    /// [`SendShape::Apart`] when it is on schedule, so the server receives the requests
+    /// one by one as a timely schedule spaces them (sent together, the later ones' round
+    /// trip would hold the server's work on those ahead); [`SendShape::Together`] for
+    /// requests intended at one instant (`burst:N`), and when the generator is behind:
+    /// it holds more than one wake-up's worth of requests already due (late by more than
+    /// a wake period, or held back by full windows), where one send for many is what
+    /// lets it catch up (docs/load.md, "the wake budget").
+    pub fn send_shape(&self, now: u64, next_seq: u64) -> SendShape {
+        let owed = self.scheduled_by(now).saturating_sub(next_seq);
+        if matches!(self.shape, Shape::Burst(_)) || owed > self.per_wake {
+            SendShape::Together
+        } else {
+            SendShape::Apart
+        }
+    }
+
     /// How long to sleep at `now` before the next wake-up, given the next request: until
     /// it is due, or one period if it is already owed (catching up one burst per period).
     pub fn wait_ns(&self, now: u64, next_seq: u64) -> u64 {
@@ -458,6 +476,32 @@ mod tests {
                 skip: 199 - 20
             }
         );
+    }
+
+    #[test]
+    fn a_wake_up_on_schedule_sends_apart_and_one_behind_sends_together() {
+        use SendShape::{Apart, Together};
+        // 50k/s by the budget: 4 per wake-up, one wake-up per 80 µs.
+        let p = Pace::new(1e9 / 50_000.0, 0, None);
+        assert_eq!(p.per_wake, 4);
+        // On time, and 10 µs late (one request already due): apart.
+        assert_eq!(p.send_shape(p.intended(40), 40), Apart);
+        assert_eq!(p.send_shape(p.intended(40) + 10_000, 40), Apart);
+        // Four due (60 µs late): still one wake-up's worth.
+        assert_eq!(p.send_shape(p.intended(43), 40), Apart);
+        // Five due: more than a wake-up's worth is owed, so the generator is behind.
+        assert_eq!(p.send_shape(p.intended(44), 40), Together);
+        assert_eq!(p.send_shape(p.intended(40) + 5_000_000, 40), Together);
+        // Woken early (the 2 ms check of losses): nothing due, apart.
+        assert_eq!(p.send_shape(0, 40), Apart);
+        // A burst's requests are intended at one instant: together, on time or not.
+        let b = Pace::shaped(1e9 / 50_000.0, 0, None, &Arrivals::Burst(16), 0);
+        assert_eq!(b.send_shape(0, 0), Together);
+        assert_eq!(b.send_shape(b.intended(16), 16), Together);
+        // Poisson keeps the rule of the uniform schedule.
+        let q = Pace::shaped(1e9 / 50_000.0, 0, None, &Arrivals::Poisson, 3);
+        assert_eq!(q.send_shape(q.intended(100), 100), Apart);
+        assert_eq!(q.send_shape(q.intended(100 + q.per_wake), 100), Together);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! before the wait ends.
 
 use crate::gen::{open_flows, LoadConfig};
-use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
+use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats, SendShape};
 use firehose_sys::socket::UdpSock;
 use firehose_sys::uring::{DgramConfig, DgramRing, UringSetup, STAMP_ROOM};
 use firehose_sys::SetupError;
@@ -156,7 +156,8 @@ impl FlowIo for UringFlows {
         self.lens.push(len);
     }
 
-    fn send(&mut self, flow: usize) -> Flushed {
+    /// Every request is its own datagram on this path, in either shape.
+    fn send(&mut self, flow: usize, _shape: SendShape) -> Flushed {
         let lens = std::mem::take(&mut self.lens);
         self.ring().queue_sends(flow, &lens);
         self.lens = lens;
@@ -272,7 +273,7 @@ mod tests {
             assert!(io.tx_capacity() >= 1);
             io.tx_slot(0)[..2].copy_from_slice(&[0xf1, flow as u8]);
             io.queue(0, 2);
-            io.send(flow);
+            io.send(flow, SendShape::Apart);
         }
         assert_eq!(io.flush(), 0, "nothing refused");
         let mut b = [0u8; 64];
@@ -320,7 +321,7 @@ mod tests {
         let enters = io.stats().syscalls;
         io.tx_slot(0)[..3].copy_from_slice(b"req");
         io.queue(0, 3);
-        io.send(0);
+        io.send(0, SendShape::Apart);
         assert_eq!(io.flush(), 0, "nothing refused");
         assert_eq!(
             io.stats().syscalls,

@@ -13,7 +13,7 @@
 //! when the [`XdpIo`] drops, on exit, failure or panic, and with the process on SIGKILL.
 
 use crate::gen::LoadConfig;
-use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats};
+use crate::io::{Caps, Datagram, FlowIo, Flushed, PathStats, SendShape};
 use firehose_frame::{header_len, parse, write_headers, Endpoints};
 use firehose_sys::epoll::Epoll;
 use firehose_sys::xdp::prog::{AddrMatch, UdpMatch};
@@ -302,7 +302,8 @@ impl FlowIo for XdpIo {
         self.tx_lens[k] = len;
     }
 
-    fn send(&mut self, flow: usize) -> Flushed {
+    /// Every request is its own datagram on this path, in either shape.
+    fn send(&mut self, flow: usize, _shape: SendShape) -> Flushed {
         let mut e = self.ends;
         e.src.set_port(self.base + flow as u16);
         let q = &mut self.queues[0];

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
     /// Open loop: sends what the schedule has due at `now` (see [`Pace`]), round robin
-    /// over the flows; what the windows have no room for waits in the backlog.
+    /// over the flows, apart when on schedule and together when behind
+    /// ([`Pace::send_shape`]); what the windows have no room for waits in the backlog.
     pub(super) fn send_paced(&mut self, now: u64) {
         let Some(pace) = self.plan.pace.clone() else {
             return;
         };
+        let shape = pace.send_shape(now, self.next_seq);
         let end = self.schedule_end(&pace);
         let room: u64 = (0..self.flows.len())
             .map(|f| self.room(f) as u64)
@@ -39,7 +41,7 @@ impl<W: Workload, I: FlowIo> Thread<'_, W, I> {
             }
             idle = 0;
             let first = self.next_seq + (due - left);
-            let sent = self.send_on(f, room, now, Some(first));
+            let sent = self.send_on(f, room, now, Some(first), shape);
             left -= sent as u64;
             if sent < room {
                 break;

@@ -25,12 +25,12 @@ use std::collections::VecDeque;
 pub(super) struct Stamps {
     /// Per flow: (key, table ticket) of each request sent and not yet stamped, in key
     /// order (requests of one GSO send share a key).
-    sent: Vec<VecDeque<(u32, u64)>>,
+    pub(super) sent: Vec<VecDeque<(u32, u64)>>,
     /// Table tickets of the requests of the send being made.
     batch: Vec<u64>,
-    read: Vec<TxStamp>,
+    pub(super) read: Vec<TxStamp>,
     /// The latest departure seen (CLOCK_REALTIME ns), for the gaps.
-    last_departure: u64,
+    pub(super) last_departure: u64,
     /// Most requests a flow's list keeps (a path that stops stamping must not grow it).
     keep: usize,
     /// The whole run's parts (and counts); the parts reach it through the interval

@@ -2,7 +2,7 @@
 //! each send went to, which flow each read asked and whether it had anything to read.
 
 use super::*;
-use crate::io::{Datagram, Flushed, PathStats};
+use crate::io::{Datagram, Flushed, PathStats, SendShape};
 use crate::pace::Arrivals;
 use crate::workload::EchoWorkload;
 use std::collections::VecDeque;
@@ -11,8 +11,8 @@ use std::sync::Mutex;
 /// What the generator asked of the path.
 #[derive(Default)]
 struct Log {
-    /// (flow, requests) of each send.
-    sends: Vec<(usize, usize)>,
+    /// (flow, requests, shape) of each send.
+    sends: Vec<(usize, usize, SendShape)>,
     /// (flow, answers waiting) at each read.
     reads: Vec<(usize, usize)>,
     /// Polls: one per turn of the loop (a wake-up, when paced).
@@ -74,7 +74,7 @@ impl FlowIo for Instant {
     fn queue(&mut self, k: usize, len: usize) {
         self.lens[k] = len;
     }
-    fn send(&mut self, flow: usize) -> Flushed {
+    fn send(&mut self, flow: usize, shape: SendShape) -> Flushed {
         // The generator fills slots 0..n before each send; the first unset length ends them.
         let n = self.lens.iter().take_while(|&&l| l > 0).count();
         for k in 0..n {
@@ -82,7 +82,7 @@ impl FlowIo for Instant {
             self.lens[k] = 0;
         }
         let mut log = self.log.lock().unwrap();
-        log.sends.push((flow, n));
+        log.sends.push((flow, n, shape));
         // A path that sleeps itself sends in that call.
         let calls = usize::from(!self.sleeps_itself);
         log.syscalls += calls as u64;
@@ -183,7 +183,7 @@ fn each_wake_up_sends_on_one_flow_and_reads_only_flows_with_requests_outstanding
     // A wake-up's requests leave in one send (a late wake-up's catch-up burst too), and
     // the flows take the sends in turn: every flow its share, so the server sees 4 ports.
     let mut per_flow = [0usize; 4];
-    for &(f, _) in &log.sends {
+    for &(f, _, _) in &log.sends {
         per_flow[f] += 1;
     }
     let (lo, hi) = (
@@ -294,4 +294,114 @@ fn a_path_that_sleeps_in_its_own_call_makes_a_wake_up_two_system_calls() {
         "{} system calls in the window for {wakes} wake-ups",
         r.syscalls
     );
+}
+
+/// A generator thread over `io` with `cfg`'s first plan, driven by hand (no loop, no
+/// clock): the test chooses each wake-up's `now`.
+fn with_thread<I: FlowIo, T>(
+    cfg: &LoadConfig,
+    io: I,
+    f: impl FnOnce(&mut Thread<'_, EchoWorkload, I>) -> T,
+) -> T {
+    let live = Live::default();
+    let stop = AtomicBool::new(false);
+    let work = EchoWorkload::new(100).unwrap();
+    let plan = ThreadPlan::new(cfg, 0);
+    let mut th = Thread::new(plan, io, work, &live, &stop, std::time::Instant::now()).unwrap();
+    f(&mut th)
+}
+
+#[test]
+fn a_wake_up_on_schedule_sends_apart_one_behind_together() {
+    // 50k/s: 4 per wake-up, one wake-up per 80 µs.
+    let log = Arc::new(Mutex::new(Log::default()));
+    let io = Instant::new(1, log.clone());
+    with_thread(&paced(1, 50_000.0, 0, 1000), io, |th| {
+        th.send_paced(0);
+        // 10 µs late: one request already due, the other 3 of the period ahead.
+        th.send_paced(80_000 + 10_000);
+        // 5 ms late: 250 requests due, more than a wake-up's worth: a bounded burst of
+        // the oldest.
+        th.send_paced(5_000_000);
+    });
+    let sends = std::mem::take(&mut log.lock().unwrap().sends);
+    assert_eq!(
+        sends,
+        vec![
+            (0, 4, SendShape::Apart),
+            (0, 4, SendShape::Apart),
+            (0, 16, SendShape::Together)
+        ]
+    );
+}
+
+#[test]
+fn bursts_and_closed_loop_refills_send_together() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let burst = LoadConfig {
+        arrivals: Arrivals::Burst(8),
+        ..paced(1, 50_000.0, 0, 1000)
+    };
+    with_thread(&burst, Instant::new(1, log.clone()), |th| th.send_paced(0));
+    let closed = LoadConfig {
+        rate: None,
+        window: 8,
+        ..paced(2, 50_000.0, 0, 1000)
+    };
+    with_thread(&closed, Instant::new(2, log.clone()), |th| th.send_due(0));
+    let sends = std::mem::take(&mut log.lock().unwrap().sends);
+    assert_eq!(
+        sends,
+        vec![
+            (0, 8, SendShape::Together),
+            (0, 8, SendShape::Together),
+            (1, 8, SendShape::Together)
+        ]
+    );
+}
+
+/// Over a real stamped loopback socket: a wake-up on schedule sends its 4 requests by
+/// one sendmmsg, 4 datagrams with 4 stamps (each request has its own departure); a
+/// wake-up behind sends its burst of 16 as one GSO send that shares one stamp.
+#[test]
+fn over_a_real_socket_on_schedule_is_one_stamp_per_request_and_behind_one_per_send() {
+    let (srv, io) = crate::io::tests::stamped_flow();
+    if !io.keyed_sends() {
+        eprintln!("skipped: this kernel takes no stamp key in a send");
+        return;
+    }
+    let cfg = LoadConfig {
+        tx_stamps: true,
+        gso: true,
+        ..paced(1, 50_000.0, 0, 1000)
+    };
+    let mut sink = firehose_sys::mmsg::Batch::new(64, 2048);
+    let mut arrived = |n: usize| {
+        let mut got = 0;
+        while got < n {
+            got += sink.recv(&srv, 64, 0).unwrap();
+        }
+        got
+    };
+    with_thread(&cfg, io, |th| {
+        for (now, n, gso, stamps) in [(0, 4, 0, 4), (5_000_000, 16, 1, 1)] {
+            let calls = th.io.stats().syscalls;
+            let departed = th.stamps.as_ref().unwrap().last_departure;
+            th.send_paced(now);
+            assert_eq!(th.sent_total, if gso == 0 { 4 } else { 20 }, "at {now}");
+            assert_eq!(th.gso_sends, gso, "at {now}");
+            // One send call and one read of the error queue.
+            assert_eq!(th.io.stats().syscalls - calls, 2, "at {now}");
+            // Every request of the send has its departure, from `stamps` stamps.
+            let st = th.stamps.as_ref().unwrap();
+            assert!(st.sent[0].is_empty(), "at {now}: requests without a stamp");
+            assert_eq!(st.figures.unmatched, 0);
+            assert!(st.last_departure > departed);
+            // The wake-up's error-queue read: one stamp per datagram, each its own key.
+            let mut keys: Vec<u32> = st.read.iter().map(|s| s.key).collect();
+            keys.dedup();
+            assert_eq!((st.read.len(), keys.len()), (stamps, stamps), "at {now}");
+            assert_eq!(arrived(n), n, "at {now}");
+        }
+    });
 }
