@@ -130,14 +130,16 @@ pub struct LoadArgs {
     /// --stamps shows the gaps the server saw.
     #[arg(long, value_name = "PATTERN", value_parser = parse_arrivals)]
     arrivals: Option<Arrivals>,
-    /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT).
+    /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT). By
+    /// default GSO carries what is sent together: closed-loop refills, --arrivals
+    /// burst:N, and a paced wake-up behind its schedule (one on schedule uses sendmmsg).
     #[arg(long)]
     no_gso: bool,
     /// Take latency apart with kernel timestamps (--io socket): each request stamped as it
     /// leaves, each response as it arrives, giving rtt (the network and the server),
-    /// send_lag and recv_lag (the generator's) beside latency. Sends keep UDP GSO where
-    /// the kernel takes a stamp's key in the send (Linux 6.13+: a GSO send's segments share
-    /// its one stamp), else go by sendmmsg.
+    /// send_lag and recv_lag (the generator's) beside latency. Sends keep the shape they
+    /// have without --stamps where the kernel takes a stamp's key in the send (Linux
+    /// 6.13+: a GSO send's segments share its one stamp), else go by sendmmsg.
     #[arg(long)]
     stamps: bool,
     /// Do not attribute losses (as root, a drop watch on skb:kfree_skb runs with the load

@@ -72,16 +72,17 @@ pub struct LoadConfig {
     pub batch: usize,
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread.
     pub spin: bool,
-    /// Send runs of equal-sized requests as UDP GSO super-datagrams (UDP_SEGMENT), which
-    /// pass the sender's IP stack once per run; falls back to sendmmsg if refused.
+    /// Send runs of equal-sized requests that leave together ([`SendShape::Together`]) as
+    /// UDP GSO super-datagrams (UDP_SEGMENT), which pass the sender's IP stack once per
+    /// run; falls back to sendmmsg if refused.
     pub gso: bool,
     /// Open loop: requests per wake-up; `None`: as many as the wake-up budget needs
     /// ([`crate::pace::WAKE_BUDGET_NS`]). Fewer make a smoother schedule at more CPU per
     /// request.
     pub per_wake: Option<usize>,
     /// Stamp every request as the kernel sends it and every response as it arrives
-    /// (socket path), and take latency apart ([`crate::decompose`]); sends keep GSO where
-    /// the kernel takes a stamp's key in the send, else go by sendmmsg
+    /// (socket path), and take latency apart ([`crate::decompose`]); sends keep their
+    /// shape where the kernel takes a stamp's key in the send, else go by sendmmsg
     /// ([`SocketFlows::with_tx_stamps`]).
     pub tx_stamps: bool,
     /// Open loop: the shape of the schedule.

@@ -518,6 +518,24 @@ pub(crate) mod tests {
         io.send(0, shape)
     }
 
+    /// Round `round` of a wake-up's 12 requests on flow 0, sent in `shape`: what the send
+    /// did, the key each request went under and the stamps read right after, checking
+    /// that it cost two system calls, the send and one error-queue read.
+    fn twelve_stamped(
+        io: &mut SocketFlows,
+        round: u32,
+        shape: SendShape,
+    ) -> (Flushed, Vec<u32>, Vec<TxStamp>) {
+        let calls = io.stats().syscalls;
+        let f = send(io, round * 12, 12, shape);
+        let keys = io.sent_keys().to_vec();
+        let mut stamps = Vec::new();
+        io.tx_stamps(0, &mut stamps).unwrap();
+        let made = io.stats().syscalls - calls;
+        assert_eq!(made, 2, "round {round}: a send and an error-queue read");
+        (f, keys, stamps)
+    }
+
     /// The receive stamps among datagram `i`'s control messages.
     fn rx_stamps(io: &SocketFlows, i: usize) -> usize {
         io.rx.cmsgs(i).filter(is_rx_stamp).count()
@@ -542,26 +560,16 @@ pub(crate) mod tests {
             return;
         }
         let mut back = Batch::new(64, 2048);
-        let mut stamps = Vec::new();
         for round in 0..50u32 {
-            let calls = io.stats().syscalls;
-            let f = send(&mut io, round * 12, 12, SendShape::Together);
+            let (f, keys, stamps) = twelve_stamped(&mut io, round, SendShape::Together);
             assert_eq!(
                 (f.sent, f.syscalls, f.gso_sends),
                 (12, 1, 1),
                 "round {round}"
             );
-            let keys = io.sent_keys().to_vec();
             assert_eq!(keys, vec![round * 12; 12], "one send, one key");
-            stamps.clear();
-            io.tx_stamps(0, &mut stamps).unwrap();
             assert_eq!(stamps.len(), 1, "round {round}: {stamps:?}");
             assert_eq!(stamps[0].key, round * 12);
-            assert_eq!(
-                io.stats().syscalls - calls,
-                2,
-                "a send and an error-queue read"
-            );
             // The server echoes the 12; the flow reads them with one stamp each.
             let mut n = 0;
             while n < 12 {
@@ -625,28 +633,18 @@ pub(crate) mod tests {
             return;
         }
         let mut sink = Batch::new(64, 2048);
-        let mut stamps = Vec::new();
         for round in 0..50u32 {
-            let calls = io.stats().syscalls;
-            let f = send(&mut io, round * 12, 12, SendShape::Apart);
+            let (f, keys, stamps) = twelve_stamped(&mut io, round, SendShape::Apart);
             assert_eq!(
                 (f.sent, f.syscalls, f.gso_sends),
                 (12, 1, 0),
                 "round {round}"
             );
-            let keys = io.sent_keys().to_vec();
             let want: Vec<u32> = (round * 12..round * 12 + 12).collect();
             assert_eq!(keys, want, "round {round}: a key each");
-            stamps.clear();
-            io.tx_stamps(0, &mut stamps).unwrap();
             let got: Vec<u32> = stamps.iter().map(|s| s.key).collect();
             assert_eq!(got, want, "round {round}: a stamp each");
             assert!(stamps.windows(2).all(|w| w[0].ns <= w[1].ns));
-            assert_eq!(
-                io.stats().syscalls - calls,
-                2,
-                "a send and an error-queue read"
-            );
             let mut n = 0;
             while n < 12 {
                 let got = sink.recv(&srv, 64, 0).unwrap();

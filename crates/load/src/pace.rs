@@ -6,7 +6,9 @@
 //! generator spends a fixed CPU budget on wake-ups ([`WAKE_BUDGET_NS`]: at most one per
 //! 80 µs per thread) and sends at each, in one batch, every request intended before its
 //! next wake-up: one request per wake-up at low rates, 4 at 50k/s, 12 at 150k/s.
-//! `--per-wake N` asks for N instead. Each leaves early by less than one wake-up
+//! `--per-wake N` asks for N instead. On schedule a wake-up's batch leaves one datagram per
+//! message, so the server receives them one by one; behind its schedule, or for a burst, it
+//! leaves together ([`Pace::send_shape`]). Each leaves early by less than one wake-up
 //! period and is timed from when it really left; a request that leaves late is timed from
 //! when it was intended (coordinated omission). After a late wake-up the owed requests go
 //! out at most `burst` at a time, the oldest first, so the server sees a bounded burst

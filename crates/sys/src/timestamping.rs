@@ -504,7 +504,10 @@ mod tests {
         for i in 0..2 {
             tx.queue_send(i, 10);
         }
-        assert_eq!((tx.flush(&cli, 0).gso_sends, tx.carried_by()), (0, &[2, 3][..]));
+        assert_eq!(
+            (tx.flush(&cli, 0).gso_sends, tx.carried_by()),
+            (0, &[2, 3][..])
+        );
         assert!(tx.refused().is_empty());
         got.clear();
         ErrQueue::new(8).drain(&cli, &mut got).unwrap();

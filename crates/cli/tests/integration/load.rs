@@ -14,11 +14,15 @@ use std::time::Duration;
 fn n_requests_give_n_completed() {
     let srv = Served::tuned(&[]);
     let target = srv.addr.to_string();
-    let cases = [
-        ("1", "1", None, "sendmmsg"),
-        ("4", "8", None, "gso"),
-        ("4", "8", Some("--no-gso"), "sendmmsg"),
-        ("3", "2", Some("--rate=20k"), "gso"),
+    // A closed loop's refills and a burst's requests leave together (GSO); a paced
+    // wake-up on schedule sends apart, by sendmmsg, and one behind together, so its path
+    // is not pinned here (gen::tests pins the rule).
+    let cases: [(&str, &str, &[&str], Option<&str>); 5] = [
+        ("1", "1", &[], Some("sendmmsg")),
+        ("4", "8", &[], Some("gso")),
+        ("4", "8", &["--no-gso"], Some("sendmmsg")),
+        ("3", "2", &["--rate=20k"], None),
+        ("3", "8", &["--rate=20k", "--arrivals=burst:8"], Some("gso")),
     ];
     for (k, (flows, window, extra, path)) in cases.into_iter().enumerate() {
         let out_path = tmp(&format!("load-exact-{k}"));
@@ -47,10 +51,12 @@ fn n_requests_give_n_completed() {
         );
         let doc = json_of(&out_path);
         assert_eq!(doc["sent"], 5000, "{doc}");
-        assert_eq!(
-            doc["send_path"], path,
-            "one request per send cannot use GSO: {doc}"
-        );
+        if let Some(path) = path {
+            assert_eq!(
+                doc["send_path"], path,
+                "one request per send cannot use GSO: {doc}"
+            );
+        }
         assert_eq!(doc["completed"], 5000, "{doc}");
         assert_eq!(doc["lost"], 0);
         assert_eq!(doc["stray"], 0);

@@ -12,16 +12,16 @@ fn us(doc: &serde_json::Value, part: &str, p: &str) -> f64 {
 fn every_transaction_has_its_four_instants() {
     let srv = Served::tuned(&[]);
     let target = srv.addr.to_string();
-    // Where the kernel takes a stamp's key in the send, requests keep UDP GSO (a send's
-    // segments share its stamp); otherwise one datagram per send message.
+    // Where the kernel takes a stamp's key in the send, requests sent together keep UDP GSO
+    // (a send's segments share its stamp); otherwise one datagram per send message.
     let keyed = firehose_sys::timestamping::key_per_send().is_ok();
     let cases: [&[&str]; 5] = [
         &["--flows", "1", "--window", "1"],
         &["--flows", "4", "--window", "8"],
         &["--flows", "3", "--window", "2", "--rate", "20k"],
         &["--flows", "2", "--window", "4", "--rate", "5k", "--spin"],
-        // Bursts: 64 requests a wake-up, one GSO send each where keyed.
-        &["--flows", "2", "--rate", "50k", "--per-wake", "64"],
+        // Bursts: 64 requests intended at one instant, one GSO send each where keyed.
+        &["--flows", "2", "--rate", "50k", "--arrivals", "burst:64"],
     ];
     for (k, extra) in cases.into_iter().enumerate() {
         let out_path = tmp(&format!("load-stamps-{k}"));
@@ -43,8 +43,9 @@ fn every_transaction_has_its_four_instants() {
         assert_eq!(doc["completed"], 5000, "{extra:?}: {doc}");
         assert_eq!(doc["config"]["stamps"], true);
         // A window of 1 sends one request at a time (never GSO); a window of 8 starts with
-        // 8 on each flow, and 64 a wake-up are 64 a send. (A spinning sender sends what is
-        // due: two when a pass comes late.)
+        // 8 on each flow (a closed loop's refills leave together), and a burst of 64 is 64
+        // a send. (A paced wake-up on schedule sends apart, by sendmmsg, but one behind
+        // sends together, as may a spinning sender whose pass comes late.)
         match k {
             0 => assert_eq!(doc["send_path"], "sendmmsg", "{extra:?}"),
             1 | 4 if keyed => assert_eq!(doc["send_path"], "gso", "{extra:?}"),

@@ -311,20 +311,29 @@ fn with_thread<I: FlowIo, T>(
     f(&mut th)
 }
 
+/// The sends of threads made by `drive`, each over an answering path of its own with
+/// `cfg`'s flows, logged in one log.
+fn sends_of(drive: impl FnOnce(&dyn Fn(&LoadConfig) -> Instant)) -> Vec<(usize, usize, SendShape)> {
+    let log = Arc::new(Mutex::new(Log::default()));
+    drive(&|cfg: &LoadConfig| Instant::new(cfg.flows, log.clone()));
+    let sends = std::mem::take(&mut log.lock().unwrap().sends);
+    sends
+}
+
 #[test]
 fn a_wake_up_on_schedule_sends_apart_one_behind_together() {
     // 50k/s: 4 per wake-up, one wake-up per 80 µs.
-    let log = Arc::new(Mutex::new(Log::default()));
-    let io = Instant::new(1, log.clone());
-    with_thread(&paced(1, 50_000.0, 0, 1000), io, |th| {
-        th.send_paced(0);
-        // 10 µs late: one request already due, the other 3 of the period ahead.
-        th.send_paced(80_000 + 10_000);
-        // 5 ms late: 250 requests due, more than a wake-up's worth: a bounded burst of
-        // the oldest.
-        th.send_paced(5_000_000);
+    let sends = sends_of(|path| {
+        let cfg = paced(1, 50_000.0, 0, 1000);
+        with_thread(&cfg, path(&cfg), |th| {
+            th.send_paced(0);
+            // 10 µs late: one request already due, the other 3 of the period ahead.
+            th.send_paced(80_000 + 10_000);
+            // 5 ms late: 250 requests due, more than a wake-up's worth: a bounded burst
+            // of the oldest.
+            th.send_paced(5_000_000);
+        })
     });
-    let sends = std::mem::take(&mut log.lock().unwrap().sends);
     assert_eq!(
         sends,
         vec![
@@ -337,19 +346,19 @@ fn a_wake_up_on_schedule_sends_apart_one_behind_together() {
 
 #[test]
 fn bursts_and_closed_loop_refills_send_together() {
-    let log = Arc::new(Mutex::new(Log::default()));
-    let burst = LoadConfig {
-        arrivals: Arrivals::Burst(8),
-        ..paced(1, 50_000.0, 0, 1000)
-    };
-    with_thread(&burst, Instant::new(1, log.clone()), |th| th.send_paced(0));
-    let closed = LoadConfig {
-        rate: None,
-        window: 8,
-        ..paced(2, 50_000.0, 0, 1000)
-    };
-    with_thread(&closed, Instant::new(2, log.clone()), |th| th.send_due(0));
-    let sends = std::mem::take(&mut log.lock().unwrap().sends);
+    let sends = sends_of(|path| {
+        let burst = LoadConfig {
+            arrivals: Arrivals::Burst(8),
+            ..paced(1, 50_000.0, 0, 1000)
+        };
+        with_thread(&burst, path(&burst), |th| th.send_paced(0));
+        let closed = LoadConfig {
+            rate: None,
+            window: 8,
+            ..paced(2, 50_000.0, 0, 1000)
+        };
+        with_thread(&closed, path(&closed), |th| th.send_due(0));
+    });
     assert_eq!(
         sends,
         vec![
