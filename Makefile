@@ -167,7 +167,8 @@ bench-ntp-interleaved: build
 	sh mk/bench-ntp-interleaved $(BIN)
 
 # Where load's latency goes on loopback (mk/bench-latency): rtt p50 under the default pacing
-# against --spin and send_lag p99 with --spin, at 50k/s and 150k/s, from kernel timestamps
+# (and with --no-gso, every send apart) against --spin and send_lag p99 with --spin, at 50k/s
+# and 150k/s, from kernel timestamps
 # (load --stamps); then the stamps' own cost per transaction. 3 interleaved repetitions,
 # medians (min-max), the load average beside every figure. BENCH_BINS lists binaries to run
 # interleaved cell by cell (default this build), e.g. a build before a change first.
