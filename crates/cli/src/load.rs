@@ -119,6 +119,7 @@ pub struct LoadArgs {
     /// Open loop: requests sent per wake-up, at most half of --window per flow [default:
     /// as many as one wake-up per 80 µs needs: 4 at 50k/s, 12 at 150k/s]; fewer give a
     /// smoother schedule for more CPU per request, 1 wakes for each (every 10 µs at most).
+    /// Given, a wake-up's N leave together (one GSO send); by default they leave apart.
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     per_wake: Option<usize>,
     /// Poll sockets without sleeping: lowest latency, one busy CPU per thread. In open loop

@@ -142,6 +142,10 @@ pub struct Pace {
     /// Requests one wake-up carries at the schedule's rate (`--per-wake`, or the budget's
     /// choice).
     pub per_wake: u64,
+    /// Whether every wake-up's requests leave together: a burst's are intended at one
+    /// instant, and `--per-wake N` asks for N per wake-up to spend less CPU per request,
+    /// which sending them apart would give back.
+    together: bool,
     shape: Shape,
 }
 
@@ -175,6 +179,7 @@ impl Pace {
         // Asked for (a burst is one wake-up's load), or what the budget allows; the
         // budget's floor holds even when a small window cuts a wake-up's share (the window
         // then holds the rest back).
+        let per_wake_asked = per_wake.is_some();
         let (per_wake, floor) = match (arrivals, per_wake) {
             (Arrivals::Burst(n), _) => (*n, MIN_PERIOD_NS),
             (_, Some(n)) => (n, MIN_PERIOD_NS),
@@ -202,6 +207,7 @@ impl Pace {
                 .max(MIN_BURST)
                 .max(group),
             backlog: (BACKLOG_WAKES * per_period).max((BACKLOG_NS / interval_ns).ceil() as u64),
+            together: matches!(arrivals, Arrivals::Burst(_)) || per_wake_asked,
             shape: match arrivals {
                 Arrivals::Uniform => Shape::Uniform,
                 Arrivals::Burst(n) => Shape::Burst(*n),
@@ -268,13 +274,14 @@ impl Pace {
     /// [`SendShape::Apart`] when it is on schedule, so the server receives the requests
     /// one by one as a timely schedule spaces them (sent together, the later ones' round
     /// trip would hold the server's work on those ahead); [`SendShape::Together`] for
-    /// requests intended at one instant (`burst:N`), and when the generator is behind:
+    /// requests intended at one instant (`burst:N`), for `--per-wake N` (asked for to
+    /// spend less CPU per request, which one send for many is), and when the generator is behind:
     /// it holds more than one wake-up's worth of requests already due (late by more than
     /// a wake period, or held back by full windows), where one send for many is what
     /// lets it catch up (docs/load.md, "the wake budget").
     pub fn send_shape(&self, now: u64, next_seq: u64) -> SendShape {
         let owed = self.scheduled_by(now).saturating_sub(next_seq);
-        if matches!(self.shape, Shape::Burst(_)) || owed > self.per_wake {
+        if self.together || owed > self.per_wake {
             SendShape::Together
         } else {
             SendShape::Apart
@@ -504,6 +511,10 @@ mod tests {
         let q = Pace::shaped(1e9 / 50_000.0, 0, None, &Arrivals::Poisson, 3);
         assert_eq!(q.send_shape(q.intended(100), 100), Apart);
         assert_eq!(q.send_shape(q.intended(100 + q.per_wake), 100), Together);
+        // --per-wake N is a CPU trade: its wake-ups send together, on time or not.
+        let w = Pace::new(1e9 / 50_000.0, 0, Some(64));
+        assert_eq!(w.send_shape(w.intended(64), 64), Together);
+        assert_eq!(w.send_shape(0, 64), Together);
     }
 
     #[test]
