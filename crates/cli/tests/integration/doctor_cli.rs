@@ -175,8 +175,8 @@ fn default_output_is_compact_verdict_first_and_paste_safe() {
         .count();
     // A line per check that is not n/a, a fix line per automatic or manual fix: 40 before
     // the two NTP checks (ntp-clock warns, with its fix, on a host whose clock no daemon
-    // keeps).
-    assert!(lines.len() - flooded <= 43, "{} lines:\n{t}", lines.len());
+    // keeps) and kthreads (a warn and its fix where DAMON or reclaim takes CPU).
+    assert!(lines.len() - flooded <= 45, "{} lines:\n{t}", lines.len());
     assert!(
         lines[0].starts_with("firehose doctor on ") && lines[0].contains(" bad, "),
         "the verdict comes first: {t}"

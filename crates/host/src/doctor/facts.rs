@@ -316,10 +316,7 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
 /// Every kernel thread: kthreadd (pid 2) and its children.
 fn gather_kernel_threads(fs: &HostFs) -> Result<Vec<KernelThread>, FsError> {
     let mut out = Vec::new();
-    for entry in fs.list("/proc")? {
-        let Ok(pid) = entry.parse::<u32>() else {
-            continue;
-        };
+    for pid in pids(fs)? {
         let Ok(stat) = fs.read(&format!("/proc/{pid}/stat")) else {
             continue;
         };
@@ -521,12 +518,18 @@ fn gather_cpus(fs: &HostFs) -> Vec<Cpu> {
         .collect()
 }
 
+/// The process ids listed in /proc.
+fn pids(fs: &HostFs) -> Result<Vec<u32>, FsError> {
+    Ok(fs
+        .list("/proc")?
+        .iter()
+        .filter_map(|e| e.parse().ok())
+        .collect())
+}
+
 fn gather_processes(fs: &HostFs) -> Result<Vec<Process>, FsError> {
     let mut out = Vec::new();
-    for entry in fs.list("/proc")? {
-        let Ok(pid) = entry.parse::<u32>() else {
-            continue;
-        };
+    for pid in pids(fs)? {
         let Ok(comm) = fs.value(&format!("/proc/{pid}/comm")) else {
             continue;
         };
