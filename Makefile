@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/release/firehose
 
-.PHONY: build demo test bench bench-xdp profile-xdp profile-stamps bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail trace-latency-tail bench-latency-curve bench-gencpu bench-wake-budget bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
+.PHONY: build demo test bench bench-xdp profile-xdp profile-stamps bench-sink bench-io bench-io-counts bench-drops bench-radius bench-latency bench-latency-tail bench-spin-tail trace-latency-tail bench-latency-curve bench-gencpu bench-wake-budget bench-shaping bench-ntp bench-ntp-interleaved lint clean deps install fuzz attack
 
 # The Debian packages every target uses (one list: mk/deps); installs them as root.
 deps:
@@ -184,6 +184,16 @@ bench-latency: build
 bench-latency-tail: build
 	@sh mk/deps lab
 	sh mk/bench-latency-tail $(BIN)
+
+# The spinning generator's own tail (mk/bench-spin-tail; issue 25's send_lag p99 <= 20 us):
+# load --stamps --spin at 50k/s against serve --profile tuned, 5 x 4 s, send_lag and rtt
+# p50/p90/p99/p99.9 beside the generator thread's preemptions, run-queue wait, system calls per
+# transaction and its CPU's timer ticks (~1 min). SPIN_BINS lists binaries to interleave run
+# by run (a build before a change first).
+SPIN_BINS ?= $(BIN)
+bench-spin-tail: build
+	@sh mk/deps lab
+	sh mk/bench-spin-tail $(SPIN_BINS)
 
 # What preempts that worker and makes the tail, traced (mk/trace-latency-tail; root): one cell
 # (RATE=125000 SPIN=50 by default) under perf record of the scheduler, softirqs, IPIs and

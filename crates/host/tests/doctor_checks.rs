@@ -235,6 +235,17 @@ fn bigbox_finds_every_mistuning() {
     expect(&rows, "udp-errors", Warn, &["since boot"]);
     expect(&rows, "port", Bad, &["2 socket(s), drops 1200"]);
     assert_eq!(row(&rows, "port").subject, "port 9000");
+    // The DAMON thread, 8.61 s of CPU in 1,491 s of uptime, may run on every CPU.
+    expect(
+        &rows,
+        "kthreads",
+        Warn,
+        &["kdamond.0 (pid 77) 0.58% of a CPU, allowed on 0-7 since boot"],
+    );
+    assert!(
+        row(&rows, "kthreads").steps.is_empty(),
+        "reported, not applied"
+    );
     assert_eq!(doctor::exit_code(&rows), 1);
 }
 

@@ -137,6 +137,9 @@ pub struct ThreadResult {
     pub cpu_time: Duration,
     /// Its involuntary context switches during the window.
     pub preempted: u64,
+    /// How long it waited on the run queue during the window (schedstat): with
+    /// `preempted`, what others took from it (a spinning sender leaves late by as much).
+    pub run_delay: Duration,
     /// Paced open loop: how late each of the window's wake-ups came after the time its
     /// sleep asked for (ns): the timer's precision as this run met it.
     pub wake_late_ns: Option<Histogram<u64>>,
@@ -492,6 +495,9 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     next_flow: usize,
     /// Open loop: index of the next scheduled send.
     next_seq: u64,
+    /// Spinning open loop: the source a receive pass starts from (one that stopped early
+    /// for a due send resumes where it stopped, so no flow waits behind the others).
+    next_source: usize,
     /// Open loop over a path that stamps arrivals: sleep between wake-ups (responses do
     /// not wake the thread) and time each response from its kernel receive time.
     paced: bool,
@@ -510,6 +516,8 @@ struct Thread<'a, W: Workload, I: FlowIo> {
     wall_at_end: Option<u64>,
     /// Involuntary context switches at the window's start and end.
     preempted: [Option<u64>; 2],
+    /// Run-queue wait at the window's start and end.
+    run_delay: [Option<Duration>; 2],
     /// System calls made by the window's start and end: the report counts the window's
     /// (per completed transaction, like CPU), not the warm-up's or the drain's.
     syscalls_at: [Option<u64>; 2],
@@ -574,11 +582,13 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             gso_sends: 0,
             next_flow: 0,
             next_seq: 0,
+            next_source: 0,
             cpu_at_start: None,
             wall_at_start: None,
             cpu_at_end: None,
             wall_at_end: None,
             preempted: [None; 2],
+            run_delay: [None; 2],
             syscalls_at: [None; 2],
         })
     }
@@ -602,6 +612,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             self.wall_at_start = Some(now);
             self.cpu_at_start = cpu::thread_cpu_time().ok();
             self.preempted[0] = cpu::thread_preemptions().ok();
+            self.run_delay[0] = cpu::thread_run_delay().ok();
             self.syscalls_at[0] = Some(self.syscalls_so_far());
         }
     }
@@ -626,6 +637,7 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 self.wall_at_end = Some(now);
                 self.cpu_at_end = cpu::thread_cpu_time().ok();
                 self.preempted[1] = cpu::thread_preemptions().ok();
+                self.run_delay[1] = cpu::thread_run_delay().ok();
                 self.syscalls_at[1] = Some(self.syscalls_so_far());
                 drain_until = Some(now + self.plan.timeout_ns);
                 self.give_up_owed(now);
@@ -644,7 +656,8 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
                 self.sleep_and_drain(wait)?
             } else {
                 // An empty poll reads no clock: the one taken above is recent enough.
-                self.receive(wait)?.unwrap_or(now)
+                let send_first = drain_until.is_none();
+                self.receive(wait, send_first)?.unwrap_or(now)
             };
             self.expire(now.saturating_sub(self.plan.timeout_ns));
         }
@@ -748,14 +761,36 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
 
     /// Reads what arrived; returns the clock read after the last read that got something,
     /// or `None` when nothing came and nothing may have slept (spinning).
-    fn receive(&mut self, wait: Duration) -> Result<Option<u64>, SetupError> {
+    ///
+    /// Spinning in open loop with `send_first`, a pass stops between two reads once the
+    /// schedule's next request is due, so it leaves now rather than after a read of every
+    /// other flow (a system call each); the next pass resumes at the flow it stopped at.
+    /// Each pass still reads at least one flow, so a send that cannot go (no room) never
+    /// keeps responses unread.
+    fn receive(&mut self, wait: Duration, send_first: bool) -> Result<Option<u64>, SetupError> {
         let ready = self.io.poll(wait)?;
+        let send_first = send_first && self.plan.spin && self.plan.pace.is_some();
+        let first = if send_first && ready > 0 {
+            self.next_source % ready
+        } else {
+            0
+        };
         let mut last = None;
-        for r in 0..ready {
+        let mut reads = 0;
+        for i in 0..ready {
+            let r = (first + i) % ready;
             let src = self.io.source(r);
             if !self.worth_reading(src) {
                 continue;
             }
+            if send_first && reads > 0 {
+                let now = self.now_ns();
+                if self.send_waiting(now) {
+                    self.next_source = r;
+                    return Ok(Some(last.unwrap_or(now)));
+                }
+            }
+            reads += 1;
             let max = self.read_max(src);
             let got = self.io.recv(src, max)?;
             if got > 0 {
@@ -766,6 +801,14 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         }
         // A wait (epoll, or a blocking receive) may have slept: read the clock again.
         Ok(last.or_else(|| (!self.plan.spin).then(|| self.now_ns())))
+    }
+
+    /// Open loop: whether the schedule's next request is due at `now`.
+    fn send_waiting(&self, now: u64) -> bool {
+        self.plan
+            .pace
+            .as_ref()
+            .is_some_and(|p| p.intended(self.next_seq) <= now)
     }
 
     /// Whether to read source `src` now: on a path that lists every source without asking
@@ -907,6 +950,10 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             preempted: match self.preempted {
                 [Some(a), Some(b)] => b.saturating_sub(a),
                 _ => 0,
+            },
+            run_delay: match self.run_delay {
+                [Some(a), Some(b)] => b.saturating_sub(a),
+                _ => Duration::ZERO,
             },
             wake_late_ns: self.wake_late,
             window,

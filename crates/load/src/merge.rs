@@ -193,6 +193,7 @@ mod tests {
             latency_ns: h,
             cpu_time: Duration::from_millis(500),
             preempted: 3,
+            run_delay: Duration::from_micros(40),
             wake_late_ns: None,
             window: Duration::from_secs(2),
         }

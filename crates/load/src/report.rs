@@ -52,6 +52,10 @@ pub struct ThreadSummary {
     /// over the window: what makes a spinning sender leave late.
     #[serde(default)]
     pub preempted: u64,
+    /// How long it waited on the run queue over the window (us, schedstat): how much
+    /// those preemptions took.
+    #[serde(default)]
+    pub run_delay_us: f64,
 }
 
 /// CPU use of the server process, measured from outside over the window.
@@ -301,6 +305,7 @@ pub fn summarize(
             flows: r.flows,
             completed: r.completed,
             preempted: r.preempted,
+            run_delay_us: r.run_delay.as_secs_f64() * 1e6,
             cpu_util: if w > 0.0 {
                 r.cpu_time.as_secs_f64() / w
             } else {

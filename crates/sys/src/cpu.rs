@@ -4,7 +4,7 @@ mod set;
 
 pub use set::{CpuSet, CpuSetError, MAX_CPU};
 
-use crate::{cvt, SysResult};
+use crate::{cvt, SysError, SysResult};
 use std::mem;
 use std::time::Duration;
 
@@ -93,6 +93,31 @@ pub fn thread_preemptions() -> SysResult<u64> {
     let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
     cvt(ret, || "getrusage(RUSAGE_THREAD)".into())?;
     Ok(u.ru_nivcsw as u64)
+}
+
+/// How long the calling thread has waited on a run queue, runnable but not running
+/// (/proc/thread-self/schedstat's second field): the time other tasks and kernel threads
+/// took from it. Preemptions count how often; this says for how long.
+pub fn thread_run_delay() -> SysResult<Duration> {
+    const PATH: &str = "/proc/thread-self/schedstat";
+    let what = || format!("reading {PATH}");
+    let text = std::fs::read_to_string(PATH).map_err(|source| SysError {
+        what: what(),
+        source,
+    })?;
+    parse_run_delay(&text).ok_or_else(|| SysError {
+        what: what(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("no run delay in {text:?}"),
+        ),
+    })
+}
+
+/// The run delay (ns) of a schedstat line: `run_ns wait_ns timeslices`.
+fn parse_run_delay(text: &str) -> Option<Duration> {
+    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
 }
 
 /// CPU time (user + system) consumed by the whole process, all threads.
@@ -186,6 +211,36 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn run_delay_is_schedstat_second_field() {
+        // Captured from a spinning generator thread (run ns, wait ns, slices).
+        let line = "4186395151 1849113 95\n";
+        assert_eq!(parse_run_delay(line), Some(Duration::from_nanos(1_849_113)));
+        assert_eq!(parse_run_delay("4186395151\n"), None);
+        assert_eq!(parse_run_delay("1 x 2\n"), None);
+    }
+
+    /// Two threads that both want one CPU: the one that waits for the other has the wait
+    /// in its run delay.
+    #[test]
+    fn run_delay_counts_the_wait_for_a_shared_cpu() {
+        let c = *allowed_cpus().unwrap().last().unwrap();
+        let spin = move || {
+            pin_current_thread(c).unwrap();
+            let before = thread_run_delay().unwrap();
+            let start = thread_cpu_time().unwrap();
+            while thread_cpu_time().unwrap() - start < Duration::from_millis(40) {}
+            thread_run_delay().unwrap() - before
+        };
+        let a = std::thread::spawn(spin);
+        let b = std::thread::spawn(spin);
+        let waited = a.join().unwrap() + b.join().unwrap();
+        assert!(
+            waited > Duration::ZERO,
+            "neither thread waited for the other"
+        );
     }
 
     #[test]

@@ -122,12 +122,13 @@ pub fn print_summary(target: &str, mode: &str, server_pid: Option<u32>, r: &Load
     }
     if let Some(c) = r.client_cpu_us_per_txn {
         say!(
-            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}, preempted {} times",
+            "  client CPU  {:.3} us/txn, busiest thread {:.0}% of a CPU, {:.3} syscalls/txn, sends by {}, preempted {} times, {:.0} us waiting to run",
             c,
             r.client_cpu_util * 100.0,
             r.client_syscalls_per_txn.unwrap_or(0.0),
             r.send_path,
-            r.threads.iter().map(|t| t.preempted).sum::<u64>()
+            r.threads.iter().map(|t| t.preempted).sum::<u64>(),
+            r.threads.iter().map(|t| t.run_delay_us).sum::<f64>()
         );
     }
     if let Some(w) = &r.wake_ups {

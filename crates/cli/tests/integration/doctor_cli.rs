@@ -164,19 +164,25 @@ fn default_output_is_compact_verdict_first_and_paste_safe() {
     let o = doctor(&[]);
     let t = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = t.lines().collect();
-    // Other tests flood sockets at the same time: the drop checks' fix lines they cause
-    // are not this host's.
-    let flooded = lines
-        .iter()
-        .filter(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.len() > 1 && w[0] != "ok" && ["softnet", "udp-errors"].contains(&w[1])
-        })
-        .count();
+    // Other tests flood sockets at the same time: the drop checks' rows (and their fix
+    // lines) they cause are not this host's.
+    let mut flooded = 0;
+    let mut in_flood = false;
+    for l in &lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.first() == Some(&"fix:") {
+            flooded += usize::from(in_flood);
+            continue;
+        }
+        in_flood = w.len() > 1
+            && w[0] != "ok"
+            && ["softnet", "udp-errors", "drop-reasons"].contains(&w[1]);
+        flooded += usize::from(in_flood);
+    }
     // A line per check that is not n/a, a fix line per automatic or manual fix: 40 before
     // the two NTP checks (ntp-clock warns, with its fix, on a host whose clock no daemon
-    // keeps).
-    assert!(lines.len() - flooded <= 43, "{} lines:\n{t}", lines.len());
+    // keeps) and kthreads (a warn and its fix where DAMON or reclaim takes CPU).
+    assert!(lines.len() - flooded <= 45, "{} lines:\n{t}", lines.len());
     assert!(
         lines[0].starts_with("firehose doctor on ") && lines[0].contains(" bad, "),
         "the verdict comes first: {t}"

@@ -23,6 +23,7 @@ pub const HOST_FILES: &[&str] = &[
     "/proc/net/ip_tables_names",
     "/proc/softirqs",
     "/proc/stat",
+    "/proc/uptime",
     "/proc/net/snmp",
     "/proc/net/softnet_stat",
     "/proc/net/udp",
@@ -119,6 +120,16 @@ pub struct Process {
     pub cmdline: String,
 }
 
+/// A kernel thread (a child of kthreadd) as /proc shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelThread {
+    pub pid: u32,
+    /// /proc/<pid>/stat.
+    pub stat: String,
+    /// /proc/<pid>/status (for Cpus_allowed_list).
+    pub status: String,
+}
+
 /// The counter files at both ends of a `--sample` window.
 #[derive(Debug, Clone)]
 pub struct Sample {
@@ -152,6 +163,13 @@ pub struct Facts {
     pub clock: Option<Result<KernelClock, String>>,
     /// Who holds the UDP sockets on the NTP port and on `--port`, by socket inode.
     pub udp_owners: BTreeMap<u64, Owner>,
+    /// The kernel threads and what /proc says of each.
+    pub kernel_threads: Result<Vec<KernelThread>, FsError>,
+    /// /proc's clock-tick unit (USER_HZ) on this host.
+    pub ticks_per_s: u64,
+    /// The CPUs the `--port` (and NTP) sockets' owners pin threads to (a thread allowed on
+    /// one CPU only, as `serve --cpus` places workers); empty when none is pinned.
+    pub server_cpus: CpuSet,
 }
 
 /// What the drop watch saw over the sample window.
@@ -166,6 +184,26 @@ pub struct DropReasons {
 }
 
 impl Facts {
+    /// Facts with nothing read, for a check's unit tests to fill in.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Facts {
+            files: BTreeMap::new(),
+            ifaces: Vec::new(),
+            cpus: Vec::new(),
+            processes: Ok(Vec::new()),
+            audit_rules: Vec::new(),
+            sample: None,
+            port: None,
+            drop_reasons: None,
+            clock: None,
+            udp_owners: BTreeMap::new(),
+            kernel_threads: Ok(Vec::new()),
+            ticks_per_s: 100,
+            server_cpus: CpuSet::new(),
+        }
+    }
+
     /// The text of a host file gathered from [`HOST_FILES`].
     pub fn file(&self, path: &str) -> Result<&str, FsError> {
         match self.files.get(path) {
@@ -257,6 +295,7 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
         .is_live()
         .then(|| KernelClock::read().map_err(|e| e.to_string()));
     let udp_owners = gather_udp_owners(fs, &files, scope.port);
+    let server_cpus = pinned_cpus(fs, udp_owners.values().map(|o| o.pid));
     Facts {
         files,
         ifaces,
@@ -268,7 +307,49 @@ pub fn gather(fs: &HostFs, nic: &dyn Nic, scope: &Scope) -> Facts {
         drop_reasons: None,
         clock,
         udp_owners,
+        kernel_threads: gather_kernel_threads(fs),
+        ticks_per_s: firehose_sys::cpu::clock_ticks_per_sec(),
+        server_cpus,
     }
+}
+
+/// Every kernel thread: kthreadd (pid 2) and its children.
+fn gather_kernel_threads(fs: &HostFs) -> Result<Vec<KernelThread>, FsError> {
+    let mut out = Vec::new();
+    for pid in pids(fs)? {
+        let Ok(stat) = fs.read(&format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let kernel = pid == 2 || crate::procfs::pidstat::parse(&stat).is_ok_and(|s| s.ppid == 2);
+        if !kernel {
+            continue;
+        }
+        let Ok(status) = fs.read(&format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        out.push(KernelThread { pid, stat, status });
+    }
+    Ok(out)
+}
+
+/// The CPUs that threads of `pids` are pinned to, each a thread allowed on one CPU.
+fn pinned_cpus(fs: &HostFs, pids: impl Iterator<Item = u32>) -> CpuSet {
+    let mut set = CpuSet::new();
+    for pid in pids {
+        for tid in fs.list(&format!("/proc/{pid}/task")).unwrap_or_default() {
+            let Ok(status) = fs.read(&format!("/proc/{pid}/task/{tid}/status")) else {
+                continue;
+            };
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|l| CpuSet::parse_list(l.trim()).ok());
+            if let Some(a) = allowed.filter(|a| a.len() == 1) {
+                set.extend(a.iter().copied());
+            }
+        }
+    }
+    set
 }
 
 /// The UDP port NTP servers listen on.
@@ -437,12 +518,18 @@ fn gather_cpus(fs: &HostFs) -> Vec<Cpu> {
         .collect()
 }
 
+/// The process ids listed in /proc.
+fn pids(fs: &HostFs) -> Result<Vec<u32>, FsError> {
+    Ok(fs
+        .list("/proc")?
+        .iter()
+        .filter_map(|e| e.parse().ok())
+        .collect())
+}
+
 fn gather_processes(fs: &HostFs) -> Result<Vec<Process>, FsError> {
     let mut out = Vec::new();
-    for entry in fs.list("/proc")? {
-        let Ok(pid) = entry.parse::<u32>() else {
-            continue;
-        };
+    for pid in pids(fs)? {
         let Ok(comm) = fs.value(&format!("/proc/{pid}/comm")) else {
             continue;
         };

@@ -11,6 +11,7 @@ pub mod plan;
 mod cpu;
 mod irq;
 mod kernel;
+pub mod kthreads;
 mod live;
 mod nic;
 mod ntp;
@@ -164,6 +165,11 @@ pub const CHECKS: &[(&str, &str, CheckFn)] = &[
     ("governor", "CPU frequency governor", cpu::governor),
     ("cstates", "deep C-states", cpu::cstates),
     ("isolation", "isolcpus / nohz_full", cpu::isolation),
+    (
+        "kthreads",
+        "busy kernel threads (kdamond, kswapd, ...) allowed on a server's CPUs",
+        kthreads::kthreads,
+    ),
     ("rmem", "socket receive buffer limits", sysctl::rmem),
     ("wmem", "socket send buffer limits", sysctl::wmem),
     ("udp-mem", "UDP memory limits", sysctl::udp_mem),

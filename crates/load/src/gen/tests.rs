@@ -21,6 +21,8 @@ struct Log {
     /// Sleeps in the path's own call ([`FlowIo::sleep`]), each of which sent what was
     /// queued.
     path_sleeps: u64,
+    /// Sends (`s`) and reads (`r`) in the order the generator made them.
+    order: String,
 }
 
 /// A socket-like path (a source per flow, arrivals stamped, every flow listed at each
@@ -35,6 +37,8 @@ struct Instant {
     read_at: u64,
     /// Sleeps in its own call, sending there what `send` queued (as the io_uring path).
     sleeps_itself: bool,
+    /// How long each read takes (a read held up, as by an interrupt or a preemption).
+    read_takes: Duration,
 }
 
 impl Instant {
@@ -48,6 +52,7 @@ impl Instant {
             read_flow: 0,
             read_at: 0,
             sleeps_itself: false,
+            read_takes: Duration::ZERO,
         }
     }
 }
@@ -83,6 +88,7 @@ impl FlowIo for Instant {
         }
         let mut log = self.log.lock().unwrap();
         log.sends.push((flow, n, shape));
+        log.order.push('s');
         // A path that sleeps itself sends in that call.
         let calls = usize::from(!self.sleeps_itself);
         log.syscalls += calls as u64;
@@ -111,8 +117,10 @@ impl FlowIo for Instant {
         i
     }
     fn recv(&mut self, s: usize, max: usize) -> Result<usize, SetupError> {
+        std::thread::sleep(self.read_takes);
         let mut log = self.log.lock().unwrap();
         log.reads.push((s, self.waiting[s].len()));
+        log.order.push('r');
         log.syscalls += 1;
         let n = max.min(self.waiting[s].len());
         self.read = self.waiting[s].drain(..n).collect();
@@ -162,9 +170,15 @@ fn run_paced(cfg: &LoadConfig) -> (ThreadResult, Log) {
 
 /// As [`run_paced`], over a path that sleeps in its own call when `sleeps_itself`.
 fn run_over(cfg: &LoadConfig, sleeps_itself: bool) -> (ThreadResult, Log) {
+    run_with(cfg, sleeps_itself, Duration::ZERO)
+}
+
+/// As [`run_over`], over a path whose every read takes `read_takes`.
+fn run_with(cfg: &LoadConfig, sleeps_itself: bool, read_takes: Duration) -> (ThreadResult, Log) {
     let log = Arc::new(Mutex::new(Log::default()));
     let mut io = Instant::new(cfg.flows, log.clone());
     io.sleeps_itself = sleeps_itself;
+    io.read_takes = read_takes;
     let run = start_with(cfg, |_| EchoWorkload::new(100).unwrap(), vec![io]).unwrap();
     let mut results = run.join().unwrap_or_else(|e| panic!("{e}"));
     let log = std::mem::take(&mut *log.lock().unwrap());
@@ -413,4 +427,44 @@ fn over_a_real_socket_on_schedule_is_one_stamp_per_request_and_behind_one_per_se
             assert_eq!(arrived(n), n, "at {now}");
         }
     });
+}
+
+#[test]
+fn a_spinning_sender_sends_what_is_due_before_reading_another_flow() {
+    // One request per 100 us over 4 flows of one request in flight each, and every read
+    // takes 300 us: after any read the next request is due, and a late pass's requests go
+    // to several flows. A receive pass then stops and the send goes first, so no two
+    // reads follow each other while sending (the drain at the end reads every flow).
+    let spin = LoadConfig {
+        spin: true,
+        window: 1,
+        ..paced(4, 10_000.0, 0, 100)
+    };
+    let (r, log) = run_with(&spin, false, Duration::from_micros(300));
+    let sending = &log.order[..log.order.rfind('s').expect("sent")];
+    assert!(
+        !sending.contains("rr"),
+        "two reads in a row while a send was due: {sending}"
+    );
+    // Each pass still reads: every request is answered and none is lost.
+    assert!(
+        r.completed > 0 && r.lost == 0,
+        "{} completed, {} lost",
+        r.completed,
+        r.lost
+    );
+    assert!(
+        log.reads.iter().filter(|x| x.1 > 0).count() * 2 >= log.reads.len(),
+        "{} reads",
+        log.reads.len()
+    );
+    // Several flows had answers waiting at once: the passes took turns over them.
+    let mut per_flow = [0usize; 4];
+    for &(f, _) in &log.reads {
+        per_flow[f] += 1;
+    }
+    assert!(
+        per_flow.iter().all(|&n| n > 0),
+        "reads per flow {per_flow:?}"
+    );
 }
