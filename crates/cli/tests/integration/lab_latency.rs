@@ -58,10 +58,10 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
         );
         assert!(steps
             .iter()
-            .any(|s| s["held"] == "kept" && s["rate"] == m["tps"]));
+            .any(|s| s["outcome"] == "held" && s["rate"] == m["tps"]));
         for s in steps {
             assert!(
-                ["kept", "lost", "client-bound"].contains(&s["held"].as_str().unwrap()),
+                ["held", "lost", "client-bound"].contains(&s["outcome"].as_str().unwrap()),
                 "{s}"
             );
         }

@@ -52,7 +52,7 @@ use crate::topology::{run_id, Kind, Side, Topology};
 use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
 pub use goals::{client_bound, goals, kept_rate, Goal, Verdict};
-pub use search::{Held, MaxTps, Next, Step};
+pub use search::{MaxTps, Next, Step, StepOutcome};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -242,7 +242,9 @@ impl LatencyCurve {
         flags: &[String],
         tag: &str,
     ) -> LabResult<LoadReport> {
-        let json = lab.workdir.join(format!("{tag}-load.json"));
+        let json = Self::load_json(lab, tag);
+        // A document left by an earlier run into the same directory is not this run's.
+        let _ = std::fs::remove_file(&json);
         let cpu = lab.placement.client_cpus[..1].to_vec();
         let mut a = flags.to_vec();
         a.extend([
@@ -257,6 +259,10 @@ impl LatencyCurve {
         let within = self.duration + self.warmup + Duration::from_secs(60);
         lab.run_to_end(Side::Client, &cpu, &argv, &format!("{tag}-load"), within)?;
         Ok(firehose::read_load(&json)?.0)
+    }
+
+    fn load_json(lab: &Lab<'_>, tag: &str) -> std::path::PathBuf {
+        lab.workdir.join(format!("{tag}-load.json"))
     }
 
     /// Closed loop with enough requests in flight to fill batches: the profile's max tps.
@@ -299,28 +305,39 @@ impl LatencyCurve {
                     let mut srv = self.serve(lab, profile, &tag)?;
                     let r = self.load(lab, &srv, &self.open_flags(rate), &tag);
                     srv.proc.stop("TERM", Duration::from_secs(10));
-                    let r = r?;
+                    let r = match r {
+                        Ok(r) => r,
+                        Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+                        // load exits 1 when nothing completed, its document written: every
+                        // request lost is a step that did not hold, not a failed search.
+                        Err(e) => match firehose::read_load(&Self::load_json(lab, &tag)) {
+                            Ok((r, _)) if r.completed == 0 && r.sent > 0 => r,
+                            _ => return Err(e),
+                        },
+                    };
+                    // Stamped from the transactions that completed: none, no lag read.
                     let lag = r
                         .parts
                         .as_ref()
-                        .and_then(|p| Latency::from(&p.send_lag_us).p50);
-                    steps.push(Step::new(rate, r.tps, r.lost, lag));
+                        .filter(|_| r.completed > 0)
+                        .map(|p| p.send_lag_us.p50);
+                    steps.push(Step::new(rate, sent_per_s(&r), r.lost, lag));
                 }
                 Next::Found { tps, lower_bound } => {
                     return Ok(MaxTps {
                         closed_loop_tps: closed,
-                        open_loop_tps: tps,
+                        open_loop_tps: Some(tps),
                         lower_bound,
                         steps,
                     })
                 }
                 Next::NotFound => {
-                    return Err(LabError::Run(format!(
-                        "no open-loop rate held in {} steps down from the closed-loop max {}: {}",
-                        steps.len(),
-                        thousands(closed),
-                        search::steps_line(&steps)
-                    )))
+                    return Ok(MaxTps {
+                        closed_loop_tps: closed,
+                        open_loop_tps: None,
+                        lower_bound: false,
+                        steps,
+                    })
                 }
             }
         }
@@ -343,7 +360,7 @@ impl LatencyCurve {
         srv.proc.stop("TERM", Duration::from_secs(10));
         let r = r?;
         Ok(Trial {
-            tps: r.tps,
+            tps: sent_per_s(&r),
             lost: r.lost,
             latency: Latency::from(&r.latency_us),
             rtt: r.parts.as_ref().map(|p| Latency::from(&p.rtt_us)),
@@ -446,7 +463,16 @@ impl Study for LatencyCurve {
                 Err(e) => Err(e.to_string()),
             };
             match &m {
+                Ok(max) if max.open_loop_tps.is_none() => skipped.push(Skipped {
+                    name: p.clone(),
+                    reason: format!(
+                        "its max tps could not be measured: {}: {}",
+                        max.none_held().unwrap_or_default(),
+                        search::steps_line(&max.steps)
+                    ),
+                }),
                 Ok(max) => {
+                    let open = max.open_loop_tps.unwrap_or_default();
                     cells.push(Cell {
                         profile: p.clone(),
                         who: Who::Firehose,
@@ -455,9 +481,7 @@ impl Study for LatencyCurve {
                         unloaded: true,
                     });
                     for &pct in &self.percents {
-                        let rate = (max.open_loop_tps * f64::from(pct) / 100.0)
-                            .round()
-                            .max(1.0);
+                        let rate = (open * f64::from(pct) / 100.0).round().max(1.0);
                         cells.push(Cell {
                             profile: p.clone(),
                             who: Who::Firehose,
@@ -598,6 +622,16 @@ impl Study for LatencyCurve {
     }
 }
 
+/// Requests sent per second over the measured window: what the generator offered (its
+/// `tps` counts completions, short of it by what was lost).
+fn sent_per_s(r: &LoadReport) -> f64 {
+    if r.duration_s > 0.0 {
+        r.sent as f64 / r.duration_s
+    } else {
+        0.0
+    }
+}
+
 /// What the percents are of, as the JSON names it.
 pub const PERCENTS_OF: &str = "open_loop_tps";
 
@@ -609,14 +643,20 @@ pub fn max_json(
     max.iter()
         .map(|(p, m)| {
             let v = match m {
-                Ok(m) => serde_json::json!({
-                    "tps": m.open_loop_tps,
-                    "percents_of": PERCENTS_OF,
-                    "closed_loop_tps": m.closed_loop_tps,
-                    "open_loop_tps": m.open_loop_tps,
-                    "lower_bound": m.lower_bound,
-                    "steps": m.steps,
-                }),
+                Ok(m) => {
+                    let mut v = serde_json::json!({
+                        "tps": m.open_loop_tps,
+                        "percents_of": PERCENTS_OF,
+                        "closed_loop_tps": m.closed_loop_tps,
+                        "open_loop_tps": m.open_loop_tps,
+                        "lower_bound": m.lower_bound,
+                        "steps": m.steps,
+                    });
+                    if let Some(why) = m.none_held() {
+                        v["reason"] = why.into();
+                    }
+                    v
+                }
                 Err(e) => serde_json::json!({ "reason": e }),
             };
             (p.clone(), v)
@@ -626,16 +666,23 @@ pub fn max_json(
 
 /// One profile's maxima as the report prints them.
 pub fn max_line(p: &str, m: &MaxTps) -> String {
+    let Some(open) = m.open_loop_tps else {
+        return format!(
+            "{p}: {}; steps {}",
+            m.none_held().unwrap_or_default(),
+            search::steps_line(&m.steps)
+        );
+    };
     format!(
         "{p}: max {} tps under the curve's arrivals (the percents are of it{}); closed loop (4 flows x window 32) {} tps ({:.2}x); steps {}",
-        thousands(m.open_loop_tps),
+        thousands(open),
         if m.lower_bound {
             "; a lower bound of the server's: the rate above it was client-bound"
         } else {
             ""
         },
         thousands(m.closed_loop_tps),
-        m.open_loop_tps / m.closed_loop_tps,
+        open / m.closed_loop_tps,
         search::steps_line(&m.steps)
     )
 }
@@ -802,7 +849,7 @@ mod tests {
                 "latency".to_string(),
                 Ok(MaxTps {
                     closed_loop_tps: 200_000.0,
-                    open_loop_tps: 160_000.0,
+                    open_loop_tps: Some(160_000.0),
                     lower_bound: false,
                     steps,
                 }),
@@ -816,9 +863,9 @@ mod tests {
         assert_eq!(l["open_loop_tps"], l["tps"]);
         assert_eq!(l["closed_loop_tps"], 200_000.0);
         assert_eq!(l["lower_bound"], false);
-        assert_eq!(l["steps"][0]["held"], "lost");
+        assert_eq!(l["steps"][0]["outcome"], "lost");
         assert_eq!(l["steps"][0]["lost"], 41_319);
-        assert_eq!(l["steps"][1]["held"], "kept");
+        assert_eq!(l["steps"][1]["outcome"], "held");
         assert_eq!(l["steps"][1]["rate"], 160_000.0);
         assert_eq!(v["tuned"]["reason"], "the server did not start");
         assert!(v["tuned"]["tps"].is_null());
@@ -832,6 +879,26 @@ mod tests {
             ..m.clone()
         };
         assert!(max_line("latency", &bound).contains("a lower bound of the server's"));
+        // No step held: no max the percents could be of, and why.
+        let none = vec![(
+            "latency".to_string(),
+            Ok(MaxTps {
+                open_loop_tps: None,
+                ..m.clone()
+            }),
+        )];
+        let v = serde_json::Value::Object(max_json(&none));
+        assert!(v["latency"]["tps"].is_null(), "{v}");
+        assert_eq!(v["latency"]["closed_loop_tps"], 200_000.0);
+        assert_eq!(
+            v["latency"]["reason"],
+            "no open-loop rate held in 2 steps down from the closed-loop max 200,000"
+        );
+        let Ok(n) = &none[0].1 else { unreachable!() };
+        assert_eq!(
+            max_line("latency", n),
+            "latency: no open-loop rate held in 2 steps down from the closed-loop max 200,000; steps 200,000 lost 41,319, 160,000 held"
+        );
         assert!(unloaded_options("latency", 100).contains("--flows 1 --window 1 --stamps"));
         assert!(unloaded_options("latency", 100).ends_with("--spin"));
     }

@@ -19,7 +19,13 @@ const TAIL_FACTOR: f64 = 3.0;
 /// "firehose's p50 and p99 at each rate <= 0.8x sockperf's".
 const PEER_RATIO: f64 = 0.8;
 
-/// Whether a generator asked for `rate` kept it: it sent at least 95% of it, and (ours,
+/// The goals as the summary names them.
+const LOSS: &str = "no loss below 80% of max tps";
+const TAIL: &str = "rtt p99 at 50% of max <= 3x the unloaded rtt p50";
+const PEER: &str = "latency p50 and p99 <= 0.8x sockperf's at each rate";
+
+/// Whether a generator asked for `rate` kept it: it sent (`tps`, requests sent per second,
+/// not completed) at least 95% of it, and (ours,
 /// from the kernel's departure stamps) its send_lag p50 stayed at or under 100 us.
 pub fn kept_rate(rate: f64, tps: f64, send_lag_p50_us: Option<f64>) -> bool {
     tps >= OFFERED_SHARE * rate && send_lag_p50_us.is_none_or(|s| s <= BACKLOG_SEND_LAG_P50_US)
@@ -94,21 +100,40 @@ pub fn goals(
             .iter()
             .filter(|r| &r.profile == p && r.who == Who::Firehose && r.tps.is_some())
             .collect();
+        let m = max
+            .iter()
+            .find(|(q, _)| q == p)
+            .and_then(|(_, m)| m.as_ref().ok());
+        // No open-loop max, no curve: every goal says why, and when every step of the
+        // search was client-bound it is the client that could not judge.
+        if let Some(why) = m.and_then(MaxTps::none_held) {
+            let verdict = if m.is_some_and(MaxTps::all_client_bound) {
+                Verdict::ClientBound
+            } else {
+                Verdict::NotMeasured
+            };
+            for goal in [LOSS, TAIL, PEER] {
+                if goal != TAIL || p == "latency" {
+                    out.push(Goal {
+                        profile: p.clone(),
+                        goal: goal.into(),
+                        verdict,
+                        detail: why.clone(),
+                    });
+                }
+            }
+            continue;
+        }
         let curve: Vec<&Row> = ours.iter().copied().filter(|r| !r.unloaded).collect();
         let unloaded = ours.iter().copied().find(|r| r.unloaded);
         // A max that is a lower bound of the server's: the rates its percents name may be
         // below the ones the goals mean.
-        let lower = max
-            .iter()
-            .find(|(q, _)| q == p)
-            .and_then(|(_, m)| m.as_ref().ok())
-            .filter(|m| m.lower_bound)
-            .map(|m| {
-                format!(
-                    "the open-loop max {} is a lower bound: the rate above it was client-bound",
-                    crate::report::thousands(m.open_loop_tps)
-                )
-            });
+        let lower = m.filter(|m| m.lower_bound).map(|m| {
+            format!(
+                "the open-loop max {} is a lower bound: the rate above it was client-bound",
+                crate::report::thousands(m.open_loop_tps.unwrap_or_default())
+            )
+        });
         out.push(loss(p, &curve, lower.as_deref()));
         if p == "latency" {
             out.push(tail(p, &curve, unloaded, lower.as_deref()));
@@ -164,14 +189,14 @@ fn loss(p: &str, ours: &[&Row], lower: Option<&str>) -> Goal {
     };
     Goal {
         profile: p.into(),
-        goal: "no loss below 80% of max tps".into(),
+        goal: LOSS.into(),
         verdict,
         detail,
     }
 }
 
 fn tail(p: &str, ours: &[&Row], unloaded: Option<&Row>, lower: Option<&str>) -> Goal {
-    let goal = "rtt p99 at 50% of max <= 3x the unloaded rtt p50".to_string();
+    let goal = TAIL.to_string();
     let base = unloaded.and_then(|r| r.rtt_p50_us).map(|s| s.median);
     let at = ours.iter().find(|r| r.percent == TAIL_PERCENT);
     let (verdict, detail) = match (base, at.and_then(|r| Some((r, r.rtt_p99_us?.median)))) {
@@ -269,7 +294,7 @@ fn peer(p: &str, ours: &[&Row], rows: &[Row]) -> Goal {
     };
     Goal {
         profile: p.into(),
-        goal: "latency p50 and p99 <= 0.8x sockperf's at each rate".into(),
+        goal: PEER.into(),
         verdict,
         detail: if parts.is_empty() {
             "no rate with both sides measured".into()
@@ -428,7 +453,7 @@ mod tests {
                 "latency".to_string(),
                 Ok(MaxTps {
                     closed_loop_tps: 200_000.0,
-                    open_loop_tps: 100_000.0,
+                    open_loop_tps: Some(100_000.0),
                     lower_bound,
                     steps: Vec::new(),
                 }),
@@ -458,5 +483,34 @@ mod tests {
             goals(&["latency".into()], &other, &rows)[0].verdict,
             Verdict::Met
         );
+    }
+
+    #[test]
+    fn a_profile_without_an_open_loop_max_says_why_in_every_goal() {
+        let step = |rate: f64, sent: f64, lost| {
+            crate::studies::latency::Step::new(rate, sent, lost, Some(2.0))
+        };
+        let mut none = MaxTps {
+            closed_loop_tps: 100_000.0,
+            open_loop_tps: None,
+            lower_bound: false,
+            steps: vec![step(100_000.0, 60_000.0, 0), step(80_000.0, 50_000.0, 0)],
+        };
+        let max = |m: &MaxTps| vec![("latency".to_string(), Ok(m.clone()))];
+        let g = goals(&["latency".into()], &max(&none), &[]);
+        assert_eq!(g.len(), 3);
+        assert!(g.iter().all(|g| g.verdict == Verdict::ClientBound), "{g:?}");
+        assert_eq!(
+            g[0].line(),
+            "latency: no loss below 80% of max tps: client-bound: cannot judge (no open-loop rate held in 2 steps down from the closed-loop max 100,000, every one client-bound)"
+        );
+        // A step that lost with the rate kept: the server did not hold it, nothing to judge.
+        none.steps[1] = step(80_000.0, 80_000.0, 9);
+        let g = goals(&["latency".into()], &max(&none), &[]);
+        assert!(g.iter().all(|g| g.verdict == Verdict::NotMeasured), "{g:?}");
+        assert!(g[1].detail.ends_with("max 100,000"), "{}", g[1].detail);
+        // Only the latency profile has the tail goal.
+        let tuned = vec![("tuned".to_string(), Ok(none.clone()))];
+        assert_eq!(goals(&["tuned".into()], &tuned, &[]).len(), 2);
     }
 }

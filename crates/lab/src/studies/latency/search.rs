@@ -24,24 +24,14 @@ pub const MAX_STEPS: usize = 8;
 /// How one step went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Held {
+pub enum StepOutcome {
     /// No loss, and the generator kept the rate.
-    Kept,
+    Held,
     /// The generator kept the rate and requests were lost: the server did not sustain it.
     Lost,
     /// The generator did not keep the rate ([`kept_rate`]): the step says nothing of the
     /// server.
     ClientBound,
-}
-
-impl Held {
-    pub fn text(self) -> &'static str {
-        match self {
-            Held::Kept => "held",
-            Held::Lost => "lost",
-            Held::ClientBound => "client-bound",
-        }
-    }
 }
 
 /// One step: the rate offered and what came of it.
@@ -54,24 +44,24 @@ pub struct Step {
     pub lost: u64,
     /// The generator's send_lag p50 (from the kernel's departure stamps), when stamped.
     pub send_lag_p50_us: Option<f64>,
-    pub held: Held,
+    pub outcome: StepOutcome,
 }
 
 impl Step {
     pub fn new(rate: f64, tps: f64, lost: u64, send_lag_p50_us: Option<f64>) -> Step {
-        let held = if !kept_rate(rate, tps, send_lag_p50_us) {
-            Held::ClientBound
+        let outcome = if !kept_rate(rate, tps, send_lag_p50_us) {
+            StepOutcome::ClientBound
         } else if lost > 0 {
-            Held::Lost
+            StepOutcome::Lost
         } else {
-            Held::Kept
+            StepOutcome::Held
         };
         Step {
             rate,
             tps,
             lost,
             send_lag_p50_us,
-            held,
+            outcome,
         }
     }
 }
@@ -82,11 +72,40 @@ pub struct MaxTps {
     /// Closed loop, 4 flows x window 32: the server reading full batches.
     pub closed_loop_tps: f64,
     /// The highest rate held under the curve's own arrivals: the percents are of it.
-    pub open_loop_tps: f64,
+    /// `None`: no step held, and the profile has no curve.
+    pub open_loop_tps: Option<f64>,
     /// The lowest rate that did not hold was client-bound: the server's own max may be
     /// higher, and the goals read against this one cannot be judged.
     pub lower_bound: bool,
     pub steps: Vec<Step>,
+}
+
+impl MaxTps {
+    /// Why there is no open-loop max, when there is none.
+    pub fn none_held(&self) -> Option<String> {
+        if self.open_loop_tps.is_some() {
+            return None;
+        }
+        Some(format!(
+            "no open-loop rate held in {} steps down from the closed-loop max {}{}",
+            self.steps.len(),
+            crate::report::thousands(self.closed_loop_tps),
+            if self.all_client_bound() {
+                ", every one client-bound"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    /// Every step was client-bound: the search says nothing of the server.
+    pub fn all_client_bound(&self) -> bool {
+        !self.steps.is_empty()
+            && self
+                .steps
+                .iter()
+                .all(|s| s.outcome == StepOutcome::ClientBound)
+    }
 }
 
 /// What the search does next, from the closed-loop max and the steps so far.
@@ -106,7 +125,7 @@ pub fn next(closed_loop: f64, steps: &[Step]) -> Next {
     let Some(last) = steps.last() else {
         return Next::Try(closed_loop.round().max(1.0));
     };
-    let Some(first_held) = steps.iter().position(|s| s.held == Held::Kept) else {
+    let Some(first_held) = steps.iter().position(|s| s.outcome == StepOutcome::Held) else {
         if steps.len() >= MAX_STEPS {
             return Next::NotFound;
         }
@@ -114,12 +133,12 @@ pub fn next(closed_loop: f64, steps: &[Step]) -> Next {
     };
     let lo = steps
         .iter()
-        .filter(|s| s.held == Held::Kept)
+        .filter(|s| s.outcome == StepOutcome::Held)
         .map(|s| s.rate)
         .fold(0.0, f64::max);
     let hi = steps
         .iter()
-        .filter(|s| s.held != Held::Kept && s.rate > lo)
+        .filter(|s| s.outcome != StepOutcome::Held && s.rate > lo)
         .min_by(|a, b| a.rate.total_cmp(&b.rate));
     let Some(hi) = hi else {
         return Next::Found {
@@ -132,28 +151,28 @@ pub fn next(closed_loop: f64, steps: &[Step]) -> Next {
     if refined >= REFINE || steps.len() >= MAX_STEPS || mid <= lo || mid >= hi.rate {
         return Next::Found {
             tps: lo,
-            lower_bound: hi.held == Held::ClientBound,
+            lower_bound: hi.outcome == StepOutcome::ClientBound,
         };
     }
     Next::Try(mid)
 }
 
-/// The steps as one line, in the order run: "221,116 lost (41,319), 176,893 held, ...".
+/// The steps as one line, in the order run: "221,116 lost 41,319, 176,893 held, ...".
 pub fn steps_line(steps: &[Step]) -> String {
     steps
         .iter()
-        .map(|s| match s.held {
-            Held::Lost => format!(
+        .map(|s| match s.outcome {
+            StepOutcome::Lost => format!(
                 "{} lost {}",
                 crate::report::thousands(s.rate),
                 crate::report::thousands(s.lost as f64)
             ),
-            Held::ClientBound => format!(
+            StepOutcome::ClientBound => format!(
                 "{} client-bound (sent {}/s)",
                 crate::report::thousands(s.rate),
                 crate::report::thousands(s.tps)
             ),
-            Held::Kept => format!("{} held", crate::report::thousands(s.rate)),
+            StepOutcome::Held => format!("{} held", crate::report::thousands(s.rate)),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -186,18 +205,27 @@ mod tests {
 
     #[test]
     fn a_step_is_held_lost_or_client_bound() {
-        assert_eq!(Step::new(1000.0, 1000.0, 0, Some(3.0)).held, Held::Kept);
-        assert_eq!(Step::new(1000.0, 990.0, 1, Some(3.0)).held, Held::Lost);
+        assert_eq!(
+            Step::new(1000.0, 1000.0, 0, Some(3.0)).outcome,
+            StepOutcome::Held
+        );
+        assert_eq!(
+            Step::new(1000.0, 990.0, 1, Some(3.0)).outcome,
+            StepOutcome::Lost
+        );
         // Sent under 95% of the rate, or a backlog (send_lag p50 over 100 us): the client.
         assert_eq!(
-            Step::new(1000.0, 900.0, 0, Some(3.0)).held,
-            Held::ClientBound
+            Step::new(1000.0, 900.0, 0, Some(3.0)).outcome,
+            StepOutcome::ClientBound
         );
         assert_eq!(
-            Step::new(1000.0, 1000.0, 5, Some(500.0)).held,
-            Held::ClientBound
+            Step::new(1000.0, 1000.0, 5, Some(500.0)).outcome,
+            StepOutcome::ClientBound
         );
-        assert_eq!(Step::new(1000.0, 1000.0, 0, None).held, Held::Kept);
+        assert_eq!(
+            Step::new(1000.0, 1000.0, 0, None).outcome,
+            StepOutcome::Held
+        );
     }
 
     #[test]
@@ -223,8 +251,14 @@ mod tests {
             [221_116.0, 176_893.0, 141_514.0, 159_204.0, 150_359.0]
         );
         assert_eq!(
-            steps.iter().map(|s| s.held).collect::<Vec<_>>(),
-            [Held::Lost, Held::Lost, Held::Kept, Held::Lost, Held::Lost]
+            steps.iter().map(|s| s.outcome).collect::<Vec<_>>(),
+            [
+                StepOutcome::Lost,
+                StepOutcome::Lost,
+                StepOutcome::Held,
+                StepOutcome::Lost,
+                StepOutcome::Lost
+            ]
         );
         assert_eq!(
             done,
@@ -254,13 +288,13 @@ mod tests {
         // client-bound, 141,514 held, 159,204 client-bound, 150,359 held (sent 150,000).
         let (steps, done) = search(221_116.0, 200_000.0, 150_000.0);
         assert_eq!(
-            steps.iter().map(|s| s.held).collect::<Vec<_>>(),
+            steps.iter().map(|s| s.outcome).collect::<Vec<_>>(),
             [
-                Held::ClientBound,
-                Held::ClientBound,
-                Held::Kept,
-                Held::ClientBound,
-                Held::Kept
+                StepOutcome::ClientBound,
+                StepOutcome::ClientBound,
+                StepOutcome::Held,
+                StepOutcome::ClientBound,
+                StepOutcome::Held
             ]
         );
         assert_eq!(
@@ -286,7 +320,7 @@ mod tests {
         let (steps, done) = search(100_000.0, 10.0, 1e9);
         assert_eq!(steps.len(), MAX_STEPS);
         assert_eq!(done, Next::NotFound);
-        assert!(steps.iter().all(|s| s.held == Held::Lost));
+        assert!(steps.iter().all(|s| s.outcome == StepOutcome::Lost));
         // Each step 0.8 of the one before: the last at 0.8^7 of the first.
         assert_eq!(steps[MAX_STEPS - 1].rate, 20_971.0);
     }
