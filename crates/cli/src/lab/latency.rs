@@ -18,8 +18,12 @@ use std::time::Duration;
 /// Arguments of `firehose lab latency`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "First each profile's max tps (closed loop, 4 flows x window 32). Then, at each\n\
---percents of it, interleaved: serve --profile P with load --rate R --stamps (latency and\n\
+    after_help = "First each profile's max tps: closed loop (4 flows x window 32), then the highest\n\
+open-loop rate it holds (no loss, the rate kept) under the curve's own load, searched down\n\
+from the closed-loop max (x0.8 a step, then 2 bisections, 8 runs at most; a client-bound step\n\
+above it makes it a lower bound); the percents are of that one. Then, interleaved: the\n\
+unloaded point (load --flows 1 --window 1 --stamps --spin, the base of the tail goal) and, at\n\
+each --percents of the max, serve --profile P with load --rate R --stamps (latency and\n\
 kernel-stamped rtt, p50/p99/p99.9), and sockperf sr with sockperf under-load --mps R\n\
 --full-rtt (1 reply in 100 timed and answered). Like for like: the latency profile's server\n\
 polls (sockperf sr --nonblocked), the others sleep in the kernel (sockperf sr blocking); the\n\
@@ -37,7 +41,8 @@ pub struct LatencyArgs {
     /// Server profiles, comma-separated, of naive, reuseport, steered, tuned, latency.
     #[arg(long, value_name = "PROFILES", default_value = "tuned,latency")]
     profiles: String,
-    /// Fractions of each profile's max tps to measure at, in percent, comma-separated.
+    /// Fractions of each profile's max tps (the open-loop one) to measure at, in percent,
+    /// comma-separated.
     #[arg(
         long,
         value_name = "PERCENTS",
@@ -53,7 +58,7 @@ pub struct LatencyArgs {
     /// Runs of each cell, interleaved (A B A B ...).
     #[arg(long, default_value = "3", value_parser = parse_positive)]
     repetitions: usize,
-    /// Measured time per run, whole seconds, e.g. 5.
+    /// Measured time per run (each step of the max's search too), whole seconds, e.g. 5.
     #[arg(short = 't', long, value_name = "DURATION", default_value = "5", value_parser = parse_duration)]
     duration: Duration,
     /// Load before the measured window, whole seconds, 0 for none.

@@ -32,17 +32,70 @@ fn latency_curve_rows_have_figures_or_a_reason_and_the_report_has_its_chart() {
         v["environment"]
     );
     assert!(v["load_average_after"].is_string());
-    for p in ["tuned", "latency"] {
-        let m = &v["max_tps"][p];
-        assert!(
-            m["tps"].as_f64().is_some_and(|t| t > 0.0) || m["reason"].is_string(),
-            "{p}: {m}"
-        );
-    }
     let rows = v["rows"].as_array().unwrap();
     let sockperf = installed("sockperf");
-    // Per profile and rate: ours, and sockperf's when installed (else skipped with why).
-    assert_eq!(rows.len(), if sockperf { 8 } else { 4 }, "{rows:#?}");
+    let mut expected = 0;
+    for p in ["tuned", "latency"] {
+        let m = &v["max_tps"][p];
+        let ours = |r: &&Value| r["profile"] == p && r["who"] == "firehose";
+        if m["reason"].is_string() {
+            // A profile without a max has no rows (the load on a busy host may keep no rate).
+            assert!(m["tps"].is_null(), "{p}: {m}");
+            assert_eq!(rows.iter().filter(ours).count(), 0, "{p}: {rows:#?}");
+            continue;
+        }
+        // Both maxima; the percents are of the open-loop one, the search's steps with it.
+        assert!(m["tps"].as_f64().is_some_and(|t| t > 0.0), "{p}: {m}");
+        assert_eq!(m["percents_of"], "open_loop_tps", "{p}: {m}");
+        assert_eq!(m["tps"], m["open_loop_tps"], "{p}: {m}");
+        assert!(m["closed_loop_tps"].as_f64().is_some_and(|t| t > 0.0));
+        assert!(m["lower_bound"].is_boolean(), "{p}: {m}");
+        let steps = m["steps"].as_array().unwrap();
+        assert!((1..=8).contains(&steps.len()), "{p}: {m}");
+        assert_eq!(
+            steps[0]["rate"],
+            m["closed_loop_tps"].as_f64().unwrap().round()
+        );
+        assert!(steps
+            .iter()
+            .any(|s| s["outcome"] == "held" && s["rate"] == m["tps"]));
+        for s in steps {
+            assert!(
+                ["held", "lost", "client-bound"].contains(&s["outcome"].as_str().unwrap()),
+                "{s}"
+            );
+        }
+        // Its rates: the percents of the open-loop max.
+        let max = m["tps"].as_f64().unwrap();
+        for r in rows.iter().filter(ours).filter(|r| r["unloaded"] == false) {
+            let pct = r["percent"].as_f64().unwrap();
+            assert_eq!(
+                r["rate"].as_f64().unwrap(),
+                (max * pct / 100.0).round(),
+                "{r}"
+            );
+        }
+        // The unloaded point: one request outstanding, stamped.
+        let unloaded: Vec<&Value> = rows
+            .iter()
+            .filter(ours)
+            .filter(|r| r["unloaded"] == true)
+            .collect();
+        assert_eq!(unloaded.len(), 1, "{p}: {rows:#?}");
+        assert_eq!(unloaded[0]["percent"], 0);
+        assert!(
+            unloaded[0]["options"]
+                .as_str()
+                .unwrap()
+                .contains("--flows 1 --window 1 --stamps"),
+            "{}",
+            unloaded[0]
+        );
+        // Per rate: ours, and sockperf's when installed (else skipped with why); and the
+        // unloaded point.
+        expected += 1 + if sockperf { 4 } else { 2 };
+    }
+    assert_eq!(rows.len(), expected, "{rows:#?}");
     for r in rows {
         let figures = r["latency_p50_us"]["median"]
             .as_f64()

@@ -1,9 +1,13 @@
 //! `firehose lab latency`: latency against load, per server profile, beside sockperf's
 //! under-load mode at the same rates (issue 25 item 4).
 //!
-//! A first step measures each profile's max tps (closed loop, one worker on the server CPU,
-//! `firehose load` on the client CPU). Then, at each fraction of it (10% ... 100% by
-//! default), interleaved: `serve --profile P` with `firehose load --rate R --stamps`, giving
+//! A first step measures each profile's max tps: closed loop (4 flows x window 32, one worker
+//! on the server CPU, `firehose load` on the client CPU), then the highest open-loop rate it
+//! sustains under the curve's own arrivals, searched down from there in a few runs
+//! ([`search`]); the percents are of that one. Then, interleaved: the unloaded point (one
+//! request outstanding: `load --flows 1 --window 1 --stamps --spin`, the base of the tail
+//! goal), and at each fraction of the max (10% ... 100% by default) `serve --profile P`
+//! with `firehose load --rate R --stamps`, giving
 //! p50/p99/p99.9 of `latency` (from the intended send time) and of `rtt` (kernel departure
 //! to kernel arrival), and sockperf's server with its under-load client at the same rate.
 //! The pairs are like for like in how they wait. The servers: `tuned` (and every profile
@@ -47,13 +51,15 @@ use crate::study::{Lab, OffServer, Outcome, Plan, Ran, Skipped, Study};
 use crate::topology::{run_id, Kind, Side, Topology};
 use crate::{LabError, LabResult};
 use firehose_load::LoadReport;
-pub use goals::{client_bound, goals, Goal, Verdict};
+pub use goals::{client_bound, goals, kept_rate, Goal, Verdict};
+pub use search::{MaxTps, Next, Step, StepOutcome};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
 mod goals;
 mod page;
 pub mod sched;
+pub mod search;
 
 use page::page;
 
@@ -68,8 +74,8 @@ pub struct LatencyCurve {
     pub topology: Kind,
     pub flows: usize,
     pub size: usize,
-    /// Each profile's max tps (or why it could not be measured), from [`Study::plan`].
-    max_tps: Vec<(String, Result<f64, String>)>,
+    /// Each profile's maxima (or why there is none), from [`Study::plan`].
+    max_tps: Vec<(String, Result<MaxTps, String>)>,
 }
 
 impl LatencyCurve {
@@ -98,14 +104,17 @@ pub enum Who {
     Sockperf,
 }
 
-/// One profile's pair at one rate.
+/// One profile's pair at one rate, or its unloaded point.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
     pub profile: String,
     pub who: Who,
+    /// 0 for the unloaded point.
     pub percent: u32,
-    /// Requests per second offered.
+    /// Requests per second offered; 0 for the unloaded point (closed loop).
     pub rate: f64,
+    /// One request outstanding (closed loop, 1 flow, window 1): the base of the tail goal.
+    pub unloaded: bool,
 }
 
 /// Whether `profile`'s server polls (the `latency` profile) or sleeps in the kernel.
@@ -118,6 +127,13 @@ fn polls(profile: &str) -> bool {
 pub fn ours_options(profile: &str, flows: usize, size: usize) -> String {
     format!(
         "serve --profile {profile} --workers 1 + load --rate R --stamps --flows {flows} --size {size} --spin"
+    )
+}
+
+/// The unloaded point's options: one request outstanding, stamped, spinning like the curve.
+pub fn unloaded_options(profile: &str, size: usize) -> String {
+    format!(
+        "serve --profile {profile} --workers 1 + load --flows 1 --window 1 --stamps --size {size} --spin"
     )
 }
 
@@ -167,8 +183,11 @@ pub struct Trial {
 pub struct Row {
     pub profile: String,
     pub who: Who,
+    /// 0 for the unloaded point.
     pub percent: u32,
     pub rate: f64,
+    /// The unloaded point: one request outstanding, not a rate.
+    pub unloaded: bool,
     pub options: String,
     /// What the latency figures are a sample of.
     pub sampling: String,
@@ -223,7 +242,9 @@ impl LatencyCurve {
         flags: &[String],
         tag: &str,
     ) -> LabResult<LoadReport> {
-        let json = lab.workdir.join(format!("{tag}-load.json"));
+        let json = Self::load_json(lab, tag);
+        // A document left by an earlier run into the same directory is not this run's.
+        let _ = std::fs::remove_file(&json);
         let cpu = lab.placement.client_cpus[..1].to_vec();
         let mut a = flags.to_vec();
         a.extend([
@@ -240,6 +261,10 @@ impl LatencyCurve {
         Ok(firehose::read_load(&json)?.0)
     }
 
+    fn load_json(lab: &Lab<'_>, tag: &str) -> std::path::PathBuf {
+        lab.workdir.join(format!("{tag}-load.json"))
+    }
+
     /// Closed loop with enough requests in flight to fill batches: the profile's max tps.
     fn max_tps(&self, lab: &Lab<'_>, profile: &str) -> LabResult<f64> {
         let tag = format!("max-{profile}");
@@ -254,25 +279,88 @@ impl LatencyCurve {
         Ok(r?.tps)
     }
 
-    fn ours(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
-        let mut srv = self.serve(lab, &c.profile, tag)?;
-        let mut flags: Vec<String> = vec![
+    /// The curve's load at `rate`: the arrivals both the search and the curve offer.
+    fn open_flags(&self, rate: f64) -> Vec<String> {
+        vec![
             "--rate".into(),
-            format!("{:.0}", c.rate),
+            format!("{rate:.0}"),
             "--stamps".into(),
             "--flows".into(),
             self.flows.to_string(),
             "--size".into(),
             self.size.to_string(),
-        ];
-        flags.push("--spin".into());
+            "--spin".into(),
+        ]
+    }
+
+    /// The highest open-loop rate `profile` sustains under the curve's arrivals, searched
+    /// down from `closed` ([`search`]): one run like the curve's per step.
+    fn open_max(&self, lab: &Lab<'_>, profile: &str, closed: f64) -> LabResult<MaxTps> {
+        let mut steps: Vec<Step> = Vec::new();
+        loop {
+            lab.check()?;
+            match search::next(closed, &steps) {
+                Next::Try(rate) => {
+                    let tag = format!("max-{profile}-step-{}", steps.len() + 1);
+                    let mut srv = self.serve(lab, profile, &tag)?;
+                    let r = self.load(lab, &srv, &self.open_flags(rate), &tag);
+                    srv.proc.stop("TERM", Duration::from_secs(10));
+                    let r = match r {
+                        Ok(r) => r,
+                        Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+                        // load exits 1 when nothing completed, its document written: every
+                        // request lost is a step that did not hold, not a failed search.
+                        Err(e) => match firehose::read_load(&Self::load_json(lab, &tag)) {
+                            Ok((r, _)) if r.completed == 0 && r.sent > 0 => r,
+                            _ => return Err(e),
+                        },
+                    };
+                    // Stamped from the transactions that completed: none, no lag read.
+                    let lag = r
+                        .parts
+                        .as_ref()
+                        .filter(|_| r.completed > 0)
+                        .map(|p| p.send_lag_us.p50);
+                    steps.push(Step::new(rate, sent_per_s(&r), r.lost, lag));
+                }
+                Next::Found { tps, lower_bound } => {
+                    return Ok(MaxTps {
+                        closed_loop_tps: closed,
+                        open_loop_tps: Some(tps),
+                        lower_bound,
+                        steps,
+                    })
+                }
+                Next::NotFound => {
+                    return Ok(MaxTps {
+                        closed_loop_tps: closed,
+                        open_loop_tps: None,
+                        lower_bound: false,
+                        steps,
+                    })
+                }
+            }
+        }
+    }
+
+    fn ours(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
+        let mut srv = self.serve(lab, &c.profile, tag)?;
+        let flags = if c.unloaded {
+            ["--flows", "1", "--window", "1", "--stamps", "--size"]
+                .map(String::from)
+                .into_iter()
+                .chain([self.size.to_string(), "--spin".into()])
+                .collect()
+        } else {
+            self.open_flags(c.rate)
+        };
         let watch = sched::Watch::start(srv.proc.pid(), Some(WORKER));
         let r = self.load(lab, &srv, &flags, tag);
         let server = watch.and_then(sched::Watch::finish);
         srv.proc.stop("TERM", Duration::from_secs(10));
         let r = r?;
         Ok(Trial {
-            tps: r.tps,
+            tps: sent_per_s(&r),
             lost: r.lost,
             latency: Latency::from(&r.latency_us),
             rtt: r.parts.as_ref().map(|p| Latency::from(&p.rtt_us)),
@@ -365,26 +453,48 @@ impl Study for LatencyCurve {
         for p in self.profiles.clone() {
             lab.check()?;
             let m = match self.max_tps(lab, &p) {
-                Ok(t) if t > 0.0 => Ok(t),
+                Ok(t) if t > 0.0 => match self.open_max(lab, &p, t) {
+                    Ok(m) => Ok(m),
+                    Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+                    Err(e) => Err(format!("closed loop {} tps; open loop: {e}", thousands(t))),
+                },
                 Ok(t) => Err(format!("the closed-loop run measured {t} tps")),
                 Err(LabError::Interrupted) => return Err(LabError::Interrupted),
                 Err(e) => Err(e.to_string()),
             };
             match &m {
+                Ok(max) if max.open_loop_tps.is_none() => skipped.push(Skipped {
+                    name: p.clone(),
+                    reason: format!(
+                        "its max tps could not be measured: {}: {}",
+                        max.none_held().unwrap_or_default(),
+                        search::steps_line(&max.steps)
+                    ),
+                }),
                 Ok(max) => {
+                    let open = max.open_loop_tps.unwrap_or_default();
+                    cells.push(Cell {
+                        profile: p.clone(),
+                        who: Who::Firehose,
+                        percent: 0,
+                        rate: 0.0,
+                        unloaded: true,
+                    });
                     for &pct in &self.percents {
-                        let rate = (max * f64::from(pct) / 100.0).round().max(1.0);
+                        let rate = (open * f64::from(pct) / 100.0).round().max(1.0);
                         cells.push(Cell {
                             profile: p.clone(),
                             who: Who::Firehose,
                             percent: pct,
                             rate,
+                            unloaded: false,
                         });
                         let c = Cell {
                             profile: p.clone(),
                             who: Who::Sockperf,
                             percent: pct,
                             rate,
+                            unloaded: false,
                         };
                         if sockperf_here {
                             cells.push(c);
@@ -427,10 +537,11 @@ impl Study for LatencyCurve {
         ];
         for (p, m) in &self.max_tps {
             if let Ok(max) = m {
+                notes.push(max_line(p, max));
                 notes.push(format!(
-                    "{p}: max {} tps (closed loop, 4 flows x window 32); firehose: {}; sockperf: {}",
-                    thousands(*max),
+                    "{p}: firehose: {}; unloaded: {}; sockperf: {}",
                     ours_options(p, self.flows, self.size),
+                    unloaded_options(p, self.size),
                     theirs_options(p, self.size)
                 ));
             }
@@ -447,7 +558,11 @@ impl Study for LatencyCurve {
             Who::Firehose => "firehose",
             Who::Sockperf => "sockperf",
         };
-        format!("{} {who} {}%", c.profile, c.percent)
+        if c.unloaded {
+            format!("{} {who} unloaded", c.profile)
+        } else {
+            format!("{} {who} {}%", c.profile, c.percent)
+        }
     }
 
     fn trial(&mut self, lab: &mut Lab<'_>, c: &Cell, rep: usize) -> LabResult<Outcome<Trial>> {
@@ -458,7 +573,11 @@ impl Study for LatencyCurve {
                 Who::Firehose => "fh",
                 Who::Sockperf => "sp",
             },
-            c.percent,
+            if c.unloaded {
+                "unloaded".to_string()
+            } else {
+                c.percent.to_string()
+            },
             rep + 1
         );
         let r = match c.who {
@@ -493,25 +612,79 @@ impl Study for LatencyCurve {
         m.insert("topology".into(), self.topology.name().into());
         m.insert("duration_s".into(), self.duration.as_secs_f64().into());
         m.insert("percents".into(), serde_json::json!(self.percents));
-        let max: serde_json::Map<String, serde_json::Value> = self
-            .max_tps
-            .iter()
-            .map(|(p, m)| {
-                let v = match m {
-                    Ok(t) => serde_json::json!({ "tps": t }),
-                    Err(e) => serde_json::json!({ "reason": e }),
-                };
-                (p.clone(), v)
-            })
-            .collect();
-        m.insert("max_tps".into(), max.into());
+        m.insert("max_tps".into(), max_json(&self.max_tps).into());
         m.insert("ratios".into(), serde_json::json!(ratios(rows)));
         m.insert(
             "goals".into(),
-            serde_json::json!(goals(&self.profiles, rows)),
+            serde_json::json!(goals(&self.profiles, &self.max_tps, rows)),
         );
         m
     }
+}
+
+/// Requests sent per second over the measured window: what the generator offered (its
+/// `tps` counts completions, short of it by what was lost).
+fn sent_per_s(r: &LoadReport) -> f64 {
+    if r.duration_s > 0.0 {
+        r.sent as f64 / r.duration_s
+    } else {
+        0.0
+    }
+}
+
+/// What the percents are of, as the JSON names it.
+pub const PERCENTS_OF: &str = "open_loop_tps";
+
+/// The document's `max_tps`: per profile both maxima, which one the percents are of
+/// (`tps` is that one), whether it is a lower bound, and the search's steps; or why none.
+pub fn max_json(
+    max: &[(String, Result<MaxTps, String>)],
+) -> serde_json::Map<String, serde_json::Value> {
+    max.iter()
+        .map(|(p, m)| {
+            let v = match m {
+                Ok(m) => {
+                    let mut v = serde_json::json!({
+                        "tps": m.open_loop_tps,
+                        "percents_of": PERCENTS_OF,
+                        "closed_loop_tps": m.closed_loop_tps,
+                        "open_loop_tps": m.open_loop_tps,
+                        "lower_bound": m.lower_bound,
+                        "steps": m.steps,
+                    });
+                    if let Some(why) = m.none_held() {
+                        v["reason"] = why.into();
+                    }
+                    v
+                }
+                Err(e) => serde_json::json!({ "reason": e }),
+            };
+            (p.clone(), v)
+        })
+        .collect()
+}
+
+/// One profile's maxima as the report prints them.
+pub fn max_line(p: &str, m: &MaxTps) -> String {
+    let Some(open) = m.open_loop_tps else {
+        return format!(
+            "{p}: {}; steps {}",
+            m.none_held().unwrap_or_default(),
+            search::steps_line(&m.steps)
+        );
+    };
+    format!(
+        "{p}: max {} tps under the curve's arrivals (the percents are of it{}); closed loop (4 flows x window 32) {} tps ({:.2}x); steps {}",
+        thousands(open),
+        if m.lower_bound {
+            "; a lower bound of the server's: the rate above it was client-bound"
+        } else {
+            ""
+        },
+        thousands(m.closed_loop_tps),
+        open / m.closed_loop_tps,
+        search::steps_line(&m.steps)
+    )
 }
 
 fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
@@ -527,6 +700,10 @@ fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
         Some("not run".into())
     };
     let (options, sampling) = match c.cell.who {
+        Who::Firehose if c.cell.unloaded => (
+            unloaded_options(&c.cell.profile, s.size),
+            "every reply".to_string(),
+        ),
         Who::Firehose => (
             ours_options(&c.cell.profile, s.flows, s.size),
             "every reply".to_string(),
@@ -541,6 +718,7 @@ fn row(s: &LatencyCurve, c: &crate::study::CellRun<Cell, Trial>) -> Row {
         who: c.cell.who,
         percent: c.cell.percent,
         rate: c.cell.rate,
+        unloaded: c.cell.unloaded,
         options,
         sampling,
         tps: sum(|t| Some(t.tps)),
@@ -580,7 +758,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         _ => None,
     };
     rows.iter()
-        .filter(|r| r.who == Who::Firehose)
+        .filter(|r| r.who == Who::Firehose && !r.unloaded)
         .filter_map(|ours| {
             let theirs = rows.iter().find(|t| {
                 t.who == Who::Sockperf && t.profile == ours.profile && t.percent == ours.percent
@@ -607,6 +785,7 @@ mod tests {
             who,
             percent: 50,
             rate: 1000.0,
+            unloaded: false,
             options: String::new(),
             sampling: String::new(),
             tps: s(1000.0),
@@ -657,5 +836,70 @@ mod tests {
         );
         assert!(!theirs_options("tuned", 100).contains("nonblocked"));
         assert!(theirs_options("tuned", 100).contains("--reply-every 100"));
+    }
+
+    #[test]
+    fn the_document_names_both_maxima_and_which_the_percents_are_of() {
+        let steps = vec![
+            Step::new(200_000.0, 200_000.0, 41_319, Some(3.0)),
+            Step::new(160_000.0, 160_000.0, 0, Some(3.0)),
+        ];
+        let max = vec![
+            (
+                "latency".to_string(),
+                Ok(MaxTps {
+                    closed_loop_tps: 200_000.0,
+                    open_loop_tps: Some(160_000.0),
+                    lower_bound: false,
+                    steps,
+                }),
+            ),
+            ("tuned".to_string(), Err("the server did not start".into())),
+        ];
+        let v = serde_json::Value::Object(max_json(&max));
+        let l = &v["latency"];
+        assert_eq!(l["tps"], 160_000.0);
+        assert_eq!(l["percents_of"], "open_loop_tps");
+        assert_eq!(l["open_loop_tps"], l["tps"]);
+        assert_eq!(l["closed_loop_tps"], 200_000.0);
+        assert_eq!(l["lower_bound"], false);
+        assert_eq!(l["steps"][0]["outcome"], "lost");
+        assert_eq!(l["steps"][0]["lost"], 41_319);
+        assert_eq!(l["steps"][1]["outcome"], "held");
+        assert_eq!(l["steps"][1]["rate"], 160_000.0);
+        assert_eq!(v["tuned"]["reason"], "the server did not start");
+        assert!(v["tuned"]["tps"].is_null());
+        let Ok(m) = &max[0].1 else { unreachable!() };
+        assert_eq!(
+            max_line("latency", m),
+            "latency: max 160,000 tps under the curve's arrivals (the percents are of it); closed loop (4 flows x window 32) 200,000 tps (0.80x); steps 200,000 lost 41,319, 160,000 held"
+        );
+        let bound = MaxTps {
+            lower_bound: true,
+            ..m.clone()
+        };
+        assert!(max_line("latency", &bound).contains("a lower bound of the server's"));
+        // No step held: no max the percents could be of, and why.
+        let none = vec![(
+            "latency".to_string(),
+            Ok(MaxTps {
+                open_loop_tps: None,
+                ..m.clone()
+            }),
+        )];
+        let v = serde_json::Value::Object(max_json(&none));
+        assert!(v["latency"]["tps"].is_null(), "{v}");
+        assert_eq!(v["latency"]["closed_loop_tps"], 200_000.0);
+        assert_eq!(
+            v["latency"]["reason"],
+            "no open-loop rate held in 2 steps down from the closed-loop max 200,000"
+        );
+        let Ok(n) = &none[0].1 else { unreachable!() };
+        assert_eq!(
+            max_line("latency", n),
+            "latency: no open-loop rate held in 2 steps down from the closed-loop max 200,000; steps 200,000 lost 41,319, 160,000 held"
+        );
+        assert!(unloaded_options("latency", 100).contains("--flows 1 --window 1 --stamps"));
+        assert!(unloaded_options("latency", 100).ends_with("--spin"));
     }
 }

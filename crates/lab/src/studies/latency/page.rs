@@ -1,6 +1,6 @@
 //! The latency study's page: the table of rows, the p99 chart, the ratios and the goals.
 
-use super::{goals, ratios, Goal, LatencyCurve, Row, Who};
+use super::{goals, max_line, ratios, Goal, LatencyCurve, Row, Who};
 use crate::report::charts::Chart;
 use crate::report::page::{Align, Block, Column, List, Page, Table, TextList, TextTable};
 use crate::report::thousands;
@@ -58,8 +58,16 @@ pub(super) fn page(s: &LatencyCurve, ran: &Ran<super::Cell, super::Trial>, rows:
                 vec![
                     r.profile.clone(),
                     format!("{:?}", r.who).to_lowercase(),
-                    format!("{}%", r.percent),
-                    thousands(r.rate),
+                    if r.unloaded {
+                        "unloaded".into()
+                    } else {
+                        format!("{}%", r.percent)
+                    },
+                    if r.unloaded {
+                        "1 outstanding".into()
+                    } else {
+                        thousands(r.rate)
+                    },
                     r.tps.map_or("-".into(), |t| thousands(t.median)),
                     fmt(&r.latency_p50_us),
                     fmt(&r.latency_p99_us),
@@ -104,7 +112,7 @@ pub(super) fn page(s: &LatencyCurve, ran: &Ran<super::Cell, super::Trial>, rows:
             ] {
                 let pts: Vec<(f64, f64)> = rows
                     .iter()
-                    .filter(|r| &r.profile == p && r.who == who)
+                    .filter(|r| &r.profile == p && r.who == who && !r.unloaded)
                     .filter_map(|r| Some((f64::from(r.percent), f(r)?.median)))
                     .filter(|(_, v)| *v > 0.0)
                     .collect();
@@ -127,8 +135,35 @@ pub(super) fn page(s: &LatencyCurve, ran: &Ran<super::Cell, super::Trial>, rows:
             )
         })
         .collect();
+    let mut maxima = Vec::new();
+    for (p, m) in &s.max_tps {
+        match m {
+            Ok(m) => maxima.push(max_line(p, m)),
+            Err(why) => maxima.push(format!("{p}: no max: {why}")),
+        }
+        if let Some(u) = rows.iter().find(|r| &r.profile == p && r.unloaded) {
+            let us = |v: &Option<Summary>| v.map_or("-".into(), |v| format!("{:.2}", v.median));
+            maxima.push(format!(
+                "{p}: unloaded (1 flow, window 1): rtt p50 {} us, p99 {} us; latency p50 {} us",
+                us(&u.rtt_p50_us),
+                us(&u.rtt_p99_us),
+                us(&u.latency_p50_us)
+            ));
+        }
+    }
     let mut blocks = vec![
         Block::Table(table),
+        Block::List(List {
+            title: "Each profile's max tps and unloaded point".into(),
+            items: maxima,
+            text: TextList::Lines {
+                heading: Some(
+                    "max tps (the percents are of the open-loop one) and unloaded point:".into(),
+                ),
+                prefix: "  ".into(),
+                blank_before: true,
+            },
+        }),
         Block::Charts(vec![Chart::Curves {
             title: "p99 against load".into(),
             x_axis: "% of the profile's max tps".into(),
@@ -148,7 +183,7 @@ pub(super) fn page(s: &LatencyCurve, ran: &Ran<super::Cell, super::Trial>, rows:
     }
     blocks.push(Block::List(List {
         title: "Issue 25's curve goals".into(),
-        items: goals(&s.profiles, rows).iter().map(Goal::line).collect(),
+        items: goals(&s.profiles, &s.max_tps, rows).iter().map(Goal::line).collect(),
         text: TextList::Lines {
             heading: Some(
                 "goals (client-bound: the client did not keep the rate, tps < 95% of it or send_lag p50 > 100 us):"
