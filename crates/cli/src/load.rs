@@ -133,7 +133,8 @@ pub struct LoadArgs {
     arrivals: Option<Arrivals>,
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT). By
     /// default GSO carries what is sent together: closed-loop refills, --arrivals
-    /// burst:N, and a paced wake-up behind its schedule (one on schedule uses sendmmsg).
+    /// burst:N, --per-wake N, a paced wake-up of more than 4 requests or behind its
+    /// schedule (one of up to 4 on schedule uses sendmmsg).
     #[arg(long)]
     no_gso: bool,
     /// Take latency apart with kernel timestamps (--io socket): each request stamped as it

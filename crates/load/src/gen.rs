@@ -548,6 +548,11 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
             } else {
                 p.ahead_ns.min(UNPACED_AHEAD_NS)
             };
+            if plan.spin {
+                // A spinning pass carries the one request due; more than one owed is
+                // lateness, caught up in one send ([`Pace::send_shape`]).
+                p.per_wake = 1;
+            }
         }
         Ok(Thread {
             paced,

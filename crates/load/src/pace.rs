@@ -111,6 +111,12 @@ fn poisson_offsets(interval_ns: f64, seed: u64) -> (Arc<[u64]>, f64) {
 /// within 1.2x of `--spin`'s at 50k/s and gives up half of dnsperf's CPU per query, which
 /// needs about 30 per wake-up (docs/load.md, "the wake budget"; `make bench-wake-budget`).
 pub const WAKE_BUDGET_NS: u64 = 80_000;
+/// The most requests a wake-up on schedule sends apart. Sent apart, each costs the sender
+/// more than in one GSO send; at 4 a wake-up (50k/s) that bought a shorter round trip, at 12
+/// (150k/s) it cost one: the generator fell behind and its catch-up bursts were larger
+/// (quiet `make bench-latency`, session 9: rtt p50 31 against 46 µs at 50k/s, 75 against
+/// 55 at 150k/s, apart against together; 5 to 11 not measured).
+pub const APART_MAX: u64 = 4;
 /// Bounds of the wake-up period: below, a sleep on this VM lasts longer than asked
 /// (the timer and the context switch); above, a low rate would leave in lumps.
 const MIN_PERIOD_NS: f64 = 10_000.0;
@@ -278,10 +284,11 @@ impl Pace {
     /// spend less CPU per request, which one send for many is), and when the generator is behind:
     /// it holds more than one wake-up's worth of requests already due (late by more than
     /// a wake period, or held back by full windows), where one send for many is what
-    /// lets it catch up (docs/load.md, "the wake budget").
+    /// lets it catch up (docs/load.md, "the wake budget"); and when a wake-up carries more
+    /// than [`APART_MAX`].
     pub fn send_shape(&self, now: u64, next_seq: u64) -> SendShape {
         let owed = self.scheduled_by(now).saturating_sub(next_seq);
-        if self.together || owed > self.per_wake {
+        if self.together || self.per_wake > APART_MAX || owed > self.per_wake {
             SendShape::Together
         } else {
             SendShape::Apart
@@ -511,6 +518,10 @@ mod tests {
         let q = Pace::shaped(1e9 / 50_000.0, 0, None, &Arrivals::Poisson, 3);
         assert_eq!(q.send_shape(q.intended(100), 100), Apart);
         assert_eq!(q.send_shape(q.intended(100 + q.per_wake), 100), Together);
+        // 150k/s by the budget: 12 per wake-up, more than APART_MAX: together.
+        let f = Pace::new(1e9 / 150_000.0, 0, None);
+        assert_eq!(f.per_wake, 12);
+        assert_eq!(f.send_shape(f.intended(120), 120), Together);
         // --per-wake N is a CPU trade: its wake-ups send together, on time or not.
         let w = Pace::new(1e9 / 50_000.0, 0, Some(64));
         assert_eq!(w.send_shape(w.intended(64), 64), Together);

@@ -359,6 +359,27 @@ fn a_wake_up_on_schedule_sends_apart_one_behind_together() {
 }
 
 #[test]
+fn a_spinning_sender_sends_the_one_due_apart_and_what_it_owes_together() {
+    let sends = sends_of(|path| {
+        let cfg = LoadConfig {
+            spin: true,
+            ..paced(1, 150_000.0, 0, 1000)
+        };
+        with_thread(&cfg, path(&cfg), |th| {
+            let p = th.plan.pace.clone().unwrap();
+            // On time: the one request due.
+            th.send_paced(p.intended(0));
+            // Three due at once (two periods late): behind, caught up in one send.
+            th.send_paced(p.intended(3));
+        })
+    });
+    assert_eq!(
+        sends,
+        vec![(0, 1, SendShape::Apart), (0, 3, SendShape::Together)]
+    );
+}
+
+#[test]
 fn bursts_and_closed_loop_refills_send_together() {
     let sends = sends_of(|path| {
         let burst = LoadConfig {
