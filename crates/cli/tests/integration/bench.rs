@@ -140,9 +140,11 @@ fn a_short_bench_interleaves_profiles_and_reports_targets_and_json() {
         assert!(r["client_bound"].is_boolean(), "{r}");
         if r["profile"] == "naive" {
             // recvfrom + sendto per transaction, counted by the engine (a receive timeout
-            // on a stalled host may add a few).
+            // on a stalled host may add a few; the calls and the transactions are read a
+            // moment apart, so a transaction in flight may be counted on one side only: CI
+            // once read 1.999997).
             let s = r["server_syscalls_per_txn"].as_f64().unwrap();
-            assert!((2.0..2.01).contains(&s), "{r}");
+            assert!((1.999..2.01).contains(&s), "{r}");
         }
     }
 }
