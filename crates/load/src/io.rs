@@ -70,7 +70,7 @@ pub struct PathStats {
     pub gso_refusal: Option<String>,
 }
 
-/// How the requests of one send leave (the paced loop's choice: [`crate::pace::Pace::behind`]).
+/// How the requests of one send leave (the paced loop's choice: [`crate::pace::Pace::send_shape`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendShape {
     /// One datagram per message (sendmmsg): the kernel delivers each before it takes the

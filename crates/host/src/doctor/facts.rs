@@ -340,10 +340,7 @@ fn pinned_cpus(fs: &HostFs, pids: impl Iterator<Item = u32>) -> CpuSet {
             let Ok(status) = fs.read(&format!("/proc/{pid}/task/{tid}/status")) else {
                 continue;
             };
-            let allowed = status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .and_then(|l| CpuSet::parse_list(l.trim()).ok());
+            let allowed = super::kthreads::allowed_cpus(&status).ok();
             if let Some(a) = allowed.filter(|a| a.len() == 1) {
                 set.extend(a.iter().copied());
             }

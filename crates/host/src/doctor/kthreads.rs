@@ -41,15 +41,7 @@ pub fn parse(
         .and_then(|v| v.parse().ok())
         .filter(|v: &f64| *v > 0.0)
         .ok_or_else(|| ParseError::line("/proc/uptime", 1, "no uptime in seconds"))?;
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .ok_or_else(|| ParseError::Missing {
-            file: "/proc/<pid>/status",
-            what: "no Cpus_allowed_list line".into(),
-        })?;
-    let allowed = CpuSet::parse_list(list.trim())
-        .map_err(|e| ParseError::line("/proc/<pid>/status", 1, e.to_string()))?;
+    let allowed = allowed_cpus(status)?;
     let cpu_s = (s.utime + s.stime) as f64 / ticks_per_s.max(1) as f64;
     Ok(Busy {
         pid,
@@ -57,6 +49,19 @@ pub fn parse(
         share_pct: 100.0 * cpu_s / up,
         allowed,
     })
+}
+
+/// The CPUs a task may run on, from its /proc/<pid>/status (or a thread's, under task/).
+pub(super) fn allowed_cpus(status: &str) -> Result<CpuSet, ParseError> {
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .ok_or_else(|| ParseError::Missing {
+            file: "/proc/<pid>/status",
+            what: "no Cpus_allowed_list line".into(),
+        })?;
+    CpuSet::parse_list(list.trim())
+        .map_err(|e| ParseError::line("/proc/<pid>/status", 1, e.to_string()))
 }
 
 /// Who decides where a kernel thread runs: the fix names it.

@@ -293,11 +293,20 @@ impl LatencyCurve {
         ]
     }
 
+    /// The unloaded point's load ([`unloaded_options`]): one request outstanding.
+    fn unloaded_flags(&self) -> Vec<String> {
+        ["--flows", "1", "--window", "1", "--stamps", "--size"]
+            .map(String::from)
+            .into_iter()
+            .chain([self.size.to_string(), "--spin".into()])
+            .collect()
+    }
+
     /// The highest open-loop rate `profile` sustains under the curve's arrivals, searched
     /// down from `closed` ([`search`]): one run like the curve's per step.
     fn open_max(&self, lab: &Lab<'_>, profile: &str, closed: f64) -> LabResult<MaxTps> {
         let mut steps: Vec<Step> = Vec::new();
-        loop {
+        let (open_loop_tps, lower_bound) = loop {
             lab.check()?;
             match search::next(closed, &steps) {
                 Next::Try(rate) => {
@@ -323,34 +332,22 @@ impl LatencyCurve {
                         .map(|p| p.send_lag_us.p50);
                     steps.push(Step::new(rate, sent_per_s(&r), r.lost, lag));
                 }
-                Next::Found { tps, lower_bound } => {
-                    return Ok(MaxTps {
-                        closed_loop_tps: closed,
-                        open_loop_tps: Some(tps),
-                        lower_bound,
-                        steps,
-                    })
-                }
-                Next::NotFound => {
-                    return Ok(MaxTps {
-                        closed_loop_tps: closed,
-                        open_loop_tps: None,
-                        lower_bound: false,
-                        steps,
-                    })
-                }
+                Next::Found { tps, lower_bound } => break (Some(tps), lower_bound),
+                Next::NotFound => break (None, false),
             }
-        }
+        };
+        Ok(MaxTps {
+            closed_loop_tps: closed,
+            open_loop_tps,
+            lower_bound,
+            steps,
+        })
     }
 
     fn ours(&self, lab: &Lab<'_>, c: &Cell, tag: &str) -> LabResult<Trial> {
         let mut srv = self.serve(lab, &c.profile, tag)?;
         let flags = if c.unloaded {
-            ["--flows", "1", "--window", "1", "--stamps", "--size"]
-                .map(String::from)
-                .into_iter()
-                .chain([self.size.to_string(), "--spin".into()])
-                .collect()
+            self.unloaded_flags()
         } else {
             self.open_flags(c.rate)
         };
@@ -414,11 +411,7 @@ impl LatencyCurve {
             ))
         })?;
         Ok(Trial {
-            tps: if r.runtime_s > 0.0 {
-                r.sent as f64 / r.runtime_s
-            } else {
-                0.0
-            },
+            tps: per_s(r.sent, r.runtime_s),
             lost: r.dropped,
             latency: r.latency(),
             rtt: None,
@@ -625,8 +618,13 @@ impl Study for LatencyCurve {
 /// Requests sent per second over the measured window: what the generator offered (its
 /// `tps` counts completions, short of it by what was lost).
 fn sent_per_s(r: &LoadReport) -> f64 {
-    if r.duration_s > 0.0 {
-        r.sent as f64 / r.duration_s
+    per_s(r.sent, r.duration_s)
+}
+
+/// `n` over `secs` seconds; 0 for a run that measured no time.
+fn per_s(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
     } else {
         0.0
     }
