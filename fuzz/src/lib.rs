@@ -21,6 +21,7 @@ pub mod metrics_http;
 pub mod netdev_reply;
 pub mod ntp_handler;
 pub mod observe_text;
+pub mod proc_thread;
 pub mod radius_files;
 pub mod radius_handler;
 pub mod radius_request;
@@ -127,6 +128,11 @@ pub const TARGETS: &[Target] = &[
         name: "uring_recvmsg",
         check: uring_recvmsg::check,
         seeds: uring_recvmsg::seeds,
+    },
+    Target {
+        name: "proc_thread",
+        check: proc_thread::check,
+        seeds: proc_thread::seeds,
     },
 ];
 

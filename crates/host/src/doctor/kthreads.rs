@@ -42,7 +42,9 @@ pub fn parse(
         .filter(|v: &f64| *v > 0.0)
         .ok_or_else(|| ParseError::line("/proc/uptime", 1, "no uptime in seconds"))?;
     let allowed = allowed_cpus(status)?;
-    let cpu_s = (s.utime + s.stime) as f64 / ticks_per_s.max(1) as f64;
+    // Saturating: the counters are the kernel's text, and two at u64::MAX (the fuzzer's
+    // proc_thread input) overflowed the sum.
+    let cpu_s = s.utime.saturating_add(s.stime) as f64 / ticks_per_s.max(1) as f64;
     Ok(Busy {
         pid,
         comm: s.comm,
@@ -52,7 +54,7 @@ pub fn parse(
 }
 
 /// The CPUs a task may run on, from its /proc/<pid>/status (or a thread's, under task/).
-pub(super) fn allowed_cpus(status: &str) -> Result<CpuSet, ParseError> {
+pub fn allowed_cpus(status: &str) -> Result<CpuSet, ParseError> {
     let list = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
@@ -161,6 +163,17 @@ pub(super) fn kthreads(facts: &Facts) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fuzz/regressions/proc_thread: utime and stime both u64::MAX, and a command with
+    /// spaces and parentheses, read as a finite share instead of an overflow.
+    #[test]
+    fn counters_at_their_limit_read_as_a_finite_share() {
+        let stat = "41 (a) b) (c) I 2 0 0 0 -1 0 0 0 0 0 18446744073709551615 18446744073709551615 0 0 20 0 1 0 40";
+        let b = parse(41, stat, "Cpus_allowed_list:\t0-3,8\n", "0.01 0\n", 100).unwrap();
+        assert!(b.share_pct.is_finite() && b.share_pct > 0.0, "{b:?}");
+        assert_eq!(b.comm, "a) b) (c");
+        assert_eq!(b.allowed.len(), 5);
+    }
 
     /// Captured on the 2-vCPU VM (kernel 6.18): kdamond.0 after 1,491 s of uptime, 861
     /// ticks of system time.
