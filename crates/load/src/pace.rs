@@ -112,11 +112,13 @@ fn poisson_offsets(interval_ns: f64, seed: u64) -> (Arc<[u64]>, f64) {
 /// needs about 30 per wake-up (docs/load.md, "the wake budget"; `make bench-wake-budget`).
 pub const WAKE_BUDGET_NS: u64 = 80_000;
 /// The most requests a wake-up on schedule sends apart. Sent apart, each costs the sender
-/// more than in one GSO send; at 4 a wake-up (50k/s) that bought a shorter round trip, at 12
-/// (150k/s) it cost one: the generator fell behind and its catch-up bursts were larger
-/// (quiet `make bench-latency`, session 9: rtt p50 31 against 46 µs at 50k/s, 75 against
-/// 55 at 150k/s, apart against together; 5 to 11 not measured).
-pub const APART_MAX: u64 = 4;
+/// more than in one GSO send (17-31% more CPU a request); up to 10 a wake-up (125k/s) that
+/// bought a round trip a third shorter, at 12 (150k/s) it bought little or cost one: the
+/// generator nears a full CPU, falls behind and its catch-up bursts are larger (quiet
+/// `make bench-latency`, sessions 9 and 10: rtt p50 apart against together 31 against 46
+/// µs at 50k/s, 30 against 44 at 75k/s, 30 against 49 at 100k/s, 33 against 52 at 125k/s;
+/// at 150k/s 44 against 51 in one run and 75 against 55 in another).
+pub const APART_MAX: u64 = 10;
 /// Bounds of the wake-up period: below, a sleep on this VM lasts longer than asked
 /// (the timer and the context switch); above, a low rate would leave in lumps.
 const MIN_PERIOD_NS: f64 = 10_000.0;
@@ -518,6 +520,11 @@ mod tests {
         let q = Pace::shaped(1e9 / 50_000.0, 0, None, &Arrivals::Poisson, 3);
         assert_eq!(q.send_shape(q.intended(100), 100), Apart);
         assert_eq!(q.send_shape(q.intended(100 + q.per_wake), 100), Together);
+        // 125k/s by the budget: 10 per wake-up, APART_MAX: apart on schedule.
+        let h = Pace::new(1e9 / 125_000.0, 0, None);
+        assert_eq!(h.per_wake, 10);
+        assert_eq!(h.send_shape(h.intended(100), 100), Apart);
+        assert_eq!(h.send_shape(h.intended(111), 100), Together);
         // 150k/s by the budget: 12 per wake-up, more than APART_MAX: together.
         let f = Pace::new(1e9 / 150_000.0, 0, None);
         assert_eq!(f.per_wake, 12);
