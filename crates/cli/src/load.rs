@@ -133,8 +133,8 @@ pub struct LoadArgs {
     arrivals: Option<Arrivals>,
     /// Send with sendmmsg only, never as UDP GSO super-datagrams (UDP_SEGMENT). By
     /// default GSO carries what is sent together: closed-loop refills, --arrivals
-    /// burst:N, --per-wake N, a paced wake-up of more than 4 requests or behind its
-    /// schedule (one of up to 4 on schedule uses sendmmsg).
+    /// burst:N, --per-wake N, a paced wake-up of more than 10 requests or behind its
+    /// schedule (one of up to 10 on schedule uses sendmmsg).
     #[arg(long)]
     no_gso: bool,
     /// Take latency apart with kernel timestamps (--io socket): each request stamped as it
@@ -546,6 +546,17 @@ fn drive<W: Workload + 'static>(
         wait_until(at, &stop, a.quiet)?;
     }
     let run = firehose_load::start_with(cfg, make, flows).map_err(load_error)?;
+    // This thread wakes every 10 ms to watch the generators: with --cpus it joins their CPUs
+    // rather than wake on any other (the server's, on a shared host). The generators pin
+    // themselves first, so their CPUs are checked and their errors are theirs.
+    if let Some(cpus) = &cfg.cpus {
+        let own = &cpus[..cfg.threads.min(cpus.len())];
+        if let Err(e) = firehose_sys::cpu::confine_current_thread(own) {
+            run.stop.store(true, Ordering::Relaxed);
+            let _ = run.join();
+            return Err(anyhow::anyhow!("{e}; the load stopped"));
+        }
+    }
     // The wall-clock time of the run's clock zero, to place it among other agents' runs.
     let started_unix = SystemTime::now() - run.started.elapsed();
     let writer = format!("firehose load {}", env!("CARGO_PKG_VERSION"));

@@ -506,3 +506,79 @@ fn max_loss_fails_a_run_that_lost_more_and_passes_one_at_the_limit() {
         std::fs::remove_file(out_path).unwrap();
     }
 }
+
+/// The CPUs a thread of `pid` may run on, from its status (Cpus_allowed_list).
+fn allowed_list(pid: u32, tid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/task/{tid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| panic!("no Cpus_allowed_list in {status}"))
+}
+
+#[test]
+fn with_cpus_the_main_thread_stays_on_the_generators_cpus() {
+    let srv = Served::tuned(&[]);
+    let target = srv.addr.to_string();
+    let ours = firehose_sys::cpu::allowed_cpus().unwrap();
+    let last = *ours.last().unwrap();
+    let full = std::fs::read_to_string("/proc/thread-self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    for (cpus, main_expected) in [(Some(last.to_string()), last.to_string()), (None, full)] {
+        let mut cmd = Command::new(bin());
+        cmd.args([
+            "load",
+            "--target",
+            &target,
+            "--rate",
+            "2000",
+            "--duration",
+            "3",
+        ])
+        .args(["--warmup", "0", "--quiet"]);
+        if let Some(c) = &cpus {
+            cmd.args(["--cpus", c]);
+        }
+        let load = Spawned::bounded(cmd);
+        let pid = load.child.id();
+        // Read once the generator runs (its thread is named), while the run lasts.
+        let mut generator = None;
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(20));
+            generator = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .find(|tid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                        .is_ok_and(|c| c.trim() == "fh-load-0")
+                });
+            if generator.is_some() {
+                break;
+            }
+        }
+        let generator = generator.expect("no fh-load-0 thread within 2 s");
+        // The main thread confines itself just after starting the generators.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            allowed_list(pid, pid),
+            main_expected,
+            "main thread, --cpus {cpus:?}"
+        );
+        if let Some(c) = &cpus {
+            assert_eq!(&allowed_list(pid, generator), c, "generator thread");
+        }
+        let out = load.output(Duration::from_secs(20));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
