@@ -218,6 +218,15 @@ impl Server {
     /// Asks workers to stop and waits for them; returns the handlers' own counters summed,
     /// or the first worker that failed.
     pub fn shutdown(mut self) -> Result<Vec<(&'static str, u64)>, WorkerFailure> {
+        self.join_workers()
+    }
+
+    /// [`Server::shutdown`] that keeps the server: once the workers are joined their
+    /// counters are final, so [`Server::worker_stats`] read after it adds up (a worker
+    /// counts a batch's requests before it replies to them, and one read while it runs
+    /// may hold requests whose replies are not yet counted). The sockets stay open until
+    /// the server is dropped. A second call finds no workers and returns nothing.
+    pub fn join_workers(&mut self) -> Result<Vec<(&'static str, u64)>, WorkerFailure> {
         let mut sums = Vec::new();
         self.stop.store(true, Ordering::Relaxed);
         let threads = std::mem::replace(&mut self.threads, Workers::new(true));
@@ -377,6 +386,40 @@ mod tests {
         let plain = Server::start(&cfg, |_| Echo).unwrap();
         assert!(plain.applied().backend.is_none());
         plain.shutdown().expect("no worker failed");
+    }
+
+    /// A handler that takes `ms` over each request, as a slow zone lookup would.
+    struct Slow {
+        ms: u64,
+    }
+    impl Handler for Slow {
+        fn handle(&mut self, req: &mut crate::Request<'_>) -> Verdict {
+            std::thread::sleep(std::time::Duration::from_millis(self.ms));
+            let (_, len, _) = req.parts();
+            Verdict::Reply(len)
+        }
+    }
+
+    #[test]
+    fn counters_read_after_the_workers_are_joined_add_up() {
+        let cfg = ServeConfig::profile(Profile::Naive, "127.0.0.1:0".parse().unwrap(), 1);
+        let mut srv = Server::start(&cfg, |_| Slow { ms: 300 }).unwrap();
+        let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.send_to(b"slow", srv.local_addr()).unwrap();
+        // The worker has counted the request and is inside the handler.
+        let by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while srv.worker_stats()[0].packets_in == 0 {
+            assert!(std::time::Instant::now() < by, "the request never arrived");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let running = &srv.worker_stats()[0];
+        assert_eq!((running.packets_in, running.packets_out), (1, 0));
+        // Stopped mid-request, the worker still answers it before it ends.
+        srv.join_workers().expect("no worker failed");
+        let last = &srv.worker_stats()[0];
+        assert_eq!((last.packets_in, last.packets_out), (1, 1));
+        assert!(srv.join_workers().unwrap().is_empty());
+        srv.shutdown().expect("no worker failed");
     }
 
     /// A handler that panics on the request "boom", as a protocol bug would.

@@ -146,7 +146,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             Ok(())
         },
     )?;
-    let server = server.into_inner();
+    let mut server = server.into_inner();
     if let Ended::Failed(f) = ended {
         // Stop what still runs (the other workers, the TCP threads) before saying so.
         let _ = server.shutdown();
@@ -156,15 +156,17 @@ pub fn run(a: ServeArgs) -> Result<()> {
         return Err(crate::supervise::failed("the server", f));
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let workers = server.worker_stats();
-    let sockets = server.socket_stats();
-    let applied = server.applied().clone();
+    // The workers first: their counters are final only once they have stopped.
     let mut handler: std::collections::BTreeMap<String, u64> = server
-        .shutdown()
+        .join_workers()
         .map_err(|f| crate::supervise::failed("the server", f))?
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    let workers = server.worker_stats();
+    let sockets = server.socket_stats();
+    let applied = server.applied().clone();
+    drop(server);
     drop(clock);
     if let Some(t) = tcp {
         handler.extend(t.shutdown().into_iter().map(|(k, v)| (k.to_string(), v)));
