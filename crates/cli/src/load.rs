@@ -584,6 +584,22 @@ fn drive<W: Workload + 'static>(
     // them to stop sending, and the loop waits while they count what is in flight.
     let mut sv = crate::supervise::supervisor(&stop, None, None);
     sv.drain = true;
+    // This thread shares the generators' CPUs (--cpus): it wakes rarely, and exactly at
+    // the edges its figures need (the interval lines' grid, the --hdr-log intervals' from
+    // the end of the warm-up, the server window's two readings).
+    sv.poll = firehose_sys::supervise::QUIET_POLL;
+    if !a.interval.is_zero() {
+        sv.wakes.push((a.interval, a.interval));
+        if hdr.is_some() {
+            sv.wakes.push((cfg.warmup, a.interval));
+        }
+    }
+    if server.is_some() {
+        sv.wakes.push((cfg.warmup, Duration::ZERO));
+        if let Some(t) = total_len {
+            sv.wakes.push((t, Duration::ZERO));
+        }
+    }
     let mut run = run;
     let ended = sv.run(
         run.started,

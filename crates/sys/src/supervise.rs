@@ -256,16 +256,40 @@ pub struct Supervisor<'a> {
     /// On a signal, wait for the workers to finish rather than end at once: a generator
     /// sees the same flag, stops sending and still counts the answers in flight.
     pub drain: bool,
+    /// More instants to wake at (and call `watch`), counted from `started`: each
+    /// `(first, every)` is first, first + every, ... (`every` zero: first alone). What
+    /// `watch` does at an edge (a measured window's first reading, an interval line) then
+    /// happens on time however long `poll` is.
+    pub wakes: Vec<(Duration, Duration)>,
+}
+
+/// The first instant of the grid `(first, every)` from `started` that is later than `now`.
+fn next_wake(
+    started: Instant,
+    now: Instant,
+    (first, every): (Duration, Duration),
+) -> Option<Instant> {
+    let first = started + first;
+    if first > now {
+        return Some(first);
+    }
+    if every.is_zero() {
+        return None;
+    }
+    let past = now.duration_since(first).as_nanos() / every.as_nanos();
+    let k = u32::try_from(past + 1).ok()?;
+    Some(first + every.checked_mul(k)?)
 }
 
 /// The loop's wake-up period unless a role needs finer timing.
 pub const POLL: Duration = Duration::from_millis(10);
 
-/// A server's wake-up period: its main thread may share a CPU with a worker that busy-polls,
-/// and each wake-up preempts that worker (at 10 ms, about 100 preemptions a second, half of
-/// what the `latency` profile's worker saw). A signal, a failed worker or a SIGHUP is still
-/// seen within this; ticks and the duration do not wait for it.
-pub const SERVER_POLL: Duration = Duration::from_millis(100);
+/// The wake-up period of a main thread that may share a CPU with a worker it must not
+/// disturb: a server's worker that busy-polls, a generator whose sends are timed. Each
+/// wake-up preempts that worker (at 10 ms, about 100 preemptions a second, half of what the
+/// `latency` profile's worker saw). A signal, a failed worker or a SIGHUP is still seen
+/// within this; ticks, wakes and the duration do not wait for it.
+pub const QUIET_POLL: Duration = Duration::from_millis(100);
 
 impl<'a> Supervisor<'a> {
     /// A supervisor of runs that end on `stop`, with no duration or ticks yet.
@@ -276,6 +300,7 @@ impl<'a> Supervisor<'a> {
             interval: None,
             poll: POLL,
             drain: false,
+            wakes: Vec::new(),
         }
     }
 
@@ -297,7 +322,11 @@ impl<'a> Supervisor<'a> {
             // poll keeps ticks on their grid and the duration exact.
             let now = Instant::now();
             let mut wake = now + self.poll;
-            for t in [next_tick, end].into_iter().flatten() {
+            let edges = self
+                .wakes
+                .iter()
+                .filter_map(|&g| next_wake(started, now, g));
+            for t in [next_tick, end].into_iter().flatten().chain(edges) {
                 wake = wake.min(t);
             }
             std::thread::sleep(wake.saturating_duration_since(now));
@@ -438,6 +467,53 @@ mod tests {
         // skip a late tick, never add one).
         assert!((2..=10).contains(&ticks), "{ticks} ticks");
         assert!(watches <= ticks + 2, "{watches} wake-ups for {ticks} ticks");
+    }
+
+    #[test]
+    fn wakes_come_on_time_however_long_the_poll() {
+        let stop = AtomicBool::new(false);
+        let mut sv = Supervisor::new(&stop);
+        sv.poll = Duration::from_secs(30);
+        sv.duration = Some(Duration::from_millis(300));
+        // A window's edge at 50 ms, and a grid from 100 ms every 80 ms (100, 180, 260).
+        sv.wakes = vec![
+            (Duration::from_millis(50), Duration::ZERO),
+            (Duration::from_millis(100), Duration::from_millis(80)),
+        ];
+        let t0 = Instant::now();
+        let mut at = Vec::new();
+        let ended = sv
+            .run(
+                t0,
+                |now| {
+                    at.push(now.duration_since(t0));
+                    Ok::<_, String>(Health::Running)
+                },
+                |_| Ok(()),
+            )
+            .unwrap();
+        assert!(matches!(ended, Ended::Duration), "{ended:?}");
+        // Never before an edge; one wake-up each, and one at the end (a busy host may wake
+        // late, past a later edge, never early).
+        let edges = [50, 100, 180, 260, 300].map(Duration::from_millis);
+        assert!((1..=edges.len()).contains(&at.len()), "{at:?}");
+        for (w, e) in at.iter().zip(edges) {
+            assert!(*w >= e, "woken before an edge: {at:?}");
+        }
+        assert!(*at.last().unwrap() >= edges[4], "{at:?}");
+    }
+
+    #[test]
+    fn the_next_wake_of_a_grid_is_after_now() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let at = |now: u64, g: (u64, u64)| next_wake(t0, t0 + ms(now), (ms(g.0), ms(g.1)));
+        assert_eq!(at(0, (50, 0)), Some(t0 + ms(50)));
+        assert_eq!(at(50, (50, 0)), None);
+        assert_eq!(at(10, (100, 80)), Some(t0 + ms(100)));
+        assert_eq!(at(100, (100, 80)), Some(t0 + ms(180)));
+        assert_eq!(at(179, (100, 80)), Some(t0 + ms(180)));
+        assert_eq!(at(181, (100, 80)), Some(t0 + ms(260)));
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let mut last = WorkerStats::total(&server.worker_stats());
     let mut last_t = started;
     let mut sv = crate::supervise::supervisor(&stop, a.duration, a.interval);
-    sv.poll = firehose_sys::supervise::SERVER_POLL;
+    sv.poll = firehose_sys::supervise::QUIET_POLL;
     // The server is shared by the loop's two callbacks: one watches it, one reads its
     // counters at each interval.
     let server = std::cell::RefCell::new(server);
