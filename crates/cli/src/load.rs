@@ -546,9 +546,9 @@ fn drive<W: Workload + 'static>(
         wait_until(at, &stop, a.quiet)?;
     }
     let run = firehose_load::start_with(cfg, make, flows).map_err(load_error)?;
-    // This thread wakes every 10 ms to watch the generators: with --cpus it joins their CPUs
-    // rather than wake on any other (the server's, on a shared host). The generators pin
-    // themselves first, so their CPUs are checked and their errors are theirs.
+    // This thread watches the generators: with --cpus it joins their CPUs rather than wake
+    // on any other (the server's, on a shared host). The generators pin themselves first,
+    // so their CPUs are checked and their errors are theirs.
     if let Some(cpus) = &cfg.cpus {
         let own = &cpus[..cfg.threads.min(cpus.len())];
         if let Err(e) = firehose_sys::cpu::confine_current_thread(own) {
@@ -584,9 +584,9 @@ fn drive<W: Workload + 'static>(
     // them to stop sending, and the loop waits while they count what is in flight.
     let mut sv = crate::supervise::supervisor(&stop, None, None);
     sv.drain = true;
-    // This thread shares the generators' CPUs (--cpus): it wakes rarely, and exactly at
-    // the edges its figures need (the interval lines' grid, the --hdr-log intervals' from
-    // the end of the warm-up, the server window's two readings).
+    // Beside the generators, this thread wakes rarely, and exactly at the edges its
+    // figures need (the interval lines' grid, the --hdr-log intervals' from the end of
+    // the warm-up, the server window's two readings).
     sv.poll = firehose_sys::supervise::QUIET_POLL;
     if !a.interval.is_zero() {
         sv.wakes.push((a.interval, a.interval));

@@ -540,18 +540,12 @@ impl<'a, W: Workload, I: FlowIo> Thread<'a, W, I> {
         let paced = plan.pace.is_some() && !plan.spin && caps.rx_timestamps;
         let mut plan = plan;
         if let (false, Some(p)) = (paced, plan.pace.as_mut()) {
-            // Spinning, each request leaves when it is intended, so the server sees the
-            // schedule's own shape. Without receive stamps every arrival wakes the thread
-            // anyway: send only what is due within 50 µs, timed close to the schedule.
-            p.ahead_ns = if plan.spin {
-                0
-            } else {
-                p.ahead_ns.min(UNPACED_AHEAD_NS)
-            };
             if plan.spin {
-                // A spinning pass carries the one request due; more than one owed is
-                // lateness, caught up in one send ([`Pace::send_shape`]).
-                p.per_wake = 1;
+                p.spinning();
+            } else {
+                // Without receive stamps every arrival wakes the thread anyway: send only
+                // what is due within 50 µs, timed close to the schedule.
+                p.ahead_ns = p.ahead_ns.min(UNPACED_AHEAD_NS);
             }
         }
         Ok(Thread {

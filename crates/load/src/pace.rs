@@ -278,6 +278,15 @@ impl Pace {
         }
     }
 
+    /// Paces a sender that spins instead of sleeping: each request leaves when it is
+    /// intended, nothing ahead of it, so the server sees the schedule's own shape; and a
+    /// pass carries the one request due, so more than one owed is lateness, caught up in
+    /// one send ([`Pace::send_shape`]).
+    pub fn spinning(&mut self) {
+        self.ahead_ns = 0;
+        self.per_wake = 1;
+    }
+
     /// How a wake-up at `now` whose next scheduled request is `next_seq` sends:
     /// [`SendShape::Apart`] when it is on schedule, so the server receives the requests
     /// one by one as a timely schedule spaces them (sent together, the later ones' round
