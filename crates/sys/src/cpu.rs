@@ -114,8 +114,9 @@ pub fn thread_run_delay() -> SysResult<Duration> {
     })
 }
 
-/// The run delay (ns) of a schedstat line: `run_ns wait_ns timeslices`.
-fn parse_run_delay(text: &str) -> Option<Duration> {
+/// The run delay (ns) of a schedstat line: `run_ns wait_ns timeslices`. Pure: the fuzz
+/// target `proc_thread` feeds it.
+pub fn parse_run_delay(text: &str) -> Option<Duration> {
     let ns = text.split_whitespace().nth(1)?.parse().ok()?;
     Some(Duration::from_nanos(ns))
 }
